@@ -1,0 +1,33 @@
+"""The payment preorder service: `create_app()` builds the Flask application."""
+import logging
+import os
+
+from flask import Flask
+
+from app import config as settings
+
+
+def create_app(test_config=None):
+    app = Flask(__name__, instance_relative_config=True)
+    app.config.from_mapping(
+        settings.DEFAULTS, DATABASE=os.path.join(app.instance_path, "preorder.sqlite3")
+    )
+    if test_config is None:
+        app.config.from_pyfile("config.py", silent=True)
+        app.config.from_prefixed_env()
+    else:
+        app.config.from_mapping(test_config)
+    settings.normalize(app.config)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    from app import cli, db, errors
+    from app.routes import merchant, ops
+    from app.schemas import Limits, PreorderSchema
+
+    db.init_app(app)
+    errors.init_app(app)
+    cli.init_app(app)
+    app.extensions["preorder_schema"] = PreorderSchema(Limits.from_config(app.config))
+    app.register_blueprint(merchant.bp)
+    app.register_blueprint(ops.bp)
+    return app

@@ -1,0 +1,42 @@
+"""Who is calling: the merchant behind x-secret-key (server side) or x-public-key (browser)."""
+from functools import wraps
+
+from flask import g, request
+
+from app.data import merchants as merchant_rows
+from app.db import get_db
+from app.errors import ApiError
+from app.keys import hash_key, looks_like_public_key
+
+
+def require_secret_key(view):
+    """Merchant API guard. Runs before the body is read; sets g.merchant."""
+
+    @wraps(view)
+    def guarded(*args, **kwargs):
+        if "Origin" in request.headers:
+            raise ApiError(
+                403,
+                "browser_request_forbidden",
+                "Secret-key endpoints cannot be called from a browser; call them from your server"
+                " and keep the secret key out of frontend code.",
+            )
+        key = request.headers.get("x-secret-key", "")
+        if not key:
+            raise ApiError(401, "missing_secret_key", "Send your secret key in the x-secret-key header.")
+        if looks_like_public_key(key):
+            raise ApiError(
+                401,
+                "invalid_secret_key",
+                "x-secret-key holds a public key (pk_...); the merchant API needs your secret key"
+                " (sk_...), sent from your server.",
+            )
+        merchant = merchant_rows.by_secret_key_hash(get_db().connection(), hash_key(key))
+        if merchant is None:
+            raise ApiError(401, "invalid_secret_key", "Invalid secret key.")
+        if merchant.disabled:
+            raise ApiError(403, "merchant_disabled", "This merchant account is disabled.")
+        g.merchant = merchant
+        return view(*args, **kwargs)
+
+    return guarded

@@ -1,0 +1,117 @@
+"""`flask --app app merchants ...`: accounts, keys and webhook URLs."""
+import json
+
+import click
+from flask.cli import AppGroup
+
+from app import merchants as service
+from app.cli.common import now, table, when
+from app.db import get_db
+
+merchants = AppGroup("merchants", help="Create and manage merchants and their keys.")
+
+
+def _run(action, *args, **kwargs):
+    try:
+        return action(get_db(), *args, **kwargs)
+    except service.MerchantError as e:
+        raise click.ClickException(str(e)) from None
+
+
+@merchants.command("create")
+@click.option("--name", required=True, help="The merchant's display name.")
+@click.option("--live", is_flag=True, help="Live mode (default: test mode, sandbox payments).")
+@click.option("--webhook-url", default=None, help="Where webhooks are delivered.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object and nothing else.")
+def create(name, live, webhook_url, as_json):
+    """Create a merchant and print its keys (shown this once)."""
+    merchant, secret_key = _run(
+        service.create, name=name, livemode=live, webhook_url=webhook_url, now=now()
+    )
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "merchantId": merchant.id,
+                    "secretKey": secret_key,
+                    "publicKey": merchant.public_key,
+                    "webhookSecret": merchant.webhook_secret,
+                    "livemode": merchant.livemode,
+                }
+            )
+        )
+        return
+    mode = "live" if merchant.livemode else "test"
+    click.echo(f"Created merchant {merchant.id} ({merchant.name}, {mode} mode).")
+    click.echo("These keys are shown once; keep the secret ones on your server only.")
+    click.echo(f"  secret key:      {secret_key}")
+    click.echo(f"  public key:      {merchant.public_key}")
+    click.echo(f"  webhook secret:  {merchant.webhook_secret}")
+    click.echo(f"  webhook URL:     {merchant.webhook_url or '(none yet: merchants set-webhook)'}")
+
+
+@merchants.command("list")
+def list_():
+    """List merchants."""
+    table(
+        [
+            (
+                m.id,
+                m.name,
+                "live" if m.livemode else "test",
+                "disabled" if m.disabled else "active",
+                m.webhook_url or "-",
+                when(m.created_at),
+            )
+            for m in service.list_all(get_db())
+        ],
+        ("ID", "NAME", "MODE", "STATE", "WEBHOOK URL", "CREATED"),
+    )
+
+
+@merchants.command("keys")
+@click.argument("merchant_id")
+def keys(merchant_id):
+    """List a merchant's secret keys (their first characters only)."""
+    table(
+        [
+            (k.key_prefix + "…", when(k.created_at), "revoked " + when(k.revoked_at) if k.revoked_at else "active")
+            for k in _run(service.keys_of, merchant_id)
+        ],
+        ("KEY", "CREATED", "STATE"),
+    )
+
+
+@merchants.command("disable")
+@click.argument("merchant_id")
+def disable(merchant_id):
+    """Disable a merchant: its keys stop working at once."""
+    _run(service.disable, merchant_id, now())
+    click.echo(f"Disabled merchant {merchant_id}.")
+
+
+@merchants.command("set-webhook")
+@click.argument("merchant_id")
+@click.argument("url")
+def set_webhook(merchant_id, url):
+    """Set the URL webhooks are delivered to ('' to remove it)."""
+    _run(service.set_webhook_url, merchant_id, url or None)
+    click.echo(f"Webhook URL of {merchant_id} set to {url or '(none)'}.")
+
+
+@merchants.command("rotate-key")
+@click.argument("merchant_id")
+def rotate_key(merchant_id):
+    """Issue a new secret key; the old ones keep working until revoked."""
+    secret_key = _run(service.rotate_key, merchant_id, now())
+    click.echo(f"New secret key (shown once): {secret_key}")
+    click.echo("The previous keys still work: revoke them with `merchants revoke-key` once replaced.")
+
+
+@merchants.command("revoke-key")
+@click.argument("merchant_id")
+@click.argument("key_prefix")
+def revoke_key(merchant_id, key_prefix):
+    """Revoke the key starting with KEY_PREFIX (at least 12 characters); it stops working at once."""
+    key = _run(service.revoke_key, merchant_id, key_prefix, now())
+    click.echo(f"Revoked key {key.key_prefix}… of {merchant_id}.")

@@ -1,0 +1,74 @@
+"""`flask --app app processes ...`: look at processes, complete one by hand."""
+import json
+
+import click
+from flask.cli import AppGroup
+
+from app import processes as service
+from app.cli.common import now, table, when
+from app.data import events as event_rows
+from app.data import processes as process_rows
+from app.db import get_db
+from app.http import parse_process_id
+from app.models import STATUSES
+from app.representation import process_json
+
+processes = AppGroup("processes", help="Inspect payment processes; complete one by hand.")
+
+
+def _process_id(value):
+    process_id = parse_process_id(value)
+    if process_id is None:
+        raise click.BadParameter("not a process id (UUID)", param_hint="PROCESS_ID")
+    return process_id
+
+
+@processes.command("list")
+@click.option("--merchant", "merchant_id", default=None, help="Only this merchant's processes.")
+@click.option("--status", type=click.Choice(STATUSES), default=None)
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+def list_(merchant_id, status, limit):
+    """List processes, newest first."""
+    current = now()
+    items, has_more = process_rows.list_page(
+        get_db().connection(), now=current, limit=limit, merchant_id=merchant_id, status=status
+    )
+    table(
+        [
+            (p.id, p.merchant_id, p.effective_status(current), p.amount,
+             "live" if p.livemode else "test", when(p.created_at), when(p.expires_at))
+            for p in items
+        ],
+        ("PROCESS ID", "MERCHANT", "STATUS", "AMOUNT", "MODE", "CREATED", "EXPIRES"),
+    )
+    if has_more:
+        click.echo(f"(more than {limit}; use --limit)")
+
+
+@processes.command("show")
+@click.argument("process_id")
+def show(process_id):
+    """Show one process (with its metadata) and its webhook events."""
+    conn = get_db().connection()
+    process = process_rows.get(conn, _process_id(process_id))
+    if process is None:
+        raise click.ClickException(f"No process {process_id}.")
+    click.echo(json.dumps(json.loads(process_json(process, now())), indent=2, ensure_ascii=False))
+    events = event_rows.for_process(conn, process.id)
+    click.echo(f"merchant: {process.merchant_id}")
+    click.echo(f"events: {len(events)}")
+    for e in events:
+        click.echo(f"  {e.id}  {e.type:<18} {e.status:<11} attempts={e.attempts}  {when(e.created_at)}")
+
+
+@processes.command("complete")
+@click.argument("process_id")
+def complete(process_id):
+    """Mark a pending process completed (a payment confirmed outside the button)."""
+    try:
+        process = service.complete(get_db(), _process_id(process_id), now())
+    except service.ProcessNotFound:
+        raise click.ClickException(f"No process {process_id}.") from None
+    except service.InvalidState as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"Completed process {process.id}; payment.completed event written.")

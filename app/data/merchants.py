@@ -1,0 +1,122 @@
+"""SQL for merchants and their secret keys."""
+from app.models import Merchant, SecretKey
+
+_MERCHANT_COLUMNS = (
+    "m.id, m.name, m.livemode, m.public_key, m.webhook_secret, m.webhook_url, m.disabled_at, "
+    "m.created_at"
+)
+
+
+def _merchant(row):
+    return Merchant(
+        id=row["id"],
+        name=row["name"],
+        livemode=bool(row["livemode"]),
+        public_key=row["public_key"],
+        webhook_secret=row["webhook_secret"],
+        webhook_url=row["webhook_url"],
+        disabled_at=row["disabled_at"],
+        created_at=row["created_at"],
+    )
+
+
+def _key(row):
+    return SecretKey(
+        id=row["id"],
+        merchant_id=row["merchant_id"],
+        key_prefix=row["key_prefix"],
+        created_at=row["created_at"],
+        revoked_at=row["revoked_at"],
+    )
+
+
+def insert(conn, merchant: Merchant):
+    conn.execute(
+        "INSERT INTO merchants (id, name, livemode, public_key, webhook_secret, webhook_url,"
+        " disabled_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            merchant.id,
+            merchant.name,
+            int(merchant.livemode),
+            merchant.public_key,
+            merchant.webhook_secret,
+            merchant.webhook_url,
+            merchant.disabled_at,
+            merchant.created_at,
+        ),
+    )
+
+
+def insert_key(conn, merchant_id, key_hash, key_prefix, now):
+    conn.execute(
+        "INSERT INTO secret_keys (merchant_id, key_hash, key_prefix, created_at)"
+        " VALUES (?, ?, ?, ?)",
+        (merchant_id, key_hash, key_prefix, now),
+    )
+
+
+def by_secret_key_hash(conn, key_hash) -> Merchant | None:
+    """The merchant holding this unrevoked secret key."""
+    row = conn.execute(
+        f"SELECT {_MERCHANT_COLUMNS} FROM secret_keys k JOIN merchants m ON m.id = k.merchant_id"
+        " WHERE k.key_hash = ? AND k.revoked_at IS NULL",
+        (key_hash,),
+    ).fetchone()
+    return _merchant(row) if row else None
+
+
+def by_public_key(conn, public_key) -> Merchant | None:
+    row = conn.execute(
+        f"SELECT {_MERCHANT_COLUMNS} FROM merchants m WHERE m.public_key = ?", (public_key,)
+    ).fetchone()
+    return _merchant(row) if row else None
+
+
+def get(conn, merchant_id) -> Merchant | None:
+    row = conn.execute(
+        f"SELECT {_MERCHANT_COLUMNS} FROM merchants m WHERE m.id = ?", (merchant_id,)
+    ).fetchone()
+    return _merchant(row) if row else None
+
+
+def list_all(conn) -> list[Merchant]:
+    rows = conn.execute(f"SELECT {_MERCHANT_COLUMNS} FROM merchants m ORDER BY m.created_at, m.id")
+    return [_merchant(row) for row in rows]
+
+
+def disable(conn, merchant_id, now) -> bool:
+    cur = conn.execute(
+        "UPDATE merchants SET disabled_at = ? WHERE id = ? AND disabled_at IS NULL",
+        (now, merchant_id),
+    )
+    return cur.rowcount == 1
+
+
+def set_webhook_url(conn, merchant_id, url) -> bool:
+    cur = conn.execute("UPDATE merchants SET webhook_url = ? WHERE id = ?", (url, merchant_id))
+    return cur.rowcount == 1
+
+
+def keys(conn, merchant_id) -> list[SecretKey]:
+    rows = conn.execute(
+        "SELECT id, merchant_id, key_prefix, created_at, revoked_at FROM secret_keys"
+        " WHERE merchant_id = ? ORDER BY id",
+        (merchant_id,),
+    )
+    return [_key(row) for row in rows]
+
+
+def key_by_hash(conn, merchant_id, key_hash) -> SecretKey | None:
+    row = conn.execute(
+        "SELECT id, merchant_id, key_prefix, created_at, revoked_at FROM secret_keys"
+        " WHERE merchant_id = ? AND key_hash = ?",
+        (merchant_id, key_hash),
+    ).fetchone()
+    return _key(row) if row else None
+
+
+def revoke_key(conn, key_id, now) -> bool:
+    cur = conn.execute(
+        "UPDATE secret_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", (now, key_id)
+    )
+    return cur.rowcount == 1

@@ -1,0 +1,111 @@
+"""SQL for payment processes. Transitions are single guarded UPDATEs: the row changes only if it is
+still in the state the caller saw, so of two racing transitions exactly one touches the row."""
+from app.models import Process
+
+_COLUMNS = (
+    "seq, id, merchant_id, status, amount, metadata, livemode, created_at, updated_at, expires_at"
+)
+
+
+def _process(row):
+    return Process(
+        seq=row["seq"],
+        id=row["id"],
+        merchant_id=row["merchant_id"],
+        status=row["status"],
+        amount=row["amount"],
+        metadata=row["metadata"],
+        livemode=bool(row["livemode"]),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        expires_at=row["expires_at"],
+    )
+
+
+def insert(conn, p: Process):
+    conn.execute(
+        f"INSERT INTO processes ({_COLUMNS}) VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            p.id,
+            p.merchant_id,
+            p.status,
+            p.amount,
+            p.metadata,
+            int(p.livemode),
+            p.created_at,
+            p.updated_at,
+            p.expires_at,
+        ),
+    )
+
+
+def get(conn, process_id) -> Process | None:
+    row = conn.execute(f"SELECT {_COLUMNS} FROM processes WHERE id = ?", (process_id,)).fetchone()
+    return _process(row) if row else None
+
+
+def get_for_merchant(conn, merchant_id, process_id) -> Process | None:
+    row = conn.execute(
+        f"SELECT {_COLUMNS} FROM processes WHERE id = ? AND merchant_id = ?",
+        (process_id, merchant_id),
+    ).fetchone()
+    return _process(row) if row else None
+
+
+def _status_clause(status, now):
+    """SQL condition (and its parameters) for an *effective* status, expiry included."""
+    if status is None:
+        return "", ()
+    if status == "pending":
+        return " AND status = 'pending' AND expires_at > ?", (now,)
+    if status == "expired":
+        return " AND (status = 'expired' OR (status = 'pending' AND expires_at <= ?))", (now,)
+    return " AND status = ?", (status,)
+
+
+def list_page(conn, *, now, limit, merchant_id=None, status=None, before_seq=None):
+    """Newest first; `limit + 1` rows are read so the caller can tell whether there is more."""
+    where, params = "WHERE 1 = 1", []
+    if merchant_id is not None:
+        where += " AND merchant_id = ?"
+        params.append(merchant_id)
+    clause, extra = _status_clause(status, now)
+    where += clause
+    params.extend(extra)
+    if before_seq is not None:
+        where += " AND seq < ?"
+        params.append(before_seq)
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM processes {where} ORDER BY seq DESC LIMIT ?",
+        (*params, limit + 1),
+    ).fetchall()
+    return [_process(row) for row in rows[:limit]], len(rows) > limit
+
+
+def transition(conn, process_id, to_status, now) -> bool:
+    """pending -> to_status, only while the process is pending and not yet past its expiry."""
+    cur = conn.execute(
+        "UPDATE processes SET status = ?, updated_at = ?"
+        " WHERE id = ? AND status = 'pending' AND expires_at > ?",
+        (to_status, now, process_id, now),
+    )
+    return cur.rowcount == 1
+
+
+def expire(conn, process_id, now) -> bool:
+    """pending -> expired, only once the expiry has passed."""
+    cur = conn.execute(
+        "UPDATE processes SET status = 'expired', updated_at = expires_at"
+        " WHERE id = ? AND status = 'pending' AND expires_at <= ?",
+        (process_id, now),
+    )
+    return cur.rowcount == 1
+
+
+def due_for_expiry(conn, now, limit) -> list[str]:
+    rows = conn.execute(
+        "SELECT id FROM processes WHERE status = 'pending' AND expires_at <= ? ORDER BY expires_at"
+        " LIMIT ?",
+        (now, limit),
+    )
+    return [row["id"] for row in rows]

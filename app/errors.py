@@ -1,0 +1,90 @@
+"""The one JSON error envelope: {"code", "message", "errors"?} on every non-2xx response."""
+import json
+import logging
+
+from flask import Response, request
+from werkzeug.exceptions import HTTPException
+
+log = logging.getLogger(__name__)
+
+
+class ApiError(Exception):
+    def __init__(self, status, code, message, errors=None, headers=None):
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+        self.errors, self.headers = errors, headers
+
+
+def validation_error(errors):
+    """400 validation_error from a {field: [messages]} map; message lists them all."""
+    message = " ".join(f"{field}: {' '.join(msgs)}" for field, msgs in errors.items())
+    return ApiError(400, "validation_error", message, errors=errors)
+
+
+def error_response(status, code, message, errors=None, headers=None):
+    body = {"code": code, "message": message}
+    if errors:
+        body["errors"] = errors
+    response = Response(
+        json.dumps(body, ensure_ascii=False), status=status, mimetype="application/json"
+    )
+    for name, value in (headers or {}).items():
+        response.headers[name] = value
+    return response
+
+
+# Werkzeug's own exceptions, by status: our stable code and a message a merchant can act on.
+_HTTP_CODES = {
+    400: ("validation_error", None),
+    404: ("not_found", "No such resource."),
+    405: ("method_not_allowed", None),
+    413: ("payload_too_large", None),
+    415: ("unsupported_media_type", "Content-Type must be application/json."),
+    429: ("rate_limited", "Too many requests."),
+}
+
+
+def _http_error(e: HTTPException):
+    code, message = _HTTP_CODES.get(e.code, (None, None))
+    headers = {}
+    if e.code == 405:
+        allowed = e.valid_methods or []
+        message = f"Method {request.method} is not allowed here; allowed: {', '.join(allowed)}."
+        headers["Allow"] = ", ".join(allowed)
+    elif e.code == 413:
+        limit = request.max_content_length
+        message = f"Request body is larger than {limit} bytes." if limit else "Request body is too large."
+    if code is None:
+        code = (e.name or "error").lower().replace(" ", "_").replace("'", "")
+    return error_response(e.code or 500, code, message or e.description or e.name, headers=headers)
+
+
+def _api_error(e: ApiError):
+    return error_response(e.status, e.code, e.message, e.errors, e.headers)
+
+
+def _unexpected(e: Exception):
+    # The traceback goes to the log (it holds code lines, not request data); the body says nothing.
+    log.exception("unhandled error on %s %s", request.method, request.path)
+    return error_response(500, "internal_error", "An internal error occurred; it has been logged.")
+
+
+def _domain_errors():
+    """Errors raised below the HTTP layer, and the API error each one is."""
+    from app import processes
+
+    return {
+        processes.ProcessNotFound: lambda e: error_response(404, "not_found", "No such process."),
+        processes.InvalidState: lambda e: error_response(409, "invalid_state", str(e)),
+        processes.IdempotencyKeyReused: lambda e: error_response(
+            409, "idempotency_key_reused", str(e)
+        ),
+    }
+
+
+def init_app(app):
+    app.register_error_handler(ApiError, _api_error)
+    for exc_class, handler in _domain_errors().items():
+        app.register_error_handler(exc_class, handler)
+    app.register_error_handler(HTTPException, _http_error)
+    app.register_error_handler(Exception, _unexpected)

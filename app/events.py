@@ -1,0 +1,32 @@
+"""Event emission: the one place every webhook event is written to the outbox.
+
+`emit` must be called inside the write transaction that made the change it reports, so the change
+and its event commit together or not at all.
+"""
+import uuid
+
+from app.data import events as event_rows
+from app.representation import event_json, process_json
+
+EVENT_TYPES = ("payment.completed", "payment.failed", "process.cancelled", "process.expired")
+
+
+def new_event_id() -> str:
+    return "evt_" + uuid.uuid4().hex
+
+
+def emit(conn, event_type, process, now) -> str:
+    """Write one event about `process` (as it is after the change) and return its id."""
+    if event_type not in EVENT_TYPES:
+        raise ValueError(f"unknown event type {event_type!r}")
+    event_id = new_event_id()
+    event_rows.insert(
+        conn,
+        id=event_id,
+        merchant_id=process.merchant_id,
+        process_id=process.id,
+        type=event_type,
+        payload=event_json(event_type, now, process_json(process, now)),
+        now=now,
+    )
+    return event_id

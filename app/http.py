@@ -1,0 +1,43 @@
+"""Request and response plumbing shared by the API blueprints."""
+import re
+
+from flask import Response, request
+
+from app.errors import ApiError
+from app.jsonutil import InvalidJSON, loads
+
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def json_response(text: str, status=200) -> Response:
+    return Response(text, status=status, mimetype="application/json")
+
+
+def read_json_body():
+    """The request body as JSON values (app.jsonutil), or the API's 415 / 400 / 413 error."""
+    if request.mimetype != "application/json":
+        raise ApiError(415, "unsupported_media_type", "Content-Type must be application/json.")
+    charset = request.mimetype_params.get("charset")
+    if charset is not None and charset.lower() not in ("utf-8", "utf8"):
+        raise ApiError(
+            415, "unsupported_media_type", "JSON bodies must be UTF-8 (charset=utf-8 or none)."
+        )
+    data = request.get_data(cache=False)  # 413 past MAX_CONTENT_LENGTH, even when chunked
+    try:
+        return loads(data)
+    except InvalidJSON as e:
+        raise ApiError(400, "invalid_json", str(e)) from None
+
+
+def parse_process_id(value: str) -> str | None:
+    """The canonical (lowercase) form of a UUID written in its usual 36-character form, or None.
+    UUIDs compare case-insensitively (RFC 9562)."""
+    return value.lower() if _UUID.fullmatch(value) else None
+
+
+def canonical_process_id(value: str) -> str:
+    """A process id from a URL; anything that is not a UUID is 404, like an unknown id."""
+    process_id = parse_process_id(value)
+    if process_id is None:
+        raise ApiError(404, "not_found", "No such process.")
+    return process_id

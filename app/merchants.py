@@ -1,0 +1,123 @@
+"""Merchant accounts and their credentials (used by the operator CLI)."""
+import uuid
+from dataclasses import replace
+from urllib.parse import urlsplit
+
+from app import keys
+from app.data import merchants as merchant_rows
+from app.models import Merchant
+
+
+class MerchantError(ValueError):
+    """An operator request about a merchant that cannot be carried out; str() says why."""
+
+
+def new_merchant_id() -> str:
+    return "mer_" + uuid.uuid4().hex[:24]
+
+
+def check_webhook_url(url: str, livemode: bool) -> str:
+    """Shape check when the URL is set. Addresses are checked again at every delivery."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise MerchantError("The webhook URL must be an absolute http(s) URL.")
+    if livemode and parts.scheme != "https":
+        raise MerchantError("A live merchant's webhook URL must use https.")
+    if parts.username or parts.password:
+        raise MerchantError("The webhook URL must not carry a user name or password.")
+    return url
+
+
+def create(db, *, name, livemode, webhook_url, now):
+    """A new merchant and its first secret key, returned in clear this once."""
+    name = name.strip()
+    if not name:
+        raise MerchantError("The merchant needs a name.")
+    if webhook_url is not None:
+        check_webhook_url(webhook_url, livemode)
+    merchant = Merchant(
+        id=new_merchant_id(),
+        name=name,
+        livemode=livemode,
+        public_key=keys.new_public_key(livemode),
+        webhook_secret=keys.new_webhook_secret(),
+        webhook_url=webhook_url,
+        disabled_at=None,
+        created_at=int(now),
+    )
+    secret_key = keys.new_secret_key(livemode)
+    with db.transaction() as conn:
+        merchant_rows.insert(conn, merchant)
+        merchant_rows.insert_key(
+            conn, merchant.id, keys.hash_key(secret_key), keys.key_prefix(secret_key), int(now)
+        )
+    return merchant, secret_key
+
+
+def _existing(conn, merchant_id) -> Merchant:
+    merchant = merchant_rows.get(conn, merchant_id)
+    if merchant is None:
+        raise MerchantError(f"No merchant {merchant_id}.")
+    return merchant
+
+
+def rotate_key(db, merchant_id, now) -> str:
+    """Issue one more secret key; the existing ones keep working until revoked."""
+    with db.transaction() as conn:
+        merchant = _existing(conn, merchant_id)
+        secret_key = keys.new_secret_key(merchant.livemode)
+        merchant_rows.insert_key(
+            conn, merchant.id, keys.hash_key(secret_key), keys.key_prefix(secret_key), int(now)
+        )
+    return secret_key
+
+
+MIN_REVOKE_PREFIX = 12
+
+
+def revoke_key(db, merchant_id, prefix, now):
+    """Revoke the one key of this merchant that `prefix` (>= 12 leading characters) designates."""
+    if len(prefix) < MIN_REVOKE_PREFIX:
+        raise MerchantError(f"Give at least {MIN_REVOKE_PREFIX} leading characters of the key.")
+    with db.transaction() as conn:
+        _existing(conn, merchant_id)
+        if len(prefix) > keys.KEY_PREFIX_LENGTH:
+            # Longer than the stored prefix: only the whole key can be checked (by its hash).
+            key = merchant_rows.key_by_hash(conn, merchant_id, keys.hash_key(prefix))
+            matches = [key] if key else []
+        else:
+            matches = [k for k in merchant_rows.keys(conn, merchant_id) if k.key_prefix.startswith(prefix)]
+        if not matches:
+            raise MerchantError("No key of this merchant starts with that prefix.")
+        if len(matches) > 1:
+            raise MerchantError(f"That prefix matches {len(matches)} keys; give more characters.")
+        key = matches[0]
+        if key.revoked_at is not None:
+            raise MerchantError(f"Key {key.key_prefix}… is already revoked.")
+        merchant_rows.revoke_key(conn, key.id, int(now))
+    return replace(key, revoked_at=int(now))
+
+
+def disable(db, merchant_id, now):
+    with db.transaction() as conn:
+        _existing(conn, merchant_id)
+        if not merchant_rows.disable(conn, merchant_id, int(now)):
+            raise MerchantError(f"Merchant {merchant_id} is already disabled.")
+
+
+def set_webhook_url(db, merchant_id, url):
+    with db.transaction() as conn:
+        merchant = _existing(conn, merchant_id)
+        merchant_rows.set_webhook_url(
+            conn, merchant_id, check_webhook_url(url, merchant.livemode) if url else None
+        )
+
+
+def list_all(db):
+    return merchant_rows.list_all(db.connection())
+
+
+def keys_of(db, merchant_id):
+    conn = db.connection()
+    _existing(conn, merchant_id)
+    return merchant_rows.keys(conn, merchant_id)

@@ -1,0 +1,150 @@
+"""Payment processes: creation (with Idempotency-Key) and the state transitions.
+
+Every transition is one write transaction that re-checks the state with a guarded UPDATE and writes
+its webhook event before committing: of two racing transitions exactly one wins, and no event is
+written for the loser.
+"""
+import hashlib
+import uuid
+from dataclasses import replace
+
+from app.data import idempotency as idempotency_rows
+from app.data import processes as process_rows
+from app.events import emit
+from app.models import Process
+from app.representation import process_json
+
+
+class ProcessNotFound(LookupError):
+    pass
+
+
+class InvalidState(ValueError):
+    def __init__(self, process_id, status, wanted):
+        super().__init__(f"Process {process_id} is {status}; only a pending process can be {wanted}.")
+        self.status = status
+
+
+class IdempotencyKeyReused(ValueError):
+    pass
+
+
+def request_fingerprint(amount: str, metadata: str) -> str:
+    return hashlib.sha256(f"{amount}\n{metadata}".encode("utf-8")).hexdigest()
+
+
+def create_preorder(db, merchant, *, amount, metadata, now, ttl, idempotency_key=None,
+                    idempotency_ttl=86400):
+    """Create a pending process. Returns (response_body, replayed)."""
+    now = int(now)
+    fingerprint = request_fingerprint(amount, metadata) if idempotency_key else None
+    with db.transaction() as conn:
+        if idempotency_key:
+            found = idempotency_rows.find(conn, merchant.id, idempotency_key, now - idempotency_ttl)
+            if found is not None:
+                stored_fingerprint, stored_body = found
+                if stored_fingerprint != fingerprint:
+                    raise IdempotencyKeyReused(
+                        "This Idempotency-Key was already used with a different request body."
+                    )
+                return stored_body, True
+        process = Process(
+            seq=None,
+            id=str(uuid.uuid4()),
+            merchant_id=merchant.id,
+            status="pending",
+            amount=amount,
+            metadata=metadata,
+            livemode=merchant.livemode,
+            created_at=now,
+            updated_at=now,
+            expires_at=now + ttl,
+        )
+        process_rows.insert(conn, process)
+        body = process_json(process, now)
+        if idempotency_key:
+            idempotency_rows.save(conn, merchant.id, idempotency_key, fingerprint, process.id, body, now)
+    return body, False
+
+
+def get(db, merchant_id, process_id) -> Process:
+    process = process_rows.get_for_merchant(db.connection(), merchant_id, process_id)
+    if process is None:
+        raise ProcessNotFound(process_id)
+    return process
+
+
+def page(db, merchant_id, *, now, limit, status=None, starting_after=None):
+    """(processes, has_more) newest first; starting_after must be one of this merchant's ids."""
+    conn = db.connection()
+    before_seq = None
+    if starting_after is not None:
+        anchor = process_rows.get_for_merchant(conn, merchant_id, starting_after)
+        if anchor is None:
+            raise ProcessNotFound(starting_after)
+        before_seq = anchor.seq
+    return process_rows.list_page(
+        conn, now=int(now), limit=limit, merchant_id=merchant_id, status=status,
+        before_seq=before_seq,
+    )
+
+
+def _load(conn, process_id, merchant_id):
+    """The process, scoped to its merchant when one is given (an operator sees every process)."""
+    if merchant_id is None:
+        process = process_rows.get(conn, process_id)
+    else:
+        process = process_rows.get_for_merchant(conn, merchant_id, process_id)
+    if process is None:
+        raise ProcessNotFound(process_id)
+    return process
+
+
+def _transition(db, process_id, to_status, event_type, verb, now, merchant_id=None):
+    now = int(now)
+    with db.transaction() as conn:
+        process = _load(conn, process_id, merchant_id)
+        status = process.effective_status(now)
+        if status != "pending" or not process_rows.transition(conn, process_id, to_status, now):
+            raise InvalidState(process_id, status, verb)
+        process = replace(process, status=to_status, updated_at=now)
+        emit(conn, event_type, process, now)
+    return process
+
+
+def cancel(db, process_id, now, merchant_id=None) -> Process:
+    return _transition(db, process_id, "cancelled", "process.cancelled", "cancelled", now, merchant_id)
+
+
+def complete(db, process_id, now, merchant_id=None) -> Process:
+    return _transition(db, process_id, "completed", "payment.completed", "completed", now, merchant_id)
+
+
+def record_failed_payment(db, process_id, now, merchant_id=None) -> Process:
+    """A failed payment attempt: the process stays pending (the customer may retry until it
+    expires) and a payment.failed event is written."""
+    now = int(now)
+    with db.transaction() as conn:
+        process = _load(conn, process_id, merchant_id)
+        status = process.effective_status(now)
+        if status != "pending":
+            raise InvalidState(process_id, status, "paid")
+        emit(conn, "payment.failed", process, now)
+    return process
+
+
+def expire_due(db, now, batch_size=500) -> int:
+    """Mark pending processes past their expiry as expired, one process.expired event each.
+    Safe to run from several workers at once: the guarded UPDATE lets one of them win per process."""
+    now = int(now)
+    expired = 0
+    while True:
+        with db.transaction() as conn:
+            ids = process_rows.due_for_expiry(conn, now, batch_size)
+            for process_id in ids:
+                if process_rows.expire(conn, process_id, now):
+                    process = process_rows.get(conn, process_id)
+                    emit(conn, "process.expired", process, now)
+                    expired += 1
+        if len(ids) < batch_size:
+            return expired

@@ -1,0 +1,107 @@
+"""Request validation (marshmallow 4). Field errors become 400 validation_error naming the field.
+
+Values arrive from app.jsonutil.loads, where JSON numbers are JSONNumber literals: the amount is
+checked on its exact decimal value, and metadata is re-encoded compactly once, here, to measure it
+and to store it.
+"""
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+
+from marshmallow import RAISE, Schema, ValidationError, fields, validate
+
+from app.jsonutil import JSONNumber, TooDeep, dumps_compact
+from app.models import STATUSES
+from app.money import AmountError, parse_amount
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_amount: Decimal
+    amount_decimals: int
+    metadata_max_bytes: int
+    metadata_max_depth: int
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(
+            max_amount=config["MAX_AMOUNT"],
+            amount_decimals=config["AMOUNT_DECIMALS"],
+            metadata_max_bytes=config["METADATA_MAX_BYTES"],
+            metadata_max_depth=config["METADATA_MAX_DEPTH"],
+        )
+
+
+class Amount(fields.Field):
+    """A JSON number, > 0, <= MAX_AMOUNT, at most AMOUNT_DECIMALS places; loads to its literal."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, JSONNumber):
+            raise ValidationError("Must be a JSON number, not a string, boolean, array or object.")
+        limits = self.parent.limits
+        try:
+            return parse_amount(value, limits.max_amount, limits.amount_decimals)
+        except AmountError as e:
+            raise ValidationError(str(e)) from None
+
+
+class Metadata(fields.Field):
+    """A JSON object, at most METADATA_MAX_DEPTH deep and METADATA_MAX_BYTES as compact UTF-8
+    JSON; loads to that compact text."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, dict):
+            raise ValidationError("Must be a JSON object.")
+        limits = self.parent.limits
+        try:
+            text = dumps_compact(value, max_depth=limits.metadata_max_depth)
+        except TooDeep:
+            raise ValidationError(
+                f"Must not nest deeper than {limits.metadata_max_depth} levels."
+            ) from None
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise ValidationError("Must not contain unpaired UTF-16 surrogate escapes.") from None
+        if size > limits.metadata_max_bytes:
+            raise ValidationError(
+                f"Must be at most {limits.metadata_max_bytes} bytes as compact UTF-8 JSON"
+                f" (got {size})."
+            )
+        return text
+
+
+class PreorderSchema(Schema):
+    class Meta:
+        unknown = RAISE
+
+    amount = Amount(
+        required=True,
+        error_messages={"null": "Must be a JSON number, not null."},
+    )
+    metadata = Metadata(
+        load_default="{}",
+        error_messages={"null": "Must be a JSON object, not null."},
+    )
+
+    def __init__(self, limits: Limits, **kwargs):
+        self.limits = limits
+        super().__init__(**kwargs)
+
+
+class QueryInteger(fields.Integer):
+    """A whole number written in plain digits (no sign, no fraction, no spaces)."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, str) or not re.fullmatch(r"[0-9]{1,6}", value):
+            raise ValidationError("Must be a whole number.")
+        return super()._deserialize(value, attr, data, **kwargs)
+
+
+class ListQuerySchema(Schema):
+    class Meta:
+        unknown = RAISE
+
+    limit = QueryInteger(validate=validate.Range(min=1, max=100))
+    starting_after = fields.String()
+    status = fields.String(validate=validate.OneOf(STATUSES))

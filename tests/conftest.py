@@ -1,0 +1,121 @@
+import json
+
+import pytest
+
+from app import create_app
+from app.db import init_db
+
+START = 1_795_000_000  # 2026-11-18T11:06:40Z
+
+
+class FakeClock:
+    """An injectable clock: tests move time forward instead of sleeping."""
+
+    def __init__(self, now=START):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+    def advance(self, seconds):
+        self.now += seconds
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def app(tmp_path, clock):
+    app = create_app({"TESTING": True, "DATABASE": str(tmp_path / "test.sqlite3"), "CLOCK": clock})
+    with app.app_context():
+        init_db()
+    yield app
+    app.extensions["db"].close_all()
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+@pytest.fixture
+def runner(app):
+    return app.test_cli_runner()
+
+
+@pytest.fixture
+def make_merchant(runner):
+    """Create a merchant through the operator CLI, as an operator would; returns its keys."""
+
+    def make(name="Test shop", live=False, webhook_url=None):
+        args = ["merchants", "create", "--name", name, "--json"]
+        if live:
+            args.append("--live")
+        if webhook_url:
+            args += ["--webhook-url", webhook_url]
+        result = runner.invoke(args=args)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)
+
+    return make
+
+
+@pytest.fixture
+def merchant(make_merchant):
+    return make_merchant()
+
+
+class Api:
+    """The merchant API as a merchant backend calls it."""
+
+    def __init__(self, client, secret_key):
+        self.client, self.secret_key = client, secret_key
+
+    def headers(self, extra=None):
+        headers = {"x-secret-key": self.secret_key}
+        headers.update(extra or {})
+        return headers
+
+    def preorder_raw(self, body, content_type="application/json", headers=None):
+        return self.client.post(
+            "/payment-button/process/preorder",
+            data=body,
+            content_type=content_type,
+            headers=self.headers(headers),
+        )
+
+    def preorder(self, body=None, headers=None):
+        if body is None:
+            body = {"amount": 19.99, "metadata": {"orderRef": "A-1"}}
+        return self.preorder_raw(json.dumps(body), headers=headers)
+
+    def get(self, process_id):
+        return self.client.get(f"/payment-button/process/{process_id}", headers=self.headers())
+
+    def list(self, query=""):
+        return self.client.get(f"/payment-button/processes{query}", headers=self.headers())
+
+    def cancel(self, process_id, headers=None):
+        return self.client.post(
+            f"/payment-button/process/{process_id}/cancel", headers=self.headers(headers)
+        )
+
+
+@pytest.fixture
+def api(client, merchant):
+    return Api(client, merchant["secretKey"])
+
+
+def assert_error(response, status, code, message=None):
+    """The API's error envelope, exactly."""
+    assert response.status_code == status, response.get_data(as_text=True)
+    assert response.mimetype == "application/json"
+    body = response.get_json()
+    assert body["code"] == code
+    assert isinstance(body["message"], str) and body["message"]
+    assert set(body) <= {"code", "message", "errors"}
+    if message is not None:
+        assert body["message"] == message
+    return body
