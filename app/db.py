@@ -6,11 +6,13 @@ timeout) instead of failing half-way. `init_app(app)` is this module's one coupl
 """
 import os
 import sqlite3
+import sys
 import threading
 from contextlib import contextmanager
 
 import click
 from flask import current_app
+from flask.cli import with_appcontext
 
 
 class Database:
@@ -107,9 +109,10 @@ def init_db(reset=False):
 
 @click.command("init-db")
 @click.option("--reset", is_flag=True, help="Drop every table first (destroys all data).")
+@with_appcontext
 def init_db_command(reset):
     """Create the database tables that are missing (safe to run twice)."""
-    if reset and not os.environ.get("CI") and click.get_text_stream("stdin").isatty():
+    if reset and sys.stdin.isatty():
         click.confirm("This deletes every merchant, process and event. Continue?", abort=True)
     init_db(reset=reset)
     click.echo(("Reset and initialised" if reset else "Initialised") + " the database.")

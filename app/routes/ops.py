@@ -14,6 +14,6 @@ bp = Blueprint("ops", __name__)
 def healthz():
     try:
         get_db().ping()
-    except sqlite3.Error:
+    except (sqlite3.Error, OSError):
         raise ApiError(503, "unavailable", "The database does not answer.") from None
     return json_response('{"status":"ok"}')

@@ -1,0 +1,71 @@
+"""Real server processes for tests: the service under gunicorn, and the flask CLI, in subprocesses."""
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def service_env(database, **extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLASK_", "GUNICORN_"))}
+    env["FLASK_DATABASE"] = str(database)
+    env["PYTHONUNBUFFERED"] = "1"  # whole log lines from every process
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def flask(env, *args, check=True):
+    """Run `flask --app app ARGS` as an operator would; returns the completed process."""
+    return subprocess.run(
+        [str(BIN / "flask"), "--app", "app", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=check,
+    )
+
+
+def create_merchant(env, *args):
+    return json.loads(flask(env, "merchants", "create", "--name", "Shop", "--json", *args).stdout)
+
+
+def wait_for(url, timeout=20):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(url, timeout=1).status_code == 200:
+                return
+        except requests.ConnectionError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"{url} did not answer within {timeout}s")
+
+
+@contextlib.contextmanager
+def gunicorn(env, log_path, workers=4):
+    """The service under gunicorn with gunicorn.conf.py; yields its base URL."""
+    port = free_port()
+    env = dict(env, GUNICORN_BIND=f"127.0.0.1:{port}", GUNICORN_WORKERS=str(workers))
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [str(BIN / "gunicorn"), "-c", "gunicorn.conf.py"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )
+        try:
+            base = f"http://127.0.0.1:{port}"
+            wait_for(base + "/healthz")
+            yield base
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)

@@ -1,0 +1,166 @@
+"""The operator CLI (flask --app app ...), driven through Flask's CLI runner."""
+import json
+import sqlite3
+
+import pytest
+
+from conftest import Api, assert_error
+
+
+def invoke(runner, *args):
+    return runner.invoke(args=list(args))
+
+
+def test_init_db_twice_keeps_data(runner, app, merchant):
+    assert invoke(runner, "init-db").exit_code == 0
+    assert merchant["merchantId"] in invoke(runner, "merchants", "list").output
+
+
+def test_init_db_reset_drops_data(runner, merchant):
+    result = invoke(runner, "init-db", "--reset")
+    assert result.exit_code == 0 and "Reset" in result.output
+    assert merchant["merchantId"] not in invoke(runner, "merchants", "list").output
+
+
+def test_create_json_prints_exactly_one_object(runner):
+    result = invoke(runner, "merchants", "create", "--name", "Shop", "--json")
+    assert result.exit_code == 0
+    body = json.loads(result.output)
+    assert set(body) == {"merchantId", "secretKey", "publicKey", "webhookSecret", "livemode"}
+    assert body["livemode"] is False
+
+
+def test_create_text_shows_the_keys_once(runner):
+    result = invoke(runner, "merchants", "create", "--name", "Shop", "--live", "--webhook-url", "https://shop.example/hooks")
+    assert result.exit_code == 0
+    assert "sk_live_" in result.output and "pk_live_" in result.output and "whsec_" in result.output
+    assert "shown once" in result.output
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--name", " "], "needs a name"),
+        (["--name", "S", "--webhook-url", "ftp://x"], "absolute http(s) URL"),
+        (["--name", "S", "--live", "--webhook-url", "http://shop.example/h"], "must use https"),
+        (["--name", "S", "--webhook-url", "https://user:pw@shop.example/h"], "user name or password"),
+    ],
+)
+def test_create_refuses_bad_input(runner, args, message):
+    result = invoke(runner, "merchants", "create", *args)
+    assert result.exit_code == 1 and message in result.output
+
+
+def test_secret_key_is_stored_only_as_a_hash(app, merchant):
+    conn = sqlite3.connect(app.config["DATABASE"])
+    dump = "\n".join(conn.iterdump())
+    conn.close()
+    assert merchant["secretKey"] not in dump
+    import hashlib
+
+    assert hashlib.sha256(merchant["secretKey"].encode()).hexdigest() in dump
+
+
+def test_list_shows_merchants_without_secrets(runner, merchant):
+    output = invoke(runner, "merchants", "list").output
+    assert merchant["merchantId"] in output and "test" in output and "active" in output
+    assert merchant["secretKey"] not in output and merchant["webhookSecret"] not in output
+
+
+def test_set_webhook(runner, merchant):
+    result = invoke(runner, "merchants", "set-webhook", merchant["merchantId"], "http://localhost:9999/hooks")
+    assert result.exit_code == 0
+    assert "http://localhost:9999/hooks" in invoke(runner, "merchants", "list").output
+
+
+def test_unknown_merchant(runner):
+    result = invoke(runner, "merchants", "disable", "mer_nope")
+    assert result.exit_code == 1 and "No merchant mer_nope" in result.output
+
+
+def test_disable_stops_its_keys_at_once(runner, client, merchant):
+    api = Api(client, merchant["secretKey"])
+    assert api.preorder().status_code == 200
+    assert invoke(runner, "merchants", "disable", merchant["merchantId"]).exit_code == 0
+    assert_error(api.preorder(), 403, "merchant_disabled")
+    assert invoke(runner, "merchants", "disable", merchant["merchantId"]).exit_code == 1
+
+
+def test_rotate_then_revoke(runner, client, merchant):
+    old = Api(client, merchant["secretKey"])
+    result = invoke(runner, "merchants", "rotate-key", merchant["merchantId"])
+    assert result.exit_code == 0
+    new_key = result.output.split("New secret key (shown once): ")[1].split()[0]
+    new = Api(client, new_key)
+    # Both keys work during the rotation, and see the same processes.
+    created = old.preorder().get_json()["processId"]
+    assert new.get(created).status_code == 200
+    # Revoke the old one by a 12-character prefix... which both keys share ("sk_test_" + 4).
+    result = invoke(runner, "merchants", "revoke-key", merchant["merchantId"], merchant["secretKey"][:16])
+    assert result.exit_code == 0, result.output
+    assert_error(old.preorder(), 401, "invalid_secret_key")
+    assert new.preorder().status_code == 200
+    keys = invoke(runner, "merchants", "keys", merchant["merchantId"]).output
+    assert keys.count("revoked") == 1 and keys.count("active") == 1
+
+
+def test_revoke_by_whole_key(runner, client, merchant):
+    invoke(runner, "merchants", "rotate-key", merchant["merchantId"])
+    assert invoke(runner, "merchants", "revoke-key", merchant["merchantId"], merchant["secretKey"]).exit_code == 0
+    assert_error(Api(client, merchant["secretKey"]).preorder(), 401, "invalid_secret_key")
+
+
+def test_revoke_refuses_short_ambiguous_unknown_and_repeated(runner, merchant):
+    mid = merchant["merchantId"]
+    invoke(runner, "merchants", "rotate-key", mid)
+    short = invoke(runner, "merchants", "revoke-key", mid, merchant["secretKey"][:11])
+    assert short.exit_code == 1 and "at least 12" in short.output
+    assert invoke(runner, "merchants", "revoke-key", mid, "sk_test_").exit_code == 1
+    unknown = invoke(runner, "merchants", "revoke-key", mid, "sk_test_zzzzzzzzzzzz")
+    assert unknown.exit_code == 1 and "No key" in unknown.output
+    assert invoke(runner, "merchants", "revoke-key", mid, merchant["secretKey"][:20]).exit_code == 0
+    again = invoke(runner, "merchants", "revoke-key", mid, merchant["secretKey"][:20])
+    assert again.exit_code == 1 and "already revoked" in again.output
+
+
+def test_revoke_refuses_a_prefix_matching_two_keys(runner, app, merchant):
+    # Two keys sharing their first 12 characters are rare (4 random base62 characters), so the
+    # second one is written straight into the database, as a colliding rotation would leave it.
+    conn = sqlite3.connect(app.config["DATABASE"])
+    conn.execute(
+        "INSERT INTO secret_keys (merchant_id, key_hash, key_prefix, created_at) VALUES (?, ?, ?, 0)",
+        (merchant["merchantId"], "0" * 64, merchant["secretKey"][:12] + "--------"),
+    )
+    conn.commit()
+    conn.close()
+    result = invoke(runner, "merchants", "revoke-key", merchant["merchantId"], merchant["secretKey"][:12])
+    assert result.exit_code == 1 and "matches 2 keys" in result.output
+    assert invoke(runner, "merchants", "revoke-key", merchant["merchantId"], merchant["secretKey"][:13]).exit_code == 0
+
+
+def test_another_merchants_key_cannot_be_revoked(runner, make_merchant):
+    a, b = make_merchant(name="A"), make_merchant(name="B")
+    result = invoke(runner, "merchants", "revoke-key", a["merchantId"], b["secretKey"])
+    assert result.exit_code == 1
+
+
+def test_processes_list_and_show(runner, api, merchant, clock):
+    created = api.preorder({"amount": 12.34, "metadata": {"orderRef": "A-9"}}).get_json()
+    listing = invoke(runner, "processes", "list", "--merchant", merchant["merchantId"])
+    assert created["processId"] in listing.output and "12.34" in listing.output
+    assert created["processId"] not in invoke(runner, "processes", "list", "--status", "cancelled").output
+    shown = invoke(runner, "processes", "show", created["processId"])
+    assert shown.exit_code == 0 and '"orderRef": "A-9"' in shown.output
+    missing = invoke(runner, "processes", "show", "00000000-0000-4000-8000-000000000000")
+    assert missing.exit_code == 1
+    assert invoke(runner, "processes", "show", "nope").exit_code == 2
+
+
+def test_processes_complete(runner, api):
+    created = api.preorder().get_json()
+    result = invoke(runner, "processes", "complete", created["processId"])
+    assert result.exit_code == 0 and "payment.completed" in result.output
+    assert api.get(created["processId"]).get_json()["status"] == "completed"
+    again = invoke(runner, "processes", "complete", created["processId"])
+    assert again.exit_code == 1 and "completed" in again.output
+    assert "events: 1" in invoke(runner, "processes", "show", created["processId"]).output

@@ -1,0 +1,57 @@
+"""Every non-2xx response is the JSON error envelope (API.md, Errors)."""
+import sqlite3
+
+import pytest
+
+from conftest import assert_error
+
+
+def test_unknown_path_is_json_404(client):
+    assert_error(client.get("/no/such/path"), 404, "not_found")
+
+
+@pytest.mark.parametrize(
+    "method,path,allowed",
+    [
+        ("GET", "/payment-button/process/preorder", None),
+        ("DELETE", "/payment-button/processes", "GET, HEAD, OPTIONS"),
+        ("PUT", "/payment-button/process/00000000-0000-4000-8000-000000000000/cancel", "OPTIONS, POST"),
+        ("PATCH", "/healthz", "GET, HEAD, OPTIONS"),
+    ],
+)
+def test_wrong_method_is_json_405_with_allow(client, merchant, method, path, allowed):
+    response = client.open(path, method=method, headers={"x-secret-key": merchant["secretKey"]})
+    if allowed is None:  # GET on the preorder path matches the /process/<id> route: unknown id
+        assert_error(response, 404, "not_found")
+        return
+    assert_error(response, 405, "method_not_allowed")
+    assert sorted(response.headers["Allow"].split(", ")) == sorted(allowed.split(", "))
+
+
+def test_database_failure_is_a_bare_json_500(app, api):
+    # A real fault: the processes table disappears under the running service.
+    conn = sqlite3.connect(app.config["DATABASE"])
+    conn.execute("PRAGMA foreign_keys = OFF")
+    conn.execute("DROP TABLE idempotency_keys")
+    conn.execute("DROP TABLE events")
+    conn.execute("DROP TABLE processes")
+    conn.commit()
+    conn.close()
+    response = api.preorder()
+    error = assert_error(response, 500, "internal_error")
+    text = response.get_data(as_text=True)
+    assert "processes" not in text and "sqlite" not in text.lower() and "Traceback" not in text
+    assert api.secret_key not in text
+
+
+def test_healthz(client):
+    response = client.get("/healthz")
+    assert response.status_code == 200 and response.get_json() == {"status": "ok"}
+
+
+def test_healthz_when_the_database_does_not_answer(tmp_path, clock):
+    from app import create_app
+
+    app = create_app({"TESTING": True, "DATABASE": str(tmp_path / "missing" / "x.sqlite3"), "CLOCK": clock})
+    (tmp_path / "missing").write_text("a file where the directory should be")
+    assert_error(app.test_client().get("/healthz"), 503, "unavailable")
