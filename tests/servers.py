@@ -46,7 +46,7 @@ def wait_for(url, timeout=20):
         try:
             if requests.get(url, timeout=1).status_code == 200:
                 return
-        except requests.ConnectionError:
+        except requests.RequestException:  # not listening yet, or workers still booting
             pass
         time.sleep(0.05)
     raise RuntimeError(f"{url} did not answer within {timeout}s")
