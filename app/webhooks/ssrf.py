@@ -56,6 +56,7 @@ _EXTRA_BLOCKED = tuple(
     )
 )
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
 
 
 class UnsafeURL(Exception):
@@ -69,13 +70,17 @@ def unsafe_reason(addr: IPAddress) -> str | None:
         if embedded is not None:
             inner = unsafe_reason(embedded)
             return f"wraps {embedded}, {inner}" if inner else None
+        if addr in _IPV4_COMPATIBLE and int(addr) > 1:
+            embedded = ipaddress.IPv4Address(int(addr))
+            inner = unsafe_reason(embedded)
+            return f"wraps {embedded}, {inner}" if inner else "IPv4-compatible IPv6 (deprecated)"
     for flag, reason in (
         ("is_unspecified", "unspecified"),
         ("is_loopback", "loopback"),
         ("is_link_local", "link-local"),
         ("is_multicast", "multicast"),
-        ("is_private", "private"),
         ("is_reserved", "reserved"),
+        ("is_private", "private"),
     ):
         if getattr(addr, flag):
             return reason
