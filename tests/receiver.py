@@ -14,7 +14,7 @@ Usage in a test module (tests/ is on sys.path under pytest's default import mode
 Replies are taken from the queue in order, then `default` (200, empty body).
 A reply can delay before answering, redirect, carry any headers (e.g.
 Retry-After), send a huge body, or drip its headers and/or body slowly.
-Every request is recorded (before any delay), so a timed-out attempt is
+`Receiver(ssl_context)` serves HTTPS instead. Every request is recorded (before any delay), so a timed-out attempt is
 still visible. The server listens on 127.0.0.1 on a free port.
 """
 
@@ -40,6 +40,7 @@ class Reply:
     chunk_size: int | None = None  # send the body in chunks of this size...
     chunk_interval: float = 0.0    # ...this many seconds apart
     drip_headers: bool = False     # also send the status line and headers in chunks
+    hold: float = 0.0              # keep the connection open this long after sending
 
     @classmethod
     def redirect(cls, location: str, status: int = 302) -> "Reply":
@@ -56,8 +57,12 @@ class Received:
 
 
 class Receiver:
-    def __init__(self) -> None:
+    """`ssl_context`: serve HTTPS with it (server side); the names clients sent
+    in TLS SNI are recorded in `server_names`."""
+
+    def __init__(self, ssl_context=None) -> None:
         self.requests: list[Received] = []
+        self.server_names: list[str | None] = []
         self.default = Reply()
         self._queue: deque[Reply] = deque()
         self._cond = threading.Condition()
@@ -68,13 +73,20 @@ class Receiver:
         self._server.handle_error = _quiet_handle_error(self._server.handle_error)
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         kwargs={"poll_interval": 0.05}, daemon=True)
+        self.scheme = "http"
+        if ssl_context is not None:
+            self.scheme = "https"
+            ssl_context.sni_callback = self._record_sni
+            # handshake in the handler thread, not in the accept loop
+            self._server.socket = ssl_context.wrap_socket(
+                self._server.socket, server_side=True, do_handshake_on_connect=False)
 
     @property
     def port(self) -> int:
         return self._server.server_address[1]
 
-    def url(self, path: str = "/hook") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+    def url(self, path: str = "/hook", host: str = "127.0.0.1") -> str:
+        return f"{self.scheme}://{host}:{self.port}{path}"
 
     def reply(self, *replies: Reply) -> None:
         """Queue replies for the next requests, in order."""
@@ -100,6 +112,10 @@ class Receiver:
         self._thread.join(5)
 
     # called by the handler threads
+    def _record_sni(self, ssl_socket, server_name, ssl_context) -> None:
+        with self._cond:
+            self.server_names.append(server_name)
+
     def _record(self, received: Received) -> Reply:
         with self._cond:
             self.requests.append(received)
@@ -141,6 +157,7 @@ def _handler_for(owner: Receiver):
             step = reply.chunk_size
             self._write(head_bytes, step if reply.drip_headers else None, reply.chunk_interval)
             self._write(reply.body, step, reply.chunk_interval)
+            owner._pause(reply.hold)
 
         def _write(self, data: bytes, step: int | None, interval: float) -> None:
             if not step:

@@ -28,13 +28,13 @@ Residual risks (documented for operators):
 from __future__ import annotations
 
 import http.client
-from http.cookiejar import DefaultCookiePolicy
 import ipaddress
 import socket
 import threading
 import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from http.cookiejar import DefaultCookiePolicy
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
@@ -70,23 +70,38 @@ def new_session() -> requests.Session:
 
 def post(session: requests.Session, url: str, body: bytes, headers: dict, *, timeout: float,
          livemode: bool, resolve=socket.getaddrinfo) -> AttemptResult:
-    """POST `body` to `url` once; never raises for network or receiver errors."""
+    """POST `body` to `url` once; never raises for network or receiver errors.
+
+    This is what the delivery worker calls: the URL is vetted now (`check_url`),
+    and in live mode the connection goes to the first vetted address.
+    """
     start = time.monotonic()
-
-    def result(ok=False, status=None, error=None, retry_after=None) -> AttemptResult:
-        elapsed = int((time.monotonic() - start) * 1000)
-        return AttemptResult(ok, status, error, elapsed, retry_after)
-
     try:
         addresses = check_url(url, livemode, resolve=resolve)
     except UnsafeURL as exc:
-        return result(error=f"unsafe url: {exc}")
+        return AttemptResult(False, None, f"unsafe url: {exc}", _ms_since(start), None)
+    address = addresses[0] if addresses else None
+    return send(session, url, body, headers, timeout=timeout, address=address, _start=start)
+
+
+def send(session: requests.Session, url: str, body: bytes, headers: dict, *, timeout: float,
+         address=None, _start: float | None = None) -> AttemptResult:
+    """The HTTP half of `post`, WITHOUT the SSRF check: use `post`.
+
+    `address` (an ipaddress object) pins the connection: the request goes to
+    that IP while the Host header, TLS SNI and certificate check use the URL's
+    host name. Without it the host name is resolved by the system as usual.
+    """
+    start = time.monotonic() if _start is None else _start
+
+    def result(ok=False, status=None, error=None, retry_after=None) -> AttemptResult:
+        return AttemptResult(ok, status, error, _ms_since(start), retry_after)
 
     merged = CaseInsensitiveDict(session.headers)
     merged.update(headers)
     pin_host = None
-    if addresses:
-        url, pin_host = _pinned(url, addresses[0])
+    if address is not None:
+        url, pin_host = _pinned(url, address)
         if pin_host:
             port = urlsplit(url).port
             merged["Host"] = pin_host if port is None else f"{pin_host}:{port}"
@@ -126,6 +141,10 @@ def post(session: requests.Session, url: str, body: bytes, headers: dict, *, tim
         return result(status=status, error=f"redirect {status} not followed",
                       retry_after=retry_after)
     return result(status=status, error=f"HTTP {status}", retry_after=retry_after)
+
+
+def _ms_since(start: float) -> int:
+    return int((time.monotonic() - start) * 1000)
 
 
 def parse_retry_after(value: str | None, now: float | None = None) -> int | None:
@@ -281,7 +300,7 @@ def _shutdown(sock) -> None:
 # The sockets are recorded as soon as they are connected: http.client drops
 # its reference (conn.sock = None) once a "Connection: close" response is
 # handed over, while the response keeps reading from the same socket.
-class _TrackedHTTPConnection(HTTPConnection):
+class _ReportsConnect:
     on_connect = None
 
     def connect(self):
@@ -290,30 +309,26 @@ class _TrackedHTTPConnection(HTTPConnection):
             self.on_connect(self.sock)
 
 
-class _TrackedHTTPSConnection(HTTPSConnection):
+class _HandsOutOnConnect:
     on_connect = None
 
-    def connect(self):
-        super().connect()
-        if self.on_connect:
-            self.on_connect(self.sock)
+    def _new_conn(self):
+        conn = super()._new_conn()
+        conn.on_connect = self.on_connect
+        return conn
 
 
-class _TrackedHTTPPool(HTTPConnectionPool):
+class _TrackedHTTPConnection(_ReportsConnect, HTTPConnection):
+    pass
+
+
+class _TrackedHTTPSConnection(_ReportsConnect, HTTPSConnection):
+    pass
+
+
+class _TrackedHTTPPool(_HandsOutOnConnect, HTTPConnectionPool):
     ConnectionCls = _TrackedHTTPConnection
-    on_connect = None
-
-    def _new_conn(self):
-        conn = super()._new_conn()
-        conn.on_connect = self.on_connect
-        return conn
 
 
-class _TrackedHTTPSPool(HTTPSConnectionPool):
+class _TrackedHTTPSPool(_HandsOutOnConnect, HTTPSConnectionPool):
     ConnectionCls = _TrackedHTTPSConnection
-    on_connect = None
-
-    def _new_conn(self):
-        conn = super()._new_conn()
-        conn.on_connect = self.on_connect
-        return conn
