@@ -1,0 +1,55 @@
+"""Retry schedule: how long to wait before each delivery attempt."""
+
+from __future__ import annotations
+
+import re
+
+# Seconds before attempt 1, 2, ...: at once, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h.
+DEFAULT_SCHEDULE = (0, 5, 300, 1800, 7200, 18000, 36000, 36000)
+
+# A receiver's Retry-After is honoured up to this many seconds.
+MAX_RETRY_AFTER = 24 * 3600
+
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def parse_schedule(value: str | list | tuple) -> tuple[int, ...]:
+    """``"0,5,300"`` or ``[0, 5, 300]`` -> ``(0, 5, 300)``; ValueError if invalid."""
+    if isinstance(value, str):
+        items = [part.strip() for part in value.split(",")]
+        if items == [""]:
+            raise ValueError("retry schedule is empty")
+        for item in items:
+            if not _DIGITS.fullmatch(item):
+                raise ValueError(
+                    f"retry schedule entry {item!r} is not a whole number of seconds >= 0"
+                )
+        result = tuple(int(item) for item in items)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            if isinstance(item, bool) or not isinstance(item, int) or item < 0:
+                raise ValueError(
+                    f"retry schedule entry {item!r} is not a whole number of seconds >= 0"
+                )
+        result = tuple(value)
+    else:
+        raise ValueError("retry schedule must be a comma-separated string or a list of ints")
+    if not result:
+        raise ValueError("retry schedule is empty")
+    return result
+
+
+def next_attempt_delay(schedule, attempts_made: int, retry_after: int | None) -> int | None:
+    """Seconds to wait before the next attempt, or None when the schedule is exhausted.
+
+    `attempts_made` counts attempts already done. A `retry_after` from the
+    receiver (capped at MAX_RETRY_AFTER) lengthens the wait, never shortens it.
+    """
+    if attempts_made < 0:
+        raise ValueError("attempts_made must be >= 0")
+    if attempts_made >= len(schedule):
+        return None
+    delay = schedule[attempts_made]
+    if retry_after is not None:
+        delay = max(delay, min(max(retry_after, 0), MAX_RETRY_AFTER))
+    return delay

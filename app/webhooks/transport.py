@@ -1,0 +1,334 @@
+"""One webhook delivery attempt over HTTP: POST, bounded in time, never raising.
+
+`post` is what the delivery worker calls for each attempt. It knows nothing of
+the database: it gets the URL, the exact body bytes and the signed headers,
+and returns an `AttemptResult` to record.
+
+Guarantees:
+- The URL is vetted by `ssrf.check_url` at the time of the attempt.
+- Live mode connects to the address that was vetted (DNS-rebinding guard):
+  the request goes to the vetted IP while TLS still sends SNI for, and
+  verifies the certificate against, the URL's host name (see `_AttemptAdapter`).
+- Redirects are never followed (a 3xx is a failed attempt).
+- The whole attempt is bounded by `timeout`: connect and each read use it, and
+  a watchdog shuts the socket down when the attempt's deadline passes, so a
+  receiver dripping its headers or body byte by byte cannot hold a worker.
+- At most 4 KiB of the response body is read, never decoded, never returned.
+- Each attempt uses its own connection (no keep-alive between attempts): the
+  pinned address and the watchdog are per attempt, and the caller's session
+  can be shared by worker threads. Only the session's `headers`, `verify` and
+  `cert` are used; its cookies, auth, proxies, .netrc and adapters are not.
+
+Residual risks (documented for operators):
+- Name resolution in `check_url` uses the system resolver, which has no
+  timeout of its own; it is not covered by the attempt deadline.
+- Only the first vetted address is tried (no fallback to the others).
+"""
+
+from __future__ import annotations
+
+import http.client
+import ipaddress
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from http.cookiejar import DefaultCookiePolicy
+from urllib.parse import urlsplit, urlunsplit
+
+import requests
+import urllib3
+from requests.adapters import HTTPAdapter
+from requests.structures import CaseInsensitiveDict
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+from .schedule import MAX_RETRY_AFTER
+from .ssrf import UnsafeURL, check_url
+
+MAX_RESPONSE_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    ok: bool                  # True only for a 2xx
+    status_code: int | None   # None when no HTTP response arrived
+    error: str | None         # short operator-facing reason; never response content
+    duration_ms: int
+    retry_after: int | None   # seconds, from Retry-After on 429/503
+
+
+def new_session() -> requests.Session:
+    """A session fit for webhook delivery: ignores the environment (proxies,
+    .netrc credentials, CA overrides) and keeps no cookies."""
+    session = requests.Session()
+    session.trust_env = False
+    session.cookies.set_policy(DefaultCookiePolicy(allowed_domains=[]))
+    return session
+
+
+def post(session: requests.Session, url: str, body: bytes, headers: dict, *, timeout: float,
+         livemode: bool, resolve=socket.getaddrinfo) -> AttemptResult:
+    """POST `body` to `url` once; never raises for network or receiver errors.
+
+    This is what the delivery worker calls: the URL is vetted now (`check_url`),
+    and in live mode the connection goes to the first vetted address.
+    """
+    start = time.monotonic()
+    try:
+        addresses = check_url(url, livemode, resolve=resolve)
+    except UnsafeURL as exc:
+        return AttemptResult(False, None, f"unsafe url: {exc}", _ms_since(start), None)
+    address = addresses[0] if addresses else None
+    return send(session, url, body, headers, timeout=timeout, address=address, _start=start)
+
+
+def send(session: requests.Session, url: str, body: bytes, headers: dict, *, timeout: float,
+         address=None, _start: float | None = None) -> AttemptResult:
+    """The HTTP half of `post`, WITHOUT the SSRF check: use `post`.
+
+    `address` (an ipaddress object) pins the connection: the request goes to
+    that IP while the Host header, TLS SNI and certificate check use the URL's
+    host name. Without it the host name is resolved by the system as usual.
+    """
+    start = time.monotonic() if _start is None else _start
+
+    def result(ok=False, status=None, error=None, retry_after=None) -> AttemptResult:
+        return AttemptResult(ok, status, error, _ms_since(start), retry_after)
+
+    merged = CaseInsensitiveDict(session.headers)
+    merged.update(headers)
+    pin_host = None
+    if address is not None:
+        url, pin_host = _pinned(url, address)
+        if pin_host:
+            port = urlsplit(url).port
+            merged["Host"] = pin_host if port is None else f"{pin_host}:{port}"
+    prepared = requests.PreparedRequest()
+    try:
+        prepared.prepare(method="POST", url=url, headers=merged, data=body)
+    except (requests.RequestException, ValueError) as exc:
+        return result(error=f"invalid request ({exc.__class__.__name__})")
+
+    adapter = _AttemptAdapter(pin_host)
+    done = threading.Event()
+    watchdog = threading.Thread(target=_watch, daemon=True, name="webhook-watchdog",
+                                args=(adapter, start + timeout - time.monotonic(), done))
+    watchdog.start()
+    try:
+        try:
+            response = adapter.send(prepared, stream=True, timeout=(timeout, timeout),
+                                    verify=session.verify, cert=session.cert, proxies={})
+        except (requests.RequestException, urllib3.exceptions.HTTPError,
+                http.client.HTTPException, OSError) as exc:
+            return result(error=_describe(exc, timeout, adapter.aborted))
+        try:
+            status = response.status_code
+            retry_after = None
+            if status in (429, 503):
+                retry_after = parse_retry_after(response.headers.get("Retry-After"))
+            _drain(response)
+        finally:
+            response.close()
+    finally:
+        done.set()
+        adapter.close()
+
+    if 200 <= status < 300:
+        return result(ok=True, status=status)
+    if 300 <= status < 400:
+        return result(status=status, error=f"redirect {status} not followed",
+                      retry_after=retry_after)
+    return result(status=status, error=f"HTTP {status}", retry_after=retry_after)
+
+
+def _ms_since(start: float) -> int:
+    return int((time.monotonic() - start) * 1000)
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> int | None:
+    """Retry-After as whole seconds from now (delta-seconds or HTTP-date), capped."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit() and value.isascii():
+        seconds = int(value)
+    else:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None or when.tzinfo is None:
+            return None
+        now = time.time() if now is None else now
+        seconds = max(0, int(when.timestamp() - now + 0.999))
+    return min(seconds, MAX_RETRY_AFTER)
+
+
+def _watch(adapter: "_AttemptAdapter", delay: float, done: threading.Event) -> None:
+    """At the deadline, cut the attempt's connections; keep cutting until it is over
+    (a connection still being set up at the deadline is cut once it exists)."""
+    if done.wait(max(0.0, delay)):
+        return
+    while True:
+        adapter.abort()
+        if done.wait(0.05):
+            return
+
+
+def _drain(response: requests.Response) -> None:
+    """Read (and drop) at most MAX_RESPONSE_BYTES of the body, undecoded."""
+    try:
+        response.raw.read(MAX_RESPONSE_BYTES, decode_content=False)
+    except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError, ValueError):
+        pass  # the status already decided the attempt
+
+
+def _pinned(url: str, address) -> tuple[str, str | None]:
+    """Rewrite `url` to connect to `address`; return it and the name to verify TLS for."""
+    parts = urlsplit(url)
+    try:
+        ipaddress.ip_address(parts.hostname)
+        return url, None  # already an address literal: nothing to pin
+    except ValueError:
+        pass
+    ip = f"[{address}]" if address.version == 6 else str(address)
+    netloc = ip if parts.port is None else f"{ip}:{parts.port}"
+    return urlunsplit(parts._replace(netloc=netloc)), _ascii_host(parts.hostname)
+
+
+def _ascii_host(host: str) -> str:
+    try:
+        host.encode("ascii")
+        return host
+    except UnicodeEncodeError:
+        import idna
+
+        return idna.encode(host, uts46=True).decode("ascii")
+
+
+def _describe(exc: BaseException, timeout: float, aborted: bool) -> str:
+    after = f"timeout after {timeout:g}s"
+    chain = _causes(exc)
+    if any(isinstance(e, ConnectionRefusedError) for e in chain):
+        return "connection refused"
+    if any(isinstance(e, (urllib3.exceptions.NameResolutionError, socket.gaierror))
+           for e in chain):
+        return "cannot resolve host"
+    if aborted or isinstance(exc, requests.Timeout) or any(
+            isinstance(e, (socket.timeout, urllib3.exceptions.TimeoutError))
+            and not isinstance(e, urllib3.exceptions.NewConnectionError) for e in chain):
+        return after
+    if any(isinstance(e, requests.exceptions.SSLError) for e in chain):
+        return "TLS error (certificate or handshake)"
+    if isinstance(exc, requests.ConnectionError):
+        return "connection error"
+    return f"request failed ({exc.__class__.__name__})"
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """`exc` and what it wraps (requests and urllib3 wrap via args, reason, __cause__)."""
+    found: list[BaseException] = []
+    todo = [exc]
+    while todo and len(found) < 20:
+        current = todo.pop()
+        if current in found:
+            continue
+        found.append(current)
+        todo += [e for e in (current.__cause__, current.__context__,
+                             getattr(current, "reason", None), *current.args)
+                 if isinstance(e, BaseException)]
+    return found
+
+
+class _AttemptAdapter(HTTPAdapter):
+    """A single-use adapter: no retries, optional address pinning, abortable.
+
+    `pin_host`: when set, the request URL already names the vetted IP; TLS then
+    sends SNI for `pin_host` and verifies the certificate against it
+    (urllib3's `server_hostname` / `assert_hostname` pool settings).
+    `abort()` shuts down every socket this adapter connected,
+    which makes a blocked read fail at once.
+    """
+
+    def __init__(self, pin_host: str | None):
+        self.pin_host = pin_host
+        self.aborted = False
+        self._lock = threading.Lock()
+        self._sockets: list = []
+        super().__init__(pool_connections=1, pool_maxsize=1, max_retries=0)
+        self.poolmanager.pool_classes_by_scheme = {
+            "http": _TrackedHTTPPool, "https": _TrackedHTTPSPool}
+
+    def build_connection_pool_key_attributes(self, request, verify, cert=None):
+        host_params, pool_kwargs = super().build_connection_pool_key_attributes(
+            request, verify, cert)
+        if self.pin_host and host_params["scheme"] == "https":
+            pool_kwargs["server_hostname"] = self.pin_host
+            pool_kwargs["assert_hostname"] = self.pin_host
+        return host_params, pool_kwargs
+
+    def get_connection_with_tls_context(self, request, verify, proxies=None, cert=None):
+        pool = super().get_connection_with_tls_context(request, verify, proxies, cert)
+        pool.on_connect = self._track
+        return pool
+
+    def _track(self, sock) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            if self.aborted:
+                _shutdown(sock)
+
+    def abort(self) -> None:
+        with self._lock:
+            self.aborted = True
+            for sock in self._sockets:
+                _shutdown(sock)
+
+
+def _shutdown(sock) -> None:
+    if sock is not None:
+        try:
+            # socket.socket.shutdown, not SSLSocket.shutdown: the reading
+            # thread still uses the TLS object; we only cut the wire.
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+# The sockets are recorded as soon as they are connected: http.client drops
+# its reference (conn.sock = None) once a "Connection: close" response is
+# handed over, while the response keeps reading from the same socket.
+class _ReportsConnect:
+    on_connect = None
+
+    def connect(self):
+        super().connect()
+        if self.on_connect:
+            self.on_connect(self.sock)
+
+
+class _HandsOutOnConnect:
+    on_connect = None
+
+    def _new_conn(self):
+        conn = super()._new_conn()
+        conn.on_connect = self.on_connect
+        return conn
+
+
+class _TrackedHTTPConnection(_ReportsConnect, HTTPConnection):
+    pass
+
+
+class _TrackedHTTPSConnection(_ReportsConnect, HTTPSConnection):
+    pass
+
+
+class _TrackedHTTPPool(_HandsOutOnConnect, HTTPConnectionPool):
+    ConnectionCls = _TrackedHTTPConnection
+
+
+class _TrackedHTTPSPool(_HandsOutOnConnect, HTTPSConnectionPool):
+    ConnectionCls = _TrackedHTTPSConnection

@@ -1,0 +1,120 @@
+import base64
+import re
+import time
+from datetime import datetime, timezone
+
+import pytest
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from app.webhooks import transport
+from app.webhooks.signing import new_secret, sign, user_agent, webhook_headers
+from receiver import receiver  # noqa: F401  (fixture)
+
+# Known-answer vector from the Standard Webhooks reference libraries' tests.
+SPEC_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+SPEC_MSG_ID = "msg_p5jXN8AQM9LWM0D4loKWxJek"
+SPEC_TIMESTAMP = 1614265330
+SPEC_BODY = b'{"test": 2432232314}'
+SPEC_SIGNATURE = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+
+BODY = b'{"type":"process.cancelled","data":{"metadata":{"orderRef":"A-1","note":"\xc3\xa9"}}}'
+
+
+def test_known_answer_vector_from_the_spec():
+    assert sign(SPEC_SECRET, SPEC_MSG_ID, SPEC_TIMESTAMP, SPEC_BODY) == SPEC_SIGNATURE
+
+
+def test_known_answer_matches_the_reference_library_signer():
+    ts = datetime.fromtimestamp(SPEC_TIMESTAMP, tz=timezone.utc)
+    expected = Webhook(SPEC_SECRET).sign(SPEC_MSG_ID, ts, SPEC_BODY.decode())
+    assert sign(SPEC_SECRET, SPEC_MSG_ID, SPEC_TIMESTAMP, SPEC_BODY) == expected
+
+
+def test_new_secret_form():
+    secret = new_secret()
+    assert re.fullmatch(r"whsec_[A-Za-z0-9+/]{43}=", secret)
+    assert len(base64.b64decode(secret[len("whsec_"):])) == 32
+    assert new_secret() != secret
+
+
+def test_headers_verify_with_standardwebhooks():
+    secret, now = new_secret(), int(time.time())
+    headers = webhook_headers(secret, "evt_123", now, BODY)
+    assert headers == {
+        "webhook-id": "evt_123",
+        "webhook-timestamp": str(now),
+        "webhook-signature": sign(secret, "evt_123", now, BODY),
+        "Content-Type": "application/json",
+        "User-Agent": user_agent(),
+    }
+    assert Webhook(secret).verify(BODY, headers)["data"]["metadata"] == {
+        "orderRef": "A-1", "note": "\u00e9"}
+
+
+def test_user_agent_names_service_and_installed_version():
+    from importlib.metadata import version
+
+    assert user_agent() == f"preorder-service-webhooks/{version('preorder-service')}"
+
+
+@pytest.mark.parametrize("tamper", [
+    "body", "id", "timestamp", "signature", "other_secret", "missing_signature", "v2_only",
+])
+def test_tampered_delivery_fails_verification(tamper):
+    secret, now = new_secret(), int(time.time())
+    body = BODY
+    headers = webhook_headers(secret, "evt_123", now, body)
+    verify_secret = secret
+    if tamper == "body":
+        body = body.replace(b"A-1", b"A-2")
+    elif tamper == "id":
+        headers["webhook-id"] = "evt_124"
+    elif tamper == "timestamp":
+        headers["webhook-timestamp"] = str(now + 1)
+    elif tamper == "signature":
+        sig = bytearray(base64.b64decode(headers["webhook-signature"][3:]))
+        sig[0] ^= 1
+        headers["webhook-signature"] = "v1," + base64.b64encode(bytes(sig)).decode()
+    elif tamper == "other_secret":
+        verify_secret = new_secret()
+    elif tamper == "missing_signature":
+        del headers["webhook-signature"]
+    elif tamper == "v2_only":
+        headers["webhook-signature"] = "v2," + headers["webhook-signature"][3:]
+    with pytest.raises(WebhookVerificationError):
+        Webhook(verify_secret).verify(body, headers)
+
+
+def test_stale_timestamp_is_refused_by_merchant_library():
+    secret = new_secret()
+    old = int(time.time()) - 600
+    with pytest.raises(WebhookVerificationError, match="too old"):
+        Webhook(secret).verify(BODY, webhook_headers(secret, "evt_1", old, BODY))
+
+
+@pytest.mark.parametrize("bad", ["whsec_", "whsec_not base64!", ""])
+def test_invalid_secret_is_refused(bad):
+    with pytest.raises(ValueError):
+        sign(bad, "evt_1", 1, b"{}")
+
+
+def test_body_must_be_bytes_and_timestamp_int():
+    with pytest.raises(TypeError):
+        sign(SPEC_SECRET, "evt_1", 1, "{}")
+    with pytest.raises(TypeError):
+        sign(SPEC_SECRET, "evt_1", 1.5, b"{}")
+
+
+def test_delivery_over_http_verifies_on_the_raw_body(receiver):
+    """What a merchant does: verify the raw bytes and headers as received."""
+    secret, now = new_secret(), int(time.time())
+    headers = webhook_headers(secret, "evt_http", now, BODY)
+    result = transport.post(transport.new_session(), receiver.url("/webhooks"), BODY, headers,
+                            timeout=5, livemode=False)
+    assert result.ok
+    [got] = receiver.wait_for(1)
+    assert got.body == BODY
+    assert got.headers["content-type"] == "application/json"
+    assert got.headers["user-agent"] == user_agent()
+    payload = Webhook(secret).verify(got.body, got.headers)
+    assert payload["type"] == "process.cancelled"

@@ -1,0 +1,183 @@
+import ipaddress
+import ssl
+import time
+
+import pytest
+import requests
+import trustme
+
+from app.webhooks.transport import (
+    MAX_RESPONSE_BYTES, AttemptResult, new_session, parse_retry_after, post, send)
+from receiver import Receiver, Reply, closed_port, receiver  # noqa: F401  (fixture)
+
+BODY = b'{"type":"payment.completed","data":{"metadata":{"orderRef":"A-1"}}}'
+HEADERS = {"webhook-id": "evt_1", "webhook-timestamp": "1700000000",
+           "webhook-signature": "v1,AAAA", "Content-Type": "application/json",
+           "User-Agent": "preorder-service-webhooks/test"}
+# Generous bound on a whole attempt whose timeout is short: proves it is bounded
+# (the receiver would hold it for far longer), not how fast it is.
+BOUNDED_MS = 5000
+
+
+def deliver(url, timeout=5.0, livemode=False):
+    return post(new_session(), url, BODY, dict(HEADERS), timeout=timeout, livemode=livemode)
+
+
+@pytest.mark.parametrize("status", [200, 201, 202, 204, 299])
+def test_2xx_is_success(receiver, status):
+    receiver.reply(Reply(status=status, body=b"" if status == 204 else b"thanks"))
+    result = deliver(receiver.url("/hooks/preorder?x=1"))
+    assert (result.ok, result.status_code, result.error, result.retry_after) == (
+        True, status, None, None)
+    assert result.duration_ms >= 0
+    [got] = receiver.wait_for(1)
+    assert (got.method, got.path, got.body) == ("POST", "/hooks/preorder?x=1", BODY)
+    for name, value in HEADERS.items():
+        assert got.headers[name.lower()] == value
+    assert got.headers["content-length"] == str(len(BODY))
+
+
+@pytest.mark.parametrize("status, error", [
+    (500, "HTTP 500"), (400, "HTTP 400"), (404, "HTTP 404"), (410, "HTTP 410"),
+    (199, "HTTP 199"), (502, "HTTP 502"),
+])
+def test_other_status_is_failure_and_body_is_not_echoed(receiver, status, error):
+    receiver.reply(Reply(status=status, body=b"SECRET-STACKTRACE"))
+    result = deliver(receiver.url())
+    assert result == AttemptResult(False, status, error, result.duration_ms, None)
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_redirect_is_not_followed(receiver, status):
+    receiver.reply(Reply.redirect(receiver.url("/elsewhere"), status=status))
+    result = deliver(receiver.url("/hook"))
+    assert (result.ok, result.status_code, result.error) == (
+        False, status, f"redirect {status} not followed")
+    time.sleep(0.2)  # a followed redirect would have arrived by now
+    assert [r.path for r in receiver.requests] == ["/hook"]
+
+
+def test_timeout_when_receiver_answers_too_late(receiver):
+    receiver.reply(Reply(delay=30))
+    result = deliver(receiver.url(), timeout=0.3)
+    assert (result.ok, result.status_code, result.error) == (False, None, "timeout after 0.3s")
+    assert result.duration_ms < BOUNDED_MS
+    assert len(receiver.wait_for(1)) == 1  # the request did arrive
+
+
+def test_slow_drip_headers_cannot_hold_the_attempt(receiver):
+    # every byte arrives well within the read timeout, the whole reply never does
+    receiver.reply(Reply(status=200, body=b"x" * 100, chunk_size=1, chunk_interval=0.1,
+                         drip_headers=True))
+    result = deliver(receiver.url(), timeout=0.3)
+    assert (result.ok, result.status_code, result.error) == (False, None, "timeout after 0.3s")
+    assert result.duration_ms < BOUNDED_MS
+
+
+@pytest.mark.parametrize("status, ok", [(200, True), (500, False)])
+def test_slow_drip_body_cannot_hold_the_attempt(receiver, status, ok):
+    # the status arrived in time and decides; the body is cut at the deadline
+    receiver.reply(Reply(status=status, body=b"x" * 1000, chunk_size=1, chunk_interval=0.1))
+    result = deliver(receiver.url(), timeout=0.3)
+    assert (result.ok, result.status_code) == (ok, status)
+    assert result.duration_ms < BOUNDED_MS
+
+
+def test_huge_body_is_read_at_most_4_kib(receiver):
+    assert MAX_RESPONSE_BYTES == 4096
+    receiver.reply(Reply(status=200, body=b"x" * (64 * 1024 * 1024)))
+    result = deliver(receiver.url(), timeout=5)
+    assert (result.ok, result.status_code, result.error) == (True, 200, None)
+
+
+def test_body_read_stops_after_4_kib(receiver):
+    # 64 MiB announced, 4 KiB sent, then silence: a client wanting one byte
+    # more would wait for the 30 s timeout.
+    receiver.reply(Reply(status=500, body=b"x" * 4096, hold=60,
+                         headers={"Content-Length": str(64 * 1024 * 1024)}))
+    result = deliver(receiver.url(), timeout=30)
+    assert (result.ok, result.status_code, result.error) == (False, 500, "HTTP 500")
+    assert result.duration_ms < BOUNDED_MS
+
+
+def test_connection_refused():
+    result = deliver(f"http://127.0.0.1:{closed_port()}/hook", timeout=2)
+    assert result == AttemptResult(False, None, "connection refused", result.duration_ms, None)
+
+
+@pytest.mark.parametrize("status, retry_after, expected", [
+    (429, "120", 120),
+    (503, "7", 7),
+    (429, "Wed, 21 Oct 2015 07:28:00 GMT", 0),   # a date in the past: retry now
+    (429, "soon", None),
+    (429, None, None),
+    (500, "120", None),                         # only honoured on 429/503
+    (429, "999999999", 86400),                  # capped at 24 h
+])
+def test_retry_after(receiver, status, retry_after, expected):
+    headers = {} if retry_after is None else {"Retry-After": retry_after}
+    receiver.reply(Reply(status=status, headers=headers))
+    result = deliver(receiver.url())
+    assert (result.ok, result.status_code, result.error, result.retry_after) == (
+        False, status, f"HTTP {status}", expected)
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("0", 0), (" 30 ", 30), ("Sun, 06 Nov 1994 08:49:37 GMT", 0),
+    ("Sun, 06 Nov 1994 08:50:37 GMT", 60), ("Sun, 06 Nov 1994 08:49:37", None),
+    ("-5", None), ("1.5", None), ("", None), ("٣", None),
+])
+def test_parse_retry_after(value, expected):
+    now = 784111777  # 1994-11-06T08:49:37Z
+    assert parse_retry_after(value, now=now) == expected
+
+
+def test_session_cookies_and_environment_are_not_used(receiver, monkeypatch, tmp_path):
+    netrc = tmp_path / ".netrc"
+    netrc.write_text("machine 127.0.0.1 login leak password leak\n")
+    monkeypatch.setenv("NETRC", str(netrc))
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{closed_port()}")
+    session = requests.Session()  # trust_env left on: post must still ignore it
+    session.cookies.set("sid", "x", domain="127.0.0.1")
+    receiver.reply(Reply(status=200, headers={"Set-Cookie": "a=b"}))
+    assert post(session, receiver.url(), BODY, HEADERS, timeout=5, livemode=False).ok
+    [got] = receiver.wait_for(1)
+    assert "authorization" not in got.headers
+    assert "cookie" not in got.headers
+
+
+# --- live mode: the connection is pinned to the vetted address -------------
+
+@pytest.fixture
+def tls():
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("hooks.example").configure_cert(server_ctx)
+    server = Receiver(ssl_context=server_ctx).start()
+    session = new_session()
+    with ca.cert_pem.tempfile() as ca_file:
+        session.verify = ca_file
+        yield server, session
+    server.stop()
+
+
+def test_pinned_address_keeps_sni_host_and_certificate_check(tls):
+    server, session = tls
+    url = server.url("/hook", host="hooks.example")  # a name no resolver knows
+    result = send(session, url, BODY, HEADERS, timeout=5,
+                  address=ipaddress.ip_address("127.0.0.1"))
+    assert (result.ok, result.status_code, result.error) == (True, 200, None)
+    [got] = server.wait_for(1)
+    assert got.headers["host"] == f"hooks.example:{server.port}"
+    assert got.body == BODY
+    assert server.server_names == ["hooks.example"]
+
+
+def test_pinned_address_still_verifies_the_certificate_name(tls):
+    server, session = tls
+    url = server.url("/hook", host="other.example")
+    result = send(session, url, BODY, HEADERS, timeout=5,
+                  address=ipaddress.ip_address("127.0.0.1"))
+    assert (result.ok, result.status_code) == (False, None)
+    assert result.error == "TLS error (certificate or handshake)"
+    assert server.requests == []
