@@ -1,5 +1,4 @@
 """Merchant credentials: generation and hashing. Only hashes of secret keys are ever stored."""
-import base64
 import hashlib
 import secrets
 import string
@@ -19,11 +18,6 @@ def new_secret_key(livemode: bool) -> str:
 
 def new_public_key(livemode: bool) -> str:
     return ("pk_live_" if livemode else "pk_test_") + _random_base62()
-
-
-def new_webhook_secret() -> str:
-    """Standard Webhooks form: whsec_ + base64 of 32 random bytes."""
-    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode("ascii")
 
 
 def hash_key(key: str) -> str:

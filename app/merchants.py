@@ -6,6 +6,7 @@ from urllib.parse import urlsplit
 from app import keys
 from app.data import merchants as merchant_rows
 from app.models import Merchant
+from app.webhooks.signing import new_secret as new_webhook_secret
 
 
 class MerchantError(ValueError):
@@ -40,7 +41,7 @@ def create(db, *, name, livemode, webhook_url, now):
         name=name,
         livemode=livemode,
         public_key=keys.new_public_key(livemode),
-        webhook_secret=keys.new_webhook_secret(),
+        webhook_secret=new_webhook_secret(),
         webhook_url=webhook_url,
         disabled_at=None,
         created_at=int(now),
