@@ -21,13 +21,15 @@ def create_app(test_config=None):
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     from app import cli, db, errors
-    from app.routes import merchant, ops
+    from app.routes import docs, merchant, ops
     from app.schemas import Limits, PreorderSchema
 
     db.init_app(app)
     errors.init_app(app)
     cli.init_app(app)
     app.extensions["preorder_schema"] = PreorderSchema(Limits.from_config(app.config))
+    app.extensions["openapi_document"] = docs.load_document(app.config)
     app.register_blueprint(merchant.bp)
     app.register_blueprint(ops.bp)
+    app.register_blueprint(docs.bp)
     return app
