@@ -21,9 +21,11 @@ def create_app(test_config=None):
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     from app import cli, db, errors
+    from app.http import ProcessIdConverter
     from app.routes import docs, merchant, ops
     from app.schemas import Limits, PreorderSchema
 
+    app.url_map.converters["process_id"] = ProcessIdConverter
     db.init_app(app)
     errors.init_app(app)
     cli.init_app(app)

@@ -2,6 +2,7 @@
 import re
 
 from flask import Response, request
+from werkzeug.routing import BaseConverter
 
 from app.errors import ApiError
 from app.jsonutil import InvalidJSON, loads
@@ -33,6 +34,18 @@ def parse_process_id(value: str) -> str | None:
     """The canonical (lowercase) form of a UUID written in its usual 36-character form, or None.
     UUIDs compare case-insensitively (RFC 9562)."""
     return value.lower() if _UUID.fullmatch(value) else None
+
+
+class ProcessIdConverter(BaseConverter):
+    """`<process_id:name>` in a route: only a UUID in its 36-character form matches, passed to the
+    view in its canonical lowercase form. Anything else is not this route: the router answers 404
+    not_found, and `/process/preorder` is not mistaken for a process id (so `GET` there is 405 with
+    an honest `Allow`, not a 404 while `OPTIONS` advertises `GET`)."""
+
+    regex = _UUID.pattern
+
+    def to_python(self, value):
+        return value.lower()
 
 
 def canonical_process_id(value: str) -> str:

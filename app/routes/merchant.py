@@ -6,7 +6,7 @@ from app import processes
 from app.auth import require_secret_key
 from app.db import get_db
 from app.errors import ApiError, validation_error
-from app.http import canonical_process_id, json_response, parse_process_id, read_json_body
+from app.http import json_response, parse_process_id, read_json_body
 from app.representation import page_json, process_json
 from app.schemas import ListQuerySchema
 
@@ -59,10 +59,10 @@ def create_preorder():
     return response
 
 
-@bp.get("/process/<process_id>")
+@bp.get("/process/<process_id:process_id>")
 @require_secret_key
 def get_process(process_id):
-    process = processes.get(get_db(), g.merchant.id, canonical_process_id(process_id))
+    process = processes.get(get_db(), g.merchant.id, process_id)
     return json_response(process_json(process, _now()))
 
 
@@ -92,10 +92,10 @@ def list_processes():
     return json_response(page_json(items, has_more, now))
 
 
-@bp.post("/process/<process_id>/cancel")
+@bp.post("/process/<process_id:process_id>/cancel")
 @require_secret_key
 def cancel_process(process_id):
     process = processes.cancel(
-        get_db(), canonical_process_id(process_id), _now(), merchant_id=g.merchant.id
+        get_db(), process_id, _now(), merchant_id=g.merchant.id
     )
     return json_response(process_json(process, process.updated_at))
