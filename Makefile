@@ -6,7 +6,7 @@ FLASK  := $(BIN)/flask --app app
 HOST   ?= 127.0.0.1
 PORT   ?= 5000
 
-.PHONY: run test install install-test clean
+.PHONY: run test fuzz install install-test clean
 
 ## run: create .venv, install, initialise the database, create the demo merchant, start the service
 run: $(VENV)/.installed
@@ -18,6 +18,12 @@ run: $(VENV)/.installed
 ## test: create or update .venv with the test extra and run the whole suite
 test: $(VENV)/.installed-test
 	$(BIN)/pytest
+
+## fuzz: schemathesis over every operation of app/openapi.json, FUZZ_EXAMPLES cases per operation
+## (fresh randomness each run), then the totals: operations, cases, failures
+FUZZ_EXAMPLES ?= 1000
+fuzz: $(VENV)/.installed-test
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -q -p no:cacheprovider tests/test_fuzz.py
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test

@@ -119,3 +119,12 @@ def assert_error(response, status, code, message=None):
     if message is not None:
         assert body["message"] == message
     return body
+
+
+def pytest_terminal_summary(terminalreporter):
+    import fuzz_totals
+
+    summary = fuzz_totals.summary()
+    if summary:
+        terminalreporter.write_sep("-", "schemathesis totals")
+        terminalreporter.write_line(summary)
