@@ -1,30 +1,11 @@
 """Every non-2xx response is the JSON error envelope (API.md, Errors)."""
 import sqlite3
 
-import pytest
-
 from conftest import assert_error
 
 
 def test_unknown_path_is_json_404(client):
     assert_error(client.get("/no/such/path"), 404, "not_found")
-
-
-@pytest.mark.parametrize(
-    "method,path,allowed",
-    [
-        # Process ids are UUIDs, so "preorder" is not one: GET there is 405, and OPTIONS does not
-        # advertise a GET that would only answer 404 (found by schemathesis).
-        ("GET", "/payment-button/process/preorder", "OPTIONS, POST"),
-        ("DELETE", "/payment-button/processes", "GET, HEAD, OPTIONS"),
-        ("PUT", "/payment-button/process/00000000-0000-4000-8000-000000000000/cancel", "OPTIONS, POST"),
-        ("PATCH", "/healthz", "GET, HEAD, OPTIONS"),
-    ],
-)
-def test_wrong_method_is_json_405_with_allow(client, merchant, method, path, allowed):
-    response = client.open(path, method=method, headers={"x-secret-key": merchant["secretKey"]})
-    assert_error(response, 405, "method_not_allowed")
-    assert sorted(response.headers["Allow"].split(", ")) == sorted(allowed.split(", "))
 
 
 def test_database_failure_is_a_bare_json_500(app, api):

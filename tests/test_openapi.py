@@ -1,7 +1,5 @@
 """app/openapi.json: a valid OpenAPI 3.1 document, served at /openapi.json, describing exactly the
 routes the app registers (no drift in either direction)."""
-import json
-
 import pytest
 from openapi_spec_validator import OpenAPIV31SpecValidator
 
