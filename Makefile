@@ -19,11 +19,13 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	$(BIN)/pytest
 
-## fuzz: schemathesis over every operation of app/openapi.json, FUZZ_EXAMPLES cases per operation
-## (fresh randomness each run), then the totals: operations, cases, failures
+## fuzz: schemathesis over every operation of app/openapi.json, FUZZ_EXAMPLES cases per operation,
+## and the property tests with 1,000 examples each, all with fresh randomness; prints the
+## schemathesis totals (operations, cases, failures)
 FUZZ_EXAMPLES ?= 1000
 fuzz: $(VENV)/.installed-test
-	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -q -p no:cacheprovider tests/test_fuzz.py
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) HYPOTHESIS_PROFILE=fuzz \
+		$(BIN)/pytest -q -p no:cacheprovider tests/test_fuzz.py tests/test_properties.py
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test

@@ -1,11 +1,18 @@
 import json
+import os
 
 import pytest
+from hypothesis import settings
 
 from app import create_app
 from app.db import init_db
 
 START = 1_795_000_000  # 2026-11-18T11:06:40Z
+
+# Property tests: modest, repeatable example counts in the suite; `make fuzz` picks "fuzz".
+settings.register_profile("suite", max_examples=60, deadline=None, derandomize=True)
+settings.register_profile("fuzz", max_examples=1000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 
 
 class FakeClock:
