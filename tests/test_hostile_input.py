@@ -82,6 +82,12 @@ def metadata_of_size(size):
     return json.dumps({"amount": 5, "metadata": metadata}, indent=4)
 
 
+def body_of_size(size):
+    """A preorder body of exactly `size` bytes (its metadata far over its own limit)."""
+    body = b'{"amount": 5, "metadata": {"k": ""}}'
+    return body[:-3] + b"x" * (size - len(body)) + body[-3:]
+
+
 def multibyte_metadata(characters):
     return json.dumps({"amount": 5, "metadata": {"k": "€" * characters}}, ensure_ascii=False)
 
@@ -160,6 +166,8 @@ REQUESTS = [
     ("100,000-deep [[[...]]] body", Req(body=b"[" * 100_000 + b"]" * 100_000), TOO_LARGE),
     ("60,000-deep body within the size limit",
      Req(body=b'{"amount": 5, "metadata": ' + b"[" * 60_000), INVALID_JSON),
+    ("body of exactly 64 KiB is read", Req(body=body_of_size(65_536)), invalid("metadata")),
+    ("body of 64 KiB + 1 byte", Req(body=body_of_size(65_537)), TOO_LARGE),
     ("1 MB body", Req(body=json.dumps({"amount": 5, "metadata": {"k": "x" * 1_000_000}}).encode()),
      TOO_LARGE),
     # x-secret-key
