@@ -21,7 +21,7 @@ def create_app(test_config=None):
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     from app import cli, db, errors
-    from app.routes import merchant, ops
+    from app.routes import button, merchant, ops
     from app.schemas import Limits, PreorderSchema
 
     db.init_app(app)
@@ -29,5 +29,6 @@ def create_app(test_config=None):
     cli.init_app(app)
     app.extensions["preorder_schema"] = PreorderSchema(Limits.from_config(app.config))
     app.register_blueprint(merchant.bp)
+    app.register_blueprint(button.bp)
     app.register_blueprint(ops.bp)
     return app

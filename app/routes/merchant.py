@@ -3,7 +3,7 @@ from flask import Blueprint, current_app, g, request
 from marshmallow import ValidationError
 
 from app import processes
-from app.auth import require_secret_key
+from app.auth import refuse_browsers, require_secret_key
 from app.db import get_db
 from app.errors import ApiError, validation_error
 from app.http import canonical_process_id, json_response, parse_process_id, read_json_body
@@ -11,6 +11,7 @@ from app.representation import page_json, process_json
 from app.schemas import ListQuerySchema
 
 bp = Blueprint("merchant_api", __name__, url_prefix="/payment-button")
+bp.before_request(refuse_browsers)
 
 DEFAULT_PAGE_SIZE = 20
 _list_query = ListQuerySchema()
