@@ -24,8 +24,10 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
-sync_api = pytest.importorskip("playwright.sync_api")
-expect = sync_api.expect
+try:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect
+except ImportError:  # the page fixture (tests/browser.py) skips, or fails in CI, before these are used
+    PlaywrightTimeout = expect = None
 
 BUTTON_JS = Path(__file__).resolve().parent.parent / "app" / "static" / "button.js"
 PROCESS_PATH = re.compile(r"^/payment-button/process/([^/]+)/(public|sandbox/pay)$")
@@ -214,6 +216,9 @@ def checkout_page(double, query):
 main {{ max-width: 400px; margin: 0 auto; }} h1 {{ font-size: 20px; margin: 0 0 16px; }}</style></head>
 <body><main><h1>Checkout</h1><payment-button {attrs}></payment-button></main>
 <script>
+window.__timeouts = [];  // delays the page asks setTimeout for: the component's poll schedule
+const setTimeoutBefore = window.setTimeout;
+window.setTimeout = (fn, ms, ...args) => {{ window.__timeouts.push(ms); return setTimeoutBefore(fn, ms, ...args); }};
 window.__events = [];
 for (const type of {json.dumps(EVENTS)}) {{
   document.addEventListener(type, (e) => window.__events.push(
@@ -259,16 +264,22 @@ def expect_focus(page, class_name):
     """Wait until the element with this class inside the component has focus (focus moves in tasks)."""
     try:
         page.wait_for_function(f"() => ({FOCUSED_IN_BUTTON})() === {json.dumps(class_name)}", timeout=3000)
-    except sync_api.TimeoutError:
+    except PlaywrightTimeout:
         pass  # the assertion below says what has focus instead
     assert page.evaluate(FOCUSED_IN_BUTTON) == class_name
 
 
-def wait_until(condition, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.02)
+def pause_clock(page):
+    """Fake the page's timers, paused: they fire only on page.clock.run_for (fetch stays real)."""
+    page.clock.install()
+    page.clock.pause_at(time.time() * 1000 + 1000)
+
+
+def set_hidden(page, hidden):
+    page.evaluate("""hidden => {
+        Object.defineProperty(document, 'hidden', {configurable: true, get: () => hidden});
+        document.dispatchEvent(new Event('visibilitychange'));
+    }""", hidden)
 
 
 def test_shows_exact_amount_test_mode_and_countdown(page, api, screenshot):
@@ -349,6 +360,7 @@ def test_failed_sandbox_payment_leaves_it_pending_and_can_be_retried(page, api, 
 ])
 def test_final_status_at_load_shows_state_and_fires_its_event_once(page, api, screenshot, status, title, event):
     pid = api.add(status=status)
+    pause_clock(page)
     page.goto(api.page_url(pid))
 
     expect(button(page, ".outcome-title")).to_have_text(title)
@@ -356,7 +368,7 @@ def test_final_status_at_load_shows_state_and_fires_its_event_once(page, api, sc
     expect(button(page, ".countdown")).to_be_hidden()
     assert events(page, 1) == [{"type": event, "bubbles": True, "composed": True,
                                 "detail": api.public_dict(pid)}]
-    page.wait_for_timeout(1500)  # longer than the first poll delay: a final state is never polled
+    page.clock.run_for(120_000)  # a final state is never polled
     assert len(api.api_requests()) == 1
     assert len(page.evaluate("window.__events")) == 1
     screenshot(button(page), f"button-{status}")
@@ -540,24 +552,17 @@ def test_api_base_attribute_overrides_the_script_origin(page, api):
 
 def test_polling_pauses_while_the_page_is_hidden_and_stops_when_final(page, api):
     pid = api.add()
-    page.clock.install()
-    page.clock.pause_at(time.time() * 1000 + 1000)
+    pause_clock(page)
     page.goto(api.page_url(pid))
     expect(button(page, ".pay")).to_be_enabled()
     assert len(api.api_requests()) == 1
 
-    page.evaluate("""hidden => {
-        Object.defineProperty(document, 'hidden', {configurable: true, get: () => hidden});
-        document.dispatchEvent(new Event('visibilitychange'));
-    }""", True)
+    set_hidden(page, True)
     page.clock.run_for(120_000)
     assert len(api.api_requests()) == 1
 
     api.set_status(pid, "completed")
-    page.evaluate("""hidden => {
-        Object.defineProperty(document, 'hidden', {configurable: true, get: () => hidden});
-        document.dispatchEvent(new Event('visibilitychange'));
-    }""", False)
+    set_hidden(page, False)
     expect(button(page, ".outcome-title")).to_have_text("Payment received")
     assert len(api.api_requests()) == 2
     page.clock.run_for(120_000)
@@ -571,3 +576,18 @@ def test_animations_respect_reduced_motion(page, api):
     assert page.evaluate(spinner) == "spin"
     page.emulate_media(reduced_motion="reduce")
     assert page.evaluate(spinner) == "none"
+
+
+def test_polling_backs_off_from_1_to_15_seconds(page, api):
+    pid = api.add()
+    pause_clock(page)
+    page.goto(api.page_url(pid))
+    expect(button(page, ".pay")).to_be_enabled()
+
+    for polls in range(1, 7):  # each poll's answer schedules the next one: wait for it, then run it
+        page.wait_for_function("n => window.__timeouts.length >= n", arg=polls)
+        assert len(api.api_requests()) == polls
+        page.clock.run_for(page.evaluate("window.__timeouts.at(-1)"))
+    page.wait_for_function("window.__timeouts.length >= 7")
+    assert page.evaluate("window.__timeouts") == [1000, 2000, 4000, 8000, 15000, 15000, 15000]
+    assert len(api.api_requests()) == 7
