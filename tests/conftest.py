@@ -1,2 +1,2 @@
-# Lead: merge this line into your tests/conftest.py.
-pytest_plugins = ["tests.browser"]
+# Lead: merge these plugins into your tests/conftest.py.
+pytest_plugins = ["tests.browser", "tests.button_api_double"]
