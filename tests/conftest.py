@@ -5,6 +5,9 @@ import pytest
 from app import create_app
 from app.db import init_db
 
+# Browser fixtures (Debian's Chromium through Playwright) and the component tests' API double.
+pytest_plugins = ["browser", "button_api_double"]
+
 START = 1_795_000_000  # 2026-11-18T11:06:40Z
 
 
