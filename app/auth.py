@@ -9,6 +9,15 @@ from app.errors import ApiError
 from app.keys import hash_key, looks_like_public_key
 
 
+def _admit(merchant, invalid_code, invalid_message):
+    """The request is the merchant's from here on, unless the key was unknown or it is disabled."""
+    if merchant is None:
+        raise ApiError(401, invalid_code, invalid_message)
+    if merchant.disabled:
+        raise ApiError(403, "merchant_disabled", "This merchant account is disabled.")
+    g.merchant = merchant
+
+
 def refuse_browsers():
     """Before every merchant-API request, CORS preflights included: a request with an Origin
     header comes from a browser, where a secret key must never be. No CORS headers are sent."""
@@ -37,11 +46,7 @@ def require_secret_key(view):
                 " (sk_...), sent from your server.",
             )
         merchant = merchant_rows.by_secret_key_hash(get_db().connection(), hash_key(key))
-        if merchant is None:
-            raise ApiError(401, "invalid_secret_key", "Invalid secret key.")
-        if merchant.disabled:
-            raise ApiError(403, "merchant_disabled", "This merchant account is disabled.")
-        g.merchant = merchant
+        _admit(merchant, "invalid_secret_key", "Invalid secret key.")
         return view(*args, **kwargs)
 
     return guarded
@@ -62,12 +67,7 @@ def require_public_key(view):
                 "x-public-key holds a secret key: a secret key must never be in frontend code."
                 " Use the public key (pk_...), and rotate the exposed secret key now.",
             )
-        merchant = merchant_rows.by_public_key(get_db().connection(), key)
-        if merchant is None:
-            raise ApiError(401, "invalid_public_key", "Invalid public key.")
-        if merchant.disabled:
-            raise ApiError(403, "merchant_disabled", "This merchant account is disabled.")
-        g.merchant = merchant
+        _admit(merchant_rows.by_public_key(get_db().connection(), key), "invalid_public_key", "Invalid public key.")
         return view(*args, **kwargs)
 
     return guarded

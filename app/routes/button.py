@@ -4,13 +4,13 @@ CORS is open on every response of this blueprint (errors included, so the button
 message); metadata is never shown here.
 """
 from flask import Blueprint, current_app, g, send_from_directory
-from marshmallow import ValidationError
 
 from app import processes
 from app.auth import require_public_key
+from app.clock import now
 from app.db import get_db
-from app.errors import ApiError, validation_error
-from app.http import canonical_process_id, json_response, read_json_body
+from app.errors import ApiError
+from app.http import canonical_process_id, json_response, load_json_body
 from app.representation import public_process_json
 from app.schemas import SandboxPaySchema
 
@@ -33,15 +33,11 @@ def open_cors(response):
     return response
 
 
-def _now():
-    return int(current_app.config["CLOCK"]())
-
-
 @bp.get("/process/<process_id>/public")
 @require_public_key
 def public_process(process_id):
     process = processes.get(get_db(), g.merchant.id, canonical_process_id(process_id))
-    return json_response(public_process_json(process, _now()))
+    return json_response(public_process_json(process, now()))
 
 
 @bp.post("/process/<process_id>/sandbox/pay")
@@ -54,18 +50,12 @@ def sandbox_pay(process_id):
         raise ApiError(
             403, "sandbox_only", "Sandbox payments are only for test-mode merchants (pk_test_ keys)."
         )
-    data = read_json_body()
-    if not isinstance(data, dict):
-        raise ApiError(400, "validation_error", "The request body must be a JSON object.")
-    try:
-        outcome = _sandbox_pay.load(data)["outcome"]
-    except ValidationError as e:
-        raise validation_error(e.messages) from None
+    outcome = load_json_body(_sandbox_pay)["outcome"]
     if outcome == "success":
-        process = processes.complete(db, process_id, _now(), merchant_id=g.merchant.id)
+        process = processes.complete(db, process_id, now(), merchant_id=g.merchant.id)
         return json_response(public_process_json(process, process.updated_at))
-    process = processes.record_failed_payment(db, process_id, _now(), merchant_id=g.merchant.id)
-    return json_response(public_process_json(process, _now()))
+    process = processes.record_failed_payment(db, process_id, now(), merchant_id=g.merchant.id)
+    return json_response(public_process_json(process, now()))
 
 
 @bp.get("/button.js")
