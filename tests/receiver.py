@@ -142,6 +142,7 @@ def _handler_for(owner: Receiver):
                 body=body,
             ))
             if owner._pause(reply.delay):
+                self.close_connection = True  # stopping: hang up on the waiting client
                 return
             self._send(reply)
             self.close_connection = True
