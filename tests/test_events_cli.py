@@ -7,7 +7,7 @@ from app.data import events as event_rows
 from app.representation import iso
 from receiver import Reply, receiver  # noqa: F401  (fixture)
 from webhook_helpers import (  # noqa: F401  (fixtures)
-    attempts_of, clock, make_shop, only_event, shop, worker)
+    clock, make_shop, only_event, shop, worker)
 
 
 def invoke(runner, *args):

@@ -1,6 +1,5 @@
 """The delivery worker in-process: `Worker.run_once` against a real local receiver and a real SQLite
 file, with the clock moved forward instead of sleeping through the retry schedule."""
-import json
 import logging
 import re
 import threading
@@ -9,12 +8,13 @@ import pytest
 from standardwebhooks.webhooks import Webhook
 
 from app.data import events as event_rows
+from app.representation import iso
 from app.webhooks import delivery, transport
 from app.webhooks.signing import user_agent
 from app.webhooks.worker import Summary, Worker
 from receiver import Receiver, Reply, closed_port, receiver  # noqa: F401  (fixture)
 from webhook_helpers import (  # noqa: F401  (fixtures)
-    attempts_of, body_json, clock, make_shop, only_event, raw_metadata, shop, worker)
+    attempts_of, body_json, clock, count, make_shop, only_event, raw_metadata, shop, worker)
 
 SHORT = {"WEBHOOK_RETRY_SCHEDULE": "0,5,10"}
 
@@ -154,7 +154,7 @@ def test_replay_failed_filters_by_merchant_and_time(app, make_shop, receiver, wo
     assert {only_event(app, p).status for p in (old, new, other)} == {"failed"}
 
     since = runner.invoke(args=["events", "replay", "--failed", "--merchant", one.id,
-                                "--since", _iso(clock.now)])
+                                "--since", iso(clock.now)])
     assert since.exit_code == 0, since.output
     assert since.output == f"Re-queued 1 event for delivery now.\n  {only_event(app, new).id}\n"
     assert [only_event(app, p).status for p in (old, new, other)] == ["failed", "pending", "failed"]
@@ -162,11 +162,6 @@ def test_replay_failed_filters_by_merchant_and_time(app, make_shop, receiver, wo
     everyone = runner.invoke(args=["events", "replay", "--failed"])
     assert everyone.output.startswith("Re-queued 2 events for delivery now.\n")
     assert {only_event(app, p).status for p in (old, new, other)} == {"pending"}
-
-
-def _iso(ts):
-    from app.representation import iso
-    return iso(ts)
 
 
 def test_merchant_without_url_gets_no_endpoint_then_replay_delivers(
@@ -305,7 +300,6 @@ def test_old_idempotency_keys_are_purged(app, shop, worker, clock):
     shop.preorder(headers={"Idempotency-Key": "young"})
     clock.advance(1)
     worker.run_once()
-    from webhook_helpers import count
     keys = count(app.config["DATABASE"], "SELECT group_concat(key) FROM idempotency_keys")
     assert keys == "young"
 
@@ -397,3 +391,15 @@ def test_events_are_attempted_oldest_due_first(app, shop, receiver, clock):
     ids = [r.headers["webhook-id"] for r in receiver.wait_for(4)]
     assert ids == [only_event(app, p).id for p in process_ids]
     assert [body_json(r)["data"]["processId"] for r in receiver.requests] == process_ids
+
+
+@pytest.mark.parametrize("app_config", [{"WEBHOOK_RETRY_SCHEDULE": "0"}])
+def test_a_damaged_secret_is_a_failed_attempt_not_a_crash(app, shop, receiver, worker):
+    process_id, _ = shop.cancelled()
+    with app.extensions["db"].transaction() as conn:  # e.g. a bad manual edit of the database
+        conn.execute("UPDATE merchants SET webhook_secret = 'whsec_***' WHERE id = ?", (shop.id,))
+    assert worker.run_once() == Summary(claimed=1, attempted=1)
+    event = only_event(app, process_id)
+    assert (event.status, event.last_error) == (
+        "failed", "cannot sign: webhook secret is not valid base64")
+    assert receiver.requests == []

@@ -54,9 +54,13 @@ def attempt(db, session, event, *, owner, clock, settings) -> str:
     url = merchant.webhook_url
     attempted_at = int(clock())
     body = event.payload.encode("utf-8")
-    headers = webhook_headers(merchant.webhook_secret, event.id, attempted_at, body)
-    result = transport.post(session, url, body, headers, timeout=settings.timeout,
-                            livemode=merchant.livemode)
+    try:
+        headers = webhook_headers(merchant.webhook_secret, event.id, attempted_at, body)
+    except ValueError as e:  # a damaged stored secret: a failed attempt, not a poison event
+        result = transport.AttemptResult(False, None, f"cannot sign: {e}", 0, None)
+    else:
+        result = transport.post(session, url, body, headers, timeout=settings.timeout,
+                                livemode=merchant.livemode)
     outcome, note = _record(db, event, owner, url, attempted_at, result, int(clock()), settings)
     log.info("webhook %s %s -> %s: %s in %d ms (%s)", event.id, event.type, _host(url),
              result.status_code if result.ok else result.error, result.duration_ms, note)
