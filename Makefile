@@ -9,10 +9,17 @@ PORT   ?= 5000
 .PHONY: run test install install-test clean
 
 ## run: create .venv, install, initialise the database, create the demo merchant, start the service
+##      and the webhook delivery worker next to it (Ctrl-C stops both)
+# The worker is a background job of the recipe's shell, so it ignores the terminal's Ctrl-C; when the
+# shell exits, however that happens, its EXIT trap sends the worker one SIGTERM and waits while the
+# worker finishes the attempts in flight.
 run: $(VENV)/.installed
 	$(FLASK) init-db
 	$(FLASK) demo-merchant
-	@echo "Service on http://$(HOST):$(PORT)  (Ctrl-C stops it)"
+	@echo "Service on http://$(HOST):$(PORT), webhook worker alongside  (Ctrl-C stops both)"
+	@$(FLASK) deliver-webhooks & worker=$$!; \
+	trap 'kill -TERM $$worker 2>/dev/null; wait $$worker' EXIT; \
+	trap 'exit 130' INT TERM; \
 	$(FLASK) run --host $(HOST) --port $(PORT)
 
 ## test: create or update .venv with the test extra and run the whole suite

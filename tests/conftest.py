@@ -30,8 +30,16 @@ def clock():
 
 
 @pytest.fixture
-def app(tmp_path, clock):
-    app = create_app({"TESTING": True, "DATABASE": str(tmp_path / "test.sqlite3"), "CLOCK": clock})
+def app_config():
+    """Extra settings for the `app` fixture: a test module or test overrides this fixture."""
+    return {}
+
+
+@pytest.fixture
+def app(tmp_path, clock, app_config):
+    app = create_app(
+        {"TESTING": True, "DATABASE": str(tmp_path / "test.sqlite3"), "CLOCK": clock, **app_config}
+    )
     with app.app_context():
         init_db()
     yield app
