@@ -12,8 +12,6 @@ import contextlib
 from bench import bodies, seed, service, stats, wrk
 from bench.servers import Gunicorn
 
-RSS_LIMIT_KB = 100 * 1024
-
 SCENARIOS = {
     "preorder": {"body": "preorder", "sides": ("baseline", "service")},
     "preorder-9kb": {"body": "preorder-9kb", "sides": ("baseline", "service")},
@@ -101,5 +99,5 @@ def _judge(result, opts):
     else:
         targets = [stats.target("req/s service / baseline >= 0.80", result["ratios"]["rps"], at_least=0.80),
                    stats.target("p99 service / baseline <= 2.0", result["ratios"]["p99"], at_most=2.0)]
-    targets.append(stats.target("worker peak RSS < 100 MB", stats.mb(peak), at_most=100))
+    targets.append(stats.target("worker peak RSS < 100 MB", stats.mb(peak), below=100))
     result["targets"] = targets

@@ -10,14 +10,16 @@ def ratio(numerator, denominator):
     return round(numerator / denominator, 3) if numerator is not None and denominator else None
 
 
-def target(name, value, *, at_least=None, at_most=None):
+def target(name, value, *, at_least=None, at_most=None, below=None):
     """A target line: met is None when there is no value to judge."""
     if value is None:
         met = None
     elif at_least is not None:
         met = value >= at_least
-    else:
+    elif at_most is not None:
         met = value <= at_most
+    else:
+        met = value < below
     return {"name": name, "value": value, "met": met}
 
 
