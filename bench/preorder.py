@@ -19,12 +19,12 @@ SCENARIOS = {
 }
 
 
-def _start_side(side, only_baseline, workdir, prefill):
-    """Start one side's server; returns (server, secret key to send)."""
-    log = workdir / f"{side}.log"
+def _start_side(scenario, side, only_baseline, workdir, prefill):
+    """Start one side's server on a fresh database; returns (server, secret key to send)."""
+    log = workdir / f"{scenario}-{side}.log"
     if only_baseline or side == "baseline":
         return Gunicorn(side, service.BASELINE_APP, log).start(), "sk_test_baseline_sends_a_key_too_000000"
-    db_path = workdir / f"{side}.sqlite3"
+    db_path = workdir / f"{scenario}-{side}.sqlite3"
     service.init_db(db_path)
     merchant = service.create_merchant(db_path)
     if side == "service-1m":
@@ -50,7 +50,7 @@ def run(name, opts, workdir):
     with contextlib.ExitStack() as stack:
         sides = {}
         for side in spec["sides"]:
-            server, key = _start_side(side, opts.only_baseline, workdir, opts.processes)
+            server, key = _start_side(name, side, opts.only_baseline, workdir, opts.processes)
             stack.callback(server.stop)
             sides[side] = (server, key)
 

@@ -10,8 +10,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
-# Lines in a server log that make a run invalid even when every response was 2xx.
-LOG_ALARMS = ("Traceback", "database is locked", "WORKER TIMEOUT", "Worker exiting", "Exception in worker")
+# Lines in a server log that make a run invalid even when every response was 2xx (a worker killed or
+# restarted mid-run, an exception, a lock timeout). "Worker exiting" is not one: it ends every stop().
+LOG_ALARMS = ("Traceback", "database is locked", "[ERROR]", "[CRITICAL]", "WORKER TIMEOUT",
+              "was sent SIGKILL", "Worker failed to boot")
 
 
 def free_port():
