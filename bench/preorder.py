@@ -12,10 +12,11 @@ import contextlib
 from bench import bodies, seed, service, stats, wrk
 from bench.servers import Gunicorn
 
+# rounds: per side, by default (the 5-minute budget allows 3 + 2 + 2 rounds of 10 s, plus delivery).
 SCENARIOS = {
-    "preorder": {"body": "preorder", "sides": ("baseline", "service")},
-    "preorder-9kb": {"body": "preorder-9kb", "sides": ("baseline", "service")},
-    "preorder-1m": {"body": "preorder", "sides": ("service-empty", "service-1m")},
+    "preorder": {"body": "preorder", "sides": ("baseline", "service"), "rounds": 3},
+    "preorder-9kb": {"body": "preorder-9kb", "sides": ("baseline", "service"), "rounds": 2},
+    "preorder-1m": {"body": "preorder", "sides": ("service-empty", "service-1m"), "rounds": 2},
 }
 
 
@@ -60,7 +61,7 @@ def run(name, opts, workdir):
 
         for side in spec["sides"]:
             result["warmup"][side] = measure(side, opts.warmup)
-        for n in range(opts.rounds):
+        for n in range(opts.rounds or spec["rounds"]):
             order = spec["sides"] if n % 2 == 0 else spec["sides"][::-1]
             for side in order:
                 result["rounds"][side].append(measure(side, opts.duration))
