@@ -8,6 +8,7 @@ Each scenario compares a reference side with a subject side under the same gunic
 With `--only baseline` every side runs the baseline app, so the ratios show the harness's own noise.
 """
 import contextlib
+import time
 
 from bench import bodies, seed, service, stats, wrk
 from bench.servers import Gunicorn
@@ -29,7 +30,9 @@ def _start_side(scenario, side, only_baseline, workdir, prefill):
     service.init_db(db_path)
     merchant = service.create_merchant(db_path)
     if side == "service-1m":
+        started = time.perf_counter()
         seed.prefill_processes(db_path, merchant["merchantId"], prefill)
+        print(f"   prefilled {prefill} processes in {time.perf_counter() - started:.1f} s", flush=True)
     server = Gunicorn(side, service.SERVICE_APP, log, env={"FLASK_DATABASE": str(db_path)})
     return server.start(), merchant["secretKey"]
 

@@ -25,7 +25,7 @@ def machine():
     return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
             "kernel": platform.release(), "gunicorn": metadata.version("gunicorn"),
             "flask": metadata.version("flask"),
-            "wrk": (_command_output("wrk", "-v") or "").splitlines()[0:1],
+            "wrk": " ".join((_command_output("wrk", "-v") or "").split()[1:2]),
             "git_commit": _command_output("git", "rev-parse", "--short", "HEAD")}
 
 
@@ -86,5 +86,7 @@ def table(report):
         else:
             lines += (_delivery_table if result["scenario"] == "delivery" else _preorder_table)(result)
         lines += [f"    FAILURE: {failure}" for failure in result.get("failures", [])]
-    lines.append(f"total {report['seconds']:.0f} s")
+    load = report["load_average"]
+    lines.append(f"total {report['seconds']:.0f} s; load average (1 min) {load['before'][0]:.1f} before, "
+                 f"{load['after'][0]:.1f} after (2 cores: above 2, other work was competing)")
     return "\n".join(lines)

@@ -7,6 +7,7 @@ See bench/README.md.
 """
 import argparse
 import datetime
+import os
 import shutil
 import sys
 import tempfile
@@ -78,7 +79,7 @@ def main(argv=None):
         sys.exit("the service (wsgi.py, app/) is not in this checkout: use --only baseline")
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     workdir = Path(tempfile.mkdtemp(prefix="bench-"))
-    started = time.monotonic()
+    started, load_before = time.monotonic(), os.getloadavg()
     results = []
     for name in opts.scenarios:
         print(f"== {name}", flush=True)
@@ -87,7 +88,9 @@ def main(argv=None):
                "settings": {key: getattr(opts, key) for key in (
                    "only", "scenarios", "duration", "rounds", "warmup", "events", "processes",
                    "delivery_args")},
-               "scenarios": results, "seconds": round(time.monotonic() - started, 1)}
+               "scenarios": results, "seconds": round(time.monotonic() - started, 1),
+               # Other work on the machine is what makes figures drift: keep it on record.
+               "load_average": {"before": load_before, "after": os.getloadavg()}}
     bad = [r["scenario"] for r in results if failed(r, opts.check_targets)]
     summary["failed"] = bad
     path = report.write(summary, stamp)
