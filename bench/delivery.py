@@ -24,7 +24,10 @@ RECEIVER_CONFIG = "bench/receiver_gunicorn.conf.py"
 
 
 def run_processes(commands, env, log_path, timeout):
-    """Start all commands at once; wait for all. Returns wall seconds and [(exit code, peak RSS kB)]."""
+    """Start all commands at once; wait for all.
+
+    Returns wall seconds and, per process, (exit code, peak RSS kB, CPU seconds user + system).
+    """
     with open(log_path, "ab") as log:
         started = time.perf_counter()
         procs = [subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -36,7 +39,8 @@ def run_processes(commands, env, log_path, timeout):
             waited, status, usage = os.wait4(pid, os.WNOHANG)
             if waited:
                 proc.returncode = os.waitstatus_to_exitcode(status)
-                outcomes[pid] = (proc.returncode, usage.ru_maxrss)  # ru_maxrss is in kB on Linux
+                # ru_maxrss is in kB on Linux
+                outcomes[pid] = (proc.returncode, usage.ru_maxrss, usage.ru_utime + usage.ru_stime)
                 del pending[pid]
         if pending and time.perf_counter() > deadline:
             for proc in pending.values():
@@ -75,9 +79,9 @@ def _phase(name, commands, env, count, receiver_log, workdir, timeout):
     phase = {"processes": len(commands), "events": count, "seconds": round(wall, 3),
              "per_second": round(count / wall, 1), "receiver": got,
              "receiver_span_per_second": round(got["received"] / span, 1) if span else None,
-             "exit_codes": [code for code, _ in outcomes], "peak_rss_kb": [rss for _, rss in outcomes],
-             "failures": []}
-    if any(outcomes_code != 0 for outcomes_code, _ in outcomes):
+             "exit_codes": [o[0] for o in outcomes], "peak_rss_kb": [o[1] for o in outcomes],
+             "cpu_ms_per_event": round(sum(o[2] for o in outcomes) * 1000 / count, 4), "failures": []}
+    if any(code != 0 for code in phase["exit_codes"]):
         phase["failures"].append(f"{name}: exit codes {phase['exit_codes']} (see {name} log)")
     if not (got["received"] == got["unique"] == count and got["missing_id"] == 0):
         phase["failures"].append(
@@ -116,7 +120,9 @@ def _judge(result):
     phases = result["phases"]
     one, two, base = (phases[name]["per_second"] for name in ("service-1", "service-2", "baseline"))
     result["ratios"] = {"one_process_vs_baseline": stats.ratio(one, base),
-                        "two_processes_vs_one": stats.ratio(two, one)}
+                        "two_processes_vs_one": stats.ratio(two, one),
+                        "cpu_per_event_one_process_vs_baseline": stats.ratio(
+                            phases["service-1"]["cpu_ms_per_event"], phases["baseline"]["cpu_ms_per_event"])}
     sizes = {name: phase["receiver"]["mean_body_bytes"] for name, phase in phases.items()}
     result["mean_body_bytes"] = sizes
     peak = max(phases["service-1"]["peak_rss_kb"] + phases["service-2"]["peak_rss_kb"])

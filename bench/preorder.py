@@ -38,7 +38,7 @@ def _start_side(scenario, side, only_baseline, workdir, prefill):
 
 
 def _summary(rounds):
-    return {key: stats.median_of(rounds, key) for key in ("rps", "p50_ms", "p99_ms")}
+    return {key: stats.median_of(rounds, key) for key in ("rps", "p50_ms", "p99_ms", "cpu_ms_per_request")}
 
 
 def run(name, opts, workdir):
@@ -60,7 +60,11 @@ def run(name, opts, workdir):
 
         def measure(side, seconds):
             server, key = sides[side]
-            return wrk.run(server.base_url, body_file=body_file, secret_key=key, duration=seconds)
+            cpu_before = server.workers_cpu_seconds()
+            figures = wrk.run(server.base_url, body_file=body_file, secret_key=key, duration=seconds)
+            cpu = server.workers_cpu_seconds() - cpu_before
+            figures["cpu_ms_per_request"] = round(cpu * 1000 / figures["requests"], 4) if figures["requests"] else None
+            return figures
 
         for side in spec["sides"]:
             result["warmup"][side] = measure(side, opts.warmup)
@@ -96,7 +100,8 @@ def _judge(result, opts):
     ref, sub = result["median"][reference], result["median"][subject]
     result["ratios"] = {"rps": stats.ratio(sub["rps"], ref["rps"]),
                         "p50": stats.ratio(sub["p50_ms"], ref["p50_ms"]),
-                        "p99": stats.ratio(sub["p99_ms"], ref["p99_ms"])}
+                        "p99": stats.ratio(sub["p99_ms"], ref["p99_ms"]),
+                        "cpu_per_request": stats.ratio(sub["cpu_ms_per_request"], ref["cpu_ms_per_request"])}
     peak = max(result["peak_rss_kb"][subject] or [0]) or None
     if result["scenario"] == "preorder-1m":
         targets = [stats.target("req/s 1M-db / empty-db >= 0.90", result["ratios"]["rps"], at_least=0.90)]

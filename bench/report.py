@@ -48,31 +48,35 @@ def _target_lines(targets):
 def _preorder_table(result):
     lines = [f"{result['scenario']} ({result['app']}, body {result['body_bytes']} B, "
              f"{len(result['rounds'][result['reference']])} rounds, medians)",
-             f"    {'side':<14}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'peak RSS MB':>13}"]
+             f"    {'side':<14}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'CPU ms/req':>12}{'peak RSS MB':>13}"]
     for side in (result["reference"], result["subject"]):
         m = result["median"][side]
         peak = max(result["peak_rss_kb"][side] or [0]) or None
         lines.append(f"    {side:<14}{_fmt(m['rps'], '{:.0f}'):>10}{_fmt(m['p50_ms']):>9}"
-                     f"{_fmt(m['p99_ms']):>9}{_fmt(mb(peak), '{:.1f}'):>13}")
+                     f"{_fmt(m['p99_ms']):>9}{_fmt(m['cpu_ms_per_request'], '{:.3f}'):>12}"
+                     f"{_fmt(mb(peak), '{:.1f}'):>13}")
     r = result["ratios"]
     lines.append(f"    ratio {result['subject']}/{result['reference']}: req/s {_fmt(r['rps'], '{:.3f}')}, "
-                 f"p50 {_fmt(r['p50'], '{:.3f}')}, p99 {_fmt(r['p99'], '{:.3f}')}")
+                 f"p50 {_fmt(r['p50'], '{:.3f}')}, p99 {_fmt(r['p99'], '{:.3f}')}, "
+                 f"CPU per request {_fmt(r['cpu_per_request'], '{:.3f}')}")
     return lines + _target_lines(result["targets"])
 
 
 def _delivery_table(result):
     lines = [f"delivery ({result['app']}, {result['events']} events)",
              f"    {'phase':<12}{'procs':>6}{'seconds':>9}{'per s':>9}{'recv/s':>9}{'body B':>8}"
-             f"{'peak RSS MB':>13}  exactly once"]
+             f"{'CPU ms/ev':>11}{'peak RSS MB':>13}  exactly once"]
     for name, p in result["phases"].items():
         got = p["receiver"]
         once = got["received"] == got["unique"] == p["events"]
         lines.append(f"    {name:<12}{p['processes']:>6}{p['seconds']:>9.2f}{p['per_second']:>9.0f}"
                      f"{_fmt(p['receiver_span_per_second'], '{:.0f}'):>9}{got['mean_body_bytes']:>8.0f}"
+                     f"{p['cpu_ms_per_event']:>11.3f}"
                      f"{_fmt(mb(max(p['peak_rss_kb'])), '{:.1f}'):>13}  {'yes' if once else 'NO'}")
     r = result["ratios"]
     lines.append(f"    ratio 1 process / baseline {_fmt(r['one_process_vs_baseline'], '{:.3f}')}, "
-                 f"2 processes / 1 {_fmt(r['two_processes_vs_one'], '{:.3f}')}")
+                 f"2 processes / 1 {_fmt(r['two_processes_vs_one'], '{:.3f}')}, CPU per event 1 process / "
+                 f"baseline {_fmt(r['cpu_per_event_one_process_vs_baseline'], '{:.3f}')}")
     return lines + _target_lines(result["targets"])
 
 

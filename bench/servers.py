@@ -48,6 +48,15 @@ def peak_rss_kb(pid):
     return None
 
 
+def cpu_seconds(pid):
+    """User + system CPU time a live process has used so far (0.0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
 class Gunicorn:
     """One gunicorn master started as `python -m gunicorn -c <config>` from the repository root.
 
@@ -98,6 +107,9 @@ class Gunicorn:
     def workers_peak_rss_kb(self):
         """Peak RSS of each live worker, in kB (read before stop(): the figures die with the workers)."""
         return sorted(rss for rss in map(peak_rss_kb, self.workers()) if rss is not None)
+
+    def workers_cpu_seconds(self):
+        return sum(map(cpu_seconds, self.workers()))
 
     def stop(self, timeout=15):
         if self.proc is None or self.proc.poll() is not None:
