@@ -45,6 +45,7 @@ def run_processes(commands, env, log_path, timeout):
         if pending and time.perf_counter() > deadline:
             for proc in pending.values():
                 proc.kill()
+                proc.wait()
             raise RuntimeError(f"{len(pending)} of {len(procs)} processes still running after {timeout}s")
         time.sleep(0.005)
     wall = time.perf_counter() - started

@@ -1,4 +1,4 @@
-"""Run the benchmarks: `python -m bench.run [--quick] [--only baseline] [--scenarios a,b]`.
+"""Run the benchmarks: `python -m bench.run [--quick] [--only baseline] [--scenarios a,b]` (or bench/run.py).
 
 Writes bench/results/<UTC timestamp>.json, prints a short table, exits 1 if any request was not 2xx,
 any event was not delivered exactly once, a server logged a traceback, a scenario errored or was
@@ -15,7 +15,10 @@ import time
 import traceback
 from pathlib import Path
 
-from bench import delivery, preorder, report, service, wrk
+if __package__ in (None, ""):  # run as `python bench/run.py`: make the `bench` package importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import delivery, preorder, report, service, wrk  # noqa: E402
 
 ALL = ("preorder", "preorder-9kb", "preorder-1m", "delivery")
 BASELINE_ONLY = ("preorder", "preorder-9kb", "delivery")  # preorder-1m needs the service's database
