@@ -34,7 +34,7 @@ def parse_args(argv):
     parser.add_argument("--duration", type=int, help="seconds per wrk round (default 10)")
     parser.add_argument("--rounds", type=int, help="rounds per side, alternating (default: 3 for preorder, "
                         "2 for preorder-9kb and preorder-1m)")
-    parser.add_argument("--warmup", type=int, help="seconds of unrecorded wrk per side first (default 2)")
+    parser.add_argument("--warmup", type=int, help="seconds of unrecorded wrk per side first (default 1)")
     parser.add_argument("--events", type=int, help="due events for the delivery scenario (default 20000)")
     parser.add_argument("--processes", type=int, help="processes prefilled for preorder-1m (default 1000000)")
     parser.add_argument("--delivery-args", default="", help="extra arguments for deliver-webhooks --once")
@@ -43,7 +43,7 @@ def parse_args(argv):
     parser.add_argument("--keep-workdir", action="store_true", help="keep databases and logs")
     opts = parser.parse_args(argv)
     quick = opts.quick
-    for name, normal, smoke in (("duration", 10, 2), ("rounds", None, 1), ("warmup", 2, 1),
+    for name, normal, smoke in (("duration", 10, 2), ("rounds", None, 1), ("warmup", 1, 1),
                                 ("events", 20000, 2000), ("processes", 1_000_000, 20_000)):
         if getattr(opts, name) is None:
             setattr(opts, name, smoke if quick else normal)
