@@ -83,7 +83,7 @@ def _phase(name, commands, env, count, receiver_log, workdir, timeout):
              "exit_codes": [o[0] for o in outcomes], "peak_rss_kb": [o[1] for o in outcomes],
              "cpu_ms_per_event": round(sum(o[2] for o in outcomes) * 1000 / count, 4), "failures": []}
     if any(code != 0 for code in phase["exit_codes"]):
-        phase["failures"].append(f"{name}: exit codes {phase['exit_codes']} (see {name} log)")
+        phase["failures"].append(f"{name}: exit codes {phase['exit_codes']} (see delivery-{name}.log)")
     if not (got["received"] == got["unique"] == count and got["missing_id"] == 0):
         phase["failures"].append(
             f"{name}: not exactly once: {got['received']} received, {got['unique']} distinct ids, "

@@ -75,11 +75,11 @@ def run(name, opts, workdir):
         result["peak_rss_kb"] = {side: server.workers_peak_rss_kb() for side, (server, _) in sides.items()}
         result["log_alarms"] = {side: server.log_alarms()[:20] for side, (server, _) in sides.items()}
 
-    _judge(result, opts)
+    _judge(result)
     return result
 
 
-def _judge(result, opts):
+def _judge(result):
     reference, subject = result["reference"], result["subject"]
     runs = [r for side in result["rounds"].values() for r in side] + list(result["warmup"].values())
     non2xx = sum(r["non2xx"] for r in runs)
