@@ -3,8 +3,9 @@
 Phases, each against the same receiver (its log emptied in between) and checked for exactly-once
 delivery (every id received once, N in all):
 1. `service-1`: one `flask --app app deliver-webhooks --once` process over N seeded events;
-2. `baseline`:  a plain `requests.Session.post` loop (bench/delivery_baseline.py) sending N bodies of
-                the size the service sent in phase 1;
+2. `baseline`:  a plain `requests.Session.post` loop (bench/delivery_baseline.py) sending N/2 bodies
+                of the size the service sent in phase 1 (a rate needs no more, and the run must
+                stay under 5 minutes);
 3. `service-2`: two `--once` processes started together over N freshly seeded events.
 Rates are N / wall-clock seconds from process start to the last exit (startup included, as for cron);
 the receiver's first-to-last span is recorded too. Peak RSS of each process comes from wait4().
@@ -106,11 +107,13 @@ def run(opts, workdir):
             if name == "baseline" or opts.only_baseline:
                 size = phases.get("service-1", {}).get("receiver", {}).get("mean_body_bytes")
                 size = int(size) if size else len(bodies.event_body())
-                env, commands = os.environ.copy(), _baseline_commands(url, count, parts, size)
+                events = count // 2 if name == "baseline" else count
+                env, commands = os.environ.copy(), _baseline_commands(url, events, parts, size)
             else:
+                events = count
                 db_path, result[f"seed_seconds_{name}"] = _seeded_db(workdir, name, url, count)
                 env, commands = service.flask_env(db_path), _service_commands(parts, opts.delivery_args)
-            phases[name] = _phase(name, commands, env, count, receiver_log, workdir, timeout)
+            phases[name] = _phase(name, commands, env, events, receiver_log, workdir, timeout)
             result["failures"] += phases[name]["failures"]
         result["receiver_log_alarms"] = receiver.log_alarms()[:20]
     _judge(result)
