@@ -19,7 +19,7 @@ import time
 
 from bench import bodies, seed, service, stats
 from bench.receiver_app import summarize
-from bench.servers import ROOT, Gunicorn
+from bench.servers import ROOT, Gunicorn, machine_busy_seconds
 
 RECEIVER_CONFIG = "bench/receiver_gunicorn.conf.py"
 
@@ -73,16 +73,22 @@ def _seeded_db(workdir, name, url, count):
     return db_path, round(time.perf_counter() - started, 2)
 
 
-def _phase(name, commands, env, count, receiver_log, workdir, timeout):
+def _phase(name, commands, env, count, receiver, receiver_log, workdir, timeout):
     os.truncate(receiver_log, 0)
+    receiver_cpu, busy = receiver.workers_cpu_seconds(), machine_busy_seconds()
     wall, outcomes = run_processes(commands, env, workdir / f"delivery-{name}.log", timeout)
+    receiver_cpu = receiver.workers_cpu_seconds() - receiver_cpu
+    busy = machine_busy_seconds() - busy
     got = summarize(receiver_log)
+    # Share of the machine's CPU used by anything but the deliverers and the receiver.
+    foreign = max(0.0, busy - receiver_cpu - sum(o[2] for o in outcomes))
     span = (got["last_at"] - got["first_at"]) if got["received"] > 1 else None
     phase = {"processes": len(commands), "events": count, "seconds": round(wall, 3),
              "per_second": round(count / wall, 1), "receiver": got,
              "receiver_span_per_second": round(got["received"] / span, 1) if span else None,
              "exit_codes": [o[0] for o in outcomes], "peak_rss_kb": [o[1] for o in outcomes],
-             "cpu_ms_per_event": round(sum(o[2] for o in outcomes) * 1000 / count, 4), "failures": []}
+             "cpu_ms_per_event": round(sum(o[2] for o in outcomes) * 1000 / count, 4),
+             "foreign_cpu_pct": round(100 * foreign / (wall * os.cpu_count()), 1), "failures": []}
     if any(code != 0 for code in phase["exit_codes"]):
         phase["failures"].append(f"{name}: exit codes {phase['exit_codes']} (see delivery-{name}.log)")
     if not (got["received"] == got["unique"] == count and got["missing_id"] == 0):
@@ -113,7 +119,7 @@ def run(opts, workdir):
                 events = count
                 db_path, result[f"seed_seconds_{name}"] = _seeded_db(workdir, name, url, count)
                 env, commands = service.flask_env(db_path), _service_commands(parts, opts.delivery_args)
-            phases[name] = _phase(name, commands, env, events, receiver_log, workdir, timeout)
+            phases[name] = _phase(name, commands, env, events, receiver, receiver_log, workdir, timeout)
             result["failures"] += phases[name]["failures"]
         result["receiver_log_alarms"] = receiver.log_alarms()[:20]
     _judge(result)

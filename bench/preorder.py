@@ -8,10 +8,11 @@ Each scenario compares a reference side with a subject side under the same gunic
 With `--only baseline` every side runs the baseline app, so the ratios show the harness's own noise.
 """
 import contextlib
+import os
 import time
 
 from bench import bodies, seed, service, stats, wrk
-from bench.servers import Gunicorn
+from bench.servers import Gunicorn, machine_busy_seconds
 
 # rounds: per side, by default (the 5-minute budget allows 3 + 2 + 2 rounds of 10 s, plus delivery).
 SCENARIOS = {
@@ -38,7 +39,8 @@ def _start_side(scenario, side, only_baseline, workdir, prefill):
 
 
 def _summary(rounds):
-    return {key: stats.median_of(rounds, key) for key in ("rps", "p50_ms", "p99_ms", "cpu_ms_per_request")}
+    keys = ("rps", "p50_ms", "p99_ms", "cpu_ms_per_request", "foreign_cpu_pct")
+    return {key: stats.median_of(rounds, key) for key in keys}
 
 
 def run(name, opts, workdir):
@@ -60,10 +62,15 @@ def run(name, opts, workdir):
 
         def measure(side, seconds):
             server, key = sides[side]
-            cpu_before = server.workers_cpu_seconds()
+            cpu_before, busy_before = server.workers_cpu_seconds(), machine_busy_seconds()
             figures = wrk.run(server.base_url, body_file=body_file, secret_key=key, duration=seconds)
             cpu = server.workers_cpu_seconds() - cpu_before
+            busy = machine_busy_seconds() - busy_before
             figures["cpu_ms_per_request"] = round(cpu * 1000 / figures["requests"], 4) if figures["requests"] else None
+            # Share of the machine's CPU used by anything but this server's workers and wrk: other
+            # work competing with the measurement (the other side's idle workers count, a little).
+            foreign = max(0.0, busy - cpu - figures["wrk_cpu_seconds"])
+            figures["foreign_cpu_pct"] = round(100 * foreign / (figures["seconds"] * os.cpu_count()), 1)
             return figures
 
         for side in spec["sides"]:
@@ -102,6 +109,7 @@ def _judge(result):
                         "p50": stats.ratio(sub["p50_ms"], ref["p50_ms"]),
                         "p99": stats.ratio(sub["p99_ms"], ref["p99_ms"]),
                         "cpu_per_request": stats.ratio(sub["cpu_ms_per_request"], ref["cpu_ms_per_request"])}
+    result["max_foreign_cpu_pct"] = max(r["foreign_cpu_pct"] for r in runs)
     peak = max(result["peak_rss_kb"][subject] or [0]) or None
     if result["scenario"] == "preorder-1m":
         targets = [stats.target("req/s 1M-db / empty-db >= 0.90", result["ratios"]["rps"], at_least=0.90)]

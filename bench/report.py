@@ -59,6 +59,8 @@ def _preorder_table(result):
     lines.append(f"    ratio {result['subject']}/{result['reference']}: req/s {_fmt(r['rps'], '{:.3f}')}, "
                  f"p50 {_fmt(r['p50'], '{:.3f}')}, p99 {_fmt(r['p99'], '{:.3f}')}, "
                  f"CPU per request {_fmt(r['cpu_per_request'], '{:.3f}')}")
+    lines.append(f"    other work's share of the CPU during rounds: max {result['max_foreign_cpu_pct']:.0f} % "
+                 f"(above ~10 %, distrust the req/s ratio)")
     return lines + _target_lines(result["targets"])
 
 
@@ -74,6 +76,9 @@ def _delivery_table(result):
                      f"{p['cpu_ms_per_event']:>11.3f}"
                      f"{_fmt(mb(max(p['peak_rss_kb'])), '{:.1f}'):>13}  {'yes' if once else 'NO'}")
     r = result["ratios"]
+    foreign = max(p["foreign_cpu_pct"] for p in result["phases"].values())
+    lines.append(f"    other work's share of the CPU during phases: max {foreign:.0f} % "
+                 f"(above ~10 %, distrust the rate ratios)")
     lines.append(f"    ratio 1 process / baseline {_fmt(r['one_process_vs_baseline'], '{:.3f}')}, "
                  f"2 processes / 1 {_fmt(r['two_processes_vs_one'], '{:.3f}')}, CPU per event 1 process / "
                  f"baseline {_fmt(r['cpu_per_event_one_process_vs_baseline'], '{:.3f}')}")

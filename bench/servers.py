@@ -57,6 +57,13 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
+def machine_busy_seconds():
+    """CPU seconds all cores have spent not idle since boot (from /proc/stat), summed over cores."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")  # user..steal; guest is inside user
+
+
 class Gunicorn:
     """One gunicorn master started as `python -m gunicorn -c <config>` from the repository root.
 

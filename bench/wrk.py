@@ -1,6 +1,7 @@
 """Run wrk with bench/preorder.lua and parse the BENCH_RESULT line its done() prints."""
 import json
 import os
+import resource
 import shutil
 import subprocess
 from pathlib import Path
@@ -43,7 +44,11 @@ def run(base_url, *, body_file, secret_key, duration, connections=16, threads=2)
     cmd = ["wrk", "--latency", f"-c{connections}", f"-t{threads}", f"-d{duration}s", "--timeout", "5s",
            "-s", str(LUA), base_url + PREORDER_PATH]
     env = dict(os.environ, BENCH_BODY_FILE=str(body_file), BENCH_SECRET_KEY=secret_key)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=duration + 60)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise RuntimeError(f"wrk failed ({done.returncode}): {done.stderr or done.stdout}")
-    return parse(done.stdout)
+    figures = parse(done.stdout)
+    figures["wrk_cpu_seconds"] = round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 3)
+    return figures
