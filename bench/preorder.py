@@ -9,10 +9,13 @@ With `--only baseline` every side runs the baseline app, so the ratios show the 
 """
 import contextlib
 import os
+import statistics
 import time
 
 from bench import bodies, seed, service, stats, wrk
 from bench.servers import Gunicorn, machine_busy_seconds
+
+QUIET_FOREIGN_CPU_PCT = 10  # a round where other work used less of the machine's CPU is "quiet"
 
 # rounds: per side, by default (the 5-minute budget allows 3 + 2 + 2 rounds of 10 s, plus delivery).
 SCENARIOS = {
@@ -66,7 +69,8 @@ def run(name, opts, workdir):
             figures = wrk.run(server.base_url, body_file=body_file, secret_key=key, duration=seconds)
             cpu = server.workers_cpu_seconds() - cpu_before
             busy = machine_busy_seconds() - busy_before
-            figures["cpu_ms_per_request"] = round(cpu * 1000 / figures["requests"], 4) if figures["requests"] else None
+            requests = figures["requests"]
+            figures["cpu_ms_per_request"] = round(cpu * 1000 / requests, 4) if requests else None
             # Share of the machine's CPU used by anything but this server's workers and wrk: other
             # work competing with the measurement (the other side's idle workers count, a little).
             foreign = max(0.0, busy - cpu - figures["wrk_cpu_seconds"])
@@ -110,6 +114,13 @@ def _judge(result):
                         "p99": stats.ratio(sub["p99_ms"], ref["p99_ms"]),
                         "cpu_per_request": stats.ratio(sub["cpu_ms_per_request"], ref["cpu_ms_per_request"])}
     result["max_foreign_cpu_pct"] = max(r["foreign_cpu_pct"] for r in runs)
+    # Round n of each side ran back to back: the pairs where other work took little CPU give the
+    # ratio least disturbed by it (None when every pair was disturbed).
+    pairs = zip(result["rounds"][reference], result["rounds"][subject])
+    quiet = [b["rps"] / a["rps"] for a, b in pairs
+             if max(a["foreign_cpu_pct"], b["foreign_cpu_pct"]) < QUIET_FOREIGN_CPU_PCT and a["rps"]]
+    result["quiet_pairs"] = len(quiet)
+    result["ratios"]["rps_quiet_pairs"] = round(statistics.median(quiet), 3) if quiet else None
     peak = max(result["peak_rss_kb"][subject] or [0]) or None
     if result["scenario"] == "preorder-1m":
         targets = [stats.target("req/s 1M-db / empty-db >= 0.90", result["ratios"]["rps"], at_least=0.90)]

@@ -61,6 +61,8 @@ def _preorder_table(result):
                  f"CPU per request {_fmt(r['cpu_per_request'], '{:.3f}')}")
     lines.append(f"    other work's share of the CPU during rounds: max {result['max_foreign_cpu_pct']:.0f} % "
                  f"(above ~10 %, distrust the req/s ratio)")
+    lines.append(f"    req/s ratio over the {result['quiet_pairs']} quiet round pairs (other work < 10 %): "
+                 f"{_fmt(r['rps_quiet_pairs'], '{:.3f}')}")
     return lines + _target_lines(result["targets"])
 
 
