@@ -6,7 +6,7 @@ FLASK  := $(BIN)/flask --app app
 HOST   ?= 127.0.0.1
 PORT   ?= 5000
 
-.PHONY: run test install install-test clean
+.PHONY: run test bench install install-test clean
 
 ## run: create .venv, install, initialise the database, create the demo merchant, start the service
 ##      and the webhook delivery worker next to it (Ctrl-C stops both)
@@ -25,6 +25,11 @@ run: $(VENV)/.installed
 ## test: create or update .venv with the test extra and run the whole suite
 test: $(VENV)/.installed-test
 	$(BIN)/pytest
+
+## bench: the benchmarks of bench/README.md (needs Debian's wrk); BENCH_ARGS="--quick" for a smoke run
+bench: $(VENV)/.installed-test
+	@command -v wrk >/dev/null 2>&1 || { echo "wrk is not installed: apt-get install wrk" >&2; exit 1; }
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
