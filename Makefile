@@ -6,13 +6,20 @@ FLASK  := $(BIN)/flask --app app
 HOST   ?= 127.0.0.1
 PORT   ?= 5000
 
-.PHONY: run test fuzz install install-test clean
+.PHONY: run test fuzz bench install install-test clean
 
 ## run: create .venv, install, initialise the database, create the demo merchant, start the service
+##      and the webhook delivery worker next to it (Ctrl-C stops both)
+# The worker is a background job of the recipe's shell, so it ignores the terminal's Ctrl-C; when the
+# shell exits, however that happens, its EXIT trap sends the worker one SIGTERM and waits while the
+# worker finishes the attempts in flight.
 run: $(VENV)/.installed
 	$(FLASK) init-db
 	$(FLASK) demo-merchant
-	@echo "Service on http://$(HOST):$(PORT)  (Ctrl-C stops it)"
+	@echo "Service on http://$(HOST):$(PORT), webhook worker alongside  (Ctrl-C stops both)"
+	@$(FLASK) deliver-webhooks & worker=$$!; \
+	trap 'kill -TERM $$worker 2>/dev/null; wait $$worker' EXIT; \
+	trap 'exit 130' INT TERM; \
 	$(FLASK) run --host $(HOST) --port $(PORT)
 
 ## test: create or update .venv with the test extra and run the whole suite
@@ -26,6 +33,11 @@ FUZZ_EXAMPLES ?= 1000
 fuzz: $(VENV)/.installed-test
 	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) HYPOTHESIS_PROFILE=fuzz \
 		$(BIN)/pytest -q -p no:cacheprovider tests/test_fuzz.py tests/test_properties.py
+
+## bench: the benchmarks of bench/README.md (needs Debian's wrk); BENCH_ARGS="--quick" for a smoke run
+bench: $(VENV)/.installed-test
+	@command -v wrk >/dev/null 2>&1 || { echo "wrk is not installed: apt-get install wrk" >&2; exit 1; }
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test

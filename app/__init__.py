@@ -22,7 +22,7 @@ def create_app(test_config=None):
 
     from app import cli, db, errors
     from app.http import ProcessIdConverter
-    from app.routes import docs, merchant, ops
+    from app.routes import button, docs, merchant, ops
     from app.schemas import Limits, PreorderSchema
 
     app.url_map.converters["process_id"] = ProcessIdConverter
@@ -32,6 +32,7 @@ def create_app(test_config=None):
     app.extensions["preorder_schema"] = PreorderSchema(Limits.from_config(app.config))
     app.extensions["openapi_document"] = docs.load_document(app.config)
     app.register_blueprint(merchant.bp)
+    app.register_blueprint(button.bp)
     app.register_blueprint(ops.bp)
     app.register_blueprint(docs.bp)
     return app

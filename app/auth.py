@@ -9,18 +9,32 @@ from app.errors import ApiError
 from app.keys import hash_key, looks_like_public_key
 
 
+def _admit(merchant, invalid_code, invalid_message):
+    """The request is the merchant's from here on, unless the key was unknown or it is disabled."""
+    if merchant is None:
+        raise ApiError(401, invalid_code, invalid_message)
+    if merchant.disabled:
+        raise ApiError(403, "merchant_disabled", "This merchant account is disabled.")
+    g.merchant = merchant
+
+
+def refuse_browsers():
+    """Before every merchant-API request, CORS preflights included: a request with an Origin
+    header comes from a browser, where a secret key must never be. No CORS headers are sent."""
+    if "Origin" in request.headers:
+        raise ApiError(
+            403,
+            "browser_request_forbidden",
+            "Secret-key endpoints cannot be called from a browser; call them from your server"
+            " and keep the secret key out of frontend code.",
+        )
+
+
 def require_secret_key(view):
     """Merchant API guard. Runs before the body is read; sets g.merchant."""
 
     @wraps(view)
     def guarded(*args, **kwargs):
-        if "Origin" in request.headers:
-            raise ApiError(
-                403,
-                "browser_request_forbidden",
-                "Secret-key endpoints cannot be called from a browser; call them from your server"
-                " and keep the secret key out of frontend code.",
-            )
         key = request.headers.get("x-secret-key", "")
         if not key:
             raise ApiError(401, "missing_secret_key", "Send your secret key in the x-secret-key header.")
@@ -32,11 +46,28 @@ def require_secret_key(view):
                 " (sk_...), sent from your server.",
             )
         merchant = merchant_rows.by_secret_key_hash(get_db().connection(), hash_key(key))
-        if merchant is None:
-            raise ApiError(401, "invalid_secret_key", "Invalid secret key.")
-        if merchant.disabled:
-            raise ApiError(403, "merchant_disabled", "This merchant account is disabled.")
-        g.merchant = merchant
+        _admit(merchant, "invalid_secret_key", "Invalid secret key.")
+        return view(*args, **kwargs)
+
+    return guarded
+
+
+def require_public_key(view):
+    """Button API guard: browsers may call it. Sets g.merchant from x-public-key."""
+
+    @wraps(view)
+    def guarded(*args, **kwargs):
+        key = request.headers.get("x-public-key", "")
+        if not key:
+            raise ApiError(401, "missing_public_key", "Send the public key in the x-public-key header.")
+        if key.startswith(("sk_test_", "sk_live_")):
+            raise ApiError(
+                401,
+                "invalid_public_key",
+                "x-public-key holds a secret key: a secret key must never be in frontend code."
+                " Use the public key (pk_...), and rotate the exposed secret key now.",
+            )
+        _admit(merchant_rows.by_public_key(get_db().connection(), key), "invalid_public_key", "Invalid public key.")
         return view(*args, **kwargs)
 
     return guarded

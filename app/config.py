@@ -3,8 +3,11 @@
 Sources, later ones winning (see create_app): these defaults, `instance/config.py`, environment
 variables prefixed `FLASK_` (values parsed as JSON when they are JSON), then a test config.
 """
+import math
 import time
 from decimal import Decimal, InvalidOperation
+
+from app.webhooks.schedule import parse_schedule
 
 DEFAULTS = {
     # Storage
@@ -23,12 +26,17 @@ DEFAULTS = {
     # Webhooks
     "WEBHOOK_TIMEOUT_SECONDS": 10,
     "WEBHOOK_RETRY_SCHEDULE": "0,5,300,1800,7200,18000,36000,36000",
-    "WEBHOOK_LEASE_SECONDS": 60,
+    "WEBHOOK_LEASE_SECONDS": 60,  # >= WEBHOOK_TIMEOUT_SECONDS + LEASE_MARGIN_SECONDS + 1
     # Demo shop for local testers (off unless asked)
     "DEMO_SHOP": False,
     # The clock: unix seconds. Tests inject their own so nothing sleeps.
     "CLOCK": time.time,
 }
+
+
+# An attempt starts only while this much of its lease is left beyond WEBHOOK_TIMEOUT_SECONDS, so
+# resolving the name and recording the result also happen under the lease (see app/webhooks/worker.py).
+LEASE_MARGIN_SECONDS = 1
 
 
 class ConfigError(ValueError):
@@ -60,12 +68,42 @@ def normalize(config):
             raise ConfigError(f"{name} must be a whole number, got {config[name]!r}")
         if config[name] < 0:
             raise ConfigError(f"{name} must not be negative")
-    config["WEBHOOK_TIMEOUT_SECONDS"] = float(config["WEBHOOK_TIMEOUT_SECONDS"])
+    _webhook_settings(config)
     if str(config["SQLITE_SYNCHRONOUS"]).upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
         raise ConfigError("SQLITE_SYNCHRONOUS must be OFF, NORMAL, FULL or EXTRA")
     config["SQLITE_SYNCHRONOUS"] = str(config["SQLITE_SYNCHRONOUS"]).upper()
     config["DEMO_SHOP"] = _flag(config["DEMO_SHOP"])
     return config
+
+
+def _webhook_settings(config):
+    try:
+        timeout = float(config["WEBHOOK_TIMEOUT_SECONDS"])
+    except (TypeError, ValueError):
+        timeout = math.nan
+    if not math.isfinite(timeout) or timeout <= 0:
+        raise ConfigError(
+            f"WEBHOOK_TIMEOUT_SECONDS must be a positive number, got {config['WEBHOOK_TIMEOUT_SECONDS']!r}"
+        )
+    config["WEBHOOK_TIMEOUT_SECONDS"] = timeout
+    # A lease must outlast the attempt it covers, with at least one second left to start it in.
+    least = math.ceil(timeout + LEASE_MARGIN_SECONDS + 1)
+    if config["WEBHOOK_LEASE_SECONDS"] < least:
+        raise ConfigError(
+            f"WEBHOOK_LEASE_SECONDS must be at least {least} with WEBHOOK_TIMEOUT_SECONDS = {timeout:g}"
+        )
+    schedule = config["WEBHOOK_RETRY_SCHEDULE"]
+    if isinstance(schedule, int) and not isinstance(schedule, bool):
+        schedule = str(schedule)  # FLASK_WEBHOOK_RETRY_SCHEDULE=0 arrives as the JSON number 0
+    try:
+        schedule = parse_schedule(schedule)
+    except ValueError as e:
+        raise ConfigError(f"WEBHOOK_RETRY_SCHEDULE: {e}") from None
+    if schedule[0] != 0:
+        raise ConfigError(
+            "WEBHOOK_RETRY_SCHEDULE must start with 0: an event's first attempt is due when it is written"
+        )
+    config["WEBHOOK_RETRY_SCHEDULE"] = schedule
 
 
 def _flag(value):

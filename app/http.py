@@ -2,9 +2,10 @@
 import re
 
 from flask import Response, request
+from marshmallow import ValidationError
 from werkzeug.routing import BaseConverter
 
-from app.errors import ApiError
+from app.errors import ApiError, validation_error
 from app.jsonutil import InvalidJSON, loads
 
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -28,6 +29,21 @@ def read_json_body():
         return loads(data)
     except InvalidJSON as e:
         raise ApiError(400, "invalid_json", str(e)) from None
+
+
+def load_json_body(schema):
+    """The JSON body, which must be an object, validated by a marshmallow schema."""
+    data = read_json_body()
+    if not isinstance(data, dict):
+        raise ApiError(400, "validation_error", "The request body must be a JSON object.")
+    return load(schema, data)
+
+
+def load(schema, data):
+    try:
+        return schema.load(data)
+    except ValidationError as e:
+        raise validation_error(e.messages) from None
 
 
 def parse_process_id(value: str) -> str | None:

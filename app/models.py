@@ -75,3 +75,18 @@ class Event:
 
     def __repr__(self):
         return f"Event(id={self.id!r}, type={self.type!r}, status={self.status!r})"
+
+
+EVENT_STATUSES = ("pending", "delivered", "failed", "no_endpoint")
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One delivery attempt of an event, as recorded."""
+    id: int
+    event_id: str
+    attempted_at: int
+    url: str | None
+    status_code: int | None
+    error: str | None
+    duration_ms: int

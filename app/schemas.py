@@ -105,3 +105,10 @@ class ListQuerySchema(Schema):
     limit = QueryInteger(validate=validate.Range(min=1, max=100))
     starting_after = fields.String()
     status = fields.String(validate=validate.OneOf(STATUSES))
+
+
+class SandboxPaySchema(Schema):
+    class Meta:
+        unknown = RAISE
+
+    outcome = fields.String(required=True, validate=validate.OneOf(("success", "failure")))

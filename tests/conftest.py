@@ -7,6 +7,9 @@ from hypothesis import settings
 from app import create_app
 from app.db import init_db
 
+# Browser fixtures (Debian's Chromium through Playwright) and the component tests' API double.
+pytest_plugins = ["browser", "button_api_double"]
+
 START = 1_795_000_000  # 2026-11-18T11:06:40Z
 
 # Property tests: modest, repeatable example counts in the suite; `make fuzz` picks "fuzz".
@@ -34,8 +37,16 @@ def clock():
 
 
 @pytest.fixture
-def app(tmp_path, clock):
-    app = create_app({"TESTING": True, "DATABASE": str(tmp_path / "test.sqlite3"), "CLOCK": clock})
+def app_config():
+    """Extra settings for the `app` fixture: a test module or test overrides this fixture."""
+    return {}
+
+
+@pytest.fixture
+def app(tmp_path, clock, app_config):
+    app = create_app(
+        {"TESTING": True, "DATABASE": str(tmp_path / "test.sqlite3"), "CLOCK": clock, **app_config}
+    )
     with app.app_context():
         init_db()
     yield app

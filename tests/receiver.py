@@ -67,9 +67,7 @@ class Receiver:
         self._queue: deque[Reply] = deque()
         self._cond = threading.Condition()
         self._stopping = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
-        self._server.request_queue_size = 128
+        self._server = _Server(("127.0.0.1", 0), _handler_for(self))
         self._server.handle_error = _quiet_handle_error(self._server.handle_error)
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         kwargs={"poll_interval": 0.05}, daemon=True)
@@ -127,6 +125,11 @@ class Receiver:
         return self._stopping.wait(seconds) if seconds > 0 else self._stopping.is_set()
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128  # the listen() backlog: must be set before the server listens
+
+
 def _handler_for(owner: Receiver):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -142,6 +145,7 @@ def _handler_for(owner: Receiver):
                 body=body,
             ))
             if owner._pause(reply.delay):
+                self.close_connection = True  # stopping: hang up on the waiting client
                 return
             self._send(reply)
             self.close_connection = True

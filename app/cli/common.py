@@ -1,12 +1,7 @@
 """Helpers shared by the operator commands."""
 import click
-from flask import current_app
 
 from app.representation import iso
-
-
-def now():
-    return int(current_app.config["CLOCK"]())
 
 
 def when(ts):

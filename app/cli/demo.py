@@ -7,7 +7,7 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 from app import merchants as service
-from app.cli.common import now
+from app.clock import now
 from app.db import get_db
 
 

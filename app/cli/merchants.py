@@ -5,7 +5,8 @@ import click
 from flask.cli import AppGroup
 
 from app import merchants as service
-from app.cli.common import now, table, when
+from app.cli.common import table, when
+from app.clock import now
 from app.db import get_db
 
 merchants = AppGroup("merchants", help="Create and manage merchants and their keys.")

@@ -5,7 +5,8 @@ import click
 from flask.cli import AppGroup
 
 from app import processes as service
-from app.cli.common import now, table, when
+from app.cli.common import table, when
+from app.clock import now
 from app.data import events as event_rows
 from app.data import processes as process_rows
 from app.db import get_db

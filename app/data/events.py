@@ -1,5 +1,5 @@
 """SQL for the outbox of webhook events and their delivery attempts."""
-from app.models import Event
+from app.models import Attempt, Event
 
 _COLUMNS = (
     "seq, id, merchant_id, process_id, type, payload, created_at, status, attempts,"
@@ -30,3 +30,140 @@ def for_process(conn, process_id) -> list[Event]:
         f"SELECT {_COLUMNS} FROM events WHERE process_id = ? ORDER BY seq", (process_id,)
     )
     return [_event(row) for row in rows]
+
+
+# --- The delivery worker -------------------------------------------------------------------------
+# An event is claimable when it is pending, due, and not under a live lease. A lease is live while
+# lease_expires_at > now; only the worker named in lease_owner may record a failure or a missing
+# endpoint for it, so a worker whose lease ran out cannot overwrite what the next owner did.
+
+_CLAIMABLE = (
+    "status = 'pending' AND next_attempt_at <= :now"
+    " AND (lease_expires_at IS NULL OR lease_expires_at <= :now)"
+)
+
+
+def claim_due(conn, *, owner, now, lease_until, limit) -> list[Event]:
+    """Lease up to `limit` due events to `owner`, oldest due first. Call inside BEGIN IMMEDIATE.
+
+    Only the rows the UPDATE touched are returned (RETURNING), re-checked by its own WHERE."""
+    rows = conn.execute(
+        f"UPDATE events SET lease_owner = :owner, lease_expires_at = :until"
+        f" WHERE seq IN (SELECT seq FROM events WHERE {_CLAIMABLE}"
+        f"   ORDER BY next_attempt_at, seq LIMIT :limit)"
+        f" AND {_CLAIMABLE}"
+        f" RETURNING {_COLUMNS}",
+        {"owner": owner, "until": lease_until, "now": now, "limit": limit},
+    ).fetchall()
+    return sorted((_event(row) for row in rows), key=lambda e: (e.next_attempt_at, e.seq))
+
+
+def release(conn, event_ids, owner) -> int:
+    """Give back claims that were not attempted: due again at once for any worker."""
+    released = 0
+    for event_id in event_ids:
+        released += conn.execute(
+            "UPDATE events SET lease_owner = NULL, lease_expires_at = NULL"
+            " WHERE id = ? AND lease_owner = ? AND status = 'pending'",
+            (event_id, owner),
+        ).rowcount
+    return released
+
+
+def insert_attempt(conn, *, event_id, attempted_at, url, status_code, error, duration_ms):
+    conn.execute(
+        "INSERT INTO delivery_attempts (event_id, attempted_at, url, status_code, error, duration_ms)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (event_id, attempted_at, url, status_code, error, duration_ms),
+    )
+
+
+def mark_delivered(conn, event_id, now) -> bool:
+    """A 2xx: recorded whoever holds the lease now (at least once; the receiver deduplicates)."""
+    cur = conn.execute(
+        "UPDATE events SET status = 'delivered', delivered_at = COALESCE(delivered_at, ?),"
+        " attempts = attempts + 1, next_attempt_at = NULL, last_error = NULL,"
+        " lease_owner = NULL, lease_expires_at = NULL WHERE id = ?",
+        (now, event_id),
+    )
+    return cur.rowcount == 1
+
+
+def mark_attempt_failed(conn, event_id, owner, *, error, next_attempt_at) -> bool:
+    """A failed attempt: due again at next_attempt_at, or `failed` when it is None.
+    Only while `owner` still holds the event."""
+    cur = conn.execute(
+        "UPDATE events SET attempts = attempts + 1, last_error = ?, next_attempt_at = ?,"
+        " status = CASE WHEN ? IS NULL THEN 'failed' ELSE 'pending' END,"
+        " lease_owner = NULL, lease_expires_at = NULL"
+        " WHERE id = ? AND lease_owner = ? AND status = 'pending'",
+        (error, next_attempt_at, next_attempt_at, event_id, owner),
+    )
+    return cur.rowcount == 1
+
+
+def mark_no_endpoint(conn, event_id, owner, *, error) -> bool:
+    cur = conn.execute(
+        "UPDATE events SET status = 'no_endpoint', next_attempt_at = NULL, last_error = ?,"
+        " lease_owner = NULL, lease_expires_at = NULL"
+        " WHERE id = ? AND lease_owner = ? AND status = 'pending'",
+        (error, event_id, owner),
+    )
+    return cur.rowcount == 1
+
+
+# --- Operators -----------------------------------------------------------------------------------
+
+# Re-queue: due at once, attempts counted from zero again (the schedule starts over), history kept.
+# An event under a live lease is being attempted right now and is left alone.
+_REQUEUE = (
+    "UPDATE events SET status = 'pending', attempts = 0, next_attempt_at = :now,"
+    " delivered_at = NULL, lease_owner = NULL, lease_expires_at = NULL"
+    " WHERE NOT (status = 'pending' AND COALESCE(lease_expires_at, 0) > :now)"
+)
+
+
+def requeue(conn, event_id, now) -> bool:
+    return conn.execute(_REQUEUE + " AND id = :id", {"now": now, "id": event_id}).rowcount == 1
+
+
+def requeue_where(conn, now, *, statuses, merchant_id=None, since=None) -> list[str]:
+    """Re-queue every event in one of `statuses` (optionally one merchant's, created >= since)."""
+    where, params = _filters(statuses=statuses, merchant_id=merchant_id, since=since)
+    params["now"] = now
+    rows = conn.execute(f"{_REQUEUE}{where} RETURNING id", params).fetchall()
+    return [row["id"] for row in rows]
+
+
+def _filters(*, statuses=None, merchant_id=None, since=None):
+    where, params = "", {}
+    if statuses:
+        names = [f":status{i}" for i in range(len(statuses))]
+        where += f" AND status IN ({', '.join(names)})"
+        params.update({name[1:]: status for name, status in zip(names, statuses)})
+    if merchant_id is not None:
+        where += " AND merchant_id = :merchant_id"
+        params["merchant_id"] = merchant_id
+    if since is not None:
+        where += " AND created_at >= :since"
+        params["since"] = since
+    return where, params
+
+
+def list_recent(conn, *, limit, status=None, merchant_id=None) -> list[Event]:
+    """Newest first."""
+    where, params = _filters(statuses=[status] if status else None, merchant_id=merchant_id)
+    params["limit"] = limit
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM events WHERE 1 = 1{where} ORDER BY seq DESC LIMIT :limit", params
+    )
+    return [_event(row) for row in rows]
+
+
+def attempts_of(conn, event_id) -> list[Attempt]:
+    rows = conn.execute(
+        "SELECT id, event_id, attempted_at, url, status_code, error, duration_ms"
+        " FROM delivery_attempts WHERE event_id = ? ORDER BY id",
+        (event_id,),
+    )
+    return [Attempt(**{name: row[name] for name in row.keys()}) for row in rows]

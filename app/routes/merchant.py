@@ -1,23 +1,20 @@
 """The merchant API (x-secret-key): create, read, list and cancel payment processes."""
 from flask import Blueprint, current_app, g, request
-from marshmallow import ValidationError
 
 from app import processes
-from app.auth import require_secret_key
+from app.auth import refuse_browsers, require_secret_key
+from app.clock import now
 from app.db import get_db
-from app.errors import ApiError, validation_error
-from app.http import json_response, parse_process_id, read_json_body
+from app.errors import validation_error
+from app.http import json_response, load, load_json_body, parse_process_id
 from app.representation import page_json, process_json
 from app.schemas import ListQuerySchema
 
 bp = Blueprint("merchant_api", __name__, url_prefix="/payment-button")
+bp.before_request(refuse_browsers)
 
 DEFAULT_PAGE_SIZE = 20
 _list_query = ListQuerySchema()
-
-
-def _now():
-    return int(current_app.config["CLOCK"]())
 
 
 def _idempotency_key():
@@ -36,19 +33,13 @@ def _idempotency_key():
 @require_secret_key
 def create_preorder():
     idempotency_key = _idempotency_key()
-    data = read_json_body()
-    if not isinstance(data, dict):
-        raise ApiError(400, "validation_error", "The request body must be a JSON object.")
-    try:
-        fields = current_app.extensions["preorder_schema"].load(data)
-    except ValidationError as e:
-        raise validation_error(e.messages) from None
+    fields = load_json_body(current_app.extensions["preorder_schema"])
     body, replayed = processes.create_preorder(
         get_db(),
         g.merchant,
         amount=fields["amount"],
         metadata=fields["metadata"],
-        now=_now(),
+        now=now(),
         ttl=current_app.config["PROCESS_TTL_SECONDS"],
         idempotency_key=idempotency_key,
         idempotency_ttl=current_app.config["IDEMPOTENCY_TTL_SECONDS"],
@@ -63,39 +54,36 @@ def create_preorder():
 @require_secret_key
 def get_process(process_id):
     process = processes.get(get_db(), g.merchant.id, process_id)
-    return json_response(process_json(process, _now()))
+    return json_response(process_json(process, now()))
 
 
 @bp.get("/processes")
 @require_secret_key
 def list_processes():
-    try:
-        query = _list_query.load(request.args.to_dict(flat=True))
-    except ValidationError as e:
-        raise validation_error(e.messages) from None
+    query = load(_list_query, request.args.to_dict(flat=True))
     starting_after = query.get("starting_after")
     anchor = parse_process_id(starting_after) if starting_after is not None else None
-    now = _now()
+    current = now()
     try:
         if starting_after is not None and anchor is None:
             raise processes.ProcessNotFound(starting_after)
         items, has_more = processes.page(
             get_db(),
             g.merchant.id,
-            now=now,
+            now=current,
             limit=query.get("limit", DEFAULT_PAGE_SIZE),
             status=query.get("status"),
             starting_after=anchor,
         )
     except processes.ProcessNotFound:
         raise validation_error({"starting_after": ["No such process."]}) from None
-    return json_response(page_json(items, has_more, now))
+    return json_response(page_json(items, has_more, current))
 
 
 @bp.post("/process/<process_id:process_id>/cancel")
 @require_secret_key
 def cancel_process(process_id):
     process = processes.cancel(
-        get_db(), process_id, _now(), merchant_id=g.merchant.id
+        get_db(), process_id, now(), merchant_id=g.merchant.id
     )
     return json_response(process_json(process, process.updated_at))

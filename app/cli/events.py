@@ -1,0 +1,109 @@
+"""`flask --app app events ...`: webhook events, their delivery attempts, replay."""
+from datetime import datetime, timezone
+
+import click
+from flask.cli import AppGroup
+
+from app import outbox
+from app.cli.common import table, when
+from app.clock import now
+from app.db import get_db
+from app.models import EVENT_STATUSES
+
+events = AppGroup("events", help="Inspect webhook events and their delivery attempts; replay them.")
+
+
+@events.command("list")
+@click.option("--status", type=click.Choice(EVENT_STATUSES), default=None)
+@click.option("--merchant", "merchant_id", default=None, help="Only this merchant's events.")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+def list_(status, merchant_id, limit):
+    """List events, newest first."""
+    items = outbox.list_recent(get_db(), limit=limit, status=status, merchant_id=merchant_id)
+    table(
+        [(e.id, e.type, e.status, e.attempts, _next(e), e.merchant_id, e.process_id,
+          when(e.created_at)) for e in items],
+        ("EVENT ID", "TYPE", "STATUS", "ATTEMPTS", "NEXT", "MERCHANT", "PROCESS", "CREATED"),
+    )
+
+
+def _next(event):
+    if event.status == "delivered":
+        return "delivered " + when(event.delivered_at)
+    return when(event.next_attempt_at)
+
+
+@events.command("show")
+@click.argument("event_id")
+def show(event_id):
+    """Show an event: its body exactly as sent, and every delivery attempt."""
+    try:
+        event, attempts = outbox.get_with_attempts(get_db(), event_id)
+    except outbox.EventNotFound:
+        raise click.ClickException(f"No event {event_id}.") from None
+    click.echo(f"event:     {event.id}")
+    click.echo(f"type:      {event.type}")
+    click.echo(f"status:    {event.status}")
+    click.echo(f"merchant:  {event.merchant_id}")
+    click.echo(f"process:   {event.process_id}")
+    click.echo(f"created:   {when(event.created_at)}")
+    click.echo(f"attempts:  {event.attempts} (since the last replay)")
+    click.echo(f"next:      {_next(event)}")
+    if event.last_error:
+        click.echo(f"last error: {event.last_error}")
+    click.echo("payload:")
+    click.echo(event.payload)
+    click.echo(f"delivery attempts: {len(attempts)}")
+    if attempts:
+        table(
+            [(i, when(a.attempted_at), a.status_code if a.status_code is not None else "-",
+              a.error or "ok", f"{a.duration_ms} ms", a.url or "-")
+             for i, a in enumerate(attempts, 1)],
+            ("#", "TIME", "STATUS", "RESULT", "DURATION", "URL"),
+        )
+
+
+def _iso(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter("not an ISO 8601 time, e.g. 2026-11-22T10:00:00Z") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return int(moment.timestamp())
+
+
+@events.command("replay")
+@click.argument("event_id", required=False)
+@click.option("--failed", is_flag=True, help="Every `failed` event.")
+@click.option("--no-endpoint", is_flag=True,
+              help="Every `no_endpoint` event (after its merchant got a webhook URL).")
+@click.option("--merchant", "merchant_id", default=None, help="With --failed/--no-endpoint: only this merchant's.")
+@click.option("--since", callback=_iso, default=None,
+              help="With --failed/--no-endpoint: only events created at or after this ISO time (UTC if no offset).")
+def replay(event_id, failed, no_endpoint, merchant_id, since):
+    """Re-queue EVENT_ID, or every failed event, for delivery at once.
+
+    The attempt history is kept; the attempt count restarts at 0, so the whole retry schedule
+    applies again."""
+    statuses = [s for s, wanted in (("failed", failed), ("no_endpoint", no_endpoint)) if wanted]
+    if bool(event_id) == bool(statuses):
+        raise click.UsageError("Give either EVENT_ID or --failed/--no-endpoint.")
+    if event_id and (merchant_id or since is not None):
+        raise click.UsageError("--merchant and --since go with --failed/--no-endpoint.")
+    db = get_db()
+    if event_id:
+        try:
+            outbox.replay(db, event_id, now())
+        except outbox.EventNotFound:
+            raise click.ClickException(f"No event {event_id}.") from None
+        except outbox.EventInFlight as e:
+            raise click.ClickException(str(e)) from None
+        click.echo(f"Re-queued {event_id} for delivery now.")
+        return
+    ids = outbox.replay_where(db, now(), statuses=statuses, merchant_id=merchant_id, since=since)
+    click.echo(f"Re-queued {len(ids)} event{'s' if len(ids) != 1 else ''} for delivery now.")
+    for replayed in ids:
+        click.echo(f"  {replayed}")

@@ -1,0 +1,28 @@
+"""`flask --app app deliver-webhooks`: the delivery worker (see app/webhooks/worker.py)."""
+import click
+from flask import current_app
+from flask.cli import with_appcontext
+
+from app.webhooks.worker import POLL_MIN_SECONDS, Worker
+
+
+@click.command("deliver-webhooks")
+@click.option("--once", is_flag=True,
+              help="Deliver what is due, sweep expired processes, then exit (for cron).")
+@click.option("--batch-size", type=click.IntRange(1, 10_000), default=50, show_default=True,
+              help="Events claimed per iteration.")
+@click.option("--concurrency", type=click.IntRange(1, 256), default=8, show_default=True,
+              help="Attempts in flight at once (threads).")
+@click.option("--poll-max", type=click.FloatRange(POLL_MIN_SECONDS, 3600), default=5.0,
+              show_default=True, help="Longest wait between polls when idle, in seconds.")
+@with_appcontext
+def deliver_webhooks(once, batch_size, concurrency, poll_max):
+    """Deliver webhook events until stopped (SIGTERM/Ctrl-C: finish attempts in flight, exit)."""
+    worker = Worker.from_app(current_app._get_current_object(), batch_size=batch_size,
+                             concurrency=concurrency, poll_max=poll_max)
+    worker.install_signal_handlers()
+    with worker:
+        if once:
+            worker.run_until_idle()
+        else:
+            worker.run()

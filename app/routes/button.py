@@ -1,0 +1,66 @@
+"""The Button API (x-public-key): what the payment button calls from the customer's browser.
+
+CORS is open on every response of this blueprint (errors included, so the button can show their
+message); metadata is never shown here.
+"""
+from flask import Blueprint, current_app, g, send_from_directory
+
+from app import processes
+from app.auth import require_public_key
+from app.clock import now
+from app.db import get_db
+from app.errors import ApiError
+from app.http import canonical_process_id, json_response, load_json_body
+from app.representation import public_process_json
+from app.schemas import SandboxPaySchema
+
+bp = Blueprint("button_api", __name__, url_prefix="/payment-button")
+
+CORS_HEADERS = {
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
+    "Access-Control-Allow-Headers": "Content-Type, x-public-key",
+    "Access-Control-Expose-Headers": "Date",  # the button corrects its countdown for clock skew
+    "Access-Control-Max-Age": "600",
+}
+_sandbox_pay = SandboxPaySchema()
+
+
+@bp.after_request
+def open_cors(response):
+    response.headers.update(CORS_HEADERS)
+    response.vary.add("Origin")
+    return response
+
+
+@bp.get("/process/<process_id>/public")
+@require_public_key
+def public_process(process_id):
+    process = processes.get(get_db(), g.merchant.id, canonical_process_id(process_id))
+    return json_response(public_process_json(process, now()))
+
+
+@bp.post("/process/<process_id>/sandbox/pay")
+@require_public_key
+def sandbox_pay(process_id):
+    process_id = canonical_process_id(process_id)
+    db = get_db()
+    processes.get(db, g.merchant.id, process_id)  # 404 before anything else about it
+    if g.merchant.livemode:
+        raise ApiError(
+            403, "sandbox_only", "Sandbox payments are only for test-mode merchants (pk_test_ keys)."
+        )
+    outcome = load_json_body(_sandbox_pay)["outcome"]
+    if outcome == "success":
+        process = processes.complete(db, process_id, now(), merchant_id=g.merchant.id)
+        return json_response(public_process_json(process, process.updated_at))
+    process = processes.record_failed_payment(db, process_id, now(), merchant_id=g.merchant.id)
+    return json_response(public_process_json(process, now()))
+
+
+@bp.get("/button.js")
+def button_js():
+    response = send_from_directory(
+        current_app.static_folder, "button.js", mimetype="text/javascript", max_age=300
+    )
+    return response

@@ -1,0 +1,131 @@
+"""Preorder throughput scenarios: two gunicorn servers, wrk rounds alternating between them.
+
+Each scenario compares a reference side with a subject side under the same gunicorn settings
+(top-level gunicorn.conf.py, GUNICORN_* overrides apply to both):
+- `preorder`:     baseline app vs service (empty database), the realistic body.
+- `preorder-9kb`: baseline app vs service (empty database), ~9 KB of metadata.
+- `preorder-1m`:  service on an empty database vs service on 1,000,000 processes.
+With `--only baseline` every side runs the baseline app, so the ratios show the harness's own noise.
+"""
+import contextlib
+import os
+import statistics
+import time
+
+from bench import bodies, seed, service, stats, wrk
+from bench.servers import Gunicorn, machine_busy_seconds
+
+QUIET_FOREIGN_CPU_PCT = 10  # a round where other work used less of the machine's CPU is "quiet"
+
+# rounds: per side, by default (the 5-minute budget allows 3 + 2 + 2 rounds of 10 s, plus delivery).
+SCENARIOS = {
+    "preorder": {"body": "preorder", "sides": ("baseline", "service"), "rounds": 3},
+    "preorder-9kb": {"body": "preorder-9kb", "sides": ("baseline", "service"), "rounds": 2},
+    "preorder-1m": {"body": "preorder", "sides": ("service-empty", "service-1m"), "rounds": 2},
+}
+
+
+def _start_side(scenario, side, only_baseline, workdir, prefill):
+    """Start one side's server on a fresh database; returns (server, secret key to send)."""
+    log = workdir / f"{scenario}-{side}.log"
+    if only_baseline or side == "baseline":
+        return Gunicorn(side, service.BASELINE_APP, log).start(), "sk_test_baseline_sends_a_key_too_000000"
+    db_path = workdir / f"{scenario}-{side}.sqlite3"
+    service.init_db(db_path)
+    merchant = service.create_merchant(db_path)
+    if side == "service-1m":
+        started = time.perf_counter()
+        seed.prefill_processes(db_path, merchant["merchantId"], prefill)
+        print(f"   prefilled {prefill} processes in {time.perf_counter() - started:.1f} s", flush=True)
+    server = Gunicorn(side, service.SERVICE_APP, log, env={"FLASK_DATABASE": str(db_path)})
+    return server.start(), merchant["secretKey"]
+
+
+def _summary(rounds):
+    keys = ("rps", "p50_ms", "p99_ms", "cpu_ms_per_request", "foreign_cpu_pct")
+    return {key: stats.median_of(rounds, key) for key in keys}
+
+
+def run(name, opts, workdir):
+    """Run one scenario; returns its result dict (failures listed under "failures")."""
+    spec = SCENARIOS[name]
+    body_file = workdir / f"{spec['body']}.json"
+    body_file.write_text(bodies.compact(bodies.PREORDER_BODIES[spec["body"]]()))
+    reference, subject = spec["sides"]
+    result = {"scenario": name, "reference": reference, "subject": subject,
+              "app": "baseline" if opts.only_baseline else "service",
+              "body_bytes": body_file.stat().st_size, "rounds": {reference: [], subject: []},
+              "warmup": {}, "failures": []}
+    with contextlib.ExitStack() as stack:
+        sides = {}
+        for side in spec["sides"]:
+            server, key = _start_side(name, side, opts.only_baseline, workdir, opts.processes)
+            stack.callback(server.stop)
+            sides[side] = (server, key)
+
+        def measure(side, seconds):
+            server, key = sides[side]
+            cpu_before, busy_before = server.workers_cpu_seconds(), machine_busy_seconds()
+            figures = wrk.run(server.base_url, body_file=body_file, secret_key=key, duration=seconds)
+            cpu = server.workers_cpu_seconds() - cpu_before
+            busy = machine_busy_seconds() - busy_before
+            requests = figures["requests"]
+            figures["cpu_ms_per_request"] = round(cpu * 1000 / requests, 4) if requests else None
+            # Share of the machine's CPU used by anything but this server's workers and wrk: other
+            # work competing with the measurement (the other side's idle workers count, a little).
+            foreign = max(0.0, busy - cpu - figures["wrk_cpu_seconds"])
+            figures["foreign_cpu_pct"] = round(100 * foreign / (figures["seconds"] * os.cpu_count()), 1)
+            return figures
+
+        for side in spec["sides"]:
+            result["warmup"][side] = measure(side, opts.warmup)
+        for n in range(opts.rounds or spec["rounds"]):
+            order = spec["sides"] if n % 2 == 0 else spec["sides"][::-1]
+            for side in order:
+                result["rounds"][side].append(measure(side, opts.duration))
+        result["peak_rss_kb"] = {side: server.workers_peak_rss_kb() for side, (server, _) in sides.items()}
+        result["log_alarms"] = {side: server.log_alarms()[:20] for side, (server, _) in sides.items()}
+
+    _judge(result)
+    return result
+
+
+def _judge(result):
+    reference, subject = result["reference"], result["subject"]
+    runs = [r for side in result["rounds"].values() for r in side] + list(result["warmup"].values())
+    non2xx = sum(r["non2xx"] for r in runs)
+    socket_errors = sum(sum(r["socket_errors"].values()) for r in runs)
+    if non2xx:
+        statuses = {}
+        for r in runs:
+            for status, count in r["statuses"].items():
+                statuses[status] = statuses.get(status, 0) + count
+        result["failures"].append(f"{non2xx} non-2xx responses {statuses}")
+    if socket_errors:
+        result["failures"].append(f"{socket_errors} socket errors (connect/read/write/timeout)")
+    for side, alarms in result["log_alarms"].items():
+        if alarms:
+            result["failures"].append(f"{side} log: {alarms[0]}")
+    result["non2xx"] = non2xx
+    result["median"] = {side: _summary(rounds) for side, rounds in result["rounds"].items()}
+    ref, sub = result["median"][reference], result["median"][subject]
+    result["ratios"] = {"rps": stats.ratio(sub["rps"], ref["rps"]),
+                        "p50": stats.ratio(sub["p50_ms"], ref["p50_ms"]),
+                        "p99": stats.ratio(sub["p99_ms"], ref["p99_ms"]),
+                        "cpu_per_request": stats.ratio(sub["cpu_ms_per_request"], ref["cpu_ms_per_request"])}
+    result["max_foreign_cpu_pct"] = max(r["foreign_cpu_pct"] for r in runs)
+    # Round n of each side ran back to back: the pairs where other work took little CPU give the
+    # ratio least disturbed by it (None when every pair was disturbed).
+    pairs = zip(result["rounds"][reference], result["rounds"][subject])
+    quiet = [b["rps"] / a["rps"] for a, b in pairs
+             if max(a["foreign_cpu_pct"], b["foreign_cpu_pct"]) < QUIET_FOREIGN_CPU_PCT and a["rps"]]
+    result["quiet_pairs"] = len(quiet)
+    result["ratios"]["rps_quiet_pairs"] = round(statistics.median(quiet), 3) if quiet else None
+    peak = max(result["peak_rss_kb"][subject] or [0]) or None
+    if result["scenario"] == "preorder-1m":
+        targets = [stats.target("req/s 1M-db / empty-db >= 0.90", result["ratios"]["rps"], at_least=0.90)]
+    else:
+        targets = [stats.target("req/s service / baseline >= 0.80", result["ratios"]["rps"], at_least=0.80),
+                   stats.target("p99 service / baseline <= 2.0", result["ratios"]["p99"], at_most=2.0)]
+    targets.append(stats.target("worker peak RSS < 100 MB", stats.mb(peak), below=100))
+    result["targets"] = targets

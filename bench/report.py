@@ -1,0 +1,103 @@
+"""The results file (bench/results/<UTC timestamp>.json) and the short table printed on stdout."""
+import json
+import os
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+from bench.servers import ROOT
+from bench.stats import mb
+
+RESULTS_DIR = ROOT / "bench" / "results"
+
+
+def _command_output(*cmd):
+    try:
+        return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+    except OSError:
+        return None
+
+
+def machine():
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "kernel": platform.release(), "gunicorn": metadata.version("gunicorn"),
+            "flask": metadata.version("flask"),
+            "wrk": " ".join((_command_output("wrk", "-v") or "").split()[1:2]),
+            "git_commit": _command_output("git", "rev-parse", "--short", "HEAD")}
+
+
+def write(report, stamp):
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{stamp}.json"
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    return path
+
+
+def _fmt(value, spec="{:.2f}"):
+    return "-" if value is None else spec.format(value)
+
+
+def _target_lines(targets):
+    marks = {True: "ok", False: "MISSED", None: "n/a"}
+    return [f"    target {t['name']}: {_fmt(t['value'])} {marks[t['met']]}" for t in targets]
+
+
+def _preorder_table(result):
+    lines = [f"{result['scenario']} ({result['app']}, body {result['body_bytes']} B, "
+             f"{len(result['rounds'][result['reference']])} rounds, medians)",
+             f"    {'side':<14}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'CPU ms/req':>12}{'peak RSS MB':>13}"]
+    for side in (result["reference"], result["subject"]):
+        m = result["median"][side]
+        peak = max(result["peak_rss_kb"][side] or [0]) or None
+        lines.append(f"    {side:<14}{_fmt(m['rps'], '{:.0f}'):>10}{_fmt(m['p50_ms']):>9}"
+                     f"{_fmt(m['p99_ms']):>9}{_fmt(m['cpu_ms_per_request'], '{:.3f}'):>12}"
+                     f"{_fmt(mb(peak), '{:.1f}'):>13}")
+    r = result["ratios"]
+    lines.append(f"    ratio {result['subject']}/{result['reference']}: req/s {_fmt(r['rps'], '{:.3f}')}, "
+                 f"p50 {_fmt(r['p50'], '{:.3f}')}, p99 {_fmt(r['p99'], '{:.3f}')}, "
+                 f"CPU per request {_fmt(r['cpu_per_request'], '{:.3f}')}")
+    lines.append(f"    other work's share of the CPU during rounds: max {result['max_foreign_cpu_pct']:.0f} % "
+                 f"(above ~10 %, distrust the req/s ratio)")
+    lines.append(f"    req/s ratio over the {result['quiet_pairs']} quiet round pairs (other work < 10 %): "
+                 f"{_fmt(r['rps_quiet_pairs'], '{:.3f}')}")
+    return lines + _target_lines(result["targets"])
+
+
+def _delivery_table(result):
+    lines = [f"delivery ({result['app']}, {result['events']} events)",
+             f"    {'phase':<12}{'procs':>6}{'seconds':>9}{'per s':>9}{'recv/s':>9}{'body B':>8}"
+             f"{'CPU ms/ev':>11}{'peak RSS MB':>13}  exactly once"]
+    for name, p in result["phases"].items():
+        got = p["receiver"]
+        once = got["received"] == got["unique"] == p["events"]
+        lines.append(f"    {name:<12}{p['processes']:>6}{p['seconds']:>9.2f}{p['per_second']:>9.0f}"
+                     f"{_fmt(p['receiver_span_per_second'], '{:.0f}'):>9}{got['mean_body_bytes']:>8.0f}"
+                     f"{p['cpu_ms_per_event']:>11.3f}"
+                     f"{_fmt(mb(max(p['peak_rss_kb'])), '{:.1f}'):>13}  {'yes' if once else 'NO'}")
+    r = result["ratios"]
+    foreign = max(p["foreign_cpu_pct"] for p in result["phases"].values())
+    lines.append(f"    other work's share of the CPU during phases: max {foreign:.0f} % "
+                 f"(above ~10 %, distrust the rate ratios)")
+    lines.append(f"    ratio 1 process / baseline {_fmt(r['one_process_vs_baseline'], '{:.3f}')}, "
+                 f"2 processes / 1 {_fmt(r['two_processes_vs_one'], '{:.3f}')}, CPU per event 1 process / "
+                 f"baseline {_fmt(r['cpu_per_event_one_process_vs_baseline'], '{:.3f}')}")
+    return lines + _target_lines(result["targets"])
+
+
+def table(report):
+    lines = []
+    for result in report["scenarios"]:
+        if result.get("skipped"):
+            lines.append(f"{result['scenario']}: SKIPPED: {result['skipped']}")
+        elif result.get("error"):
+            lines.append(f"{result['scenario']}: ERROR: {result['error']}")
+        else:
+            lines += (_delivery_table if result["scenario"] == "delivery" else _preorder_table)(result)
+        lines += [f"    FAILURE: {failure}" for failure in result.get("failures", [])]
+    load = report["load_average"]
+    lines.append(f"total {report['seconds']:.0f} s; load average (1 min) {load['before'][0]:.1f} before, "
+                 f"{load['after'][0]:.1f} after (2 cores: above 2, other work was competing)")
+    return "\n".join(lines)

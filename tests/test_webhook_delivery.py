@@ -1,0 +1,405 @@
+"""The delivery worker in-process: `Worker.run_once` against a real local receiver and a real SQLite
+file, with the clock moved forward instead of sleeping through the retry schedule."""
+import logging
+import re
+import threading
+
+import pytest
+from standardwebhooks.webhooks import Webhook
+
+from app.data import events as event_rows
+from app.representation import iso
+from app.webhooks import delivery, transport
+from app.webhooks.signing import user_agent
+from app.webhooks.worker import Summary, Worker
+from receiver import Receiver, Reply, closed_port, receiver  # noqa: F401  (fixture)
+from webhook_helpers import (  # noqa: F401  (fixtures)
+    attempts_of, body_json, clock, count, make_shop, only_event, raw_metadata, shop, worker)
+
+SHORT = {"WEBHOOK_RETRY_SCHEDULE": "0,5,10"}
+
+
+def test_cancel_delivers_one_webhook_a_merchant_can_verify(app, shop, receiver, worker, clock):
+    metadata = ('{"orderRef":"A-1042","email":"buyer@example.com","note":"Grüße ✓",'
+                '"total":1.10,"big":12345678901234567890,"nested":{"z":[true,null,{}],"a":""}}')
+    process_id, preorder_body = shop.cancelled(metadata)
+
+    assert worker.run_once() == Summary(claimed=1, attempted=1)
+
+    [got] = receiver.wait_for(1)
+    event = only_event(app, process_id)
+    assert (got.method, got.path) == ("POST", "/hooks/preorder")
+    assert got.body == event.payload.encode("utf-8")
+    payload = Webhook(shop.secret).verify(got.body, got.headers)  # as the merchant does
+    assert got.headers["webhook-id"] == event.id
+    assert got.headers["webhook-timestamp"] == str(clock.now)
+    assert got.headers["content-type"] == "application/json"
+    assert got.headers["user-agent"] == user_agent()
+    assert payload["type"] == "process.cancelled"
+    assert payload["data"]["processId"] == process_id
+    assert payload["data"]["status"] == "cancelled"
+    assert raw_metadata(got.body.decode("utf-8")) == raw_metadata(preorder_body) == metadata
+    assert (event.status, event.attempts, event.delivered_at, event.lease_owner) == (
+        "delivered", 1, clock.now, None)
+    [attempt] = attempts_of(app, event.id)
+    assert (attempt.status_code, attempt.error, attempt.url) == (200, None, receiver.url("/hooks/preorder"))
+    assert worker.run_once() == Summary()  # nothing left
+    assert len(receiver.requests) == 1
+
+
+def test_retry_on_500_then_success_same_bytes_same_id(app, shop, receiver, worker, clock):
+    receiver.reply(Reply(status=500, body=b"boom"))
+    process_id, _ = shop.cancelled()
+
+    worker.run_once()
+    event = only_event(app, process_id)
+    assert (event.status, event.attempts, event.next_attempt_at, event.last_error) == (
+        "pending", 1, clock.now + 5, "HTTP 500")
+    clock.advance(4)
+    assert worker.run_once().claimed == 0  # not due yet
+    clock.advance(1)
+    worker.run_once()
+
+    first, second = receiver.wait_for(2)
+    assert first.body == second.body
+    assert first.headers["webhook-id"] == second.headers["webhook-id"] == event.id
+    assert int(second.headers["webhook-timestamp"]) == int(first.headers["webhook-timestamp"]) + 5
+    Webhook(shop.secret).verify(second.body, second.headers)
+    assert only_event(app, process_id).status == "delivered"
+    assert [(a.status_code, a.error) for a in attempts_of(app, event.id)] == [
+        (500, "HTTP 500"), (200, None)]
+
+
+@pytest.mark.parametrize("status, retry_after, wait", [
+    (503, "120", 120),   # longer than the schedule's 5 s: honoured
+    (429, "1", 5),       # shorter: the schedule wins
+    (500, "120", 5),     # only 429 and 503 are asked about
+])
+def test_retry_after(app, shop, receiver, worker, clock, status, retry_after, wait):
+    receiver.reply(Reply(status=status, headers={"Retry-After": retry_after}))
+    process_id, _ = shop.cancelled()
+    worker.run_once()
+    assert only_event(app, process_id).next_attempt_at == clock.now + wait
+
+
+def test_redirect_is_a_failed_attempt_never_followed(app, shop, receiver, worker, clock):
+    receiver.reply(Reply.redirect(receiver.url("/elsewhere")))
+    process_id, _ = shop.cancelled()
+    worker.run_once()
+    event = only_event(app, process_id)
+    assert (event.status, event.attempts, event.last_error) == (
+        "pending", 1, "redirect 302 not followed")
+    [attempt] = attempts_of(app, event.id)
+    assert (attempt.status_code, attempt.error) == (302, "redirect 302 not followed")
+    assert [r.path for r in receiver.requests] == ["/hooks/preorder"]
+
+
+@pytest.mark.parametrize("app_config", [
+    {"WEBHOOK_TIMEOUT_SECONDS": 0.3, "WEBHOOK_LEASE_SECONDS": 3}])
+def test_timeout_is_a_failed_attempt(app, shop, receiver, worker, clock):
+    receiver.reply(Reply(delay=5))
+    process_id, _ = shop.cancelled()
+    worker.run_once()
+    event = only_event(app, process_id)
+    assert (event.status, event.attempts, event.last_error, event.next_attempt_at) == (
+        "pending", 1, "timeout after 0.3s", clock.now + 5)
+    [attempt] = attempts_of(app, event.id)
+    assert (attempt.status_code, attempt.error) == (None, "timeout after 0.3s")
+
+
+def test_connection_refused_is_a_failed_attempt(app, make_shop, worker):
+    shop = make_shop(webhook_url=f"http://127.0.0.1:{closed_port()}/hook")
+    process_id, _ = shop.cancelled()
+    worker.run_once()
+    event = only_event(app, process_id)
+    assert (event.status, event.last_error) == ("pending", "connection refused")
+
+
+@pytest.mark.parametrize("app_config", [SHORT])
+def test_exhausted_schedule_fails_then_replay_delivers(app, shop, receiver, worker, clock, runner):
+    receiver.default = Reply(status=500)
+    process_id, _ = shop.cancelled()
+    event_id = only_event(app, process_id).id
+    for wait in (5, 10):
+        worker.run_once()
+        clock.advance(wait)
+    worker.run_once()
+    event = only_event(app, process_id)
+    assert (event.status, event.attempts, event.next_attempt_at) == ("failed", 3, None)
+    clock.advance(3600)
+    assert worker.run_once().claimed == 0  # failed is final until replayed
+
+    result = runner.invoke(args=["events", "replay", event_id])
+    assert (result.exit_code, result.output) == (0, f"Re-queued {event_id} for delivery now.\n")
+    event = only_event(app, process_id)
+    assert (event.status, event.attempts, event.next_attempt_at) == ("pending", 0, clock.now)
+    receiver.default = Reply(status=204)
+    worker.run_once()
+    event = only_event(app, process_id)
+    assert (event.status, event.attempts, event.delivered_at) == ("delivered", 1, clock.now)
+    assert [a.status_code for a in attempts_of(app, event_id)] == [500, 500, 500, 204]  # history kept
+    assert len({r.body for r in receiver.wait_for(4)}) == 1
+
+
+@pytest.mark.parametrize("app_config", [{"WEBHOOK_RETRY_SCHEDULE": "0"}])
+def test_replay_failed_filters_by_merchant_and_time(app, make_shop, receiver, worker, clock, runner):
+    receiver.default = Reply(status=500)
+    one = make_shop(webhook_url=receiver.url("/one"))
+    two = make_shop(webhook_url=receiver.url("/two"))
+    old, _ = one.cancelled()
+    clock.advance(100)
+    new, _ = one.cancelled()
+    other, _ = two.cancelled()
+    worker.run_once()
+    assert {only_event(app, p).status for p in (old, new, other)} == {"failed"}
+
+    since = runner.invoke(args=["events", "replay", "--failed", "--merchant", one.id,
+                                "--since", iso(clock.now)])
+    assert since.exit_code == 0, since.output
+    assert since.output == f"Re-queued 1 event for delivery now.\n  {only_event(app, new).id}\n"
+    assert [only_event(app, p).status for p in (old, new, other)] == ["failed", "pending", "failed"]
+
+    everyone = runner.invoke(args=["events", "replay", "--failed"])
+    assert everyone.output.startswith("Re-queued 2 events for delivery now.\n")
+    assert {only_event(app, p).status for p in (old, new, other)} == {"pending"}
+
+
+def test_merchant_without_url_gets_no_endpoint_then_replay_delivers(
+        app, make_shop, receiver, worker, clock, runner):
+    shop = make_shop(webhook_url=None)
+    process_id, _ = shop.cancelled()
+    assert worker.run_once() == Summary(claimed=1, attempted=1)
+    event = only_event(app, process_id)
+    assert (event.status, event.attempts, event.next_attempt_at, event.last_error) == (
+        "no_endpoint", 0, None, "merchant has no webhook URL")
+    assert attempts_of(app, event.id) == []
+
+    runner.invoke(args=["merchants", "set-webhook", shop.id, receiver.url("/late")])
+    result = runner.invoke(args=["events", "replay", "--no-endpoint", "--merchant", shop.id])
+    assert result.output == f"Re-queued 1 event for delivery now.\n  {event.id}\n"
+    worker.run_once()
+    [got] = receiver.wait_for(1)
+    assert got.path == "/late" and got.headers["webhook-id"] == event.id
+    assert only_event(app, process_id).status == "delivered"
+
+
+def test_url_and_secret_are_read_at_delivery_time(app, shop, receiver, worker, clock, runner):
+    receiver.reply(Reply(status=500))
+    process_id, _ = shop.cancelled()
+    worker.run_once()
+    runner.invoke(args=["merchants", "set-webhook", shop.id, receiver.url("/moved")])
+    clock.advance(5)
+    worker.run_once()
+    assert [r.path for r in receiver.wait_for(2)] == ["/hooks/preorder", "/moved"]
+    assert [a.url for a in attempts_of(app, only_event(app, process_id).id)] == [
+        receiver.url("/hooks/preorder"), receiver.url("/moved")]
+
+
+@pytest.mark.parametrize("app_config", [{"WEBHOOK_RETRY_SCHEDULE": "0,5"}])
+@pytest.mark.parametrize("url, reason", [
+    ("https://127.0.0.1:{port}/hook", r"127\.0\.0\.1 \(loopback\)"),
+    ("https://10.0.0.1/hook", r"10\.0\.0\.1 \(private\)"),
+    ("https://[::1]:{port}/hook", r"::1 \(loopback\)"),
+    ("https://169.254.169.254/latest/meta-data", r"169\.254\.169\.254 \(link-local\)"),
+    ("https://localhost:{port}/hook", r"localhost resolves to (127\.0\.0\.1|::1) \(loopback\)"),
+])
+def test_ssrf_guard_refuses_private_targets_for_live_merchants(
+        app, make_shop, receiver, worker, clock, url, reason):
+    shop = make_shop(webhook_url=url.format(port=receiver.port), live=True)
+    process_id, _ = shop.cancelled()
+    expected = rf"unsafe url: {reason}, only public addresses are allowed"
+
+    worker.run_once()
+    event = only_event(app, process_id)
+    assert re.fullmatch(expected, event.last_error)
+    assert (event.status, event.attempts, event.next_attempt_at) == ("pending", 1, clock.now + 5)
+    clock.advance(5)
+    worker.run_once()  # the schedule goes on, refused again, then the event has failed
+    event = only_event(app, process_id)
+    assert (event.status, event.attempts) == ("failed", 2)
+    attempts = attempts_of(app, event.id)
+    assert [a.status_code for a in attempts] == [None, None]
+    assert all(re.fullmatch(expected, a.error) for a in attempts)
+    assert receiver.requests == []  # nothing was sent anywhere
+
+
+def test_one_log_line_per_attempt_and_no_secret_or_content(
+        app, make_shop, receiver, worker, clock, caplog):
+    shop = make_shop(webhook_url=receiver.url("/hooks/tok_pathsecret?key=querysecret"))
+    receiver.reply(Reply(status=500, body=b"receiver-body-text"))
+    caplog.set_level(logging.INFO)
+    process_id, _ = shop.cancelled('{"email":"buyer@example.com","orderRef":"ORDER-XYZ"}')
+    worker.run_once()
+    clock.advance(5)
+    worker.run_once()
+
+    event = only_event(app, process_id)
+    lines = [r.getMessage() for r in caplog.records if r.name == delivery.__name__]
+    host = f"127.0.0.1:{receiver.port}"
+    assert len(lines) == 2
+    assert re.fullmatch(
+        rf"webhook {event.id} process\.cancelled -> {re.escape(host)}: HTTP 500 in \d+ ms"
+        r" \(attempt 1, next in 5 s\)", lines[0])
+    assert re.fullmatch(
+        rf"webhook {event.id} process\.cancelled -> {re.escape(host)}: 200 in \d+ ms \(delivered\)",
+        lines[1])
+    signatures = [r.headers["webhook-signature"] for r in receiver.wait_for(2)]
+    for secret in [shop.secret, shop.keys["secretKey"], "buyer@example.com", "ORDER-XYZ",
+                   "tok_pathsecret", "querysecret", "receiver-body-text", *signatures,
+                   shop.secret.removeprefix("whsec_")]:
+        assert secret not in caplog.text
+
+
+@pytest.mark.parametrize("app_config", [{"PROCESS_TTL_SECONDS": 60}])  # verifiable timestamps
+def test_sweep_expires_a_process_once_with_one_event(app, shop, receiver, worker, clock):
+    process_id, _ = shop.preorder()
+    clock.advance(59)
+    assert worker.run_once() == Summary()
+    clock.advance(1)
+    assert worker.run_once() == Summary(expired=1, claimed=1, attempted=1)
+    assert worker.run_once() == Summary()
+
+    event = only_event(app, process_id)
+    assert (event.type, event.status) == ("process.expired", "delivered")
+    [got] = receiver.wait_for(1)
+    body = Webhook(shop.secret).verify(got.body, got.headers)
+    assert (body["type"], body["data"]["status"]) == ("process.expired", "expired")
+    assert shop.api.get(process_id).get_json()["status"] == "expired"
+
+
+def test_concurrent_sweeps_expire_each_process_once(app, shop, receiver, clock):
+    process_ids = [shop.preorder()[0] for _ in range(40)]
+    clock.advance(1800)
+    workers = [Worker.from_app(app, concurrency=4, batch_size=7) for _ in range(2)]
+    start = threading.Barrier(2)
+    summaries = []
+
+    def run(w):
+        start.wait()
+        summaries.append(w.run_once())
+        w.run_until_idle()
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    for w in workers:
+        w.close()
+    assert sum(s.expired for s in summaries) == 40
+    for process_id in process_ids:
+        event = only_event(app, process_id)
+        assert (event.type, event.status) == ("process.expired", "delivered")
+    ids = [r.headers["webhook-id"] for r in receiver.wait_for(40)]
+    assert sorted(ids) == sorted(only_event(app, p).id for p in process_ids)  # each exactly once
+
+
+def test_old_idempotency_keys_are_purged(app, shop, worker, clock):
+    shop.preorder(headers={"Idempotency-Key": "old"})
+    clock.advance(24 * 3600)
+    shop.preorder(headers={"Idempotency-Key": "young"})
+    clock.advance(1)
+    worker.run_once()
+    keys = count(app.config["DATABASE"], "SELECT group_concat(key) FROM idempotency_keys")
+    assert keys == "young"
+
+
+def test_one_slow_endpoint_does_not_hold_back_the_others(app, make_shop, receiver, worker):
+    slow_receiver = Receiver().start()
+    try:
+        slow_receiver.default = Reply(delay=60)
+        slow = make_shop(webhook_url=slow_receiver.url())
+        fast = make_shop(webhook_url=receiver.url())
+        slow.cancelled()  # first in line
+        for _ in range(6):
+            fast.cancelled()
+        summaries = []
+        batch = threading.Thread(target=lambda: summaries.append(worker.run_once()))
+        batch.start()
+        slow_receiver.wait_for(1)
+        receiver.wait_for(6)  # all of them while the slow one is still being answered
+        assert batch.is_alive()
+    finally:
+        slow_receiver.stop()  # cuts the slow reply: that attempt fails
+    batch.join(15)
+    assert summaries == [Summary(claimed=7, attempted=7)]
+
+
+def test_stop_finishes_the_attempt_in_flight_and_releases_the_rest(app, shop, receiver, clock):
+    receiver.reply(Reply(delay=0.5))
+    process_ids = [shop.cancelled()[0] for _ in range(5)]
+    summaries = []
+    with Worker.from_app(app, concurrency=1, batch_size=5) as one:
+        batch = threading.Thread(target=lambda: summaries.append(one.run_once()))
+        batch.start()
+        receiver.wait_for(1)
+        one.stop()
+        batch.join(10)
+    assert summaries == [Summary(claimed=5, attempted=1, released=4)]
+    events = [only_event(app, p) for p in process_ids]
+    assert [e.status for e in events] == ["delivered"] + ["pending"] * 4
+    assert all(e.lease_owner is None and e.lease_expires_at is None for e in events)
+    assert all(e.attempts == 0 and e.next_attempt_at == clock.now for e in events[1:])
+    assert len(receiver.requests) == 1
+
+
+def test_a_live_lease_keeps_other_workers_off_until_it_expires(app, shop, receiver, worker, clock):
+    process_id, _ = shop.cancelled()
+    db = app.extensions["db"]
+    with db.transaction() as conn:
+        [claimed] = event_rows.claim_due(conn, owner="crashed", now=clock.now,
+                                         lease_until=clock.now + 60, limit=10)
+    assert claimed.lease_owner == "crashed"
+    clock.advance(59)
+    assert worker.run_once().claimed == 0
+    clock.advance(1)
+    assert worker.run_once() == Summary(claimed=1, attempted=1)
+    assert only_event(app, process_id).status == "delivered"
+    assert len(receiver.wait_for(1)) == 1
+
+
+def test_a_worker_whose_lease_was_taken_over_cannot_clobber_the_new_state(
+        app, shop, receiver, worker, clock):
+    process_id, _ = shop.cancelled()
+    db = app.extensions["db"]
+    with db.transaction() as conn:
+        [stale] = event_rows.claim_due(conn, owner="slow", now=clock.now,
+                                       lease_until=clock.now + 60, limit=10)
+    clock.advance(60)
+    receiver.reply(Reply(status=500), Reply(status=500))
+    worker.run_once()  # the new owner: attempt 1 failed, next in 5 s
+    after_takeover = only_event(app, process_id)
+    assert (after_takeover.attempts, after_takeover.next_attempt_at) == (1, clock.now + 5)
+
+    settings = delivery.Settings.from_config(app.config)
+    with transport.new_session() as session:
+        # the old owner's late failure is kept as history but does not change the event
+        assert delivery.attempt(db, session, stale, owner="slow", clock=clock,
+                                settings=settings) == delivery.LEASE_LOST
+        assert only_event(app, process_id) == after_takeover
+        # a late 2xx is a delivery whoever holds the lease: at least once
+        assert delivery.attempt(db, session, stale, owner="slow", clock=clock,
+                                settings=settings) == delivery.DELIVERED
+    assert only_event(app, process_id).status == "delivered"
+    assert [a.status_code for a in attempts_of(app, stale.id)] == [500, 500, 200]
+
+
+def test_events_are_attempted_oldest_due_first(app, shop, receiver, clock):
+    process_ids = [shop.cancelled()[0] for _ in range(4)]
+    with Worker.from_app(app, concurrency=1, batch_size=2) as one:
+        one.run_until_idle()
+    ids = [r.headers["webhook-id"] for r in receiver.wait_for(4)]
+    assert ids == [only_event(app, p).id for p in process_ids]
+    assert [body_json(r)["data"]["processId"] for r in receiver.requests] == process_ids
+
+
+@pytest.mark.parametrize("app_config", [{"WEBHOOK_RETRY_SCHEDULE": "0"}])
+def test_a_damaged_secret_is_a_failed_attempt_not_a_crash(app, shop, receiver, worker):
+    process_id, _ = shop.cancelled()
+    with app.extensions["db"].transaction() as conn:  # e.g. a bad manual edit of the database
+        conn.execute("UPDATE merchants SET webhook_secret = 'whsec_***' WHERE id = ?", (shop.id,))
+    assert worker.run_once() == Summary(claimed=1, attempted=1)
+    event = only_event(app, process_id)
+    assert (event.status, event.last_error) == (
+        "failed", "cannot sign: webhook secret is not valid base64")
+    assert receiver.requests == []
