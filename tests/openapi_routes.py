@@ -11,17 +11,6 @@ from app.routes.docs import DOCUMENT_PATH
 HTTP_METHODS = {"get", "put", "post", "delete", "patch", "options", "head", "trace"}
 IMPLICIT_METHODS = {"HEAD", "OPTIONS"}
 
-# Button API paths (issue 4) that the document describes but this branch does not route yet.
-# EXPECTED GAP, one direction only: "a document path has no route" is tolerated for these paths
-# and nothing else. test_pending_routes_are_still_unrouted fails as soon as one of them is routed:
-# the lead then deletes it from this set, and the drift test holds it to the full rule.
-PENDING_ROUTES = {
-    "/payment-button/process/{processId}/public",
-    "/payment-button/process/{processId}/sandbox/pay",
-    "/payment-button/button.js",
-}
-
-
 def load_document():
     with open(DOCUMENT_PATH, encoding="utf-8") as f:
         return json.load(f)

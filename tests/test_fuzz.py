@@ -18,7 +18,6 @@ from app import create_app
 from app.db import init_db
 from conftest import FakeClock
 from fuzz_totals import record
-from openapi_routes import PENDING_ROUTES
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "50"))
 
@@ -34,7 +33,6 @@ assert _created.exit_code == 0, _created.output
 MERCHANT = json.loads(_created.output)
 _client = app.test_client()
 
-# Paths still in PENDING_ROUTES have no route yet (test_openapi checks it): nothing to fuzz there.
 # The merchant's keys go in as the document's security schemes, so schemathesis knows them: it
 # leaves them out on purpose in its negative auth cases and probes that auth is enforced.
 CONFIG = schemathesis.Config.from_dict(
@@ -42,12 +40,8 @@ CONFIG = schemathesis.Config.from_dict(
                           "publicKey": {"api_key": MERCHANT["publicKey"]}}}}
 )
 # Every operation, /openapi.json included (schemathesis leaves the schema's own URL out unless a
-# filter selects it explicitly), except the pending ones.
-schema = (
-    schemathesis.openapi.from_wsgi("/openapi.json", app, config=CONFIG)
-    .include(path_regex="^/")
-    .exclude(path=sorted(PENDING_ROUTES))
-)
+# filter selects it explicitly).
+schema = schemathesis.openapi.from_wsgi("/openapi.json", app, config=CONFIG).include(path_regex="^/")
 
 
 def _fresh_process_id():

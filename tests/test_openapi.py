@@ -4,13 +4,13 @@ import pytest
 from openapi_spec_validator import OpenAPIV31SpecValidator
 
 from conftest import assert_error
-from openapi_routes import (
-    PENDING_ROUTES,
-    app_operations,
-    document_operations,
-    load_document,
-    template,
-)
+from openapi_routes import app_operations, document_operations, load_document
+
+BUTTON_API = {
+    "/payment-button/process/{processId}/public",
+    "/payment-button/process/{processId}/sandbox/pay",
+    "/payment-button/button.js",
+}
 
 
 @pytest.fixture(scope="module")
@@ -47,24 +47,15 @@ def test_every_route_is_documented(app, document):
 
 def test_every_documented_operation_is_routed(app, document):
     unrouted = document_operations(document) - app_operations(app)
-    pending = {template(path) for path in PENDING_ROUTES}
-    assert {op for op in unrouted if op[0] not in pending} == set(), "documented but not routed"
-
-
-def test_pending_routes_are_still_unrouted(app):
-    # The Button API (issue 4) lands separately. Once a pending path is routed, delete it from
-    # PENDING_ROUTES in tests/openapi_routes.py so the drift test checks it fully.
-    routed = {path for path, _ in app_operations(app)}
-    landed = sorted(path for path in PENDING_ROUTES if template(path) in routed)
-    assert landed == [], f"now routed: remove {landed} from PENDING_ROUTES"
+    assert unrouted == set(), "documented but not routed"
 
 
 def test_button_api_is_documented(document):
-    assert PENDING_ROUTES <= set(document["paths"])
+    assert BUTTON_API <= set(document["paths"])
     assert set(document["paths"]["/payment-button/process/{processId}/public"]) == {"parameters", "get"}
     assert set(document["paths"]["/payment-button/process/{processId}/sandbox/pay"]) == {"parameters", "post"}
     script = document["paths"]["/payment-button/button.js"]["get"]["responses"]["200"]
-    assert list(script["content"]) == ["application/javascript"]
+    assert list(script["content"]) == ["text/javascript"]
 
 
 def test_security_schemes(document):
@@ -78,7 +69,7 @@ def test_security_schemes(document):
             if method == "parameters":
                 continue
             expected = (
-                [{"publicKey": []}] if path in PENDING_ROUTES and "{processId}" in path
+                [{"publicKey": []}] if path in BUTTON_API and "{processId}" in path
                 else [{"secretKey": []}] if path.startswith("/payment-button/process")
                 else []
             )
