@@ -19,6 +19,9 @@ from conftest import FakeClock, assert_error
 PREORDER = "/payment-button/process/preorder"
 PROCESS = "/payment-button/process/{id}"
 CANCEL = "/payment-button/process/{id}/cancel"
+PUBLIC_VIEW = "/payment-button/process/{id}/public"
+SANDBOX_PAY = "/payment-button/process/{id}/sandbox/pay"
+BUTTON_JS = "/payment-button/button.js"
 UNKNOWN_ID = "00000000-0000-4000-8000-000000000000"
 
 # Keys known once the catalog's merchants exist; rows name them by these tokens.
@@ -62,6 +65,9 @@ ALLOWED = {
     "/payment-button/processes": "GET, HEAD, OPTIONS",
     "/healthz": "GET, HEAD, OPTIONS",
     "/openapi.json": "GET, HEAD, OPTIONS",
+    PUBLIC_VIEW: "GET, HEAD, OPTIONS",
+    SANDBOX_PAY: "OPTIONS, POST",
+    BUTTON_JS: "GET, HEAD, OPTIONS",
 }
 
 
@@ -202,6 +208,9 @@ REQUESTS = [
         ]
         for verb, method, path in [("GET", "GET", PROCESS), ("cancel", "POST", CANCEL)]
     ],
+    # The Button API's other id cases are in tests/test_button_api.py
+    ("public view, path traversal ../", Req("GET", PUBLIC_VIEW.format(id="../processes"), None, None), NOT_FOUND),
+    ("sandbox pay, path traversal ../", Req("POST", SANDBOX_PAY.format(id="../../healthz")), NOT_FOUND),
     # Methods a path does not offer: 405 with Allow
     *[
         (f"{method} {path}", Req(method, path.format(id=KNOWN), None, None),
@@ -223,6 +232,11 @@ REQUESTS = [
             ("DELETE", "/payment-button/processes"),
             ("POST", "/healthz"),
             ("PUT", "/openapi.json"),
+            ("DELETE", PUBLIC_VIEW),
+            ("POST", PUBLIC_VIEW),
+            ("GET", SANDBOX_PAY),
+            ("PUT", SANDBOX_PAY),
+            ("POST", BUTTON_JS),
         ]
     ],
 ]
