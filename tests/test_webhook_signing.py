@@ -4,10 +4,11 @@ import time
 from datetime import datetime, timezone
 
 import pytest
+from werkzeug.datastructures import Headers
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from app.webhooks import transport
-from app.webhooks.signing import new_secret, sign, user_agent, webhook_headers
+from app.webhooks.signing import VerificationError, new_secret, sign, user_agent, verify, webhook_headers
 from receiver import receiver  # noqa: F401  (fixture)
 
 # Known-answer vector from the Standard Webhooks reference libraries' tests.
@@ -118,3 +119,89 @@ def test_delivery_over_http_verifies_on_the_raw_body(receiver):
     assert got.headers["user-agent"] == user_agent()
     payload = Webhook(secret).verify(got.body, got.headers)
     assert payload["type"] == "process.cancelled"
+
+
+# --- verify(): the receiving side, as the demo shop's receiver uses it --------------------------
+
+NOW = 1_795_000_000
+
+
+def test_verify_accepts_our_headers_and_the_reference_signer():
+    secret = new_secret()
+    verify(secret, webhook_headers(secret, "evt_1", NOW, BODY), BODY, now=NOW)
+    reference = Webhook(secret).sign("evt_1", datetime.fromtimestamp(NOW, tz=timezone.utc), BODY.decode())
+    verify(secret, {"webhook-id": "evt_1", "webhook-timestamp": str(NOW), "webhook-signature": reference},
+           BODY, now=NOW)
+
+
+def test_verify_reads_headers_case_insensitively_from_a_request():
+    secret = new_secret()
+    headers = Headers({k.title(): v for k, v in webhook_headers(secret, "evt_1", NOW, BODY).items()})
+    assert "Webhook-Signature" in headers.keys()
+    verify(secret, headers, BODY, now=NOW)
+
+
+def test_verify_accepts_any_matching_v1_among_several():
+    secret = new_secret()
+    good = sign(secret, "evt_1", NOW, BODY)
+    headers = webhook_headers(secret, "evt_1", NOW, BODY)
+    headers["webhook-signature"] = f"v1a,abc v1,{'A' * 44} v1,not*base64 {good}"
+    verify(secret, headers, BODY, now=NOW)
+
+
+@pytest.mark.parametrize("skew, ok", [(0, True), (300, True), (-300, True), (301, False), (-301, False)])
+def test_verify_timestamp_tolerance_is_five_minutes_either_way(skew, ok):
+    secret = new_secret()
+    headers = webhook_headers(secret, "evt_1", NOW + skew, BODY)
+    if ok:
+        verify(secret, headers, BODY, now=NOW)
+    else:
+        with pytest.raises(VerificationError, match="more than 300 s from now"):
+            verify(secret, headers, BODY, now=NOW)
+
+
+@pytest.mark.parametrize("tamper, reason", [
+    ("body", "no matching v1 signature"),
+    ("id", "no matching v1 signature"),
+    ("timestamp", "no matching v1 signature"),
+    ("signature_bit", "no matching v1 signature"),
+    ("other_secret", "no matching v1 signature"),
+    ("v2_only", "no matching v1 signature"),
+    ("garbage_signature", "no matching v1 signature"),
+    ("empty_signature", "missing webhook-id"),
+    ("missing_id", "missing webhook-id"),
+    ("missing_timestamp", "missing webhook-id"),
+    ("missing_signature", "missing webhook-id"),
+    ("timestamp_not_digits", "not unix seconds"),
+    ("timestamp_negative", "not unix seconds"),
+])
+def test_verify_refuses_tampered_or_incomplete_deliveries(tamper, reason):
+    secret = new_secret()
+    body, verify_secret = BODY, secret
+    headers = webhook_headers(secret, "evt_1", NOW, BODY)
+    if tamper == "body":
+        body = BODY.replace(b"A-1", b"A-2")
+    elif tamper == "id":
+        headers["webhook-id"] = "evt_2"
+    elif tamper == "timestamp":
+        headers["webhook-timestamp"] = str(NOW + 1)
+    elif tamper == "signature_bit":
+        sig = bytearray(base64.b64decode(headers["webhook-signature"][3:]))
+        sig[-1] ^= 1
+        headers["webhook-signature"] = "v1," + base64.b64encode(bytes(sig)).decode()
+    elif tamper == "other_secret":
+        verify_secret = new_secret()
+    elif tamper == "v2_only":
+        headers["webhook-signature"] = "v2," + headers["webhook-signature"][3:]
+    elif tamper == "garbage_signature":
+        headers["webhook-signature"] = "v1,\u00e9\u00e9 v1, ,,"
+    elif tamper == "empty_signature":
+        headers["webhook-signature"] = ""
+    elif tamper.startswith("missing_"):
+        del headers["webhook-" + tamper[len("missing_"):]]
+    elif tamper == "timestamp_not_digits":
+        headers["webhook-timestamp"] = f"{NOW}.0"
+    elif tamper == "timestamp_negative":
+        headers["webhook-timestamp"] = f"-{NOW}"
+    with pytest.raises(VerificationError, match=reason):
+        verify(verify_secret, headers, body, now=NOW)

@@ -1,7 +1,8 @@
 """Standard Webhooks signing (https://www.standardwebhooks.com/).
 
 A merchant verifies our deliveries with any Standard Webhooks library, e.g.
-``standardwebhooks.webhooks.Webhook(secret).verify(body, headers)``.
+``standardwebhooks.webhooks.Webhook(secret).verify(body, headers)``; `verify` below is the same
+check, used by the demo shop's built-in receiver.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import secrets
 
 SECRET_PREFIX = "whsec_"
 SECRET_BYTES = 32
+TOLERANCE_SECONDS = 5 * 60  # a delivery timestamped further from now is refused (replay guard)
 DIST_NAME = "preorder-service"
 
 
@@ -45,6 +47,45 @@ def sign(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
     to_sign = f"{msg_id}.{timestamp}.".encode() + body
     digest = hmac.new(_key(secret), to_sign, hashlib.sha256).digest()
     return "v1," + base64.b64encode(digest).decode("ascii")
+
+
+class VerificationError(ValueError):
+    """A delivery that does not verify; str() says why (never the expected signature)."""
+
+
+def verify(secret: str, headers, body: bytes, *, now: int,
+           tolerance: int = TOLERANCE_SECONDS) -> None:
+    """Check one received delivery against the merchant's ``whsec_`` secret, as a receiver does.
+
+    ``headers``: a mapping with ``get`` (a case-insensitive one such as Flask's ``request.headers``,
+    or one with lower-case keys); ``body``: the raw bytes received. Raises `VerificationError` when
+    a header is missing, the timestamp is not within ``tolerance`` seconds of ``now`` (either way),
+    or no ``v1`` signature in ``webhook-signature`` (space-separated list) matches; the comparison
+    is constant-time.
+    """
+    msg_id = headers.get("webhook-id")
+    timestamp = headers.get("webhook-timestamp")
+    signatures = headers.get("webhook-signature")
+    if not (msg_id and timestamp and signatures):
+        raise VerificationError("missing webhook-id, webhook-timestamp or webhook-signature header")
+    if not (timestamp.isascii() and timestamp.isdigit()):
+        raise VerificationError("webhook-timestamp is not unix seconds")
+    if abs(int(now) - int(timestamp)) > tolerance:
+        raise VerificationError(f"webhook-timestamp is more than {tolerance} s from now")
+    expected = base64.b64decode(sign(secret, msg_id, int(timestamp), body)[len("v1,"):])
+    matched = False
+    for candidate in signatures.split(" "):
+        version, _, encoded = candidate.partition(",")
+        if version != "v1":
+            continue  # other schemes (e.g. v1a, asymmetric) are not ours to check
+        try:
+            given = base64.b64decode(encoded, validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        # Every v1 candidate is compared, no early exit: the time taken tells nothing.
+        matched |= hmac.compare_digest(expected, given)
+    if not matched:
+        raise VerificationError("no matching v1 signature")
 
 
 @functools.lru_cache(maxsize=1)
