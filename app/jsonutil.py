@@ -66,11 +66,18 @@ def loads(data: bytes):
 def dumps_compact(value, max_depth=None):
     """Compact JSON text of a value made by `loads`; TooDeep past max_depth nested containers."""
     out = []
-    _encode(value, out.append, 1, max_depth if max_depth is not None else 1 << 30)
+    _encode(value, out.append, 1, max_depth if max_depth is not None else 1 << 30, None)
     return "".join(out)
 
 
-def _encode(value, emit, depth, max_depth):
+def dumps_pretty(value, indent=2):
+    """Indented JSON text of a value made by `loads`, numbers and key order exactly as given."""
+    out = []
+    _encode(value, out.append, 1, 1 << 30, " " * indent)
+    return "".join(out)
+
+
+def _encode(value, emit, depth, max_depth, indent):
     if isinstance(value, JSONNumber):
         emit(value)
     elif isinstance(value, str):
@@ -81,27 +88,23 @@ def _encode(value, emit, depth, max_depth):
         emit("true")
     elif value is False:
         emit("false")
-    elif isinstance(value, dict):
+    elif isinstance(value, (dict, list)):
         if depth > max_depth:
             raise TooDeep(depth)
-        emit("{")
-        first = True
-        for key, item in value.items():
-            if not first:
-                emit(",")
-            first = False
-            emit(encode_basestring(key))
-            emit(":")
-            _encode(item, emit, depth + 1, max_depth)
-        emit("}")
-    elif isinstance(value, list):
-        if depth > max_depth:
-            raise TooDeep(depth)
-        emit("[")
-        for i, item in enumerate(value):
+        is_dict = isinstance(value, dict)
+        items = value.items() if is_dict else enumerate(value)
+        emit("{" if is_dict else "[")
+        for i, (key, item) in enumerate(items):
             if i:
                 emit(",")
-            _encode(item, emit, depth + 1, max_depth)
-        emit("]")
+            if indent is not None:
+                emit("\n" + indent * depth)
+            if is_dict:
+                emit(encode_basestring(key))
+                emit(": " if indent is not None else ":")
+            _encode(item, emit, depth + 1, max_depth, indent)
+        if indent is not None and value:
+            emit("\n" + indent * (depth - 1))
+        emit("}" if is_dict else "]")
     else:  # pragma: no cover - loads() makes nothing else
         raise TypeError(f"not a JSON value: {type(value).__name__}")
