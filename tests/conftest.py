@@ -7,8 +7,8 @@ from hypothesis import settings
 from app import create_app
 from app.db import init_db
 
-# Browser fixtures (Debian's Chromium through Playwright) and the component tests' API double.
-pytest_plugins = ["browser", "button_api_double"]
+# Browser fixtures (Debian's Chromium through Playwright); the app served over real HTTP.
+pytest_plugins = ["browser", "live_server"]
 
 START = 1_795_000_000  # 2026-11-18T11:06:40Z
 
@@ -44,9 +44,13 @@ def app_config():
 
 @pytest.fixture
 def app(tmp_path, clock, app_config):
-    app = create_app(
-        {"TESTING": True, "DATABASE": str(tmp_path / "test.sqlite3"), "CLOCK": clock, **app_config}
-    )
+    app = create_app({
+        "TESTING": True,
+        "DATABASE": str(tmp_path / "test.sqlite3"),
+        "DEMO_MERCHANT_FILE": str(tmp_path / "demo-merchant.json"),
+        "CLOCK": clock,
+        **app_config,
+    })
     with app.app_context():
         init_db()
     yield app
@@ -137,6 +141,12 @@ def assert_error(response, status, code, message=None):
     if message is not None:
         assert body["message"] == message
     return body
+
+
+def events_of(runner, process_id):
+    """The types of a process's outbox events, oldest first, as `processes show` lists them."""
+    output = runner.invoke(args=["processes", "show", process_id]).output
+    return [line.split()[1] for line in output.splitlines() if line.startswith("  evt_")]
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from conftest import Api, assert_error
+from conftest import Api, assert_error, events_of
 
 SECRET_MARK = "very-private@example.com"
 
@@ -42,11 +42,6 @@ def button(client, merchant):
 def process(api):
     response = api.preorder({"amount": 19.90, "metadata": {"email": SECRET_MARK, "orderRef": "A-1"}})
     return response.get_json()
-
-
-def events_of(runner, process_id):
-    output = runner.invoke(args=["processes", "show", process_id]).output
-    return [line.split()[1] for line in output.splitlines() if line.startswith("  evt_")]
 
 
 def assert_cors(response):

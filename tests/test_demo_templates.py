@@ -1,8 +1,8 @@
 """The demo shop templates (app/templates/demo/*.html), rendered by a bare Flask app.
 
-The demo routes are wired by the app later; these tests render the templates with the context the
-routes will pass, read the HTML, and open it in Chromium with the button talking to the Button API
-test double (tests/button_api_double.py, an external API to these tests).
+These tests render the templates with the contexts their comment documents and read the HTML
+(escaping, error placement, ordering). The pages as the real routes serve them, in Chromium with the
+real service: tests/test_demo_e2e.py; the routes themselves: tests/test_demo_shop.py.
 """
 
 import re
@@ -11,11 +11,6 @@ from pathlib import Path
 
 import pytest
 from flask import Flask, render_template
-
-try:
-    from playwright.sync_api import expect
-except ImportError:  # the page fixture (tests/browser.py) skips, or fails in CI, before it is used
-    expect = None
 
 APP_DIR = Path(__file__).resolve().parent.parent / "app"
 HOSTILE = '<script>alert("x")</script>'
@@ -100,38 +95,3 @@ def test_webhooks_empty_says_how_to_get_one(render):
     html = render("webhooks.html", deliveries=[])
     assert "No webhook yet." in html
     assert '<span id="count">0</span>' in html
-
-
-def test_shop_page_pays_in_the_browser(page, button_double, render, screenshot):
-    pid = button_double.add(amount="42.00")
-    button_double.pages["/"] = render(
-        "shop.html", process_id=pid, public_key="pk_test_shop", amount="42.00", order_ref="A-1001",
-        currency="EUR", button_js_url=f"{button_double.url('api')}/payment-button/button.js", webhooks_url="/demo/webhooks")
-    button_double.pages["/demo/webhooks"] = render("webhooks.html", deliveries=[])
-    page.set_viewport_size({"width": 1100, "height": 900})
-    page.goto(button_double.url("shop") + "/")
-
-    page.locator("payment-button .pay").click()
-    page.locator("payment-button .sim-success").click()
-    expect(page.locator("payment-button .outcome-title")).to_have_text("Payment received")
-    expect(page.locator("#button-events li")).to_have_count(1)
-    expect(page.locator("#button-events li code")).to_have_text("payment-success")
-    screenshot(page, "demo-shop-paid", full_page=True)
-
-
-def test_webhooks_page_refreshes_its_list(page, button_double, render, screenshot):
-    button_double.pages["/demo/webhooks"] = render("webhooks.html", deliveries=[])
-    page.clock.install()
-    page.goto(button_double.url("shop") + "/demo/webhooks")
-    expect(page.locator("#count")).to_have_text("0")
-
-    button_double.pages["/demo/webhooks"] = render("webhooks.html", deliveries=[
-        delivery(1, "2026-11-22T10:00:00Z", body='{\n  "type": "payment.completed",\n  "data": {\n'
-                 '    "metadata": {"orderRef": "A-1001"}\n  }\n}'),
-        delivery(2, "2026-11-22T10:00:05Z", verified=False),
-    ])
-    page.clock.run_for(3000)
-    expect(page.locator("#count")).to_have_text("2")
-    expect(page.locator("[data-webhook-id]")).to_have_count(2)
-    expect(page.locator("[data-webhook-id] pre").nth(1)).to_contain_text('"orderRef": "A-1001"')
-    screenshot(page, "demo-webhooks")
