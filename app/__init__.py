@@ -10,7 +10,9 @@ from app import config as settings
 def create_app(test_config=None):
     app = Flask(__name__, instance_relative_config=True)
     app.config.from_mapping(
-        settings.DEFAULTS, DATABASE=os.path.join(app.instance_path, "preorder.sqlite3")
+        settings.DEFAULTS,
+        DATABASE=os.path.join(app.instance_path, "preorder.sqlite3"),
+        DEMO_MERCHANT_FILE=os.path.join(app.instance_path, "demo-merchant.json"),
     )
     if test_config is None:
         app.config.from_pyfile("config.py", silent=True)
@@ -35,4 +37,8 @@ def create_app(test_config=None):
     app.register_blueprint(button.bp)
     app.register_blueprint(ops.bp)
     app.register_blueprint(docs.bp)
+    if app.config["DEMO_SHOP"]:  # off by default: a production server never shows the demo pages
+        from app.routes import demo
+
+        demo.init_app(app)
     return app

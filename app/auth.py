@@ -9,13 +9,13 @@ from app.errors import ApiError
 from app.keys import hash_key, looks_like_public_key
 
 
-def _admit(merchant, invalid_code, invalid_message):
-    """The request is the merchant's from here on, unless the key was unknown or it is disabled."""
+def _admitted(merchant, invalid_code, invalid_message):
+    """The merchant, unless the key was unknown or it is disabled."""
     if merchant is None:
         raise ApiError(401, invalid_code, invalid_message)
     if merchant.disabled:
         raise ApiError(403, "merchant_disabled", "This merchant account is disabled.")
-    g.merchant = merchant
+    return merchant
 
 
 def refuse_browsers():
@@ -35,21 +35,26 @@ def require_secret_key(view):
 
     @wraps(view)
     def guarded(*args, **kwargs):
-        key = request.headers.get("x-secret-key", "")
-        if not key:
-            raise ApiError(401, "missing_secret_key", "Send your secret key in the x-secret-key header.")
-        if looks_like_public_key(key):
-            raise ApiError(
-                401,
-                "invalid_secret_key",
-                "x-secret-key holds a public key (pk_...); the merchant API needs your secret key"
-                " (sk_...), sent from your server.",
-            )
-        merchant = merchant_rows.by_secret_key_hash(get_db().connection(), hash_key(key))
-        _admit(merchant, "invalid_secret_key", "Invalid secret key.")
+        g.merchant = merchant_for_secret_key(request.headers.get("x-secret-key", ""))
         return view(*args, **kwargs)
 
     return guarded
+
+
+def merchant_for_secret_key(key):
+    """The active merchant holding this secret key, else the ApiError the merchant API answers.
+    Also used by the demo shop's server side, which holds the demo merchant's key."""
+    if not key:
+        raise ApiError(401, "missing_secret_key", "Send your secret key in the x-secret-key header.")
+    if looks_like_public_key(key):
+        raise ApiError(
+            401,
+            "invalid_secret_key",
+            "x-secret-key holds a public key (pk_...); the merchant API needs your secret key"
+            " (sk_...), sent from your server.",
+        )
+    merchant = merchant_rows.by_secret_key_hash(get_db().connection(), hash_key(key))
+    return _admitted(merchant, "invalid_secret_key", "Invalid secret key.")
 
 
 def require_public_key(view):
@@ -67,7 +72,9 @@ def require_public_key(view):
                 "x-public-key holds a secret key: a secret key must never be in frontend code."
                 " Use the public key (pk_...), and rotate the exposed secret key now.",
             )
-        _admit(merchant_rows.by_public_key(get_db().connection(), key), "invalid_public_key", "Invalid public key.")
+        g.merchant = _admitted(
+            merchant_rows.by_public_key(get_db().connection(), key), "invalid_public_key", "Invalid public key."
+        )
         return view(*args, **kwargs)
 
     return guarded

@@ -27,7 +27,8 @@ DEFAULTS = {
     "WEBHOOK_TIMEOUT_SECONDS": 10,
     "WEBHOOK_RETRY_SCHEDULE": "0,5,300,1800,7200,18000,36000,36000",
     "WEBHOOK_LEASE_SECONDS": 60,  # >= WEBHOOK_TIMEOUT_SECONDS + LEASE_MARGIN_SECONDS + 1
-    # Demo shop for local testers (off unless asked)
+    # Demo shop for local testers (off unless asked). Its merchant's keys are read from
+    # DEMO_MERCHANT_FILE, default instance/demo-merchant.json (set in create_app, like DATABASE).
     "DEMO_SHOP": False,
     # The clock: unix seconds. Tests inject their own so nothing sleeps.
     "CLOCK": time.time,

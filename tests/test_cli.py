@@ -1,5 +1,6 @@
 """The operator CLI (flask --app app ...), driven through Flask's CLI runner."""
 import json
+import os
 import sqlite3
 
 import pytest
@@ -164,3 +165,39 @@ def test_processes_complete(runner, api):
     again = invoke(runner, "processes", "complete", created["processId"])
     assert again.exit_code == 1 and "completed" in again.output
     assert "events: 1" in invoke(runner, "processes", "show", created["processId"]).output
+
+
+def test_demo_merchant_is_created_once_and_its_keys_saved(runner, app):
+    path = app.config["DEMO_MERCHANT_FILE"]
+    first = invoke(runner, "demo-merchant")
+    assert first.exit_code == 0 and f"Created the demo merchant; its keys are saved in {path}" in first.output
+    with open(path) as f:
+        keys = json.load(f)
+    assert set(keys) == {"merchantId", "secretKey", "publicKey", "webhookSecret", "livemode"}
+    assert keys["livemode"] is False and keys["secretKey"].startswith("sk_test_")
+    assert oct(os.stat(path).st_mode & 0o777) == "0o600"
+    again = invoke(runner, "demo-merchant")
+    assert again.exit_code == 0 and f"Demo merchant from {path}:" in again.output
+    assert keys["secretKey"] in again.output
+    assert invoke(runner, "merchants", "list").output.count("Demo shop") == 1
+
+
+def test_demo_merchant_webhook_url_is_set_on_an_existing_one_too(runner, app):
+    assert invoke(runner, "demo-merchant").exit_code == 0
+    url = "http://127.0.0.1:5000/demo/webhooks"
+    result = invoke(runner, "demo-merchant", "--webhook-url", url)
+    assert result.exit_code == 0 and f"webhook URL:     {url}" in result.output
+    [row] = [line for line in invoke(runner, "merchants", "list").output.splitlines() if "Demo shop" in line]
+    assert url in row
+    assert invoke(runner, "demo-merchant", "--webhook-url", "ftp://x").exit_code == 1
+
+
+def test_demo_merchant_is_made_again_after_a_database_reset(runner, app):
+    assert invoke(runner, "demo-merchant").exit_code == 0
+    with open(app.config["DEMO_MERCHANT_FILE"]) as f:
+        before = json.load(f)["merchantId"]
+    assert invoke(runner, "init-db", "--reset").exit_code == 0
+    result = invoke(runner, "demo-merchant", "--webhook-url", "http://127.0.0.1:5000/demo/webhooks")
+    assert result.exit_code == 0 and "Created the demo merchant" in result.output
+    with open(app.config["DEMO_MERCHANT_FILE"]) as f:
+        assert json.load(f)["merchantId"] not in (before, None)

@@ -25,6 +25,7 @@ def test_defaults(clean_env):
     assert app.config["METADATA_MAX_BYTES"] == 10_240
     assert app.config["PROCESS_TTL_SECONDS"] == 1800
     assert app.config["DEMO_SHOP"] is False
+    assert app.config["DEMO_MERCHANT_FILE"].endswith("instance/demo-merchant.json")
 
 
 def test_environment_overrides(clean_env, tmp_path):
@@ -33,12 +34,14 @@ def test_environment_overrides(clean_env, tmp_path):
     clean_env.setenv("FLASK_AMOUNT_DECIMALS", "3")
     clean_env.setenv("FLASK_PROCESS_TTL_SECONDS", "60")
     clean_env.setenv("FLASK_DEMO_SHOP", "1")
+    clean_env.setenv("FLASK_DEMO_MERCHANT_FILE", str(tmp_path / "demo.json"))
     app = create_app()
     assert app.config["DATABASE"] == str(tmp_path / "x.sqlite3")
     assert app.config["MAX_AMOUNT"] == Decimal("2500.50")
     assert app.config["AMOUNT_DECIMALS"] == 3
     assert app.config["PROCESS_TTL_SECONDS"] == 60
     assert app.config["DEMO_SHOP"] is True
+    assert app.config["DEMO_MERCHANT_FILE"] == str(tmp_path / "demo.json")
 
 
 def test_instance_config_then_environment(clean_env, tmp_path):

@@ -1,0 +1,52 @@
+"""The demo shop's test-mode merchant: created once, its keys kept in a JSON file.
+
+`flask --app app demo-merchant` (run by `make run`) calls `ensure`; the demo shop reads the file with
+`read_keys` on each request, so re-running the command (e.g. after `init-db --reset`) needs no restart.
+The file holds the secret key in clear (mode 0600): demo and test mode only.
+"""
+import json
+import os
+
+from app import merchants as service
+
+
+def read_keys(path):
+    """The saved keys {merchantId, secretKey, publicKey, webhookSecret, livemode}, or None."""
+    try:
+        with open(path) as f:
+            keys = json.load(f)
+    except (OSError, ValueError):
+        return None
+    needed = ("merchantId", "secretKey", "publicKey", "webhookSecret")
+    if not isinstance(keys, dict) or not all(isinstance(keys.get(k), str) for k in needed):
+        return None
+    return keys
+
+
+def _write_keys(path, keys):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(keys, f, indent=2)
+
+
+def ensure(db, path, *, webhook_url, now):
+    """The demo merchant saved at `path`, created when missing from the file or the database.
+    A `webhook_url` given is set on it either way. Returns (keys, created)."""
+    keys = read_keys(path)
+    if keys is not None and any(m.id == keys["merchantId"] for m in service.list_all(db)):
+        if webhook_url is not None:
+            service.set_webhook_url(db, keys["merchantId"], webhook_url)
+        return keys, False
+    merchant, secret_key = service.create(
+        db, name="Demo shop", livemode=False, webhook_url=webhook_url, now=now
+    )
+    keys = {
+        "merchantId": merchant.id,
+        "secretKey": secret_key,
+        "publicKey": merchant.public_key,
+        "webhookSecret": merchant.webhook_secret,
+        "livemode": False,
+    }
+    _write_keys(path, keys)
+    return keys, True

@@ -1,0 +1,129 @@
+"""The demo shop (setting DEMO_SHOP, off by default): a merchant's pages, built into the service.
+
+  GET  /               the shop: an amount and an order reference
+  POST /               its server side: creates the preorder with the demo merchant's SECRET key
+                       through the service layer (the same validation as the API), then renders the
+                       payment button with the PUBLIC key; the secret key never reaches the browser
+  POST /demo/webhooks  the demo merchant's webhook endpoint: verifies each Standard Webhooks signature
+                       with its webhook secret and keeps the delivery (app/demo_inbox.py, in memory)
+  GET  /demo/webhooks  what arrived, newest first
+
+The demo merchant's keys come from DEMO_MERCHANT_FILE, written by `flask --app app demo-merchant`.
+"""
+from flask import Blueprint, current_app, render_template, request, url_for
+
+from app import demo_merchant, processes
+from app.auth import merchant_for_secret_key
+from app.clock import now
+from app.db import get_db
+from app.demo_inbox import WebhookInbox
+from app.errors import ApiError, validation_error
+from app.http import load
+from app.jsonutil import InvalidJSON, JSONNumber, dumps_pretty, loads
+from app.representation import iso
+from app.webhooks.signing import VerificationError, verify
+
+bp = Blueprint("demo", __name__)
+
+NOT_SET_UP = ("The demo merchant is not set up: run `flask --app app demo-merchant` (make run does),"
+              " then reload this page.")
+AMOUNT_FORMAT = "Enter the amount as a number, e.g. 19.99."
+
+
+def init_app(app):
+    app.extensions["demo_inbox"] = WebhookInbox()
+    app.register_blueprint(bp)
+
+
+def _keys():
+    return demo_merchant.read_keys(current_app.config["DEMO_MERCHANT_FILE"])
+
+
+def _shop(status=200, **context):
+    context.setdefault("webhooks_url", url_for("demo.webhooks"))
+    context.setdefault("button_js_url", url_for("button_api.button_js"))
+    return render_template("demo/shop.html", **context), status
+
+
+@bp.get("/")
+def shop():
+    if _keys() is None:
+        return _shop(503, error=NOT_SET_UP)
+    return _shop()
+
+
+@bp.post("/")
+def checkout():
+    amount_text = request.form.get("amount", "").strip()
+    order_ref = request.form.get("order_ref", "").strip()
+    form = {"amount": amount_text, "order_ref": order_ref}
+    keys = _keys()
+    if keys is None:
+        return _shop(503, error=NOT_SET_UP, **form)
+    try:
+        merchant = merchant_for_secret_key(keys["secretKey"])
+        fields = _preorder_fields(amount_text, order_ref)
+    except ApiError as e:  # a validation error, or a demo merchant the database no longer has
+        errors = e.errors or {}
+        message = e.message if errors or e.status == 400 else f"{e.message} {NOT_SET_UP}"
+        return _shop(400 if e.status == 400 else 503, error=message, errors=errors, **form)
+    body, _ = processes.create_preorder(
+        get_db(), merchant, amount=fields["amount"], metadata=fields["metadata"], now=now(),
+        ttl=current_app.config["PROCESS_TTL_SECONDS"],
+    )
+    process = loads(body.encode("utf-8"))
+    return _shop(process_id=process["processId"], public_key=merchant.public_key,
+                 amount=fields["amount"], order_ref=order_ref)
+
+
+def _preorder_fields(amount_text, order_ref):
+    """The form through the API's own PreorderSchema: the amount text must be a JSON number literal
+    (so `19.99` stays exact and `1e400`, `NaN`, `"5"` are refused as the API refuses them); the order
+    reference goes into the metadata. Errors are keyed by form field (amount, order_ref)."""
+    try:
+        amount = loads(amount_text.encode("utf-8")) if amount_text else None
+    except InvalidJSON:
+        amount = None
+    if not isinstance(amount, JSONNumber):
+        raise ApiError(400, "validation_error", f"amount: {AMOUNT_FORMAT}",
+                       errors={"amount": [AMOUNT_FORMAT]})
+    data = {"amount": amount, "metadata": {"orderRef": order_ref} if order_ref else {}}
+    try:
+        return load(current_app.extensions["preorder_schema"], data)
+    except ApiError as e:
+        raise validation_error(
+            {"order_ref" if field == "metadata" else field: msgs for field, msgs in e.errors.items()}
+        ) from None
+
+
+@bp.post("/demo/webhooks")
+def receive_webhook():
+    body = request.get_data(cache=False)
+    keys = _keys()
+    try:
+        if keys is None:
+            raise VerificationError("the demo merchant is not set up")
+        verify(keys["webhookSecret"], request.headers, body, now=now())
+        verified, reason = True, None
+    except VerificationError as e:
+        verified, reason = False, str(e)
+    try:
+        payload = loads(body)
+        pretty = dumps_pretty(payload)
+        event_type = payload.get("type") if isinstance(payload, dict) else None
+    except (InvalidJSON, RecursionError):
+        pretty, event_type = body.decode("utf-8", "replace"), None
+    current_app.extensions["demo_inbox"].add(
+        received_at=iso(now()), webhook_id=request.headers.get("webhook-id", ""),
+        type=event_type if isinstance(event_type, str) else "(no type)",
+        verified=verified, reason=reason, body_pretty=pretty,
+    )
+    if not verified:
+        raise ApiError(400, "invalid_signature", f"The webhook signature did not verify: {reason}.")
+    return "", 204
+
+
+@bp.get("/demo/webhooks")
+def webhooks():
+    return render_template("demo/webhooks.html", shop_url=url_for("demo.shop"),
+                           deliveries=current_app.extensions["demo_inbox"].deliveries())
