@@ -28,6 +28,7 @@ bp = Blueprint("demo", __name__)
 NOT_SET_UP = ("The demo merchant is not set up: run `flask --app app demo-merchant` (make run does),"
               " then reload this page.")
 AMOUNT_FORMAT = "Enter the amount as a number, e.g. 19.99."
+FIELD_NAMES = {"amount": "amount", "order_ref": "order reference"}
 
 
 def init_app(app):
@@ -64,9 +65,10 @@ def checkout():
         merchant = merchant_for_secret_key(keys["secretKey"])
         fields = _preorder_fields(amount_text, order_ref)
     except ApiError as e:  # a validation error, or a demo merchant the database no longer has
-        errors = e.errors or {}
-        message = e.message if errors or e.status == 400 else f"{e.message} {NOT_SET_UP}"
-        return _shop(400 if e.status == 400 else 503, error=message, errors=errors, **form)
+        if e.status != 400:
+            return _shop(503, error=f"{e.message} {NOT_SET_UP}", **form)
+        fields = " and the ".join(FIELD_NAMES.get(field, field) for field in e.errors)
+        return _shop(400, error=f"The preorder was not created: check the {fields}.", errors=e.errors, **form)
     body, _ = processes.create_preorder(
         get_db(), merchant, amount=fields["amount"], metadata=fields["metadata"], now=now(),
         ttl=current_app.config["PROCESS_TTL_SECONDS"],
