@@ -15,12 +15,13 @@ PORT   ?= 5000
 # worker finishes the attempts in flight.
 run: $(VENV)/.installed
 	$(FLASK) init-db
-	$(FLASK) demo-merchant
+	$(FLASK) demo-merchant --webhook-url http://127.0.0.1:$(PORT)/demo/webhooks
 	@echo "Service on http://$(HOST):$(PORT), webhook worker alongside  (Ctrl-C stops both)"
+	@echo "Demo shop: http://$(HOST):$(PORT)/  (webhooks received: http://$(HOST):$(PORT)/demo/webhooks)"
 	@$(FLASK) deliver-webhooks & worker=$$!; \
 	trap 'kill -TERM $$worker 2>/dev/null; wait $$worker' EXIT; \
 	trap 'exit 130' INT TERM; \
-	$(FLASK) run --host $(HOST) --port $(PORT)
+	FLASK_DEMO_SHOP=1 $(FLASK) run --host $(HOST) --port $(PORT)
 
 ## test: create or update .venv with the test extra and run the whole suite
 test: $(VENV)/.installed-test
