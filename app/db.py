@@ -22,7 +22,7 @@ class Database:
         self.synchronous = synchronous
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._opened = []  # every connection this object made, to close them all
+        self._opened = []  # (pid, thread, connection) for every connection made, to close them all
 
     def connection(self):
         """The calling thread's connection, opened on first use (and again after a fork)."""
@@ -48,8 +48,23 @@ class Database:
         conn.execute(f"PRAGMA synchronous = {self.synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
         with self._lock:
-            self._opened.append(conn)
+            self._close_orphans()
+            self._opened.append((os.getpid(), threading.current_thread(), conn))
         return conn
+
+    def _close_orphans(self):
+        """Close the connections of this process's threads that have ended. A threaded server that
+        runs each request in a new thread (`flask run`, as under `make run`) would otherwise keep one
+        open connection (two file descriptors) per request served. Connections inherited from a
+        parent process are left alone (never close SQLite handles across a fork)."""
+        pid, kept = os.getpid(), []
+        for entry in self._opened:
+            owner_pid, thread, conn = entry
+            if owner_pid == pid and not thread.is_alive():
+                conn.close()
+            else:
+                kept.append(entry)
+        self._opened = kept
 
     @contextmanager
     def transaction(self):
@@ -72,7 +87,7 @@ class Database:
     def close_all(self):
         with self._lock:
             opened, self._opened = self._opened, []
-        for conn in opened:
+        for _, _, conn in opened:
             try:
                 conn.close()
             except sqlite3.ProgrammingError:
