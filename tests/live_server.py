@@ -19,6 +19,7 @@ Loaded from conftest.py (``pytest_plugins``). Fixtures:
                  header so the page may read the status). Our server is never replaced by it.
 """
 
+import http.client
 import json
 import threading
 import time
@@ -27,7 +28,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-import http.client
 import pytest
 import requests
 from werkzeug.serving import WSGIRequestHandler, make_server
