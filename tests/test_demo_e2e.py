@@ -3,7 +3,8 @@ the demo shop creates a preorder server-side, the customer pays with the button,
 completes, the signed webhook reaches the built-in receiver, which verifies it and shows the order
 reference from the metadata. Also the failure path and the expiry path.
 
-Webhooks are delivered by ``tests/deliver.py`` until the delivery worker is on main (see there).
+Webhooks are delivered by the real delivery worker (`Worker.run_once`, which also sweeps expired
+processes with `app.processes.expire_due`), to the receiver over real HTTP.
 Screenshots of each final state: tests/artifacts/demo-*.png.
 """
 import json
@@ -12,8 +13,8 @@ import re
 import pytest
 
 from app.data import events as event_rows
-from app.processes import expire_due
-from deliver import deliver_due
+from app.webhooks.worker import Summary
+from webhook_helpers import worker  # noqa: F401  (fixture: Worker.from_app(app))
 
 try:
     from playwright.sync_api import expect
@@ -51,12 +52,16 @@ def shop_events(page):
     return page.locator("#button-events li code")
 
 
+def events(live_server, process_id):
+    return event_rows.for_process(live_server.app.extensions["db"].connection(), process_id)
+
+
 def event_ids(live_server, process_id):
-    return [e.id for e in event_rows.for_process(live_server.app.extensions["db"].connection(), process_id)]
+    return [e.id for e in events(live_server, process_id)]
 
 
-def delivered(results):
-    return [(event_type, result.ok, result.status_code) for event_type, result in results]
+def delivered(live_server, process_id):
+    return [(e.type, e.status, e.attempts) for e in events(live_server, process_id)]
 
 
 def receiver_entries(page):
@@ -72,7 +77,7 @@ def expect_entry(entry, event_type, webhook_id, *body_parts):
         expect(entry.locator("pre")).to_contain_text(part)
 
 
-def test_pay_in_the_demo_shop_and_see_the_verified_webhook(page, live_server, demo, screenshot):
+def test_pay_in_the_demo_shop_and_see_the_verified_webhook(page, live_server, demo, worker, screenshot):
     page.set_viewport_size({"width": 1100, "height": 900})
     pid = place_order(page, live_server, "42.00", "A-1001")
     assert demo["secretKey"] not in page.content()
@@ -85,7 +90,8 @@ def test_pay_in_the_demo_shop_and_see_the_verified_webhook(page, live_server, de
     assert live_server.merchant_api(demo["secretKey"]).get(pid)["status"] == "completed"
     screenshot(page, "demo-shop-paid", full_page=True)
 
-    assert delivered(deliver_due(live_server.app)) == [("payment.completed", True, 204)]
+    assert worker.run_once() == Summary(claimed=1, attempted=1)
+    assert delivered(live_server, pid) == [("payment.completed", "delivered", 1)]
     page.goto(live_server.url + "/demo/webhooks")
     expect(receiver_entries(page)).to_have_count(1)
     expect_entry(receiver_entries(page).first, "payment.completed", event_ids(live_server, pid)[0],
@@ -94,14 +100,14 @@ def test_pay_in_the_demo_shop_and_see_the_verified_webhook(page, live_server, de
     screenshot(page, "demo-webhooks-paid", full_page=True)
 
 
-def test_failed_payment_then_success_both_reach_the_receiver(page, live_server, demo, screenshot):
+def test_failed_payment_then_success_both_reach_the_receiver(page, live_server, demo, worker, screenshot):
     pid = place_order(page, live_server, "5", "A-2002")
     pay(page, "failed")
     expect(page.locator("payment-button .notice")).to_have_text(
         "Payment failed. No money was taken. You can try again.")
     expect(shop_events(page)).to_have_text(["payment-failure"])
     assert live_server.merchant_api(demo["secretKey"]).get(pid)["status"] == "pending"
-    assert delivered(deliver_due(live_server.app)) == [("payment.failed", True, 204)]
+    assert worker.run_once() == Summary(claimed=1, attempted=1)
 
     receiver = page.context.new_page()  # a second tab on the receiver, refreshing itself
     receiver.clock.install()
@@ -114,7 +120,8 @@ def test_failed_payment_then_success_both_reach_the_receiver(page, live_server, 
     expect(page.locator("payment-button .outcome-title")).to_have_text("Payment received")
     expect(shop_events(page)).to_have_text(["payment-success", "payment-failure"])  # newest first
     screenshot(page, "demo-shop-failed-then-paid", full_page=True)
-    assert delivered(deliver_due(live_server.app)) == [("payment.completed", True, 204)]
+    assert worker.run_once() == Summary(claimed=1, attempted=1)
+    assert delivered(live_server, pid) == [("payment.failed", "delivered", 1), ("payment.completed", "delivered", 1)]
 
     receiver.clock.run_for(3000)  # its refresh tick: the list is replaced in place
     expect(receiver.locator("#count")).to_have_text("2")
@@ -124,7 +131,7 @@ def test_failed_payment_then_success_both_reach_the_receiver(page, live_server, 
     screenshot(receiver, "demo-webhooks-failed-then-paid", full_page=True)
 
 
-def test_expiry_shows_in_the_button_and_reaches_the_receiver(page, live_server, demo, clock, screenshot):
+def test_expiry_shows_in_the_button_and_reaches_the_receiver(page, live_server, demo, worker, clock, screenshot):
     page.goto(live_server.url + "/")
     page.get_by_label("Amount").fill("0")
     page.get_by_role("button", name="Create preorder").click()
@@ -138,8 +145,8 @@ def test_expiry_shows_in_the_button_and_reaches_the_receiver(page, live_server, 
     expect(page.locator("#button-events li")).to_contain_text(re.compile(r"payment-expired status expired$"))
     screenshot(page, "demo-shop-expired", full_page=True)
 
-    assert expire_due(live_server.app.extensions["db"], clock()) == 1  # the worker's sweep
-    assert delivered(deliver_due(live_server.app)) == [("process.expired", True, 204)]
+    assert worker.run_once() == Summary(expired=1, claimed=1, attempted=1)  # its sweep, then delivery
+    assert delivered(live_server, pid) == [("process.expired", "delivered", 1)]
     page.goto(live_server.url + "/demo/webhooks")
     expect(receiver_entries(page)).to_have_count(1)
     expect_entry(receiver_entries(page).first, "process.expired", event_ids(live_server, pid)[0],
