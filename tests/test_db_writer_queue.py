@@ -1,0 +1,87 @@
+"""Writers queue on the writer lock (app/db.py) instead of polling SQLite's busy lock: with a busy
+timeout of 0, where any collision on SQLite's lock would fail at once, concurrent writers from
+threads and from processes all succeed."""
+import multiprocessing
+import sqlite3
+import threading
+
+from app.db import Database
+
+SCHEMA = "CREATE TABLE IF NOT EXISTS t (who TEXT NOT NULL, n INTEGER NOT NULL);"
+WRITERS, EACH = 6, 60
+
+
+def write(path, who, errors):
+    db = Database(str(path), busy_timeout_ms=0)
+    try:
+        for n in range(EACH):
+            with db.transaction() as conn:
+                conn.execute("INSERT INTO t (who, n) VALUES (?, ?)", (who, n))
+                conn.execute("SELECT count(*) FROM t").fetchone()  # hold the lock a little longer
+    except sqlite3.OperationalError as e:
+        errors.append(str(e))
+    finally:
+        db.close_all()
+
+
+def rows(path):
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("SELECT count(*), count(DISTINCT who) FROM t").fetchone()
+    finally:
+        conn.close()
+
+
+def test_threads_queue_for_the_write_lock(tmp_path):
+    path = tmp_path / "queue.sqlite3"
+    Database(str(path)).init_schema(SCHEMA)
+    errors = []
+    threads = [threading.Thread(target=write, args=(path, f"thread-{i}", errors))
+               for i in range(WRITERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert rows(path) == (WRITERS * EACH, WRITERS)
+
+
+def _process_writer(path, who, queue):
+    errors = []
+    write(path, who, errors)
+    queue.put(errors)
+
+
+def test_processes_queue_for_the_write_lock(tmp_path):
+    path = tmp_path / "queue.sqlite3"
+    Database(str(path)).init_schema(SCHEMA)
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_process_writer, args=(str(path), f"proc-{i}", queue))
+             for i in range(WRITERS)]
+    for p in procs:
+        p.start()
+    errors = [e for _ in procs for e in queue.get(timeout=60)]
+    for p in procs:
+        p.join(60)
+    assert errors == []
+    assert [p.exitcode for p in procs] == [0] * WRITERS
+    assert rows(path) == (WRITERS * EACH, WRITERS)
+
+
+def test_the_lock_is_released_when_a_transaction_fails(tmp_path):
+    path = tmp_path / "queue.sqlite3"
+    db = Database(str(path), busy_timeout_ms=0)
+    db.init_schema(SCHEMA)
+    try:
+        with db.transaction() as conn:
+            conn.execute("INSERT INTO nowhere VALUES (1)")
+    except sqlite3.OperationalError:
+        pass
+    errors = []
+    worker = threading.Thread(target=write, args=(path, "after", errors), daemon=True)
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive() and errors == []
+    assert rows(path) == (EACH, 1)
+    db.close_all()
