@@ -50,7 +50,7 @@ class Database:
         """The calling thread's descriptor of the writer-queue lock file (see the module docstring)."""
         fd = self._local.writer_lock
         if fd is None:
-            fd = os.open(self.path + "-writer.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = os.open(os.fspath(self.path) + "-writer.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
             self._local.writer_lock = fd
             with self._lock:
                 self._lock_fds.append(fd)

@@ -71,7 +71,7 @@ def test_processes_queue_for_the_write_lock(tmp_path):
 
 def test_the_lock_is_released_when_a_transaction_fails(tmp_path):
     path = tmp_path / "queue.sqlite3"
-    db = Database(str(path), busy_timeout_ms=0)
+    db = Database(path, busy_timeout_ms=0)  # a Path works as well as a str
     db.init_schema(SCHEMA)
     try:
         with db.transaction() as conn:
