@@ -219,3 +219,24 @@ def receiver():
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def tls():
+    """(an HTTPS Receiver with a certificate for hooks.example, a webhook session trusting its CA)."""
+    import ssl
+
+    import trustme
+
+    from app.webhooks.transport import new_session
+
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("hooks.example").configure_cert(server_ctx)
+    server = Receiver(ssl_context=server_ctx).start()
+    session = new_session()
+    with ca.cert_pem.tempfile() as ca_file:
+        session.verify = ca_file
+        yield server, session
+    session.close()
+    server.stop()

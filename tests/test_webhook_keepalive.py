@@ -1,14 +1,10 @@
 """Kept-alive webhook connections: reused per thread and destination, never across a pinned address
 or a TLS host name, and a receiver that hung up on a kept connection costs no failed attempt."""
 import ipaddress
-import ssl
 import threading
 
-import pytest
-import trustme
-
 from app.webhooks.transport import new_session, post, send
-from receiver import Receiver, Reply, receiver  # noqa: F401  (fixture)
+from receiver import Reply, receiver, tls  # noqa: F401  (fixtures)
 
 BODY = b'{"type":"payment.completed","data":{"metadata":{"orderRef":"A-1"}}}'
 HEADERS = {"webhook-id": "evt_1", "webhook-timestamp": "1700000000",
@@ -98,23 +94,9 @@ def test_pinned_attempt_never_reuses_a_connection_to_another_address(receiver):
     assert {r.headers["host"] for r in got} == {f"hooks.example:{receiver.port}"}
 
 
-@pytest.fixture
-def tls():
-    ca = trustme.CA()
-    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("hooks.example").configure_cert(server_ctx)
-    server = Receiver(ssl_context=server_ctx).start()
-    server.default = Reply(keep_alive=True)
-    session = new_session()
-    with ca.cert_pem.tempfile() as ca_file:
-        session.verify = ca_file
-        yield server, session
-    session.close()
-    server.stop()
-
-
 def test_tls_connection_is_reused_for_the_same_pinned_host(tls):
     server, session = tls
+    server.default = Reply(keep_alive=True)
     url = server.url("/hook", host="hooks.example")
     results = [send(session, url, BODY, HEADERS, timeout=5, address=LOOPBACK) for _ in range(2)]
     assert [outcome(r) for r in results] == [(True, 200, None)] * 2
@@ -124,6 +106,7 @@ def test_tls_connection_is_reused_for_the_same_pinned_host(tls):
 
 def test_tls_connection_verified_for_one_name_is_not_reused_for_another(tls):
     server, session = tls
+    server.default = Reply(keep_alive=True)
     good = send(session, server.url("/hook", host="hooks.example"), BODY, HEADERS, timeout=5,
                 address=LOOPBACK)
     other = send(session, server.url("/hook", host="other.example"), BODY, HEADERS, timeout=5,
