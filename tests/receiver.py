@@ -13,7 +13,8 @@ Usage in a test module (tests/ is on sys.path under pytest's default import mode
 
 Replies are taken from the queue in order, then `default` (200, empty body).
 A reply can delay before answering, redirect, carry any headers (e.g.
-Retry-After), send a huge body, or drip its headers and/or body slowly.
+Retry-After), send a huge body, drip its headers and/or body slowly, or keep
+the connection alive (`Received.peer_port` then shows which requests shared one).
 `Receiver(ssl_context)` serves HTTPS instead. Every request is recorded (before any delay), so a timed-out attempt is
 still visible. The server listens on 127.0.0.1 on a free port.
 """
@@ -41,6 +42,9 @@ class Reply:
     chunk_interval: float = 0.0    # ...this many seconds apart
     drip_headers: bool = False     # also send the status line and headers in chunks
     hold: float = 0.0              # keep the connection open this long after sending
+    keep_alive: bool = False       # no "Connection: close": serve the next request on it too
+    drop: bool = False             # with keep_alive: yet hang up right after answering (a
+                                   # receiver whose idle timeout ran out at once)
 
     @classmethod
     def redirect(cls, location: str, status: int = 302) -> "Reply":
@@ -54,6 +58,7 @@ class Received:
     headers: dict            # lower-cased names -> value (last one wins)
     raw_headers: list        # [(name, value), ...] as sent
     body: bytes
+    peer_port: int = 0       # the client's port: the same one means the connection was reused
 
 
 class Receiver:
@@ -143,12 +148,13 @@ def _handler_for(owner: Receiver):
                 headers={k.lower(): v for k, v in self.headers.items()},
                 raw_headers=list(self.headers.items()),
                 body=body,
+                peer_port=self.client_address[1],
             ))
             if owner._pause(reply.delay):
                 self.close_connection = True  # stopping: hang up on the waiting client
                 return
             self._send(reply)
-            self.close_connection = True
+            self.close_connection = not reply.keep_alive or reply.drop
 
         def _send(self, reply: Reply) -> None:
             head = [f"HTTP/1.1 {reply.status} {_reason(reply.status)}"]
@@ -156,7 +162,8 @@ def _handler_for(owner: Receiver):
             head += [f"{k}: {v}" for k, v in reply.headers.items()]
             if "content-length" not in names:
                 head.append(f"Content-Length: {len(reply.body)}")
-            head.append("Connection: close")
+            if not reply.keep_alive:
+                head.append("Connection: close")
             head_bytes = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
             step = reply.chunk_size
             self._write(head_bytes, step if reply.drip_headers else None, reply.chunk_interval)
@@ -212,3 +219,24 @@ def receiver():
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def tls():
+    """(an HTTPS Receiver with a certificate for hooks.example, a webhook session trusting its CA)."""
+    import ssl
+
+    import trustme
+
+    from app.webhooks.transport import new_session
+
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("hooks.example").configure_cert(server_ctx)
+    server = Receiver(ssl_context=server_ctx).start()
+    session = new_session()
+    with ca.cert_pem.tempfile() as ca_file:
+        session.verify = ca_file
+        yield server, session
+    session.close()
+    server.stop()

@@ -1,14 +1,12 @@
 import ipaddress
-import ssl
 import time
 
 import pytest
 import requests
-import trustme
 
 from app.webhooks.transport import (
     MAX_RESPONSE_BYTES, AttemptResult, new_session, parse_retry_after, post, send)
-from receiver import Receiver, Reply, closed_port, receiver  # noqa: F401  (fixture)
+from receiver import Receiver, Reply, closed_port, receiver, tls  # noqa: F401  (fixtures)
 
 BODY = b'{"type":"payment.completed","data":{"metadata":{"orderRef":"A-1"}}}'
 HEADERS = {"webhook-id": "evt_1", "webhook-timestamp": "1700000000",
@@ -147,19 +145,6 @@ def test_session_cookies_and_environment_are_not_used(receiver, monkeypatch, tmp
 
 
 # --- live mode: the connection is pinned to the vetted address -------------
-
-@pytest.fixture
-def tls():
-    ca = trustme.CA()
-    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("hooks.example").configure_cert(server_ctx)
-    server = Receiver(ssl_context=server_ctx).start()
-    session = new_session()
-    with ca.cert_pem.tempfile() as ca_file:
-        session.verify = ca_file
-        yield server, session
-    server.stop()
-
 
 def test_pinned_address_keeps_sni_host_and_certificate_check(tls):
     server, session = tls

@@ -68,10 +68,13 @@ def attempt(db, session, event, *, owner, clock, settings) -> str:
 
 
 def _record(db, event, owner, url, attempted_at, result, now, settings):
+    """Record the attempt; committed (possibly with other threads' records: group commit) before
+    this returns, so the guarantees are those of one transaction per attempt."""
     attempts_made = event.attempts + 1
     delay = None if result.ok else next_attempt_delay(
         settings.schedule, attempts_made, result.retry_after)
-    with db.transaction() as conn:
+
+    def write(conn):
         event_rows.insert_attempt(
             conn, event_id=event.id, attempted_at=attempted_at, url=url,
             status_code=result.status_code, error=result.error, duration_ms=result.duration_ms)
@@ -82,9 +85,11 @@ def _record(db, event, owner, url, attempted_at, result, now, settings):
         if not event_rows.mark_attempt_failed(conn, event.id, owner, error=result.error,
                                               next_attempt_at=next_at):
             return LEASE_LOST, "lease lost to another worker: its state stands"
-    if delay is None:
-        return FAILED, f"failed after {attempts_made} attempts"
-    return RETRY, f"attempt {attempts_made}, next in {delay} s"
+        if delay is None:
+            return FAILED, f"failed after {attempts_made} attempts"
+        return RETRY, f"attempt {attempts_made}, next in {delay} s"
+
+    return db.shared_transaction(write)
 
 
 def _host(url) -> str:

@@ -14,10 +14,19 @@ Guarantees:
   a watchdog shuts the socket down when the attempt's deadline passes, so a
   receiver dripping its headers or body byte by byte cannot hold a worker.
 - At most 4 KiB of the response body is read, never decoded, never returned.
-- Each attempt uses its own connection (no keep-alive between attempts): the
-  pinned address and the watchdog are per attempt, and the caller's session
-  can be shared by worker threads. Only the session's `headers`, `verify` and
-  `cert` are used; its cookies, auth, proxies, .netrc and adapters are not.
+- Connections are kept alive between attempts, per thread: each thread that
+  calls `post` with a session gets its own connection pools (one idle
+  connection per destination), so the caller's session can be shared by
+  worker threads and an attempt never shares a socket with another thread's.
+  A pool is keyed by what the request connects to: scheme, the address the
+  URL was rewritten to (the pinned IP in live mode), port, and for pinned
+  TLS the host name SNI and the certificate check use; so a kept connection
+  is only reused when it goes to the very address vetted for this attempt.
+  A kept connection that turns out to be closed by the receiver before any
+  response is retried once on a new connection (within the same deadline).
+  Only the session's `headers`, `verify` and `cert` are used; its cookies,
+  auth, proxies, .netrc and adapters are not. `session.close()` closes the
+  kept connections.
 
 Residual risks (documented for operators):
 - Name resolution in `check_url` uses the system resolver, which has no
@@ -111,17 +120,18 @@ def send(session: requests.Session, url: str, body: bytes, headers: dict, *, tim
     except (requests.RequestException, ValueError) as exc:
         return result(error=f"invalid request ({exc.__class__.__name__})")
 
-    adapter = _AttemptAdapter(pin_host)
+    adapter = _thread_adapter(session)
+    attempt = adapter.begin(pin_host)
     done = threading.Event()
     watchdog = threading.Thread(target=_watch, daemon=True, name="webhook-watchdog",
-                                args=(adapter, start + timeout - time.monotonic(), done))
+                                args=(adapter, attempt, start + timeout - time.monotonic(), done))
     watchdog.start()
     try:
         try:
-            response = adapter.send(prepared, stream=True, timeout=(timeout, timeout),
-                                    verify=session.verify, cert=session.cert, proxies={})
+            response = _send_once_or_twice(adapter, prepared, timeout, session, start)
         except (requests.RequestException, urllib3.exceptions.HTTPError,
                 http.client.HTTPException, OSError) as exc:
+            adapter.close()  # whatever it kept may be half-used: start afresh next time
             return result(error=_describe(exc, timeout, adapter.aborted))
         try:
             status = response.status_code
@@ -133,7 +143,7 @@ def send(session: requests.Session, url: str, body: bytes, headers: dict, *, tim
             response.close()
     finally:
         done.set()
-        adapter.close()
+        adapter.end(attempt)
 
     if 200 <= status < 300:
         return result(ok=True, status=status)
@@ -166,15 +176,77 @@ def parse_retry_after(value: str | None, now: float | None = None) -> int | None
     return min(seconds, MAX_RETRY_AFTER)
 
 
-def _watch(adapter: "_AttemptAdapter", delay: float, done: threading.Event) -> None:
+def _send_once_or_twice(adapter, prepared, timeout, session, start):
+    """Send on a kept connection if there is one. If the receiver had closed that connection
+    (it failed before any response, and no new connection was made this attempt), send once more
+    on a new connection, within what is left of the deadline."""
+    def once(read_timeout):
+        return adapter.send(prepared, stream=True, timeout=(timeout, read_timeout),
+                            verify=session.verify, cert=session.cert, proxies={})
+    try:
+        return once(timeout)
+    except (requests.ConnectionError, urllib3.exceptions.ProtocolError) as exc:
+        left = start + timeout - time.monotonic()
+        if adapter.connected_this_attempt() or adapter.aborted or left <= 0 or not any(
+                isinstance(e, _STALE) for e in _causes(exc)):
+            raise
+    adapter.close()
+    return once(left)
+
+
+# How a kept-alive connection that the receiver has closed in the meantime fails.
+_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+
+
+def _watch(adapter: "_AttemptAdapter", attempt: int, delay: float, done: threading.Event) -> None:
     """At the deadline, cut the attempt's connections; keep cutting until it is over
     (a connection still being set up at the deadline is cut once it exists)."""
     if done.wait(max(0.0, delay)):
         return
     while True:
-        adapter.abort()
+        adapter.abort(attempt)
         if done.wait(0.05):
             return
+
+
+class _ThreadAdapters:
+    """The per-thread adapters of one session. Mounted on the session under a prefix no URL
+    has, only so that `session.close()` closes them (requests closes every mounted adapter)."""
+
+    PREFIX = "x-webhook-connections-per-thread://"
+
+    def __init__(self):
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._all: list[_AttemptAdapter] = []
+
+    def get(self) -> "_AttemptAdapter":
+        adapter = getattr(self._local, "adapter", None)
+        if adapter is None:
+            adapter = self._local.adapter = _AttemptAdapter()
+            with self._lock:
+                self._all.append(adapter)
+        return adapter
+
+    def close(self) -> None:
+        with self._lock:
+            adapters, self._all = self._all, []
+        for adapter in adapters:
+            adapter.close()
+
+
+_adapters_lock = threading.Lock()
+
+
+def _thread_adapter(session: requests.Session) -> "_AttemptAdapter":
+    adapters = session.adapters.get(_ThreadAdapters.PREFIX)
+    if adapters is None:
+        with _adapters_lock:
+            adapters = session.adapters.get(_ThreadAdapters.PREFIX)
+            if adapters is None:
+                adapters = _ThreadAdapters()
+                session.adapters[_ThreadAdapters.PREFIX] = adapters
+    return adapters.get()
 
 
 def _drain(response: requests.Response) -> None:
@@ -243,23 +315,43 @@ def _causes(exc: BaseException) -> list[BaseException]:
 
 
 class _AttemptAdapter(HTTPAdapter):
-    """A single-use adapter: no retries, optional address pinning, abortable.
+    """One thread's adapter: no retries, optional address pinning, abortable, keeps connections.
 
-    `pin_host`: when set, the request URL already names the vetted IP; TLS then
-    sends SNI for `pin_host` and verifies the certificate against it
-    (urllib3's `server_hostname` / `assert_hostname` pool settings).
-    `abort()` shuts down every socket this adapter connected,
-    which makes a blocked read fail at once.
+    Used by one thread, one attempt at a time: `begin(pin_host)` starts an attempt, `end()`
+    finishes it. `pin_host`: when set, the request URL already names the vetted IP; TLS then
+    sends SNI for `pin_host` and verifies the certificate against it (urllib3's
+    `server_hostname` / `assert_hostname` pool settings, which are part of the pool key, as is
+    the IP). `abort(attempt)` shuts down every socket this adapter holds, which makes a blocked
+    read fail at once; a watchdog late for an attempt that is over cuts nothing.
     """
 
-    def __init__(self, pin_host: str | None):
-        self.pin_host = pin_host
+    def __init__(self):
+        self.pin_host = None
         self.aborted = False
+        self._attempt = 0
+        self._connects = 0
         self._lock = threading.Lock()
         self._sockets: list = []
-        super().__init__(pool_connections=1, pool_maxsize=1, max_retries=0)
+        super().__init__(pool_connections=POOLS_PER_THREAD, pool_maxsize=1, max_retries=0)
         self.poolmanager.pool_classes_by_scheme = {
             "http": _TrackedHTTPPool, "https": _TrackedHTTPSPool}
+
+    def begin(self, pin_host: str | None) -> int:
+        with self._lock:
+            self._attempt += 1
+            self.aborted = False
+            self._connects = 0
+            self._sockets = [s for s in self._sockets if s.fileno() != -1]
+            self.pin_host = pin_host
+            return self._attempt
+
+    def end(self, attempt: int) -> None:
+        with self._lock:
+            if attempt == self._attempt:
+                self._attempt += 1  # a late watchdog of this attempt no longer matches
+
+    def connected_this_attempt(self) -> bool:
+        return self._connects > 0
 
     def build_connection_pool_key_attributes(self, request, verify, cert=None):
         host_params, pool_kwargs = super().build_connection_pool_key_attributes(
@@ -276,15 +368,27 @@ class _AttemptAdapter(HTTPAdapter):
 
     def _track(self, sock) -> None:
         with self._lock:
+            self._connects += 1
             self._sockets.append(sock)
             if self.aborted:
                 _shutdown(sock)
 
-    def abort(self) -> None:
+    def abort(self, attempt: int) -> None:
         with self._lock:
+            if attempt != self._attempt:
+                return
             self.aborted = True
             for sock in self._sockets:
                 _shutdown(sock)
+
+    def close(self) -> None:
+        super().close()  # closes the pools and their idle connections
+        with self._lock:
+            self._sockets = []
+
+
+# Destinations one thread keeps a connection to (least recently used ones are closed beyond).
+POOLS_PER_THREAD = 16
 
 
 def _shutdown(sock) -> None:

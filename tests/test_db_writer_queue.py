@@ -1,0 +1,156 @@
+"""Writers queue on the writer lock (app/db.py) instead of polling SQLite's busy lock: with SQLite's
+busy timeout at 0, where any collision on SQLite's lock would fail at once, concurrent writers from
+threads and from processes all succeed (they wait in the queue instead). The queue's own wait is
+bounded: a writer stuck behind a held transaction fails after the timeout, it does not hang."""
+import multiprocessing
+import sqlite3
+import threading
+
+from app.db import Database
+
+SCHEMA = "CREATE TABLE IF NOT EXISTS t (who TEXT NOT NULL, n INTEGER NOT NULL);"
+WRITERS, EACH = 6, 60
+
+
+def write(path, who, errors):
+    db = Database(str(path), busy_timeout_ms=0, queue_timeout_ms=30_000)
+    try:
+        for n in range(EACH):
+            with db.transaction() as conn:
+                conn.execute("INSERT INTO t (who, n) VALUES (?, ?)", (who, n))
+                conn.execute("SELECT count(*) FROM t").fetchone()  # hold the lock a little longer
+    except sqlite3.OperationalError as e:
+        errors.append(str(e))
+    finally:
+        db.close_all()
+
+
+def rows(path):
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("SELECT count(*), count(DISTINCT who) FROM t").fetchone()
+    finally:
+        conn.close()
+
+
+def test_threads_queue_for_the_write_lock(tmp_path):
+    path = tmp_path / "queue.sqlite3"
+    Database(str(path)).init_schema(SCHEMA)
+    errors = []
+    threads = [threading.Thread(target=write, args=(path, f"thread-{i}", errors))
+               for i in range(WRITERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert rows(path) == (WRITERS * EACH, WRITERS)
+
+
+def _process_writer(path, who, queue):
+    errors = []
+    write(path, who, errors)
+    queue.put(errors)
+
+
+def test_processes_queue_for_the_write_lock(tmp_path):
+    path = tmp_path / "queue.sqlite3"
+    Database(str(path)).init_schema(SCHEMA)
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_process_writer, args=(str(path), f"proc-{i}", queue))
+             for i in range(WRITERS)]
+    for p in procs:
+        p.start()
+    errors = [e for _ in procs for e in queue.get(timeout=60)]
+    for p in procs:
+        p.join(60)
+    assert errors == []
+    assert [p.exitcode for p in procs] == [0] * WRITERS
+    assert rows(path) == (WRITERS * EACH, WRITERS)
+
+
+def test_the_lock_is_released_when_a_transaction_fails(tmp_path):
+    path = tmp_path / "queue.sqlite3"
+    db = Database(path, busy_timeout_ms=0)  # a Path works as well as a str
+    db.init_schema(SCHEMA)
+    try:
+        with db.transaction() as conn:
+            conn.execute("INSERT INTO nowhere VALUES (1)")
+    except sqlite3.OperationalError:
+        pass
+    errors = []
+    worker = threading.Thread(target=write, args=(path, "after", errors), daemon=True)
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive() and errors == []
+    assert rows(path) == (EACH, 1)
+    db.close_all()
+
+
+def test_a_writer_behind_a_held_transaction_gives_up_after_the_timeout(tmp_path):
+    path = tmp_path / "queue.sqlite3"
+    holder = Database(str(path))
+    holder.init_schema(SCHEMA)
+    waiter = Database(str(path), busy_timeout_ms=200)
+    outcome = []
+
+    def write_once():
+        try:
+            with waiter.transaction() as conn:
+                conn.execute("INSERT INTO t (who, n) VALUES ('waiter', 1)")
+            outcome.append("written")
+        except sqlite3.OperationalError as e:
+            outcome.append(str(e))
+
+    with holder.transaction() as conn:
+        conn.execute("INSERT INTO t (who, n) VALUES ('holder', 1)")
+        thread = threading.Thread(target=write_once)
+        thread.start()
+        thread.join(30)
+    assert outcome == ["database is locked (writer queue)"]
+    write_once()  # once the holder has committed, the queue is free again
+    assert outcome[-1] == "written"
+    assert rows(path) == (2, 2)
+    holder.close_all()
+    waiter.close_all()
+
+
+def test_shared_transaction_commits_each_callers_work_and_rolls_back_only_a_failing_one(tmp_path):
+    path = tmp_path / "shared.sqlite3"
+    db = Database(str(path), busy_timeout_ms=0)
+    db.init_schema(SCHEMA)
+    outcomes, lock = {}, threading.Lock()
+    start = threading.Barrier(8)
+
+    def work_of(who, n):
+        def work(conn):
+            conn.execute("INSERT INTO t (who, n) VALUES (?, ?)", (who, n))
+            if who == "bad" and n % 2:
+                raise ValueError(f"bad {n}")
+            return (who, n)
+        return work
+
+    def caller(who):
+        start.wait()
+        for n in range(20):
+            try:
+                got = db.shared_transaction(work_of(who, n))
+            except ValueError as e:
+                got = str(e)
+            with lock:
+                outcomes[(who, n)] = got
+
+    threads = [threading.Thread(target=caller, args=(w,)) for w in ["bad"] + [f"t{i}" for i in range(7)]]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert all((outcomes[(w, n)] == (f"bad {n}" if w == "bad" and n % 2 else (w, n)))
+               for w in ["bad"] + [f"t{i}" for i in range(7)] for n in range(20))
+    conn = sqlite3.connect(path)
+    stored = conn.execute("SELECT who, n FROM t ORDER BY who, n").fetchall()
+    conn.close()
+    assert stored == sorted([("bad", n) for n in range(0, 20, 2)]
+                            + [(f"t{i}", n) for i in range(7) for n in range(20)])
+    db.close_all()
