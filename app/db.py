@@ -28,6 +28,8 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 
+from app.data import schema as schema_rows
+
 
 class _ThreadState:
     """One thread's SQLite connection and writer-lock descriptor."""
@@ -126,10 +128,13 @@ class Database:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
+                conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                # Also when COMMIT itself fails (a deferred constraint, an I/O error): a connection
+                # left inside a transaction would hold SQLite's write lock for good.
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
-            conn.execute("COMMIT")
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
@@ -211,20 +216,11 @@ class Database:
     def init_schema(self, script, *, reset=False):
         conn = self.connection()
         if reset:
-            conn.execute("PRAGMA foreign_keys = OFF")
-            tables = [
-                row[0]
-                for row in conn.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-                )
-            ]
-            for table in tables:
-                conn.execute(f'DROP TABLE IF EXISTS "{table}"')
-            conn.execute("PRAGMA foreign_keys = ON")
+            schema_rows.drop_all(conn)
         conn.executescript(script)
 
     def ping(self):
-        return self.connection().execute("SELECT 1").fetchone()[0] == 1
+        return schema_rows.ping(self.connection())
 
 
 class _Shared:

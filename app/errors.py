@@ -26,7 +26,7 @@ def error_response(status, code, message, errors=None, headers=None):
     if errors:
         body["errors"] = errors
     response = Response(
-        json.dumps(body, ensure_ascii=False), status=status, mimetype="application/json"
+        json.dumps(body), status=status, mimetype="application/json"
     )
     for name, value in (headers or {}).items():
         response.headers[name] = value

@@ -2,6 +2,7 @@
 import re
 
 from flask import Response, request
+from werkzeug.exceptions import RequestEntityTooLarge
 from marshmallow import ValidationError
 from werkzeug.routing import BaseConverter
 
@@ -19,12 +20,14 @@ def read_json_body():
     """The request body as JSON values (app.jsonutil), or the API's 415 / 400 / 413 error."""
     if request.mimetype != "application/json":
         raise ApiError(415, "unsupported_media_type", "Content-Type must be application/json.")
-    charset = request.mimetype_params.get("charset")
-    if charset is not None and charset.lower() not in ("utf-8", "utf8"):
-        raise ApiError(
-            415, "unsupported_media_type", "JSON bodies must be UTF-8 (charset=utf-8 or none)."
-        )
-    data = request.get_data(cache=False)  # 413 past MAX_CONTENT_LENGTH, even when chunked
+    # A charset parameter is accepted whatever it says: JSON is UTF-8 (RFC 8259 section 8.1), and a
+    # body that is not is refused as invalid_json when it is decoded.
+    data = request.get_data(cache=False)  # 413 past MAX_CONTENT_LENGTH when the length is declared
+    limit = request.max_content_length
+    if request.content_length is None and limit is not None and len(data) >= limit:
+        # A chunked body is cut at the limit rather than refused: one more byte means too large.
+        if request.environ["wsgi.input"].read(1):
+            raise RequestEntityTooLarge()
     try:
         return loads(data)
     except InvalidJSON as e:

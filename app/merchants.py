@@ -7,6 +7,7 @@ from app import keys
 from app.data import merchants as merchant_rows
 from app.models import Merchant
 from app.webhooks.signing import new_secret as new_webhook_secret
+from app.webhooks.ssrf import UnsafeURL, check_url
 
 
 class MerchantError(ValueError):
@@ -112,6 +113,18 @@ def set_webhook_url(db, merchant_id, url):
         merchant_rows.set_webhook_url(
             conn, merchant_id, check_webhook_url(url, merchant.livemode) if url else None
         )
+    return merchant
+
+
+def delivery_refusal(url, livemode) -> str | None:
+    """Why a delivery to `url` would be refused if attempted now (the SSRF guard run at every
+    delivery: live URLs must resolve to public addresses), or None. Used to warn the operator when
+    the URL is set; the guard itself still runs at each delivery."""
+    try:
+        check_url(url, livemode)
+    except UnsafeURL as e:
+        return str(e)
+    return None
 
 
 def list_all(db):

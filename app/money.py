@@ -1,5 +1,5 @@
 """Amounts: exact decimals from their JSON literal, never through a binary float."""
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 
 
 class AmountError(ValueError):
@@ -12,7 +12,12 @@ def parse_amount(literal: str, max_amount: Decimal, places: int) -> str:
     The stored literal keeps the digits sent ('19.90' stays '19.90'); exponent forms ('1.5e2') are
     written out positionally ('150'). Decimal places are counted without trailing zeros.
     """
-    value = Decimal(literal)  # exact: the constructor never rounds
+    try:
+        value = Decimal(literal)  # exact: the constructor never rounds
+    except InvalidOperation:  # an exponent beyond 10**±999999999999999999
+        if literal.lower().partition("e")[2].startswith("-"):
+            raise AmountError(f"Must have at most {places} decimal places.") from None
+        raise AmountError(f"Must be less than or equal to {max_amount}.") from None
     if not value > 0:
         raise AmountError("Must be greater than 0.")
     if value > max_amount:

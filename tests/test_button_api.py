@@ -217,3 +217,11 @@ def test_completion_and_cancellation_race_one_winner(app, merchant, runner):
         assert api.get(process_id).get_json()["status"] == winners[0]
         expected = {"completed": "payment.completed", "cancelled": "process.cancelled"}[winners[0]]
         assert events_of(runner, process_id) == [expected]
+
+
+@pytest.mark.parametrize("path", ["/process/{pid}/public", "/process/{pid}/sandbox/pay", "/button.js"])
+def test_cors_headers_also_on_the_routers_405(client, process, path):
+    response = client.put("/payment-button" + path.format(pid=process["processId"]),
+                          headers={"Origin": "https://shop.example"})
+    assert_error(response, 405, "method_not_allowed")
+    assert_cors(response)

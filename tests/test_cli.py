@@ -201,3 +201,16 @@ def test_demo_merchant_is_made_again_after_a_database_reset(runner, app):
     assert result.exit_code == 0 and "Created the demo merchant" in result.output
     with open(app.config["DEMO_MERCHANT_FILE"]) as f:
         assert json.load(f)["merchantId"] not in (before, None)
+
+
+@pytest.mark.parametrize("url", ["https://127.0.0.1/hook", "https://169.254.169.254/latest"])
+def test_set_webhook_warns_when_deliveries_would_be_refused(runner, make_merchant, url):
+    live = make_merchant(name="Live", live=True)
+    result = invoke(runner, "merchants", "set-webhook", live["merchantId"], url)
+    assert result.exit_code == 0  # set, since DNS and addresses can change; checked at each delivery
+    assert "Warning: deliveries to this URL would be refused now" in result.output
+
+
+def test_set_webhook_does_not_warn_for_a_test_merchants_localhost(runner, merchant):
+    result = invoke(runner, "merchants", "set-webhook", merchant["merchantId"], "http://127.0.0.1:9/hook")
+    assert result.exit_code == 0 and "Warning" not in result.output

@@ -154,3 +154,25 @@ def test_shared_transaction_commits_each_callers_work_and_rolls_back_only_a_fail
     assert stored == sorted([("bad", n) for n in range(0, 20, 2)]
                             + [(f"t{i}", n) for i in range(7) for n in range(20)])
     db.close_all()
+
+
+def test_a_failed_commit_leaves_no_transaction_open(tmp_path):
+    # A deferred foreign-key violation makes COMMIT itself fail: the connection must be rolled back,
+    # or this thread would keep SQLite's write lock (and the writer queue) for good.
+    path = tmp_path / "commit.sqlite3"
+    db = Database(str(path), busy_timeout_ms=200)
+    db.init_schema("CREATE TABLE p (id INTEGER PRIMARY KEY);"
+                   "CREATE TABLE c (p_id INTEGER REFERENCES p (id) DEFERRABLE INITIALLY DEFERRED);")
+    try:
+        with db.transaction() as conn:
+            conn.execute("INSERT INTO c (p_id) VALUES (42)")
+    except sqlite3.IntegrityError:
+        pass
+    assert not db.connection().in_transaction
+    other = Database(str(path), busy_timeout_ms=200)
+    with other.transaction() as conn:  # another writer gets the lock at once
+        conn.execute("INSERT INTO p (id) VALUES (1)")
+    with db.transaction() as conn:  # and so does this thread again
+        conn.execute("INSERT INTO c (p_id) VALUES (1)")
+    db.close_all()
+    other.close_all()

@@ -41,3 +41,12 @@ def test_healthz_when_the_database_does_not_answer(tmp_path, clock):
     app = create_app({"TESTING": True, "DATABASE": str(tmp_path / "missing" / "x.sqlite3"), "CLOCK": clock})
     (tmp_path / "missing").write_text("a file where the directory should be")
     assert_error(app.test_client().get("/healthz"), 503, "unavailable")
+
+
+def test_healthz_on_a_database_without_the_schema(tmp_path, clock):
+    # A mistyped FLASK_DATABASE opens an empty file: the service cannot work, so it is not healthy.
+    from app import create_app
+
+    app = create_app({"TESTING": True, "DATABASE": str(tmp_path / "typo.sqlite3"), "CLOCK": clock})
+    assert_error(app.test_client().get("/healthz"), 503, "unavailable")
+    app.extensions["db"].close_all()

@@ -36,6 +36,19 @@ def test_header_limit_and_hostile_bodies_under_gunicorn(tmp_path):
         assert (response.status_code, response.json()["code"]) == (413, "payload_too_large")
         assert post(b'{"amount": 5}').status_code == 200
 
+        # A chunked body (no Content-Length) is held to the same 64 KiB: up to it accepted, one
+        # byte more refused, never silently cut and parsed.
+        def chunked(size):
+            body = b'{"amount": 5}' + b" " * (size - len(b'{"amount": 5}'))
+            return requests.post(base + PREORDER, data=iter([body[i:i + 4096] for i in range(0, size, 4096)]),
+                                 timeout=30, headers={"x-secret-key": key, "Content-Type": "application/json"})
+        response = chunked(65_536)
+        assert response.request.headers.get("Transfer-Encoding") == "chunked"
+        assert response.status_code == 200
+        response = chunked(65_537)
+        assert (response.status_code, response.json()["code"]) == (413, "payload_too_large")
+        assert post(b'{"amount": 5}').status_code == 200
+
     log = log_path.read_text()
     assert "Traceback" not in log and "RecursionError" not in log
     assert log.count("Booting worker") == 1  # the one worker was never replaced

@@ -194,3 +194,10 @@ def test_verify_refuses_tampered_or_incomplete_deliveries(tamper, reason):
     verify_secret, headers, body = tampered(tamper, NOW)
     with pytest.raises(VerificationError, match=reason):
         verify(verify_secret, headers, body, now=NOW)
+
+
+def test_a_timestamp_of_thousands_of_digits_fails_verification_cleanly():
+    secret = new_secret()
+    headers = {"webhook-id": "evt_1", "webhook-timestamp": "9" * 5000, "webhook-signature": "v1,AAAA"}
+    with pytest.raises(VerificationError):
+        verify(secret, headers, b"{}", now=1_795_000_000)

@@ -6,6 +6,7 @@ import requests
 
 from app.webhooks.transport import (
     MAX_RESPONSE_BYTES, AttemptResult, new_session, parse_retry_after, post, send)
+from app.webhooks.schedule import MAX_RETRY_AFTER
 from receiver import Receiver, Reply, closed_port, receiver, tls  # noqa: F401  (fixtures)
 
 BODY = b'{"type":"payment.completed","data":{"metadata":{"orderRef":"A-1"}}}'
@@ -166,3 +167,10 @@ def test_pinned_address_still_verifies_the_certificate_name(tls):
     assert (result.ok, result.status_code) == (False, None)
     assert result.error == "TLS error (certificate or handshake)"
     assert server.requests == []
+
+
+def test_a_retry_after_of_thousands_of_digits_is_capped_not_a_crash(receiver):
+    receiver.reply(Reply(status=429, headers={"Retry-After": "9" * 5000}))
+    result = deliver(receiver.url())
+    assert (result.ok, result.status_code, result.error) == (False, 429, "HTTP 429")
+    assert result.retry_after == MAX_RETRY_AFTER

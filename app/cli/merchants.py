@@ -44,6 +44,8 @@ def create(name, live, webhook_url, as_json):
         return
     mode = "live" if merchant.livemode else "test"
     click.echo(f"Created merchant {merchant.id} ({merchant.name}, {mode} mode).")
+    if merchant.webhook_url:
+        _warn_if_refused(merchant.webhook_url, merchant.livemode)
     click.echo("These keys are shown once; keep the secret ones on your server only.")
     click.echo(f"  secret key:      {secret_key}")
     click.echo(f"  public key:      {merchant.public_key}")
@@ -96,8 +98,16 @@ def disable(merchant_id):
 @click.argument("url")
 def set_webhook(merchant_id, url):
     """Set the URL webhooks are delivered to ('' to remove it)."""
-    _run(service.set_webhook_url, merchant_id, url or None)
+    merchant = _run(service.set_webhook_url, merchant_id, url or None)
     click.echo(f"Webhook URL of {merchant_id} set to {url or '(none)'}.")
+    if url:
+        _warn_if_refused(url, merchant.livemode)
+
+
+def _warn_if_refused(url, livemode):
+    reason = service.delivery_refusal(url, livemode)
+    if reason:
+        click.echo(f"Warning: deliveries to this URL would be refused now: {reason}", err=True)
 
 
 @merchants.command("rotate-key")

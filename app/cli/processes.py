@@ -1,6 +1,4 @@
 """`flask --app app processes ...`: look at processes, complete one by hand."""
-import json
-
 import click
 from flask.cli import AppGroup
 
@@ -11,6 +9,7 @@ from app.data import events as event_rows
 from app.data import processes as process_rows
 from app.db import get_db
 from app.http import parse_process_id
+from app.jsonutil import dumps_pretty, loads
 from app.models import STATUSES
 from app.representation import process_json
 
@@ -54,7 +53,7 @@ def show(process_id):
     process = process_rows.get(conn, _process_id(process_id))
     if process is None:
         raise click.ClickException(f"No process {process_id}.")
-    click.echo(json.dumps(json.loads(process_json(process, now())), indent=2, ensure_ascii=False))
+    click.echo(dumps_pretty(loads(process_json(process, now()).encode("utf-8"))))
     events = event_rows.for_process(conn, process.id)
     click.echo(f"merchant: {process.merchant_id}")
     click.echo(f"events: {len(events)}")

@@ -3,7 +3,9 @@
 CORS is open on every response of this blueprint (errors included, so the button can show their
 message); metadata is never shown here.
 """
-from flask import Blueprint, current_app, g, send_from_directory
+import re
+
+from flask import Blueprint, current_app, g, request, send_from_directory
 
 from app import processes
 from app.auth import require_public_key
@@ -26,10 +28,15 @@ CORS_HEADERS = {
 _sandbox_pay = SandboxPaySchema()
 
 
-@bp.after_request
+# The button's paths, also when the router itself answers (a 405 or 404 never reaches the blueprint).
+BUTTON_PATHS = re.compile(r"/payment-button/(?:process/[^/]+/(?:public|sandbox/pay)|button\.js)")
+
+
+@bp.after_app_request
 def open_cors(response):
-    response.headers.update(CORS_HEADERS)
-    response.vary.add("Origin")
+    if request.blueprint == bp.name or BUTTON_PATHS.fullmatch(request.path):
+        response.headers.update(CORS_HEADERS)
+        response.vary.add("Origin")
     return response
 
 

@@ -68,7 +68,7 @@ def verify(secret: str, headers, body: bytes, *, now: int,
     signatures = headers.get("webhook-signature")
     if not (msg_id and timestamp and signatures):
         raise VerificationError("missing webhook-id, webhook-timestamp or webhook-signature header")
-    if not (timestamp.isascii() and timestamp.isdigit()):
+    if not (timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= 12):
         raise VerificationError("webhook-timestamp is not unix seconds")
     if abs(int(now) - int(timestamp)) > tolerance:
         raise VerificationError(f"webhook-timestamp is more than {tolerance} s from now")

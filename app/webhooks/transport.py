@@ -90,7 +90,10 @@ def post(session: requests.Session, url: str, body: bytes, headers: dict, *, tim
     except UnsafeURL as exc:
         return AttemptResult(False, None, f"unsafe url: {exc}", _ms_since(start), None)
     address = addresses[0] if addresses else None
-    return send(session, url, body, headers, timeout=timeout, address=address, _start=start)
+    try:
+        return send(session, url, body, headers, timeout=timeout, address=address, _start=start)
+    except Exception as exc:  # a receiver must never make an attempt go unrecorded
+        return AttemptResult(False, None, f"error: {type(exc).__name__}", _ms_since(start), None)
 
 
 def send(session: requests.Session, url: str, body: bytes, headers: dict, *, timeout: float,
@@ -163,6 +166,8 @@ def parse_retry_after(value: str | None, now: float | None = None) -> int | None
         return None
     value = value.strip()
     if value.isdigit() and value.isascii():
+        if len(value) > 9:  # beyond any cap; int() of thousands of digits would raise
+            return MAX_RETRY_AFTER
         seconds = int(value)
     else:
         try:
