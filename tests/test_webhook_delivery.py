@@ -1,8 +1,10 @@
 """The delivery worker in-process: `Worker.run_once` against a real local receiver and a real SQLite
 file, with the clock moved forward instead of sleeping through the retry schedule."""
+import contextlib
 import logging
 import re
 import threading
+import time
 
 import pytest
 from standardwebhooks.webhooks import Webhook
@@ -311,31 +313,58 @@ def test_one_slow_endpoint_does_not_hold_back_the_others(app, make_shop, receive
         slow = make_shop(webhook_url=slow_receiver.url())
         fast = make_shop(webhook_url=receiver.url())
         slow.cancelled()  # first in line
-        for _ in range(6):
-            fast.cancelled()
-        summaries = []
-        batch = threading.Thread(target=lambda: summaries.append(worker.run_once()))
-        batch.start()
-        slow_receiver.wait_for(1)
-        receiver.wait_for(6)  # all of them while the slow one is still being answered
-        assert batch.is_alive()
+        fast_ids = [fast.cancelled()[0] for _ in range(6)]  # more than the 3 threads left
+        with running(worker):
+            slow_receiver.wait_for(1)
+            receiver.wait_for(6)  # all of them while the slow one is still being answered
+            wait_until(lambda: all(only_event(app, p).status == "delivered" for p in fast_ids),
+                       "fast deliveries recorded")
+            assert len(slow_receiver.requests) == 1
+            slow_receiver.stop()  # cuts the slow reply: that attempt fails
     finally:
-        slow_receiver.stop()  # cuts the slow reply: that attempt fails
-    batch.join(15)
-    assert summaries == [Summary(claimed=7, attempted=7)]
+        slow_receiver.stop()
+    assert len(receiver.requests) == 6
 
 
-def test_stop_finishes_the_attempt_in_flight_and_releases_the_rest(app, shop, receiver, clock):
+def test_a_poll_claims_only_into_free_threads_and_does_not_wait(app, make_shop, clock):
+    slow_receiver = Receiver().start()
+    try:
+        slow_receiver.default = Reply(delay=60)
+        slow = make_shop(webhook_url=slow_receiver.url())
+        process_ids = [slow.cancelled()[0] for _ in range(3)]
+        with Worker.from_app(app, concurrency=1) as one:
+            assert one.run_once(wait=False) == Summary(claimed=1, in_flight=1)
+            slow_receiver.wait_for(1)
+            assert one.run_once(wait=False) == Summary(in_flight=1)  # no free thread: no claim
+            leased = [only_event(app, p).lease_owner for p in process_ids]
+            assert leased == [one.owner, None, None]
+            slow_receiver.stop()  # the attempt fails (connection cut)
+            assert one.drain() == (1, 0)
+            assert one.run_once() == Summary(claimed=1, attempted=1)  # the next one, refused now
+    finally:
+        slow_receiver.stop()
+    assert [only_event(app, p).attempts for p in process_ids] == [1, 1, 0]
+
+
+def test_a_claim_without_enough_lease_left_is_released_unattempted(app, shop, receiver, clock):
+    process_id, _ = shop.cancelled()
+    written_at = clock.now
+    clock.advance(55)  # e.g. a long sweep between reading the time and claiming
+    with Worker.from_app(app) as late:  # lease 60 s, timeout 10 s + 1 s margin: 5 s left
+        assert late.run_once(written_at) == Summary(claimed=1, released=1)
+    event = only_event(app, process_id)
+    assert (event.status, event.attempts, event.lease_owner, event.lease_expires_at) == (
+        "pending", 0, None, None)
+    assert receiver.requests == []
+
+
+def test_stop_finishes_the_attempt_in_flight_and_claims_no_more(app, shop, receiver, clock):
     receiver.reply(Reply(delay=0.5))
     process_ids = [shop.cancelled()[0] for _ in range(5)]
-    summaries = []
     with Worker.from_app(app, concurrency=1, batch_size=5) as one:
-        batch = threading.Thread(target=lambda: summaries.append(one.run_once()))
-        batch.start()
-        receiver.wait_for(1)
-        one.stop()
-        batch.join(10)
-    assert summaries == [Summary(claimed=5, attempted=1, released=4)]
+        with running(one):
+            receiver.wait_for(1)
+            one.stop()
     events = [only_event(app, p) for p in process_ids]
     assert [e.status for e in events] == ["delivered"] + ["pending"] * 4
     assert all(e.lease_owner is None and e.lease_expires_at is None for e in events)
@@ -403,3 +432,56 @@ def test_a_damaged_secret_is_a_failed_attempt_not_a_crash(app, shop, receiver, w
     assert (event.status, event.last_error) == (
         "failed", "cannot sign: webhook secret is not valid base64")
     assert receiver.requests == []
+
+
+def wait_until(condition, what, timeout=10.0):
+    """Polls `condition` (a deadline against hangs, not a timed assertion)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+@contextlib.contextmanager
+def running(worker):
+    """`worker.run()` (the long-running loop) in a thread; stopped on exit, attempts in flight
+    finished."""
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        worker.stop()
+        thread.join(15)
+    assert not thread.is_alive()
+
+
+def test_an_event_due_while_a_slow_attempt_is_in_flight_is_not_held_back(
+        app, make_shop, receiver, worker):
+    slow_receiver = Receiver().start()
+    try:
+        slow_receiver.default = Reply(delay=60)  # answered only when that receiver stops
+        slow = make_shop(webhook_url=slow_receiver.url())
+        fast = make_shop(webhook_url=receiver.url())
+        slow_id, _ = slow.cancelled()
+        with running(worker):
+            slow_receiver.wait_for(1)  # the slow attempt is in flight...
+            fast_id, _ = fast.cancelled()  # ...when the fast merchant's event is written
+            receiver.wait_for(1)
+            wait_until(lambda: only_event(app, fast_id).status == "delivered", "fast recorded")
+            # delivered and recorded while the slow attempt is still unanswered and unrecorded
+            slow_event = only_event(app, slow_id)
+            assert (slow_event.status, slow_event.attempts, slow_event.lease_owner) == (
+                "pending", 0, worker.owner)
+            assert attempts_of(app, slow_event.id) == []
+            assert len(slow_receiver.requests) == 1
+            slow_receiver.stop()  # cuts the slow reply: that attempt fails and is recorded
+            wait_until(lambda: only_event(app, slow_id).attempts == 1, "slow attempt recorded")
+    finally:
+        slow_receiver.stop()
+    [fast_attempt] = attempts_of(app, only_event(app, fast_id).id)
+    [slow_attempt] = attempts_of(app, slow_event.id)
+    assert fast_attempt.id < slow_attempt.id  # recorded in that order
+    assert (fast_attempt.status_code, slow_attempt.status_code) == (200, None)
+    assert only_event(app, slow_id).lease_owner is None

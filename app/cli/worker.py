@@ -10,9 +10,9 @@ from app.webhooks.worker import POLL_MIN_SECONDS, Worker
 @click.option("--once", is_flag=True,
               help="Deliver what is due, sweep expired processes, then exit (for cron).")
 @click.option("--batch-size", type=click.IntRange(1, 10_000), default=50, show_default=True,
-              help="Events claimed per iteration.")
+              help="Most events claimed per poll (never more than free threads).")
 @click.option("--concurrency", type=click.IntRange(1, 256), default=8, show_default=True,
-              help="Attempts in flight at once (threads).")
+              help="Attempts in flight at once (threads); a free one claims the next due event.")
 @click.option("--poll-max", type=click.FloatRange(POLL_MIN_SECONDS, 3600), default=5.0,
               show_default=True, help="Longest wait between polls when idle, in seconds.")
 @with_appcontext

@@ -1,27 +1,42 @@
 """The delivery worker: drains the outbox, sweeps expired processes, purges old idempotency keys.
 
-`Worker.run_once(now)` is one iteration:
+Continuous dispatch: attempts run in a pool of `concurrency` threads and the worker never waits for
+one of them before claiming more, so an event that becomes due while a slow attempt is in flight
+(up to WEBHOOK_TIMEOUT_SECONDS) starts as soon as a thread is free, not when the slow one ends.
+
+`Worker.run_once(now, wait=False)` is one poll:
   1. sweep: pending processes past their expiry become `expired` (one `process.expired` each, written
-     by `app.processes.expire_due`), so those events are delivered in the same iteration;
-  2. claim: in one BEGIN IMMEDIATE transaction, lease up to `batch_size` due events to this worker
-     (`lease_owner`, `lease_expires_at` = now + WEBHOOK_LEASE_SECONDS); only rows the UPDATE touched;
-  3. deliver: each claimed event is attempted once in a thread pool of `concurrency` threads (one slow
-     endpoint holds one thread, not the batch), each attempt recorded by `delivery.attempt`;
-  4. release the claims that were not attempted (stopping, or too little lease left);
+     by `app.processes.expire_due`), so those events can be claimed in the same poll;
+  2. reap: the attempts that finished since the last poll are counted; claims whose attempt did not
+     start (stopping, or too little lease left) are released;
+  3. claim: in one BEGIN IMMEDIATE transaction, lease at most min(batch_size, free threads) due events
+     to this worker (`lease_owner`, `lease_expires_at` = now + WEBHOOK_LEASE_SECONDS), free threads
+     being `concurrency` minus the attempts in flight; none while stopping;
+  4. submit each claimed event to the pool, where it is attempted once and recorded by
+     `delivery.attempt`, without waiting for it;
   5. purge Idempotency-Key records older than IDEMPOTENCY_TTL_SECONDS (at most once a minute).
-`run()` repeats it until stopped, polling every 0.2 s while busy and backing off to `poll_max` when
-idle. `run_until_idle()` (the `--once` of cron) repeats it until nothing is left due.
+`run_once()` (wait=True) also waits for every attempt in flight (`drain()`), so a test sees them
+recorded when it returns. One thread drives a worker (run_once/drain/run); the pool runs attempts.
+
+`run()` polls until stopped: again at once after a claim that may have left more due events, every
+POLL_MIN_SECONDS (or as soon as an attempt finishes) while attempts are in flight, and backing off to
+`poll_max` only when idle (nothing in flight, nothing claimed). `run_until_idle()` (the `--once` of
+cron) polls the same way until nothing is due or in flight, then returns.
 
 Leases: an attempt starts only while at least WEBHOOK_TIMEOUT_SECONDS + LEASE_MARGIN_SECONDS of
 its lease remain, and the transport bounds the attempt by WEBHOOK_TIMEOUT_SECONDS, so no other worker
 can claim the event while it is attempted (config refuses a lease shorter than timeout + margin + 1).
 A worker killed with SIGKILL leaves its leases to expire; the events are then claimed again.
 
-Signals (installed by the CLI): the first SIGTERM/SIGINT sets a flag: no new attempt starts, the ones
-in flight finish and are recorded, unstarted claims are released, the command exits 0. A second
+Signals (installed by the CLI): the first SIGTERM/SIGINT sets a flag: no new claim and no new attempt,
+the ones in flight finish and are recorded, unstarted claims are released, the command exits 0. A second
 one ends the process at once (`os._exit(128 + signum)`); its leases expire as after a crash. A SIGINT
 that was ignored when the process started (a background job of a shell, as in `make run`) stays
 ignored, so only the SIGTERM of the script that started it stops the worker.
+
+Not done: a cap per destination host. One merchant whose endpoint is slow can still occupy every thread
+when its events are all that is due; a cap needs the claim query to skip the saturated hosts (claiming
+and releasing them in Python would leave threads idle behind that merchant's backlog).
 """
 import logging
 import math
@@ -30,7 +45,7 @@ import signal
 import socket
 import secrets
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent import futures
 from dataclasses import dataclass
 
 from app.config import LEASE_MARGIN_SECONDS
@@ -49,11 +64,12 @@ _SKIPPED, _ERROR = "skipped", "error"
 
 @dataclass(frozen=True)
 class Summary:
-    """What one iteration did."""
+    """What one poll did: attempted/released count the attempts that ended since the last poll."""
     expired: int = 0
     claimed: int = 0
     attempted: int = 0
     released: int = 0
+    in_flight: int = 0  # attempts still running when the poll returned
 
     @property
     def busy(self):
@@ -75,7 +91,9 @@ class Worker:
         self._signals = 0
         self._purged_at = None
         self._session = transport.new_session()
-        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="webhook")
+        self.concurrency = concurrency
+        self._pool = futures.ThreadPoolExecutor(concurrency, thread_name_prefix="webhook")
+        self._in_flight = {}  # Future -> the claimed Event it attempts
 
     @classmethod
     def from_app(cls, app, **options):
@@ -85,28 +103,49 @@ class Worker:
                    lease_seconds=config["WEBHOOK_LEASE_SECONDS"],
                    idempotency_ttl=config["IDEMPOTENCY_TTL_SECONDS"], **options)
 
-    # --- one iteration ---------------------------------------------------------------------------
+    # --- one poll --------------------------------------------------------------------------------
 
-    def run_once(self, now=None) -> Summary:
+    def run_once(self, now=None, *, wait=True) -> Summary:
+        """One poll (see the module docstring); with `wait`, also finish every attempt in flight."""
         now = self.clock() if now is None else now
         expired = expire_due(self.db, now)
-        events = [] if self.stopping else self._claim(now)
-        outcomes = [future.result() for future in
-                    [self._pool.submit(self._attempt, event) for event in events]]
-        unstarted = [e.id for e, outcome in zip(events, outcomes) if outcome == _SKIPPED]
+        attempted, released = self._reap()
+        limit = min(self.batch_size, self.free_slots)
+        events = [] if self.stopping or limit == 0 else self._claim(now, limit)
+        for event in events:
+            self._in_flight[self._pool.submit(self._attempt, event)] = event
+        if wait:
+            drained = self.drain()
+            attempted, released = attempted + drained[0], released + drained[1]
+        self._purge(now)
+        return Summary(expired=expired, claimed=len(events), attempted=attempted,
+                       released=released, in_flight=len(self._in_flight))
+
+    @property
+    def free_slots(self) -> int:
+        return self.concurrency - len(self._in_flight)
+
+    def drain(self) -> tuple[int, int]:
+        """Wait for every attempt in flight; (attempted, released) as `_reap`."""
+        futures.wait(list(self._in_flight))
+        return self._reap()
+
+    def _reap(self) -> tuple[int, int]:
+        """Forget the finished attempts; release the claims whose attempt did not start.
+        Returns (attempts made, claims released)."""
+        done = {f: self._in_flight.pop(f) for f in list(self._in_flight) if f.done()}
+        unstarted = [event.id for f, event in done.items() if f.result() == _SKIPPED]
         released = 0
         if unstarted:
             with self.db.transaction() as conn:
                 released = event_rows.release(conn, unstarted, self.owner)
-        self._purge(now)
-        return Summary(expired=expired, claimed=len(events),
-                       attempted=len(events) - len(unstarted), released=released)
+        return len(done) - len(unstarted), released
 
-    def _claim(self, now):
+    def _claim(self, now, limit):
         with self.db.transaction() as conn:
             return event_rows.claim_due(
                 conn, owner=self.owner, now=int(now),
-                lease_until=math.ceil(now) + self.lease_seconds, limit=self.batch_size)
+                lease_until=math.ceil(now) + self.lease_seconds, limit=limit)
 
     def _attempt(self, event) -> str:
         """Runs in a pool thread. Starts only if not stopping and the lease covers the attempt."""
@@ -135,26 +174,53 @@ class Worker:
     # --- loops -----------------------------------------------------------------------------------
 
     def run(self):
-        """Poll and deliver until stop() or a signal."""
+        """Poll and deliver until stop() or a signal; then finish the attempts in flight."""
         log.info("webhook worker %s started", self.owner)
-        delay = POLL_MIN_SECONDS
-        while not self.stopping:
-            try:
-                busy = self.run_once().busy
-            except Exception:
-                log.exception("webhook worker iteration failed; trying again")
-                busy = False
-            if busy:
-                delay = POLL_MIN_SECONDS
-                continue
-            self._sleep(delay)
-            delay = min(delay * 2, self.poll_max)
+        self._loop(until_idle=False)
         log.info("webhook worker %s stopped", self.owner)
 
     def run_until_idle(self):
-        """Deliver everything due now, sweep, and return (cron's `--once`)."""
-        while not self.stopping and self.run_once().busy:
-            pass
+        """Deliver everything due now, sweep, and return once nothing is due or in flight (cron's
+        `--once`)."""
+        self._loop(until_idle=True)
+
+    def _loop(self, *, until_idle):
+        """A failed poll is logged and retried by `run()`; `run_until_idle()` lets it raise (cron
+        sees the failure). Either way the attempts in flight are finished before returning."""
+        delay = POLL_MIN_SECONDS
+        try:
+            while not self.stopping:
+                try:
+                    summary = self.run_once(wait=False)
+                except Exception:
+                    if until_idle:
+                        raise
+                    log.exception("webhook worker iteration failed; trying again")
+                    summary = Summary()
+                if summary.claimed and self.free_slots:
+                    continue  # the claim may have left more due: claim again at once
+                if self._in_flight:
+                    # poll again when an attempt ends (a thread is free) or in POLL_MIN_SECONDS:
+                    # an event that becomes due meanwhile is not held back by a slow attempt
+                    futures.wait(list(self._in_flight), timeout=POLL_MIN_SECONDS,
+                                 return_when=futures.FIRST_COMPLETED)
+                    delay = POLL_MIN_SECONDS
+                elif summary.busy:
+                    delay = POLL_MIN_SECONDS
+                elif until_idle:
+                    return
+                else:  # idle: nothing in flight, nothing claimed
+                    self._sleep(delay)
+                    delay = min(delay * 2, self.poll_max)
+        finally:
+            self._finish()
+
+    def _finish(self):
+        """Wait for the attempts in flight (each records itself) and release unstarted claims."""
+        try:
+            self.drain()
+        except Exception:  # the release failed: those leases expire as after a crash
+            log.exception("webhook worker could not release its unstarted claims")
 
     def stop(self):
         self.stopping = True
