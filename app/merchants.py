@@ -74,6 +74,25 @@ def rotate_key(db, merchant_id, now) -> str:
     return secret_key
 
 
+def rotate_public_key(db, merchant_id) -> str:
+    """Replace the public key at once: the old one stops working (pages embedding it must change)."""
+    with db.transaction() as conn:
+        merchant = _existing(conn, merchant_id)
+        public_key = keys.new_public_key(merchant.livemode)
+        merchant_rows.set_public_key(conn, merchant_id, public_key)
+    return public_key
+
+
+def rotate_webhook_secret(db, merchant_id) -> str:
+    """Replace the webhook signing secret at once. Events are signed when they are sent, so every
+    delivery from now on, retries of older events included, carries the new signature."""
+    with db.transaction() as conn:
+        _existing(conn, merchant_id)
+        secret = new_webhook_secret()
+        merchant_rows.set_webhook_secret(conn, merchant_id, secret)
+    return secret
+
+
 MIN_REVOKE_PREFIX = 12
 
 

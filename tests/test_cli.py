@@ -214,3 +214,23 @@ def test_set_webhook_warns_when_deliveries_would_be_refused(runner, make_merchan
 def test_set_webhook_does_not_warn_for_a_test_merchants_localhost(runner, merchant):
     result = invoke(runner, "merchants", "set-webhook", merchant["merchantId"], "http://127.0.0.1:9/hook")
     assert result.exit_code == 0 and "Warning" not in result.output
+
+
+def test_rotate_public_key_replaces_it_at_once(runner, client, merchant, api):
+    process_id = api.preorder().get_json()["processId"]
+    public = lambda key: client.get(f"/payment-button/process/{process_id}/public", headers={"x-public-key": key})
+    result = invoke(runner, "merchants", "rotate-public-key", merchant["merchantId"])
+    assert result.exit_code == 0
+    new_key = result.output.split("New public key: ")[1].split()[0]
+    assert new_key.startswith("pk_test_") and new_key != merchant["publicKey"]
+    assert_error(public(merchant["publicKey"]), 401, "invalid_public_key")
+    assert public(new_key).status_code == 200
+
+
+def test_rotate_webhook_secret_prints_a_new_one(runner, merchant):
+    result = invoke(runner, "merchants", "rotate-webhook-secret", merchant["merchantId"])
+    assert result.exit_code == 0
+    secret = result.output.split("(shown once): ")[1].split()[0]
+    assert secret.startswith("whsec_") and secret != merchant["webhookSecret"]
+    assert secret not in invoke(runner, "merchants", "list").output
+    assert invoke(runner, "merchants", "rotate-webhook-secret", "mer_nope").exit_code == 1

@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from standardwebhooks.webhooks import Webhook
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from app.data import events as event_rows
 from app.representation import iso
@@ -485,3 +485,18 @@ def test_an_event_due_while_a_slow_attempt_is_in_flight_is_not_held_back(
     assert fast_attempt.id < slow_attempt.id  # recorded in that order
     assert (fast_attempt.status_code, slow_attempt.status_code) == (200, None)
     assert only_event(app, slow_id).lease_owner is None
+
+
+def test_a_rotated_webhook_secret_signs_the_next_attempt(app, shop, receiver, worker, clock, runner):
+    receiver.reply(Reply(status=500))
+    shop.cancelled()
+    worker.run_once()
+    result = runner.invoke(args=["merchants", "rotate-webhook-secret", shop.id])
+    new_secret = result.output.split("(shown once): ")[1].split()[0]
+    clock.advance(5)
+    worker.run_once()
+    first, retry = receiver.wait_for(2)
+    Webhook(shop.secret).verify(first.body, first.headers)
+    Webhook(new_secret).verify(retry.body, retry.headers)
+    with pytest.raises(WebhookVerificationError):
+        Webhook(shop.secret).verify(retry.body, retry.headers)

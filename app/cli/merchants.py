@@ -119,6 +119,24 @@ def rotate_key(merchant_id):
     click.echo("The previous keys still work: revoke them with `merchants revoke-key` once replaced.")
 
 
+@merchants.command("rotate-public-key")
+@click.argument("merchant_id")
+def rotate_public_key(merchant_id):
+    """Replace the public key; the old one stops working at once."""
+    public_key = _run(service.rotate_public_key, merchant_id)
+    click.echo(f"New public key: {public_key}")
+    click.echo("The old public key no longer works: update the pages that embed the button.")
+
+
+@merchants.command("rotate-webhook-secret")
+@click.argument("merchant_id")
+def rotate_webhook_secret(merchant_id):
+    """Replace the webhook signing secret; every delivery from now on is signed with the new one."""
+    secret = _run(service.rotate_webhook_secret, merchant_id)
+    click.echo(f"New webhook secret (shown once): {secret}")
+    click.echo("Every delivery from now on, retries included, is signed with it: update your receiver now.")
+
+
 @merchants.command("revoke-key")
 @click.argument("merchant_id")
 @click.argument("key_prefix")

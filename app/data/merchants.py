@@ -120,3 +120,13 @@ def revoke_key(conn, key_id, now) -> bool:
         "UPDATE secret_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", (now, key_id)
     )
     return cur.rowcount == 1
+
+
+def set_public_key(conn, merchant_id, public_key) -> bool:
+    cur = conn.execute("UPDATE merchants SET public_key = ? WHERE id = ?", (public_key, merchant_id))
+    return cur.rowcount == 1
+
+
+def set_webhook_secret(conn, merchant_id, secret) -> bool:
+    cur = conn.execute("UPDATE merchants SET webhook_secret = ? WHERE id = ?", (secret, merchant_id))
+    return cur.rowcount == 1
