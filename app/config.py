@@ -7,7 +7,7 @@ import math
 import time
 from decimal import Decimal, InvalidOperation
 
-from app.webhooks.schedule import parse_schedule
+from app.webhooks.schedule import DEFAULT_SCHEDULE, parse_schedule
 
 DEFAULTS = {
     # Storage
@@ -25,7 +25,7 @@ DEFAULTS = {
     "PROCESS_TTL_SECONDS": 1800,
     # Webhooks
     "WEBHOOK_TIMEOUT_SECONDS": 10,
-    "WEBHOOK_RETRY_SCHEDULE": "0,5,300,1800,7200,18000,36000,36000",
+    "WEBHOOK_RETRY_SCHEDULE": DEFAULT_SCHEDULE,
     "WEBHOOK_LEASE_SECONDS": 60,  # >= WEBHOOK_TIMEOUT_SECONDS + LEASE_MARGIN_SECONDS + 1
     # Demo shop for local testers (off unless asked). Its merchant's keys are read from
     # DEMO_MERCHANT_FILE, default instance/demo-merchant.json (set in create_app, like DATABASE).

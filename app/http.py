@@ -66,10 +66,3 @@ class ProcessIdConverter(BaseConverter):
     def to_python(self, value):
         return value.lower()
 
-
-def canonical_process_id(value: str) -> str:
-    """A process id from a URL; anything that is not a UUID is 404, like an unknown id."""
-    process_id = parse_process_id(value)
-    if process_id is None:
-        raise ApiError(404, "not_found", "No such process.")
-    return process_id

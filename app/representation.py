@@ -5,8 +5,10 @@ came in (no float, no re-encoding). Key order follows API.md.
 """
 import json
 from datetime import datetime, timezone
+from functools import lru_cache
 
 
+@lru_cache(maxsize=4096)
 def iso(ts: int) -> str:
     return datetime.fromtimestamp(int(ts), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 

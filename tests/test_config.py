@@ -25,6 +25,7 @@ def test_defaults(clean_env):
     assert app.config["METADATA_MAX_BYTES"] == 10_240
     assert app.config["PROCESS_TTL_SECONDS"] == 1800
     assert app.config["DEMO_SHOP"] is False
+    assert app.config["WEBHOOK_RETRY_SCHEDULE"] == (0, 5, 300, 1800, 7200, 18000, 36000, 36000)
     assert app.config["DEMO_MERCHANT_FILE"].endswith("instance/demo-merchant.json")
 
 

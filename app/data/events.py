@@ -60,14 +60,15 @@ def claim_due(conn, *, owner, now, lease_until, limit) -> list[Event]:
 
 def release(conn, event_ids, owner) -> int:
     """Give back claims that were not attempted: due again at once for any worker."""
-    released = 0
-    for event_id in event_ids:
-        released += conn.execute(
-            "UPDATE events SET lease_owner = NULL, lease_expires_at = NULL"
-            " WHERE id = ? AND lease_owner = ? AND status = 'pending'",
-            (event_id, owner),
-        ).rowcount
-    return released
+    event_ids = list(event_ids)
+    if not event_ids:
+        return 0
+    marks = ", ".join("?" * len(event_ids))
+    return conn.execute(
+        "UPDATE events SET lease_owner = NULL, lease_expires_at = NULL"
+        f" WHERE id IN ({marks}) AND lease_owner = ? AND status = 'pending'",
+        (*event_ids, owner),
+    ).rowcount
 
 
 def insert_attempt(conn, *, event_id, attempted_at, url, status_code, error, duration_ms):

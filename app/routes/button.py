@@ -12,7 +12,7 @@ from app.auth import require_public_key
 from app.clock import now
 from app.db import get_db
 from app.errors import ApiError
-from app.http import canonical_process_id, json_response, load_json_body
+from app.http import json_response, load_json_body
 from app.representation import public_process_json
 from app.schemas import SandboxPaySchema
 
@@ -40,17 +40,16 @@ def open_cors(response):
     return response
 
 
-@bp.get("/process/<process_id>/public")
+@bp.get("/process/<process_id:process_id>/public")
 @require_public_key
 def public_process(process_id):
-    process = processes.get(get_db(), g.merchant.id, canonical_process_id(process_id))
+    process = processes.get(get_db(), g.merchant.id, process_id)
     return json_response(public_process_json(process, now()))
 
 
-@bp.post("/process/<process_id>/sandbox/pay")
+@bp.post("/process/<process_id:process_id>/sandbox/pay")
 @require_public_key
 def sandbox_pay(process_id):
-    process_id = canonical_process_id(process_id)
     db = get_db()
     processes.get(db, g.merchant.id, process_id)  # 404 before anything else about it
     if g.merchant.livemode:
