@@ -8,20 +8,21 @@ Writer queue: before BEGIN IMMEDIATE, `transaction()` takes an exclusive flock(2
 `<database>-writer.lock` (one descriptor per connection, so threads queue too). SQLite's own busy
 handler polls a held write lock by sleeping 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100 ms between
 tries: with several gunicorn workers and a commit that waits for fsync, writers slept through whole
-ladders while the lock sat free (p99 in the tens of ms, throughput lost). A writer blocked in flock
-polls the flock every 0.5 to 2 ms, so BEGIN IMMEDIATE runs almost as soon as the previous writer
-commits. Writers that do not take the flock (an operator's sqlite3 shell, another program) are
-still covered by SQLite's busy timeout. A crashed holder's flock is released by the kernel. The
-flock wait is bounded by the same busy timeout: past it the writer fails with "database is locked"
-(a 500 for a request), exactly as SQLite's own wait would, instead of queueing for ever behind a
-stuck writer.
+ladders while the lock sat free (p99 in the tens of ms, throughput lost). A writer that finds the
+flock held waits for it in the kernel (a blocking flock), so it is woken the moment the previous
+writer unlocks: no polling, and the lock never sits free while writers sleep. The blocking call runs
+in a small per-connection helper thread (`_LockWaiter`) so that the caller's wait stays bounded by
+the busy timeout: past it the writer fails with "database is locked" (a 500 for a request), exactly
+as SQLite's own wait would, instead of queueing for ever behind a stuck writer. Writers that do not
+take the flock (an operator's sqlite3 shell, another program) are still covered by SQLite's busy
+timeout. A crashed holder's flock is released by the kernel.
 """
 import fcntl
 import os
+import queue
 import sqlite3
 import sys
 import threading
-import time
 from contextlib import contextmanager
 
 import click
@@ -32,22 +33,79 @@ from app.data import schema as schema_rows
 
 
 class _ThreadState:
-    """One thread's SQLite connection and writer-lock descriptor."""
+    """One thread's SQLite connection and writer-lock descriptor (with its waiter, made when the
+    lock is first found held)."""
 
     def __init__(self, pid, thread, conn):
-        self.pid, self.thread, self.conn, self.lock_fd = pid, thread, conn, None
+        self.pid, self.thread, self.conn, self.lock_fd, self.waiter = pid, thread, conn, None, None
 
     def close(self):
         try:
             self.conn.close()
         except sqlite3.ProgrammingError:
             pass
-        if self.lock_fd is not None:
+        if self.waiter is not None:
+            self.waiter.stop()  # it closes the descriptor once it is no longer waiting on it
+            self.waiter = None
+        elif self.lock_fd is not None:
             try:
                 os.close(self.lock_fd)
             except OSError:
                 pass
-            self.lock_fd = None
+        self.lock_fd = None
+
+
+class _Ticket:
+    __slots__ = ("granted", "abandoned", "ready")
+
+    def __init__(self):
+        # `ready` is taken now and released by the waiter: a C-level lock is far cheaper to wait on
+        # than a threading.Event (this is on the path of every contended write).
+        self.granted, self.abandoned, self.ready = False, False, threading.Lock()
+        self.ready.acquire()
+
+
+class _LockWaiter:
+    """Waits in a blocking flock on one descriptor for its owner thread, which waits for it with
+    a timeout. Of the two outcomes exactly one wins, under `_mutex`: the owner gives up before
+    the lock is granted (the waiter then unlocks as soon as it gets it), or the lock is granted
+    before the owner gives up (the owner then holds it, as after a non-blocking flock)."""
+
+    _STOP = object()
+
+    def __init__(self, fd):
+        self.fd = fd
+        self._mutex = threading.Lock()
+        self._requests = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="sqlite-writer-queue", daemon=True).start()
+
+    def acquire(self, timeout):
+        ticket = _Ticket()
+        self._requests.put(ticket)
+        if ticket.ready.acquire(timeout=timeout):
+            return True
+        with self._mutex:
+            if ticket.granted:
+                return True
+            ticket.abandoned = True
+            return False
+
+    def stop(self):
+        self._requests.put(self._STOP)
+
+    def _run(self):
+        while True:
+            ticket = self._requests.get()
+            if ticket is self._STOP:
+                os.close(self.fd)
+                return
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+            with self._mutex:
+                if ticket.abandoned:
+                    fcntl.flock(self.fd, fcntl.LOCK_UN)
+                else:
+                    ticket.granted = True
+            ticket.ready.release()
 
 
 class Database:
@@ -139,18 +197,17 @@ class Database:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
     def _acquire(self, fd):
-        """Take the writer-queue flock, polling, within the queue timeout."""
-        deadline = time.monotonic() + self.queue_timeout_ms / 1000
-        delay = 0.0005
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise sqlite3.OperationalError("database is locked (writer queue)") from None
-                time.sleep(delay)
-                delay = min(delay * 2, 0.002)
+        """Take the writer-queue flock within the queue timeout (see the module docstring)."""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        state = self._state()
+        if state.waiter is None:
+            state.waiter = _LockWaiter(fd)
+        if not state.waiter.acquire(self.queue_timeout_ms / 1000):
+            raise sqlite3.OperationalError("database is locked (writer queue)")
 
     def shared_transaction(self, work):
         """`work(conn)` in a write transaction that other threads' concurrent calls may share

@@ -109,11 +109,17 @@ def test_a_writer_behind_a_held_transaction_gives_up_after_the_timeout(tmp_path)
         thread.start()
         thread.join(30)
     assert outcome == ["database is locked (writer queue)"]
+    # The waiter that gave up gets the lock when the holder commits and must hand it straight back:
+    # another connection can write (it would fail after its 5 s queue timeout otherwise).
+    other = Database(str(path), busy_timeout_ms=5000)
+    with other.transaction() as conn:
+        conn.execute("INSERT INTO t (who, n) VALUES ('other', 1)")
     write_once()  # once the holder has committed, the queue is free again
     assert outcome[-1] == "written"
-    assert rows(path) == (2, 2)
+    assert rows(path) == (3, 3)
     holder.close_all()
     waiter.close_all()
+    other.close_all()
 
 
 def test_shared_transaction_commits_each_callers_work_and_rolls_back_only_a_failing_one(tmp_path):
