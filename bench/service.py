@@ -8,6 +8,7 @@ from bench.servers import ROOT
 
 SERVICE_APP = "wsgi:app"
 BASELINE_APP = "bench.baseline_app:app"
+FLOOR_APP = "bench.floor_app:app"
 
 
 def available():

@@ -1,0 +1,43 @@
+"""The storage floor: the baseline app plus one durable write per request, and nothing else.
+
+Its route answers `POST /payment-button/process/preorder` like bench/baseline_app.py, after inserting
+one pending process through the service's own data layer (`app.db.Database.transaction()`, the writer
+queue, BEGIN IMMEDIATE, `app.data.processes.insert`, COMMIT with the service's SQLITE_SYNCHRONOUS).
+No authentication, no body parsing, no validation. Measured against the baseline in the same run
+(`python -m bench.run --scenarios preorder-floor`), it shows what a durable commit per request costs
+on this machine on its own: the highest req/s ratio any service that stores each preorder before
+answering 200 can reach here, whatever its validation costs.
+
+    FLASK_DATABASE=... BENCH_MERCHANT_ID=mer_... GUNICORN_APP=bench.floor_app:app gunicorn -c gunicorn.conf.py
+"""
+import os
+import time
+import uuid
+
+from flask import Flask
+
+from app.config import DEFAULTS
+from app.data import processes as process_rows
+from app.db import Database
+from app.models import Process
+
+METADATA = '{"orderRef":"A-1042","email":"buyer@example.com"}'
+
+app = Flask(__name__)
+_db = Database(
+    os.environ["FLASK_DATABASE"],
+    synchronous=os.environ.get("FLASK_SQLITE_SYNCHRONOUS", DEFAULTS["SQLITE_SYNCHRONOUS"]).upper(),
+)
+_merchant_id = os.environ["BENCH_MERCHANT_ID"]
+
+
+@app.post("/payment-button/process/preorder")
+def preorder():
+    now = int(time.time())
+    process = Process(
+        seq=None, id=str(uuid.uuid4()), merchant_id=_merchant_id, status="pending", amount="19.99",
+        metadata=METADATA, livemode=False, created_at=now, updated_at=now, expires_at=now + 900,
+    )
+    with _db.transaction() as conn:
+        process_rows.insert(conn, process)
+    return {"processId": process.id}
