@@ -362,6 +362,28 @@ def test_a_100000_deep_body_the_parser_sees_is_refused_without_a_crash(tmp_path,
     app.extensions["db"].close_all()
 
 
+def test_metadata_nested_up_to_the_parsers_limit_is_a_400_at_every_depth(tmp_path, clock):
+    # Depths just below the decoder's recursion limit parse, and the metadata check then runs with
+    # even less stack left: it must answer validation_error there (a C-level encoder that walked
+    # the whole value first would hit RecursionError, a 500), and invalid_json once the decoder
+    # itself gives up.
+    app = create_app({"DATABASE": str(tmp_path / "deep.sqlite3"), "CLOCK": clock})
+    with app.app_context():
+        init_db()
+    key = json.loads(app.test_cli_runner().invoke(
+        args=["merchants", "create", "--name", "Deep", "--json"]).output)["secretKey"]
+    client = app.test_client()
+    codes = set()
+    for depth in range(850, 1050):
+        body = '{"amount": 5, "metadata": ' + nested_metadata(depth) + "}"
+        response = client.post(PREORDER, data=body, content_type="application/json",
+                               headers={"x-secret-key": key})
+        assert response.status_code == 400, (depth, response.get_json())
+        codes.add(response.get_json()["code"])
+    assert codes == {"validation_error", "invalid_json"}
+    app.extensions["db"].close_all()
+
+
 def test_database_holds_only_what_accepted_requests_created(catalog):
     # Runs after the catalog (pytest keeps file order); alone, it checks that nothing changed.
     after = catalog.rows()

@@ -1,9 +1,9 @@
-"""app.jsonutil.dumps_pretty: indented JSON that keeps numbers and key order exactly as received."""
+"""app.jsonutil: exact JSON out (compact and indented), numbers and key order as received."""
 import json
 
 import pytest
 
-from app.jsonutil import dumps_compact, dumps_pretty, loads
+from app.jsonutil import TooDeep, dumps_compact, dumps_pretty, loads
 
 
 @pytest.mark.parametrize("text", [
@@ -21,3 +21,21 @@ def test_pretty_keeps_number_literals_and_key_order():
     assert dumps_pretty(loads(body)) == (
         '{\n  "z": 1234.50,\n  "a": 0.30000000000000004,\n  "m": 1E+5,\n  "n": -0\n}')
     assert dumps_compact(loads(body)) == '{"z":1234.50,"a":0.30000000000000004,"m":1E+5,"n":-0}'
+
+
+@pytest.mark.parametrize("text, max_depth, too_deep", [
+    ('{"a": "[[[[{{{{"}', 1, False),            # brackets inside strings do not nest
+    ('{"a": "\\"[[[", "b": ["]]]"]}', 2, False),  # nor after an escaped quote
+    ('{"a": [[]]}', 2, True),
+    ('{"a": [[]]}', 3, False),
+    ('[{}, {}, {}, {}]', 2, False),              # many containers, not deep
+    ('[[{}], [{"a": [1]}]]', 3, True),
+])
+def test_compact_depth_counts_nesting_not_brackets(text, max_depth, too_deep):
+    value = loads(text.encode())
+    if too_deep:
+        with pytest.raises(TooDeep):
+            dumps_compact(value, max_depth=max_depth)
+    else:
+        assert dumps_compact(value, max_depth=max_depth) == json.dumps(
+            json.loads(text), separators=(",", ":"), ensure_ascii=False)
