@@ -77,10 +77,20 @@ class _LockWaiter:
         self.fd = fd
         self._mutex = threading.Lock()
         self._requests = queue.SimpleQueue()
+        self._outstanding = 0  # tickets not yet granted or handed back (an abandoned one, at most)
         threading.Thread(target=self._run, name="sqlite-writer-queue", daemon=True).start()
+
+    @property
+    def busy(self):
+        """Still blocked for an abandoned ticket: the owner must not flock the descriptor itself,
+        or the waiter's flock would succeed on the owner's lock and its hand-back release it."""
+        with self._mutex:
+            return self._outstanding > 0
 
     def acquire(self, timeout):
         ticket = _Ticket()
+        with self._mutex:
+            self._outstanding += 1
         self._requests.put(ticket)
         if ticket.ready.acquire(timeout=timeout):
             return True
@@ -101,6 +111,7 @@ class _LockWaiter:
                 return
             fcntl.flock(self.fd, fcntl.LOCK_EX)
             with self._mutex:
+                self._outstanding -= 1
                 if ticket.abandoned:
                     fcntl.flock(self.fd, fcntl.LOCK_UN)
                 else:
@@ -198,12 +209,13 @@ class Database:
 
     def _acquire(self, fd):
         """Take the writer-queue flock within the queue timeout (see the module docstring)."""
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            pass
         state = self._state()
+        if state.waiter is None or not state.waiter.busy:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                pass
         if state.waiter is None:
             state.waiter = _LockWaiter(fd)
         if not state.waiter.acquire(self.queue_timeout_ms / 1000):
