@@ -13,7 +13,7 @@ from app.data import events as event_rows
 from app.representation import iso
 from app.webhooks import delivery, transport
 from app.webhooks.signing import user_agent
-from app.webhooks.worker import Summary, Worker
+from app.webhooks.worker import POLL_MIN_SECONDS, Summary, Worker
 from receiver import Receiver, Reply, closed_port, receiver  # noqa: F401  (fixture)
 from webhook_helpers import (  # noqa: F401  (fixtures)
     attempts_of, body_json, clock, count, make_shop, only_event, raw_metadata, shop, worker)
@@ -326,24 +326,31 @@ def test_one_slow_endpoint_does_not_hold_back_the_others(app, make_shop, receive
     assert len(receiver.requests) == 6
 
 
-def test_a_poll_claims_only_into_free_threads_and_does_not_wait(app, make_shop, clock):
+def test_claims_queued_behind_a_slow_attempt_are_given_back_and_not_claimed_again(
+        app, make_shop, clock):
+    # While the attempts in flight are young a poll claims a batch ahead of the threads (so a
+    # thread that finishes starts the next attempt at once); once one has run POLL_MIN_SECONDS,
+    # the claims still queued behind it are released for any worker, and only free threads are
+    # filled again. No poll waits for an attempt.
     slow_receiver = Receiver().start()
     try:
         slow_receiver.default = Reply(delay=60)
         slow = make_shop(webhook_url=slow_receiver.url())
         process_ids = [slow.cancelled()[0] for _ in range(3)]
-        with Worker.from_app(app, concurrency=1) as one:
-            assert one.run_once(wait=False) == Summary(claimed=1, in_flight=1)
+        with Worker.from_app(app, concurrency=1, batch_size=2) as one:
+            assert one.run_once(wait=False) == Summary(claimed=2, in_flight=2)  # 1 running, 1 queued
             slow_receiver.wait_for(1)
-            assert one.run_once(wait=False) == Summary(in_flight=1)  # no free thread: no claim
+            clock.advance(POLL_MIN_SECONDS)
+            assert one.run_once(wait=False) == Summary(released=1, in_flight=1)  # none re-claimed
             leased = [only_event(app, p).lease_owner for p in process_ids]
             assert leased == [one.owner, None, None]
+            assert len(slow_receiver.requests) == 1
             slow_receiver.stop()  # the attempt fails (connection cut)
             assert one.drain() == (1, 0)
-            assert one.run_once() == Summary(claimed=1, attempted=1)  # the next one, refused now
+            assert one.run_once() == Summary(claimed=2, attempted=2)  # refused now: recorded
     finally:
         slow_receiver.stop()
-    assert [only_event(app, p).attempts for p in process_ids] == [1, 1, 0]
+    assert [only_event(app, p).attempts for p in process_ids] == [1, 1, 1]
 
 
 def test_a_claim_without_enough_lease_left_is_released_unattempted(app, shop, receiver, clock):

@@ -8,10 +8,12 @@ one of them before claiming more, so an event that becomes due while a slow atte
   1. sweep: pending processes past their expiry become `expired` (one `process.expired` each, written
      by `app.processes.expire_due`), so those events can be claimed in the same poll;
   2. reap: the attempts that finished since the last poll are counted; claims whose attempt did not
-     start (stopping, or too little lease left) are released;
-  3. claim: in one BEGIN IMMEDIATE transaction, lease at most min(batch_size, free threads) due events
-     to this worker (`lease_owner`, `lease_expires_at` = now + WEBHOOK_LEASE_SECONDS), free threads
-     being `concurrency` minus the attempts in flight; none while stopping;
+     start (stopping, too little lease left, or still queued POLL_MIN_SECONDS after the claim
+     because slower attempts hold every thread) are released;
+  3. claim: in one BEGIN IMMEDIATE transaction, lease due events to this worker (`lease_owner`,
+     `lease_expires_at` = now + WEBHOOK_LEASE_SECONDS): at most batch_size, and at most enough to
+     fill the free threads plus, while every attempt in flight is younger than POLL_MIN_SECONDS, a
+     batch queued behind them (`_room`); none while stopping;
   4. submit each claimed event to the pool, where it is attempted once and recorded by
      `delivery.attempt`, without waiting for it;
   5. purge Idempotency-Key records older than IDEMPOTENCY_TTL_SECONDS (at most once a minute).
@@ -19,8 +21,9 @@ one of them before claiming more, so an event that becomes due while a slow atte
 recorded when it returns. One thread drives a worker (run_once/drain/run); the pool runs attempts.
 
 `run()` polls until stopped: again at once after a claim that may have left more due events, every
-POLL_MIN_SECONDS (or as soon as an attempt finishes) while attempts are in flight, and backing off to
-`poll_max` only when idle (nothing in flight, nothing claimed). `run_until_idle()` (the `--once` of
+POLL_MIN_SECONDS (or as soon as half a batch of attempts, or all of them, have ended) while attempts
+are in flight, and backing off to `poll_max` only when idle (nothing in flight, nothing claimed). The
+sweep runs at most every POLL_MIN_SECONDS in these loops. `run_until_idle()` (the `--once` of
 cron) polls the same way until nothing is due or in flight, then returns.
 
 Leases: an attempt starts only while at least WEBHOOK_TIMEOUT_SECONDS + LEASE_MARGIN_SECONDS of
@@ -44,6 +47,7 @@ import os
 import signal
 import socket
 import secrets
+import threading
 import time
 from concurrent import futures
 from dataclasses import dataclass
@@ -93,7 +97,9 @@ class Worker:
         self._session = transport.new_session()
         self.concurrency = concurrency
         self._pool = futures.ThreadPoolExecutor(concurrency, thread_name_prefix="webhook")
-        self._in_flight = {}  # Future -> the claimed Event it attempts
+        self._in_flight = {}  # Future -> (the claimed Event it attempts, when it was claimed)
+        self._ended = threading.Condition()  # notified by the pool as attempts end (see _wait)
+        self._ended_count = 0  # attempts ended and not yet reaped
 
     @classmethod
     def from_app(cls, app, **options):
@@ -105,15 +111,16 @@ class Worker:
 
     # --- one poll --------------------------------------------------------------------------------
 
-    def run_once(self, now=None, *, wait=True) -> Summary:
-        """One poll (see the module docstring); with `wait`, also finish every attempt in flight."""
+    def run_once(self, now=None, *, wait=True, sweep=True) -> Summary:
+        """One poll (see the module docstring); with `wait`, also finish every attempt in flight;
+        without `sweep`, no expiry sweep (the loops sweep at most every POLL_MIN_SECONDS)."""
         now = self.clock() if now is None else now
-        expired = expire_due(self.db, now)
-        attempted, released = self._reap()
-        limit = min(self.batch_size, self.free_slots)
-        events = [] if self.stopping or limit == 0 else self._claim(now, limit)
+        expired = expire_due(self.db, now) if sweep else 0
+        attempted, released = self._reap(now)
+        limit = 0 if self.stopping else self._room(now)
+        events = self._claim(now, limit) if limit else []
         for event in events:
-            self._in_flight[self._pool.submit(self._attempt, event)] = event
+            self._in_flight[self._pool.submit(self._attempt, event)] = (event, now)
         if wait:
             drained = self.drain()
             attempted, released = attempted + drained[0], released + drained[1]
@@ -121,20 +128,40 @@ class Worker:
         return Summary(expired=expired, claimed=len(events), attempted=attempted,
                        released=released, in_flight=len(self._in_flight))
 
-    @property
-    def free_slots(self) -> int:
-        return self.concurrency - len(self._in_flight)
+    def _room(self, now) -> int:
+        """How many events a poll may claim: enough for the free threads and, while every attempt
+        in flight is younger than POLL_MIN_SECONDS, a batch queued behind them, so that a
+        thread that finishes starts the next attempt at once instead of idling until a poll has
+        claimed one (claiming only into free threads cost a quarter of the delivery rate). While
+        any attempt is slower than that, only the free threads are filled: no new claim queues
+        behind a slow endpoint (and `_reap` releases those queued before it turned slow)."""
+        capacity = self.concurrency
+        if all(now - since < POLL_MIN_SECONDS for _, since in self._in_flight.values()):
+            capacity += self.batch_size
+        return max(0, min(self.batch_size, capacity - len(self._in_flight)))
 
     def drain(self) -> tuple[int, int]:
         """Wait for every attempt in flight; (attempted, released) as `_reap`."""
         futures.wait(list(self._in_flight))
         return self._reap()
 
-    def _reap(self) -> tuple[int, int]:
-        """Forget the finished attempts; release the claims whose attempt did not start.
+    def _reap(self, now=None) -> tuple[int, int]:
+        """Forget the finished attempts; release the claims whose attempt did not start: skipped,
+        or (given `now`) still queued POLL_MIN_SECONDS after they were claimed, every thread being
+        taken by slower attempts, so another worker, or this one once a thread is free, takes them.
         Returns (attempts made, claims released)."""
-        done = {f: self._in_flight.pop(f) for f in list(self._in_flight) if f.done()}
-        unstarted = [event.id for f, event in done.items() if f.result() == _SKIPPED]
+        if now is not None:
+            for future, (_, since) in self._in_flight.items():
+                if now - since >= POLL_MIN_SECONDS:
+                    future.cancel()  # only an attempt that has not started can be cancelled
+        done = {f: event for f, (event, _) in self._in_flight.items() if f.done()}
+        for future in done:
+            del self._in_flight[future]
+        cancelled = [event.id for f, event in done.items() if f.cancelled()]
+        with self._ended:
+            self._ended_count -= len(done) - len(cancelled)
+        unstarted = cancelled + [event.id for f, event in done.items()
+                                 if not f.cancelled() and f.result() == _SKIPPED]
         released = 0
         if unstarted:
             with self.db.transaction() as conn:
@@ -148,7 +175,17 @@ class Worker:
                 lease_until=math.ceil(now) + self.lease_seconds, limit=limit)
 
     def _attempt(self, event) -> str:
-        """Runs in a pool thread. Starts only if not stopping and the lease covers the attempt."""
+        """Runs in a pool thread; counts itself as ended for `_wait_for_free_threads`."""
+        try:
+            return self._attempt_once(event)
+        finally:
+            with self._ended:
+                self._ended_count += 1
+                if self._ended_count >= self._refill_at or self._ended_count >= len(self._in_flight):
+                    self._ended.notify()
+
+    def _attempt_once(self, event) -> str:
+        """Starts only if not stopping and the lease covers the attempt."""
         if self.stopping:
             return _SKIPPED
         if self.clock() + self.settings.timeout + LEASE_MARGIN_SECONDS > event.lease_expires_at:
@@ -188,22 +225,23 @@ class Worker:
         """A failed poll is logged and retried by `run()`; `run_until_idle()` lets it raise (cron
         sees the failure). Either way the attempts in flight are finished before returning."""
         delay = POLL_MIN_SECONDS
+        swept_at = None
         try:
             while not self.stopping:
+                sweep = swept_at is None or time.monotonic() - swept_at >= POLL_MIN_SECONDS
+                if sweep:
+                    swept_at = time.monotonic()
                 try:
-                    summary = self.run_once(wait=False)
+                    summary = self.run_once(wait=False, sweep=sweep)
                 except Exception:
                     if until_idle:
                         raise
                     log.exception("webhook worker iteration failed; trying again")
                     summary = Summary()
-                if summary.claimed and self.free_slots:
+                if summary.claimed and self._room(self.clock()):
                     continue  # the claim may have left more due: claim again at once
                 if self._in_flight:
-                    # poll again when an attempt ends (a thread is free) or in POLL_MIN_SECONDS:
-                    # an event that becomes due meanwhile is not held back by a slow attempt
-                    futures.wait(list(self._in_flight), timeout=POLL_MIN_SECONDS,
-                                 return_when=futures.FIRST_COMPLETED)
+                    self._wait_for_free_threads()
                     delay = POLL_MIN_SECONDS
                 elif summary.busy:
                     delay = POLL_MIN_SECONDS
@@ -214,6 +252,21 @@ class Worker:
                     delay = min(delay * 2, self.poll_max)
         finally:
             self._finish()
+
+    @property
+    def _refill_at(self):
+        return max(1, self.batch_size // 2)
+
+    def _wait_for_free_threads(self):
+        """Return once half a batch of attempts have ended since the last poll, or all of them,
+        or after POLL_MIN_SECONDS: an event that becomes due while a slow attempt is in flight
+        starts within POLL_MIN_SECONDS, and a poll (a claim transaction, a commit) covers several
+        events rather than one. The pool notifies; nothing here walks the futures."""
+        with self._ended:
+            self._ended.wait_for(
+                lambda: self.stopping or self._ended_count >= self._refill_at
+                or self._ended_count >= len(self._in_flight),
+                timeout=POLL_MIN_SECONDS)
 
     def _finish(self):
         """Wait for the attempts in flight (each records itself) and release unstarted claims."""
