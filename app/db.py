@@ -148,9 +148,8 @@ class Database:
         """The calling thread's connection, opened on first use (and again after a fork)."""
         return self._state().conn
 
-    def _writer_lock(self):
-        """The calling thread's descriptor of the writer-queue lock file (see the module docstring)."""
-        state = self._state()
+    def _writer_lock(self, state):
+        """The thread's descriptor of the writer-queue lock file (see the module docstring)."""
         if state.lock_fd is None:
             state.lock_fd = os.open(
                 os.fspath(self.path) + "-writer.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
@@ -190,9 +189,9 @@ class Database:
     @contextmanager
     def transaction(self):
         """A write transaction: BEGIN IMMEDIATE, COMMIT on success, ROLLBACK on any exception."""
-        conn = self.connection()
-        lock = self._writer_lock()
-        self._acquire(lock)
+        state = self._state()
+        conn = state.conn
+        lock = self._acquire(state)
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -207,19 +206,21 @@ class Database:
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def _acquire(self, fd):
-        """Take the writer-queue flock within the queue timeout (see the module docstring)."""
-        state = self._state()
+    def _acquire(self, state):
+        """Take the thread's writer-queue flock within the queue timeout (see the module
+        docstring); returns its descriptor."""
+        fd = self._writer_lock(state)
         if state.waiter is None or not state.waiter.busy:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
+                return fd
             except BlockingIOError:
                 pass
         if state.waiter is None:
             state.waiter = _LockWaiter(fd)
         if not state.waiter.acquire(self.queue_timeout_ms / 1000):
             raise sqlite3.OperationalError("database is locked (writer queue)")
+        return fd
 
     def shared_transaction(self, work):
         """`work(conn)` in a write transaction that other threads' concurrent calls may share

@@ -20,8 +20,7 @@ from app.config import DEFAULTS
 from app.data import processes as process_rows
 from app.db import Database
 from app.models import Process
-
-METADATA = '{"orderRef":"A-1042","email":"buyer@example.com"}'
+from bench.seed import METADATA
 
 app = Flask(__name__)
 _db = Database(
