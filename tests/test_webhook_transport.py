@@ -1,4 +1,5 @@
 import ipaddress
+import multiprocessing
 import time
 
 import pytest
@@ -71,6 +72,29 @@ def test_slow_drip_headers_cannot_hold_the_attempt(receiver):
     result = deliver(receiver.url(), timeout=0.3)
     assert (result.ok, result.status_code, result.error) == (False, None, "timeout after 0.3s")
     assert result.duration_ms < BOUNDED_MS
+
+
+def _attempt_in_child(url, results):
+    result = deliver(url, timeout=0.3)
+    results.put((result.error, result.duration_ms))
+
+
+def test_the_deadline_still_cuts_attempts_in_a_forked_child(receiver):
+    # One watchdog thread per process cuts attempts at their deadline; a child forked after the
+    # parent started its watchdog must get its own (a thread does not survive fork).
+    receiver.reply(Reply(status=200))
+    assert deliver(receiver.url()).ok  # the parent's watchdog is running now
+    receiver.reply(Reply(status=200, body=b"x" * 100, chunk_size=1, chunk_interval=0.1,
+                         drip_headers=True))
+    ctx = multiprocessing.get_context("fork")
+    results = ctx.Queue()
+    child = ctx.Process(target=_attempt_in_child, args=(receiver.url(), results))
+    child.start()
+    error, duration_ms = results.get(timeout=60)
+    child.join(10)
+    assert child.exitcode == 0
+    assert error == "timeout after 0.3s"
+    assert duration_ms < BOUNDED_MS
 
 
 @pytest.mark.parametrize("status, ok", [(200, True), (500, False)])

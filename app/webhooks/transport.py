@@ -221,16 +221,21 @@ class _Watchdog:
     ABORT_REPEAT_SECONDS = 0.05
 
     def __init__(self):
+        self._order = itertools.count()
+        self._reset()
+
+    def _reset(self):
+        """A fresh state, also in a forked child: the parent's thread is not there, and its lock
+        may have been held at the fork."""
         self._cond = threading.Condition()
         self._heap = []  # (deadline, tie-breaker, _Watch)
-        self._order = itertools.count()
-        self._pid = None
+        self._started = False
 
     def watch(self, adapter, attempt, deadline) -> _Watch:
         watch = _Watch(adapter, attempt)
         with self._cond:
-            if self._pid != os.getpid():
-                self._pid, self._heap = os.getpid(), []
+            if not self._started:
+                self._started = True
                 threading.Thread(target=self._run, daemon=True, name="webhook-watchdog").start()
             heapq.heappush(self._heap, (deadline, next(self._order), watch))
             if self._heap[0][2] is watch:
@@ -258,6 +263,7 @@ class _Watchdog:
 
 
 _watchdog = _Watchdog()
+os.register_at_fork(after_in_child=_watchdog._reset)
 
 
 class _ThreadAdapters:
