@@ -5,6 +5,7 @@ import logging
 import re
 import threading
 import time
+from email.utils import formatdate
 
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
@@ -76,8 +77,12 @@ def test_retry_on_500_then_success_same_bytes_same_id(app, shop, receiver, worke
     (503, "120", 120),   # longer than the schedule's 5 s: honoured
     (429, "1", 5),       # shorter: the schedule wins
     (500, "120", 5),     # only 429 and 503 are asked about
+    (503, "date +120", 120),  # an HTTP date, read on the worker's clock
 ])
 def test_retry_after(app, shop, receiver, worker, clock, status, retry_after, wait):
+    if retry_after.startswith("date"):
+        clock.advance(86_400)  # a worker clock a day off the real one must still be the one used
+        retry_after = formatdate(clock.now + int(retry_after.split("+")[1]), usegmt=True)
     receiver.reply(Reply(status=status, headers={"Retry-After": retry_after}))
     process_id, _ = shop.cancelled()
     worker.run_once()

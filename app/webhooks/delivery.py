@@ -60,7 +60,7 @@ def attempt(db, session, event, *, owner, clock, settings) -> str:
         result = transport.AttemptResult(False, None, f"cannot sign: {e}", 0, None)
     else:
         result = transport.post(session, url, body, headers, timeout=settings.timeout,
-                                livemode=merchant.livemode)
+                                livemode=merchant.livemode, clock=clock)
     outcome, note = _record(db, event, owner, url, attempted_at, result, int(clock()), settings)
     log.info("webhook %s %s -> %s: %s in %d ms (%s)", event.id, event.type, _host(url),
              result.status_code if result.ok else result.error, result.duration_ms, note)

@@ -83,7 +83,7 @@ def new_session() -> requests.Session:
 
 
 def post(session: requests.Session, url: str, body: bytes, headers: dict, *, timeout: float,
-         livemode: bool, resolve=socket.getaddrinfo) -> AttemptResult:
+         livemode: bool, resolve=socket.getaddrinfo, clock=time.time) -> AttemptResult:
     """POST `body` to `url` once; never raises for network or receiver errors.
 
     This is what the delivery worker calls: the URL is vetted now (`check_url`),
@@ -96,18 +96,20 @@ def post(session: requests.Session, url: str, body: bytes, headers: dict, *, tim
         return AttemptResult(False, None, f"unsafe url: {exc}", _ms_since(start), None)
     address = addresses[0] if addresses else None
     try:
-        return send(session, url, body, headers, timeout=timeout, address=address, _start=start)
+        return send(session, url, body, headers, timeout=timeout, address=address, clock=clock,
+                    _start=start)
     except Exception as exc:  # a receiver must never make an attempt go unrecorded
         return AttemptResult(False, None, f"error: {type(exc).__name__}", _ms_since(start), None)
 
 
 def send(session: requests.Session, url: str, body: bytes, headers: dict, *, timeout: float,
-         address=None, _start: float | None = None) -> AttemptResult:
+         address=None, clock=time.time, _start: float | None = None) -> AttemptResult:
     """The HTTP half of `post`, WITHOUT the SSRF check: use `post`.
 
     `address` (an ipaddress object) pins the connection: the request goes to
     that IP while the Host header, TLS SNI and certificate check use the URL's
     host name. Without it the host name is resolved by the system as usual.
+    `clock` (unix seconds) turns a Retry-After HTTP date into seconds from now.
     """
     start = time.monotonic() if _start is None else _start
 
@@ -142,7 +144,7 @@ def send(session: requests.Session, url: str, body: bytes, headers: dict, *, tim
             status = response.status_code
             retry_after = None
             if status in (429, 503):
-                retry_after = parse_retry_after(response.headers.get("Retry-After"))
+                retry_after = parse_retry_after(response.headers.get("Retry-After"), clock())
             _drain(response)
         finally:
             response.close()
