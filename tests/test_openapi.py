@@ -40,6 +40,20 @@ def test_served_document_carries_this_deployments_amount_limits(tmp_path, clock)
     assert (amount["maximum"], amount["multipleOf"], amount["exclusiveMinimum"]) == (50.5, 0.001, 0)
 
 
+@pytest.mark.parametrize("max_amount, decimals, literals", [
+    ("12345678901234567.89", 2, '"maximum":12345678901234567.89,"multipleOf":0.01'),  # 19 digits
+    ("1E+6", 0, '"maximum":1000000,"multipleOf":1'),
+])
+def test_served_amount_limits_are_exact_decimal_literals(tmp_path, clock, max_amount, decimals,
+                                                          literals):
+    # Through a binary float the first maximum would be served as 12345678901234568.
+    from app import create_app
+
+    app = create_app({"TESTING": True, "DATABASE": str(tmp_path / "x.sqlite3"), "CLOCK": clock,
+                      "MAX_AMOUNT": max_amount, "AMOUNT_DECIMALS": decimals})
+    assert literals in app.test_client().get("/openapi.json").get_data(as_text=True)
+
+
 def test_every_route_is_documented(app, document):
     undocumented = app_operations(app) - document_operations(document)
     assert undocumented == set(), "routes missing from app/openapi.json"

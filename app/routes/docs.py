@@ -5,13 +5,13 @@ The file states the default limits; `load_document` writes the deployment's amou
 (MAX_AMOUNT, AMOUNT_DECIMALS) into it once at startup, so the served document is true for this
 deployment.
 """
-import json
 import os
 from decimal import Decimal
 
 from flask import Blueprint, current_app
 
 from app.http import json_response
+from app.jsonutil import JSONNumber, dumps_compact, loads
 
 DOCUMENT_PATH = os.path.join(os.path.dirname(os.path.dirname(__file__)), "openapi.json")
 
@@ -19,17 +19,15 @@ bp = Blueprint("docs", __name__)
 
 
 def load_document(config) -> str:
-    """The document as served: the file with this deployment's amount limits, as JSON text."""
-    with open(DOCUMENT_PATH, encoding="utf-8") as f:
-        document = json.load(f)
+    """The document as served: the file with this deployment's amount limits, as JSON text.
+    Read and written with app.jsonutil, so the limits go out as exact decimal literals (never
+    through a binary float) and every other number as written in the file."""
+    with open(DOCUMENT_PATH, "rb") as f:
+        document = loads(f.read())
     amount = document["components"]["schemas"]["Amount"]
-    amount["maximum"] = _json_number(config["MAX_AMOUNT"])
-    amount["multipleOf"] = _json_number(Decimal(1).scaleb(-config["AMOUNT_DECIMALS"]))
-    return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
-
-
-def _json_number(value: Decimal):
-    return int(value) if value == value.to_integral_value() else float(value)
+    amount["maximum"] = JSONNumber(format(config["MAX_AMOUNT"], "f"))
+    amount["multipleOf"] = JSONNumber(format(Decimal(1).scaleb(-config["AMOUNT_DECIMALS"]), "f"))
+    return dumps_compact(document)
 
 
 @bp.get("/openapi.json")
