@@ -1,5 +1,6 @@
 import ipaddress
 import multiprocessing
+import threading
 import time
 
 import pytest
@@ -167,6 +168,25 @@ def test_session_cookies_and_environment_are_not_used(receiver, monkeypatch, tmp
     [got] = receiver.wait_for(1)
     assert "authorization" not in got.headers
     assert "cookie" not in got.headers
+
+
+def test_a_hanging_resolver_cannot_hold_a_live_attempt():
+    # getaddrinfo has no timeout of its own: the live-mode lookup is bounded by the attempt's
+    # deadline too, so an attempt never outlives its lease waiting for DNS.
+    release = threading.Event()
+
+    def hanging(host, port, type=0, **kwargs):
+        release.wait(30)
+        raise OSError("released")
+
+    try:
+        result = post(new_session(), "https://hooks.example/hook", BODY, dict(HEADERS),
+                      timeout=0.3, livemode=True, resolve=hanging)
+    finally:
+        release.set()
+    assert (result.ok, result.status_code, result.error) == (
+        False, None, "unsafe url: cannot resolve hooks.example (TimeoutError)")
+    assert result.duration_ms < BOUNDED_MS
 
 
 # --- live mode: the connection is pinned to the vetted address -------------

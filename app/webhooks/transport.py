@@ -30,9 +30,12 @@ Guarantees:
   auth, proxies, .netrc and adapters are not. `session.close()` closes the
   kept connections.
 
-Residual risks (documented for operators):
-- Name resolution in `check_url` uses the system resolver, which has no
-  timeout of its own; it is not covered by the attempt deadline.
+- Live mode's name resolution (`check_url`) counts against the same deadline:
+  the system resolver has no timeout of its own, so it runs in a small pool
+  of resolver threads and the attempt stops waiting for it at the deadline
+  (a failed attempt, "cannot resolve <host> (TimeoutError)").
+
+Residual risk (documented for operators):
 - Only the first vetted address is tried (no fallback to the others).
 """
 
@@ -46,6 +49,7 @@ import os
 import socket
 import threading
 import time
+from concurrent import futures
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from http.cookiejar import DefaultCookiePolicy
@@ -91,7 +95,7 @@ def post(session: requests.Session, url: str, body: bytes, headers: dict, *, tim
     """
     start = time.monotonic()
     try:
-        addresses = check_url(url, livemode, resolve=resolve)
+        addresses = check_url(url, livemode, resolve=_bounded(resolve, start + timeout))
     except UnsafeURL as exc:
         return AttemptResult(False, None, f"unsafe url: {exc}", _ms_since(start), None)
     address = addresses[0] if addresses else None
@@ -100,6 +104,42 @@ def post(session: requests.Session, url: str, body: bytes, headers: dict, *, tim
                     _start=start)
     except Exception as exc:  # a receiver must never make an attempt go unrecorded
         return AttemptResult(False, None, f"error: {type(exc).__name__}", _ms_since(start), None)
+
+
+def _bounded(resolve, deadline):
+    """`resolve` (getaddrinfo's signature) run in a resolver thread, waited for until `deadline`
+    (time.monotonic()); past it, TimeoutError (an OSError, as getaddrinfo's own failures)."""
+    def bounded(*args, **kwargs):
+        future = _resolver_pool().submit(resolve, *args, **kwargs)
+        try:
+            return future.result(timeout=max(0.0, deadline - time.monotonic()))
+        except futures.TimeoutError:
+            future.cancel()  # if it has not started; a running lookup ends on its own
+            raise TimeoutError("name resolution timed out") from None
+    return bounded
+
+
+# At most RESOLVER_THREADS lookups run at once; beyond, they wait (and time out) in the queue, so a
+# hanging resolver ties up a few threads, never one per attempt.
+RESOLVER_THREADS = 4
+_resolvers, _resolvers_lock = None, threading.Lock()
+
+
+def _resolver_pool():
+    global _resolvers
+    with _resolvers_lock:
+        if _resolvers is None:
+            _resolvers = futures.ThreadPoolExecutor(RESOLVER_THREADS,
+                                                    thread_name_prefix="webhook-dns")
+        return _resolvers
+
+
+def _forget_resolvers():  # in a forked child: the parent's threads are not there
+    global _resolvers, _resolvers_lock
+    _resolvers, _resolvers_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_resolvers)
 
 
 def send(session: requests.Session, url: str, body: bytes, headers: dict, *, timeout: float,
