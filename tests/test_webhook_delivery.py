@@ -352,10 +352,43 @@ def test_claims_queued_behind_a_slow_attempt_are_given_back_and_not_claimed_agai
             assert len(slow_receiver.requests) == 1
             slow_receiver.stop()  # the attempt fails (connection cut)
             assert one.drain() == (1, 0)
-            assert one.run_once() == Summary(claimed=2, attempted=2)  # refused now: recorded
+            # The merchant is slow now: at most per_merchant (1 here) attempts in flight for it.
+            assert one.run_once() == Summary(claimed=1, attempted=1)  # refused now: recorded
     finally:
         slow_receiver.stop()
-    assert [only_event(app, p).attempts for p in process_ids] == [1, 1, 1]
+    assert [only_event(app, p).attempts for p in process_ids] == [1, 1, 0]
+
+
+def test_a_merchant_known_to_be_slow_gets_at_most_per_merchant_threads(app, make_shop, receiver,
+                                                                        clock):
+    slow_receiver = Receiver().start()
+    try:
+        slow_receiver.reply(Reply(delay=0.3))  # the first attempt: slow on the worker's clock
+        slow_receiver.default = Reply(delay=60)  # then a hanging endpoint
+        slow = make_shop(webhook_url=slow_receiver.url())
+        fast = make_shop(webhook_url=receiver.url())
+        with Worker.from_app(app, concurrency=4, batch_size=10) as worker:
+            assert worker.per_merchant == 2  # half the threads
+            slow.cancelled()
+            assert worker.run_once(wait=False) == Summary(claimed=1, in_flight=1)
+            slow_receiver.wait_for(1)
+            clock.advance(POLL_MIN_SECONDS)  # while it is answered
+            assert worker.drain() == (1, 0)
+
+            slow_ids = [slow.cancelled()[0] for _ in range(6)]
+            fast_ids = [fast.cancelled()[0] for _ in range(3)]
+            # The fast merchant's three, and two of the slow one's (its cap), not four.
+            assert worker.run_once(wait=False) == Summary(claimed=5, in_flight=5)
+            receiver.wait_for(3)
+            wait_until(lambda: all(only_event(app, p).status == "delivered" for p in fast_ids),
+                       "fast deliveries recorded")
+            slow_receiver.wait_for(3)
+            leased = [only_event(app, p).lease_owner for p in slow_ids]
+            assert leased.count(worker.owner) == 2
+            assert len(slow_receiver.requests) == 3
+            slow_receiver.stop()  # the two hanging attempts fail
+    finally:
+        slow_receiver.stop()
 
 
 def test_a_claim_without_enough_lease_left_is_released_unattempted(app, shop, receiver, clock):

@@ -43,17 +43,29 @@ _CLAIMABLE = (
 )
 
 
-def claim_due(conn, *, owner, now, lease_until, limit) -> list[Event]:
-    """Lease up to `limit` due events to `owner`, oldest due first. Call inside BEGIN IMMEDIATE.
+def claim_due(conn, *, owner, now, lease_until, limit, skip_merchants=(),
+              merchant_id=None) -> list[Event]:
+    """Lease up to `limit` due events to `owner`, oldest due first: none of `skip_merchants`,
+    and only `merchant_id`'s when given. Call inside BEGIN IMMEDIATE.
 
     Only the rows the UPDATE touched are returned (RETURNING), re-checked by its own WHERE."""
+    skip = tuple(skip_merchants)
+    where = _CLAIMABLE
+    params = {"owner": owner, "until": lease_until, "now": now, "limit": limit}
+    if merchant_id is not None:
+        where += " AND merchant_id = :merchant"
+        params["merchant"] = merchant_id
+    if skip:
+        names = [f":skip{i}" for i in range(len(skip))]
+        where += f" AND merchant_id NOT IN ({', '.join(names)})"
+        params.update({name[1:]: merchant for name, merchant in zip(names, skip)})
     rows = conn.execute(
         f"UPDATE events SET lease_owner = :owner, lease_expires_at = :until"
-        f" WHERE seq IN (SELECT seq FROM events WHERE {_CLAIMABLE}"
+        f" WHERE seq IN (SELECT seq FROM events WHERE {where}"
         f"   ORDER BY next_attempt_at, seq LIMIT :limit)"
-        f" AND {_CLAIMABLE}"
+        f" AND {where}"
         f" RETURNING {_COLUMNS}",
-        {"owner": owner, "until": lease_until, "now": now, "limit": limit},
+        params,
     ).fetchall()
     return sorted((_event(row) for row in rows), key=lambda e: (e.next_attempt_at, e.seq))
 

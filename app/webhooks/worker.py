@@ -37,9 +37,11 @@ one ends the process at once (`os._exit(128 + signum)`); its leases expire as af
 that was ignored when the process started (a background job of a shell, as in `make run`) stays
 ignored, so only the SIGTERM of the script that started it stops the worker.
 
-Not done: a cap per destination host. One merchant whose endpoint is slow can still occupy every thread
-when its events are all that is due; a cap needs the claim query to skip the saturated hosts (claiming
-and releasing them in Python would leave threads idle behind that merchant's backlog).
+Slow merchants: a merchant with an attempt in flight for POLL_MIN_SECONDS or more, or whose last
+attempt took that long (within SLOW_MEMORY_SECONDS), gets at most `per_merchant` (default half the
+threads) attempts in flight; its other events wait while other merchants' are claimed. So one
+merchant whose endpoint hangs cannot take every thread, once its first slow attempts have shown it
+is slow. Fast endpoints are never capped.
 """
 import logging
 import math
@@ -49,6 +51,7 @@ import socket
 import secrets
 import threading
 import time
+from collections import Counter
 from concurrent import futures
 from dataclasses import dataclass
 
@@ -61,6 +64,7 @@ from app.webhooks import delivery, transport
 log = logging.getLogger(__name__)
 
 POLL_MIN_SECONDS = 0.2
+SLOW_MEMORY_SECONDS = 300  # how long a merchant whose attempt was slow stays capped (see _claim)
 PURGE_EVERY_SECONDS = 60
 _SLEEP_SLICE = 0.05  # how often a sleeping worker looks at its stop flag
 _SKIPPED, _ERROR = "skipped", "error"
@@ -86,7 +90,7 @@ def new_owner() -> str:
 
 class Worker:
     def __init__(self, db, *, clock, settings, lease_seconds, idempotency_ttl, batch_size=50,
-                 concurrency=8, poll_max=5.0, owner=None):
+                 concurrency=8, poll_max=5.0, owner=None, per_merchant=None):
         self.db, self.clock, self.settings = db, clock, settings
         self.lease_seconds, self.idempotency_ttl = lease_seconds, idempotency_ttl
         self.batch_size, self.poll_max = batch_size, max(poll_max, POLL_MIN_SECONDS)
@@ -96,6 +100,9 @@ class Worker:
         self._purged_at = None
         self._session = transport.new_session()
         self.concurrency = concurrency
+        # A slow merchant gets at most this many attempts in flight (see _claim).
+        self.per_merchant = per_merchant or max(1, concurrency // 2)
+        self._slow_until = {}  # merchant id -> until when (clock) it counts as slow
         self._pool = futures.ThreadPoolExecutor(concurrency, thread_name_prefix="webhook")
         self._in_flight = {}  # Future -> (the claimed Event it attempts, when it was claimed)
         self._ended = threading.Condition()  # notified by the pool as attempts end (see _wait)
@@ -140,6 +147,20 @@ class Worker:
             capacity += self.batch_size
         return max(0, min(self.batch_size, capacity - len(self._in_flight)))
 
+    def _slow_merchants(self, now) -> Counter:
+        """Slow merchants, each with its attempts in flight: an attempt of theirs ran
+        POLL_MIN_SECONDS or more within the last SLOW_MEMORY_SECONDS (and no fast one since), or
+        one in flight has been running that long."""
+        in_flight = Counter(event.merchant_id for event, _ in self._in_flight.values())
+        slow = Counter({merchant: 0 for merchant, until in self._slow_until.copy().items()
+                        if until > now})
+        for future, (event, since) in self._in_flight.items():
+            if now - since >= POLL_MIN_SECONDS and not future.done():
+                slow[event.merchant_id] = 0
+        for merchant in slow:
+            slow[merchant] = in_flight[merchant]
+        return slow
+
     def drain(self) -> tuple[int, int]:
         """Wait for every attempt in flight; (attempted, released) as `_reap`."""
         futures.wait(list(self._in_flight))
@@ -169,16 +190,33 @@ class Worker:
         return len(done) - len(unstarted), released
 
     def _claim(self, now, limit):
+        """Up to `limit` due events, in one transaction: first any merchant's but the slow ones',
+        then each slow merchant's up to `per_merchant` in flight. So one merchant whose endpoint
+        hangs holds at most `per_merchant` threads while others' events are due (after its first
+        slow attempts show it is slow), and a fast endpoint is never capped."""
+        slow = self._slow_merchants(now)
+        claim = dict(owner=self.owner, now=int(now),
+                     lease_until=math.ceil(now) + self.lease_seconds)
         with self.db.transaction() as conn:
-            return event_rows.claim_due(
-                conn, owner=self.owner, now=int(now),
-                lease_until=math.ceil(now) + self.lease_seconds, limit=limit)
+            events = event_rows.claim_due(conn, limit=limit, skip_merchants=slow, **claim)
+            for merchant, in_flight in slow.items():
+                room = min(limit - len(events), self.per_merchant - in_flight)
+                if room > 0:
+                    events += event_rows.claim_due(conn, limit=room, merchant_id=merchant, **claim)
+        return events
 
     def _attempt(self, event) -> str:
-        """Runs in a pool thread; counts itself as ended for `_wait_for_free_threads`."""
+        """Runs in a pool thread; marks its merchant slow or not (`_claim`), and counts itself as
+        ended for `_wait_for_free_threads`."""
+        started = self.clock()
         try:
             return self._attempt_once(event)
         finally:
+            ended = self.clock()
+            if ended - started >= POLL_MIN_SECONDS:
+                self._slow_until[event.merchant_id] = ended + SLOW_MEMORY_SECONDS
+            else:
+                self._slow_until.pop(event.merchant_id, None)
             with self._ended:
                 self._ended_count += 1
                 if self._ended_count >= self._refill_at or self._ended_count >= len(self._in_flight):
