@@ -16,6 +16,18 @@ the busy timeout: past it the writer fails with "database is locked" (a 500 for 
 as SQLite's own wait would, instead of queueing for ever behind a stuck writer. Writers that do not
 take the flock (an operator's sqlite3 shell, another program) are still covered by SQLite's busy
 timeout. A crashed holder's flock is released by the kernel.
+
+Sync outside the lock (`transaction(sync_outside_lock=True)`): with SYNCHRONOUS=FULL, SQLite waits for
+the WAL's fsync inside the commit, while it holds the one write lock, so every writer queues behind
+each fsync in turn. A transaction opened this way commits with the connection at NORMAL (the WAL is
+written, not synced), releases the locks, and only then syncs the WAL itself (fdatasync) before
+returning. The caller still goes on only once its commit is on disk, as under FULL; what changes is
+that the next writer runs meanwhile and concurrent syncs overlap (the kernel merges their flushes). The
+WAL is append-only until a checkpoint, and NORMAL syncs it before any checkpoint, so syncing it
+syncs this commit and every commit before it; a WAL file is never deleted while a connection (ours)
+is open on it. The difference from FULL: for the length of that sync other connections can already
+read the commit. Use it only where nobody can act on the new rows before the caller has answered
+(creating a preorder: nobody knows the new processId yet).
 """
 import fcntl
 import os
@@ -38,12 +50,20 @@ class _ThreadState:
 
     def __init__(self, pid, thread, conn):
         self.pid, self.thread, self.conn, self.lock_fd, self.waiter = pid, thread, conn, None, None
+        self.synchronous = None  # the connection's PRAGMA synchronous
+        self.wal_fd = None  # the WAL's descriptor, opened by the first sync_outside_lock commit
 
     def close(self):
         try:
             self.conn.close()
         except sqlite3.ProgrammingError:
             pass
+        if self.wal_fd is not None:
+            try:
+                os.close(self.wal_fd)
+            except OSError:
+                pass
+            self.wal_fd = None
         if self.waiter is not None:
             self.waiter.stop()  # it closes the descriptor once it is no longer waiting on it
             self.waiter = None
@@ -138,6 +158,7 @@ class Database:
         state = getattr(self._local, "state", None)
         if state is None or state.pid != os.getpid():
             state = _ThreadState(os.getpid(), threading.current_thread(), self._connect())
+            state.synchronous = self.synchronous
             with self._lock:
                 self._close_orphans()
                 self._opened.append(state)
@@ -173,6 +194,12 @@ class Database:
         conn.execute("PRAGMA foreign_keys = ON")
         return conn
 
+    def _synchronous(self, state, level):
+        """Set the connection's PRAGMA synchronous, when it is not already `level`."""
+        if state.synchronous != level:
+            state.conn.execute(f"PRAGMA synchronous = {level}")
+            state.synchronous = level
+
     def _close_orphans(self):
         """Close the connections of this process's threads that have ended. A threaded server that
         runs each request in a new thread (`flask run`, as under `make run`) would otherwise keep one
@@ -187,16 +214,22 @@ class Database:
         self._opened = kept
 
     @contextmanager
-    def transaction(self):
-        """A write transaction: BEGIN IMMEDIATE, COMMIT on success, ROLLBACK on any exception."""
+    def transaction(self, *, sync_outside_lock=False):
+        """A write transaction: BEGIN IMMEDIATE, COMMIT on success, ROLLBACK on any exception.
+        With `sync_outside_lock` (and SYNCHRONOUS=FULL), the WAL is synced after the locks are
+        released, before this returns (see the module docstring)."""
         state = self._state()
         conn = state.conn
+        sync_after = sync_outside_lock and self.synchronous == "FULL"
+        self._synchronous(state, "NORMAL" if sync_after else self.synchronous)
         lock = self._acquire(state)
+        committed = False
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
                 conn.execute("COMMIT")
+                committed = True
             except BaseException:
                 # Also when COMMIT itself fails (a deferred constraint, an I/O error): a connection
                 # left inside a transaction would hold SQLite's write lock for good.
@@ -205,6 +238,15 @@ class Database:
                 raise
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+        if sync_after and committed:
+            self._sync_wal(state)
+
+    def _sync_wal(self, state):
+        """fdatasync the WAL: every commit written to it so far is then on disk, this one included
+        (the kernel merges concurrent syncs from other writers)."""
+        if state.wal_fd is None:
+            state.wal_fd = os.open(os.fspath(self.path) + "-wal", os.O_RDONLY | os.O_CLOEXEC)
+        os.fdatasync(state.wal_fd)
 
     def _acquire(self, state):
         """Take the thread's writer-queue flock within the queue timeout (see the module

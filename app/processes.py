@@ -38,7 +38,9 @@ def create_preorder(db, merchant, *, amount, metadata, now, ttl, idempotency_key
     """Create a pending process. Returns (response_body, replayed)."""
     now = int(now)
     fingerprint = request_fingerprint(amount, metadata) if idempotency_key else None
-    with db.transaction() as conn:
+    # Nobody knows the new processId before this answer, so the commit's sync may wait outside the
+    # write lock (app/db.py); a replayed answer syncs too, so it never reports an unsynced process.
+    with db.transaction(sync_outside_lock=True) as conn:
         if idempotency_key:
             found = idempotency_rows.find(conn, merchant.id, idempotency_key, now - idempotency_ttl)
             if found is not None:

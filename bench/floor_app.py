@@ -37,6 +37,6 @@ def preorder():
         seq=None, id=str(uuid.uuid4()), merchant_id=_merchant_id, status="pending", amount="19.99",
         metadata=METADATA, livemode=False, created_at=now, updated_at=now, expires_at=now + 900,
     )
-    with _db.transaction() as conn:
+    with _db.transaction(sync_outside_lock=True) as conn:
         process_rows.insert(conn, process)
     return {"processId": process.id}
