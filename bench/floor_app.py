@@ -8,6 +8,10 @@ No authentication, no body parsing, no validation. Measured against the baseline
 on this machine on its own: the highest req/s ratio any service that stores each preorder before
 answering 200 can reach here, whatever its validation costs.
 
+The commit is made as the service makes a preorder's (`sync_outside_lock`: the WAL is synced after
+the write lock is released); with BENCH_FLOOR_SYNC=in-lock, as SQLite makes it under FULL (synced
+inside the lock), for the `preorder-sync` comparison.
+
     FLASK_DATABASE=... BENCH_MERCHANT_ID=mer_... GUNICORN_APP=bench.floor_app:app gunicorn -c gunicorn.conf.py
 """
 import os
@@ -28,6 +32,7 @@ _db = Database(
     synchronous=os.environ.get("FLASK_SQLITE_SYNCHRONOUS", DEFAULTS["SQLITE_SYNCHRONOUS"]).upper(),
 )
 _merchant_id = os.environ["BENCH_MERCHANT_ID"]
+_sync_outside_lock = os.environ.get("BENCH_FLOOR_SYNC", "after-unlock") != "in-lock"
 
 
 @app.post("/payment-button/process/preorder")
@@ -37,6 +42,6 @@ def preorder():
         seq=None, id=str(uuid.uuid4()), merchant_id=_merchant_id, status="pending", amount="19.99",
         metadata=METADATA, livemode=False, created_at=now, updated_at=now, expires_at=now + 900,
     )
-    with _db.transaction(sync_outside_lock=True) as conn:
+    with _db.transaction(sync_outside_lock=_sync_outside_lock) as conn:
         process_rows.insert(conn, process)
     return {"processId": process.id}

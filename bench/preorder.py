@@ -8,6 +8,9 @@ Each scenario compares a reference side with a subject side under the same gunic
 - `preorder-floor` (not run by default): baseline app vs bench/floor_app.py, the baseline plus one
   durable INSERT per request: the ceiling of the req/s ratio for any service that commits each
   preorder before answering.
+- `preorder-sync` (not run by default): floor_app committing with SQLite's own sync inside the write
+  lock (`floor-in-lock`) vs floor_app as the service commits a preorder (sync after the lock is
+  released, app/db.py): what that choice is worth, measured in one run.
 With `--only baseline` every side runs the baseline app, so the ratios show the harness's own noise.
 """
 import contextlib
@@ -26,6 +29,7 @@ SCENARIOS = {
     "preorder-9kb": {"body": "preorder-9kb", "sides": ("baseline", "service"), "rounds": 2},
     "preorder-1m": {"body": "preorder", "sides": ("service-empty", "service-1m"), "rounds": 2},
     "preorder-floor": {"body": "preorder", "sides": ("baseline", "floor"), "rounds": 2},
+    "preorder-sync": {"body": "preorder", "sides": ("floor-in-lock", "floor"), "rounds": 3},
 }
 
 
@@ -41,9 +45,10 @@ def _start_side(scenario, side, only_baseline, workdir, prefill):
         started = time.perf_counter()
         seed.prefill_processes(db_path, merchant["merchantId"], prefill)
         print(f"   prefilled {prefill} processes in {time.perf_counter() - started:.1f} s", flush=True)
-    if side == "floor":
-        server = Gunicorn(side, service.FLOOR_APP, log,
-                          env={"FLASK_DATABASE": str(db_path), "BENCH_MERCHANT_ID": merchant["merchantId"]})
+    if side.startswith("floor"):
+        server = Gunicorn(side, service.FLOOR_APP, log, env={
+            "FLASK_DATABASE": str(db_path), "BENCH_MERCHANT_ID": merchant["merchantId"],
+            "BENCH_FLOOR_SYNC": "in-lock" if side == "floor-in-lock" else "after-unlock"})
     else:
         server = Gunicorn(side, service.SERVICE_APP, log, env={"FLASK_DATABASE": str(db_path)})
     return server.start(), merchant["secretKey"]
@@ -132,8 +137,8 @@ def _judge(result):
     peak = max(result["peak_rss_kb"][subject] or [0]) or None
     if result["scenario"] == "preorder-1m":
         targets = [stats.target("req/s 1M-db / empty-db >= 0.90", result["ratios"]["rps"], at_least=0.90)]
-    elif result["scenario"] == "preorder-floor":
-        targets = []  # a reference figure, not a target: what one durable write per request costs
+    elif result["scenario"] in ("preorder-floor", "preorder-sync"):
+        targets = []  # reference figures, not targets: what one durable write per request costs
     else:
         targets = [stats.target("req/s service / baseline >= 0.80", result["ratios"]["rps"], at_least=0.80),
                    stats.target("p99 service / baseline <= 2.0", result["ratios"]["p99"], at_most=2.0)]
