@@ -51,6 +51,7 @@ class _ThreadState:
     def __init__(self, pid, thread, conn):
         self.pid, self.thread, self.conn, self.lock_fd, self.waiter = pid, thread, conn, None, None
         self.synchronous = None  # the connection's PRAGMA synchronous
+        self.wal = False  # whether SQLite could put the connection in WAL mode
         self.wal_fd = None  # the WAL's descriptor, opened by the first sync_outside_lock commit
 
     def close(self):
@@ -159,6 +160,7 @@ class Database:
         if state is None or state.pid != os.getpid():
             state = _ThreadState(os.getpid(), threading.current_thread(), self._connect())
             state.synchronous = self.synchronous
+            state.wal = state.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
             with self._lock:
                 self._close_orphans()
                 self._opened.append(state)
@@ -216,11 +218,11 @@ class Database:
     @contextmanager
     def transaction(self, *, sync_outside_lock=False):
         """A write transaction: BEGIN IMMEDIATE, COMMIT on success, ROLLBACK on any exception.
-        With `sync_outside_lock` (and SYNCHRONOUS=FULL), the WAL is synced after the locks are
-        released, before this returns (see the module docstring)."""
+        With `sync_outside_lock` (and SYNCHRONOUS=FULL, in WAL mode), the WAL is synced after the
+        locks are released, before this returns (see the module docstring)."""
         state = self._state()
         conn = state.conn
-        sync_after = sync_outside_lock and self.synchronous == "FULL"
+        sync_after = sync_outside_lock and self.synchronous == "FULL" and state.wal
         self._synchronous(state, "NORMAL" if sync_after else self.synchronous)
         lock = self._acquire(state)
         committed = False

@@ -119,3 +119,19 @@ def test_a_preorder_and_its_replay_are_each_synced_before_the_answer(api, app, s
     replay = api.preorder(body, headers=key)
     assert (replay.status_code, replay.get_json()) == (200, first.get_json())
     assert len(syncs) == 2
+
+
+def test_without_a_wal_the_commit_is_left_to_sqlite(syncs, tmp_path, monkeypatch):
+    """Where SQLite could not switch to WAL (here an in-memory database) there is no WAL to sync:
+    the transaction commits at the configured level, as an ordinary one."""
+    monkeypatch.chdir(tmp_path)  # the writer queue's lock file is made next to the "path"
+    db = Database(":memory:", synchronous="FULL")
+    try:
+        db.init_schema(SCHEMA)
+        with db.transaction(sync_outside_lock=True) as conn:
+            assert synchronous_level(conn) == 2
+            conn.execute("INSERT INTO t VALUES (1)")
+        assert db.connection().execute("SELECT count(*) FROM t").fetchone()[0] == 1
+    finally:
+        db.close_all()
+    assert syncs == []
