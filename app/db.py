@@ -48,10 +48,11 @@ class _ThreadState:
     """One thread's SQLite connection and writer-lock descriptor (with its waiter, made when the
     lock is first found held)."""
 
-    def __init__(self, pid, thread, conn):
+    def __init__(self, pid, thread, conn, synchronous):
         self.pid, self.thread, self.conn, self.lock_fd, self.waiter = pid, thread, conn, None, None
-        self.synchronous = None  # the connection's PRAGMA synchronous
-        self.wal = False  # whether SQLite could put the connection in WAL mode
+        self.synchronous = synchronous  # the connection's PRAGMA synchronous
+        # Whether SQLite could put the connection in WAL mode (not for an in-memory database).
+        self.wal = conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         self.wal_fd = None  # the WAL's descriptor, opened by the first sync_outside_lock commit
 
     def close(self):
@@ -60,20 +61,21 @@ class _ThreadState:
         except sqlite3.ProgrammingError:
             pass
         if self.wal_fd is not None:
-            try:
-                os.close(self.wal_fd)
-            except OSError:
-                pass
+            _close_quietly(self.wal_fd)
             self.wal_fd = None
         if self.waiter is not None:
             self.waiter.stop()  # it closes the descriptor once it is no longer waiting on it
             self.waiter = None
         elif self.lock_fd is not None:
-            try:
-                os.close(self.lock_fd)
-            except OSError:
-                pass
+            _close_quietly(self.lock_fd)
         self.lock_fd = None
+
+
+def _close_quietly(fd):
+    try:
+        os.close(fd)
+    except OSError:
+        pass
 
 
 class _Ticket:
@@ -158,9 +160,8 @@ class Database:
         after a fork)."""
         state = getattr(self._local, "state", None)
         if state is None or state.pid != os.getpid():
-            state = _ThreadState(os.getpid(), threading.current_thread(), self._connect())
-            state.synchronous = self.synchronous
-            state.wal = state.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            state = _ThreadState(os.getpid(), threading.current_thread(), self._connect(),
+                                 self.synchronous)
             with self._lock:
                 self._close_orphans()
                 self._opened.append(state)
