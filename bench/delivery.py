@@ -88,6 +88,7 @@ def _phase(name, commands, env, count, receiver, receiver_log, workdir, timeout)
              "receiver_span_per_second": round(got["received"] / span, 1) if span else None,
              "exit_codes": [o[0] for o in outcomes], "peak_rss_kb": [o[1] for o in outcomes],
              "cpu_ms_per_event": round(sum(o[2] for o in outcomes) * 1000 / count, 4),
+             "receiver_cpu_ms_per_event": round(receiver_cpu * 1000 / count, 4),
              "foreign_cpu_pct": round(100 * foreign / (wall * os.cpu_count()), 1), "failures": []}
     if any(code != 0 for code in phase["exit_codes"]):
         phase["failures"].append(f"{name}: exit codes {phase['exit_codes']} (see delivery-{name}.log)")
@@ -126,13 +127,25 @@ def run(opts, workdir):
     return result
 
 
+def two_processes_ceiling(phase, one_per_second, cores=None):
+    """The highest `2 processes / 1` ratio this machine allows: with every core busy at the CPU per
+    event that the deliverers and the receiver used in the two-process phase, the rate is at most
+    cores / (deliverers' + receiver's CPU per event). On 2 cores shared with the receiver this is the
+    ceiling the 1.5 target must fit under: the cheaper one process gets, the lower it is."""
+    per_event_ms = phase["cpu_ms_per_event"] + phase["receiver_cpu_ms_per_event"]
+    if not per_event_ms or not one_per_second:
+        return None
+    return round((cores or os.cpu_count()) * 1000 / per_event_ms / one_per_second, 3)
+
+
 def _judge(result):
     phases = result["phases"]
     one, two, base = (phases[name]["per_second"] for name in ("service-1", "service-2", "baseline"))
     result["ratios"] = {"one_process_vs_baseline": stats.ratio(one, base),
                         "two_processes_vs_one": stats.ratio(two, one),
                         "cpu_per_event_one_process_vs_baseline": stats.ratio(
-                            phases["service-1"]["cpu_ms_per_event"], phases["baseline"]["cpu_ms_per_event"])}
+                            phases["service-1"]["cpu_ms_per_event"], phases["baseline"]["cpu_ms_per_event"]),
+                        "two_processes_ceiling": two_processes_ceiling(phases["service-2"], one)}
     sizes = {name: phase["receiver"]["mean_body_bytes"] for name, phase in phases.items()}
     result["mean_body_bytes"] = sizes
     peak = max(phases["service-1"]["peak_rss_kb"] + phases["service-2"]["peak_rss_kb"])

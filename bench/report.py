@@ -69,13 +69,13 @@ def _preorder_table(result):
 def _delivery_table(result):
     lines = [f"delivery ({result['app']}, {result['events']} events)",
              f"    {'phase':<12}{'procs':>6}{'seconds':>9}{'per s':>9}{'recv/s':>9}{'body B':>8}"
-             f"{'CPU ms/ev':>11}{'peak RSS MB':>13}  exactly once"]
+             f"{'CPU ms/ev':>11}{'recv CPU':>10}{'peak RSS MB':>13}  exactly once"]
     for name, p in result["phases"].items():
         got = p["receiver"]
         once = got["received"] == got["unique"] == p["events"]
         lines.append(f"    {name:<12}{p['processes']:>6}{p['seconds']:>9.2f}{p['per_second']:>9.0f}"
                      f"{_fmt(p['receiver_span_per_second'], '{:.0f}'):>9}{got['mean_body_bytes']:>8.0f}"
-                     f"{p['cpu_ms_per_event']:>11.3f}"
+                     f"{p['cpu_ms_per_event']:>11.3f}{_fmt(p.get('receiver_cpu_ms_per_event'), '{:.3f}'):>10}"
                      f"{_fmt(mb(max(p['peak_rss_kb'])), '{:.1f}'):>13}  {'yes' if once else 'NO'}")
     r = result["ratios"]
     foreign = max(p["foreign_cpu_pct"] for p in result["phases"].values())
@@ -84,6 +84,8 @@ def _delivery_table(result):
     lines.append(f"    ratio 1 process / baseline {_fmt(r['one_process_vs_baseline'], '{:.3f}')}, "
                  f"2 processes / 1 {_fmt(r['two_processes_vs_one'], '{:.3f}')}, CPU per event 1 process / "
                  f"baseline {_fmt(r['cpu_per_event_one_process_vs_baseline'], '{:.3f}')}")
+    lines.append(f"    ceiling on 2 processes / 1 set by the CPU per event (deliverers + receiver) on "
+                 f"{os.cpu_count()} cores: {_fmt(r.get('two_processes_ceiling'), '{:.3f}')}")
     return lines + _target_lines(result["targets"])
 
 
