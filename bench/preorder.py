@@ -8,6 +8,9 @@ Each scenario compares a reference side with a subject side under the same gunic
 - `preorder-floor` (not run by default): baseline app vs bench/floor_app.py, the baseline plus one
   durable INSERT per request: the ceiling of the req/s ratio for any service that commits each
   preorder before answering.
+- `preorder-writer` (not run by default): baseline app vs bench/writer_floor.py, the baseline plus
+  one INSERT per request stored by a single writer process that batches every worker's rows (one
+  transaction and one sync per batch): the same ceiling for that other storage design.
 - `preorder-sync` (not run by default): floor_app committing with SQLite's own sync inside the write
   lock (`floor-in-lock`) vs floor_app as the service commits a preorder (sync after the lock is
   released, app/db.py): what that choice is worth, measured in one run.
@@ -16,10 +19,11 @@ With `--only baseline` every side runs the baseline app, so the ratios show the 
 import contextlib
 import os
 import statistics
+import sys
 import time
 
 from bench import bodies, seed, service, stats, wrk
-from bench.servers import Gunicorn, machine_busy_seconds
+from bench.servers import Companion, Gunicorn, machine_busy_seconds
 
 QUIET_FOREIGN_CPU_PCT = 10  # a round where other work used less of the machine's CPU is "quiet"
 
@@ -30,6 +34,7 @@ SCENARIOS = {
     "preorder-1m": {"body": "preorder", "sides": ("service-empty", "service-1m"), "rounds": 2},
     "preorder-floor": {"body": "preorder", "sides": ("baseline", "floor"), "rounds": 2},
     "preorder-sync": {"body": "preorder", "sides": ("floor-in-lock", "floor"), "rounds": 3},
+    "preorder-writer": {"body": "preorder", "sides": ("baseline", "floor-writer"), "rounds": 2},
 }
 
 
@@ -45,6 +50,19 @@ def _start_side(scenario, side, only_baseline, workdir, prefill):
         started = time.perf_counter()
         seed.prefill_processes(db_path, merchant["merchantId"], prefill)
         print(f"   prefilled {prefill} processes in {time.perf_counter() - started:.1f} s", flush=True)
+    if side == "floor-writer":
+        env = {"FLASK_DATABASE": str(db_path), "BENCH_MERCHANT_ID": merchant["merchantId"],
+               "BENCH_WRITER_SOCKET": str(workdir / f"{scenario}-writer.sock")}
+        writer = Companion("writer", [sys.executable, "-m", "bench.writer_floor", "--socket",
+                                      env["BENCH_WRITER_SOCKET"]], workdir / f"{scenario}-writer.log",
+                           dict(os.environ, **env), env["BENCH_WRITER_SOCKET"]).start()
+        server = Gunicorn(side, service.WRITER_FLOOR_APP, log, env=env)
+        server.companions.append(writer)
+        try:
+            return server.start(), merchant["secretKey"]
+        except BaseException:
+            writer.stop()
+            raise
     if side.startswith("floor"):
         server = Gunicorn(side, service.FLOOR_APP, log, env={
             "FLASK_DATABASE": str(db_path), "BENCH_MERCHANT_ID": merchant["merchantId"],
@@ -137,7 +155,7 @@ def _judge(result):
     peak = max(result["peak_rss_kb"][subject] or [0]) or None
     if result["scenario"] == "preorder-1m":
         targets = [stats.target("req/s 1M-db / empty-db >= 0.90", result["ratios"]["rps"], at_least=0.90)]
-    elif result["scenario"] in ("preorder-floor", "preorder-sync"):
+    elif result["scenario"] in ("preorder-floor", "preorder-sync", "preorder-writer"):
         targets = []  # reference figures, not targets: what one durable write per request costs
     else:
         targets = [stats.target("req/s service / baseline >= 0.80", result["ratios"]["rps"], at_least=0.80),

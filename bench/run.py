@@ -21,7 +21,7 @@ if __package__ in (None, ""):  # run as `python bench/run.py`: make the `bench` 
 from bench import delivery, preorder, report, service, wrk  # noqa: E402
 
 ALL = ("preorder", "preorder-9kb", "preorder-1m", "delivery")
-OPTIONAL = ("preorder-floor", "preorder-sync")  # run only when named: no room in the 5 minutes
+OPTIONAL = ("preorder-floor", "preorder-sync", "preorder-writer")  # run only when named: no room in the 5 minutes
 BASELINE_ONLY = ("preorder", "preorder-9kb", "delivery")  # preorder-1m needs the service's database
 
 
@@ -54,8 +54,8 @@ def parse_args(argv):
     unknown = set(opts.scenarios) - set(ALL + OPTIONAL)
     if unknown:
         parser.error(f"unknown scenarios: {', '.join(sorted(unknown))}")
-    if opts.only_baseline and {"preorder-1m", "preorder-floor", "preorder-sync"} & set(opts.scenarios):
-        parser.error("preorder-1m, preorder-floor and preorder-sync need the service's database:"
+    if opts.only_baseline and {"preorder-1m", *OPTIONAL} & set(opts.scenarios):
+        parser.error(f"preorder-1m and {', '.join(OPTIONAL)} need the service's database:"
                      " they have no baseline-only form")
     return opts
 

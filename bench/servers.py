@@ -76,6 +76,7 @@ class Gunicorn:
         self.port = free_port()
         self.env = dict(os.environ, **(env or {}), GUNICORN_APP=app, GUNICORN_BIND=f"{HOST}:{self.port}")
         self.proc = None
+        self.companions = []  # processes serving this server's workers (their CPU counts as theirs)
 
     @property
     def base_url(self):
@@ -116,25 +117,17 @@ class Gunicorn:
         return sorted(rss for rss in map(peak_rss_kb, self.workers()) if rss is not None)
 
     def workers_cpu_seconds(self):
-        return sum(map(cpu_seconds, self.workers()))
+        return sum(map(cpu_seconds, self.workers() + [c.proc.pid for c in self.companions]))
 
     def stop(self, timeout=15):
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+        _terminate(self.proc, timeout)
+        for companion in self.companions:  # after the workers that use them
+            companion.stop(timeout)
 
     def log_alarms(self):
-        """Log lines that signal a failure (tracebacks, locked database, killed workers)."""
-        try:
-            lines = self.log_path.read_text(errors="replace").splitlines()
-        except OSError:
-            return []
-        return [line for line in lines if any(alarm in line for alarm in LOG_ALARMS)]
+        """Log lines that signal a failure (tracebacks, locked database, killed workers), the
+        companions' included."""
+        return _alarms(self.log_path) + [line for c in self.companions for line in _alarms(c.log_path)]
 
     def log_tail(self, n=30):
         try:
@@ -147,3 +140,48 @@ class Gunicorn:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def _terminate(proc, timeout):
+    """SIGTERM, then SIGKILL to the process group after `timeout` seconds (started in a session)."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _alarms(log_path):
+    try:
+        lines = Path(log_path).read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    return [line for line in lines if any(alarm in line for alarm in LOG_ALARMS)]
+
+
+class Companion:
+    """A process started beside a server for its workers (bench/writer_floor.py's writer), ready
+    once `ready_path` exists; stopped with SIGTERM."""
+
+    def __init__(self, name, command, log_path, env, ready_path):
+        self.name, self.command, self.log_path = name, command, Path(log_path)
+        self.env, self.ready_path, self.proc = env, Path(ready_path), None
+
+    def start(self, ready_timeout=30):
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(self.command, cwd=ROOT, env=self.env, stdout=log,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + ready_timeout
+        while not self.ready_path.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"{self.name}: not ready (exit {self.proc.returncode})\n"
+                                   f"{self.log_path.read_text(errors='replace')[-2000:]}")
+            time.sleep(0.05)
+        return self
+
+    def stop(self, timeout=15):
+        _terminate(self.proc, timeout)
