@@ -152,8 +152,6 @@ class Database:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._opened = []  # a _ThreadState per connection made, to close them all
-        self._group = threading.Condition()  # shared_transaction's queue
-        self._queued, self._committing = [], False
 
     def _state(self):
         """The calling thread's connection and writer-lock descriptor, made on first use (and again
@@ -267,54 +265,6 @@ class Database:
             raise sqlite3.OperationalError("database is locked (writer queue)")
         return fd
 
-    def shared_transaction(self, work):
-        """`work(conn)` in a write transaction that other threads' concurrent calls may share
-        (group commit): one thread commits the works queued so far, each in its own SAVEPOINT, so
-        one that raises is rolled back alone and its exception re-raised in its caller. Returns
-        work's result once the transaction holding it has committed, as `transaction()` would:
-        a caller only goes on once its writes are durable. One commit (one fsync) then covers
-        several threads' writes instead of one each.
-        """
-        item = _Shared(work)
-        with self._group:
-            self._queued.append(item)
-            while not item.done:
-                if self._committing:
-                    self._group.wait()
-                    continue
-                self._committing = True
-                batch, self._queued = self._queued, []
-                self._group.release()
-                try:
-                    self._commit_batch(batch)
-                finally:
-                    self._group.acquire()
-                    self._committing = False
-                    self._group.notify_all()
-        if item.error is not None:
-            raise item.error
-        return item.result
-
-    def _commit_batch(self, batch):
-        try:
-            with self.transaction() as conn:
-                for item in batch:
-                    conn.execute("SAVEPOINT shared")
-                    try:
-                        item.result = item.work(conn)
-                    except Exception as e:
-                        conn.execute("ROLLBACK TO shared")
-                        item.error = e
-                    conn.execute("RELEASE shared")
-        except BaseException as e:
-            for item in batch:
-                item.result, item.error = None, e
-            if not isinstance(e, Exception):
-                raise
-        finally:
-            for item in batch:
-                item.done = True
-
     def release(self):
         """End of a request: never leave a transaction open on a reused connection."""
         state = getattr(self._local, "state", None)
@@ -336,13 +286,6 @@ class Database:
 
     def ping(self):
         return schema_rows.ping(self.connection())
-
-
-class _Shared:
-    __slots__ = ("work", "result", "error", "done")
-
-    def __init__(self, work):
-        self.work, self.result, self.error, self.done = work, None, None, False
 
 
 def get_db():

@@ -122,46 +122,6 @@ def test_a_writer_behind_a_held_transaction_gives_up_after_the_timeout(tmp_path)
     other.close_all()
 
 
-def test_shared_transaction_commits_each_callers_work_and_rolls_back_only_a_failing_one(tmp_path):
-    path = tmp_path / "shared.sqlite3"
-    db = Database(str(path), busy_timeout_ms=0)
-    db.init_schema(SCHEMA)
-    outcomes, lock = {}, threading.Lock()
-    start = threading.Barrier(8)
-
-    def work_of(who, n):
-        def work(conn):
-            conn.execute("INSERT INTO t (who, n) VALUES (?, ?)", (who, n))
-            if who == "bad" and n % 2:
-                raise ValueError(f"bad {n}")
-            return (who, n)
-        return work
-
-    def caller(who):
-        start.wait()
-        for n in range(20):
-            try:
-                got = db.shared_transaction(work_of(who, n))
-            except ValueError as e:
-                got = str(e)
-            with lock:
-                outcomes[(who, n)] = got
-
-    threads = [threading.Thread(target=caller, args=(w,)) for w in ["bad"] + [f"t{i}" for i in range(7)]]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert all((outcomes[(w, n)] == (f"bad {n}" if w == "bad" and n % 2 else (w, n)))
-               for w in ["bad"] + [f"t{i}" for i in range(7)] for n in range(20))
-    conn = sqlite3.connect(path)
-    stored = conn.execute("SELECT who, n FROM t ORDER BY who, n").fetchall()
-    conn.close()
-    assert stored == sorted([("bad", n) for n in range(0, 20, 2)]
-                            + [(f"t{i}", n) for i in range(7) for n in range(20)])
-    db.close_all()
-
-
 def test_a_failed_commit_leaves_no_transaction_open(tmp_path):
     # A deferred foreign-key violation makes COMMIT itself fail: the connection must be rolled back,
     # or this thread would keep SQLite's write lock (and the writer queue) for good.

@@ -1,6 +1,7 @@
 """The delivery worker in-process: `Worker.run_once` against a real local receiver and a real SQLite
 file, with the clock moved forward instead of sleeping through the retry schedule."""
 import contextlib
+from dataclasses import replace
 import logging
 import re
 import threading
@@ -11,6 +12,7 @@ import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from app.data import events as event_rows
+from app.data import merchants as merchant_rows
 from app.representation import iso
 from app.webhooks import delivery, transport
 from app.webhooks.signing import user_agent
@@ -380,8 +382,12 @@ def test_a_merchant_known_to_be_slow_gets_at_most_per_merchant_threads(app, make
             # The fast merchant's three, and two of the slow one's (its cap), not four.
             assert worker.run_once(wait=False) == Summary(claimed=5, in_flight=5)
             receiver.wait_for(3)
-            wait_until(lambda: all(only_event(app, p).status == "delivered" for p in fast_ids),
-                       "fast deliveries recorded")
+
+            def fast_ones_recorded():  # each poll records the attempts that ended since the last
+                worker.run_once(wait=False)
+                return all(only_event(app, p).status == "delivered" for p in fast_ids)
+
+            wait_until(fast_ones_recorded, "fast deliveries recorded")
             slow_receiver.wait_for(3)
             leased = [only_event(app, p).lease_owner for p in slow_ids]
             assert leased.count(worker.owner) == 2
@@ -456,6 +462,31 @@ def test_a_worker_whose_lease_was_taken_over_cannot_clobber_the_new_state(
                                 settings=settings) == delivery.DELIVERED
     assert only_event(app, process_id).status == "delivered"
     assert [a.status_code for a in attempts_of(app, stale.id)] == [500, 500, 200]
+
+
+def test_attempts_are_sent_without_writing_then_recorded_together_each_on_its_own(
+        app, shop, receiver, clock):
+    process_ids = [shop.cancelled()[0] for _ in range(3)]
+    db = app.extensions["db"]
+    with db.transaction() as conn:
+        claimed = event_rows.claim_due(conn, owner="w", now=clock.now, lease_until=clock.now + 60,
+                                       limit=10)
+        merchant = merchant_rows.get(conn, shop.id)
+    settings = delivery.Settings.from_config(app.config)
+    with transport.new_session() as session:
+        sent = [delivery.send(session, e, merchant, clock=clock, settings=settings) for e in claimed]
+    assert len(receiver.wait_for(3)) == 3
+    # sending wrote nothing: each event is still leased, unattempted
+    assert [(e.status, e.attempts, e.lease_owner) for e in map(only_event, [app] * 3, process_ids)] == [
+        ("pending", 0, "w")] * 3
+    # the middle one's attempt row cannot be written (no such event: the foreign key refuses it)
+    ghost = replace(sent[1], event=replace(sent[1].event, id="evt_" + "0" * 32))
+
+    outcomes = delivery.record(db, [sent[0], ghost, sent[2]], owner="w", settings=settings)
+
+    assert outcomes == [delivery.DELIVERED, delivery.NOT_RECORDED, delivery.DELIVERED]
+    assert [only_event(app, p).status for p in process_ids] == ["delivered", "pending", "delivered"]
+    assert [len(attempts_of(app, e.id)) for e in claimed] == [1, 0, 1]
 
 
 def test_events_are_attempted_oldest_due_first(app, shop, receiver, clock):

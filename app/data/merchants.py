@@ -79,6 +79,18 @@ def get(conn, merchant_id) -> Merchant | None:
     return _merchant(row) if row else None
 
 
+def get_many(conn, merchant_ids) -> dict[str, Merchant]:
+    """The merchants with these ids that exist, by id."""
+    merchant_ids = list(merchant_ids)
+    if not merchant_ids:
+        return {}
+    marks = ", ".join("?" * len(merchant_ids))
+    rows = conn.execute(
+        f"SELECT {_MERCHANT_COLUMNS} FROM merchants m WHERE m.id IN ({marks})", merchant_ids
+    )
+    return {row["id"]: _merchant(row) for row in rows}
+
+
 def list_all(conn) -> list[Merchant]:
     rows = conn.execute(f"SELECT {_MERCHANT_COLUMNS} FROM merchants m ORDER BY m.created_at, m.id")
     return [_merchant(row) for row in rows]

@@ -1,8 +1,12 @@
 """One delivery attempt of one claimed event, and its record.
 
-`attempt` reads the merchant's webhook URL and secret now (they may have changed since the event was
-written), signs the event's stored bytes, POSTs them once through `transport.post` (SSRF guard,
-timeout, no redirects) and records the outcome in one write transaction:
+`send` takes the merchant as read when the event was claimed (its webhook URL and secret may have
+changed since the event was written: the current ones are used), signs the event's stored bytes and
+POSTs them once through `transport.post` (SSRF guard, timeout, no redirects); it reads and writes
+nothing in the database and returns what happened (`Sent`). `record` then writes
+the outcomes of any number of such attempts in one write transaction, each in its own savepoint (the
+delivery worker records every attempt that ended since its last poll at once: one commit for a batch
+of attempts instead of one each); `attempt` is the two for one event. What `record` writes:
 
 - 2xx: the event is `delivered`, whoever holds its lease by now (at least once).
 - anything else: the next attempt is scheduled per the retry schedule (a longer Retry-After wins), or
@@ -10,8 +14,9 @@ timeout, no redirects) and records the outcome in one write transaction:
   whose lease ran out cannot overwrite what the next owner recorded. The attempt row is always kept.
 - no webhook URL: the event is `no_endpoint` (no attempt is made; replay delivers it later).
 
-It logs one line per attempt: event id, type, URL host, status or error, duration. Never the path or
-query of the URL, the secret, the signature, or the body (the merchant's metadata).
+It logs one line per attempt once it is recorded: event id, type, URL host, status or error,
+duration, outcome. Never the path or query of the URL, the secret, the signature, or the body (the
+merchant's metadata).
 """
 import logging
 from dataclasses import dataclass
@@ -19,14 +24,15 @@ from urllib.parse import urlsplit
 
 from app.data import events as event_rows
 from app.data import merchants as merchant_rows
+from app.models import Event
 from app.webhooks import transport
 from app.webhooks.schedule import next_attempt_delay
 from app.webhooks.signing import webhook_headers
 
 log = logging.getLogger(__name__)
 
-DELIVERED, RETRY, FAILED, NO_ENDPOINT, LEASE_LOST = (
-    "delivered", "retry", "failed", "no_endpoint", "lease_lost")
+DELIVERED, RETRY, FAILED, NO_ENDPOINT, LEASE_LOST, NOT_RECORDED = (
+    "delivered", "retry", "failed", "no_endpoint", "lease_lost", "not_recorded")
 NO_URL_ERROR = "merchant has no webhook URL"
 
 
@@ -41,16 +47,30 @@ class Settings:
                    schedule=tuple(config["WEBHOOK_RETRY_SCHEDULE"]))
 
 
-def attempt(db, session, event, *, owner, clock, settings) -> str:
-    """Deliver `event` (leased to `owner`) once; return what became of it."""
-    merchant = merchant_rows.get(db.connection(), event.merchant_id)
-    if merchant is None or not merchant.webhook_url:
-        with db.transaction() as conn:
-            recorded = event_rows.mark_no_endpoint(conn, event.id, owner, error=NO_URL_ERROR)
-        outcome = NO_ENDPOINT if recorded else LEASE_LOST
-        log.info("webhook %s %s: %s (%s)", event.id, event.type, NO_URL_ERROR, outcome)
-        return outcome
+@dataclass(frozen=True)
+class Sent:
+    """One attempt made and not yet recorded: `result` is None when the merchant has no webhook URL
+    (nothing was sent)."""
+    event: Event
+    url: str | None
+    attempted_at: int
+    result: transport.AttemptResult | None
+    ended_at: int
 
+
+def attempt(db, session, event, *, owner, clock, settings) -> str:
+    """Deliver `event` (leased to `owner`) once and record it; return what became of it."""
+    merchant = merchant_rows.get(db.connection(), event.merchant_id)
+    [outcome] = record(db, [send(session, event, merchant, clock=clock, settings=settings)],
+                       owner=owner, settings=settings)
+    return outcome
+
+
+def send(session, event, merchant, *, clock, settings) -> Sent:
+    """POST `event` once to `merchant`'s endpoint (None: the merchant is gone), signed."""
+    if merchant is None or not merchant.webhook_url:
+        now = int(clock())
+        return Sent(event, None, now, None, now)
     url = merchant.webhook_url
     attempted_at = int(clock())
     body = event.payload.encode("utf-8")
@@ -61,35 +81,60 @@ def attempt(db, session, event, *, owner, clock, settings) -> str:
     else:
         result = transport.post(session, url, body, headers, timeout=settings.timeout,
                                 livemode=merchant.livemode, clock=clock)
-    outcome, note = _record(db, event, owner, url, attempted_at, result, int(clock()), settings)
-    log.info("webhook %s %s -> %s: %s in %d ms (%s)", event.id, event.type, _host(url),
-             result.status_code if result.ok else result.error, result.duration_ms, note)
-    return outcome
+    return Sent(event, url, attempted_at, result, int(clock()))
 
 
-def _record(db, event, owner, url, attempted_at, result, now, settings):
-    """Record the attempt; committed (possibly with other threads' records: group commit) before
-    this returns, so the guarantees are those of one transaction per attempt."""
+def record(db, sent, *, owner, settings) -> list[str]:
+    """Record attempts (`Sent`, by `owner`) in one write transaction, each in its own savepoint, and
+    log a line for each once committed; returns each one's outcome. An attempt whose writes fail is
+    rolled back alone and its outcome is the exception's (raised here only when the whole transaction
+    fails: then nothing is recorded, and the leases expire so the events are attempted again)."""
+    if not sent:
+        return []
+    notes = []
+    with db.transaction() as conn:
+        for item in sent:
+            conn.execute("SAVEPOINT attempt")
+            try:
+                notes.append(_write(conn, item, owner, settings))
+            except Exception as e:  # one bad record must not lose the others
+                conn.execute("ROLLBACK TO attempt")
+                log.exception("webhook %s %s: could not be recorded", item.event.id, item.event.type)
+                notes.append((NOT_RECORDED, f"not recorded: {type(e).__name__}"))
+            conn.execute("RELEASE attempt")
+    for item, (outcome, note) in zip(sent, notes):
+        if item.result is None:
+            log.info("webhook %s %s: %s (%s)", item.event.id, item.event.type, NO_URL_ERROR, outcome)
+        else:
+            result = item.result
+            log.info("webhook %s %s -> %s: %s in %d ms (%s)", item.event.id, item.event.type,
+                     _host(item.url), result.status_code if result.ok else result.error,
+                     result.duration_ms, note)
+    return [outcome for outcome, _ in notes]
+
+
+def _write(conn, item, owner, settings):
+    """One attempt's writes: (outcome, note for the log line)."""
+    event, result, now = item.event, item.result, item.ended_at
+    if result is None:
+        recorded = event_rows.mark_no_endpoint(conn, event.id, owner, error=NO_URL_ERROR)
+        outcome = NO_ENDPOINT if recorded else LEASE_LOST
+        return outcome, outcome
+    event_rows.insert_attempt(
+        conn, event_id=event.id, attempted_at=item.attempted_at, url=item.url,
+        status_code=result.status_code, error=result.error, duration_ms=result.duration_ms)
+    if result.ok:
+        event_rows.mark_delivered(conn, event.id, now)
+        return DELIVERED, DELIVERED
     attempts_made = event.attempts + 1
-    delay = None if result.ok else next_attempt_delay(
-        settings.schedule, attempts_made, result.retry_after)
-
-    def write(conn):
-        event_rows.insert_attempt(
-            conn, event_id=event.id, attempted_at=attempted_at, url=url,
-            status_code=result.status_code, error=result.error, duration_ms=result.duration_ms)
-        if result.ok:
-            event_rows.mark_delivered(conn, event.id, now)
-            return DELIVERED, DELIVERED
-        next_at = None if delay is None else now + delay
-        if not event_rows.mark_attempt_failed(conn, event.id, owner, error=result.error,
-                                              next_attempt_at=next_at):
-            return LEASE_LOST, "lease lost to another worker: its state stands"
-        if delay is None:
-            return FAILED, f"failed after {attempts_made} attempts"
-        return RETRY, f"attempt {attempts_made}, next in {delay} s"
-
-    return db.shared_transaction(write)
+    delay = next_attempt_delay(settings.schedule, attempts_made, result.retry_after)
+    next_at = None if delay is None else now + delay
+    if not event_rows.mark_attempt_failed(conn, event.id, owner, error=result.error,
+                                          next_attempt_at=next_at):
+        return LEASE_LOST, "lease lost to another worker: its state stands"
+    if delay is None:
+        return FAILED, f"failed after {attempts_made} attempts"
+    return RETRY, f"attempt {attempts_made}, next in {delay} s"
 
 
 def _host(url) -> str:

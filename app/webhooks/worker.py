@@ -7,15 +7,18 @@ one of them before claiming more, so an event that becomes due while a slow atte
 `Worker.run_once(now, wait=False)` is one poll:
   1. sweep: pending processes past their expiry become `expired` (one `process.expired` each, written
      by `app.processes.expire_due`), so those events can be claimed in the same poll;
-  2. reap: the attempts that finished since the last poll are counted; claims whose attempt did not
-     start (stopping, too little lease left, or still queued POLL_MIN_SECONDS after the claim
-     because slower attempts hold every thread) are released;
+  2. reap: the attempts that ended since the last poll are recorded, all in one transaction
+     (`delivery.record`: one commit and one sync for them all, where recording each in its own
+     thread cost a commit per attempt and woke every waiting thread at each); claims whose attempt
+     did not start (stopping, too little lease left, or still queued POLL_MIN_SECONDS after the
+     claim because slower attempts hold every thread) are released;
   3. claim: in one BEGIN IMMEDIATE transaction, lease due events to this worker (`lease_owner`,
      `lease_expires_at` = now + WEBHOOK_LEASE_SECONDS): at most batch_size, and at most enough to
      fill the free threads plus, while every attempt in flight is younger than POLL_MIN_SECONDS, a
-     batch queued behind them (`_room`); none while stopping;
-  4. submit each claimed event to the pool, where it is attempted once and recorded by
-     `delivery.attempt`, without waiting for it;
+     batch queued behind them (`_room`); none while stopping; and, in the same transaction, read
+     their merchants (webhook URL and secret as they are now), so the attempts touch no database;
+  4. submit each claimed event to the pool, where it is sent once by `delivery.send`, without
+     waiting for it (step 2 of a later poll records it);
   5. purge Idempotency-Key records older than IDEMPOTENCY_TTL_SECONDS (at most once a minute).
 `run_once()` (wait=True) also waits for every attempt in flight (`drain()`), so a test sees them
 recorded when it returns. One thread drives a worker (run_once/drain/run); the pool runs attempts.
@@ -25,6 +28,12 @@ POLL_MIN_SECONDS (or as soon as half a batch of attempts, or all of them, have e
 are in flight, and backing off to `poll_max` only when idle (nothing in flight, nothing claimed). The
 sweep runs at most every POLL_MIN_SECONDS in these loops. `run_until_idle()` (the `--once` of
 cron) polls the same way until nothing is due or in flight, then returns.
+
+Recording an attempt waits for the next poll (at most POLL_MIN_SECONDS, sooner when half a batch
+has ended); a worker stopped by a signal records every attempt it made before it exits. One killed
+with SIGKILL loses the records of the attempts since its last poll: those events are attempted again
+once their leases expire, as after a crash mid-attempt (at least once; receivers deduplicate on
+webhook-id).
 
 Leases: an attempt starts only while at least WEBHOOK_TIMEOUT_SECONDS + LEASE_MARGIN_SECONDS of
 its lease remain, and the transport bounds the attempt by WEBHOOK_TIMEOUT_SECONDS, so no other worker
@@ -58,6 +67,7 @@ from dataclasses import dataclass
 from app.config import LEASE_MARGIN_SECONDS
 from app.data import events as event_rows
 from app.data import idempotency as idempotency_rows
+from app.data import merchants as merchant_rows
 from app.processes import expire_due
 from app.webhooks import delivery, transport
 
@@ -125,9 +135,10 @@ class Worker:
         expired = expire_due(self.db, now) if sweep else 0
         attempted, released = self._reap(now)
         limit = 0 if self.stopping else self._room(now)
-        events = self._claim(now, limit) if limit else []
+        events, merchants = self._claim(now, limit) if limit else ([], {})
         for event in events:
-            self._in_flight[self._pool.submit(self._attempt, event)] = (event, now)
+            future = self._pool.submit(self._attempt, event, merchants.get(event.merchant_id))
+            self._in_flight[future] = (event, now)
         if wait:
             drained = self.drain()
             attempted, released = attempted + drained[0], released + drained[1]
@@ -181,8 +192,16 @@ class Worker:
         cancelled = [event.id for f, event in done.items() if f.cancelled()]
         with self._ended:
             self._ended_count -= len(done) - len(cancelled)
+        results = [f.result() for f in done if not f.cancelled()]
         unstarted = cancelled + [event.id for f, event in done.items()
                                  if not f.cancelled() and f.result() == _SKIPPED]
+        sent = [r for r in results if isinstance(r, delivery.Sent)]
+        try:
+            delivery.record(self.db, sent, owner=self.owner, settings=self.settings)
+        except Exception:
+            # e.g. the database stayed locked past its busy timeout: the leases expire and these
+            # events are attempted again (at least once).
+            log.exception("webhook worker could not record %d attempts", len(sent))
         released = 0
         if unstarted:
             with self.db.transaction() as conn:
@@ -203,14 +222,17 @@ class Worker:
                 room = min(limit - len(events), self.per_merchant - in_flight)
                 if room > 0:
                     events += event_rows.claim_due(conn, limit=room, merchant_id=merchant, **claim)
-        return events
+            # Their merchants' URLs and secrets as they are now, read once for the batch: the
+            # attempts themselves touch no database.
+            merchants = merchant_rows.get_many(conn, {event.merchant_id for event in events})
+        return events, merchants
 
-    def _attempt(self, event) -> str:
+    def _attempt(self, event, merchant):
         """Runs in a pool thread; marks its merchant slow or not (`_claim`), and counts itself as
         ended for `_wait_for_free_threads`."""
         started = self.clock()
         try:
-            return self._attempt_once(event)
+            return self._attempt_once(event, merchant)
         finally:
             ended = self.clock()
             if ended - started >= POLL_MIN_SECONDS:
@@ -222,19 +244,18 @@ class Worker:
                 if self._ended_count >= self._refill_at or self._ended_count >= len(self._in_flight):
                     self._ended.notify()
 
-    def _attempt_once(self, event) -> str:
-        """Starts only if not stopping and the lease covers the attempt."""
+    def _attempt_once(self, event, merchant):
+        """Starts only if not stopping and the lease covers the attempt; returns what `_reap`
+        records (`delivery.Sent`), or why nothing was sent."""
         if self.stopping:
             return _SKIPPED
         if self.clock() + self.settings.timeout + LEASE_MARGIN_SECONDS > event.lease_expires_at:
             return _SKIPPED
         try:
-            return delivery.attempt(self.db, self._session, event, owner=self.owner,
-                                    clock=self.clock, settings=self.settings)
-        except Exception:
-            # e.g. the database stayed locked past its busy timeout: the lease expires and the
-            # event is attempted again (at least once).
-            log.exception("webhook %s %s: could not be attempted or recorded", event.id, event.type)
+            return delivery.send(self._session, event, merchant, clock=self.clock,
+                                 settings=self.settings)
+        except Exception:  # a bug: the lease expires and the event is attempted again
+            log.exception("webhook %s %s: could not be attempted", event.id, event.type)
             return _ERROR
 
     def _purge(self, now):
