@@ -4,6 +4,7 @@ import contextlib
 from dataclasses import replace
 import logging
 import re
+import sqlite3
 import threading
 import time
 from email.utils import formatdate
@@ -487,6 +488,28 @@ def test_attempts_are_sent_without_writing_then_recorded_together_each_on_its_ow
     assert outcomes == [delivery.DELIVERED, delivery.NOT_RECORDED, delivery.DELIVERED]
     assert [only_event(app, p).status for p in process_ids] == ["delivered", "pending", "delivered"]
     assert [len(attempts_of(app, e.id)) for e in claimed] == [1, 0, 1]
+
+
+@pytest.mark.parametrize("app_config", [{"SQLITE_BUSY_TIMEOUT_MS": 100}])
+def test_attempts_whose_poll_could_not_write_are_recorded_by_the_next(app, shop, receiver, clock):
+    process_id, _ = shop.cancelled()
+    with Worker.from_app(app) as worker:
+        assert worker.run_once(wait=False) == Summary(claimed=1, in_flight=1)
+        other = sqlite3.connect(app.config["DATABASE"], isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another program holds the write lock past the timeout
+        try:
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                worker.drain()  # the attempt ends (200) but cannot be recorded
+            assert len(receiver.requests) == 1
+            assert only_event(app, process_id).status == "pending"
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        assert worker.run_once(wait=False, sweep=False) == Summary()
+    event = only_event(app, process_id)
+    assert (event.status, event.attempts, event.lease_owner) == ("delivered", 1, None)
+    assert [a.status_code for a in attempts_of(app, event.id)] == [200]
+    assert len(receiver.requests) == 1
 
 
 def test_events_are_attempted_oldest_due_first(app, shop, receiver, clock):

@@ -85,23 +85,35 @@ def send(session, event, merchant, *, clock, settings) -> Sent:
 
 
 def record(db, sent, *, owner, settings) -> list[str]:
-    """Record attempts (`Sent`, by `owner`) in one write transaction, each in its own savepoint, and
-    log a line for each once committed; returns each one's outcome. An attempt whose writes fail is
-    rolled back alone and its outcome is the exception's (raised here only when the whole transaction
-    fails: then nothing is recorded, and the leases expire so the events are attempted again)."""
+    """Record attempts (`Sent`, by `owner`) in one write transaction and log them once committed;
+    returns each one's outcome (see `write_records`). Raises only when the whole transaction fails:
+    then nothing is recorded."""
     if not sent:
         return []
-    notes = []
     with db.transaction() as conn:
-        for item in sent:
-            conn.execute("SAVEPOINT attempt")
-            try:
-                notes.append(_write(conn, item, owner, settings))
-            except Exception as e:  # one bad record must not lose the others
-                conn.execute("ROLLBACK TO attempt")
-                log.exception("webhook %s %s: could not be recorded", item.event.id, item.event.type)
-                notes.append((NOT_RECORDED, f"not recorded: {type(e).__name__}"))
-            conn.execute("RELEASE attempt")
+        notes = write_records(conn, sent, owner=owner, settings=settings)
+    return log_records(sent, notes)
+
+
+def write_records(conn, sent, *, owner, settings) -> list[tuple[str, str]]:
+    """Write attempts' records in the caller's transaction, each in its own savepoint: one whose
+    writes fail is rolled back alone (outcome NOT_RECORDED). Returns (outcome, note) for each, for
+    `log_records` once the transaction has committed."""
+    notes = []
+    for item in sent:
+        conn.execute("SAVEPOINT attempt")
+        try:
+            notes.append(_write(conn, item, owner, settings))
+        except Exception as e:  # one bad record must not lose the others
+            conn.execute("ROLLBACK TO attempt")
+            log.exception("webhook %s %s: could not be recorded", item.event.id, item.event.type)
+            notes.append((NOT_RECORDED, f"not recorded: {type(e).__name__}"))
+        conn.execute("RELEASE attempt")
+    return notes
+
+
+def log_records(sent, notes) -> list[str]:
+    """One log line per recorded attempt; returns the outcomes."""
     for item, (outcome, note) in zip(sent, notes):
         if item.result is None:
             log.info("webhook %s %s: %s (%s)", item.event.id, item.event.type, NO_URL_ERROR, outcome)

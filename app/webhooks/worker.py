@@ -7,18 +7,22 @@ one of them before claiming more, so an event that becomes due while a slow atte
 `Worker.run_once(now, wait=False)` is one poll:
   1. sweep: pending processes past their expiry become `expired` (one `process.expired` each, written
      by `app.processes.expire_due`), so those events can be claimed in the same poll;
-  2. reap: the attempts that ended since the last poll are recorded, all in one transaction
-     (`delivery.record`: one commit and one sync for them all, where recording each in its own
-     thread cost a commit per attempt and woke every waiting thread at each); claims whose attempt
-     did not start (stopping, too little lease left, or still queued POLL_MIN_SECONDS after the
-     claim because slower attempts hold every thread) are released;
-  3. claim: in one BEGIN IMMEDIATE transaction, lease due events to this worker (`lease_owner`,
-     `lease_expires_at` = now + WEBHOOK_LEASE_SECONDS): at most batch_size, and at most enough to
-     fill the free threads plus, while every attempt in flight is younger than POLL_MIN_SECONDS, a
-     batch queued behind them (`_room`); none while stopping; and, in the same transaction, read
-     their merchants (webhook URL and secret as they are now), so the attempts touch no database;
+  2. reap: the attempts that ended since the last poll are collected, with the claims whose
+     attempt did not start (stopping, too little lease left, or still queued POLL_MIN_SECONDS
+     after the claim because slower attempts hold every thread);
+  3. settle and claim, in one BEGIN IMMEDIATE transaction (one commit, one sync): record every
+     attempt collected (`delivery.write_records`, a savepoint each; one log line each once
+     committed), release the unstarted claims, then lease due events to this worker
+     (`lease_owner`, `lease_expires_at` = now + WEBHOOK_LEASE_SECONDS): at most batch_size, and at
+     most enough to fill the free threads plus, while every attempt in flight is younger than
+     POLL_MIN_SECONDS, a batch queued behind them (`_room`); none while stopping; and read their
+     merchants (webhook URL and secret as they are now), so the attempts touch no database.
+     (Recording each attempt in its own pool thread cost a commit per attempt, a connection per
+     thread whose page cache every other commit emptied, and woke every waiting thread at each
+     commit: a third of the worker's CPU went to the kernel.) Records that could not be written
+     are tried again at the next poll;
   4. submit each claimed event to the pool, where it is sent once by `delivery.send`, without
-     waiting for it (step 2 of a later poll records it);
+     waiting for it (step 3 of a later poll records it);
   5. purge Idempotency-Key records older than IDEMPOTENCY_TTL_SECONDS (at most once a minute).
 `run_once()` (wait=True) also waits for every attempt in flight (`drain()`), so a test sees them
 recorded when it returns. One thread drives a worker (run_once/drain/run); the pool runs attempts.
@@ -52,6 +56,7 @@ threads) attempts in flight; its other events wait while other merchants' are cl
 merchant whose endpoint hangs cannot take every thread, once its first slow attempts have shown it
 is slow. Fast endpoints are never capped.
 """
+import contextlib
 import logging
 import math
 import os
@@ -117,6 +122,7 @@ class Worker:
         self._in_flight = {}  # Future -> (the claimed Event it attempts, when it was claimed)
         self._ended = threading.Condition()  # notified by the pool as attempts end (see _wait)
         self._ended_count = 0  # attempts ended and not yet reaped
+        self._unrecorded = []  # what ended attempts sent, until a poll's transaction records it
 
     @classmethod
     def from_app(cls, app, **options):
@@ -133,9 +139,11 @@ class Worker:
         without `sweep`, no expiry sweep (the loops sweep at most every POLL_MIN_SECONDS)."""
         now = self.clock() if now is None else now
         expired = expire_due(self.db, now) if sweep else 0
-        attempted, released = self._reap(now)
+        attempted, unstarted = self._reap(now)
         limit = 0 if self.stopping else self._room(now)
-        events, merchants = self._claim(now, limit) if limit else ([], {})
+        # One transaction: record what ended, give back what did not start, claim more.
+        with self._settling(unstarted) as (conn, released):
+            events, merchants = self._claim(conn, now, limit) if limit else ([], {})
         for event in events:
             future = self._pool.submit(self._attempt, event, merchants.get(event.merchant_id))
             self._in_flight[future] = (event, now)
@@ -173,15 +181,19 @@ class Worker:
         return slow
 
     def drain(self) -> tuple[int, int]:
-        """Wait for every attempt in flight; (attempted, released) as `_reap`."""
+        """Wait for every attempt in flight, then record them and release the unstarted claims;
+        (attempts made, claims released)."""
         futures.wait(list(self._in_flight))
-        return self._reap()
+        attempted, unstarted = self._reap()
+        with self._settling(unstarted) as (_, released):
+            pass
+        return attempted, released
 
-    def _reap(self, now=None) -> tuple[int, int]:
-        """Forget the finished attempts; release the claims whose attempt did not start: skipped,
-        or (given `now`) still queued POLL_MIN_SECONDS after they were claimed, every thread being
-        taken by slower attempts, so another worker, or this one once a thread is free, takes them.
-        Returns (attempts made, claims released)."""
+    def _reap(self, now=None) -> tuple[int, list]:
+        """Forget the finished attempts, keeping what they sent for `_settling` to record; cancel
+        (given `now`) the claims still queued POLL_MIN_SECONDS after they were claimed, every
+        thread being taken by slower attempts, so another worker, or this one once a thread is
+        free, takes them. Returns (attempts made, ids of the claims whose attempt did not start)."""
         if now is not None:
             for future, (_, since) in self._in_flight.items():
                 if now - since >= POLL_MIN_SECONDS:
@@ -193,39 +205,49 @@ class Worker:
         with self._ended:
             self._ended_count -= len(done) - len(cancelled)
         results = [f.result() for f in done if not f.cancelled()]
+        self._unrecorded += [r for r in results if isinstance(r, delivery.Sent)]
         unstarted = cancelled + [event.id for f, event in done.items()
                                  if not f.cancelled() and f.result() == _SKIPPED]
-        sent = [r for r in results if isinstance(r, delivery.Sent)]
-        try:
-            delivery.record(self.db, sent, owner=self.owner, settings=self.settings)
-        except Exception:
-            # e.g. the database stayed locked past its busy timeout: the leases expire and these
-            # events are attempted again (at least once).
-            log.exception("webhook worker could not record %d attempts", len(sent))
-        released = 0
-        if unstarted:
-            with self.db.transaction() as conn:
-                released = event_rows.release(conn, unstarted, self.owner)
-        return len(done) - len(unstarted), released
+        return len(done) - len(unstarted), unstarted
 
-    def _claim(self, now, limit):
-        """Up to `limit` due events, in one transaction: first any merchant's but the slow ones',
-        then each slow merchant's up to `per_merchant` in flight. So one merchant whose endpoint
-        hangs holds at most `per_merchant` threads while others' events are due (after its first
-        slow attempts show it is slow), and a fast endpoint is never capped."""
+    @contextlib.contextmanager
+    def _settling(self, unstarted):
+        """A write transaction that first records the attempts sent and not yet recorded and
+        releases the `unstarted` claims; yields (its connection, claims released) so the caller
+        can add to it (a claim). The records are logged once it commits. If it fails, they stay
+        unrecorded for the next poll to try again (before their leases expire, normally; after, a
+        failure is not recorded over the new owner's state, a delivery is)."""
+        sent = self._unrecorded
+        if not sent and not unstarted:
+            yield None, 0  # nothing to write; a claim opens its own transaction
+            return
+        with self.db.transaction() as conn:
+            notes = delivery.write_records(conn, sent, owner=self.owner, settings=self.settings)
+            released = event_rows.release(conn, unstarted, self.owner)
+            yield conn, released
+        self._unrecorded = self._unrecorded[len(sent):]
+        delivery.log_records(sent, notes)
+
+    def _claim(self, conn, now, limit):
+        """Up to `limit` due events, in `conn`'s transaction (None: a transaction of its own):
+        first any merchant's but the slow ones', then each slow merchant's up to `per_merchant` in
+        flight. So one merchant whose endpoint hangs holds at most `per_merchant` threads while
+        others' events are due (after its first slow attempts show it is slow), and a fast
+        endpoint is never capped. Returns the events and their merchants by id."""
+        if conn is None:
+            with self.db.transaction() as conn:
+                return self._claim(conn, now, limit)
         slow = self._slow_merchants(now)
         claim = dict(owner=self.owner, now=int(now),
                      lease_until=math.ceil(now) + self.lease_seconds)
-        with self.db.transaction() as conn:
-            events = event_rows.claim_due(conn, limit=limit, skip_merchants=slow, **claim)
-            for merchant, in_flight in slow.items():
-                room = min(limit - len(events), self.per_merchant - in_flight)
-                if room > 0:
-                    events += event_rows.claim_due(conn, limit=room, merchant_id=merchant, **claim)
-            # Their merchants' URLs and secrets as they are now, read once for the batch: the
-            # attempts themselves touch no database.
-            merchants = merchant_rows.get_many(conn, {event.merchant_id for event in events})
-        return events, merchants
+        events = event_rows.claim_due(conn, limit=limit, skip_merchants=slow, **claim)
+        for merchant, in_flight in slow.items():
+            room = min(limit - len(events), self.per_merchant - in_flight)
+            if room > 0:
+                events += event_rows.claim_due(conn, limit=room, merchant_id=merchant, **claim)
+        # Their merchants' URLs and secrets as they are now, read once for the batch: the
+        # attempts themselves touch no database.
+        return events, merchant_rows.get_many(conn, {event.merchant_id for event in events})
 
     def _attempt(self, event, merchant):
         """Runs in a pool thread; marks its merchant slow or not (`_claim`), and counts itself as
@@ -328,11 +350,11 @@ class Worker:
                 timeout=POLL_MIN_SECONDS)
 
     def _finish(self):
-        """Wait for the attempts in flight (each records itself) and release unstarted claims."""
+        """Wait for the attempts in flight, record them and release unstarted claims."""
         try:
             self.drain()
-        except Exception:  # the release failed: those leases expire as after a crash
-            log.exception("webhook worker could not release its unstarted claims")
+        except Exception:  # not written: those leases expire as after a crash
+            log.exception("webhook worker could not record its last attempts or release its claims")
 
     def stop(self):
         self.stopping = True
