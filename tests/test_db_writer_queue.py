@@ -33,9 +33,19 @@ def rows(path):
         conn.close()
 
 
+def _open_database(path):
+    """The database with its schema, kept open by the caller while writers come and go: opening
+    the first connection to a WAL database runs its recovery, which another connection opening at
+    that moment finds busy (a collision of opens, not of writers, and with the busy timeout at 0 a
+    failure): an open service always has a connection up."""
+    keeper = Database(str(path))
+    keeper.init_schema(SCHEMA)
+    return keeper
+
+
 def test_threads_queue_for_the_write_lock(tmp_path):
     path = tmp_path / "queue.sqlite3"
-    Database(str(path)).init_schema(SCHEMA)
+    keeper = _open_database(path)
     errors = []
     threads = [threading.Thread(target=write, args=(path, f"thread-{i}", errors))
                for i in range(WRITERS)]
@@ -43,6 +53,7 @@ def test_threads_queue_for_the_write_lock(tmp_path):
         t.start()
     for t in threads:
         t.join()
+    keeper.close_all()
     assert errors == []
     assert rows(path) == (WRITERS * EACH, WRITERS)
 
@@ -55,7 +66,7 @@ def _process_writer(path, who, queue):
 
 def test_processes_queue_for_the_write_lock(tmp_path):
     path = tmp_path / "queue.sqlite3"
-    Database(str(path)).init_schema(SCHEMA)
+    keeper = _open_database(path)
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
     procs = [ctx.Process(target=_process_writer, args=(str(path), f"proc-{i}", queue))
@@ -65,6 +76,7 @@ def test_processes_queue_for_the_write_lock(tmp_path):
     errors = [e for _ in procs for e in queue.get(timeout=60)]
     for p in procs:
         p.join(60)
+    keeper.close_all()
     assert errors == []
     assert [p.exitcode for p in procs] == [0] * WRITERS
     assert rows(path) == (WRITERS * EACH, WRITERS)
