@@ -225,7 +225,7 @@ class Worker:
             notes = delivery.write_records(conn, sent, owner=self.owner, settings=self.settings)
             released = event_rows.release(conn, unstarted, self.owner)
             yield conn, released
-        self._unrecorded = self._unrecorded[len(sent):]
+        self._unrecorded = []
         delivery.log_records(sent, notes)
 
     def _claim(self, conn, now, limit):
