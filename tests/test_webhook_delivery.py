@@ -452,17 +452,32 @@ def test_a_worker_whose_lease_was_taken_over_cannot_clobber_the_new_state(
     after_takeover = only_event(app, process_id)
     assert (after_takeover.attempts, after_takeover.next_attempt_at) == (1, clock.now + 5)
 
-    settings = delivery.Settings.from_config(app.config)
-    with transport.new_session() as session:
-        # the old owner's late failure is kept as history but does not change the event
-        assert delivery.attempt(db, session, stale, owner="slow", clock=clock,
-                                settings=settings) == delivery.LEASE_LOST
-        assert only_event(app, process_id) == after_takeover
-        # a late 2xx is a delivery whoever holds the lease: at least once
-        assert delivery.attempt(db, session, stale, owner="slow", clock=clock,
-                                settings=settings) == delivery.DELIVERED
+    # the old owner's late failure is kept as history but does not change the event
+    assert attempt_and_record(app, stale, "slow", clock) == delivery.LEASE_LOST
+    assert only_event(app, process_id) == after_takeover
+    # a late 2xx is a delivery whoever holds the lease: at least once
+    assert attempt_and_record(app, stale, "slow", clock) == delivery.DELIVERED
     assert only_event(app, process_id).status == "delivered"
     assert [a.status_code for a in attempts_of(app, stale.id)] == [500, 500, 200]
+
+
+def record(app, sent, owner):
+    """What the worker's poll does with the attempts that ended: write them in one transaction,
+    then log them; returns their outcomes."""
+    settings = delivery.Settings.from_config(app.config)
+    with app.extensions["db"].transaction() as conn:
+        notes = delivery.write_records(conn, sent, owner=owner, settings=settings)
+    return delivery.log_records(sent, notes)
+
+
+def attempt_and_record(app, event, owner, clock):
+    """One attempt of `event` as a worker holding it as `owner` makes and records it."""
+    merchant = merchant_rows.get(app.extensions["db"].connection(), event.merchant_id)
+    with transport.new_session() as session:
+        sent = delivery.send(session, event, merchant, clock=clock,
+                             settings=delivery.Settings.from_config(app.config))
+    [outcome] = record(app, [sent], owner)
+    return outcome
 
 
 def test_attempts_are_sent_without_writing_then_recorded_together_each_on_its_own(
@@ -483,7 +498,7 @@ def test_attempts_are_sent_without_writing_then_recorded_together_each_on_its_ow
     # the middle one's attempt row cannot be written (no such event: the foreign key refuses it)
     ghost = replace(sent[1], event=replace(sent[1].event, id="evt_" + "0" * 32))
 
-    outcomes = delivery.record(db, [sent[0], ghost, sent[2]], owner="w", settings=settings)
+    outcomes = record(app, [sent[0], ghost, sent[2]], "w")
 
     assert outcomes == [delivery.DELIVERED, delivery.NOT_RECORDED, delivery.DELIVERED]
     assert [only_event(app, p).status for p in process_ids] == ["delivered", "pending", "delivered"]

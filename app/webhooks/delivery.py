@@ -3,10 +3,11 @@
 `send` takes the merchant as read when the event was claimed (its webhook URL and secret may have
 changed since the event was written: the current ones are used), signs the event's stored bytes and
 POSTs them once through `transport.post` (SSRF guard, timeout, no redirects); it reads and writes
-nothing in the database and returns what happened (`Sent`). `record` then writes
-the outcomes of any number of such attempts in one write transaction, each in its own savepoint (the
-delivery worker records every attempt that ended since its last poll at once: one commit for a batch
-of attempts instead of one each); `attempt` is the two for one event. What `record` writes:
+nothing in the database and returns what happened (`Sent`). `write_records` then writes the outcomes
+of any number of such attempts in the caller's transaction, each in its own savepoint (the delivery
+worker records every attempt that ended since its last poll in its poll's transaction: one commit
+for a batch of attempts instead of one each), and `log_records` logs them once it has committed.
+What is written:
 
 - 2xx: the event is `delivered`, whoever holds its lease by now (at least once).
 - anything else: the next attempt is scheduled per the retry schedule (a longer Retry-After wins), or
@@ -23,7 +24,6 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from app.data import events as event_rows
-from app.data import merchants as merchant_rows
 from app.models import Event
 from app.webhooks import transport
 from app.webhooks.schedule import next_attempt_delay
@@ -58,14 +58,6 @@ class Sent:
     ended_at: int
 
 
-def attempt(db, session, event, *, owner, clock, settings) -> str:
-    """Deliver `event` (leased to `owner`) once and record it; return what became of it."""
-    merchant = merchant_rows.get(db.connection(), event.merchant_id)
-    [outcome] = record(db, [send(session, event, merchant, clock=clock, settings=settings)],
-                       owner=owner, settings=settings)
-    return outcome
-
-
 def send(session, event, merchant, *, clock, settings) -> Sent:
     """POST `event` once to `merchant`'s endpoint (None: the merchant is gone), signed."""
     if merchant is None or not merchant.webhook_url:
@@ -82,17 +74,6 @@ def send(session, event, merchant, *, clock, settings) -> Sent:
         result = transport.post(session, url, body, headers, timeout=settings.timeout,
                                 livemode=merchant.livemode, clock=clock)
     return Sent(event, url, attempted_at, result, int(clock()))
-
-
-def record(db, sent, *, owner, settings) -> list[str]:
-    """Record attempts (`Sent`, by `owner`) in one write transaction and log them once committed;
-    returns each one's outcome (see `write_records`). Raises only when the whole transaction fails:
-    then nothing is recorded."""
-    if not sent:
-        return []
-    with db.transaction() as conn:
-        notes = write_records(conn, sent, owner=owner, settings=settings)
-    return log_records(sent, notes)
 
 
 def write_records(conn, sent, *, owner, settings) -> list[tuple[str, str]]:
