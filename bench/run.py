@@ -93,7 +93,8 @@ def main(argv=None):
                "settings": {key: getattr(opts, key) for key in (
                    "only", "scenarios", "duration", "rounds", "warmup", "events", "processes",
                    "delivery_args")},
-               "scenarios": results, "seconds": round(time.monotonic() - started, 1),
+               "scenarios": results, "service_over_floor": report.floor_share(results),
+               "seconds": round(time.monotonic() - started, 1),
                # Other work on the machine is what makes figures drift: keep it on record.
                "load_average": {"before": load_before, "after": os.getloadavg()}}
     bad = [r["scenario"] for r in results if failed(r, opts.check_targets)]
