@@ -142,7 +142,7 @@ class Worker:
         attempted, unstarted = self._reap(now)
         limit = 0 if self.stopping else self._room(now)
         # One transaction: record what ended, give back what did not start, claim more.
-        with self._settling(unstarted) as (conn, released):
+        with self._settling(unstarted, claiming=bool(limit)) as (conn, released):
             events, merchants = self._claim(conn, now, limit) if limit else ([], {})
         for event in events:
             future = self._pool.submit(self._attempt, event, merchants.get(event.merchant_id))
@@ -185,7 +185,7 @@ class Worker:
         (attempts made, claims released)."""
         futures.wait(list(self._in_flight))
         attempted, unstarted = self._reap()
-        with self._settling(unstarted) as (_, released):
+        with self._settling(unstarted, claiming=False) as (_, released):
             pass
         return attempted, released
 
@@ -204,22 +204,28 @@ class Worker:
         cancelled = [event.id for f, event in done.items() if f.cancelled()]
         with self._ended:
             self._ended_count -= len(done) - len(cancelled)
-        results = [f.result() for f in done if not f.cancelled()]
-        self._unrecorded += [r for r in results if isinstance(r, delivery.Sent)]
-        unstarted = cancelled + [event.id for f, event in done.items()
-                                 if not f.cancelled() and f.result() == _SKIPPED]
+        unstarted = cancelled
+        for future, event in done.items():
+            if future.cancelled():
+                continue
+            result = future.result()
+            if isinstance(result, delivery.Sent):
+                self._unrecorded.append(result)
+            elif result == _SKIPPED:
+                unstarted.append(event.id)
         return len(done) - len(unstarted), unstarted
 
     @contextlib.contextmanager
-    def _settling(self, unstarted):
+    def _settling(self, unstarted, *, claiming):
         """A write transaction that first records the attempts sent and not yet recorded and
         releases the `unstarted` claims; yields (its connection, claims released) so the caller
-        can add to it (a claim). The records are logged once it commits. If it fails, they stay
-        unrecorded for the next poll to try again (before their leases expire, normally; after, a
-        failure is not recorded over the new owner's state, a delivery is)."""
+        can add to it (a claim, when `claiming`). The records are logged once it commits. If it
+        fails, they stay unrecorded for the next poll to try again (before their leases expire,
+        normally; after, a failure is not recorded over the new owner's state, a delivery is).
+        With nothing to write and no claim to make, no transaction is opened."""
         sent = self._unrecorded
-        if not sent and not unstarted:
-            yield None, 0  # nothing to write; a claim opens its own transaction
+        if not sent and not unstarted and not claiming:
+            yield None, 0
             return
         with self.db.transaction() as conn:
             notes = delivery.write_records(conn, sent, owner=self.owner, settings=self.settings)
@@ -229,14 +235,11 @@ class Worker:
         delivery.log_records(sent, notes)
 
     def _claim(self, conn, now, limit):
-        """Up to `limit` due events, in `conn`'s transaction (None: a transaction of its own):
-        first any merchant's but the slow ones', then each slow merchant's up to `per_merchant` in
-        flight. So one merchant whose endpoint hangs holds at most `per_merchant` threads while
-        others' events are due (after its first slow attempts show it is slow), and a fast
-        endpoint is never capped. Returns the events and their merchants by id."""
-        if conn is None:
-            with self.db.transaction() as conn:
-                return self._claim(conn, now, limit)
+        """Up to `limit` due events, in `conn`'s transaction: first any merchant's but the slow
+        ones', then each slow merchant's up to `per_merchant` in flight. So one merchant whose
+        endpoint hangs holds at most `per_merchant` threads while others' events are due (after
+        its first slow attempts show it is slow), and a fast endpoint is never capped. Returns the
+        events and their merchants by id."""
         slow = self._slow_merchants(now)
         claim = dict(owner=self.owner, now=int(now),
                      lease_until=math.ceil(now) + self.lease_seconds)
