@@ -23,8 +23,7 @@ from flask import Flask
 from app.config import DEFAULTS
 from app.data import processes as process_rows
 from app.db import Database
-from app.models import Process
-from bench.seed import METADATA
+from bench.seed import floor_process
 
 app = Flask(__name__)
 _db = Database(
@@ -37,11 +36,7 @@ _sync_outside_lock = os.environ.get("BENCH_FLOOR_SYNC", "after-unlock") != "in-l
 
 @app.post("/payment-button/process/preorder")
 def preorder():
-    now = int(time.time())
-    process = Process(
-        seq=None, id=str(uuid.uuid4()), merchant_id=_merchant_id, status="pending", amount="19.99",
-        metadata=METADATA, livemode=False, created_at=now, updated_at=now, expires_at=now + 900,
-    )
+    process = floor_process(str(uuid.uuid4()), _merchant_id, int(time.time()))
     with _db.transaction(sync_outside_lock=_sync_outside_lock) as conn:
         process_rows.insert(conn, process)
     return {"processId": process.id}

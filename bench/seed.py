@@ -33,6 +33,14 @@ def _process(merchant_id, i, now, status="pending"):
     )
 
 
+def floor_process(process_id, merchant_id, now):
+    """The pending process the storage-floor apps store per request (floor_app, writer_floor)."""
+    return Process(
+        seq=None, id=process_id, merchant_id=merchant_id, status="pending", amount="19.99",
+        metadata=METADATA, livemode=False, created_at=now, updated_at=now, expires_at=now + 900,
+    )
+
+
 def prefill_processes(db_path, merchant_id, n):
     """Insert `n` processes for `merchant_id`, one transaction, realistic rows (distinct uuid4 ids,
     the benchmark's metadata, a mix of statuses, creation times spread over 30 days)."""

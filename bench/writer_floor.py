@@ -35,8 +35,7 @@ from flask import Flask
 from app.config import DEFAULTS
 from app.data import processes as process_rows
 from app.db import Database
-from app.models import Process
-from bench.seed import METADATA
+from bench.seed import floor_process
 
 MESSAGE_BYTES = 64  # a request is the process id (36 bytes); an answer is b"ok"
 
@@ -61,12 +60,6 @@ def preorder():
     if sock.recv(MESSAGE_BYTES) != b"ok":
         raise RuntimeError("the writer did not store the row")
     return {"processId": process_id}
-
-
-def _process(process_id, merchant_id, now):
-    return Process(seq=None, id=process_id, merchant_id=merchant_id, status="pending",
-                   amount="19.99", metadata=METADATA, livemode=False, created_at=now,
-                   updated_at=now, expires_at=now + 900)
 
 
 def serve(path, db, merchant_id):
@@ -102,7 +95,7 @@ def serve(path, db, merchant_id):
         now = int(time.time())
         with db.transaction(sync_outside_lock=True) as conn:
             for _, process_id in batch:
-                process_rows.insert(conn, _process(process_id, merchant_id, now))
+                process_rows.insert(conn, floor_process(process_id, merchant_id, now))
         for conn, _ in batch:
             conn.send(b"ok")
         batches, rows = batches + 1, rows + len(batch)
