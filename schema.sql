@@ -99,6 +99,7 @@ CREATE TABLE IF NOT EXISTS networks (
     confirmations    INTEGER NOT NULL CHECK (confirmations >= 1),
     start_block      INTEGER NOT NULL,              -- first block the watcher reads
     scanned_block    INTEGER NOT NULL,              -- every block up to this one has been read for transfers
+    head_block       INTEGER NOT NULL,              -- the chain's head when last asked: confirmations are counted from it
     disabled_at      INTEGER,
     created_at       INTEGER NOT NULL
 );
