@@ -2,13 +2,14 @@
 
 
 def init_app(app):
-    from app.cli.demo import demo_merchant
+    from app.cli.demo import demo_chain, demo_merchant
     from app.cli.events import events
     from app.cli.merchants import merchants
     from app.cli.processes import processes
     from app.cli.worker import deliver_webhooks
 
     app.cli.add_command(demo_merchant)
+    app.cli.add_command(demo_chain)
     app.cli.add_command(merchants)
     app.cli.add_command(processes)
     app.cli.add_command(events)

@@ -136,25 +136,6 @@
     return d.startsWith('-') ? -1 : d === '0' ? 0 : 1;
   }
 
-  /** The EIP-681 URI asking for `amount` instead of the full amount due: its uint256 parameter
-   * rescaled (the token's decimals follow from the URI's base units and amountDue). */
-  function uriForAmount(uri, amountDue, amount) {
-    const m = /([?&]uint256=)(\d+)(?=&|$)/.exec(uri);
-    const due = dec(amountDue);
-    const want = dec(amount);
-    if (!m || !due || !want) return uri;
-    const base = BigInt(m[2]);
-    for (let decimals = due.scale; decimals <= 77; decimals++) {
-      const scaled = decScaled(due, decimals);
-      if (scaled > base) break;
-      if (scaled === base) {
-        if (want.scale > decimals) return uri;
-        return uri.slice(0, m.index) + m[1] + decScaled(want, decimals).toString() + uri.slice(m.index + m[0].length);
-      }
-    }
-    return uri;
-  }
-
   function clockText(seconds) {
     const h = Math.floor(seconds / 3600);
     const m = Math.floor((seconds % 3600) / 60);
@@ -1061,8 +1042,9 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       el.sendAmount.textContent = `${this._sendText} ${names.symbol}`;
       el.network.textContent = Number.isInteger(payment.chainId) ? `${names.network} (chain ${payment.chainId})` : names.network;
       el.address.textContent = payment.address;
+      // The service's EIP-681 URI asks for what is still outstanding (API.md, docs/payments.md).
       const uri = typeof payment.paymentUri === 'string' && payment.paymentUri.startsWith('ethereum:')
-        ? (partly ? uriForAmount(payment.paymentUri, payment.amountDue, remaining) : payment.paymentUri) : '';
+        ? payment.paymentUri : '';
       if (uri !== this._shownUri) {
         this._shownUri = uri;
         el.qr.innerHTML = uri ? qrSvg(uri) : '';
