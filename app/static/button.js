@@ -53,8 +53,10 @@
   const POLL_MAX_MS = 15000;
   // While payment instructions are shown the button follows the service within 2 s: one GET a second.
   const POLL_LIVE_MS = 1000;
-  // After a live payment expired (or was cancelled) a late transfer is still shown for this long.
-  const LATE_WATCH_MS = 3600 * 1000;
+  // After a live payment expired (or was cancelled) a late transfer is still shown: polled every
+  // 2 s for 10 minutes (a wallet that sent at the last moment is seen within that).
+  const POLL_LATE_MS = 2000;
+  const LATE_WATCH_MS = 10 * 60 * 1000;
   const COPIED_MS = 2000;
 
   const FINAL = {
@@ -674,10 +676,16 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
         return;
       }
       const gen = this._gen;
-      // The assets only name what the process shows (symbol, network): without them (an older
-      // service, or a failure) the button still works, with the sandbox or ids for names.
-      const assets = this._fetchAssets().catch((err) => (err.name === 'AbortError' ? Promise.reject(err) : []));
-      Promise.all([this._fetchPublic(), assets]).then(([r, list]) => {
+      // Then what the customer may pay with, when it matters: for a pending process, or to name
+      // what a payment was made in. Without it (an older service, a failure) the button still
+      // works: the sandbox in test mode, ids for names.
+      this._fetchPublic().then(async (r) => {
+        let list = [];
+        if (r.process.status === 'pending' || r.process.payment) {
+          list = await this._fetchAssets().catch((err) => (err.name === 'AbortError' ? Promise.reject(err) : []));
+        }
+        return [r, list];
+      }).then(([r, list]) => {
         if (gen !== this._gen) return;
         this._assets = list;
         el.loading.hidden = true;
@@ -1134,8 +1142,9 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
     }
 
     // ---- polling ----------------------------------------------------------------------------
-    // While payment instructions are shown: every second. Otherwise 1 s doubling to 15 s. Paused
-    // while the page is hidden, stopped when final (after a live payment expired: until LATE_WATCH).
+    // While payment instructions are shown: every second; after a live payment expired or was
+    // cancelled: every 2 s for LATE_WATCH_MS. Otherwise, and after a failed poll, 1 s doubling to
+    // 15 s. Paused while the page is hidden, stopped when final.
 
     _schedulePoll(reset) {
       clearTimeout(this._pollTimer);
@@ -1144,8 +1153,8 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       const late = this._final && this._lateUntil > Date.now();
       if ((this._final && !late) || this._pollInFlight || !this._process || document.hidden) return;
       const live = !this._final && this._process.payment && !this._pollFailed;
-      const delay = live ? POLL_LIVE_MS : this._pollDelay;
-      if (!live) this._pollDelay = Math.min(delay * 2, POLL_MAX_MS);
+      const delay = late && !this._pollFailed ? POLL_LATE_MS : live ? POLL_LIVE_MS : this._pollDelay;
+      if (delay === this._pollDelay) this._pollDelay = Math.min(delay * 2, POLL_MAX_MS);
       this._pollTimer = setTimeout(() => this._poll(), delay);
     }
 
