@@ -151,8 +151,6 @@ def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, conso
     assert payment["paymentUri"] == (f"ethereum:{payment['tokenContract']}@31337/transfer"
                                      f"?address={DEMO_FIRST_ADDRESS}&uint256=19990000")
     assert qr_of(page) == [payment["paymentUri"]]
-    if os.environ.get("UPDATE_DEMO_PICTURE"):
-        page.screenshot(path=str(README_PICTURE))
     btn(page, ".copy-amount").click()
     assert page.evaluate("navigator.clipboard.readText()") == "19.99"
     btn(page, ".copy-address").click()
@@ -161,6 +159,8 @@ def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, conso
 
     # The test wallet pays; the watcher sees it in the block the node mined for it.
     expect(page.locator("#test-wallet .send-full")).to_have_text("Send 19.99")
+    if os.environ.get("UPDATE_DEMO_PICTURE"):
+        page.screenshot(path=str(README_PICTURE))
     wallet(page, "Send 19.99")
     expect_logged(page, r"Sent 19\.99 in block #\d+")
     demo.watch()
