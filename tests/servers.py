@@ -69,3 +69,22 @@ def gunicorn(env, log_path, workers=4):
         finally:
             proc.terminate()
             proc.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def flask_run(env, log_path):
+    """The service under `flask run` (werkzeug's threaded server, as `make run` starts it); yields
+    its base URL."""
+    port = free_port()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [str(BIN / "flask"), "--app", "app", "run", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )
+        try:
+            base = f"http://127.0.0.1:{port}"
+            wait_for(base + "/healthz")
+            yield base
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
