@@ -53,18 +53,26 @@ def wait_for(url, timeout=20):
 
 
 @contextlib.contextmanager
-def gunicorn(env, log_path, workers=4):
-    """The service under gunicorn with gunicorn.conf.py; yields its base URL."""
+def gunicorn(env, log_path, workers=4, unprivileged=False, started=None, ready="/healthz"):
+    """The service under gunicorn with gunicorn.conf.py; yields its base URL. `unprivileged`: run
+    it as `nobody` when the tests run as root (where file permissions do not stop writes), through
+    util-linux's setpriv. `started`: a list that receives the gunicorn master's Popen. `ready`: the
+    path that answers 200 once the workers serve."""
     port = free_port()
     env = dict(env, GUNICORN_BIND=f"127.0.0.1:{port}", GUNICORN_WORKERS=str(workers))
+    prefix = []
+    if unprivileged and os.geteuid() == 0:
+        prefix = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [str(BIN / "gunicorn"), "-c", "gunicorn.conf.py"],
+            [*prefix, str(BIN / "gunicorn"), "-c", "gunicorn.conf.py"],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
         )
+        if started is not None:
+            started.append(proc)
         try:
             base = f"http://127.0.0.1:{port}"
-            wait_for(base + "/healthz")
+            wait_for(base + ready)
             yield base
         finally:
             proc.terminate()
