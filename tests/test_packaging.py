@@ -1,6 +1,8 @@
-"""setup.cfg's runtime floors admit no version that lacks what the code uses: an install at the floor
-must work, not fail at the first pinned HTTPS delivery."""
+"""How the project is installed and started: setup.cfg's runtime floors admit no version that lacks
+what the code uses (an install at the floor must not fail at the first pinned HTTPS delivery), and
+`make run` takes the address the README says."""
 import configparser
+import subprocess
 from pathlib import Path
 
 import requests.adapters
@@ -29,3 +31,12 @@ def test_requests_and_urllib3_floors_cover_what_the_webhook_transport_uses():
     assert hasattr(urllib3.exceptions, "NameResolutionError")
     assert "urllib3" in floors, "urllib3 is imported directly: it must be a declared dependency"
     assert "2.0.0" in floors["urllib3"] and "1.26.20" not in floors["urllib3"]
+
+
+def test_make_run_takes_the_host_and_port_the_readme_says():
+    readme = (ROOT / "README.md").read_text()
+    assert "make run HOST=0.0.0.0 PORT=8080" in readme
+    plan = subprocess.run(["make", "-n", "run", "HOST=0.0.0.0", "PORT=8080"], cwd=ROOT,
+                          capture_output=True, text=True, check=True).stdout
+    assert "run --host 0.0.0.0 --port 8080" in plan
+    assert "demo-merchant --webhook-url http://127.0.0.1:8080/demo/webhooks" in plan
