@@ -199,3 +199,14 @@ def test_a_drift_on_either_side_is_caught(document):
     wider = Limits(DEFAULT_LIMITS.max_amount * 2, 3, DEFAULT_LIMITS.metadata_max_bytes * 2,
                    DEFAULT_LIMITS.metadata_max_depth + 1)
     assert len(differences(document, components["PreorderRequest"], PreorderSchema(wider))) == 3
+
+
+def test_the_document_accepts_any_charset_as_the_service_does(document, api):
+    # The service decodes every JSON body as UTF-8 whatever the charset label says (API.md,
+    # tests/test_hostile_input.py); the document must not promise a 415 for another charset.
+    texts = [document["info"]["description"],
+             document["components"]["responses"]["UnsupportedMediaType"]["description"]]
+    assert all("`charset=utf-8`" not in text for text in texts)
+    assert "a `charset` parameter is accepted whatever it says" in texts[0]
+    response = api.preorder_raw('{"amount": 5}', content_type="application/json; charset=iso-8859-1")
+    assert response.status_code == 200
