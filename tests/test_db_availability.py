@@ -8,7 +8,6 @@ import os
 import shutil
 import signal
 import sqlite3
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -193,35 +192,35 @@ def test_deleting_the_directory_under_gunicorn(tmp_path):
 
 
 def test_a_read_only_database_under_gunicorn(tmp_path):
-    # Root writes whatever the permissions say, so the server runs as `nobody` (setpriv); the
-    # database's directory is one that user can reach (pytest's tmp_path is private to root).
-    directory = tempfile.mkdtemp(prefix="readonly-db-")
+    # Root writes whatever the mode bits say, so the server runs without the capabilities that let
+    # it (setpriv, see servers.gunicorn): the bits then bind it as they bind a service user.
+    directory = tmp_path / "data"
+    database = directory / "service.sqlite3"
+    env = service_env(database)
+    flask(env, "init-db")
+    keys = create_merchant(env)
+    # Everything read-only: the file, its WAL and shm if any, the directory.
+    for path in directory.iterdir():
+        path.chmod(0o444)
+    directory.chmod(0o555)
+    log_path = tmp_path / "gunicorn.log"
     try:
-        os.chmod(directory, 0o755)
-        database = os.path.join(directory, "service.sqlite3")
-        env = service_env(database)
-        flask(env, "init-db")
-        keys = create_merchant(env)
-        # Everything read-only for the service's user: the file, its WAL and shm, the directory.
-        for name in os.listdir(directory):
-            os.chmod(os.path.join(directory, name), 0o444)
-        os.chmod(directory, 0o555)
-        log_path = tmp_path / "gunicorn.log"
         with gunicorn(env, log_path, workers=1, unprivileged=True, ready="/openapi.json") as base:
             for _ in range(3):
                 assert_unavailable(requests.post(base + PREORDER, json={"amount": 5}, timeout=30,
                                                  headers={"x-secret-key": keys["secretKey"]}))
             response = requests.get(base + "/healthz", timeout=30)
             assert response.status_code == 503 and response.json()["code"] == "unavailable"
-        assert count_processes(database) == 0
-        log = log_path.read_text()
-        assert "Traceback" not in log
+
+            # Writable again: the next request opens a new connection, no restart needed.
+            directory.chmod(0o755)
+            for path in directory.iterdir():
+                path.chmod(0o644)
+            assert requests.get(base + "/healthz", timeout=30).status_code == 200
+            assert requests.post(base + PREORDER, json={"amount": 5}, timeout=30,
+                                 headers={"x-secret-key": keys["secretKey"]}).status_code == 200
     finally:
-        _writable_again(directory)
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-def _writable_again(directory):
-    os.chmod(directory, 0o755)
-    for name in os.listdir(directory):
-        os.chmod(os.path.join(directory, name), 0o644)
+        directory.chmod(0o755)
+    assert count_processes(database) == 1  # only the one answered 200
+    log = log_path.read_text()
+    assert "Traceback" not in log
