@@ -211,7 +211,7 @@ class Database:
         `create` (init-db) may make the directory and the file."""
         state = getattr(self._local, "state", None)
         if state is not None and state.pid == os.getpid():
-            if state.verified or self._same_file(state):
+            if (state.verified and not create) or self._same_file(state):
                 return state
             self._drop(state)  # deleted or replaced: _connect refuses what the path holds now
         conn, identity = self._connect(create)
