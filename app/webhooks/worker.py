@@ -46,7 +46,8 @@ A worker killed with SIGKILL leaves its leases to expire; the events are then cl
 
 Signals (installed by the CLI): the first SIGTERM/SIGINT sets a flag: no new claim and no new attempt,
 the ones in flight finish and are recorded, unstarted claims are released, the command exits 0. A second
-one ends the process at once (`os._exit(128 + signum)`); its leases expire as after a crash. A SIGINT
+one, a second or more later, ends the process at once (`os._exit(128 + signum)`); its leases expire
+as after a crash (sooner, it is the same stop: a group-wide SIGTERM plus a script's own). A SIGINT
 that was ignored when the process started (a background job of a shell, as in `make run`) stays
 ignored, so only the SIGTERM of the script that started it stops the worker.
 
@@ -82,6 +83,7 @@ POLL_MIN_SECONDS = 0.2
 SLOW_MEMORY_SECONDS = 300  # how long a merchant whose attempt was slow stays capped (see _claim)
 PURGE_EVERY_SECONDS = 60
 _SLEEP_SLICE = 0.05  # how often a sleeping worker looks at its stop flag
+STOP_AGAIN_SECONDS = 1.0  # a signal this soon after the first is the same stop (install_signal_handlers)
 _SKIPPED, _ERROR = "skipped", "error"
 
 
@@ -111,7 +113,6 @@ class Worker:
         self.batch_size, self.poll_max = batch_size, max(poll_max, POLL_MIN_SECONDS)
         self.owner = owner or new_owner()
         self.stopping = False  # set by stop() or a signal; read by every thread
-        self._signals = 0
         self._purged_at = None
         self._session = transport.new_session()
         self.concurrency = concurrency
@@ -371,11 +372,16 @@ class Worker:
             time.sleep(min(left, _SLEEP_SLICE))
 
     def install_signal_handlers(self):
-        """Main thread only. The handler sets a flag; only a second signal acts (exits at once)."""
+        """Main thread only. The handler sets a flag; only a second signal acts (exits at once), and
+        only once STOP_AGAIN_SECONDS have passed since the first: one stop often delivers two (a
+        SIGTERM to the whole process group, then the starting script's own, as under `make run`)."""
+        first = []
+
         def handle(signum, frame):
-            self._signals += 1
-            if self._signals > 1:
+            if first and time.monotonic() - first[0] >= STOP_AGAIN_SECONDS:
                 os._exit(128 + signum)
+            if not first:
+                first.append(time.monotonic())
             self.stopping = True
 
         signal.signal(signal.SIGTERM, handle)
