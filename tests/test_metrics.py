@@ -1,10 +1,11 @@
 """GET /metrics (Prometheus text format, parsed with prometheus_client's parser) and the backlog in
 /healthz: exact figures as processes, events and attempts go through their states."""
-import pytest
+import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.data import events as event_rows
 from app.webhooks.worker import Worker
+from servers import create_merchant, flask, gunicorn, service_env
 
 
 def metrics(client):
@@ -97,3 +98,30 @@ def test_metrics_methods(client):
     response = client.post("/metrics")
     assert response.status_code == 405
     assert response.get_json()["code"] == "method_not_allowed"
+
+
+def test_every_gunicorn_worker_gives_the_same_figures(tmp_path):
+    """Counted from the database on each scrape: 40 scrapes over fresh connections to 4 workers
+    show one text, with the figures of what was done through the API and the worker."""
+    env = service_env(tmp_path / "metrics.sqlite3")
+    flask(env, "init-db")
+    key = create_merchant(env)["secretKey"]
+    with gunicorn(env, tmp_path / "gunicorn.log", workers=4) as base:
+        headers = {"x-secret-key": key}
+        ids = [requests.post(base + "/payment-button/process/preorder", json={"amount": 5},
+                             headers=headers, timeout=30).json()["processId"] for _ in range(5)]
+        for process_id in ids[:2]:
+            assert requests.post(f"{base}/payment-button/process/{process_id}/cancel",
+                                 headers=headers, timeout=30).status_code == 200
+        flask(env, "deliver-webhooks", "--once")  # no webhook URL: both events no_endpoint
+        texts = {requests.get(base + "/metrics", headers={"Connection": "close"}, timeout=30).text
+                 for _ in range(40)}
+    assert len(texts) == 1
+    found = {}
+    for family in text_string_to_metric_families(texts.pop()):
+        for sample in family.samples:
+            found[(sample.name, *sample.labels.values())] = sample.value
+    assert found[("preorder_processes", "pending")] == 3
+    assert found[("preorder_processes", "cancelled")] == 2
+    assert found[("preorder_webhook_deliveries_total", "no_endpoint")] == 2
+    assert found[("preorder_outbox_backlog", "due")] == 0
