@@ -16,26 +16,25 @@ PRUNE_BATCH = 500
 
 
 def prune(db, now, *, older_than_days, idempotency_ttl, batch_size=PRUNE_BATCH, max_batches=None):
-    """Delete what retention allows, `batch_size` rows per transaction; with `max_batches`, stop
-    after that many transactions (`more` then says whether rows were left)."""
+    """Delete what retention allows, `batch_size` rows looked at per transaction; with
+    `max_batches`, stop after that many transactions (`more` then says whether rows were left)."""
     events = attempts = keys = batches = 0
-    for kind in ("events", "keys"):
-        while True:
-            if max_batches is not None and batches >= max_batches:
-                return Pruned(events, attempts, keys, more=True)
-            with db.transaction() as conn:
-                if kind == "events":
-                    done, removed = maintenance.prune_events(conn, int(now) - older_than_days * DAY,
-                                                             batch_size)
-                    events, attempts = events + done, attempts + removed
-                else:
-                    done = maintenance.prune_idempotency_keys(conn, int(now) - idempotency_ttl,
-                                                              batch_size)
-                    keys += done
-            batches += 1
-            if done < batch_size:
-                break
-    return Pruned(events, attempts, keys, more=False)
+    cursor = (-1, -1)
+    while cursor is not None:  # events, then Idempotency-Key records
+        if max_batches is not None and batches >= max_batches:
+            return Pruned(events, attempts, keys, more=True)
+        with db.transaction() as conn:
+            done, removed, cursor = maintenance.prune_events(
+                conn, int(now) - older_than_days * DAY, batch_size, cursor)
+        events, attempts, batches = events + done, attempts + removed, batches + 1
+    while True:
+        if max_batches is not None and batches >= max_batches:
+            return Pruned(events, attempts, keys, more=True)
+        with db.transaction() as conn:
+            done = maintenance.prune_idempotency_keys(conn, int(now) - idempotency_ttl, batch_size)
+        keys, batches = keys + done, batches + 1
+        if done < batch_size:
+            return Pruned(events, attempts, keys, more=False)
 
 
 # --- /metrics ------------------------------------------------------------------------------------

@@ -134,12 +134,19 @@ def test_prune_options(runner, app):
 
 
 def test_prune_in_bounded_batches(app, clock, year):
+    """Each transaction looks at `batch_size` events, oldest first; pending ones are stepped over."""
     db = app.extensions["db"]
     first = operations.prune(db, clock(), older_than_days=90, idempotency_ttl=DAY,
                              batch_size=1000, max_batches=3)
-    assert (first.events, first.more) == (3000, True)
+    # The 3,000 oldest events: 30 final ones a day from day 364 down, and a pending one every
+    # 7th day (days 364, 357, ..., 266 are among them).
+    oldest = [status for day in range(DAYS - 1, -1, -1)
+              for status in ["final"] * 30 + (["pending"] if day % PENDING_EVERY == 0 else [])][:3000]
+    assert (first.events, first.more) == (oldest.count("final"), True)
+    assert oldest.count("pending") == 15
     rest = operations.prune(db, clock(), older_than_days=90, idempotency_ttl=DAY, batch_size=1000)
-    assert (rest.events, rest.idempotency_keys, rest.more) == ((DAYS - 90) * 30 - 3000, DAYS - 1, False)
+    assert (rest.events, rest.idempotency_keys, rest.more) == (
+        (DAYS - 90) * 30 - first.events, DAYS - 1, False)
 
 
 @pytest.mark.parametrize("app_config", [{"RETENTION_DAYS": 90}])

@@ -57,33 +57,41 @@ def snapshot(conn, now) -> Snapshot:
 # Only events in a final status go, with their attempts; never a pending event, never a process.
 # Each batch is its own short transaction (the caller's), so the write lock is never held long.
 
-def prune_events(conn, created_before, limit) -> tuple[int, int]:
-    """Delete up to `limit` final events created before `created_before`, oldest first, with their
-    delivery attempts; each one is counted in `pruned_events` (so /metrics' delivery totals never
-    go down). Returns (events, attempts) deleted. Call inside a write transaction."""
-    marks = ", ".join("?" * len(FINAL_EVENT_STATUSES))
+def prune_events(conn, created_before, limit, after=(-1, -1)) -> tuple[int, int, tuple]:
+    """Look at up to `limit` events created before `created_before`, oldest first from the
+    (created_at, seq) `after`; delete the final ones with their delivery attempts, each counted in
+    `pruned_events` (so /metrics' delivery totals never go down). Pending ones are stepped over:
+    pass the returned cursor as `after` to go on. Returns (events deleted, attempts deleted, cursor;
+    None once fewer than `limit` were left). Call inside a write transaction."""
     rows = conn.execute(
-        f"SELECT seq, id, status FROM events WHERE created_at < ? AND status IN ({marks})"
-        " ORDER BY created_at, seq LIMIT ?",
-        (created_before, *FINAL_EVENT_STATUSES, limit),
+        "SELECT seq, id, status, created_at FROM events"
+        " WHERE created_at < ? AND (created_at, seq) > (?, ?) ORDER BY created_at, seq LIMIT ?",
+        (created_before, *after, limit),
     ).fetchall()
-    if not rows:
-        return 0, 0
-    ids = [row["id"] for row in rows]
+    cursor = (rows[-1]["created_at"], rows[-1]["seq"]) if len(rows) == limit else None
+    final = [row for row in rows if row["status"] in FINAL_EVENT_STATUSES]
+    if not final:
+        return 0, 0, cursor
+    ids = [row["id"] for row in final]
     id_marks = ", ".join("?" * len(ids))
     attempts = conn.execute(
         f"DELETE FROM delivery_attempts WHERE event_id IN ({id_marks})", ids
     ).rowcount
-    events = conn.execute(f"DELETE FROM events WHERE id IN ({id_marks})", ids).rowcount
+    # Re-checked: only a final event goes, whatever happened since it was read.
+    marks = ", ".join("?" * len(FINAL_EVENT_STATUSES))
+    events = conn.execute(
+        f"DELETE FROM events WHERE id IN ({id_marks}) AND status IN ({marks})",
+        (*ids, *FINAL_EVENT_STATUSES),
+    ).rowcount
     counts = {}
-    for row in rows:
+    for row in final:
         counts[row["status"]] = counts.get(row["status"], 0) + 1
     conn.executemany(
         "INSERT INTO pruned_events (status, count) VALUES (?, ?)"
         " ON CONFLICT (status) DO UPDATE SET count = count + excluded.count",
         counts.items(),
     )
-    return events, attempts
+    return events, attempts, cursor
 
 
 def prune_idempotency_keys(conn, created_before, limit) -> int:
