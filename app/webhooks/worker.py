@@ -85,7 +85,7 @@ POLL_MIN_SECONDS = 0.2
 SLOW_MEMORY_SECONDS = 300  # how long a merchant whose attempt was slow stays capped (see _claim)
 PURGE_EVERY_SECONDS = 60
 PRUNE_EVERY_SECONDS = 3600
-PRUNE_BATCHES = 20  # per poll that prunes: at most 10,000 events, then deliveries go on
+PRUNE_BATCHES = 25  # per poll that prunes: at most 5,000 events, then deliveries go on
 _SLEEP_SLICE = 0.05  # how often a sleeping worker looks at its stop flag
 _SKIPPED, _ERROR = "skipped", "error"
 
