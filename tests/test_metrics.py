@@ -4,6 +4,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.data import events as event_rows
+from conftest import assert_error
 from app.webhooks.worker import Worker
 from servers import create_merchant, flask, gunicorn, service_env
 
@@ -125,3 +126,11 @@ def test_every_gunicorn_worker_gives_the_same_figures(tmp_path):
     assert found[("preorder_processes", "cancelled")] == 2
     assert found[("preorder_webhook_deliveries_total", "no_endpoint")] == 2
     assert found[("preorder_outbox_backlog", "due")] == 0
+
+
+def test_metrics_on_a_database_without_the_schema(tmp_path, clock):
+    from app import create_app
+
+    app = create_app({"TESTING": True, "DATABASE": str(tmp_path / "typo.sqlite3"), "CLOCK": clock})
+    assert_error(app.test_client().get("/metrics"), 503, "unavailable", "The database does not answer.")
+    app.extensions["db"].close_all()

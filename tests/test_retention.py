@@ -138,12 +138,8 @@ def test_prune_in_bounded_batches(app, clock, year):
     db = app.extensions["db"]
     first = operations.prune(db, clock(), older_than_days=90, idempotency_ttl=DAY,
                              batch_size=1000, max_batches=3)
-    # The 3,000 oldest events: 30 final ones a day from day 364 down, and a pending one every
-    # 7th day (days 364, 357, ..., 266 are among them).
-    oldest = [status for day in range(DAYS - 1, -1, -1)
-              for status in ["final"] * 30 + (["pending"] if day % PENDING_EVERY == 0 else [])][:3000]
-    assert (first.events, first.more) == (oldest.count("final"), True)
-    assert oldest.count("pending") == 15
+    assert (first.events, first.more) == (finals_among_oldest(3000), True)
+    assert finals_among_oldest(3000) == 3000 - 15  # days 364, 357, ..., 266 have a pending one
     rest = operations.prune(db, clock(), older_than_days=90, idempotency_ttl=DAY, batch_size=1000)
     assert (rest.events, rest.idempotency_keys, rest.more) == (
         (DAYS - 90) * 30 - first.events, DAYS - 1, False)
@@ -152,7 +148,16 @@ def test_prune_in_bounded_batches(app, clock, year):
 @pytest.mark.parametrize("app_config", [{"RETENTION_DAYS": 90}])
 def test_the_worker_prunes_about_hourly(app, clock, year, merchant):
     final_per_day = sum(PER_DAY.values())
+    total = DAYS * final_per_day + len(year)
     with Worker.from_app(app) as worker:
+        # At most 25 transactions of 200 events a time: the 5,000 oldest looked at first ...
+        worker.run_once()
+        assert counts(app)["events"] == total - finals_among_oldest(5000)
+        clock.advance(59)
+        worker.run_once()
+        assert counts(app)["events"] == total - finals_among_oldest(5000)
+        # ... and, rows being left, the rest at the next purge a minute later, not in an hour.
+        clock.advance(1)
         worker.run_once()
         assert counts(app)["events"] == 90 * final_per_day + len(year)
         # One more old delivered event: not pruned within the hour, pruned at the first purge
@@ -167,6 +172,14 @@ def test_the_worker_prunes_about_hourly(app, clock, year, merchant):
         clock.advance(60)
         worker.run_once()
         assert counts(app)["events"] == 90 * final_per_day + len(year)
+
+
+def finals_among_oldest(count):
+    """How many of the `count` oldest events are final: 30 a day from day 364 down, and a pending
+    one after them every 7th day."""
+    oldest = [status for day in range(DAYS - 1, -1, -1)
+              for status in ["final"] * 30 + (["pending"] if day % PENDING_EVERY == 0 else [])]
+    return oldest[:count].count("final")
 
 
 def _pid(conn, event_id):
