@@ -4,6 +4,7 @@
 def init_app(app):
     from app.cli.demo import demo_chain, demo_merchant
     from app.cli.events import events
+    from app.cli.maintenance import backup_db, prune
     from app.cli.merchants import merchants
     from app.cli.processes import processes
     from app.cli.worker import deliver_webhooks
@@ -14,3 +15,5 @@ def init_app(app):
     app.cli.add_command(processes)
     app.cli.add_command(events)
     app.cli.add_command(deliver_webhooks)
+    app.cli.add_command(prune)
+    app.cli.add_command(backup_db)
