@@ -1,8 +1,8 @@
 """`make demo-live`, the one documented command of the local live demo, run for real: a Hardhat node
 with the test token, the operator CLI setup, the chain watcher and the webhook worker in their loops,
 the demo shop with its test wallet. A person's session in Chromium: an order, the coin, the QR code
-(decoded with zbar), the test wallet's transfer, confirmations arriving by themselves (a block a
-second), the payment received, the verified webhooks; then Ctrl-C (SIGINT to the terminal's process
+(decoded with zbar), the test wallet's transfer, confirmations arriving by themselves (a block every
+3 s: the watcher, polling every second, sees the transfer before it is deep enough), the payment received, the verified webhooks; then Ctrl-C (SIGINT to the terminal's process
 group) stops every process the command started.
 """
 import json
@@ -46,7 +46,7 @@ def test_make_demo_live_takes_a_payment_end_to_end(page, tmp_path, screenshot):
     with open(log_path, "w") as log:
         make = subprocess.Popen(
             ["make", "--no-print-directory", "demo-live", f"PORT={port}", f"DEMO_RPC_PORT={rpc_port}",
-             f"DEMO_DIR={tmp_path / 'demo'}", "DEMO_BLOCK_SECONDS=1"],
+             f"DEMO_DIR={tmp_path / 'demo'}", "DEMO_BLOCK_SECONDS=3"],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True, preexec_fn=_terminal_signals,
         )
