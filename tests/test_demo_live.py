@@ -2,8 +2,9 @@
 with the test token, the operator CLI setup, the chain watcher and the webhook worker in their loops,
 the demo shop with its test wallet. A person's session in Chromium: an order, the coin, the QR code
 (decoded with zbar), the test wallet's transfer, confirmations arriving by themselves (a block every
-3 s: the watcher, polling every second, sees the transfer before it is deep enough), the payment received, the verified webhooks; then Ctrl-C (SIGINT to the terminal's process
-group) stops every process the command started.
+3 s: the watcher, polling every second, sees the transfer before it is deep enough), the payment
+received, the verified webhooks; then Ctrl-C (SIGINT to the terminal's process group) stops every
+process the command started.
 """
 import json
 import os
