@@ -59,6 +59,9 @@ def test_make_demo_live_takes_a_payment_end_to_end(page, tmp_path, screenshot):
             raise AssertionError(f"make demo-live did not serve the shop:\n{log_path.read_text()[-4000:]}")
         keys = json.loads((tmp_path / "demo" / "merchant.json").read_text())
 
+        errors = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
         page.set_viewport_size({"width": 1100, "height": 1000})
         page.goto(shop + "/")
         page.get_by_label("Amount").fill("12.34")
@@ -86,6 +89,7 @@ def test_make_demo_live_takes_a_payment_end_to_end(page, tmp_path, screenshot):
         expect(entries).to_have_count(2, timeout=20_000)  # the worker's loop delivers them
         assert sorted(entries.locator(".type").all_inner_texts()) == ["payment.completed", "payment.pending"]
         expect(entries.locator(".badge")).to_have_text(["Signature verified"] * 2)
+        assert errors == []
     finally:
         if make.poll() is None:
             os.killpg(make.pid, signal.SIGINT)  # Ctrl-C in the terminal
