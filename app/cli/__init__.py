@@ -2,6 +2,7 @@
 
 
 def init_app(app):
+    from app.cli.chain import assets, networks
     from app.cli.demo import demo_merchant
     from app.cli.events import events
     from app.cli.merchants import merchants
@@ -13,3 +14,5 @@ def init_app(app):
     app.cli.add_command(processes)
     app.cli.add_command(events)
     app.cli.add_command(deliver_webhooks)
+    app.cli.add_command(networks)
+    app.cli.add_command(assets)
