@@ -1,9 +1,18 @@
 """Deposit addresses: the xpub's checks, BIP32 public derivation against BIP32's published test
 vectors, addresses cross-checked with eth-account's HD wallet, EIP-55 against EIP-55's vectors."""
+import sys
+
 import pytest
 from bip32 import BIP32
 from bip32.base58 import b58decode_check, b58encode_check
-from eth_account import Account
+
+# eth-account imports py_ecc, which raises the interpreter's recursion limit to 100,000 for good:
+# past the C stack, so the deep-JSON guard (tests/test_hostile_input.py) would crash the whole
+# test process instead of raising RecursionError. Put the limit back.
+_recursion_limit = sys.getrecursionlimit()
+from eth_account import Account  # noqa: E402
+
+sys.setrecursionlimit(_recursion_limit)
 
 from app.chain import addresses
 from app.chain.addresses import NEVER_PRIVATE, PrivateKeyGiven, XpubError
