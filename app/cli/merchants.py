@@ -157,7 +157,8 @@ def set_xpub(merchant_id, xpub):
     Never an extended private key (xprv): the service must never hold one. The xpub itself is
     never printed; the first deposit address is, to compare with the wallet's first account."""
     if xpub == "-":
-        xpub = click.get_text_stream("stdin").read()
+        with click.open_file("-") as stdin:
+            xpub = stdin.read()
     try:
         first = payments.set_xpub(get_db(), merchant_id, xpub, now())
     except (XpubError, payments.SetupError) as e:
