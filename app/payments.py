@@ -105,7 +105,7 @@ def list_networks(db):
 
 
 def disable_network(db, network_id, now) -> Network:
-    """Stop offering a network to customers. Payments already confirmed on it are still watched."""
+    """Stop offering a network to customers; payments already confirmed on it keep their choice."""
     with db.transaction() as conn:
         network = payment_rows.get_network(conn, network_id)
         if network is None:

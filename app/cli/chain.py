@@ -77,7 +77,7 @@ def networks_list(as_json):
 @networks.command("disable")
 @click.argument("network_id")
 def networks_disable(network_id):
-    """Stop offering a network; payments already confirmed on it are still watched."""
+    """Stop offering a network to customers (payments already confirmed on it keep their choice)."""
     _run(service.disable_network, network_id, now())
     click.echo(f"Disabled network {network_id}: customers can no longer choose it.")
 
