@@ -160,3 +160,19 @@ def test_unusable_xpubs_are_refused_with_a_reason(text, message):
         addresses.parse_xpub(text)
     assert not isinstance(info.value, PrivateKeyGiven)
     assert str(info.value) == message
+
+
+def test_the_merchant_recipe_in_docs_gives_the_account_xpub():
+    """docs/payments.md's offline recipe (BIP39 seed with the standard library, then bip32)."""
+    import hashlib
+    import unicodedata
+
+    words = unicodedata.normalize("NFKD", " ".join(MNEMONIC.split()))
+    seed = hashlib.pbkdf2_hmac("sha512", words.encode(), b"mnemonic", 2048)
+    assert BIP32.from_seed(seed).get_xpub_from_path("m/44'/60'/0'") == XPUB
+
+
+def test_a_tpub_derives_the_same_addresses_as_its_xpub():
+    tpub = _reencode(XPUB, version="043587CF")
+    assert [addresses.deposit_address(tpub, i) for i in range(3)] == [
+        addresses.deposit_address(XPUB, i) for i in range(3)]

@@ -9,6 +9,7 @@ received): it never goes into an exception message, a log line or an API respons
 """
 import hashlib
 import re
+from functools import lru_cache
 
 import coincurve
 from bip32 import BIP32
@@ -134,7 +135,17 @@ def deposit_address(xpub: str, index: int) -> str:
     """The address of m/44'/60'/0'/0/index from the account xpub (public derivation only)."""
     if not isinstance(index, int) or not 0 <= index <= MAX_INDEX:
         raise ValueError(f"address index out of range: {index}")
-    return public_key_address(BIP32.from_xpub(xpub).get_pubkey_from_path([0, index]))
+    return public_key_address(_external_chain(xpub).get_pubkey_from_path([index]))
+
+
+@lru_cache(maxsize=64)
+def _external_chain(xpub: str) -> BIP32:
+    """The node m/44'/60'/0'/0 of an account xpub: derived once per xpub and process, so that an
+    address costs one public derivation step (confirm derives inside the write transaction)."""
+    account = BIP32.from_xpub(xpub)
+    chaincode, pubkey = account.get_extended_pubkey_from_path([0])
+    return BIP32(chaincode, pubkey=pubkey, depth=account.depth + 1, index=0,
+                 fingerprint=account.get_fingerprint(), network=account.network)
 
 
 def fingerprint(xpub: str) -> str:
