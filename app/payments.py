@@ -206,7 +206,7 @@ def confirm(db, merchant, process_id, *, asset_id, network_id, now):
         wallet = payment_rows.get_wallet(conn, merchant.id)
         if wallet is None:
             raise PaymentMethodUnavailable()
-        asset = _payable(conn, asset_id, network_id)
+        asset, network = _payable(conn, asset_id, network_id)
         try:
             amount_due = to_base_units(process.amount, asset.decimals)
         except AmountError:
@@ -214,7 +214,6 @@ def confirm(db, merchant, process_id, *, asset_id, network_id, now):
                 f"The amount {process.amount} cannot be paid in {asset.symbol}: the token has"
                 f" {asset.decimals} decimal places. Choose another asset."
             ]}) from None
-        network = payment_rows.get_network(conn, network_id)
         existing = payment_rows.get_payment(conn, process_id)
         choice = dict(asset_id=asset.id, network_id=network.id, chain_id=network.chain_id,
                       token_contract=asset.contract, decimals=asset.decimals, amount_due=amount_due)
@@ -233,7 +232,8 @@ def confirm(db, merchant, process_id, *, asset_id, network_id, now):
         return process, payment_rows.view_of(conn, process_id)
 
 
-def _payable(conn, asset_id, network_id) -> Asset:
+def _payable(conn, asset_id, network_id) -> tuple[Asset, Network]:
+    """The enabled asset and network the customer chose, or ChoiceError naming the field."""
     errors = {}
     network = payment_rows.get_network(conn, network_id)
     if network is None or network.disabled_at is not None:
@@ -247,7 +247,7 @@ def _payable(conn, asset_id, network_id) -> Asset:
             ]
     if errors:
         raise ChoiceError(errors)
-    return asset
+    return asset, network
 
 
 def _allocate(conn, merchant_id, xpub) -> tuple[int, str]:

@@ -350,3 +350,26 @@ def test_replacing_the_xpub_never_reuses_an_index(api, button, wallet, runner, a
     assert button.confirm(preorder(api)["processId"]).get_json()["payment"]["address"] == ADDRESS_1
     with db(app) as conn:
         assert conn.execute("SELECT next_index FROM merchant_wallets").fetchone()[0] == 2
+
+
+def test_a_page_reads_payments_and_transfers_in_two_queries(api, button, wallet, app):
+    ids = [preorder(api)["processId"] for _ in range(5)]
+    for pid in ids:
+        button.confirm(pid)
+        add_transfer(app, pid, pid[:2].replace("-", "0"), ids.index(pid), 1, 10, "seen")
+    statements = []
+    with app.app_context():
+        conn = app.extensions["db"].connection()  # the test client's requests run on this thread
+        conn.set_trace_callback(statements.append)
+        try:
+            page = api.list().get_json()["data"]
+            listed = list(statements)
+            statements.clear()
+            created = preorder(api)
+        finally:
+            conn.set_trace_callback(None)
+    assert [len(p["payment"]["transfers"]) for p in page] == [1] * 5
+    reads = [s for s in listed if "FROM payments" in s or "FROM transfers" in s]
+    assert len(reads) == 2, reads  # the page's payments, then their transfers: not one per process
+    assert created["payment"] is None
+    assert statements and not [s for s in statements if "payments" in s or "transfers" in s]
