@@ -156,7 +156,7 @@ class Payment:
 
 @dataclass(frozen=True)
 class Transfer:
-    """One ERC-20 Transfer log to a deposit address (amount in base units)."""
+    """One ERC-20 Transfer log to a deposit address; amount in base units (decimal-integer text)."""
     chain_id: int
     tx_hash: str
     log_index: int
@@ -164,7 +164,7 @@ class Transfer:
     process_id: str
     token_contract: str
     from_address: str
-    amount: int
+    amount: str
     block_number: int
     block_hash: str
     block_timestamp: int

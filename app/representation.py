@@ -54,15 +54,18 @@ def payment_json(view) -> str:
     what was paid or seen, 0 when nothing is (the button then shows progress, not a code)."""
     if view is None:
         return "null"
+    if isinstance(view, str):  # rendered already (events.emit's payment_json)
+        return view
     p, d = view.payment, view.payment.decimals
-    paid = sum(t.amount for t in view.transfers if t.status == "confirmed")
-    pending = sum(t.amount for t in view.transfers if t.status == "seen")
+    amounts = [(t, int(t.amount)) for t in view.transfers]  # base units: decimal-integer text
+    paid = sum(a for t, a in amounts if t.status == "confirmed")
+    pending = sum(a for t, a in amounts if t.status == "seen")
     outstanding = max(p.amount_due - paid - pending, 0)
     transfers = ",".join(
         f'{{"txHash":"{t.tx_hash}","logIndex":{t.log_index},"blockNumber":{t.block_number},'
-        f'"amount":"{format_units(t.amount, d)}",'
+        f'"amount":"{format_units(a, d)}",'
         f'"confirmations":{max(0, p.head_block - t.block_number + 1)}}}'
-        for t in view.transfers
+        for t, a in amounts
     )
     uri = f"ethereum:{p.token_contract}@{p.chain_id}/transfer?address={p.address}&uint256={outstanding}"
     return (

@@ -34,9 +34,7 @@ def _payment(row):
 
 
 def _transfer(row):
-    values = {k: row[k] for k in row.keys()}
-    values["amount"] = int(values["amount"])
-    return Transfer(**values)
+    return Transfer(**{k: row[k] for k in row.keys()})
 
 
 # Networks
