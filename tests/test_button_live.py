@@ -222,6 +222,10 @@ def test_partial_payment_asks_for_the_rest(page, demo, live_server, console_erro
     screenshot(page, "live-partial", full_page=True)
 
     wallet(page, "Send 5")
+    expect_logged(page, r"Sent 5 in block")
+    demo.watch()
+    freshness(page, ".pay-status", "Payment seen, waiting for confirmations (1 so far).")
+    expect(btn(page, ".send")).to_be_hidden()
     demo.chain.mine(2)
     demo.watch()
     freshness(page, ".outcome-title", "Payment received")
@@ -244,6 +248,7 @@ def test_expiry_then_a_late_payment(page, demo, live_server, console_errors, scr
     expires_at = demo.clock.now
     demo.chain.next_timestamp(expires_at + 60)
     wallet(page, "Send 7.5")
+    expect_logged(page, r"Sent 7\.5 in block")
     demo.chain.mine(2)
     demo.worker.run_once()  # sweeps the process: expired for good
     demo.watch()
@@ -259,6 +264,7 @@ def test_paid_in_time_is_held_past_expiry_until_confirmed(page, demo, live_serve
     pid = place_order(page, live_server, "3", "A-7004")
     btn(page, ".choice").nth(1).click()
     wallet(page, "Send 3")
+    expect_logged(page, r"Sent 3 in block")
     demo.watch()
     freshness(page, ".pay-status", "Payment seen, waiting for confirmations (1 so far).")
 
