@@ -23,6 +23,9 @@ DEFAULTS = {
     "IDEMPOTENCY_TTL_SECONDS": 24 * 3600,
     # Process lifecycle
     "PROCESS_TTL_SECONDS": 1800,
+    # Live payments: how long after a process became final its deposit address is still watched
+    # (late payments noticed and reported as payment.received_late)
+    "PAYMENT_MONITORING_SECONDS": 86_400,
     # Webhooks
     "WEBHOOK_TIMEOUT_SECONDS": 10,
     "WEBHOOK_RETRY_SCHEDULE": DEFAULT_SCHEDULE,
@@ -60,6 +63,7 @@ def normalize(config):
         "IDEMPOTENCY_KEY_MAX_LENGTH",
         "IDEMPOTENCY_TTL_SECONDS",
         "PROCESS_TTL_SECONDS",
+        "PAYMENT_MONITORING_SECONDS",
         "SQLITE_BUSY_TIMEOUT_MS",
         "WEBHOOK_LEASE_SECONDS",
     ):
