@@ -26,6 +26,9 @@ DEFAULTS = {
     # Live payments: how long after a process became final its deposit address is still watched
     # (late payments noticed and reported as payment.received_late)
     "PAYMENT_MONITORING_SECONDS": 86_400,
+    # The chain watcher's JSON-RPC calls: seconds to connect, and to wait for an answer
+    "CHAIN_RPC_CONNECT_TIMEOUT_SECONDS": 5,
+    "CHAIN_RPC_READ_TIMEOUT_SECONDS": 20,
     # Webhooks
     "WEBHOOK_TIMEOUT_SECONDS": 10,
     "WEBHOOK_RETRY_SCHEDULE": DEFAULT_SCHEDULE,

@@ -73,8 +73,10 @@ class Watcher:
     @classmethod
     def from_app(cls, app, **options):
         config = app.config
+        timeout = (float(config["CHAIN_RPC_CONNECT_TIMEOUT_SECONDS"]),
+                   float(config["CHAIN_RPC_READ_TIMEOUT_SECONDS"]))
         return cls(app.extensions["db"], clock=config["CLOCK"],
-                   monitoring_seconds=int(config.get("PAYMENT_MONITORING_SECONDS", 86_400)),
+                   monitoring_seconds=config["PAYMENT_MONITORING_SECONDS"], timeout=timeout,
                    **options)
 
     # --- the loops -------------------------------------------------------------------------------
