@@ -3,6 +3,7 @@
 The URL is operator-set and may carry a provider's API key in its path or query: it is never
 logged or put in an error message (`redacted(url)` gives the scheme and host only).
 """
+from collections import Counter
 from urllib.parse import urlsplit
 
 import requests
@@ -32,10 +33,12 @@ class Client:
         self.session = session or requests.Session()
         self.timeout = timeout
         self._next_id = 0
+        self.calls = Counter()  # method -> calls made, for the watcher's summary line
 
     def call(self, method, params=()):
         """One JSON-RPC call; its `result`, or RpcError."""
         self._next_id += 1
+        self.calls[method] += 1
         payload = {"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": list(params)}
         where = redacted(self.url)
         try:
@@ -64,6 +67,60 @@ class Client:
 
     def chain_id(self) -> int:
         return _quantity(self.call("eth_chainId"), "eth_chainId")
+
+    def batch(self, calls):
+        """Several calls in one JSON-RPC batch request (one HTTP round trip): their results, in
+        order, or RpcError when any failed or the answer does not match the request."""
+        calls = list(calls)
+        if not calls:
+            return []
+        first = self._next_id + 1
+        self._next_id += len(calls)
+        payload = [{"jsonrpc": "2.0", "id": first + i, "method": method, "params": list(params)}
+                   for i, (method, params) in enumerate(calls)]
+        for method, _ in calls:
+            self.calls[method] += 1
+        what = f"batch of {len(calls)} {calls[0][0]}"
+        where = redacted(self.url)
+        try:
+            response = self.session.post(self.url, json=payload, timeout=self.timeout)
+        except requests.RequestException as e:
+            raise RpcError(f"{what}: {where} unreachable ({type(e).__name__})") from None
+        if response.status_code != 200:
+            raise RpcError(f"{what}: {where} answered HTTP {response.status_code}")
+        try:
+            body = response.json()
+        except ValueError:
+            raise RpcError(f"{what}: {where} answered malformed JSON") from None
+        if not isinstance(body, list) or not all(isinstance(item, dict) for item in body):
+            raise RpcError(f"{what}: {where} answered a non-batch")
+        by_id = {item.get("id"): item for item in body}
+        results = []
+        for i in range(len(calls)):
+            item = by_id.get(first + i)
+            if item is None:
+                raise RpcError(f"{what}: {where} left a call unanswered")
+            if item.get("error") is not None or "result" not in item:
+                error = item.get("error")
+                code = error.get("code") if isinstance(error, dict) else None
+                text = error.get("message") if isinstance(error, dict) else str(error)
+                raise RpcError(f"{what}: {where} error {code}: {str(text)[:200]}", code=code)
+            results.append(item["result"])
+        return results
+
+    def headers(self, numbers, batch_size=50) -> dict:
+        """{number: Header or None} for several blocks, in batches of at most `batch_size`."""
+        numbers = sorted(set(numbers))
+        found = {}
+        for i in range(0, len(numbers), batch_size):
+            chunk = numbers[i:i + batch_size]
+            results = self.batch(("eth_getBlockByNumber", [hex(n), False]) for n in chunk)
+            for number, value in zip(chunk, results):
+                header = _parse_header(value, "eth_getBlockByNumber")
+                if header is not None and header.number != number:
+                    raise RpcError("eth_getBlockByNumber: a block of another number")
+                found[number] = header
+        return found
 
     def header(self, number) -> "Header | None":
         """The canonical block at `number` (None when the node has no such block yet)."""

@@ -10,12 +10,14 @@ One poll of a network (`poll_network`), every RPC call bounded by the client's t
      back to it, so the new blocks are read again.
   3. scan, in steps of at most `max_range` blocks up to the head: the step's last block is read
      before and after its `eth_getLogs` calls (at most `max_addresses` deposit addresses a call;
-     the client halves a range the node finds too large); a change means the chain moved under
+     the client halves a range the node finds too large), and the blocks holding transfers are read
+     in JSON-RPC batches for their timestamps and hashes; a change means the chain moved under
      the step, which is then retried. Each step commits, in one transaction: its new transfers
      (`seen`, one `payment.pending` each), the last block's hash, and the scan position moved by
      compare-and-set (a watcher that lost the race rolls its step back).
   4. confirm: `seen` transfers with `confirmations` blocks (their own included) whose block the node
-     still has under the same hash become `confirmed`, one transaction per process with its event:
+     still has under the same hash (read in JSON-RPC batches) become `confirmed`, each process with
+     its event in the same transaction (up to CONFIRM_BATCH processes a commit):
      `payment.completed` (the in-time confirmed sum reaches the amount due), `payment.partial`, or
      `payment.received_late` (the process is already final, or the transfer's block is after its
      expiry). Any other hash: the transfers are orphaned and their range is read again.
@@ -30,7 +32,7 @@ import logging
 import signal
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import replace
 from decimal import Decimal
 
@@ -44,7 +46,8 @@ log = logging.getLogger(__name__)
 
 MAX_RANGE = 2_000  # blocks per eth_getLogs: providers refuse wider ranges (often 2k–10k)
 MAX_ADDRESSES = 500  # deposit addresses per eth_getLogs (topic OR-list)
-KEEP_BLOCKS = 64  # block hashes kept below the unconfirmed window, to find a fork point
+KEEP_BLOCKS = 64
+CONFIRM_BATCH = 200  # processes settled per transaction (each with its event)  # block hashes kept below the unconfirmed window, to find a fork point
 
 
 class ChainMoved(RpcError):
@@ -89,6 +92,9 @@ class Watcher:
             if self.stopping:
                 break
             ok = self._poll_logged(network.id) and ok
+        calls = sum((client.calls for client in self._clients.values()), Counter())
+        log.info("watch: %d RPC calls (%s)", sum(calls.values()),
+                 ", ".join(f"{method} {n}" for method, n in sorted(calls.items())))
         return ok
 
     def run(self):
@@ -219,10 +225,9 @@ class Watcher:
                     match = by_key.get((entry.token, entry.to_address))
                     if match is not None:  # another token to the address does not pay this process
                         logs.append((entry, match))
-        headers = {last: tip}
+        headers = client.headers({entry.block_number for entry, _ in logs} - {last})
+        headers[last] = tip
         for entry, _ in logs:
-            if entry.block_number not in headers:
-                headers[entry.block_number] = client.header(entry.block_number)
             header = headers[entry.block_number]
             if header is None or header.hash != entry.block_hash:
                 raise ChainMoved(f"block {entry.block_number} changed during the scan")
@@ -259,11 +264,10 @@ class Watcher:
         due = transfer_rows.seen_up_to(self.db.connection(), network.id, deep_enough)
         if not due:
             return
-        canonical, by_process = {}, defaultdict(list)
+        canonical = {number: header.hash if header else None for number, header in
+                     client.headers(t.block_number for t in due).items()}
+        by_process = defaultdict(list)
         for transfer in due:
-            if transfer.block_number not in canonical:
-                header = client.header(transfer.block_number)
-                canonical[transfer.block_number] = header.hash if header else None
             if canonical[transfer.block_number] == transfer.block_hash:
                 by_process[transfer.process_id].append(transfer)
             else:  # its block left the chain after the last reorganisation check
@@ -275,11 +279,13 @@ class Watcher:
                 log.warning("watch %s: block %d was replaced: transfer orphaned", network.id,
                             transfer.block_number)
         now = int(self.clock())
-        for process_id, transfers in by_process.items():
+        pending = list(by_process.items())
+        for i in range(0, len(pending), CONFIRM_BATCH):  # one commit (one sync) per batch
             with self.db.transaction() as conn:
-                confirmed = [t for t in transfers if transfer_rows.confirm(conn, t, now)]
-                if confirmed:
-                    self._settle(conn, process_id, confirmed, now, head)
+                for process_id, transfers in pending[i:i + CONFIRM_BATCH]:
+                    confirmed = [t for t in transfers if transfer_rows.confirm(conn, t, now)]
+                    if confirmed:
+                        self._settle(conn, process_id, confirmed, now, head)
 
     def _settle(self, conn, process_id, confirmed, now, head):
         """The event for transfers just confirmed (same transaction), and completion when paid."""
