@@ -81,7 +81,7 @@ def test_a_range_the_node_finds_too_large_is_split(shop, chain, fake):
     fake.max_log_range = 4
     shop.watch()
     for process_id, _ in orders:
-        assert shop.event_types(process_id) == ["payment.pending", "payment.completed"]
+        assert shop.event_types(process_id) == ["payment.completed"]
     assert fake.calls["eth_getLogs"] >= 7  # 20 blocks, refused above 4: split down to ranges of 3
 
 
@@ -104,8 +104,7 @@ def test_several_watchers_at_once_count_each_transfer_once(shop, chain, app):
         output, _ = run.communicate(timeout=120)
         assert run.returncode == 0, output
     for process_id, _ in orders:
-        assert shop.event_types(process_id) == [
-            "payment.pending", "payment.pending", "payment.completed"]
+        assert shop.event_types(process_id) == ["payment.completed"]
         assert [t["status"] for t in shop.transfers(process_id)] == ["confirmed", "confirmed"]
 
 
@@ -117,7 +116,7 @@ def test_the_loop_survives_faults_backs_off_and_stops_on_sigterm(shop, chain, fa
         chain.transfer(address, 3 * UNIT)
         chain.mine(CONFIRMATIONS)
         deadline = time.monotonic() + 60
-        while shop.event_types(process_id) != ["payment.pending", "payment.completed"]:
+        while shop.event_types(process_id) != ["payment.completed"]:
             assert loop.poll() is None, loop.stdout.read()
             assert time.monotonic() < deadline, shop.event_types(process_id)
             time.sleep(0.1)

@@ -66,21 +66,21 @@ def test_partial_then_complete_and_overpaid(shop, chain):
     chain.transfer(over_address, 15 * UNIT)
     chain.mine(CONFIRMATIONS)
     shop.watch()
-    assert shop.event_types(partial_id) == ["payment.pending", "payment.partial"]
+    # Already deep enough when first seen: no payment.pending, the outcome at once.
+    assert shop.event_types(partial_id) == ["payment.partial"]
     assert shop.process(partial_id)["status"] == "pending"
-    _, partial = shop.events(partial_id)[1]
+    _, partial = shop.events(partial_id)[0]
     assert partial["data"]["payment"]["amountPaid"] == "4"
-    assert shop.event_types(over_id) == ["payment.pending", "payment.completed"]
-    _, over = shop.events(over_id)[1]
+    assert shop.event_types(over_id) == ["payment.completed"]
+    _, over = shop.events(over_id)[0]
     assert over["data"]["payment"]["amountPaid"] == "15"
     assert over["data"]["payment"]["amountDue"] == "10"
 
     chain.transfer(partial_address, 6 * UNIT)
     chain.mine(CONFIRMATIONS - 1)
     shop.watch()
-    assert shop.event_types(partial_id) == ["payment.pending", "payment.partial",
-                                            "payment.pending", "payment.completed"]
-    _, done = shop.events(partial_id)[3]
+    assert shop.event_types(partial_id) == ["payment.partial", "payment.completed"]
+    _, done = shop.events(partial_id)[1]
     assert done["data"]["payment"]["amountPaid"] == "10"
     assert [t["amount"] for t in done["data"]["payment"]["transfers"]] == ["4", "6"]
 
@@ -98,10 +98,8 @@ def test_late_after_cancel_and_after_expiry(shop, chain, clock, app):
     chain.transfer(expired_address, 5 * UNIT)
     chain.mine(CONFIRMATIONS)
     shop.watch()
-    assert shop.event_types(cancelled_id) == ["process.cancelled", "payment.pending",
-                                              "payment.received_late"]
-    assert shop.event_types(expired_id) == ["process.expired", "payment.pending",
-                                            "payment.received_late"]
+    assert shop.event_types(cancelled_id) == ["process.cancelled", "payment.received_late"]
+    assert shop.event_types(expired_id) == ["process.expired", "payment.received_late"]
     for process_id, status in ((cancelled_id, "cancelled"), (expired_id, "expired")):
         _, late = shop.events(process_id)[-1]
         assert late["data"]["status"] == status
@@ -184,8 +182,7 @@ def test_a_reorganisation_drops_the_orphaned_transfer(shop, chain):
     tx_hash, _ = chain.transfer(address, 9 * UNIT)
     chain.mine(CONFIRMATIONS)
     shop.watch()
-    assert shop.event_types(process_id) == ["payment.pending", "payment.pending",
-                                            "payment.completed"]
+    assert shop.event_types(process_id) == ["payment.pending", "payment.completed"]
     _, completed = shop.events(process_id)[-1]
     assert completed["data"]["payment"]["amountPaid"] == "9"
     assert [t["txHash"] for t in completed["data"]["payment"]["transfers"]] == [tx_hash]
@@ -229,4 +226,4 @@ def test_several_transfers_in_one_block_range_and_a_small_step(shop, chain):
     chain.mine(CONFIRMATIONS)
     shop.watch("--max-range", "4", "--max-addresses", "2")
     for process_id, _ in orders:
-        assert shop.event_types(process_id) == ["payment.pending", "payment.completed"]
+        assert shop.event_types(process_id) == ["payment.completed"]

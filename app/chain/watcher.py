@@ -13,7 +13,8 @@ One poll of a network (`poll_network`), every RPC call bounded by the client's t
      the client halves a range the node finds too large), and the blocks holding transfers are read
      in JSON-RPC batches for their timestamps and hashes; a change means the chain moved under
      the step, which is then retried. Each step commits, in one transaction: its new transfers
-     (`seen`, one `payment.pending` each), the last block's hash, and the scan position moved by
+     (`seen`; one `payment.pending` each, unless already deep enough to confirm: a watcher catching
+     up reports the outcome only), the last block's hash, and the scan position moved by
      compare-and-set (a watcher that lost the race rolls its step back).
   4. confirm: `seen` transfers with `confirmations` blocks (their own included) whose block the node
      still has under the same hash (read in JSON-RPC batches) become `confirmed`, each process with
@@ -28,6 +29,7 @@ up to `backoff_max`. Nothing half-done is committed; the loop never dies of them
 
 Signals: SIGTERM/SIGINT set a flag; the current step commits and the command exits 0.
 """
+import json
 import logging
 import signal
 import threading
@@ -246,8 +248,11 @@ class Watcher:
                         block_timestamp=headers[entry.block_number].timestamp,
                         status="seen", seen_at=now, confirmed_at=None,
                     )
-                    known = transfer_rows.transfer_status(conn, transfer)
-                    if transfer_rows.insert_seen(conn, transfer) and known is None:
+                    recorded = transfer_rows.insert_seen(conn, transfer)
+                    # Already deep enough when first seen (a watcher catching up): no "pending",
+                    # the confirmation's own event follows in this poll.
+                    shallow = head - entry.block_number + 1 < network.confirmations
+                    if recorded == "new" and shallow:
                         self._emit(conn, "payment.pending", match.process_id, now, head)
                 transfer_rows.save_block(conn, network.id, tip.number, tip.hash, tip.parent_hash,
                                          tip.timestamp)
@@ -279,23 +284,27 @@ class Watcher:
                 log.warning("watch %s: block %d was replaced: transfer orphaned", network.id,
                             transfer.block_number)
         now = int(self.clock())
-        pending = list(by_process.items())
+        pending, outcomes = list(by_process.items()), Counter()
         for i in range(0, len(pending), CONFIRM_BATCH):  # one commit (one sync) per batch
             with self.db.transaction() as conn:
                 for process_id, transfers in pending[i:i + CONFIRM_BATCH]:
                     confirmed = [t for t in transfers if transfer_rows.confirm(conn, t, now)]
                     if confirmed:
-                        self._settle(conn, process_id, confirmed, now, head)
+                        outcomes[self._settle(conn, process_id, confirmed, now, head)] += 1
+        if outcomes:  # one line per poll; each process's event is in the outbox
+            log.info("watch %s: transfers confirmed in %d processes: %s", network.id,
+                     sum(outcomes.values()), ", ".join(f"{n} {e}" for e, n in sorted(outcomes.items())))
 
     def _settle(self, conn, process_id, confirmed, now, head):
         """The event for transfers just confirmed (same transaction), and completion when paid."""
         process = process_rows.get(conn, process_id)
         payment = transfer_rows.payment_row(conn, process_id)
+        transfers = transfer_rows.of_process(conn, process_id)
         in_time = [t for t in confirmed if t.block_timestamp <= process.expires_at]
         if process.status != "pending" or not in_time:
             event = "payment.received_late"
         else:
-            paid_in_time = sum(int(t.amount) for t in transfer_rows.of_process(conn, process_id)
+            paid_in_time = sum(int(t.amount) for t in transfers
                                if t.status == "confirmed" and t.block_timestamp <= process.expires_at)
             if paid_in_time >= int(payment["amount_due"]):
                 if not process_rows.complete_paid(conn, process_id, now):
@@ -304,13 +313,13 @@ class Watcher:
                 event = "payment.completed"
             else:
                 event = "payment.partial"
-        self._emit(conn, event, process_id, now, head, process=process)
-        log.info("watch: process %s: %s", process_id, event)
+        emit(conn, event, process, now, payment_json=payment_json(payment, transfers, head))
+        return event
 
-    def _emit(self, conn, event_type, process_id, now, head, process=None):
-        process = process or process_rows.get(conn, process_id)
-        emit(conn, event_type, process, now,
-             payment_json=payment_json(conn, process_id, head))
+    def _emit(self, conn, event_type, process_id, now, head):
+        emit(conn, event_type, process_rows.get(conn, process_id), now,
+             payment_json=payment_json(transfer_rows.payment_row(conn, process_id),
+                                       transfer_rows.of_process(conn, process_id), head))
 
 
 # --- the payment object (minimal; the API's own rendering replaces it) ---------------------------
@@ -323,11 +332,7 @@ def units(base_units: int, decimals: int) -> str:
     return text or "0"
 
 
-def payment_json(conn, process_id, head) -> str:
-    import json
-
-    payment = transfer_rows.payment_row(conn, process_id)
-    transfers = transfer_rows.of_process(conn, process_id)
+def payment_json(payment, transfers, head) -> str:
     decimals = payment["decimals"]
     paid = sum(int(t.amount) for t in transfers if t.status == "confirmed")
     pending = sum(int(t.amount) for t in transfers if t.status == "seen")

@@ -80,19 +80,24 @@ def payment_row(conn, process_id):
 
 # --- Transfers -----------------------------------------------------------------------------------
 
-def insert_seen(conn, t: Transfer) -> bool:
-    """Record a transfer as `seen`; True when this call recorded it (new, or back on the chain after
-    its block had been orphaned: the same transaction, included again in another block)."""
+def insert_seen(conn, t: Transfer) -> str | None:
+    """Record a transfer as `seen`: "new", "revived" (back on the chain after its block was
+    orphaned: the same transaction included again in another block), or None (already recorded)."""
     cur = conn.execute(
-        f"INSERT INTO transfers ({_TRANSFER}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'seen', ?, NULL)"
-        " ON CONFLICT (chain_id, tx_hash, log_index) DO UPDATE SET"
-        " block_number = excluded.block_number, block_hash = excluded.block_hash,"
-        " block_timestamp = excluded.block_timestamp, status = 'seen', seen_at = excluded.seen_at"
-        " WHERE transfers.status = 'orphaned'",
+        f"INSERT OR IGNORE INTO transfers ({_TRANSFER})"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'seen', ?, NULL)",
         (t.chain_id, t.tx_hash, t.log_index, t.network_id, t.process_id, t.token_contract,
          t.from_address, t.amount, t.block_number, t.block_hash, t.block_timestamp, t.seen_at),
     )
-    return cur.rowcount == 1
+    if cur.rowcount == 1:
+        return "new"
+    cur = conn.execute(
+        "UPDATE transfers SET block_number = ?, block_hash = ?, block_timestamp = ?, status = 'seen',"
+        " seen_at = ? WHERE chain_id = ? AND tx_hash = ? AND log_index = ? AND status = 'orphaned'",
+        (t.block_number, t.block_hash, t.block_timestamp, t.seen_at, t.chain_id, t.tx_hash,
+         t.log_index),
+    )
+    return "revived" if cur.rowcount == 1 else None
 
 
 def seen_blocks(conn, network_id) -> list[tuple[int, str]]:
@@ -184,10 +189,3 @@ def prune_blocks(conn, network_id, below, keep_latest):
         (network_id, below, network_id, keep_latest),
     )
 
-
-def transfer_status(conn, t: Transfer) -> str | None:
-    row = conn.execute(
-        "SELECT status FROM transfers WHERE chain_id = ? AND tx_hash = ? AND log_index = ?",
-        (t.chain_id, t.tx_hash, t.log_index),
-    ).fetchone()
-    return row["status"] if row else None
