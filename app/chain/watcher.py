@@ -89,14 +89,14 @@ class Watcher:
     def run_once(self) -> bool:
         """One pass over every enabled network, each caught up to its head (cron's `--once`).
         False when some network could not be read (logged)."""
-        ok = True
+        ok, started = True, time.perf_counter()
         for network in transfer_rows.enabled_networks(self.db.connection()):
             if self.stopping:
                 break
             ok = self._poll_logged(network.id) and ok
         calls = sum((client.calls for client in self._clients.values()), Counter())
-        log.info("watch: %d RPC calls (%s)", sum(calls.values()),
-                 ", ".join(f"{method} {n}" for method, n in sorted(calls.items())))
+        log.info("watch: pass done in %.3f s, %d RPC calls (%s)", time.perf_counter() - started,
+                 sum(calls.values()), ", ".join(f"{m} {n}" for m, n in sorted(calls.items())))
         return ok
 
     def run(self):
@@ -233,9 +233,17 @@ class Watcher:
             header = headers[entry.block_number]
             if header is None or header.hash != entry.block_hash:
                 raise ChainMoved(f"block {entry.block_number} changed during the scan")
-        again = client.header(last)
-        if again is None or again.hash != tip.hash:
+        # The step's last block again and, in the same batch, the previous step's last block: the
+        # new blocks must extend the kept ones (else a reorganisation: the next poll walks back).
+        previous = transfer_rows.blocks_from_top(self.db.connection(), network.id,
+                                                 network.scanned_block)[:1]
+        previous = [b for b in previous if b.number == network.scanned_block]
+        again = client.headers([last] + [b.number for b in previous])
+        if again[last] is None or again[last].hash != tip.hash:
             raise ChainMoved(f"block {last} changed during the scan")
+        for block in previous:
+            if again[block.number] is None or again[block.number].hash != block.hash:
+                raise ChainMoved(f"block {block.number} was replaced: reorganisation")
         try:
             with self.db.transaction() as conn:
                 for entry, match in logs:
@@ -269,8 +277,7 @@ class Watcher:
         due = transfer_rows.seen_up_to(self.db.connection(), network.id, deep_enough)
         if not due:
             return
-        canonical = {number: header.hash if header else None for number, header in
-                     client.headers(t.block_number for t in due).items()}
+        canonical = self._canonical(client, network, due)
         by_process = defaultdict(list)
         for transfer in due:
             if canonical[transfer.block_number] == transfer.block_hash:
@@ -294,6 +301,20 @@ class Watcher:
         if outcomes:  # one line per poll; each process's event is in the outbox
             log.info("watch %s: transfers confirmed in %d processes: %s", network.id,
                      sum(outcomes.values()), ", ".join(f"{n} {e}" for e, n in sorted(outcomes.items())))
+
+    def _canonical(self, client, network, transfers):
+        """{block number: the node's hash} for the transfers' blocks. Every kept block hash extends
+        the one before it (checked by each scan step) and every transfer was read under one of them,
+        so when the newest kept block is still on the chain, so are all the transfers at or below
+        it: one call instead of one per block."""
+        newest = transfer_rows.blocks_from_top(self.db.connection(), network.id,
+                                               network.scanned_block)[:1]
+        if newest and all(t.block_number <= newest[0].number for t in transfers):
+            header = client.header(newest[0].number)
+            if header is not None and header.hash == newest[0].hash:
+                return {t.block_number: t.block_hash for t in transfers}
+        return {number: header.hash if header else None for number, header in
+                client.headers(t.block_number for t in transfers).items()}
 
     def _settle(self, conn, process_id, confirmed, now, head):
         """The event for transfers just confirmed (same transaction), and completion when paid."""
