@@ -28,6 +28,9 @@ def create_app(test_config=None):
     from app.schemas import Limits, PreorderSchema
 
     app.url_map.converters["process_id"] = ProcessIdConverter
+    # A doubled slash is no path of the API: 404 not_found in the envelope, not werkzeug's HTML 308
+    # (a redirect is a routing exception Flask answers without the error handlers).
+    app.url_map.merge_slashes = False
     db.init_app(app)
     errors.init_app(app)
     cli.init_app(app)

@@ -28,9 +28,21 @@ syncs this commit and every commit before it; a WAL file is never deleted while 
 is open on it. The difference from FULL: for the length of that sync other connections can already
 read the commit. Use it only where nobody can act on the new rows before the caller has answered
 (creating a preorder: nobody knows the new processId yet).
+
+Only `init-db` creates (`Database.init_schema`): it makes the directory and the file and marks the
+file as this service's (PRAGMA application_id). Every other connection opens an existing file
+(`mode=rw`: SQLite never creates one) and refuses a file without the mark. Each connection records
+the file's (device, inode) when it opens; the first use in a request (a stat) and the end of every
+write transaction (another stat, after COMMIT) compare it with the path's now. A file deleted
+(its directory removed) or replaced under open connections is thereby never written to with a
+success answered: the caller gets `DatabaseUnavailable` (a 503). A process keeps serving only the
+file it first opened (a replacement's stale WAL must never mix with it) until init-db, in that
+process, makes a new one; a restarted process opens whatever marked file the path holds. See
+docs/operations.md.
 """
 import fcntl
 import os
+import pathlib
 import queue
 import sqlite3
 import sys
@@ -43,13 +55,47 @@ from flask.cli import with_appcontext
 
 from app.data import schema as schema_rows
 
+# Written by init-db into the file's header (PRAGMA application_id): "PREO". A file without it was not
+# made by init-db (an empty file, another program's database) and is never used.
+APPLICATION_ID = 0x5052454F
+
+# SQLite's primary result codes that mean the database cannot serve now, rather than a bug in a
+# statement: busy/locked past the timeout, read-only, I/O error, corrupt, full, cannot open, not a
+# database, locking protocol.
+UNAVAILABLE_CODES = frozenset(
+    getattr(sqlite3, name) for name in (
+        "SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_READONLY", "SQLITE_IOERR", "SQLITE_CORRUPT",
+        "SQLITE_FULL", "SQLITE_CANTOPEN", "SQLITE_NOTADB", "SQLITE_PROTOCOL",
+    )
+)
+
+
+_TRANSIENT = frozenset((sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED))
+
+
+class DatabaseUnavailable(sqlite3.OperationalError):
+    """The database cannot serve: gone, replaced by a file init-db did not make, read-only, an I/O
+    error, locked past the busy timeout. The API answers it 503 service_unavailable."""
+
+
+def is_unavailable(error: BaseException) -> bool:
+    """Whether a database error says the database cannot serve now (503), not that a statement is
+    wrong (a bug, 500)."""
+    if isinstance(error, DatabaseUnavailable):
+        return True
+    code = getattr(error, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in UNAVAILABLE_CODES
+
 
 class _ThreadState:
     """One thread's SQLite connection and writer-lock descriptor (with its waiter, made when the
     lock is first found held)."""
 
-    def __init__(self, pid, thread, conn, synchronous):
+    def __init__(self, pid, thread, conn, synchronous, identity):
         self.pid, self.thread, self.conn, self.lock_fd, self.waiter = pid, thread, conn, None, None
+        # (st_dev, st_ino) of the file when the connection opened (None for ":memory:"), and whether
+        # the path still named it at this request's first use (reset at the end of each request).
+        self.identity, self.verified = identity, True
         self.synchronous = synchronous  # the connection's PRAGMA synchronous
         # Whether SQLite could put the connection in WAL mode (not for an in-memory database).
         self.wal = conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -152,42 +198,114 @@ class Database:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._opened = []  # a _ThreadState per connection made, to close them all
+        self._memory = os.fspath(path) == ":memory:"
+        self._abspath = None if self._memory else os.path.abspath(path)
+        # (pid, (st_dev, st_ino)) of the file this process first opened: the process serves that
+        # file only, until init_schema (init-db) makes another one. A file put in its place later
+        # (a restore) is served by processes started after it, never mixed with open connections.
+        self._pinned = None
 
-    def _state(self):
+    def _state(self, create=False):
         """The calling thread's connection and writer-lock descriptor, made on first use (and again
-        after a fork)."""
+        after a fork); once the path no longer names the file it opened, DatabaseUnavailable. Only
+        `create` (init-db) may make the directory and the file."""
         state = getattr(self._local, "state", None)
-        if state is None or state.pid != os.getpid():
-            state = _ThreadState(os.getpid(), threading.current_thread(), self._connect(),
-                                 self.synchronous)
-            with self._lock:
-                self._close_orphans()
-                self._opened.append(state)
-            self._local.state = state
+        if state is not None and state.pid == os.getpid():
+            if (state.verified and not create) or self._same_file(state):
+                return state
+            self._drop(state)  # deleted or replaced: _connect refuses what the path holds now
+        conn, identity = self._connect(create)
+        state = _ThreadState(os.getpid(), threading.current_thread(), conn, self.synchronous, identity)
+        with self._lock:
+            self._close_orphans()
+            self._opened.append(state)
+        self._local.state = state
         return state
+
+    def _identity(self):
+        try:
+            st = os.stat(self._abspath)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def _same_file(self, state):
+        """Whether the path still names the file the connection opened (one stat)."""
+        state.verified = state.identity is None or self._identity() == state.identity
+        return state.verified
+
+    def _drop(self, state):
+        """Close the calling thread's connection (its file was deleted or replaced)."""
+        with self._lock:
+            if state in self._opened:
+                self._opened.remove(state)
+        state.close()
+        self._local.state = None
 
     def connection(self):
         """The calling thread's connection, opened on first use (and again after a fork)."""
         return self._state().conn
 
     def _writer_lock(self, state):
-        """The thread's descriptor of the writer-queue lock file (see the module docstring)."""
+        """The thread's descriptor of the writer-queue lock file (see the module docstring), made
+        next to the database (which exists: the connection opened it) when it is missing."""
         if state.lock_fd is None:
-            state.lock_fd = os.open(
-                os.fspath(self.path) + "-writer.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
-            )
+            try:
+                state.lock_fd = os.open(
+                    os.fspath(self.path) + "-writer.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
+                )
+            except OSError as e:
+                raise DatabaseUnavailable(f"the writer lock cannot be opened: {e.strerror}") from None
         return state.lock_fd
 
-    def _connect(self):
-        directory = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(directory, exist_ok=True)
-        conn = sqlite3.connect(
-            self.path,
+    def _connect(self, create):
+        """A new connection and the (device, inode) of the file it opened. Without `create` the file
+        must exist and carry init-db's mark (DatabaseUnavailable otherwise)."""
+        if self._memory:
+            return self._configure(self._open(":memory:", uri=False)), None
+        if create:
+            os.makedirs(os.path.dirname(self._abspath), exist_ok=True)
+            conn = self._configure(self._open(self._abspath, uri=False))
+            identity = self._identity()
+            self._pinned = (os.getpid(), identity)
+            return conn, identity
+        before = self._identity()
+        if before is None:
+            raise DatabaseUnavailable("the database file does not exist (run init-db)")
+        pinned = self._pinned
+        if pinned is not None and pinned[0] == os.getpid() and pinned[1] != before:
+            raise DatabaseUnavailable(
+                "the database file was deleted or replaced since this process opened it (restart it)"
+            )
+        try:
+            # mode=rw: SQLite opens the file that exists, never creates one.
+            conn = self._open(pathlib.Path(self._abspath).as_uri() + "?mode=rw", uri=True)
+        except sqlite3.Error as e:
+            raise DatabaseUnavailable(f"the database cannot be opened: {e}") from None
+        try:
+            if conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+                raise DatabaseUnavailable("the file was not made by init-db")
+            self._configure(conn)
+            if self._identity() != before:
+                raise DatabaseUnavailable("the database file was replaced while it was opened")
+        except BaseException:
+            conn.close()
+            raise
+        if pinned is None or pinned[0] != os.getpid():
+            self._pinned = (os.getpid(), before)
+        return conn, before
+
+    def _open(self, target, *, uri):
+        return sqlite3.connect(
+            target,
+            uri=uri,
             timeout=self.busy_timeout_ms / 1000,
             isolation_level=None,  # we issue BEGIN/COMMIT ourselves
             check_same_thread=False,  # only close_all() touches it from another thread
             cached_statements=256,
         )
+
+    def _configure(self, conn):
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
         conn.execute("PRAGMA journal_mode = WAL")
@@ -237,17 +355,34 @@ class Database:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+        except sqlite3.Error as e:
+            # Read-only, I/O error, not a database: this connection may stay that way (SQLite opens
+            # a write-protected file read-only), so the next use opens a new one, which works as
+            # soon as the operator has repaired the file. Busy and locked are left alone.
+            if is_unavailable(e) and getattr(e, "sqlite_errorcode", 0) & 0xFF not in _TRANSIENT:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+                self._drop(state)
+            raise
         finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+            if state.lock_fd is not None:
+                fcntl.flock(lock, fcntl.LOCK_UN)
         if sync_after and committed:
             self._sync_wal(state)
+        # The commit is in the file the connection opened: is that still the database? (A directory
+        # removed or a file replaced meanwhile: the rows went to a file nobody will read again.)
+        if committed and not self._same_file(state):
+            self._drop(state)
+            raise DatabaseUnavailable("the database file was deleted or replaced; the write is lost")
 
     def _sync_wal(self, state):
         """fdatasync the WAL: every commit written to it so far is then on disk, this one included
         (the kernel merges concurrent syncs from other writers)."""
-        if state.wal_fd is None:
-            state.wal_fd = os.open(os.fspath(self.path) + "-wal", os.O_RDONLY | os.O_CLOEXEC)
-        os.fdatasync(state.wal_fd)
+        try:
+            if state.wal_fd is None:
+                state.wal_fd = os.open(os.fspath(self.path) + "-wal", os.O_RDONLY | os.O_CLOEXEC)
+            os.fdatasync(state.wal_fd)
+        except OSError as e:  # the commit may not be on disk: never answered as a success
+            raise DatabaseUnavailable(f"the write-ahead log cannot be synced: {e.strerror}") from None
 
     def _acquire(self, state):
         """Take the thread's writer-queue flock within the queue timeout (see the module
@@ -262,14 +397,17 @@ class Database:
         if state.waiter is None:
             state.waiter = _LockWaiter(fd)
         if not state.waiter.acquire(self.queue_timeout_ms / 1000):
-            raise sqlite3.OperationalError("database is locked (writer queue)")
+            raise DatabaseUnavailable("database is locked (writer queue)")
         return fd
 
     def release(self):
-        """End of a request: never leave a transaction open on a reused connection."""
+        """End of a request: never leave a transaction open on a reused connection; the next
+        request checks again that the path names the file the connection opened."""
         state = getattr(self._local, "state", None)
-        if state is not None and state.pid == os.getpid() and state.conn.in_transaction:
-            state.conn.execute("ROLLBACK")
+        if state is not None and state.pid == os.getpid():
+            state.verified = False
+            if state.conn.in_transaction:
+                state.conn.execute("ROLLBACK")
 
     def close_all(self):
         with self._lock:
@@ -279,13 +417,31 @@ class Database:
         self._local = threading.local()
 
     def init_schema(self, script, *, reset=False):
-        conn = self.connection()
+        """Create the directory, the file and the tables that are missing, and mark the file as
+        made by init-db: the one way a database comes into being."""
+        conn = self._state(create=True).conn
         if reset:
             schema_rows.drop_all(conn)
         conn.executescript(script)
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
 
     def ping(self):
         return schema_rows.ping(self.connection())
+
+    def check(self):
+        """For /healthz: DatabaseUnavailable unless the path names a file init-db made (not deleted
+        or replaced since this thread's connection opened), that answers with our schema and can
+        be written (the file, its directory and its WAL, as this process's user sees them)."""
+        state = self._state()
+        if not self._same_file(state):
+            self._drop(state)
+            state = self._state()  # DatabaseUnavailable: this process's file is no longer there
+        schema_rows.ping(state.conn)
+        if self._memory:
+            return
+        for path in (self._abspath, os.path.dirname(self._abspath), self._abspath + "-wal"):
+            if os.path.exists(path) and not os.access(path, os.W_OK):
+                raise DatabaseUnavailable("the database cannot be written (read-only)")
 
 
 def get_db():

@@ -1,6 +1,7 @@
 """The one JSON error envelope: {"code", "message", "errors"?} on every non-2xx response."""
 import json
 import logging
+import sqlite3
 
 from flask import Response, request
 from werkzeug.exceptions import HTTPException
@@ -69,6 +70,26 @@ def _unexpected(e: Exception):
     return error_response(500, "internal_error", "An internal error occurred; it has been logged.")
 
 
+# Seconds a client is asked to wait before retrying when the database cannot serve (an operator has
+# to act: a few seconds keeps retries from piling up while a restart or a remount is under way).
+RETRY_AFTER_SECONDS = 5
+
+
+def _database_error(e: sqlite3.Error):
+    """A database that cannot serve (gone, replaced, read-only, I/O error, locked past the busy
+    timeout) is 503 service_unavailable with Retry-After; any other database error is a bug (500)."""
+    from app.db import is_unavailable
+
+    if not is_unavailable(e):
+        return _unexpected(e)
+    # The operator's problem, not the client's and not a bug: one ERROR line, no traceback.
+    log.error("database unavailable on %s %s: %s", request.method, request.path, e)
+    return error_response(
+        503, "service_unavailable", "The service cannot reach its database; try again later.",
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
+
+
 def _domain_errors():
     """Errors raised below the HTTP layer, and the API error each one is."""
     from app import processes
@@ -86,5 +107,6 @@ def init_app(app):
     app.register_error_handler(ApiError, _api_error)
     for exc_class, handler in _domain_errors().items():
         app.register_error_handler(exc_class, handler)
+    app.register_error_handler(sqlite3.Error, _database_error)
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _unexpected)

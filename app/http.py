@@ -1,13 +1,27 @@
 """Request and response plumbing shared by the API blueprints."""
+import logging
 import re
 
 from flask import Response, request
-from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge
 from marshmallow import ValidationError
 from werkzeug.routing import BaseConverter
 
 from app.errors import ApiError, validation_error
 from app.jsonutil import InvalidJSON, loads
+
+try:  # what gunicorn's body readers raise on a malformed chunked body (not OSErrors since gunicorn 23)
+    from gunicorn.http.errors import ParseException as _GunicornParseError
+except ImportError:  # pragma: no cover - another WSGI server
+    class _GunicornParseError(Exception):
+        pass
+
+# What a WSGI server's input stream raises when the bytes on the wire are not the body the headers
+# announced: a bad chunk size or a missing CRLF (gunicorn's ParseException, werkzeug's OSError), the
+# connection ending early (gunicorn's NoMoreData, an OSError; werkzeug's ClientDisconnected).
+_FRAMING_ERRORS = (OSError, ClientDisconnected, _GunicornParseError)
+
+log = logging.getLogger(__name__)
 
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
@@ -27,18 +41,32 @@ def read_json_body():
     # body that is not is refused as invalid_json when it is decoded.
     limit = request.max_content_length
     declared = environ.get("CONTENT_LENGTH", "")
-    if declared.isascii() and declared.isdigit() and (limit is None or int(declared) <= limit):
-        data = environ["wsgi.input"].read(int(declared))
-    else:
-        data = request.get_data(cache=False)  # 413 past MAX_CONTENT_LENGTH when the length is declared
-        if request.content_length is None and limit is not None and len(data) >= limit:
-            # A chunked body is cut at the limit rather than refused: one more byte means too large.
-            if environ["wsgi.input"].read(1):
-                raise RequestEntityTooLarge()
+    try:
+        if declared.isascii() and declared.isdigit() and (limit is None or int(declared) <= limit):
+            data = environ["wsgi.input"].read(int(declared))
+            if len(data) != int(declared):
+                # The client ended its side before sending the length it declared: a truncated
+                # body is never parsed (its first bytes may well be valid JSON).
+                raise framing_error(f"The body ended after {len(data)} of its {declared} bytes.")
+        else:
+            data = request.get_data(cache=False)  # 413 past MAX_CONTENT_LENGTH when the length is declared
+            if request.content_length is None and limit is not None and len(data) >= limit:
+                # A chunked body is cut at the limit rather than refused: one more byte means too large.
+                if environ["wsgi.input"].read(1):
+                    raise RequestEntityTooLarge()
+    except _FRAMING_ERRORS as e:
+        # The client's fault, not ours: a 400, logged as one line without a traceback.
+        log.info("malformed request body on %s %s: %s: %s", request.method, request.path,
+                 type(e).__name__, e)
+        raise framing_error("The request body's framing is broken (chunked encoding or length).") from None
     try:
         return loads(data)
     except InvalidJSON as e:
         raise ApiError(400, "invalid_json", str(e)) from None
+
+
+def framing_error(message):
+    return ApiError(400, "invalid_request_framing", message)
 
 
 def load_json_body(schema):

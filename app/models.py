@@ -82,6 +82,7 @@ class Event:
 
 
 EVENT_STATUSES = ("pending", "delivered", "failed", "no_endpoint")
+FINAL_EVENT_STATUSES = EVENT_STATUSES[1:]
 
 
 @dataclass(frozen=True)
@@ -147,3 +148,34 @@ class WatchedAddress:
     process_id: str
     address: str
     token_contract: str
+
+
+@dataclass(frozen=True)
+class OutboxBacklog:
+    """Pending webhook events by state, and how long the oldest due one has waited (seconds)."""
+    due: int
+    in_flight: int
+    retrying: int
+    oldest_due_age: int
+
+    @property
+    def pending(self):
+        return self.due + self.in_flight + self.retrying
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The figures of /metrics: counts by status, read from the database in one transaction."""
+    backlog: OutboxBacklog
+    events: dict  # event status -> events stored
+    deliveries: dict  # final status -> events that reached it, pruned ones included
+    processes: dict  # effective process status -> processes
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What one retention run deleted."""
+    events: int = 0
+    attempts: int = 0
+    idempotency_keys: int = 0
+    more: bool = False  # stopped at its batch limit with more left

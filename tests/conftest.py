@@ -79,7 +79,7 @@ def make_merchant(runner):
             args += ["--webhook-url", webhook_url]
         result = runner.invoke(args=args)
         assert result.exit_code == 0, result.output
-        return json.loads(result.output)
+        return json.loads(result.stdout)  # a warning about the webhook URL goes to stderr
 
     return make
 

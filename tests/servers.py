@@ -53,13 +53,41 @@ def wait_for(url, timeout=20):
 
 
 @contextlib.contextmanager
-def gunicorn(env, log_path, workers=4):
-    """The service under gunicorn with gunicorn.conf.py; yields its base URL."""
+def gunicorn(env, log_path, workers=4, unprivileged=False, started=None, ready="/healthz"):
+    """The service under gunicorn with gunicorn.conf.py; yields its base URL. `unprivileged`: when
+    the tests run as root, run it without the capabilities that let root ignore file permissions
+    (util-linux's setpriv drops CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH and CAP_FOWNER from the bounding
+    set), so a file's mode bits bind it as they bind a service user. `started`: a list that receives the gunicorn master's Popen. `ready`: the
+    path that answers 200 once the workers serve."""
     port = free_port()
     env = dict(env, GUNICORN_BIND=f"127.0.0.1:{port}", GUNICORN_WORKERS=str(workers))
+    prefix = []
+    if unprivileged and os.geteuid() == 0:
+        prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [str(BIN / "gunicorn"), "-c", "gunicorn.conf.py"],
+            [*prefix, str(BIN / "gunicorn"), "-c", "gunicorn.conf.py"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )
+        if started is not None:
+            started.append(proc)
+        try:
+            base = f"http://127.0.0.1:{port}"
+            wait_for(base + ready)
+            yield base
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def flask_run(env, log_path):
+    """The service under `flask run` (werkzeug's threaded server, as `make run` starts it); yields
+    its base URL."""
+    port = free_port()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [str(BIN / "flask"), "--app", "app", "run", "--host", "127.0.0.1", "--port", str(port)],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
         )
         try:

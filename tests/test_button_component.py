@@ -293,13 +293,13 @@ def test_payment_error_shows_message_and_keeps_the_process_payable(page, shop, l
     page.goto(shop.url(pid))
     expect(button(page, ".pay")).to_be_enabled()
     button(page, ".pay").click()
-    message = "An internal error occurred; it has been logged."
+    message = "The service cannot reach its database; try again later."
     with live_server.app.extensions["db"].transaction():  # another writer holds SQLite's lock too long
         button(page, ".sim-success").click()
         expect(button(page, ".notice")).to_have_text(message)
 
     expect(button(page, ".pay")).to_be_enabled()
-    assert events(page, 1) == [event("payment-error", {"code": "internal_error", "message": message, "status": 500})]
+    assert events(page, 1) == [event("payment-error", {"code": "service_unavailable", "message": message, "status": 503})]
     assert shop.public(pid)["status"] == "pending"
     assert events_of(runner, pid) == []
     button(page, ".pay").click()

@@ -6,6 +6,7 @@ import sqlite3
 import pytest
 
 from conftest import Api, assert_error
+from servers import flask, service_env
 
 
 def invoke(runner, *args):
@@ -209,6 +210,19 @@ def test_set_webhook_warns_when_deliveries_would_be_refused(runner, make_merchan
     result = invoke(runner, "merchants", "set-webhook", live["merchantId"], url)
     assert result.exit_code == 0  # set, since DNS and addresses can change; checked at each delivery
     assert "Warning: deliveries to this URL would be refused now" in result.output
+
+
+@pytest.mark.parametrize("output", [[], ["--json"]])
+def test_create_warns_when_deliveries_would_be_refused(tmp_path, output):
+    # The operator's real command: the warning is on stderr, and with --json stdout is only the JSON.
+    env = service_env(tmp_path / "warn.sqlite3")
+    flask(env, "init-db")
+    result = flask(env, "merchants", "create", "--name", "Live", "--live",
+                   "--webhook-url", "https://127.0.0.1/hook", *output)
+    assert result.stderr == ("Warning: deliveries to this URL would be refused now: "
+                             "127.0.0.1 (loopback), only public addresses are allowed\n")
+    if output:
+        assert json.loads(result.stdout)["livemode"] is True
 
 
 def test_set_webhook_does_not_warn_for_a_test_merchants_localhost(runner, merchant):

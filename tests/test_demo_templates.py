@@ -95,3 +95,10 @@ def test_webhooks_empty_says_how_to_get_one(render):
     html = render("webhooks.html", deliveries=[])
     assert "No webhook yet." in html
     assert '<span id="count">0</span>' in html
+
+
+@pytest.mark.parametrize("name, context", [("shop.html", {}), ("webhooks.html", {"deliveries": []})])
+def test_pages_declare_their_icon_so_no_favicon_request_is_made(render, name, context):
+    # Without a <link rel="icon">, every browser asks for /favicon.ico, which is no route (a 404).
+    icons = [attrs for attrs in Tags(render(name, **context)).find("link") if attrs.get("rel") == "icon"]
+    assert icons == [{"rel": "icon", "href": "data:,"}]

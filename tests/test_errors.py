@@ -1,6 +1,8 @@
 """Every non-2xx response is the JSON error envelope (API.md, Errors)."""
 import sqlite3
 
+import pytest
+
 from conftest import assert_error
 
 
@@ -24,6 +26,20 @@ def test_database_failure_is_a_bare_json_500(app, api):
     assert api.secret_key not in text
 
 
+@pytest.mark.parametrize("app_config", [{"DEMO_SHOP": True}])
+@pytest.mark.parametrize("method, path", [
+    ("POST", "/payment-button//process/preorder"),
+    ("GET", "/payment-button//processes"),
+    ("GET", "/payment-button/process/00000000-0000-4000-8000-000000000000//public"),
+    ("GET", "/payment-button//button.js"),
+    ("GET", "/demo//webhooks"),
+])
+def test_a_doubled_slash_is_a_json_404_not_a_redirect(client, method, path):
+    response = client.open(path, method=method, headers={"x-secret-key": "sk_test_x"})
+    assert_error(response, 404, "not_found", "No such resource.")
+    assert "Location" not in response.headers
+
+
 def test_options_advertises_only_the_methods_that_answer(client):
     response = client.options("/payment-button/process/preorder")
     assert response.status_code == 200
@@ -32,7 +48,8 @@ def test_options_advertises_only_the_methods_that_answer(client):
 
 def test_healthz(client):
     response = client.get("/healthz")
-    assert response.status_code == 200 and response.get_json() == {"status": "ok"}
+    assert response.status_code == 200 and response.get_json() == {
+        "status": "ok", "outbox": {"pending": 0, "due": 0, "oldestDueAgeSeconds": 0}}
 
 
 def test_healthz_when_the_database_does_not_answer(tmp_path, clock):

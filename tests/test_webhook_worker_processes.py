@@ -3,6 +3,7 @@ receiver: two workers at once, SIGKILL and SIGTERM mid-batch, overlapping cron r
 import collections
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import time
@@ -13,6 +14,7 @@ from standardwebhooks.webhooks import Webhook
 from app import create_app
 from app import processes as process_service
 from app.data import merchants as merchant_rows
+from app.webhooks.worker import STOP_AGAIN_SECONDS
 from receiver import Reply, receiver  # noqa: F401  (fixture)
 from servers import BIN, ROOT, create_merchant, flask, service_env
 from webhook_helpers import count
@@ -183,11 +185,40 @@ def test_a_second_signal_exits_at_once(tmp_path, receiver):
         receiver.wait_for(1)
         proc.send_signal(signal.SIGINT)
         with pytest.raises(subprocess.TimeoutExpired):
-            proc.wait(0.5)  # the first one waits for the attempt in flight
+            proc.wait(STOP_AGAIN_SECONDS + 0.2)  # the first one waits for the attempt in flight
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(10) == 128 + signal.SIGTERM
     # Its lease is left behind, as after a crash: the event is still pending, not lost.
     assert outbox.rows("SELECT status || ' ' || (lease_owner IS NOT NULL) FROM events") == ["pending 1"]
+
+
+def test_a_group_wide_sigterm_and_the_scripts_own_still_drain(tmp_path, receiver):
+    # `make run`'s recipe: the worker is a background job whose script sends it SIGTERM on exit.
+    # Stopping the whole process group (a service manager, `kill -TERM -PGID`) delivers the group's
+    # SIGTERM and then the script's own within milliseconds: one stop, so the worker still finishes
+    # and records the attempt in flight, and exits 0.
+    outbox = Outbox(tmp_path, receiver)
+    outbox.due_events(1)
+    receiver.default = Reply(delay=2)
+    log_path = tmp_path / "make-run.log"
+    script = (
+        f"{BIN / 'flask'} --app app deliver-webhooks --poll-max 0.5 & worker=$!; "
+        "trap 'kill -TERM $worker 2>/dev/null; wait $worker; echo worker exited $?' EXIT; "
+        "trap 'exit 130' INT TERM; "
+        "sleep 600"  # stands for `flask run`, in the foreground
+    )
+    with open(log_path, "w") as log:
+        shell = subprocess.Popen(["bash", "-c", script], cwd=ROOT, env=outbox.env, stdout=log,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        receiver.wait_for(1)
+        os.killpg(shell.pid, signal.SIGTERM)
+        assert shell.wait(30) == 130
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(shell.pid, signal.SIGKILL)
+    assert "worker exited 0" in log_path.read_text()
+    assert outbox.status_count("delivered") == 1  # the attempt in flight finished and was recorded
 
 
 def test_overlapping_cron_runs_sweep_and_deliver_each_event_once(tmp_path, receiver):

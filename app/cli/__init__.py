@@ -4,6 +4,7 @@
 def init_app(app):
     from app.cli.demo import demo_merchant
     from app.cli.events import events
+    from app.cli.maintenance import backup_db, prune
     from app.cli.merchants import merchants
     from app.cli.processes import processes
     from app.cli.watcher import watch_payments
@@ -15,3 +16,5 @@ def init_app(app):
     app.cli.add_command(events)
     app.cli.add_command(deliver_webhooks)
     app.cli.add_command(watch_payments)
+    app.cli.add_command(prune)
+    app.cli.add_command(backup_db)

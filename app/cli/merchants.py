@@ -29,6 +29,8 @@ def create(name, live, webhook_url, as_json):
     merchant, secret_key = _run(
         service.create, name=name, livemode=live, webhook_url=webhook_url, now=now()
     )
+    if merchant.webhook_url:  # on stderr: with --json, stdout stays one JSON object
+        _warn_if_refused(merchant.webhook_url, merchant.livemode)
     if as_json:
         click.echo(
             json.dumps(
@@ -44,8 +46,6 @@ def create(name, live, webhook_url, as_json):
         return
     mode = "live" if merchant.livemode else "test"
     click.echo(f"Created merchant {merchant.id} ({merchant.name}, {mode} mode).")
-    if merchant.webhook_url:
-        _warn_if_refused(merchant.webhook_url, merchant.livemode)
     click.echo("These keys are shown once; keep the secret ones on your server only.")
     click.echo(f"  secret key:      {secret_key}")
     click.echo(f"  public key:      {merchant.public_key}")
