@@ -5,6 +5,7 @@ BIN    := $(VENV)/bin
 FLASK  := $(BIN)/flask --app app
 HOST   ?= 127.0.0.1
 PORT   ?= 5000
+CHAIN  := tests/chain
 
 .PHONY: run test fuzz bench install install-test clean
 
@@ -46,7 +47,6 @@ install-test: $(VENV)/.installed-test
 
 # The chain tests run a real EVM node (Hardhat 2, Node.js >= 18): `npm ci` from the lock file,
 # again whenever it changes. Without Node the chain tests would fail: say so here, loudly.
-CHAIN := tests/chain
 $(CHAIN)/node_modules/.installed: $(CHAIN)/package.json $(CHAIN)/package-lock.json
 	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
 		echo "*** The chain tests need Node.js >= 18 and npm (Debian: apt-get install nodejs npm)." >&2; \

@@ -116,11 +116,14 @@ class Watcher:
     def _poll_logged(self, network_id) -> bool:
         try:
             self.poll_network(network_id)
-        except RpcError as e:
+        except Exception as e:  # the loop never dies: RPC faults, a locked database, a bug
             self._failures[network_id] += 1
             delay = min(self.backoff_max, self.backoff_base * 2 ** (self._failures[network_id] - 1))
             self._next_poll[network_id] = time.monotonic() + delay
-            log.warning("watch %s: %s; retry in %.1fs", network_id, e, delay)
+            if isinstance(e, RpcError):  # its message names the URL's host only
+                log.warning("watch %s: %s; retry in %.1fs", network_id, e, delay)
+            else:
+                log.exception("watch %s: %s; retry in %.1fs", network_id, type(e).__name__, delay)
             return False
         self._failures.pop(network_id, None)
         self._next_poll[network_id] = time.monotonic() + self.poll_interval
@@ -201,6 +204,11 @@ class Watcher:
             log.error("watch %s: reorganisation deeper than the %d kept block hashes; reading again"
                       " from block %d", network.id, len(kept), fork + 1)
         with self.db.transaction() as conn:
+            counted = transfer_rows.confirmed_above(conn, network.id, fork)
+            if counted:  # the operator's confirmation depth was too shallow for this chain
+                log.error("watch %s: reorganisation deeper than %d confirmations: %d confirmed "
+                          "transfers above block %d left the chain", network.id,
+                          network.confirmations, counted, fork)
             orphaned = transfer_rows.orphan_above(conn, network.id, fork)
             transfer_rows.forget_blocks_above(conn, network.id, fork)
             transfer_rows.rewind(conn, network.id, fork)

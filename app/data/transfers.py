@@ -127,6 +127,13 @@ def orphan_above(conn, network_id, number) -> int:
     ).rowcount
 
 
+def confirmed_above(conn, network_id, number) -> int:
+    return conn.execute(
+        "SELECT count(*) FROM transfers WHERE network_id = ? AND block_number > ?"
+        " AND status = 'confirmed'", (network_id, number),
+    ).fetchone()[0]
+
+
 def seen_up_to(conn, network_id, max_block) -> list[Transfer]:
     """Unconfirmed transfers at or below max_block (deep enough to confirm), oldest first."""
     rows = conn.execute(
