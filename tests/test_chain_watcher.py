@@ -227,3 +227,24 @@ def test_several_transfers_in_one_block_range_and_a_small_step(shop, chain):
     shop.watch("--max-range", "4", "--max-addresses", "2")
     for process_id, _ in orders:
         assert shop.event_types(process_id) == ["payment.completed"]
+
+
+def test_without_node_the_chain_tests_fail_and_say_how_to_fix_it(tmp_path):
+    """Never a silent skip: a machine without Node.js fails the chain tests with the fix."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLASK_", "PYTEST_"))}
+    env["PATH"] = str(Path(sys.executable).parent)  # the venv only: no node
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "tests/test_chain_e2e.py"],
+        cwd=Path(__file__).resolve().parent.parent, env=env, capture_output=True, text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stdout[-2000:]
+    assert "The chain tests need Node.js (`node` is not on PATH)" in done.stdout
+    assert "apt-get install nodejs npm" in done.stdout
+    assert "1 error" in done.stdout.splitlines()[-1]
