@@ -2,6 +2,7 @@
 
 
 def init_app(app):
+    from app.cli.chain import assets, networks
     from app.cli.demo import demo_merchant
     from app.cli.events import events
     from app.cli.maintenance import backup_db, prune
@@ -18,3 +19,5 @@ def init_app(app):
     app.cli.add_command(watch_payments)
     app.cli.add_command(prune)
     app.cli.add_command(backup_db)
+    app.cli.add_command(networks)
+    app.cli.add_command(assets)
