@@ -71,28 +71,32 @@ def seed_events(db_path, merchant, n):
 
 
 def seed_payments(db_path, merchant_id, rpc_url, token, start_block, addresses, confirmations):
-    """The watcher scenario's data: network "bench" (chain 31337) read from `start_block`, and one
-    pending process per address with its live payment of 1 token (6 decimals) to that address.
-    The network and payment rows are written directly until the operator CLI and the confirm
-    call's data layer are on this branch. Returns the process ids, in the order of `addresses`."""
+    """The watcher scenario's data, through the data layer: network "bench" (chain 31337) read from
+    `start_block`, and one pending process per address with its live payment of 1 token (6
+    decimals) to that address (the row confirm writes; the addresses are the harness's own, so no
+    xpub is needed). Returns the process ids, in the order of `addresses`."""
+    from app.data import payments as payment_rows
+    from app.models import Network, Payment
+
     db = Database(db_path)
     now = int(time.time())
     ids = []
     try:
         with db.transaction() as conn:
-            conn.execute(
-                "INSERT INTO networks (id, name, chain_id, rpc_url, confirmations, start_block,"
-                " scanned_block, head_block, created_at) VALUES ('bench', 'Bench', 31337, ?, ?, ?, ?, ?, ?)",
-                (rpc_url, confirmations, start_block, start_block - 1, start_block - 1, now))
+            payment_rows.insert_network(conn, Network(
+                id="bench", name="Bench", chain_id=31337, rpc_url=rpc_url,
+                confirmations=confirmations, start_block=start_block,
+                scanned_block=start_block - 1, head_block=start_block - 1, disabled_at=None,
+                created_at=now))
             for i, address in enumerate(addresses):
                 process = replace(_process(merchant_id, i, now), amount="1", created_at=now,
                                   updated_at=now, expires_at=now + 86_400)
                 process_rows.insert(conn, process)
-                conn.execute(
-                    "INSERT INTO payments (process_id, merchant_id, address_index, address, asset_id,"
-                    " network_id, chain_id, token_contract, decimals, amount_due, created_at,"
-                    " updated_at) VALUES (?, ?, ?, ?, 'tusd', 'bench', 31337, ?, 6, '1000000', ?, ?)",
-                    (process.id, merchant_id, i, address, token, now, now))
+                payment_rows.insert_payment(conn, Payment(
+                    process_id=process.id, merchant_id=merchant_id, address_index=i,
+                    address=address, asset_id="tusd", network_id="bench", chain_id=31337,
+                    token_contract=token, decimals=6, amount_due=10**6, created_at=now,
+                    updated_at=now))
                 ids.append(process.id)
     finally:
         db.close_all()
@@ -109,19 +113,19 @@ def has_event(db_path, process_id, event_type):
 _readers = {}
 
 
-def watch_outcome(db_path):
+def watch_outcome(db_path, process_ids):
     """Transfers recorded and events written, counted over every process (each transfer once)."""
     from collections import Counter
 
     from app.data import events as event_rows
-    from app.data import transfers as transfer_rows
+    from app.data import payments as payment_rows
 
     db = Database(db_path)
     counts = Counter()
     try:
         conn = db.connection()
-        for (process_id,) in conn.execute("SELECT id FROM processes"):
-            counts["transfers"] += len(transfer_rows.of_process(conn, process_id))
+        for process_id in process_ids:
+            counts["transfers"] += len(payment_rows.transfers_of(conn, [process_id]).get(process_id, ()))
             counts.update(e.type for e in event_rows.for_process(conn, process_id))
     finally:
         db.close_all()

@@ -147,8 +147,8 @@ def run(opts, workdir):
         template = workdir / "watch-template.sqlite3"
         service.init_db(template)
         merchant = service.create_merchant(template)
-        seed.seed_payments(template, merchant["merchantId"], node.url, node.token, first,
-                           addresses, CONFIRMATIONS)
+        process_ids = seed.seed_payments(template, merchant["merchantId"], node.url, node.token,
+                                         first, addresses, CONFIRMATIONS)
         (workdir / "addresses.txt").write_text("\n".join(addresses))
         rounds = {"floor": [], "service": []}  # wall seconds, process start to exit
         inside = {"floor": [], "service": []}  # seconds from the first RPC call to the last commit
@@ -171,7 +171,7 @@ def run(opts, workdir):
                                    done.stderr.splitlines() if "RPC calls" in line)
                     calls["service"] = summary.split(", ", 1)[1]
                     inside["service"].append(float(summary.split()[3]))
-                    counts = seed.watch_outcome(db)
+                    counts = seed.watch_outcome(db, process_ids)
                     # Deep enough when first seen: no payment.pending, one payment.completed each.
                     if counts != {"transfers": transfers, "payment.completed": transfers}:
                         failures.append(f"round {round_no}: {counts}")

@@ -1,72 +1,58 @@
-"""A merchant taking live payments on the test chain, as the chain tests drive it: preorders through
-the merchant API, the watcher through its CLI, events read from the outbox.
-
-`add_network`/`add_payment` write the operator's and the confirm call's rows directly: a stand-in
-until the operator CLI (`networks add`, `assets add`, `merchants set-xpub`) and the confirm API are
-on this branch, which then replace them.
-"""
+"""A merchant taking live payments on the test chain, set up and driven as in production: the
+operator CLI (`networks add`, `assets add`, `merchants set-xpub`), preorders through the merchant API,
+the customer's choice through the Button API's confirm (which gives the deposit address), the
+watcher through its CLI; events read from the outbox."""
 import json
-import secrets
-from decimal import Decimal
 
 from app.data import events as event_rows
 
 NETWORK = "hardhat"
 DECIMALS = 6
+# The merchant's wallet: account m/44'/60'/0' of the BIP39 test mnemonic ("abandon … about"), so
+# deposit addresses never coincide with Hardhat's funded senders ("test … junk").
+XPUB = ("xpub6DCoCpSuQZB2jawqnGMEPS63ePKWkwWPH4TU45Q7LPXWuNd8TMtVxRrgjtEshuqpK3mdhaWHPFsBn"
+        "gh5GFZaM6si3yZdUsT8ddYM3PwnATt")
 
 
-def add_network(app, chain, *, confirmations=3, network_id=NETWORK, rpc_url=None, chain_id=31337):
-    start = chain.head() + 1
-    with app.extensions["db"].transaction() as conn:
-        conn.execute(
-            "INSERT INTO networks (id, name, chain_id, rpc_url, confirmations, start_block,"
-            " scanned_block, head_block, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)",
-            (network_id, "Hardhat", chain_id, rpc_url or chain.url, confirmations, start,
-             start - 1, start - 1),
-        )
-        conn.execute(
-            "INSERT INTO assets (id, network_id, symbol, name, contract, decimals, created_at)"
-            " VALUES ('tusd', ?, 'TUSD', 'Test USD', ?, ?, 0)",
-            (network_id, chain.token, DECIMALS),
-        )
+def cli(runner, *args):
+    result = runner.invoke(args=list(args))
+    assert result.exit_code == 0, result.output
+    return result
 
 
-_index = iter(range(10**9))
-
-
-def add_payment(app, process_id, merchant_id, amount, *, chain, network_id=NETWORK, address=None):
-    """The row confirm writes: a fresh deposit address, the amount in base units."""
-    address = address or "0x" + secrets.token_hex(20)
-    due = int(Decimal(str(amount)).scaleb(DECIMALS))
-    with app.extensions["db"].transaction() as conn:
-        conn.execute(
-            "INSERT INTO payments (process_id, merchant_id, address_index, address, asset_id,"
-            " network_id, chain_id, token_contract, decimals, amount_due, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, 'tusd', ?, 31337, ?, ?, ?, 0, 0)",
-            (process_id, merchant_id, next(_index), address, network_id, chain.token, DECIMALS,
-             str(due)),
-        )
-    return address
+def add_network(runner, chain, *, confirmations=3, rpc_url=None):
+    """The operator enables the test chain (read from the next block on) and its token."""
+    cli(runner, "networks", "add", NETWORK, "--name", "Hardhat", "--chain-id", "31337",
+        "--rpc-url", rpc_url or chain.url, "--confirmations", str(confirmations),
+        "--start-block", str(chain.head() + 1))
+    cli(runner, "assets", "add", "tusd", "--network", NETWORK, "--symbol", "TUSD", "--name",
+        "Test USD", "--contract", chain.token, "--decimals", str(DECIMALS))
 
 
 class Shop:
-    def __init__(self, app, api, runner, chain, clock, merchant):
+    def __init__(self, app, api, runner, chain, clock, merchant, client):
         self.app, self.api, self.runner, self.chain, self.clock = app, api, runner, chain, clock
-        self.merchant = merchant
+        self.merchant, self.client = merchant, client
+        cli(runner, "merchants", "set-xpub", merchant["merchantId"], XPUB)
 
     def sync_clock(self):
         """The app's clock at the chain's latest block time."""
         self.clock.now = self.chain.timestamp()
 
     def order(self, amount, metadata=None):
-        """A preorder, confirmed: (process id, deposit address)."""
+        """A preorder, confirmed by the customer: (process id, deposit address)."""
         body = {"amount": amount, "metadata": metadata or {"orderRef": "A-1"}}
         response = self.api.preorder(body)
         assert response.status_code == 200, response.get_data(as_text=True)
         process_id = response.get_json()["processId"]
-        address = add_payment(self.app, process_id, self.merchant["merchantId"], amount,
-                              chain=self.chain)
-        return process_id, address
+        confirmed = self.client.post(
+            f"/payment-button/process/{process_id}/confirm",
+            data=json.dumps({"assetId": "tusd", "networkId": NETWORK}),
+            content_type="application/json", headers={"x-public-key": self.merchant["publicKey"]})
+        assert confirmed.status_code == 200, confirmed.get_data(as_text=True)
+        payment = confirmed.get_json()["payment"]
+        assert payment["amountDue"] == str(amount) and payment["transfers"] == []
+        return process_id, payment["address"]
 
     def watch(self, *args, exit_code=0):
         result = self.runner.invoke(args=["watch-payments", "--once", *args])
@@ -87,6 +73,7 @@ class Shop:
         return [t for t, _ in self.events(process_id)]
 
     def transfers(self, process_id):
+        """Every transfer row of the process, orphaned ones included (the API never shows those)."""
         conn = self.app.extensions["db"].connection()
         return [dict(r) for r in conn.execute(
             "SELECT tx_hash, status, amount, block_number FROM transfers WHERE process_id = ?"

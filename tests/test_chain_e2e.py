@@ -16,8 +16,8 @@ CONFIRMATIONS = 2
 def test_preorder_to_a_signed_payment_completed_webhook(app, client, runner, chain, clock,
                                                         make_merchant, receiver):  # noqa: F811
     merchant = make_merchant(webhook_url=receiver.url("/hooks/chain"))
-    add_network(app, chain, confirmations=CONFIRMATIONS)
-    shop = Shop(app, Api(client, merchant["secretKey"]), runner, chain, clock, merchant)
+    add_network(runner, chain, confirmations=CONFIRMATIONS)
+    shop = Shop(app, Api(client, merchant["secretKey"]), runner, chain, clock, merchant, client)
     shop.sync_clock()
     process_id, address = shop.order(19.99, {"orderRef": "A-1042", "email": "buyer@example.com"})
 

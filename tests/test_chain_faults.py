@@ -33,8 +33,8 @@ def fake(chain):
 @pytest.fixture
 def shop(app, client, runner, chain, clock, make_merchant, fake):
     merchant = make_merchant()
-    add_network(app, chain, confirmations=CONFIRMATIONS, rpc_url=fake.url)
-    shop = Shop(app, Api(client, merchant["secretKey"]), runner, chain, clock, merchant)
+    add_network(runner, chain, confirmations=CONFIRMATIONS, rpc_url=fake.url)
+    shop = Shop(app, Api(client, merchant["secretKey"]), runner, chain, clock, merchant, client)
     shop.sync_clock()
     return shop
 

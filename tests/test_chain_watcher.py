@@ -14,8 +14,8 @@ UNIT = 10**6  # one token in base units (6 decimals)
 @pytest.fixture
 def shop(app, client, runner, chain, clock, make_merchant):
     merchant = make_merchant()
-    add_network(app, chain, confirmations=CONFIRMATIONS)
-    shop = Shop(app, Api(client, merchant["secretKey"]), runner, chain, clock, merchant)
+    add_network(runner, chain, confirmations=CONFIRMATIONS)
+    shop = Shop(app, Api(client, merchant["secretKey"]), runner, chain, clock, merchant, client)
     shop.sync_clock()
     return shop
 

@@ -29,16 +29,15 @@ up to `backoff_max`. Nothing half-done is committed; the loop never dies of them
 
 Signals: SIGTERM/SIGINT set a flag; the current step commits and the command exits 0.
 """
-import json
 import logging
 import signal
 import threading
 import time
 from collections import Counter, defaultdict
 from dataclasses import replace
-from decimal import Decimal
 
 from app.chain.rpc import Client, RpcError, redacted
+from app.data import payments as payment_rows
 from app.data import processes as process_rows
 from app.data import transfers as transfer_rows
 from app.events import emit
@@ -269,7 +268,7 @@ class Watcher:
                     # the confirmation's own event follows in this poll.
                     shallow = head - entry.block_number + 1 < network.confirmations
                     if recorded == "new" and shallow:
-                        self._emit(conn, "payment.pending", match.process_id, now, head)
+                        emit(conn, "payment.pending", process_rows.get(conn, match.process_id), now)
                 transfer_rows.save_block(conn, network.id, tip.number, tip.hash, tip.parent_hash,
                                          tip.timestamp)
                 if not transfer_rows.advance(conn, network.id, network.scanned_block, last):
@@ -327,52 +326,19 @@ class Watcher:
     def _settle(self, conn, process_id, confirmed, now, head):
         """The event for transfers just confirmed (same transaction), and completion when paid."""
         process = process_rows.get(conn, process_id)
-        payment = transfer_rows.payment_row(conn, process_id)
-        transfers = transfer_rows.of_process(conn, process_id)
+        view = payment_rows.view_of(conn, process_id)  # read after the confirmations above
         in_time = [t for t in confirmed if t.block_timestamp <= process.expires_at]
         if process.status != "pending" or not in_time:
             event = "payment.received_late"
         else:
-            paid_in_time = sum(int(t.amount) for t in transfers
+            paid_in_time = sum(int(t.amount) for t in view.transfers
                                if t.status == "confirmed" and t.block_timestamp <= process.expires_at)
-            if paid_in_time >= int(payment["amount_due"]):
+            if paid_in_time >= view.payment.amount_due:
                 if not process_rows.complete_paid(conn, process_id, now):
                     raise RuntimeError("a pending process could not be completed")  # rolls back
                 process = replace(process, status="completed", updated_at=now)
                 event = "payment.completed"
             else:
                 event = "payment.partial"
-        emit(conn, event, process, now, payment_json=payment_json(payment, transfers, head))
+        emit(conn, event, process, now, payment=view)
         return event
-
-    def _emit(self, conn, event_type, process_id, now, head):
-        emit(conn, event_type, process_rows.get(conn, process_id), now,
-             payment_json=payment_json(transfer_rows.payment_row(conn, process_id),
-                                       transfer_rows.of_process(conn, process_id), head))
-
-
-# --- the payment object (minimal; the API's own rendering replaces it) ---------------------------
-
-def units(base_units: int, decimals: int) -> str:
-    """Base units as a decimal string in token units: 19990000, 6 -> "19.99"; 0 -> "0"."""
-    text = format(Decimal(base_units).scaleb(-decimals), "f")
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    return text or "0"
-
-
-def payment_json(payment, transfers, head) -> str:
-    decimals = payment["decimals"]
-    paid = sum(int(t.amount) for t in transfers if t.status == "confirmed")
-    pending = sum(int(t.amount) for t in transfers if t.status == "seen")
-    return json.dumps({
-        "assetId": payment["asset_id"], "networkId": payment["network_id"],
-        "chainId": payment["chain_id"], "tokenContract": payment["token_contract"],
-        "address": payment["address"], "amountDue": units(int(payment["amount_due"]), decimals),
-        "amountPaid": units(paid, decimals), "amountPending": units(pending, decimals),
-        "paymentUri": f"ethereum:{payment['token_contract']}@{payment['chain_id']}/transfer"
-                      f"?address={payment['address']}&uint256={payment['amount_due']}",
-        "transfers": [{"txHash": t.tx_hash, "logIndex": t.log_index, "blockNumber": t.block_number,
-                       "amount": units(int(t.amount), decimals),
-                       "confirmations": max(0, head - t.block_number + 1)} for t in transfers],
-    }, separators=(",", ":"))

@@ -73,11 +73,6 @@ def watched_addresses(conn, network_id, final_since) -> list[WatchedAddress]:
             for row in rows]
 
 
-def payment_row(conn, process_id):
-    """The payment's columns as a mapping (amount_due in base units, decimals, address…)."""
-    return conn.execute("SELECT * FROM payments WHERE process_id = ?", (process_id,)).fetchone()
-
-
 # --- Transfers -----------------------------------------------------------------------------------
 
 def insert_seen(conn, t: Transfer) -> str | None:
@@ -151,16 +146,6 @@ def confirm(conn, t: Transfer, now) -> bool:
         " WHERE chain_id = ? AND tx_hash = ? AND log_index = ? AND status = 'seen' AND block_hash = ?",
         (now, t.chain_id, t.tx_hash, t.log_index, t.block_hash),
     ).rowcount == 1
-
-
-def of_process(conn, process_id) -> list[Transfer]:
-    """A process's transfers that are on the chain (seen or confirmed), in chain order."""
-    rows = conn.execute(
-        f"SELECT {_TRANSFER} FROM transfers WHERE process_id = ? AND status != 'orphaned'"
-        " ORDER BY block_number, log_index",
-        (process_id,),
-    )
-    return [_transfer(row) for row in rows]
 
 
 # --- Block hashes --------------------------------------------------------------------------------
