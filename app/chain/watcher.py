@@ -304,7 +304,7 @@ class Watcher:
                 for process_id, transfers in pending[i:i + CONFIRM_BATCH]:
                     confirmed = [t for t in transfers if transfer_rows.confirm(conn, t, now)]
                     if confirmed:
-                        outcomes[self._settle(conn, process_id, confirmed, now, head)] += 1
+                        outcomes[self._settle(conn, process_id, confirmed, now)] += 1
         if outcomes:  # one line per poll; each process's event is in the outbox
             log.info("watch %s: transfers confirmed in %d processes: %s", network.id,
                      sum(outcomes.values()), ", ".join(f"{n} {e}" for e, n in sorted(outcomes.items())))
@@ -323,7 +323,7 @@ class Watcher:
         return {number: header.hash if header else None for number, header in
                 client.headers(t.block_number for t in transfers).items()}
 
-    def _settle(self, conn, process_id, confirmed, now, head):
+    def _settle(self, conn, process_id, confirmed, now):
         """The event for transfers just confirmed (same transaction), and completion when paid."""
         process = process_rows.get(conn, process_id)
         view = payment_rows.view_of(conn, process_id)  # read after the confirmations above
