@@ -24,8 +24,9 @@ run: $(VENV)/.installed
 	trap 'exit 130' INT TERM; \
 	FLASK_DEMO_SHOP=1 $(FLASK) run --host $(HOST) --port $(PORT)
 
-## test: create or update .venv with the test extra and run the whole suite
-test: $(VENV)/.installed-test
+## test: create or update .venv with the test extra, install the test chain's npm packages (Hardhat,
+##       solc-js, OpenZeppelin: tests/chain), and run the whole suite
+test: $(VENV)/.installed-test $(CHAIN)/node_modules/.installed
 	$(BIN)/pytest
 
 ## fuzz: schemathesis over every operation of app/openapi.json, FUZZ_EXAMPLES cases per operation,
@@ -43,6 +44,15 @@ bench: $(VENV)/.installed-test
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
+
+# The chain tests run a real EVM node (Hardhat 2, Node.js >= 18): `npm ci` from the lock file,
+# again whenever it changes. Without Node the chain tests would fail: say so here, loudly.
+$(CHAIN)/node_modules/.installed: $(CHAIN)/package.json $(CHAIN)/package-lock.json
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
+		echo "*** The chain tests need Node.js >= 18 and npm (Debian: apt-get install nodejs npm)." >&2; \
+		echo "*** Without them they FAIL: install them and run make test again." >&2; exit 1; }
+	cd $(CHAIN) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
 
 ## demo-live: the demo shop taking live stablecoin payments on this machine (docs/payment-button.md):
 ##      a local Hardhat node with a test token (TUSD), added with the operator CLI (networks add,
@@ -77,7 +87,6 @@ demo-live: $(VENV)/.installed $(CHAIN)/node_modules/.installed
 	$(FLASK) watch-payments --poll-interval 1 & watcher=$$!; \
 	echo "Live demo shop: http://$(HOST):$(PORT)/  (local node $$rpc; Ctrl-C stops everything)"; \
 	FLASK_DEMO_SHOP=1 FLASK_DEMO_WALLET_RPC_URL=$$rpc $(FLASK) run --host $(HOST) --port $(PORT)
-	touch $@
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -91,4 +100,4 @@ $(VENV)/.installed-test: setup.cfg pyproject.toml | $(BIN)/python
 	touch $@ $(VENV)/.installed
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache tests/artifacts
+	rm -rf $(VENV) *.egg-info .pytest_cache tests/artifacts $(CHAIN)/node_modules $(CHAIN)/build

@@ -26,6 +26,12 @@ DEFAULTS = {
     "RETENTION_DAYS": 90,
     # Process lifecycle
     "PROCESS_TTL_SECONDS": 1800,
+    # Live payments: how long after a process became final its deposit address is still watched
+    # (late payments noticed and reported as payment.received_late)
+    "PAYMENT_MONITORING_SECONDS": 86_400,
+    # The chain watcher's JSON-RPC calls: seconds to connect, and to wait for an answer
+    "CHAIN_RPC_CONNECT_TIMEOUT_SECONDS": 5,
+    "CHAIN_RPC_READ_TIMEOUT_SECONDS": 20,
     # Webhooks
     "WEBHOOK_TIMEOUT_SECONDS": 10,
     "WEBHOOK_RETRY_SCHEDULE": DEFAULT_SCHEDULE,
@@ -63,6 +69,7 @@ def normalize(config):
         "IDEMPOTENCY_KEY_MAX_LENGTH",
         "IDEMPOTENCY_TTL_SECONDS",
         "PROCESS_TTL_SECONDS",
+        "PAYMENT_MONITORING_SECONDS",
         "SQLITE_BUSY_TIMEOUT_MS",
         "WEBHOOK_LEASE_SECONDS",
         "RETENTION_DAYS",

@@ -9,7 +9,11 @@ from app.data import events as event_rows
 from app.data import payments as payment_rows
 from app.representation import event_json, process_json
 
-EVENT_TYPES = ("payment.completed", "payment.failed", "process.cancelled", "process.expired")
+EVENT_TYPES = (
+    "payment.completed", "payment.failed", "process.cancelled", "process.expired",
+    # Live payments, written by the chain watcher (app/chain/watcher.py).
+    "payment.pending", "payment.partial", "payment.received_late",
+)
 
 
 def new_event_id() -> str:

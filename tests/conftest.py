@@ -8,7 +8,7 @@ from app import create_app
 from app.db import init_db
 
 # Browser fixtures (Debian's Chromium through Playwright); the app served over real HTTP.
-pytest_plugins = ["browser", "live_server"]
+pytest_plugins = ["browser", "live_server", "chain_node"]
 
 START = 1_795_000_000  # 2026-11-18T11:06:40Z
 

@@ -8,6 +8,7 @@ def init_app(app):
     from app.cli.maintenance import backup_db, prune
     from app.cli.merchants import merchants
     from app.cli.processes import processes
+    from app.cli.watcher import watch_payments
     from app.cli.worker import deliver_webhooks
 
     app.cli.add_command(demo_merchant)
@@ -16,6 +17,7 @@ def init_app(app):
     app.cli.add_command(processes)
     app.cli.add_command(events)
     app.cli.add_command(deliver_webhooks)
+    app.cli.add_command(watch_payments)
     app.cli.add_command(prune)
     app.cli.add_command(backup_db)
     app.cli.add_command(networks)
