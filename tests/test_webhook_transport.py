@@ -4,7 +4,6 @@ import threading
 import time
 
 import pytest
-import requests
 
 from app.webhooks.transport import (
     MAX_RESPONSE_BYTES, AttemptResult, new_session, parse_retry_after, post, send)
@@ -156,18 +155,19 @@ def test_parse_retry_after(value, expected):
     assert parse_retry_after(value, now=now) == expected
 
 
-def test_session_cookies_and_environment_are_not_used(receiver, monkeypatch, tmp_path):
+def test_proxies_netrc_and_cookies_are_never_used(receiver, monkeypatch, tmp_path):
     netrc = tmp_path / ".netrc"
     netrc.write_text("machine 127.0.0.1 login leak password leak\n")
     monkeypatch.setenv("NETRC", str(netrc))
     monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{closed_port()}")
-    session = requests.Session()  # trust_env left on: post must still ignore it
-    session.cookies.set("sid", "x", domain="127.0.0.1")
-    receiver.reply(Reply(status=200, headers={"Set-Cookie": "a=b"}))
-    assert post(session, receiver.url(), BODY, HEADERS, timeout=5, livemode=False).ok
-    [got] = receiver.wait_for(1)
-    assert "authorization" not in got.headers
-    assert "cookie" not in got.headers
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{closed_port()}")
+    receiver.reply(Reply(status=200, headers={"Set-Cookie": "sid=x"}, keep_alive=True))
+    session = new_session()
+    assert [post(session, receiver.url(), BODY, HEADERS, timeout=5, livemode=False).ok
+            for _ in range(2)] == [True, True]
+    got = receiver.wait_for(2)
+    assert [("authorization" in r.headers, "cookie" in r.headers) for r in got] == [
+        (False, False)] * 2
 
 
 def test_a_hanging_resolver_cannot_hold_a_live_attempt():

@@ -1,4 +1,5 @@
-"""Retry schedule: how long to wait before each delivery attempt."""
+"""Delivery timing: the retry schedule, the Retry-After cap, the lease margin. Pure: config.py
+validates settings with it and the worker applies it; it imports neither."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ DEFAULT_SCHEDULE = (0, 5, 300, 1800, 7200, 18000, 36000, 36000)
 
 # A receiver's Retry-After is honoured up to this many seconds.
 MAX_RETRY_AFTER = 24 * 3600
+
+# An attempt starts only while this much of its lease is left beyond WEBHOOK_TIMEOUT_SECONDS, so
+# resolving the name and recording the result also happen under the lease.
+LEASE_MARGIN_SECONDS = 1
 
 _DIGITS = re.compile(r"[0-9]+")
 
