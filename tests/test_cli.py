@@ -5,7 +5,7 @@ import sqlite3
 
 import pytest
 
-from conftest import Api, assert_error
+from helpers import Api, assert_error
 from servers import flask, service_env
 
 

@@ -19,10 +19,15 @@ from app.webhooks import delivery, transport
 from app.webhooks.signing import user_agent
 from app.webhooks.worker import POLL_MIN_SECONDS, Summary, Worker
 from receiver import Receiver, Reply, closed_port, receiver  # noqa: F401  (fixture)
-from webhook_helpers import (  # noqa: F401  (fixtures)
-    attempts_of, body_json, clock, count, make_shop, only_event, raw_metadata, shop, worker)
+from helpers import FakeClock, attempts_of, body_json, count, only_event, raw_metadata
 
 SHORT = {"WEBHOOK_RETRY_SCHEDULE": "0,5,10"}
+
+
+@pytest.fixture
+def clock():
+    """Starts at the real time: standardwebhooks refuses timestamps more than 5 minutes off."""
+    return FakeClock(int(time.time()))
 
 
 def test_cancel_delivers_one_webhook_a_merchant_can_verify(app, shop, receiver, worker, clock):

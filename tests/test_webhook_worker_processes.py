@@ -17,7 +17,7 @@ from app.data import merchants as merchant_rows
 from app.webhooks.worker import STOP_AGAIN_SECONDS
 from receiver import Reply, receiver  # noqa: F401  (fixture)
 from servers import BIN, ROOT, create_merchant, flask, service_env
-from webhook_helpers import count
+from helpers import count
 
 FAST_DISK = {"FLASK_SQLITE_SYNCHRONOUS": "NORMAL"}  # WAL + NORMAL: crash-safe, no fsync per commit
 
