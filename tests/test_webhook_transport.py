@@ -5,7 +5,7 @@ import threading
 import pytest
 
 from app.webhooks.transport import (
-    MAX_RESPONSE_BYTES, AttemptResult, new_session, parse_retry_after, post, send)
+    MAX_RESPONSE_BYTES, AttemptResult, new_session, post, send)
 from app.webhooks.schedule import MAX_RETRY_AFTER
 from receiver import Receiver, Reply, closed_port, receiver, tls  # noqa: F401  (fixtures)
 
@@ -142,16 +142,6 @@ def test_retry_after(receiver, status, retry_after, expected):
     result = deliver(receiver.url())
     assert (result.ok, result.status_code, result.error, result.retry_after) == (
         False, status, f"HTTP {status}", expected)
-
-
-@pytest.mark.parametrize("value, expected", [
-    ("0", 0), (" 30 ", 30), ("Sun, 06 Nov 1994 08:49:37 GMT", 0),
-    ("Sun, 06 Nov 1994 08:50:37 GMT", 60), ("Sun, 06 Nov 1994 08:49:37", None),
-    ("-5", None), ("1.5", None), ("", None), ("٣", None),
-])
-def test_parse_retry_after(value, expected):
-    now = 784111777  # 1994-11-06T08:49:37Z
-    assert parse_retry_after(value, now=now) == expected
 
 
 def test_proxies_netrc_and_cookies_are_never_used(receiver, monkeypatch, tmp_path):

@@ -20,12 +20,11 @@ import threading
 import time
 from concurrent import futures
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
 import idna
 
-from .schedule import MAX_RETRY_AFTER
+from .schedule import parse_retry_after
 from .ssrf import UnsafeURL, check_url
 
 MAX_RESPONSE_BYTES = 4096
@@ -51,7 +50,7 @@ class Session:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._pools: list[dict] = []
-        self._contexts: dict = {}
+        self._context = None
 
     def connections(self) -> dict:
         """This thread's connections by destination, least recently used first."""
@@ -63,11 +62,10 @@ class Session:
         return pool
 
     def tls_context(self) -> ssl.SSLContext:
-        context = self._contexts.get(self.verify)
-        if context is None:  # loading the CAs takes milliseconds: once per setting
-            cafile = None if self.verify is True else self.verify
-            context = self._contexts[self.verify] = ssl.create_default_context(cafile=cafile)
-        return context
+        if self._context is None:  # loading the CAs takes milliseconds: once per session
+            self._context = ssl.create_default_context(
+                cafile=None if self.verify is True else self.verify)
+        return self._context
 
     def close(self) -> None:
         with self._lock:
@@ -84,8 +82,7 @@ class Session:
         self.close()
 
 
-def new_session() -> Session:
-    return Session()
+new_session = Session
 
 
 def post(session: Session, url: str, body: bytes, headers: dict, *, timeout: float,
@@ -296,27 +293,6 @@ def _resolvers() -> futures.ThreadPoolExecutor:
         pool = _resolver_pool.setdefault(os.getpid(), futures.ThreadPoolExecutor(
             RESOLVER_THREADS, thread_name_prefix="webhook-dns"))
     return pool
-
-
-def parse_retry_after(value: str | None, now: float | None = None) -> int | None:
-    """Retry-After as whole seconds from now (delta-seconds or HTTP-date), capped."""
-    if value is None:
-        return None
-    value = value.strip()
-    if value.isdigit() and value.isascii():
-        if len(value) > 9:  # beyond any cap; int() of thousands of digits would raise
-            return MAX_RETRY_AFTER
-        seconds = int(value)
-    else:
-        try:
-            when = parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when is None or when.tzinfo is None:
-            return None
-        now = time.time() if now is None else now
-        seconds = max(0, int(when.timestamp() - now + 0.999))
-    return min(seconds, MAX_RETRY_AFTER)
 
 
 def _describe(exc: BaseException, timeout: float, aborted: bool) -> str:

@@ -8,15 +8,14 @@ that did not start, and leases more due events with their merchants, so attempts
   are attempted again: at least once, receivers deduplicate on webhook-id.
 - A slow merchant (an attempt of POLL_MIN_SECONDS or more, in flight or within SLOW_MEMORY_SECONDS)
   holds at most `per_merchant` threads; fast endpoints are never capped.
-- The first SIGTERM/SIGINT stops claiming; attempts in flight finish and are recorded, unstarted
-  claims are released, the command exits 0. Another one a second or more later exits at once.
+- `stop()` (the command's SIGTERM/SIGINT) ends claiming; attempts in flight finish and are
+  recorded, unstarted claims are released.
 - Idempotency keys are purged each minute, final events older than RETENTION_DAYS pruned each hour.
 """
 import logging
 import math
 import os
 import secrets
-import signal
 import socket
 import threading
 import time
@@ -39,7 +38,6 @@ SLOW_MEMORY_SECONDS = 300  # how long a merchant whose attempt was slow stays ca
 PURGE_EVERY_SECONDS = 60
 PRUNE_EVERY_SECONDS = 3600
 PRUNE_BATCHES = 25  # per poll that prunes: at most 5,000 events, then deliveries go on
-STOP_AGAIN_SECONDS = 1.0  # a signal this soon after the first is the same stop
 _SKIPPED = "skipped"
 
 
@@ -275,22 +273,6 @@ class Worker:
 
     def stop(self):
         self.stopping = True
-
-    def install_signal_handlers(self):
-        """Main thread only. A signal sets the stop flag; another one STOP_AGAIN_SECONDS or more
-        after the first exits at once (one stop often delivers two: a process group's SIGTERM and
-        the starting script's own). A SIGINT ignored at start (a shell's background job) stays so."""
-        first = []
-
-        def handle(signum, frame):
-            if first and time.monotonic() - first[0] >= STOP_AGAIN_SECONDS:
-                os._exit(128 + signum)
-            first[:] = first or [time.monotonic()]
-            self.stopping = True
-
-        signal.signal(signal.SIGTERM, handle)
-        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-            signal.signal(signal.SIGINT, handle)
 
     def close(self):
         self._pool.shutdown(wait=True)
