@@ -56,6 +56,12 @@ def test_redirect_is_not_followed(receiver, status):
     assert [r.path for r in receiver.requests] == ["/hook"]
 
 
+def test_a_non_ascii_path_and_query_are_sent_percent_encoded(receiver):
+    result = deliver(receiver.url("/hooks/grüße?shop=café&x=1"))
+    assert (result.ok, result.status_code, result.error) == (True, 200, None)
+    assert [r.path for r in receiver.wait_for(1)] == ["/hooks/gr%C3%BC%C3%9Fe?shop=caf%C3%A9&x=1"]
+
+
 def test_timeout_when_receiver_answers_too_late(receiver):
     receiver.reply(Reply(delay=30))
     result = deliver(receiver.url(), timeout=0.3)
@@ -190,6 +196,15 @@ def test_pinned_address_keeps_sni_host_and_certificate_check(tls):
     assert got.headers["host"] == f"hooks.example:{server.port}"
     assert got.body == BODY
     assert server.server_names == ["hooks.example"]
+
+
+def test_a_pinned_international_host_name_is_sent_in_its_ascii_form(receiver):
+    url = f"http://bücher.example:{receiver.port}/hook"  # a name no resolver knows
+    result = send(new_session(), url, BODY, HEADERS, timeout=5,
+                  address=ipaddress.ip_address("127.0.0.1"))
+    assert (result.ok, result.status_code, result.error) == (True, 200, None)
+    [got] = receiver.wait_for(1)
+    assert got.headers["host"] == f"xn--bcher-kva.example:{receiver.port}"
 
 
 def test_pinned_address_still_verifies_the_certificate_name(tls):

@@ -20,7 +20,7 @@ import threading
 import time
 from concurrent import futures
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import idna
 
@@ -154,7 +154,8 @@ def _target(url, address):
     connect_to = str(address) if address is not None else name
     shown = f"[{name}]" if ":" in name else name
     host_header = shown if parts.port is None else f"{shown}:{parts.port}"
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    path = quote((parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
+                 safe="!#$%&'()*+,/:;=?@[]~")  # non-ASCII percent-encoded, as requests does
     return (scheme, connect_to, port, name if scheme == "https" else None), path, host_header
 
 
