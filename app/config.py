@@ -7,7 +7,7 @@ import math
 import time
 from decimal import Decimal, InvalidOperation
 
-from app.webhooks.schedule import DEFAULT_SCHEDULE, parse_schedule
+from app.webhooks.schedule import DEFAULT_SCHEDULE, LEASE_MARGIN_SECONDS, parse_schedule
 
 DEFAULTS = {
     # Storage
@@ -42,11 +42,6 @@ DEFAULTS = {
     # The clock: unix seconds. Tests inject their own so nothing sleeps.
     "CLOCK": time.time,
 }
-
-
-# An attempt starts only while this much of its lease is left beyond WEBHOOK_TIMEOUT_SECONDS, so
-# resolving the name and recording the result also happen under the lease (see app/webhooks/worker.py).
-LEASE_MARGIN_SECONDS = 1
 
 
 class ConfigError(ValueError):

@@ -106,14 +106,6 @@ def _watcher_table(result):
     return lines + _target_lines(result["targets"])
 
 
-def floor_share(results):
-    """The service's req/s ratio over the storage floor's, both against the bare baseline in the
-    same run: how close the service comes to what storing one preorder allows (None without both)."""
-    ratios = {r["scenario"]: r.get("ratios", {}).get("rps") for r in results}
-    service, floor = ratios.get("preorder"), ratios.get("preorder-floor")
-    return round(service / floor, 3) if service and floor else None
-
-
 def table(report):
     lines = []
     for result in report["scenarios"]:
@@ -126,9 +118,6 @@ def table(report):
                 result["scenario"], _preorder_table)
             lines += render(result)
         lines += [f"    FAILURE: {failure}" for failure in result.get("failures", [])]
-    share = floor_share(report["scenarios"])
-    if share is not None:
-        lines.append(f"service / storage floor (preorder ratio over preorder-floor ratio): {share:.3f}")
     load = report["load_average"]
     lines.append(f"total {report['seconds']:.0f} s; load average (1 min) {load['before'][0]:.1f} before, "
                  f"{load['after'][0]:.1f} after (2 cores: above 2, other work was competing)")

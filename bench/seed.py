@@ -33,11 +33,11 @@ def _process(merchant_id, i, now, status="pending"):
     )
 
 
-def floor_process(process_id, merchant_id, now):
+def floor_process(process_id, merchant_id, now, metadata=METADATA):
     """The pending process the storage-floor apps store per request (floor_app, writer_floor)."""
     return Process(
         seq=None, id=process_id, merchant_id=merchant_id, status="pending", amount="19.99",
-        metadata=METADATA, livemode=False, created_at=now, updated_at=now, expires_at=now + 900,
+        metadata=metadata, livemode=False, created_at=now, updated_at=now, expires_at=now + 900,
     )
 
 

@@ -7,7 +7,7 @@ import json
 from standardwebhooks.webhooks import Webhook
 
 from chain_shop import Shop, add_network
-from conftest import Api
+from helpers import Api
 from receiver import receiver  # noqa: F401  (fixture)
 
 CONFIRMATIONS = 2

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from chain_shop import Shop, add_network
-from conftest import Api
+from helpers import Api
 from fake_rpc import FaultyRpc
 from servers import BIN, ROOT, service_env
 

@@ -5,7 +5,7 @@ import pytest
 
 from app.processes import expire_due
 from chain_shop import Shop, add_network
-from conftest import Api
+from helpers import Api
 
 CONFIRMATIONS = 3
 UNIT = 10**6  # one token in base units (6 decimals)

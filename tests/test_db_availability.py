@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from app import create_app
-from conftest import Api, assert_error
+from helpers import Api, assert_error
 from servers import create_merchant, flask, gunicorn, service_env
 
 PREORDER = "/payment-button/process/preorder"

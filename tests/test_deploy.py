@@ -11,7 +11,7 @@ from pathlib import Path
 
 from app.config import DEFAULTS
 from receiver import receiver  # noqa: F401  (fixture)
-from conftest import Api
+from helpers import Api
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"

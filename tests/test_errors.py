@@ -3,7 +3,7 @@ import sqlite3
 
 import pytest
 
-from conftest import assert_error
+from helpers import assert_error
 
 
 def test_unknown_path_is_json_404(client):

@@ -9,7 +9,7 @@ import sqlite3
 
 import pytest
 
-from conftest import Api, assert_error
+from helpers import Api, assert_error
 
 MNEMONIC_XPUB = ("xpub6DCoCpSuQZB2jawqnGMEPS63ePKWkwWPH4TU45Q7LPXWuNd8TMtVxRrgjtEshuqpK3mdhaWHPFsBn"
                  "gh5GFZaM6si3yZdUsT8ddYM3PwnATt")
