@@ -20,7 +20,6 @@ import pytest
 from app.data import events as event_rows
 from app.demo_merchant import DEMO_FIRST_ADDRESS, DEMO_XPUB
 from qr_decode import qr_texts
-from webhook_helpers import worker  # noqa: F401  (fixture: Worker.from_app(app))
 
 try:
     from playwright.sync_api import expect

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from app.demo_merchant import DEMO_FIRST_ADDRESS, DEMO_XPUB
-from conftest import assert_error
+from helpers import assert_error
 from servers import free_port
 
 
