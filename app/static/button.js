@@ -540,7 +540,7 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
     <button type="button" class="link change" hidden>Choose another coin or network</button>
   </div>
   <button type="button" class="pay" part="pay-button" hidden>Pay</button>
-  <p class="note" hidden>Live payments are not available in this build.</p>
+  <p class="note" hidden></p>
   <button type="button" class="retry" hidden>Try again</button>
 </section>
 <dialog aria-labelledby="dlg-title" aria-describedby="dlg-desc">
