@@ -51,7 +51,7 @@ class Process:
 
     def effective_status(self, now):
         """A pending process past its expiry is expired, whether or not the sweep has run, unless
-        paid-in-time transfers are still confirming."""
+        it is held (app/data/processes.py HELD: paid in time and confirming, or the watcher behind)."""
         if self.status == "pending" and now >= self.expires_at and not self.held:
             return "expired"
         return self.status
