@@ -144,10 +144,12 @@ class WatchedNetwork:
 
 @dataclass(frozen=True)
 class WatchedAddress:
-    """A deposit address the watcher looks for, with the token it must be paid in (lowercase)."""
+    """A deposit address the watcher looks for, with the token it must be paid in (lowercase), and
+    its process's expiry (a transfer in a block no later than one at or before it is in time)."""
     process_id: str
     address: str
     token_contract: str
+    expires_at: int
 
 
 @dataclass(frozen=True)

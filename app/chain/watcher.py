@@ -10,9 +10,10 @@ One poll of a network (`poll_network`), every RPC call bounded by the client's t
      back to it, so the new blocks are read again.
   3. scan, in steps of at most `max_range` blocks up to the head: the step's last block is read
      before and after its `eth_getLogs` calls (at most `max_addresses` deposit addresses a call;
-     the client halves a range the node finds too large), and the blocks holding transfers are read
-     in JSON-RPC batches for their timestamps and hashes; a change means the chain moved under
-     the step, which is then retried. Each step commits, in one transaction: its new transfers
+     the client halves a range the node finds too large). Only the blocks holding transfers whose
+     process's expiry is before the last block's timestamp are read (JSON-RPC batches), for their
+     timestamps; a log's block hash that differs from its header's, or from another log's in the
+     same block, means the chain moved under the step, which is then retried. Each step commits, in one transaction: its new transfers
      (`seen`; one `payment.pending` each, unless already deep enough to confirm: a watcher catching
      up reports the outcome only), the last block's hash, and the scan position moved by
      compare-and-set (a watcher that lost the race rolls its step back).
@@ -234,11 +235,19 @@ class Watcher:
                     match = by_key.get((entry.token, entry.to_address))
                     if match is not None:  # another token to the address does not pay this process
                         logs.append((entry, match))
-        headers = client.headers({entry.block_number for entry, _ in logs} - {last})
+        # A transfer's block is at or below the step's last one, so its timestamp is at most the
+        # last block's: when that is not after the process's expiry, the transfer is in time and
+        # its block need not be read (the last block's timestamp is kept as its upper bound). The
+        # others' blocks are read for their timestamps, and their hashes checked against the logs'.
+        unsure = {entry.block_number for entry, match in logs if tip.timestamp > match.expires_at}
+        headers = client.headers(unsure - {last})
         headers[last] = tip
+        hashes = {}
         for entry, _ in logs:
-            header = headers[entry.block_number]
-            if header is None or header.hash != entry.block_hash:
+            header = headers.get(entry.block_number)
+            known = hashes.setdefault(entry.block_number, entry.block_hash)
+            if known != entry.block_hash or (header is not None and header.hash != entry.block_hash) \
+                    or (entry.block_number in headers and header is None):
                 raise ChainMoved(f"block {entry.block_number} changed during the scan")
         # The step's last block again and, in the same batch, the previous step's last block: the
         # new blocks must extend the kept ones (else a reorganisation: the next poll walks back).
@@ -260,7 +269,8 @@ class Watcher:
                         token_contract=entry.token, from_address=entry.from_address,
                         amount=str(entry.amount), block_number=entry.block_number,
                         block_hash=entry.block_hash,
-                        block_timestamp=headers[entry.block_number].timestamp,
+                        block_timestamp=(headers[entry.block_number].timestamp
+                                         if entry.block_number in headers else tip.timestamp),
                         status="seen", seen_at=now, confirmed_at=None,
                     )
                     recorded = transfer_rows.insert_seen(conn, transfer)
