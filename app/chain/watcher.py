@@ -311,10 +311,18 @@ class Watcher:
         pending, outcomes = list(by_process.items()), Counter()
         for i in range(0, len(pending), CONFIRM_BATCH):  # one commit (one sync) per batch
             with self.db.transaction() as conn:
+                confirmed = {}
                 for process_id, transfers in pending[i:i + CONFIRM_BATCH]:
-                    confirmed = [t for t in transfers if transfer_rows.confirm(conn, t, now)]
-                    if confirmed:
-                        outcomes[self._settle(conn, process_id, confirmed, now)] += 1
+                    done = [t for t in transfers if transfer_rows.confirm(conn, t, now)]
+                    if done:
+                        confirmed[process_id] = done
+                # Read after the confirmations above, two queries for the batch's views: a
+                # process's settlement changes no other process's row or payment.
+                processes = process_rows.get_many(conn, confirmed)
+                views = payment_rows.views_of(conn, confirmed)
+                for process_id, done in confirmed.items():
+                    event = self._settle(conn, processes[process_id], views[process_id], done, now)
+                    outcomes[event] += 1
         if outcomes:  # one line per poll; each process's event is in the outbox
             log.info("watch %s: transfers confirmed in %d processes: %s", network.id,
                      sum(outcomes.values()), ", ".join(f"{n} {e}" for e, n in sorted(outcomes.items())))
@@ -333,10 +341,10 @@ class Watcher:
         return {number: header.hash if header else None for number, header in
                 client.headers(t.block_number for t in transfers).items()}
 
-    def _settle(self, conn, process_id, confirmed, now):
-        """The event for transfers just confirmed (same transaction), and completion when paid."""
-        process = process_rows.get(conn, process_id)
-        view = payment_rows.view_of(conn, process_id)  # read after the confirmations above
+    def _settle(self, conn, process, view, confirmed, now):
+        """The event for transfers just confirmed (same transaction), and completion when paid;
+        `process` and `view` were read after the confirmations."""
+        process_id = process.id
         in_time = [t for t in confirmed if t.block_timestamp <= process.expires_at]
         if process.status != "pending" or not in_time:
             event = "payment.received_late"

@@ -55,6 +55,16 @@ def get(conn, process_id) -> Process | None:
     return _process(row) if row else None
 
 
+def get_many(conn, process_ids) -> dict[str, Process]:
+    """These processes, by id (one query)."""
+    ids = list(process_ids)
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(f"SELECT {_COLUMNS} FROM processes WHERE id IN ({marks})", ids).fetchall()
+    return {row["id"]: _process(row) for row in rows}
+
+
 def get_for_merchant(conn, merchant_id, process_id) -> Process | None:
     row = conn.execute(
         f"SELECT {_COLUMNS} FROM processes WHERE id = ? AND merchant_id = ?",
