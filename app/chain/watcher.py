@@ -13,10 +13,11 @@ One poll of a network (`poll_network`), every RPC call bounded by the client's t
      the client halves a range the node finds too large). Only the blocks holding transfers whose
      process's expiry is before the last block's timestamp are read (JSON-RPC batches), for their
      timestamps; a log's block hash that differs from its header's, or from another log's in the
-     same block, means the chain moved under the step, which is then retried. Each step commits, in one transaction: its new transfers
-     (`seen`; one `payment.pending` each, unless already deep enough to confirm: a watcher catching
-     up reports the outcome only), the last block's hash, and the scan position moved by
-     compare-and-set (a watcher that lost the race rolls its step back).
+     same block, means the chain moved under the step, which is then retried. Each step commits,
+     in one transaction: its new transfers (`seen`; one `payment.pending` each, unless already
+     deep enough to confirm: a watcher catching up reports the outcome only), the last block's
+     hash, and the scan position moved by compare-and-set (a watcher that lost the race rolls its
+     step back).
   4. confirm: `seen` transfers with `confirmations` blocks (their own included) whose block the node
      still has under the same hash (read in JSON-RPC batches) become `confirmed`, each process with
      its event in the same transaction (up to CONFIRM_BATCH processes a commit):
@@ -242,12 +243,14 @@ class Watcher:
         unsure = {entry.block_number for entry, match in logs if tip.timestamp > match.expires_at}
         headers = client.headers(unsure - {last})
         headers[last] = tip
-        hashes = {}
+        hashes = {}  # block number -> the hash its first log carried
         for entry, _ in logs:
-            header = headers.get(entry.block_number)
-            known = hashes.setdefault(entry.block_number, entry.block_hash)
-            if known != entry.block_hash or (header is not None and header.hash != entry.block_hash) \
-                    or (entry.block_number in headers and header is None):
+            if entry.block_number in headers:
+                header = headers[entry.block_number]
+                moved = header is None or header.hash != entry.block_hash
+            else:
+                moved = hashes.setdefault(entry.block_number, entry.block_hash) != entry.block_hash
+            if moved:
                 raise ChainMoved(f"block {entry.block_number} changed during the scan")
         # The step's last block again and, in the same batch, the previous step's last block: the
         # new blocks must extend the kept ones (else a reorganisation: the next poll walks back).
@@ -329,9 +332,9 @@ class Watcher:
 
     def _canonical(self, client, network, transfers):
         """{block number: the node's hash} for the transfers' blocks. Every kept block hash extends
-        the one before it (checked by each scan step) and every transfer was read under one of them,
-        so when the newest kept block is still on the chain, so are all the transfers at or below
-        it: one call instead of one per block."""
+        the one before it (checked by each scan step) and every transfer was read in a step whose
+        last block (kept) did not change while its logs were read, so when the newest kept block
+        is still on the chain, so are all the transfers at or below it: one call, not one a block."""
         newest = transfer_rows.blocks_from_top(self.db.connection(), network.id,
                                                network.scanned_block)[:1]
         if newest and all(t.block_number <= newest[0].number for t in transfers):
