@@ -7,7 +7,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 5000
 CHAIN  := tests/chain
 
-.PHONY: run test fuzz bench install install-test clean
+.PHONY: run demo-live test fuzz bench install install-test clean
 
 ## run: create .venv, install, initialise the database, create the demo merchant, start the service
 ##      and the webhook delivery worker next to it (Ctrl-C stops both)
@@ -53,6 +53,40 @@ $(CHAIN)/node_modules/.installed: $(CHAIN)/package.json $(CHAIN)/package-lock.js
 		echo "*** Without them they FAIL: install them and run make test again." >&2; exit 1; }
 	cd $(CHAIN) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
+
+## demo-live: the demo shop taking live stablecoin payments on this machine (docs/payment-button.md):
+##      a local Hardhat node with a test token (TUSD), added with the operator CLI (networks add,
+##      assets add, merchants set-xpub with the published BIP39 test seed phrase's xpub), the chain
+##      watcher and the webhook worker alongside; the shop's "Test wallet" panel pays. A fresh chain
+##      and database (in DEMO_DIR) each time; Ctrl-C stops everything.
+DEMO_DIR           ?= $(CURDIR)/instance/demo-live
+DEMO_RPC_PORT      ?= 8545
+DEMO_CONFIRMATIONS ?= 3
+DEMO_BLOCK_SECONDS ?= 5
+demo-live: $(VENV)/.installed $(CHAIN)/node_modules/.installed
+	cd $(CHAIN) && node compile.js
+	rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
+	@export FLASK_DATABASE=$(DEMO_DIR)/preorder.sqlite3 FLASK_DEMO_MERCHANT_FILE=$(DEMO_DIR)/merchant.json; \
+	rpc=http://127.0.0.1:$(DEMO_RPC_PORT); worker=; watcher=; \
+	(cd $(CHAIN) && HARDHAT_DISABLE_TELEMETRY_PROMPT=true exec node node_modules/hardhat/internal/cli/cli.js \
+		node --hostname 127.0.0.1 --port $(DEMO_RPC_PORT)) >$(DEMO_DIR)/node.log 2>&1 & node=$$!; \
+	trap 'for p in $$watcher $$worker; do kill -TERM $$p; done 2>/dev/null; for p in $$watcher $$worker; do wait $$p; done; \
+		kill -TERM $$node 2>/dev/null; wait $$node' EXIT; \
+	trap 'exit 130' INT TERM; \
+	set -e; \
+	$(FLASK) init-db; \
+	token=$$($(FLASK) demo-chain --rpc-url $$rpc --token-build $(CHAIN)/build/TestUSD.json \
+		--block-seconds $(DEMO_BLOCK_SECONDS)); \
+	$(FLASK) networks add local --name "Local Hardhat" --chain-id 31337 --rpc-url $$rpc \
+		--confirmations $(DEMO_CONFIRMATIONS); \
+	$(FLASK) assets add tusd --network local --symbol TUSD --name "Test USD" --contract $$token --decimals 6; \
+	$(FLASK) demo-merchant --webhook-url http://$(HOST):$(PORT)/demo/webhooks; \
+	merchant=$$($(FLASK) demo-merchant --json | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["merchantId"])'); \
+	$(BIN)/python -c 'from app.demo_merchant import DEMO_XPUB; print(DEMO_XPUB)' | $(FLASK) merchants set-xpub $$merchant -; \
+	$(FLASK) deliver-webhooks & worker=$$!; \
+	$(FLASK) watch-payments --poll-interval 1 & watcher=$$!; \
+	echo "Live demo shop: http://$(HOST):$(PORT)/  (local node $$rpc; Ctrl-C stops everything)"; \
+	FLASK_DEMO_SHOP=1 FLASK_DEMO_WALLET_RPC_URL=$$rpc $(FLASK) run --host $(HOST) --port $(PORT)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

@@ -9,6 +9,14 @@ import os
 
 from app import merchants as service
 
+# The live demo's wallet (`make demo-live`): the account xpub (m/44'/60'/0') of the BIP39 test seed
+# phrase "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon
+# about", published in the BIP39 test vectors. Its first deposit address (m/44'/60'/0'/0/0) is
+# 0x9858EfFD232B4033E47d90003D41EC34EcaEda94. Anyone can spend from it: local test chains only.
+DEMO_XPUB = ("xpub6DCoCpSuQZB2jawqnGMEPS63ePKWkwWPH4TU45Q7LPXWuNd8TMtVxRrgjtEshuqpK3mdhaWHPFsBngh5"
+             "GFZaM6si3yZdUsT8ddYM3PwnATt")
+DEMO_FIRST_ADDRESS = "0x9858EfFD232B4033E47d90003D41EC34EcaEda94"
+
 
 def read_keys(path):
     """The saved keys {merchantId, secretKey, publicKey, webhookSecret, livemode}, or None."""

@@ -9,7 +9,8 @@ to enable them, except in CI (env ``CI`` set), where they must run and therefore
 
 Fixtures: ``browser`` (one headless Chromium per session), ``page`` (a fresh context and page per
 test), ``screenshot`` (saves PNGs under ``tests/artifacts/``). Tests using ``page`` are marked
-``browser`` (deselect with ``-m "not browser"``).
+``browser`` (deselect with ``-m "not browser"``). When such a test fails, every page it had open is
+saved as ``tests/artifacts/FAILED-<test>[-<n>].png`` before its context closes.
 """
 
 import os
@@ -53,6 +54,20 @@ def _unavailable(reason):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "browser: drives Chromium through Playwright")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    browser_page = getattr(item, "funcargs", {}).get("page")
+    if report.failed and browser_page is not None:
+        for n, open_page in enumerate(browser_page.context.pages):
+            name = f"FAILED-{item.name}" + (f"-{n}" if n else "")
+            try:
+                report.sections.append(("screenshot", str(save_screenshot(open_page, name, full_page=True))))
+            except Exception as e:  # a crashed page: the failure itself is what matters
+                report.sections.append(("screenshot", f"not saved: {e}"))
+    return report
 
 
 def pytest_collection_modifyitems(items):

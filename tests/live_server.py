@@ -179,7 +179,7 @@ def checkout_page(query):
     attrs = " ".join(f'{escape(name)}="{escape(value)}"' for name, value in one.items())
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Checkout</title>
+<link rel="icon" href="data:,"><title>Checkout</title>
 <style>body {{ margin: 0; padding: 24px 16px; background: #f3f4f6; font-family: system-ui, sans-serif; }}
 main {{ max-width: 400px; margin: 0 auto; }} h1 {{ font-size: 20px; margin: 0 0 16px; }}</style></head>
 <body><main><h1>Checkout</h1><payment-button {attrs}></payment-button></main>

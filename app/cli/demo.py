@@ -1,11 +1,17 @@
-"""`flask --app app demo-merchant`: the test-mode merchant that `make run` sets up for testers."""
+"""`flask --app app demo-merchant`: the test-mode merchant that `make run` sets up for testers;
+`flask --app app demo-chain`: the local node of `make demo-live`, made ready for live payments."""
+import json
+import time
+
 import click
 from flask import current_app
 from flask.cli import with_appcontext
 
+from app.chain.rpc import RpcError, redacted
 from app.clock import now
 from app.db import get_db
 from app.demo_merchant import ensure as ensure_demo_merchant
+from app.demo_wallet import DemoWallet
 from app.merchants import MerchantError
 
 
@@ -16,14 +22,18 @@ from app.merchants import MerchantError
 @click.option("--webhook-url", default=None,
               help="Webhook URL of the demo merchant, set whether it is new or not"
                    " (make run: its built-in receiver, http://127.0.0.1:5000/demo/webhooks).")
+@click.option("--json", "as_json", is_flag=True, help="Print the saved keys as JSON.")
 @with_appcontext
-def demo_merchant(path, webhook_url):
+def demo_merchant(path, webhook_url, as_json):
     """Create the demo test-mode merchant once, save its keys, and print them."""
     path = path or current_app.config["DEMO_MERCHANT_FILE"]
     try:
         keys, created = ensure_demo_merchant(get_db(), path, webhook_url=webhook_url, now=now())
     except MerchantError as e:
         raise click.ClickException(str(e)) from None
+    if as_json:
+        click.echo(json.dumps(keys))
+        return
     if created:
         click.echo(f"Created the demo merchant; its keys are saved in {path} (test mode only).")
     else:
@@ -34,3 +44,34 @@ def demo_merchant(path, webhook_url):
     click.echo(f"  webhook secret:  {keys['webhookSecret']}")
     if webhook_url is not None:
         click.echo(f"  webhook URL:     {webhook_url}")
+
+
+@click.command("demo-chain")
+@click.option("--rpc-url", required=True, help="The local node (Hardhat), e.g. http://127.0.0.1:8545.")
+@click.option("--token-build", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="The compiled test token {abi, bytecode} (tests/chain/build/TestUSD.json).")
+@click.option("--block-seconds", default=0.0, type=click.FloatRange(0, 3600), show_default=True,
+              help="Mine an empty block this often besides each transaction (0: only on demand), so"
+                   " confirmations come in by themselves.")
+@click.option("--wait", "wait_seconds", default=60.0, type=click.FloatRange(0, 600), show_default=True,
+              help="How long to wait for the node to answer.")
+def demo_chain(rpc_url, token_build, block_seconds, wait_seconds):
+    """Make a fresh local node ready for the live demo: deploy the test token from a dev account
+    (which keeps its whole supply for the shop's test wallet) and print the token's address."""
+    wallet = DemoWallet(rpc_url)
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            wallet.head()
+            break
+        except RpcError:
+            if time.monotonic() >= deadline:
+                raise click.ClickException(f"no node answered at {redacted(rpc_url)}") from None
+            time.sleep(0.2)
+    try:
+        token = wallet.deploy_token(token_build)
+        if block_seconds:
+            wallet.client.call("evm_setIntervalMining", [int(block_seconds * 1000)])
+    except RpcError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(token)

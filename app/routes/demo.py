@@ -8,18 +8,31 @@
                        with its webhook secret and keeps the delivery (app/demo_inbox.py, in memory)
   GET  /demo/webhooks  what arrived, newest first
 
+With DEMO_WALLET_RPC_URL set (a local Hardhat node: `make demo-live`), the shop also has a test
+wallet (app/demo_wallet.py) for the live payment of the order on the page:
+  GET  /demo/wallet/<processId>       the dev account, its balance of the payment's token, the head
+  POST /demo/wallet/<processId>/send  {"kind": "full" | "partial" | "over"}: a token transfer to the
+                                      payment's address of what is outstanding, half of it, or
+                                      one token more
+  POST /demo/wallet/mine              {"blocks": n}: mine n blocks (1-100)
+
 The demo merchant's keys come from DEMO_MERCHANT_FILE, written by `flask --app app demo-merchant`.
 """
+import json
+
 from flask import Blueprint, current_app, render_template, request, url_for
 
-from app import demo_merchant, processes
+from app import demo_merchant, payments, processes
 from app.auth import merchant_for_secret_key
+from app.chain.rpc import RpcError
 from app.clock import now
 from app.db import get_db
 from app.demo_inbox import WebhookInbox
+from app.demo_wallet import DemoWallet
 from app.errors import ApiError, validation_error
-from app.http import load
+from app.http import json_response, load, read_json_body
 from app.jsonutil import InvalidJSON, JSONNumber, dumps_pretty, loads
+from app.money import format_units
 from app.representation import iso
 from app.webhooks.signing import VerificationError, verify
 
@@ -43,6 +56,7 @@ def _keys():
 def _shop(status=200, **context):
     context.setdefault("webhooks_url", url_for("demo.webhooks"))
     context.setdefault("button_js_url", url_for("button_api.button_js"))
+    context.setdefault("test_wallet", bool(current_app.config.get("DEMO_WALLET_RPC_URL")))
     return render_template("demo/shop.html", **context), status
 
 
@@ -129,3 +143,90 @@ def receive_webhook():
 def webhooks():
     return render_template("demo/webhooks.html", shop_url=url_for("demo.shop"),
                            deliveries=current_app.extensions["demo_inbox"].deliveries())
+
+
+# --- the test wallet ----------------------------------------------------------------------------
+
+SEND_KINDS = ("full", "partial", "over")
+
+
+def _wallet():
+    url = current_app.config.get("DEMO_WALLET_RPC_URL")
+    if not url:
+        raise ApiError(404, "not_found", "The test wallet is off: set DEMO_WALLET_RPC_URL (make demo-live does).")
+    return DemoWallet(url)
+
+
+def _demo_payment(process_id):
+    """The demo merchant's process and its payment view (None before the customer's choice)."""
+    keys = _keys()
+    if keys is None:
+        raise ApiError(503, "not_set_up", NOT_SET_UP)
+    merchant = merchant_for_secret_key(keys["secretKey"])
+    db = get_db()
+    return payments.view(db, processes.get(db, merchant.id, process_id))
+
+
+def _node_error(e):
+    return ApiError(503, "node_unavailable", f"The local node did not answer as expected: {e}")
+
+
+def _outstanding(view):
+    """What the payment still asks for (the amount due less what was seen or confirmed), or the
+    whole amount due again once nothing is (a second payment: over the amount, or late)."""
+    received = sum(int(t.amount) for t in view.transfers if t.status in ("seen", "confirmed"))  # base units
+    left = view.payment.amount_due - received
+    return left if left > 0 else view.payment.amount_due
+
+
+@bp.get("/demo/wallet/<process_id:process_id>")
+def wallet_state(process_id):
+    wallet, view = _wallet(), _demo_payment(process_id)
+    try:
+        account, head = wallet.sender(), wallet.head()
+        state = {"account": account, "head": head, "payment": None}
+        if view is not None:
+            p = view.payment
+            state["payment"] = {
+                "token": p.token_contract, "address": p.address,
+                "balance": format_units(wallet.balance(p.token_contract, account), p.decimals),
+                "full": format_units(_outstanding(view), p.decimals),
+            }
+    except RpcError as e:
+        raise _node_error(e) from None
+    return json_response(json.dumps(state))
+
+
+@bp.post("/demo/wallet/<process_id:process_id>/send")
+def wallet_send(process_id):
+    body = read_json_body()
+    kind = body.get("kind") if isinstance(body, dict) else None
+    if kind not in SEND_KINDS:
+        raise validation_error({"kind": [f"Must be one of: {', '.join(SEND_KINDS)}."]})
+    wallet, view = _wallet(), _demo_payment(process_id)
+    if view is None:
+        raise ApiError(409, "invalid_state", "Choose a coin and network in the payment button first.")
+    p = view.payment
+    full = _outstanding(view)
+    amount = {"full": full, "partial": max(full // 2, 1), "over": full + 10 ** p.decimals}[kind]
+    try:
+        sent = wallet.transfer(p.token_contract, p.address, amount)
+    except RpcError as e:
+        raise _node_error(e) from None
+    return json_response(json.dumps({"txHash": sent.tx_hash, "blockNumber": sent.block_number,
+                                     "amount": format_units(amount, p.decimals), "to": p.address}))
+
+
+@bp.post("/demo/wallet/mine")
+def wallet_mine():
+    body = read_json_body()
+    blocks = body.get("blocks", JSONNumber("1")) if isinstance(body, dict) else None
+    if not (isinstance(blocks, JSONNumber) and blocks.isdigit() and 1 <= int(blocks) <= 100):
+        raise validation_error({"blocks": ["Must be a whole number from 1 to 100."]})
+    blocks = int(blocks)
+    wallet = _wallet()
+    try:
+        head = wallet.mine(blocks)
+    except RpcError as e:
+        raise _node_error(e) from None
+    return json_response(json.dumps({"head": head}))

@@ -2,7 +2,8 @@
  * <payment-button process-id="…" public-key="pk_test_…" [api-base="https://pay.example"] [currency="EUR"]>
  *
  * The payment button web component of the preorder service. No dependencies, no build step (ES2020),
- * no external resources (fonts, images, styles): everything lives in this file and its shadow DOM.
+ * no external resources (fonts, images, styles): everything lives in this file and its shadow DOM,
+ * the QR code included (drawn here: showing a payment address sends nothing to a third party).
  *
  * Attributes (all observed; changing process-id, public-key or api-base re-initialises the button):
  *   process-id  the processId the merchant backend got from POST /payment-button/process/preorder
@@ -11,18 +12,33 @@
  *               its src, keeping a path prefix when the src ends in /payment-button/button.js)
  *   currency    display only (the API defines no currency): shown after the amount, e.g. "EUR"
  *
+ * Paying: the stablecoins the service lists (GET /payment-button/assets): the customer picks the
+ * asset, then the network (a step with one choice is skipped), and the button confirms the choice
+ * (POST …/confirm), then shows the exact amount and the address (each with a copy button), the
+ * network, a QR code of the EIP-681 payment URI and a link opening it in a wallet app, and follows
+ * the payment as the service sees it (polled every second while shown). Test-mode merchants also
+ * get the sandbox ("Simulate a payment").
+ *
  * Events (CustomEvent, bubbles, composed, fired on the element):
- *   payment-success    detail: the public process {processId, status, amount, expiresAt, livemode}
+ *   payment-success    detail: the public process {processId, status, amount, expiresAt, livemode,
+ *                      payment}
+ *   payment-pending    detail: the public process; a transfer was seen on the chain, not yet
+ *                      confirmed (once per transfer)
+ *   payment-partial    detail: the public process; confirmed transfers pay less than the amount due
+ *                      (once per confirmed sum)
  *   payment-failure    detail: the public process (still "pending": the customer may try again)
  *   payment-expired    detail: the public process as last read (its status may still say "pending"
  *                      when the countdown ran out before the service swept it; it can never complete)
  *   payment-cancelled  detail: the public process (the merchant cancelled it)
  *   payment-error      detail: {code, message, status} (status 0: the service could not be reached)
- * A final-state event fires once per process-id shown, also when the process is already final when
- * the button loads (so a merchant page reloaded after payment still learns the outcome).
+ * A state's event fires once per process-id shown, also when the process is already in that state
+ * when the button loads (so a merchant page reloaded after payment still learns the outcome).
  *
  * Styling hooks: CSS custom properties --payment-button-accent, --payment-button-radius,
- * --payment-button-font on the element; shadow parts card, amount, pay-button, test-badge, outcome.
+ * --payment-button-font on the element; shadow parts card, amount, pay-button, test-badge, outcome,
+ * methods, instructions, qr.
+ *
+ * customElements.get('payment-button').qrSvg(text) returns the SVG markup of a QR code of `text`.
  */
 (() => {
   'use strict';
@@ -35,6 +51,13 @@
   const SERVED_PATH = '/payment-button/button.js';
   const POLL_FIRST_MS = 1000;
   const POLL_MAX_MS = 15000;
+  // While payment instructions are shown the button follows the service within 2 s: one GET a second.
+  const POLL_LIVE_MS = 1000;
+  // After a live payment expired (or was cancelled) a late transfer is still shown: polled every
+  // 2 s for 10 minutes (a wallet that sent at the last moment is seen within that).
+  const POLL_LATE_MS = 2000;
+  const LATE_WATCH_MS = 10 * 60 * 1000;
+  const COPIED_MS = 2000;
 
   const FINAL = {
     completed: {
@@ -83,12 +106,294 @@
     return m[1] + intPart + (fracPart ? '.' + fracPart : '');
   }
 
+  // Token amounts are decimal strings ("12.34"): exact arithmetic on them through BigInt.
+  function dec(text) {
+    const m = /^(\d+)(?:\.(\d+))?$/.exec(typeof text === 'string' ? text : '');
+    if (!m) return null;
+    return { units: BigInt(m[1] + (m[2] || '')), scale: (m[2] || '').length };
+  }
+
+  function decScaled(d, scale) { return d.units * 10n ** BigInt(scale - d.scale); }
+
+  /** a + sign * b, exact; null when either is not a decimal string. */
+  function decAdd(a, b, sign = 1) {
+    const x = dec(a);
+    const y = dec(b);
+    if (!x || !y) return null;
+    const scale = Math.max(x.scale, y.scale);
+    return decText(decScaled(x, scale) + BigInt(sign) * decScaled(y, scale), scale);
+  }
+
+  function decText(units, scale) {
+    const neg = units < 0n;
+    const digits = (neg ? -units : units).toString().padStart(scale + 1, '0');
+    const int = digits.slice(0, digits.length - scale);
+    const frac = digits.slice(digits.length - scale).replace(/0+$/, '');
+    return (neg ? '-' : '') + int + (frac ? '.' + frac : '');
+  }
+
+  function decCmp(a, b) {
+    const d = decAdd(a, b, -1);
+    if (d === null) return NaN;
+    return d.startsWith('-') ? -1 : d === '0' ? 0 : 1;
+  }
+
   function clockText(seconds) {
     const h = Math.floor(seconds / 3600);
     const m = Math.floor((seconds % 3600) / 60);
     const s = seconds % 60;
     const pad = (n) => String(n).padStart(2, '0');
     return h ? `${h}:${pad(m)}:${pad(s)}` : `${m}:${pad(s)}`;
+  }
+
+  // ---- QR code (ISO/IEC 18004): byte mode, error correction level M, versions 1-40 ----------
+  // Made here so that showing a payment address sends nothing to a third party. The output is an
+  // SVG path of the dark modules; tests decode it with a real decoder (zbar).
+
+  // Per version (index 0 unused), level M: error correction codewords per block, number of blocks.
+  const QR_ECC_PER_BLOCK = [-1, 10, 16, 26, 18, 24, 16, 18, 22, 22, 26, 30, 22, 22, 24, 24, 28, 28, 26, 26,
+    26, 26, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28];
+  const QR_BLOCKS = [-1, 1, 1, 1, 2, 2, 4, 4, 4, 5, 5, 5, 8, 9, 9, 10, 10, 11, 13, 14, 16, 17, 17, 18, 20,
+    21, 23, 25, 26, 28, 29, 31, 33, 35, 37, 38, 40, 43, 45, 47, 49];
+
+  function gfMul(x, y) { // GF(2^8) modulo x^8 + x^4 + x^3 + x^2 + 1
+    let z = 0;
+    for (let i = 7; i >= 0; i--) {
+      z = (z << 1) ^ ((z >>> 7) * 0x11d);
+      z ^= ((y >>> i) & 1) * x;
+    }
+    return z;
+  }
+
+  function rsDivisor(degree) {
+    const result = new Array(degree).fill(0);
+    result[degree - 1] = 1;
+    let root = 1;
+    for (let i = 0; i < degree; i++) {
+      for (let j = 0; j < degree; j++) {
+        result[j] = gfMul(result[j], root);
+        if (j + 1 < degree) result[j] ^= result[j + 1];
+      }
+      root = gfMul(root, 0x02);
+    }
+    return result;
+  }
+
+  function rsRemainder(data, divisor) {
+    const result = divisor.map(() => 0);
+    for (const b of data) {
+      const factor = b ^ result.shift();
+      result.push(0);
+      divisor.forEach((coef, i) => { result[i] ^= gfMul(coef, factor); });
+    }
+    return result;
+  }
+
+  function qrRawModules(ver) { // data + ECC modules: all but the function patterns
+    let n = (16 * ver + 128) * ver + 64;
+    if (ver >= 2) {
+      const align = Math.floor(ver / 7) + 2;
+      n -= (25 * align - 10) * align - 55;
+      if (ver >= 7) n -= 36;
+    }
+    return n;
+  }
+
+  function qrDataCodewords(ver) {
+    return Math.floor(qrRawModules(ver) / 8) - QR_ECC_PER_BLOCK[ver] * QR_BLOCKS[ver];
+  }
+
+  function qrAlignment(ver) {
+    if (ver === 1) return [];
+    const size = ver * 4 + 17;
+    const count = Math.floor(ver / 7) + 2;
+    const step = ver === 32 ? 26 : Math.ceil((ver * 4 + 4) / (count * 2 - 2)) * 2;
+    const result = [6];
+    for (let pos = size - 7; result.length < count; pos -= step) result.splice(1, 0, pos);
+    return result;
+  }
+
+  /** The QR code of `text` (UTF-8, byte mode, level M) as rows of booleans (true: dark). */
+  function qrMatrix(text) {
+    const bytes = Array.from(new TextEncoder().encode(text));
+    let ver = 1;
+    for (; ver <= 40; ver++) {
+      const bits = 4 + (ver < 10 ? 8 : 16) + bytes.length * 8;
+      if (bits <= qrDataCodewords(ver) * 8) break;
+    }
+    if (ver > 40) throw new RangeError('too long for a QR code');
+    const capacity = qrDataCodewords(ver) * 8;
+    const bits = [];
+    const put = (value, len) => { for (let i = len - 1; i >= 0; i--) bits.push((value >>> i) & 1); };
+    put(0x4, 4); // byte mode
+    put(bytes.length, ver < 10 ? 8 : 16);
+    for (const b of bytes) put(b, 8);
+    put(0, Math.min(4, capacity - bits.length)); // terminator
+    put(0, (8 - (bits.length % 8)) % 8);
+    for (let pad = 0xec; bits.length < capacity; pad ^= 0xec ^ 0x11) put(pad, 8);
+    const data = [];
+    for (let i = 0; i < bits.length; i += 8) data.push(bits.slice(i, i + 8).reduce((a, b) => (a << 1) | b, 0));
+
+    // Split into blocks, add each block's error correction, interleave.
+    const numBlocks = QR_BLOCKS[ver];
+    const eccLen = QR_ECC_PER_BLOCK[ver];
+    const raw = Math.floor(qrRawModules(ver) / 8);
+    const numShort = numBlocks - (raw % numBlocks);
+    const shortLen = Math.floor(raw / numBlocks);
+    const divisor = rsDivisor(eccLen);
+    const blocks = [];
+    for (let i = 0, k = 0; i < numBlocks; i++) {
+      const dat = data.slice(k, k + shortLen - eccLen + (i < numShort ? 0 : 1));
+      k += dat.length;
+      const ecc = rsRemainder(dat, divisor);
+      if (i < numShort) dat.push(0); // placeholder, skipped below
+      blocks.push(dat.concat(ecc));
+    }
+    const codewords = [];
+    for (let i = 0; i < blocks[0].length; i++) {
+      blocks.forEach((block, j) => {
+        if (i !== shortLen - eccLen || j >= numShort) codewords.push(block[i]);
+      });
+    }
+
+    const size = ver * 4 + 17;
+    const modules = Array.from({ length: size }, () => new Array(size).fill(false));
+    const isFunction = Array.from({ length: size }, () => new Array(size).fill(false));
+    const fn = (x, y, dark) => { modules[y][x] = dark; isFunction[y][x] = true; };
+
+    for (let i = 0; i < size; i++) { fn(6, i, i % 2 === 0); fn(i, 6, i % 2 === 0); } // timing
+    for (const [cx, cy] of [[3, 3], [size - 4, 3], [3, size - 4]]) { // finders with separators
+      for (let dy = -4; dy <= 4; dy++) {
+        for (let dx = -4; dx <= 4; dx++) {
+          const x = cx + dx;
+          const y = cy + dy;
+          const d = Math.max(Math.abs(dx), Math.abs(dy));
+          if (x >= 0 && x < size && y >= 0 && y < size) fn(x, y, d !== 2 && d !== 4);
+        }
+      }
+    }
+    const align = qrAlignment(ver);
+    align.forEach((ax, i) => align.forEach((ay, j) => {
+      if ((i === 0 && j === 0) || (i === 0 && j === align.length - 1) || (i === align.length - 1 && j === 0)) return;
+      for (let dy = -2; dy <= 2; dy++) {
+        for (let dx = -2; dx <= 2; dx++) fn(ax + dx, ay + dy, Math.max(Math.abs(dx), Math.abs(dy)) !== 1);
+      }
+    }));
+    const drawFormat = (mask) => {
+      const fdata = (0 << 3) | mask; // level M's format bits are 00
+      let rem = fdata;
+      for (let i = 0; i < 10; i++) rem = (rem << 1) ^ ((rem >>> 9) * 0x537);
+      const fbits = ((fdata << 10) | rem) ^ 0x5412;
+      const bit = (i) => ((fbits >>> i) & 1) === 1;
+      for (let i = 0; i <= 5; i++) fn(8, i, bit(i));
+      fn(8, 7, bit(6)); fn(8, 8, bit(7)); fn(7, 8, bit(8));
+      for (let i = 9; i < 15; i++) fn(14 - i, 8, bit(i));
+      for (let i = 0; i < 8; i++) fn(size - 1 - i, 8, bit(i));
+      for (let i = 8; i < 15; i++) fn(8, size - 15 + i, bit(i));
+      fn(8, size - 8, true); // the dark module
+    };
+    drawFormat(0); // reserves the format areas before the data is placed
+    if (ver >= 7) {
+      let rem = ver;
+      for (let i = 0; i < 12; i++) rem = (rem << 1) ^ ((rem >>> 11) * 0x1f25);
+      const vbits = (ver << 12) | rem;
+      for (let i = 0; i < 18; i++) {
+        const dark = ((vbits >>> i) & 1) === 1;
+        const a = size - 11 + (i % 3);
+        const b = Math.floor(i / 3);
+        fn(a, b, dark);
+        fn(b, a, dark);
+      }
+    }
+
+    // The codewords in the zigzag order, two columns at a time from the right, skipping column 6.
+    let i = 0;
+    for (let right = size - 1; right >= 1; right -= 2) {
+      if (right === 6) right = 5;
+      for (let vert = 0; vert < size; vert++) {
+        for (let j = 0; j < 2; j++) {
+          const x = right - j;
+          const upward = ((right + 1) & 2) === 0;
+          const y = upward ? size - 1 - vert : vert;
+          if (!isFunction[y][x] && i < codewords.length * 8) {
+            modules[y][x] = ((codewords[i >>> 3] >>> (7 - (i & 7))) & 1) === 1;
+            i++;
+          }
+        }
+      }
+    }
+
+    const MASKS = [
+      (x, y) => (x + y) % 2 === 0, (x, y) => y % 2 === 0, (x) => x % 3 === 0, (x, y) => (x + y) % 3 === 0,
+      (x, y) => (Math.floor(x / 3) + Math.floor(y / 2)) % 2 === 0, (x, y) => ((x * y) % 2) + ((x * y) % 3) === 0,
+      (x, y) => (((x * y) % 2) + ((x * y) % 3)) % 2 === 0, (x, y) => (((x + y) % 2) + ((x * y) % 3)) % 2 === 0,
+    ];
+    const applyMask = (m) => {
+      for (let y = 0; y < size; y++) {
+        for (let x = 0; x < size; x++) if (!isFunction[y][x] && MASKS[m](x, y)) modules[y][x] = !modules[y][x];
+      }
+    };
+    let best = 0;
+    let bestPenalty = Infinity;
+    for (let m = 0; m < 8; m++) { // the mask with the lowest penalty score (applying twice undoes it)
+      applyMask(m);
+      drawFormat(m);
+      const p = qrPenalty(modules);
+      if (p < bestPenalty) { best = m; bestPenalty = p; }
+      applyMask(m);
+    }
+    applyMask(best);
+    drawFormat(best);
+    return modules;
+  }
+
+  function qrPenalty(modules) {
+    const size = modules.length;
+    let penalty = 0;
+    let dark = 0;
+    const finderLike = [true, false, true, true, true, false, true];
+    const lines = [];
+    for (let i = 0; i < size; i++) {
+      lines.push(modules[i]);
+      lines.push(modules.map((row) => row[i]));
+    }
+    for (const line of lines) {
+      let run = 1;
+      for (let k = 1; k <= size; k++) {
+        if (k < size && line[k] === line[k - 1]) { run++; continue; }
+        if (run >= 5) penalty += run - 2;
+        run = 1;
+      }
+      // 1:1:3:1:1 finder-like patterns with four light modules (or the edge) on one side.
+      for (let k = 0; k + 7 <= size; k++) {
+        if (!finderLike.every((v, j) => line[k + j] === v)) continue;
+        const lightBefore = [1, 2, 3, 4].every((j) => k - j < 0 || !line[k - j]);
+        const lightAfter = [0, 1, 2, 3].every((j) => k + 7 + j >= size || !line[k + 7 + j]);
+        if (lightBefore || lightAfter) penalty += 40;
+      }
+    }
+    for (let y = 0; y < size; y++) {
+      for (let x = 0; x < size; x++) {
+        if (modules[y][x]) dark++;
+        if (x + 1 < size && y + 1 < size) {
+          const c = modules[y][x];
+          if (c === modules[y][x + 1] && c === modules[y + 1][x] && c === modules[y + 1][x + 1]) penalty += 3;
+        }
+      }
+    }
+    const total = size * size;
+    penalty += (Math.ceil(Math.abs(dark * 20 - total * 10) / total) - 1) * 10;
+    return penalty;
+  }
+
+  /** An SVG document of `text`'s QR code, with the 4-module quiet zone. */
+  function qrSvg(text) {
+    const modules = qrMatrix(text);
+    const size = modules.length + 8;
+    let path = '';
+    modules.forEach((row, y) => row.forEach((dark, x) => { if (dark) path += `M${x + 4} ${y + 4}h1v1h-1z`; }));
+    return `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${size} ${size}" shape-rendering="crispEdges">`
+      + `<rect width="${size}" height="${size}" fill="#fff"/><path d="${path}" fill="#000"/></svg>`;
   }
 
   class ApiError extends Error {
@@ -167,7 +472,39 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
 .spinner { width: 16px; height: 16px; border-radius: 50%; border: 2px solid #d1d5db; border-top-color: var(--accent);
   animation: spin .8s linear infinite; }
 @keyframes spin { to { transform: rotate(360deg); } }
-@media (max-width: 360px) { .card { padding: 16px; } .amount { font-size: 28px; } }
+.pay.secondary { background: #fff; color: #374151; border-color: #d1d5db; font-size: 15px; min-height: 44px; margin-top: 12px; }
+.pay.secondary:hover:not(:disabled) { filter: none; background: #f9fafb; }
+.step-title { margin: 0 0 10px; font-size: 15px; font-weight: 700; outline: none; }
+.choices { display: grid; gap: 8px; }
+.choice { display: flex; justify-content: space-between; align-items: center; gap: 8px; text-align: left;
+  background: #fff; color: #111827; border-color: #d1d5db; }
+.choice:hover:not(:disabled) { border-color: var(--accent); background: #f5f5ff; }
+.choice .sub { font-weight: 400; font-size: 13px; color: #6b7280; }
+.link { width: auto; min-height: 44px; padding: 8px 4px; background: none; border: none; color: var(--accent);
+  font-weight: 600; text-decoration: underline; }
+.instructions { margin-top: 4px; }
+.send-title { margin: 0; font-size: 13px; font-weight: 600; letter-spacing: .04em; text-transform: uppercase;
+  color: #6b7280; outline: none; }
+.copy-row { display: flex; align-items: center; gap: 8px; margin: 2px 0 10px; }
+.copy-row > :first-child { flex: 1; min-width: 0; }
+.send-amount { font-size: 24px; font-weight: 700; font-variant-numeric: tabular-nums; overflow-wrap: anywhere; }
+.address { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 13px; overflow-wrap: anywhere;
+  background: #f3f4f6; border-radius: 6px; padding: 6px 8px; }
+.copy { width: auto; flex: none; min-width: 76px; padding: 8px 12px; background: #fff; color: #111827; border-color: #d1d5db; font-size: 14px; }
+.copy:hover:not(:disabled) { background: #f3f4f6; }
+.field { margin: 0; font-size: 13px; color: #6b7280; }
+.network { margin: 0 0 10px; font-size: 15px; font-weight: 600; }
+.qr { display: block; width: 196px; max-width: 100%; margin: 6px auto 4px; aspect-ratio: 1; }
+.qr svg { display: block; width: 100%; height: 100%; }
+.wallet { display: block; text-align: center; margin: 4px 0 8px; color: var(--accent); font-weight: 600; }
+.wallet:focus-visible { outline: 3px solid var(--accent); outline-offset: 2px; }
+.warning { margin: 8px 0 0; font-size: 13px; color: #92400e; }
+.pay-status { margin: 0 0 12px; padding: 10px 12px; border-radius: 8px; background: #eef2ff; color: #1e1b4b; font-size: 14px; }
+.pay-status:empty { display: none; }
+.pay-status.seen { background: #ecfdf5; color: #065f46; }
+.pay-status.partial, .pay-status.late { background: #fffbeb; color: #78350f; }
+.sr-only { position: absolute; width: 1px; height: 1px; margin: -1px; padding: 0; overflow: hidden; clip: rect(0 0 0 0); border: 0; }
+@media (max-width: 360px) { .card { padding: 16px; } .amount { font-size: 28px; } .send-amount { font-size: 21px; } }
 @media (prefers-reduced-motion: reduce) {
   *, *::before, *::after, dialog::backdrop { animation: none !important; transition: none !important; }
 }`;
@@ -182,9 +519,28 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
   <p class="loading">Loading payment…</p>
   <p class="amount" part="amount" aria-labelledby="amount-label" hidden><span class="amount-value"></span><span class="currency"></span></p>
   <p class="countdown" role="timer" hidden></p>
+  <div class="live" role="status" aria-live="polite"><p class="pay-status"></p><p class="notice" hidden></p><span class="copied sr-only"></span><div class="outcome" part="outcome" tabindex="-1" hidden><span class="outcome-icon" aria-hidden="true"><svg viewBox="0 0 24 24"></svg></span><div><p class="outcome-title"></p><p class="outcome-text"></p></div></div></div>
+  <div class="methods" part="methods" hidden>
+    <p class="step-title" id="step-title" tabindex="-1"></p>
+    <div class="choices" role="group" aria-labelledby="step-title"></div>
+    <button type="button" class="link back" hidden>Back</button>
+  </div>
+  <div class="instructions" part="instructions" hidden>
+    <div class="send">
+      <h3 class="send-title" tabindex="-1">Send exactly</h3>
+      <div class="copy-row"><span class="send-amount"></span><button type="button" class="copy copy-amount">Copy<span class="sr-only"> amount</span></button></div>
+      <p class="field">Network</p>
+      <p class="network"></p>
+      <p class="field">To this address</p>
+      <div class="copy-row"><code class="address"></code><button type="button" class="copy copy-address">Copy<span class="sr-only"> address</span></button></div>
+      <div class="qr" part="qr" role="img"></div>
+      <a class="wallet" href="#">Open in a wallet app</a>
+      <p class="warning"></p>
+    </div>
+    <button type="button" class="link change" hidden>Choose another coin or network</button>
+  </div>
   <button type="button" class="pay" part="pay-button" hidden>Pay</button>
-  <p class="note" hidden>Live payments are not available in this build.</p>
-  <div class="live" role="status" aria-live="polite"><p class="notice" hidden></p><div class="outcome" part="outcome" tabindex="-1" hidden><span class="outcome-icon" aria-hidden="true"><svg viewBox="0 0 24 24"></svg></span><div><p class="outcome-title"></p><p class="outcome-text"></p></div></div></div>
+  <p class="note" hidden></p>
   <button type="button" class="retry" hidden>Try again</button>
 </section>
 <dialog aria-labelledby="dlg-title" aria-describedby="dlg-desc">
@@ -204,6 +560,8 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
   class PaymentButton extends HTMLElement {
     static get observedAttributes() { return ['process-id', 'public-key', 'api-base', 'currency']; }
 
+    static qrSvg(text) { return qrSvg(String(text)); }
+
     constructor() {
       super();
       const root = this.attachShadow({ mode: 'open' });
@@ -216,6 +574,11 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
         outcomeTitle: $('.outcome-title'), outcomeText: $('.outcome-text'), retry: $('.retry'),
         dialog: $('dialog'), dlgAmount: $('.dlg-amount'), success: $('.sim-success'),
         failure: $('.sim-failure'), close: $('.close'), busy: $('.busy'),
+        methods: $('.methods'), stepTitle: $('.step-title'), choices: $('.choices'), back: $('.back'),
+        instructions: $('.instructions'), send: $('.send'), sendTitle: $('.send-title'), sendAmount: $('.send-amount'),
+        copyAmount: $('.copy-amount'), network: $('.network'), address: $('.address'), copyAddress: $('.copy-address'),
+        qr: $('.qr'), wallet: $('.wallet'), warning: $('.warning'), change: $('.change'),
+        payStatus: $('.pay-status'), copied: $('.copied'),
       };
       this._gen = 0;
       this._process = null;
@@ -229,13 +592,17 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       el.failure.addEventListener('click', () => this._simulate('failure'));
       el.close.addEventListener('click', () => el.dialog.close());
       el.retry.addEventListener('click', () => this._init());
+      el.back.addEventListener('click', () => this._back());
+      el.change.addEventListener('click', () => this._showChoices(null, true));
+      el.copyAmount.addEventListener('click', () => this._copy(el.copyAmount, this._sendText, 'Amount'));
+      el.copyAddress.addEventListener('click', () => this._copy(el.copyAddress, this._addressText, 'Address'));
       // Esc closes the native <dialog> (its "cancel" event), except while a payment is being recorded.
       el.dialog.addEventListener('cancel', (e) => { if (this._busy) e.preventDefault(); });
       el.dialog.addEventListener('close', () => this._dialogClosed());
     }
 
     /** The last public process read from the service (null before the first answer). */
-    get process() { return this._process ? { ...this._process } : null; }
+    get process() { return this._process ? clone(this._process) : null; }
 
     connectedCallback() {
       document.addEventListener('visibilitychange', this._onVisibility);
@@ -282,10 +649,21 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       this._amountText = '';
       this._final = null;
       this._expiring = false;
+      this._assets = [];
+      this._choosing = false;
+      this._confirming = false;
+      this._asset = null;
+      this._lateUntil = 0;
+      this._pollFailed = false;
+      this._seenTransfers = new Set();
+      this._partialSums = new Set();
+      this._shownUri = '';
       const el = this._el;
       el.loading.hidden = false;
-      for (const e of [el.amount, el.countdown, el.pay, el.note, el.outcome, el.retry, el.badge]) e.hidden = true;
+      for (const e of [el.amount, el.countdown, el.pay, el.note, el.outcome, el.retry, el.badge, el.methods,
+        el.instructions]) e.hidden = true;
       this._setNotice('', '');
+      this._setStatus('', '');
       this._setBusy(false);
       this._el.label.textContent = 'Payment';
 
@@ -298,8 +676,18 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
         return;
       }
       const gen = this._gen;
-      this._fetchPublic().then((r) => {
+      // Then what the customer may pay with, when it matters: for a pending process, or to name
+      // what a payment was made in. Without it (an older service, a failure) the button still
+      // works: the sandbox in test mode, ids for names.
+      this._fetchPublic().then(async (r) => {
+        let list = [];
+        if (r.process.status === 'pending' || r.process.payment) {
+          list = await this._fetchAssets().catch((err) => (err.name === 'AbortError' ? Promise.reject(err) : []));
+        }
+        return [r, list];
+      }).then(([r, list]) => {
         if (gen !== this._gen) return;
+        this._assets = list;
         el.loading.hidden = true;
         this._apply(r);
         this._schedulePoll(true);
@@ -318,7 +706,8 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       this._pollTimer = null;
       this._countdownTimer = null;
       if (el.dialog.open) el.dialog.close();
-      for (const e of [el.amount, el.countdown, el.pay, el.note]) e.hidden = true;
+      for (const e of [el.amount, el.countdown, el.pay, el.note, el.methods, el.instructions]) e.hidden = true;
+      this._setStatus('', '');
       el.retry.hidden = !retryable;
       this._setNotice('error', err.message);
       this._emitError(err);
@@ -330,7 +719,16 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
 
     _fetchPublic() { return this._request('GET', this._path('public')); }
 
-    async _request(method, path, body) {
+    async _fetchAssets() {
+      const { data } = await this._request('GET', '/payment-button/assets', undefined, 'data');
+      const list = Array.isArray(data.data) ? data.data : [];
+      return list.filter((a) => a && typeof a.id === 'string' && Array.isArray(a.networks))
+        .map((a) => ({ ...a, networks: a.networks.filter((n) => n && typeof n.id === 'string') }))
+        .filter((a) => a.networks.length > 0);
+    }
+
+    // `expect`: the field an answer must have ('status' for a process, 'data' for a list).
+    async _request(method, path, body, expect = 'status') {
       const headers = { 'x-public-key': this._key, Accept: 'application/json' };
       if (body !== undefined) headers['Content-Type'] = 'application/json';
       const sentAt = Date.now();
@@ -355,9 +753,10 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
           ? data.message : `The payment service answered with status ${res.status}.`;
         throw new ApiError(res.status, code, message);
       }
-      if (!data || typeof data !== 'object' || typeof data.status !== 'string') {
+      if (!data || typeof data !== 'object' || !(expect in data)) {
         throw new ApiError(res.status, 'invalid_response', 'The payment service sent an unexpected answer.');
       }
+      if (expect === 'data') return { data };
       return { process: data, amount: amountText(text, data.amount) };
     }
 
@@ -375,7 +774,7 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
     // ---- state ------------------------------------------------------------------------------
 
     _apply({ process, amount }) {
-      if (this._final) return; // final states are final: a late answer never undoes one
+      if (this._final) { this._applyLate(process); return; } // a late answer never undoes a final state
       this._process = process;
       this._amountText = amount;
       const el = this._el;
@@ -385,17 +784,28 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       if (FINAL[process.status]) { this._finish(process.status); return; }
 
       const pending = process.status === 'pending';
-      el.pay.hidden = false;
-      // Live mode: this build has no real payment method yet (only sandbox payments exist), so the
-      // button is shown but disabled with a note, instead of pretending to take a real payment.
-      el.pay.disabled = !pending || process.livemode !== false || this._expiring;
-      el.note.hidden = process.livemode === false;
+      const payment = pending ? process.payment : null;
+      const sandbox = process.livemode === false;
+      const live = Boolean(payment) || (!this._expiring && this._assets.length > 0);
+      // Once a transfer is recorded the choice is fixed: back to the instructions.
+      if (payment && Array.isArray(payment.transfers) && payment.transfers.length) this._choosing = false;
+      if (payment && !this._choosing) this._showInstructions(payment);
+      else if (live && pending && !this._choosing && !this._confirming) this._showChoices(null, false);
+      if (!live) { el.methods.hidden = true; el.instructions.hidden = true; }
+      // Test mode keeps the sandbox; with a live method next to it, it is the secondary action.
+      el.pay.hidden = !sandbox;
+      el.pay.disabled = !pending || this._expiring;
+      el.pay.classList.toggle('secondary', Boolean(live));
+      this._renderAmount();
+      el.note.hidden = sandbox || live || this._expiring;
+      el.note.textContent = 'No payment method is available for this payment yet. Please contact the merchant.';
       this._expiresAt = Date.parse(process.expiresAt);
       el.countdown.hidden = Number.isNaN(this._expiresAt);
       if (!this._countdownTimer && !el.countdown.hidden && !this._expiring) {
         this._countdownTimer = setInterval(() => this._tick(), 1000);
       }
       this._tick();
+      if (payment) this._paymentEvents(process);
     }
 
     _renderAmount() {
@@ -409,7 +819,7 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       const status = this._process && this._process.status;
       el.label.textContent = status === 'completed' ? 'Amount paid' : FINAL[status] ? 'Amount' : 'Amount due';
       const shown = this._shownAmount();
-      el.pay.textContent = `Pay ${shown}`;
+      el.pay.textContent = el.pay.classList.contains('secondary') ? 'Simulate a payment (test mode)' : `Pay ${shown}`;
       el.dlgAmount.textContent = shown;
     }
 
@@ -422,9 +832,22 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       if (this._final || Number.isNaN(this._expiresAt)) return;
       const left = Math.ceil((this._expiresAt - this._serverNow()) / 1000);
       const el = this._el;
+      const payment = this._process && this._process.payment;
       if (left > 0 && !this._expiring) {
         el.countdown.textContent = `Expires in ${clockText(left)}`;
         el.countdown.classList.toggle('urgent', left <= 60);
+        return;
+      }
+      if (payment) {
+        // A live payment: a transfer made in time still counts while it confirms, so the service
+        // decides (polled every second). No more instructions to send: nothing could count now.
+        el.countdown.textContent = 'Expired';
+        el.countdown.classList.add('urgent');
+        el.send.hidden = true;
+        el.change.hidden = true;
+        el.pay.disabled = true;
+        this._expiring = true;
+        this._renderPaymentStatus(this._process);
         return;
       }
       // Past expiresAt the process can never complete, even before the service marks it expired:
@@ -433,12 +856,13 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       this._countdownTimer = null;
       el.pay.disabled = true;
       el.countdown.textContent = 'Expired';
+      el.methods.hidden = true;
       if (this._expiring) return;
       this._expiring = true;
       const gen = this._gen;
       this._fetchPublic().then((r) => {
         if (gen !== this._gen || this._final) return;
-        if (FINAL[r.process.status]) { this._apply(r); return; }
+        if (FINAL[r.process.status] || r.process.payment) { this._apply(r); return; }
         this._process = r.process;
         this._finish('expired');
       }, (err) => {
@@ -459,27 +883,278 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       // the controls it was on disappear (or were disabled while the payment was recorded).
       const hadFocus = el.dialog.open || this.shadowRoot.activeElement !== null;
       if (el.dialog.open) el.dialog.close();
-      for (const e of [el.countdown, el.pay, el.note, el.retry]) e.hidden = true;
+      for (const e of [el.countdown, el.pay, el.note, el.retry, el.methods, el.instructions]) e.hidden = true;
       this._setNotice('', '');
+      this._setStatus('', '');
       el.outcome.className = `outcome ${status}`;
       el.label.textContent = status === 'completed' ? 'Amount paid' : 'Amount';
       el.outcomeIcon.innerHTML = ICONS[info.icon];
-      el.outcomeTitle.textContent = info.title;
-      el.outcomeText.textContent = info.text(this._shownAmount());
+      this._renderOutcome();
       el.outcome.hidden = false;
       if (hadFocus) el.outcome.focus();
+      const payment = this._process && this._process.payment;
       this._emit(info.event, this.process);
+      // A transfer to an expired or cancelled payment's address may still arrive: keep showing it.
+      if (payment && status !== 'completed') {
+        this._lateUntil = Date.now() + LATE_WATCH_MS;
+        this._schedulePoll(true);
+      }
     }
 
-    // ---- polling: 1 s doubling to 15 s, paused while the page is hidden, stopped when final ----
+    _applyLate(process) {
+      if (!this._lateUntil || process.status !== this._final || !process.payment) return;
+      this._process = process;
+      this._renderOutcome();
+    }
+
+    _renderOutcome() {
+      const el = this._el;
+      const status = this._final;
+      const info = FINAL[status];
+      const p = this._process || {};
+      const payment = p.payment;
+      let title = info.title;
+      let text = info.text(this._shownAmount());
+      if (payment) {
+        const sym = this._names(payment).symbol;
+        const received = decAdd(payment.amountPaid, payment.amountPending) || '0';
+        const over = decAdd(payment.amountPaid, payment.amountDue, -1);
+        if (status === 'completed') {
+          text = `Thank you. ${payment.amountPaid} ${sym} has been paid.`;
+          if (over && decCmp(over, '0') > 0) text += ` That is ${over} ${sym} more than due: the merchant will contact you about it.`;
+        } else if (decCmp(received, '0') > 0) {
+          const full = decCmp(received, payment.amountDue) >= 0;
+          title = status === 'expired' && full ? 'Paid after expiry' : info.title;
+          text = full
+            ? `${received} ${sym} arrived after this payment request ${status === 'expired' ? 'expired' : 'was cancelled'}: the merchant will contact you.`
+            : `${received} of ${payment.amountDue} ${sym} arrived, but the payment was not completed: the merchant will contact you.`;
+        }
+      }
+      el.outcomeTitle.textContent = title;
+      el.outcomeText.textContent = text;
+    }
+
+    // ---- live payment: choosing, confirming, instructions ------------------------------------
+
+    _names(payment) {
+      const asset = this._assets.find((a) => a.id === payment.assetId);
+      const network = asset && asset.networks.find((n) => n.id === payment.networkId);
+      return {
+        symbol: (asset && asset.symbol) || payment.assetId,
+        network: (network && network.name) || payment.networkId,
+        confirmations: Number.isInteger(payment.confirmationsRequired) ? payment.confirmationsRequired
+          : network && Number.isInteger(network.confirmations) ? network.confirmations : null,
+      };
+    }
+
+    // The choice, step by step: the asset (skipped when there is one), then its network (skipped
+    // when there is one). The last click confirms: an address is given out only on that click.
+    _showChoices(asset, focus) {
+      const el = this._el;
+      const assets = this._assets;
+      this._choosing = true;
+      this._asset = asset || (assets.length === 1 ? assets[0] : null);
+      const step = this._asset && this._asset.networks.length > 1 ? 'network' : 'asset';
+      el.choices.replaceChildren();
+      const add = (text, sub, onClick) => {
+        const b = document.createElement('button');
+        b.type = 'button';
+        b.className = 'choice';
+        const main = document.createElement('span');
+        main.textContent = text;
+        b.append(main);
+        if (sub) {
+          const s = document.createElement('span');
+          s.className = 'sub';
+          s.textContent = sub;
+          b.append(s);
+        }
+        b.addEventListener('click', onClick);
+        el.choices.append(b);
+      };
+      if (step === 'network') {
+        el.stepTitle.textContent = `Pay with ${this._asset.symbol} on`;
+        for (const n of this._asset.networks) add(n.name, '', () => this._confirm(this._asset, n));
+      } else {
+        el.stepTitle.textContent = 'Pay with';
+        for (const a of assets) {
+          if (a.networks.length === 1) add(`${a.symbol} on ${a.networks[0].name}`, a.name, () => this._confirm(a, a.networks[0]));
+          else add(a.symbol, a.name, () => this._showChoices(a, true));
+        }
+      }
+      const hasPayment = Boolean(this._process && this._process.payment);
+      el.back.hidden = !(step === 'network' && assets.length > 1) && !hasPayment;
+      el.back.textContent = hasPayment && step === 'asset' ? 'Keep the current choice' : 'Back';
+      el.methods.hidden = false;
+      el.instructions.hidden = true;
+      this._setStatus('', '');
+      if (focus) el.choices.firstElementChild.focus();
+    }
+
+    _back() {
+      const p = this._process;
+      if (this._asset && this._asset.networks.length > 1 && this._assets.length > 1) {
+        this._showChoices(null, true);
+        this._asset = null;
+        return;
+      }
+      if (p && p.payment) {
+        this._choosing = false;
+        this._showInstructions(p.payment);
+        this._el.sendTitle.focus();
+      }
+    }
+
+    async _confirm(asset, network) {
+      if (this._confirming || this._final) return;
+      const el = this._el;
+      const gen = this._gen;
+      this._confirming = true;
+      for (const b of el.choices.querySelectorAll('button')) b.disabled = true;
+      this._setNotice('', '');
+      this._setStatus('', 'Preparing your payment…');
+      try {
+        const r = await this._request('POST', this._path('confirm'),
+          JSON.stringify({ assetId: asset.id, networkId: network.id }));
+        if (gen !== this._gen) return;
+        this._confirming = false;
+        this._choosing = false;
+        this._apply(r);
+        if (!this._final) el.sendTitle.focus();
+        this._schedulePoll(true);
+      } catch (err) {
+        if (gen !== this._gen || err.name === 'AbortError') return;
+        this._confirming = false;
+        for (const b of el.choices.querySelectorAll('button')) b.disabled = false;
+        this._setStatus('', '');
+        this._setNotice('error', err.message);
+        this._emitError(err);
+        if (err.code === 'payment_method_unavailable') {
+          this._assets = [];
+          this._choosing = false;
+        }
+        // e.g. 409 invalid_state: the process changed meanwhile; read it now rather than later.
+        this._pollNow();
+      }
+    }
+
+    _showInstructions(payment) {
+      const el = this._el;
+      const names = this._names(payment);
+      const received = decAdd(payment.amountPaid, payment.amountPending) || '0';
+      const remaining = decAdd(payment.amountDue, received, -1) || payment.amountDue;
+      const partly = decCmp(received, '0') > 0;
+      this._sendText = partly ? remaining : payment.amountDue;
+      this._addressText = payment.address;
+      el.sendTitle.textContent = partly ? 'Send the remaining' : 'Send exactly';
+      el.sendAmount.textContent = `${this._sendText} ${names.symbol}`;
+      el.network.textContent = Number.isInteger(payment.chainId) ? `${names.network} (chain ${payment.chainId})` : names.network;
+      el.address.textContent = payment.address;
+      // The service's EIP-681 URI asks for what is still outstanding (API.md, docs/payments.md).
+      const uri = typeof payment.paymentUri === 'string' && payment.paymentUri.startsWith('ethereum:')
+        ? payment.paymentUri : '';
+      if (uri !== this._shownUri) {
+        this._shownUri = uri;
+        el.qr.innerHTML = uri ? qrSvg(uri) : '';
+        el.qr.dataset.uri = uri;
+        el.qr.setAttribute('aria-label', `QR code for a wallet app: ${this._sendText} ${names.symbol} to ${payment.address}`);
+      }
+      el.qr.hidden = !uri;
+      el.wallet.hidden = !uri;
+      if (uri) el.wallet.href = uri;
+      el.warning.textContent = `Send only ${names.symbol} on ${names.network}: other tokens or networks are not credited to this payment.`;
+      // Once what was sent covers the amount, nothing more is asked for: only the confirmations.
+      el.send.hidden = this._expiring || decCmp(remaining, '0') <= 0;
+      el.change.hidden = this._expiring || (Array.isArray(payment.transfers) && payment.transfers.length > 0);
+      el.methods.hidden = true;
+      el.instructions.hidden = false;
+      this._renderPaymentStatus(this._process);
+    }
+
+    _renderPaymentStatus(process) {
+      const payment = process && process.payment;
+      if (!payment || this._final) return;
+      const names = this._names(payment);
+      const sym = names.symbol;
+      const received = decAdd(payment.amountPaid, payment.amountPending) || '0';
+      const remaining = decAdd(payment.amountDue, received, -1) || payment.amountDue;
+      const more = decCmp(remaining, '0') > 0;
+      const transfers = Array.isArray(payment.transfers) ? payment.transfers : [];
+      if (decCmp(payment.amountPending, '0') > 0) {
+        const open = transfers.filter((t) => names.confirmations === null || t.confirmations < names.confirmations);
+        const k = open.length ? Math.min(...open.map((t) => t.confirmations)) : 0;
+        const of = names.confirmations === null ? `${k} so far` : `${k} of ${names.confirmations}`;
+        let text = `Payment seen, waiting for confirmations (${of}).`;
+        if (more) text += ` Received ${received} of ${payment.amountDue} ${sym}: send the remaining ${remaining} ${sym}.`;
+        this._setStatus('seen', text);
+      } else if (decCmp(payment.amountPaid, '0') > 0) {
+        this._setStatus('partial', `Received ${payment.amountPaid} of ${payment.amountDue} ${sym}: send the remaining ${remaining} ${sym}.`);
+      } else if (this._expiring) {
+        this._setStatus('', 'Checking for a payment made in time…');
+      } else {
+        this._setStatus('', `Waiting for your payment of ${payment.amountDue} ${sym}…`);
+      }
+    }
+
+    // payment-pending once per transfer seen unconfirmed; payment-partial once per confirmed sum
+    // below the amount due.
+    _paymentEvents(process) {
+      const payment = process.payment;
+      const names = this._names(payment);
+      const transfers = Array.isArray(payment.transfers) ? payment.transfers : [];
+      if (decCmp(payment.amountPending, '0') > 0) {
+        const fresh = transfers.filter((t) => (names.confirmations === null || t.confirmations < names.confirmations)
+          && !this._seenTransfers.has(`${t.txHash}:${t.logIndex}`));
+        for (const t of fresh) this._seenTransfers.add(`${t.txHash}:${t.logIndex}`);
+        if (fresh.length) this._emit('payment-pending', this.process);
+      }
+      for (const t of transfers) this._seenTransfers.add(`${t.txHash}:${t.logIndex}`);
+      if (process.status === 'pending' && decCmp(payment.amountPaid, '0') > 0
+          && decCmp(payment.amountPaid, payment.amountDue) < 0 && !this._partialSums.has(payment.amountPaid)) {
+        this._partialSums.add(payment.amountPaid);
+        this._emit('payment-partial', this.process);
+      }
+    }
+
+    async _copy(button, text, what) {
+      if (!text) return;
+      let ok = false;
+      try {
+        await navigator.clipboard.writeText(text);
+        ok = true;
+      } catch (_) {
+        // No clipboard API (an insecure context): copy through a selected, off-screen text area.
+        const area = document.createElement('textarea');
+        area.value = text;
+        area.setAttribute('readonly', '');
+        area.style.cssText = 'position:fixed;top:-1000px;opacity:0';
+        this.shadowRoot.append(area);
+        area.select();
+        try { ok = document.execCommand('copy'); } catch (__) { ok = false; }
+        area.remove();
+        button.focus();
+      }
+      const label = button.firstChild;
+      label.textContent = ok ? 'Copied' : 'Copy failed';
+      this._el.copied.textContent = ok ? `${what} copied` : `${what} could not be copied: select it and copy it by hand`;
+      clearTimeout(button._reset);
+      button._reset = setTimeout(() => { label.textContent = 'Copy'; this._el.copied.textContent = ''; }, COPIED_MS);
+    }
+
+    // ---- polling ----------------------------------------------------------------------------
+    // While payment instructions are shown: every second; after a live payment expired or was
+    // cancelled: every 2 s for LATE_WATCH_MS. Otherwise, and after a failed poll, 1 s doubling to
+    // 15 s. Paused while the page is hidden, stopped when final.
 
     _schedulePoll(reset) {
       clearTimeout(this._pollTimer);
       this._pollTimer = null;
       if (reset) this._pollDelay = POLL_FIRST_MS;
-      if (this._final || this._pollInFlight || !this._process || document.hidden) return;
-      const delay = this._pollDelay;
-      this._pollDelay = Math.min(delay * 2, POLL_MAX_MS);
+      const late = this._final && this._lateUntil > Date.now();
+      if ((this._final && !late) || this._pollInFlight || !this._process || document.hidden) return;
+      const live = !this._final && this._process.payment && !this._pollFailed;
+      const delay = late && !this._pollFailed ? POLL_LATE_MS : live ? POLL_LIVE_MS : this._pollDelay;
+      if (delay === this._pollDelay) this._pollDelay = Math.min(delay * 2, POLL_MAX_MS);
       this._pollTimer = setTimeout(() => this._poll(), delay);
     }
 
@@ -490,6 +1165,7 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       this._fetchPublic().then((r) => {
         if (gen !== this._gen) return;
         this._pollInFlight = false;
+        if (this._pollFailed) { this._pollFailed = false; this._pollDelay = POLL_FIRST_MS; }
         this._apply(r);
         this._schedulePoll(false);
       }, (err) => {
@@ -497,15 +1173,24 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
         this._pollInFlight = false;
         // The key or the process is gone: say so and stop. Anything else is transient: back off.
         if ([401, 403, 404].includes(err.status)) { this._loadFailed(err, false); return; }
+        if (!this._pollFailed) this._pollDelay = POLL_FIRST_MS;
+        this._pollFailed = true;
         this._schedulePoll(false);
       });
+    }
+
+    _pollNow() {
+      clearTimeout(this._pollTimer);
+      this._pollTimer = null;
+      this._pollDelay = POLL_FIRST_MS;
+      if (!this._pollInFlight) this._poll();
     }
 
     _visibilityChanged() {
       if (document.hidden) {
         clearTimeout(this._pollTimer);
         this._pollTimer = null;
-      } else if (this._process && !this._final && !this._pollTimer && !this._pollInFlight) {
+      } else if (this._process && (!this._final || this._lateUntil > Date.now()) && !this._pollTimer && !this._pollInFlight) {
         this._pollDelay = POLL_FIRST_MS;
         this._poll();
       }
@@ -556,11 +1241,7 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
         this._el.dialog.close();
         this._setNotice('error', err.message);
         this._emitError(err);
-        // e.g. 409 invalid_state: the process changed meanwhile; read it now rather than later.
-        clearTimeout(this._pollTimer);
-        this._pollTimer = null;
-        this._pollDelay = POLL_FIRST_MS;
-        if (!this._pollInFlight) this._poll();
+        this._pollNow(); // e.g. 409 invalid_state: the process changed meanwhile
       }
     }
 
@@ -573,6 +1254,12 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       n.hidden = !text;
     }
 
+    _setStatus(kind, text) {
+      const s = this._el.payStatus;
+      s.className = kind ? `pay-status ${kind}` : 'pay-status';
+      if (s.textContent !== text) s.textContent = text; // unchanged text is not announced again
+    }
+
     _emit(type, detail) {
       this.dispatchEvent(new CustomEvent(type, { bubbles: true, composed: true, detail }));
     }
@@ -580,6 +1267,10 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
     _emitError(err) {
       this._emit('payment-error', { code: err.code, message: err.message, status: err.status });
     }
+  }
+
+  function clone(value) {
+    return typeof structuredClone === 'function' ? structuredClone(value) : JSON.parse(JSON.stringify(value));
   }
 
   customElements.define(TAG, PaymentButton);

@@ -1,0 +1,76 @@
+"""The demo shop's test wallet: a funded dev account of a local EVM node (Hardhat), driven over
+JSON-RPC so a person can watch a live payment end to end without a wallet app.
+
+Nothing is signed here: a Hardhat node keeps its dev accounts unlocked, so `eth_sendTransaction`
+from them works without keys. Demo only (DEMO_SHOP with DEMO_WALLET_RPC_URL set): never point it at
+a real network.
+"""
+import json
+from dataclasses import dataclass
+
+from app.chain.rpc import Client, RpcError
+
+TRANSFER = "a9059cbb"  # transfer(address,uint256)
+BALANCE_OF = "70a08231"  # balanceOf(address)
+SENDER_INDEX = 0  # the dev account that deployed the test token holds its supply
+DEMO_TOKEN_SUPPLY = 10**15  # base units: a billion tokens of 6 decimals
+
+
+@dataclass(frozen=True)
+class Sent:
+    tx_hash: str
+    block_number: int
+
+
+def _word(hex_digits: str) -> str:
+    return hex_digits.rjust(64, "0")
+
+
+class DemoWallet:
+    def __init__(self, rpc_url, *, timeout=(3, 10)):
+        self.client = Client(rpc_url, timeout=timeout)
+
+    def sender(self) -> str:
+        accounts = self.client.call("eth_accounts")
+        if not isinstance(accounts, list) or len(accounts) <= SENDER_INDEX:
+            raise RpcError("eth_accounts: the node has no unlocked dev account")
+        return accounts[SENDER_INDEX]
+
+    def head(self) -> int:
+        return self.client.block_number()
+
+    def balance(self, token: str, owner: str) -> int:
+        data = "0x" + BALANCE_OF + _word(owner[2:].lower())
+        result = self.client.call("eth_call", [{"to": token, "data": data}, "latest"])
+        try:
+            return int(result, 16)
+        except (TypeError, ValueError):
+            raise RpcError("eth_call balanceOf: not a number") from None
+
+    def transfer(self, token: str, to: str, amount: int) -> Sent:
+        """An ERC-20 transfer of `amount` base units from the dev account, mined by the node."""
+        data = "0x" + TRANSFER + _word(to[2:].lower()) + _word(format(amount, "x"))
+        return self._send({"from": self.sender(), "to": token, "data": data})
+
+    def mine(self, blocks=1) -> int:
+        self.client.call("hardhat_mine", [hex(blocks)])
+        return self.head()
+
+    def deploy_token(self, build_path, supply=DEMO_TOKEN_SUPPLY) -> str:
+        """Deploy the test token compiled at `build_path` ({abi, bytecode}, tests/chain/compile.js);
+        its address. The dev account receives the whole supply."""
+        with open(build_path) as f:
+            bytecode = json.load(f)["bytecode"]
+        receipt = self._receipt(self.client.call(
+            "eth_sendTransaction", [{"from": self.sender(), "data": bytecode + _word(format(supply, "x"))}]))
+        return receipt["contractAddress"]
+
+    def _send(self, tx) -> Sent:
+        receipt = self._receipt(self.client.call("eth_sendTransaction", [tx]))
+        return Sent(tx_hash=receipt["transactionHash"], block_number=int(receipt["blockNumber"], 16))
+
+    def _receipt(self, tx_hash):
+        receipt = self.client.call("eth_getTransactionReceipt", [tx_hash])
+        if not isinstance(receipt, dict) or receipt.get("status") != "0x1":
+            raise RpcError("the transaction failed or was not mined (is the node automining?)")
+        return receipt
