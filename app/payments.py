@@ -172,11 +172,12 @@ def payable_assets(db, merchant) -> list[dict]:
     if payment_rows.get_wallet(conn, merchant.id) is None:
         return []
     grouped: dict[str, dict] = {}
-    for asset, network_name, chain_id in payment_rows.payable_assets(conn):
+    for asset, network_name, chain_id, confirmations in payment_rows.payable_assets(conn):
         entry = grouped.setdefault(
             asset.id, {"id": asset.id, "symbol": asset.symbol, "name": asset.name, "networks": []}
         )
-        entry["networks"].append({"id": asset.network_id, "name": network_name, "chainId": chain_id})
+        entry["networks"].append({"id": asset.network_id, "name": network_name, "chainId": chain_id,
+                                  "confirmations": confirmations})
     return list(grouped.values())
 
 

@@ -163,7 +163,7 @@ def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, conso
     wallet(page, "Send 19.99")
     expect_logged(page, r"Sent 19\.99 in block #\d+")
     demo.watch()
-    took = freshness(page, ".pay-status", "Payment seen, waiting for confirmations (1 so far).")
+    took = freshness(page, ".pay-status", "Payment seen, waiting for confirmations (1 of 3).")
     print(f"\nseen -> shown in {took:.2f} s")
     expect(btn(page, ".send")).to_be_hidden()  # nothing more to send
     expect(btn(page, ".change")).to_be_hidden()  # the choice is fixed once a transfer is seen
@@ -173,7 +173,7 @@ def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, conso
     wallet(page, "Mine a block")
     expect_logged(page, r"Mined block #\d+")
     demo.watch()
-    freshness(page, ".pay-status", "Payment seen, waiting for confirmations (2 so far).")
+    freshness(page, ".pay-status", "Payment seen, waiting for confirmations (2 of 3).")
     wallet(page, "Mine a block")
     demo.watch()
     freshness(page, ".outcome-title", "Payment received")
@@ -205,7 +205,7 @@ def test_partial_payment_asks_for_the_rest(page, demo, live_server, console_erro
     wallet(page, "Send half")
     expect_logged(page, r"Sent 5 in block")
     demo.watch()
-    freshness(page, ".pay-status", "Payment seen, waiting for confirmations (1 so far)."
+    freshness(page, ".pay-status", "Payment seen, waiting for confirmations (1 of 3)."
                                    " Received 5 of 10 USDX: send the remaining 5 USDX.")
     page.locator("#test-wallet .mine").click()
     page.locator("#test-wallet .mine").click()
@@ -223,7 +223,7 @@ def test_partial_payment_asks_for_the_rest(page, demo, live_server, console_erro
     wallet(page, "Send 5")
     expect_logged(page, r"Sent 5 in block")
     demo.watch()
-    freshness(page, ".pay-status", "Payment seen, waiting for confirmations (1 so far).")
+    freshness(page, ".pay-status", "Payment seen, waiting for confirmations (1 of 3).")
     expect(btn(page, ".send")).to_be_hidden()
     demo.chain.mine(2)
     demo.watch()
@@ -272,12 +272,12 @@ def test_paid_in_time_is_held_past_expiry_until_confirmed(page, demo, live_serve
     wallet(page, "Send 3")
     expect_logged(page, r"Sent 3 in block")
     demo.watch()
-    freshness(page, ".pay-status", "Payment seen, waiting for confirmations (1 so far).")
+    freshness(page, ".pay-status", "Payment seen, waiting for confirmations (1 of 3).")
 
     demo.clock.advance(TTL)  # expiresAt passes while the in-time transfer confirms
     expect(btn(page, ".countdown")).to_have_text("Expired")
     page.wait_for_timeout(2000)
-    expect(btn(page, ".pay-status")).to_have_text("Payment seen, waiting for confirmations (1 so far).")
+    expect(btn(page, ".pay-status")).to_have_text("Payment seen, waiting for confirmations (1 of 3).")
     assert demo.public(pid)["status"] == "pending"
     demo.chain.mine(2)
     demo.watch()

@@ -80,7 +80,7 @@ def test_make_demo_live_takes_a_payment_end_to_end(page, tmp_path, screenshot):
         page.locator("#test-wallet").get_by_role("button", name="Send 12.34").click()
         expect(page.locator("#wallet-log li").first).to_have_text(re.compile(r"Sent 12\.34 in block #\d+"))
         expect(page.locator("payment-button .pay-status")).to_have_text(
-            re.compile(r"^Payment seen, waiting for confirmations \([12] so far\)\.$"))
+            re.compile(r"^Payment seen, waiting for confirmations \([12] of 3\)\.$"))
         expect(page.locator("payment-button .outcome-title")).to_have_text("Payment received", timeout=20_000)
         screenshot(page, "demo-live-paid", full_page=True)
 

@@ -132,12 +132,13 @@ def test_assets_grouped_by_id_enabled_networks_only(button, wallet):
     assert response.headers["Access-Control-Allow-Origin"] == "*"
     assert response.get_json() == {"data": [
         {"id": "dai", "symbol": "DAI", "name": "Dai",
-         "networks": [{"id": "local", "name": "Local chain", "chainId": 31337}]},
+         "networks": [{"id": "local", "name": "Local chain", "chainId": 31337, "confirmations": 3}]},
         {"id": "usdc", "symbol": "USDC", "name": "USD Coin",
-         "networks": [{"id": "local", "name": "Local chain", "chainId": 31337},
-                      {"id": "testnet", "name": "Test net", "chainId": 11155111}]},
+         "networks": [{"id": "local", "name": "Local chain", "chainId": 31337, "confirmations": 3},
+                      {"id": "testnet", "name": "Test net", "chainId": 11155111,
+                       "confirmations": 12}]},
         {"id": "whole", "symbol": "WHL", "name": "Whole token",
-         "networks": [{"id": "local", "name": "Local chain", "chainId": 31337}]},
+         "networks": [{"id": "local", "name": "Local chain", "chainId": 31337, "confirmations": 3}]},
     ]}
 
 

@@ -100,12 +100,12 @@ def list_assets(conn) -> list[Asset]:
     return [_asset(r) for r in rows]
 
 
-def payable_assets(conn) -> list[tuple[Asset, str, int]]:
+def payable_assets(conn) -> list[tuple[Asset, str, int, int]]:
     """Enabled assets on enabled networks, by asset id then network id: (asset, the network's
-    name, its chain id)."""
+    name, its chain id, its confirmations)."""
     rows = conn.execute(
         "SELECT a.id AS a_id, a.network_id, a.symbol, a.name AS a_name, a.contract, a.decimals,"
-        " a.created_at AS a_created_at, n.name AS n_name, n.chain_id"
+        " a.created_at AS a_created_at, n.name AS n_name, n.chain_id, n.confirmations"
         " FROM assets a JOIN networks n ON n.id = a.network_id"
         " WHERE a.disabled_at IS NULL AND n.disabled_at IS NULL ORDER BY a.id, a.network_id"
     ).fetchall()
@@ -116,6 +116,7 @@ def payable_assets(conn) -> list[tuple[Asset, str, int]]:
                   created_at=r["a_created_at"]),
             r["n_name"],
             r["chain_id"],
+            r["confirmations"],
         )
         for r in rows
     ]
