@@ -156,7 +156,8 @@ class _PinningAdapter(HTTPAdapter):
 
 class _Watched:
     """Hands each connection's socket, right before the request is sent on it (new or kept), to
-    the attempt's watch (this thread's)."""
+    the attempt's watch (this thread's). The TLS handshake before that needs no watch: Python's
+    ssl bounds a whole handshake by the socket's timeout, the time left to the attempt."""
 
     def _validate_conn(self, conn):
         new = conn.sock is None
