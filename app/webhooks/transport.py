@@ -119,7 +119,7 @@ def _send(session, request, watch):
     any response and no new connection was made), once more on a new one, within the deadline."""
     adapter = session.get_adapter(request.url)
     while True:
-        left = watch.deadline - time.monotonic()
+        left = max(0.001, watch.deadline - time.monotonic())  # urllib3 refuses a timeout <= 0
         try:
             return adapter.send(request, stream=True, timeout=(left, left), verify=session.verify,
                                 cert=session.cert)
