@@ -22,8 +22,8 @@ def install_requires():
 
 def test_requests_and_urllib3_floors_cover_what_the_webhook_transport_uses():
     floors = install_requires()
-    # app/webhooks/transport.py overrides HTTPAdapter methods added in requests 2.32.3
-    # (build_connection_pool_key_attributes, get_connection_with_tls_context).
+    # app/webhooks/transport.py overrides build_connection_pool_key_attributes, which requests
+    # 2.32.3 added (with get_connection_with_tls_context, which calls it).
     assert hasattr(requests.adapters.HTTPAdapter, "build_connection_pool_key_attributes")
     assert hasattr(requests.adapters.HTTPAdapter, "get_connection_with_tls_context")
     assert "2.32.3" in floors["requests"] and "2.32.2" not in floors["requests"]

@@ -1,5 +1,6 @@
 import ipaddress
 import multiprocessing
+import socket
 import threading
 
 import pytest
@@ -215,6 +216,35 @@ def test_pinned_address_still_verifies_the_certificate_name(tls):
     assert (result.ok, result.status_code) == (False, None)
     assert result.error == "TLS error (certificate or handshake)"
     assert server.requests == []
+
+
+def test_a_tls_handshake_dripped_byte_by_byte_cannot_hold_the_attempt():
+    # The server announces a 16 KiB TLS handshake record, then sends it a byte every 0.1 s: each
+    # read is well within the timeout, the handshake never ends; the deadline must cut it.
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def drip():
+        conn, _ = listener.accept()
+        with conn:
+            conn.sendall(b"\x16\x03\x03\x40\x00")
+            while not stop.wait(0.1):
+                try:
+                    conn.sendall(b"\x00")
+                except OSError:
+                    return
+
+    server = threading.Thread(target=drip, daemon=True)
+    server.start()
+    try:
+        result = send(new_session(), f"https://hooks.example:{listener.getsockname()[1]}/hook",
+                      BODY, HEADERS, timeout=0.5, address=ipaddress.ip_address("127.0.0.1"))
+    finally:
+        stop.set()
+        server.join(5)
+        listener.close()
+    assert (result.ok, result.status_code, result.error) == (False, None, "timeout after 0.5s")
+    assert result.duration_ms < BOUNDED_MS
 
 
 def test_a_retry_after_of_thousands_of_digits_is_capped_not_a_crash(receiver):

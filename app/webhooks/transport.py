@@ -1,13 +1,15 @@
 """One webhook delivery attempt: a POST bounded in time that never raises.
 
-`post` vets the URL (`ssrf.check_url`) at the time of the attempt, then sends once with http.client:
+`post` vets the URL (`ssrf.check_url`) at the time of the attempt, then sends once with `requests`
+(a `requests.Session` whose adapter `new_session` mounts):
 - live mode connects to the vetted address (a second DNS answer cannot swap in another), while the
   Host header, TLS SNI and the certificate check use the URL's host name;
 - the whole attempt, name resolution included, is bounded by `timeout`: a watchdog thread shuts
   the socket down at the deadline, so a receiver dripping bytes cannot hold a thread;
-- redirects are never followed; at most 4 KiB of the response body is read, and never returned;
-- a connection is kept per thread and destination (scheme, address, port, TLS name) and reused only
-  for that destination; one the receiver closed meanwhile is retried once on a new connection.
+- redirects are never followed; at most 4 KiB of the response body is read, never decoded or
+  returned;
+- connections are kept alive in pools keyed by destination (scheme, address, port, TLS name), so a
+  kept connection only carries an attempt to the very address vetted for it.
 Only the first vetted address is tried. Proxies, .netrc and cookies are never used.
 """
 from __future__ import annotations
@@ -15,20 +17,22 @@ from __future__ import annotations
 import http.client
 import os
 import socket
-import ssl
 import threading
 import time
 from concurrent import futures
 from dataclasses import dataclass
-from urllib.parse import quote, urlsplit
 
-import idna
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.util import parse_url
 
 from .schedule import parse_retry_after
 from .ssrf import UnsafeURL, check_url
 
 MAX_RESPONSE_BYTES = 4096
-CONNECTIONS_PER_THREAD = 16  # destinations a thread keeps a connection to (oldest closed beyond)
+DESTINATIONS = 16  # destinations kept connected (least recently used closed beyond)
+CONNECTIONS_PER_DESTINATION = 32  # idle connections kept per destination: one per worker thread
 RESOLVER_THREADS = 4  # live-mode lookups at once: a hanging resolver ties up these, never more
 
 
@@ -41,51 +45,18 @@ class AttemptResult:
     retry_after: int | None   # seconds, from Retry-After on 429/503
 
 
-class Session:
-    """The kept-alive connections of the threads that send with it. `verify`: True (the system's
-    CAs) or the path of a CA bundle. `close()` closes every thread's connections."""
-
-    def __init__(self, verify=True):
-        self.verify = verify
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._pools: list[dict] = []
-        self._context = None
-
-    def connections(self) -> dict:
-        """This thread's connections by destination, least recently used first."""
-        pool = getattr(self._local, "pool", None)
-        if pool is None:
-            pool = self._local.pool = {}
-            with self._lock:
-                self._pools.append(pool)
-        return pool
-
-    def tls_context(self) -> ssl.SSLContext:
-        if self._context is None:  # loading the CAs takes milliseconds: once per session
-            self._context = ssl.create_default_context(
-                cafile=None if self.verify is True else self.verify)
-        return self._context
-
-    def close(self) -> None:
-        with self._lock:
-            pools, self._pools = self._pools, []
-        for pool in pools:
-            for conn in list(pool.values()):
-                conn.close()
-            pool.clear()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+def new_session() -> requests.Session:
+    """A session for `post`: its `verify` (True or a CA bundle's path) and `cert` are used, its
+    adapter keeps the connections; `close()` closes them. Nothing comes from the environment."""
+    session = requests.Session()
+    session.trust_env = False
+    adapter = _PinningAdapter()
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
 
 
-new_session = Session
-
-
-def post(session: Session, url: str, body: bytes, headers: dict, *, timeout: float,
+def post(session: requests.Session, url: str, body: bytes, headers: dict, *, timeout: float,
          livemode: bool, resolve=socket.getaddrinfo, clock=time.time) -> AttemptResult:
     """POST `body` to `url` once, vetted now; in live mode to the first vetted address."""
     start = time.monotonic()
@@ -97,7 +68,7 @@ def post(session: Session, url: str, body: bytes, headers: dict, *, timeout: flo
                 address=addresses[0] if addresses else None, clock=clock, _start=start)
 
 
-def send(session: Session, url: str, body: bytes, headers: dict, *, timeout: float,
+def send(session: requests.Session, url: str, body: bytes, headers: dict, *, timeout: float,
          address=None, clock=time.time, _start: float | None = None) -> AttemptResult:
     """The HTTP half of `post`, WITHOUT the SSRF check: use `post`. `address` (an ipaddress
     object) is where to connect instead of resolving the host; `clock` (unix seconds) turns a
@@ -107,33 +78,33 @@ def send(session: Session, url: str, body: bytes, headers: dict, *, timeout: flo
     def result(ok=False, status=None, error=None, retry_after=None) -> AttemptResult:
         return AttemptResult(ok, status, error, _ms_since(start), retry_after)
 
+    request = requests.PreparedRequest()  # no cookies, auth or hooks: only what is given
     try:
-        target, path, host_header = _target(url, address)
-    except (ValueError, UnicodeError) as exc:  # idna.IDNAError is a UnicodeError
+        request.prepare_method("POST")
+        request.prepare_url(url, None)  # IDNA host name, non-ASCII path percent-encoded
+        target = parse_url(request.url)
+        request.prepare_headers({"Host": target.netloc.rpartition("@")[2], **headers})
+        request.prepare_body(body, None)
+    except (requests.RequestException, ValueError) as exc:  # UnicodeError is a ValueError
         return result(error=f"invalid request ({type(exc).__name__})")
-    watch = _watchdog.watch(start + timeout)
-    pool = session.connections()
+    request.pin = None if address is None else (str(address), target.host.strip("[]"))
+    watch = _local.watch = _watchdog.watch(start + timeout)
     try:
-        try:
-            response, conn = _request(session, pool.pop(target, None), target, path, body,
-                                      {"Host": host_header, **headers}, watch, start + timeout)
-        except Exception as exc:
-            return result(error=_describe(exc, timeout, watch.aborted))
-        status = response.status
+        response = _send(session, request, watch)
+        status = response.status_code
         retry_after = None
         if status in (429, 503):
-            retry_after = parse_retry_after(response.getheader("Retry-After"), clock())
-        try:
-            response.read(MAX_RESPONSE_BYTES)
-        except (http.client.HTTPException, OSError, ValueError):
+            retry_after = parse_retry_after(response.headers.get("Retry-After"), clock())
+        try:  # a body read to its end gives the connection back to the pool for the next attempt
+            response.raw.read(MAX_RESPONSE_BYTES, decode_content=False)
+        except Exception:
             pass  # the status already decided the attempt
-        if response.isclosed() and not response.will_close and conn.sock is not None:
-            pool[target] = conn  # read to its end: the connection can carry the next attempt
-            if len(pool) > CONNECTIONS_PER_THREAD:
-                pool.pop(next(iter(pool))).close()
-        else:
-            conn.close()
+        finally:
+            response.close()  # a body not read to its end: the connection is closed
+    except Exception as exc:
+        return result(error=_describe(exc, timeout, watch.aborted))
     finally:
+        _local.watch = None
         _watchdog.done(watch)
 
     if 200 <= status < 300:
@@ -143,76 +114,72 @@ def send(session: Session, url: str, body: bytes, headers: dict, *, timeout: flo
     return result(status=status, error=f"HTTP {status}", retry_after=retry_after)
 
 
-def _target(url, address):
-    """((scheme, address to connect to, port, TLS name or None), path, Host header)."""
-    parts = urlsplit(url)
-    host, scheme = parts.hostname, parts.scheme.lower()
-    if not host or scheme not in ("http", "https"):
-        raise ValueError("not an absolute http(s) URL")
-    name = host if host.isascii() else idna.encode(host, uts46=True).decode("ascii")
-    port = parts.port or (443 if scheme == "https" else 80)
-    connect_to = str(address) if address is not None else name
-    shown = f"[{name}]" if ":" in name else name
-    host_header = shown if parts.port is None else f"{shown}:{parts.port}"
-    path = quote((parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
-                 safe="!#$%&'()*+,/:;=?@[]~")  # non-ASCII percent-encoded, as requests does
-    return (scheme, connect_to, port, name if scheme == "https" else None), path, host_header
-
-
-def _request(session, conn, target, path, body, headers, watch, deadline):
-    """Send on the kept connection `conn` if any; if the receiver had closed it (it fails before
-    any response), once more on a new connection. Returns (response, its connection)."""
-    retry = conn is not None
+def _send(session, request, watch):
+    """Send on a kept connection if there is one; if the receiver had closed it (it fails before
+    any response and no new connection was made), once more on a new one, within the deadline."""
+    adapter = session.get_adapter(request.url)
     while True:
-        if conn is None:
-            conn = _Connection(target, session.tls_context() if target[3] else None)
+        left = max(0.001, watch.deadline - time.monotonic())  # urllib3 refuses a timeout <= 0
         try:
-            conn.timeout = max(0.001, deadline - time.monotonic())
-            if conn.sock is None:
-                conn.connect(watch)
-            else:
-                watch.add(conn.sock)
-                conn.sock.settimeout(conn.timeout)
-            conn.request("POST", path, body, headers)
-            return conn.getresponse(), conn
-        except BaseException as exc:
-            conn.close()
-            if not (retry and isinstance(exc, _STALE)) or watch.aborted or (
-                    time.monotonic() >= deadline):
+            return adapter.send(request, stream=True, timeout=(left, left), verify=session.verify,
+                                cert=session.cert)
+        except requests.ConnectionError as exc:
+            if watch.connected or watch.aborted or time.monotonic() >= watch.deadline or not any(
+                    isinstance(e, _STALE) for e in _causes(exc)):
                 raise
-            conn, retry = None, False
+            watch.connected = True  # once more only: the pool makes a new connection now
 
 
 # How a kept connection that the receiver has closed in the meantime fails.
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
 
 
-class _Connection(http.client.HTTPConnection):
-    """A connection to `target`; TLS (SNI and certificate check for its name) when it has a
-    context. The socket joins the attempt's watch as soon as it exists."""
+class _PinningAdapter(HTTPAdapter):
+    """No retries; a request with a `pin` (address, host name) connects to that address, and over
+    TLS sends SNI for, and checks the certificate against, the host name. Both are part of the
+    pool's key, so a pool's connections only go where it was vetted to."""
 
-    def __init__(self, target, context):
-        _, address, port, self.tls_name = target
-        super().__init__(address, port)
-        self.context = context
+    def __init__(self):
+        super().__init__(pool_connections=DESTINATIONS, pool_maxsize=CONNECTIONS_PER_DESTINATION,
+                         max_retries=0)
+        self.poolmanager.pool_classes_by_scheme = _WATCHED_POOLS
 
-    def connect(self, watch):
-        sock = socket.create_connection((self.host, self.port), self.timeout)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        watch.add(sock)
-        if self.context is not None:
-            sock = self.context.wrap_socket(sock, server_hostname=self.tls_name,
-                                            do_handshake_on_connect=False)
-            watch.add(sock)  # the TCP socket is detached now: cut the handshake through this one
-            sock.do_handshake()
-        self.sock = sock
+    def build_connection_pool_key_attributes(self, request, verify, cert=None):
+        host_params, pool_kwargs = super().build_connection_pool_key_attributes(
+            request, verify, cert)
+        if getattr(request, "pin", None):
+            host_params["host"], name = request.pin
+            if host_params["scheme"] == "https":
+                pool_kwargs["server_hostname"] = pool_kwargs["assert_hostname"] = name
+        return host_params, pool_kwargs
+
+
+class _Watched:
+    """Hands each connection's socket, right before the request is sent on it (new or kept), to
+    the attempt's watch (this thread's). The TLS handshake before that needs no watch: Python's
+    ssl bounds a whole handshake by the socket's timeout, the time left to the attempt."""
+
+    def _validate_conn(self, conn):
+        new = conn.sock is None
+        super()._validate_conn(conn)  # HTTPS: connects a new connection
+        if conn.sock is None:
+            conn.connect()  # plain HTTP: now rather than inside the request
+        watch = getattr(_local, "watch", None)
+        if watch is not None:
+            watch.connected |= new
+            watch.add(conn.sock)
+
+
+_WATCHED_POOLS = {"http": type("_HTTPPool", (_Watched, HTTPConnectionPool), {}),
+                  "https": type("_HTTPSPool", (_Watched, HTTPSConnectionPool), {})}
+_local = threading.local()  # .watch: the attempt this thread is making
 
 
 class _Watch:
-    __slots__ = ("deadline", "sockets", "aborted")
+    __slots__ = ("deadline", "sockets", "aborted", "connected")
 
     def __init__(self, deadline):
-        self.deadline, self.sockets, self.aborted = deadline, [], False
+        self.deadline, self.sockets, self.aborted, self.connected = deadline, [], False, False
 
     def add(self, sock):
         self.sockets.append(sock)
@@ -296,18 +263,30 @@ def _resolvers() -> futures.ThreadPoolExecutor:
     return pool
 
 
+def _causes(exc) -> list[BaseException]:
+    """`exc` and what it wraps: requests and urllib3 wrap the socket's error (reason, args,
+    __cause__)."""
+    causes = []
+    while isinstance(exc, BaseException) and exc not in causes and len(causes) < 10:
+        causes.append(exc)
+        exc = getattr(exc, "reason", None) or exc.__cause__ or exc.__context__ or (
+            exc.args[0] if exc.args else None)
+    return causes
+
+
 def _describe(exc: BaseException, timeout: float, aborted: bool) -> str:
-    if isinstance(exc, ConnectionRefusedError):
+    causes = _causes(exc)
+    if any(isinstance(e, ConnectionRefusedError) for e in causes):
         return "connection refused"
-    if isinstance(exc, socket.gaierror):
+    if any(isinstance(e, socket.gaierror) for e in causes):
         return "cannot resolve host"
-    if aborted or isinstance(exc, TimeoutError):
+    if aborted or any(isinstance(e, (TimeoutError, requests.Timeout)) for e in causes):
         return f"timeout after {timeout:g}s"
-    if isinstance(exc, ssl.SSLError):  # ssl.SSLCertVerificationError included
+    if any(isinstance(e, requests.exceptions.SSLError) for e in causes):
         return "TLS error (certificate or handshake)"
-    if isinstance(exc, (OSError, http.client.HTTPException)):
+    if any(isinstance(e, (OSError, requests.ConnectionError)) for e in causes):
         return "connection error"
-    return f"request failed ({type(exc).__name__})"
+    return f"request failed ({type(causes[0]).__name__})"
 
 
 def _ms_since(start: float) -> int:
