@@ -1,7 +1,7 @@
 """The storage floor: the baseline app plus one durable write per request, and nothing else.
 
 Its route answers `POST /payment-button/process/preorder` like bench/baseline_app.py, after inserting
-one pending process through the service's own data layer (`app.db.Database.transaction()`, the writer
+one pending process through the service's own data layer (`app.db_sqlite.SqliteDatabase.transaction()`, the writer
 queue, BEGIN IMMEDIATE, `app.data.processes.insert`, COMMIT with the service's SQLITE_SYNCHRONOUS).
 No authentication, no body parsing, no validation. Measured against the baseline in the same run
 (`python -m bench.run --scenarios preorder-floor`), it shows what a durable commit per request costs
@@ -22,7 +22,7 @@ from flask import Flask
 
 from app.config import DEFAULTS
 from app.data import processes as process_rows
-from app.db import Database
+from app.db_sqlite import SqliteDatabase as Database
 from bench.seed import floor_process
 
 app = Flask(__name__)

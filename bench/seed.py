@@ -16,7 +16,7 @@ import uuid
 from dataclasses import replace
 
 from app.data import processes as process_rows
-from app.db import Database
+from app.db_sqlite import SqliteDatabase as Database
 from app.events import emit
 from app.models import Process
 

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from app.db import Database
+from app.db_sqlite import SqliteDatabase as Database
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS t (n INTEGER NOT NULL);"
 

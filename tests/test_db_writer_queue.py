@@ -6,7 +6,7 @@ import multiprocessing
 import sqlite3
 import threading
 
-from app.db import Database
+from app.db_sqlite import SqliteDatabase as Database
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS t (who TEXT NOT NULL, n INTEGER NOT NULL);"
 WRITERS, EACH = 6, 60

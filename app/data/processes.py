@@ -22,7 +22,11 @@ def _process(row):
     )
 
 
-_INSERT = f"INSERT INTO processes ({_COLUMNS}) VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+# seq is left to the database (SQLite's rowid alias, PostgreSQL's identity column).
+_INSERT = (
+    "INSERT INTO processes (id, merchant_id, status, amount, metadata, livemode, created_at,"
+    " updated_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 
 def _values(p: Process):

@@ -1,7 +1,8 @@
--- Schema of the payment preorder service (SQLite).
--- Every statement is idempotent (IF NOT EXISTS): `flask --app app init-db` may run any number of
--- times and only creates what is missing. `init-db --reset` drops the tables first (see app/db.py).
--- Times are integer unix seconds (UTC). Amounts are TEXT holding the exact decimal literal.
+-- Version 1 of the schema (SQLite): the schema of the first releases, written idempotently
+-- (IF NOT EXISTS) so that init-db brings a database made by any earlier release (which had no
+-- schema_version table) to version 1 without touching its rows. Later changes are new numbered
+-- files beside this one (app/data/schema.py applies them). Times are integer unix seconds (UTC).
+-- Amounts are TEXT holding the exact decimal literal. app/migrations/postgresql/ mirrors it.
 
 CREATE TABLE IF NOT EXISTS merchants (
     id              TEXT PRIMARY KEY,              -- "mer_" + 24 hex
