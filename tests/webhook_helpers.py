@@ -1,9 +1,9 @@
 """Shared by the webhook worker tests: a shop whose webhooks go to a real local receiver."""
 import json
-import sqlite3
 import time
 from dataclasses import dataclass
 
+import dbutil
 import pytest
 
 from app.data import events as event_rows
@@ -85,11 +85,7 @@ def raw_metadata(body: str) -> str:
 
 
 def count(database, sql, *params):
-    conn = sqlite3.connect(database)
-    try:
-        return conn.execute(sql, params).fetchone()[0]
-    finally:
-        conn.close()
+    return dbutil.scalar(database, sql, *params)
 
 
 def body_json(received):
