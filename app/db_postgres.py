@@ -18,9 +18,11 @@ and by index, `release()` at the end of a request), so the SQL in app/data/ is w
   `is_unavailable`); a broken connection is discarded by the pool when given back, and new ones are
   made as soon as the server answers again: no restart is needed.
 """
+import logging
 import os
 import re
 import threading
+import time
 from contextlib import contextmanager
 
 import psycopg
@@ -29,6 +31,11 @@ from psycopg import pq
 
 from app.data import schema as schema_rows
 from app.errors import DatabaseUnavailable
+
+log = logging.getLogger(__name__)
+
+# The channel app/migrations/postgresql/0001_initial.sql's trigger notifies when events are written.
+EVENTS_CHANNEL = "preorder_events"
 
 # Errors that mean the database cannot serve now (503): connection lost or refused, server shutting
 # down, read-only (a standby), lock or statement timeouts, deadlock or serialization failures (all
@@ -218,6 +225,33 @@ class PostgresDatabase:
         conn = Connection(raw)
         conn.listen(channel)
         return conn
+
+    def wait_for_events(self, seconds, stopping):
+        """Return when events were written since the last call (a NOTIFY on EVENTS_CHANNEL, which
+        PostgreSQL delivers at commit), after `seconds`, or once `stopping()`. The calling thread
+        keeps one LISTENing connection of its own, outside the pool; notifications that arrive
+        while it does something else wait on that connection. When the server cannot be reached it
+        simply sleeps (the next poll reports the failure)."""
+        deadline = time.monotonic() + seconds
+        listener = getattr(self._local, "listener", None)
+        if listener is None or listener.raw.closed:
+            try:
+                self._local.listener = self.listener(EVENTS_CHANNEL)
+            except psycopg.Error as e:
+                log.warning("cannot listen for new events: %s", e)
+                while not stopping() and time.monotonic() < deadline:
+                    time.sleep(0.1)
+            return  # listening from now on: the caller polls once for what came before
+        try:
+            while not stopping():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                for _ in listener.raw.notifies(timeout=min(left, 0.25), stop_after=1):
+                    return
+        except psycopg.Error:
+            listener.close()
+            self._local.listener = None
 
     def close_all(self):
         with self._lock:

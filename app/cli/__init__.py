@@ -6,6 +6,7 @@ def init_app(app):
     from app.cli.events import events
     from app.cli.merchants import merchants
     from app.cli.processes import processes
+    from app.cli.storage import copy_db_command
     from app.cli.worker import deliver_webhooks
 
     app.cli.add_command(demo_merchant)
@@ -13,3 +14,4 @@ def init_app(app):
     app.cli.add_command(processes)
     app.cli.add_command(events)
     app.cli.add_command(deliver_webhooks)
+    app.cli.add_command(copy_db_command)

@@ -333,7 +333,7 @@ class Worker:
                 elif until_idle:
                     return
                 else:  # idle: nothing in flight, nothing claimed
-                    self._sleep(delay)
+                    self._idle(delay)
                     delay = min(delay * 2, self.poll_max)
         finally:
             self._finish()
@@ -362,6 +362,14 @@ class Worker:
 
     def stop(self):
         self.stopping = True
+
+    def _idle(self, seconds):
+        """Nothing to do: wait `seconds`. On PostgreSQL, wait on the outbox's notifications
+        instead, so a new event is claimed at once rather than at the next poll."""
+        if self.db.dialect == "postgresql":
+            self.db.wait_for_events(seconds, stopping=lambda: self.stopping)
+        else:
+            self._sleep(seconds)
 
     def _sleep(self, seconds):
         deadline = time.monotonic() + seconds
