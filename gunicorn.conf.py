@@ -31,6 +31,10 @@ keepalive = _env("GUNICORN_KEEPALIVE", 2, int)
 max_requests = _env("GUNICORN_MAX_REQUESTS", 0, int)
 max_requests_jitter = _env("GUNICORN_MAX_REQUESTS_JITTER", 0, int)
 
+# Behind nginx (deploy/nginx.conf, on this host): X-Forwarded-Proto and -For are trusted from these
+# addresses only (gunicorn's default, stated because the production layout relies on it).
+forwarded_allow_ips = _env("GUNICORN_FORWARDED_ALLOW_IPS", "127.0.0.1,::1")
+
 # Request limits: header fields up to 16 KiB so that an oversized x-secret-key still reaches the
 # application and gets its JSON 401 rather than gunicorn's plain-text 400.
 limit_request_line = _env("GUNICORN_LIMIT_REQUEST_LINE", 8190, int)

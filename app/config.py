@@ -26,6 +26,9 @@ DEFAULTS = {
     "MAX_CONTENT_LENGTH": 64 * 1024,  # whole request body; Flask answers 413 past it
     "IDEMPOTENCY_KEY_MAX_LENGTH": 255,
     "IDEMPOTENCY_TTL_SECONDS": 24 * 3600,
+    # Retention: final webhook events (and their attempts) older than this are pruned by the
+    # delivery worker (about hourly) and `prune`; 0 keeps them for ever. Processes are never pruned.
+    "RETENTION_DAYS": 90,
     # Process lifecycle
     "PROCESS_TTL_SECONDS": 1800,
     # Webhooks
@@ -69,6 +72,7 @@ def normalize(config):
         "WEBHOOK_LEASE_SECONDS",
         "POSTGRES_POOL_MIN",
         "POSTGRES_POOL_MAX",
+        "RETENTION_DAYS",
     ):
         try:
             config[name] = int(config[name])

@@ -97,9 +97,16 @@ def _database_error(e: Exception):
 
 def _domain_errors():
     """Errors raised below the HTTP layer, and the API error each one is."""
-    from app import processes
+    from app import payments, processes
 
     return {
+        payments.PaymentMethodUnavailable: lambda e: error_response(
+            409, "payment_method_unavailable",
+            "This merchant cannot take live payments yet: no wallet (xpub) is registered.",
+        ),
+        payments.ChoiceError: lambda e: error_response(
+            400, "validation_error", str(e), e.errors
+        ),
         processes.ProcessNotFound: lambda e: error_response(404, "not_found", "No such process."),
         processes.InvalidState: lambda e: error_response(409, "invalid_state", str(e)),
         processes.IdempotencyKeyReused: lambda e: error_response(

@@ -78,6 +78,7 @@ class Event:
 
 
 EVENT_STATUSES = ("pending", "delivered", "failed", "no_endpoint")
+FINAL_EVENT_STATUSES = EVENT_STATUSES[1:]
 
 
 @dataclass(frozen=True)
@@ -90,3 +91,123 @@ class Attempt:
     status_code: int | None
     error: str | None
     duration_ms: int
+
+
+@dataclass(frozen=True)
+class OutboxBacklog:
+    """Pending webhook events by state, and how long the oldest due one has waited (seconds)."""
+    due: int
+    in_flight: int
+    retrying: int
+    oldest_due_age: int
+
+    @property
+    def pending(self):
+        return self.due + self.in_flight + self.retrying
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The figures of /metrics: counts by status, read from the database in one transaction."""
+    backlog: OutboxBacklog
+    events: dict  # event status -> events stored
+    deliveries: dict  # final status -> events that reached it, pruned ones included
+    processes: dict  # effective process status -> processes
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What one retention run deleted."""
+    events: int = 0
+    attempts: int = 0
+    idempotency_keys: int = 0
+    more: bool = False  # stopped at its batch limit with more left
+
+
+@dataclass(frozen=True)
+class Network:
+    """An EVM network the operator enabled, with the chain watcher's position on it."""
+    id: str
+    name: str
+    chain_id: int
+    rpc_url: str  # may hold a provider's API key: never logged or printed whole
+    confirmations: int
+    start_block: int
+    scanned_block: int
+    head_block: int
+    disabled_at: int | None
+    created_at: int
+
+    def __repr__(self):
+        return f"Network(id={self.id!r}, chain_id={self.chain_id})"
+
+
+@dataclass(frozen=True)
+class Asset:
+    """A token customers may pay with, on one network."""
+    id: str
+    network_id: str
+    symbol: str
+    name: str
+    contract: str  # EIP-55
+    decimals: int
+    disabled_at: int | None
+    created_at: int
+
+
+@dataclass(frozen=True)
+class Wallet:
+    """A merchant's account xpub and the next address index to give out."""
+    merchant_id: str
+    xpub: str
+    next_index: int
+    updated_at: int
+
+    def __repr__(self):  # the xpub lists every payment the merchant received: keep it out of logs
+        return f"Wallet(merchant_id={self.merchant_id!r}, next_index={self.next_index})"
+
+
+@dataclass(frozen=True)
+class Payment:
+    """The customer's choice for a live process and its deposit address. `head_block` is read with
+    it from its network (the head when last asked), to count the confirmations of its transfers."""
+    process_id: str
+    merchant_id: str
+    address_index: int
+    address: str
+    asset_id: str
+    network_id: str
+    chain_id: int
+    token_contract: str
+    decimals: int
+    amount_due: int  # base units
+    created_at: int
+    updated_at: int
+    head_block: int = 0
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One ERC-20 Transfer log to a deposit address; amount in base units (decimal-integer text)."""
+    chain_id: int
+    tx_hash: str
+    log_index: int
+    network_id: str
+    process_id: str
+    token_contract: str
+    from_address: str
+    amount: str
+    block_number: int
+    block_hash: str
+    block_timestamp: int
+    status: str  # seen | confirmed | orphaned
+    seen_at: int
+    confirmed_at: int | None
+
+
+@dataclass(frozen=True)
+class PaymentView:
+    """A payment with its seen and confirmed transfers (ordered by block, then log index): what
+    the `payment` object of a Process shows."""
+    payment: Payment
+    transfers: tuple[Transfer, ...]

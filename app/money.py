@@ -40,3 +40,30 @@ def significant_places(value: Decimal) -> int:
             break
         zeros += 1
     return -exponent - zeros
+
+
+def to_base_units(amount: str, decimals: int) -> int:
+    """An amount literal in token units as integer base units (amount × 10^decimals), exactly.
+    AmountError when the token's decimals cannot hold it (19.99 of a 1-decimal token)."""
+    value = Decimal(amount)
+    sign, digits, exponent = value.as_tuple()
+    if -exponent > decimals and significant_places(value) > decimals:
+        raise AmountError(
+            f"{amount} cannot be paid exactly in a token with {decimals} decimal places."
+        )
+    # Exact integer arithmetic on the digits: no context precision, no rounding. When the
+    # exponent is below -decimals, the digits dropped are zeros (checked above).
+    mantissa, shift = int("".join(map(str, digits))), exponent + decimals
+    units = mantissa * 10 ** shift if shift >= 0 else mantissa // 10 ** -shift
+    return -units if sign else units
+
+
+def format_units(units: int, decimals: int) -> str:
+    """Integer base units as a token-units decimal string without trailing zeros: 12340000 with 6
+    decimals is "12.34", 0 is "0"."""
+    whole, fraction = divmod(abs(units), 10 ** decimals)
+    text = str(whole)
+    if fraction:
+        text += "." + str(fraction).rjust(decimals, "0").rstrip("0")
+    return "-" + text if units < 0 else text
+

@@ -7,6 +7,8 @@ import json
 from datetime import datetime, timezone
 from functools import lru_cache
 
+from app.money import format_units
+
 
 @lru_cache(maxsize=4096)
 def iso(ts: int) -> str:
@@ -17,28 +19,62 @@ def _bool(value):
     return "true" if value else "false"
 
 
-def process_json(p, now) -> str:
+def process_json(p, now, payment=None) -> str:
+    """The Process object; `payment` is its PaymentView (None: not confirmed, shown as null)."""
     status = p.effective_status(now)
     updated = p.expires_at if status == "expired" and p.status == "pending" else p.updated_at
     return (
         f'{{"processId":"{p.id}","status":"{status}","amount":{p.amount},'
         f'"metadata":{p.metadata},"livemode":{_bool(p.livemode)},'
         f'"createdAt":"{iso(p.created_at)}","updatedAt":"{iso(updated)}",'
-        f'"expiresAt":"{iso(p.expires_at)}"}}'
+        f'"expiresAt":"{iso(p.expires_at)}","payment":{payment_json(payment)}}}'
     )
 
 
-def public_process_json(p, now) -> str:
+def public_process_json(p, now, payment=None) -> str:
     """What a browser may see: never the metadata (it can hold e-mails)."""
     return (
         f'{{"processId":"{p.id}","status":"{p.effective_status(now)}","amount":{p.amount},'
-        f'"expiresAt":"{iso(p.expires_at)}","livemode":{_bool(p.livemode)}}}'
+        f'"expiresAt":"{iso(p.expires_at)}","livemode":{_bool(p.livemode)},'
+        f'"payment":{payment_json(payment)}}}'
     )
 
 
-def page_json(processes, has_more, now) -> str:
-    items = ",".join(process_json(p, now) for p in processes)
+def page_json(processes, has_more, now, payments=None) -> str:
+    """A page of Process objects; `payments` maps process ids to their PaymentView."""
+    payments = payments or {}
+    items = ",".join(process_json(p, now, payments.get(p.id)) for p in processes)
     return f'{{"data":[{items}],"hasMore":{_bool(has_more)}}}'
+
+
+def payment_json(view) -> str:
+    """The `payment` object of API.md ("null" for None). Amounts are token units rendered from
+    integer base units; a transfer's confirmations count its own block, from the network's head
+    when last asked. `paymentUri` (EIP-681) asks for what is still outstanding: the amount due less
+    what was paid or seen, 0 when nothing is (the button then shows progress, not a code)."""
+    if view is None:
+        return "null"
+    if isinstance(view, str):  # rendered already (events.emit's payment_json)
+        return view
+    p, d = view.payment, view.payment.decimals
+    amounts = [(t, int(t.amount)) for t in view.transfers]  # base units: decimal-integer text
+    paid = sum(a for t, a in amounts if t.status == "confirmed")
+    pending = sum(a for t, a in amounts if t.status == "seen")
+    outstanding = max(p.amount_due - paid - pending, 0)
+    transfers = ",".join(
+        f'{{"txHash":"{t.tx_hash}","logIndex":{t.log_index},"blockNumber":{t.block_number},'
+        f'"amount":"{format_units(a, d)}",'
+        f'"confirmations":{max(0, p.head_block - t.block_number + 1)}}}'
+        for t, a in amounts
+    )
+    uri = f"ethereum:{p.token_contract}@{p.chain_id}/transfer?address={p.address}&uint256={outstanding}"
+    return (
+        f'{{"assetId":{json.dumps(p.asset_id)},"networkId":{json.dumps(p.network_id)},'
+        f'"chainId":{p.chain_id},"tokenContract":"{p.token_contract}","address":"{p.address}",'
+        f'"amountDue":"{format_units(p.amount_due, d)}","amountPaid":"{format_units(paid, d)}",'
+        f'"amountPending":"{format_units(pending, d)}","paymentUri":{json.dumps(uri)},'
+        f'"transfers":[{transfers}]}}'
+    )
 
 
 def event_json(event_type, timestamp, process_object_json) -> str:

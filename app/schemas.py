@@ -112,3 +112,22 @@ class SandboxPaySchema(Schema):
         unknown = RAISE
 
     outcome = fields.String(required=True, validate=validate.OneOf(("success", "failure")))
+
+
+class JSONString(fields.String):
+    """A JSON string only: a number literal (a str subclass here) is refused, not taken as text."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, JSONNumber) or not isinstance(value, str):
+            raise ValidationError("Must be a JSON string.")
+        return super()._deserialize(value, attr, data, **kwargs)
+
+
+class ConfirmSchema(Schema):
+    class Meta:
+        unknown = RAISE
+
+    assetId = JSONString(required=True, validate=validate.Length(min=1, max=64),
+                         error_messages={"null": "Must be a JSON string, not null."})
+    networkId = JSONString(required=True, validate=validate.Length(min=1, max=64),
+                           error_messages={"null": "Must be a JSON string, not null."})

@@ -10,12 +10,16 @@ from app.db import is_postgres_url
 from app.db_postgres import Connection
 
 
+def open_connection(database):
+    """A connection of its own, in autocommit; the caller closes it."""
+    if is_postgres_url(database):
+        return Connection(psycopg.connect(str(database), autocommit=True))
+    return sqlite3.connect(str(database), isolation_level=None)
+
+
 @contextlib.contextmanager
 def connect(database):
-    if is_postgres_url(database):
-        conn = Connection(psycopg.connect(str(database), autocommit=True))
-    else:
-        conn = sqlite3.connect(str(database), isolation_level=None)
+    conn = open_connection(database)
     try:
         yield conn
     finally:

@@ -60,8 +60,9 @@ def test_public_process_shows_no_metadata(button, process):
         "amount": 19.9,
         "expiresAt": process["expiresAt"],
         "livemode": False,
+        "payment": None,
     }
-    assert list(body) == ["processId", "status", "amount", "expiresAt", "livemode"]
+    assert list(body) == ["processId", "status", "amount", "expiresAt", "livemode", "payment"]
     assert SECRET_MARK not in response.get_data(as_text=True)
     assert_cors(response)
 

@@ -9,6 +9,8 @@ from openapi_routes import app_operations, document_operations, load_document
 BUTTON_API = {
     "/payment-button/process/{processId}/public",
     "/payment-button/process/{processId}/sandbox/pay",
+    "/payment-button/process/{processId}/confirm",
+    "/payment-button/assets",
     "/payment-button/button.js",
 }
 
@@ -68,6 +70,8 @@ def test_button_api_is_documented(document):
     assert BUTTON_API <= set(document["paths"])
     assert set(document["paths"]["/payment-button/process/{processId}/public"]) == {"parameters", "get"}
     assert set(document["paths"]["/payment-button/process/{processId}/sandbox/pay"]) == {"parameters", "post"}
+    assert set(document["paths"]["/payment-button/process/{processId}/confirm"]) == {"parameters", "post"}
+    assert set(document["paths"]["/payment-button/assets"]) == {"get"}
     script = document["paths"]["/payment-button/button.js"]["get"]["responses"]["200"]
     assert list(script["content"]) == ["text/javascript"]
 
@@ -83,7 +87,7 @@ def test_security_schemes(document):
             if method == "parameters":
                 continue
             expected = (
-                [{"publicKey": []}] if path in BUTTON_API and "{processId}" in path
+                [{"publicKey": []}] if path in BUTTON_API and path != "/payment-button/button.js"
                 else [{"secretKey": []}] if path.startswith("/payment-button/process")
                 else []
             )

@@ -2,8 +2,10 @@
 
 
 def init_app(app):
+    from app.cli.chain import assets, networks
     from app.cli.demo import demo_merchant
     from app.cli.events import events
+    from app.cli.maintenance import backup_db, prune
     from app.cli.merchants import merchants
     from app.cli.processes import processes
     from app.cli.storage import copy_db_command
@@ -15,3 +17,7 @@ def init_app(app):
     app.cli.add_command(events)
     app.cli.add_command(deliver_webhooks)
     app.cli.add_command(copy_db_command)
+    app.cli.add_command(prune)
+    app.cli.add_command(backup_db)
+    app.cli.add_command(networks)
+    app.cli.add_command(assets)

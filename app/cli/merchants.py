@@ -5,6 +5,8 @@ import click
 from flask.cli import AppGroup
 
 from app import merchants as service
+from app import payments
+from app.chain.addresses import ADDRESS_PATH, XpubError
 from app.cli.common import table, when
 from app.clock import now
 from app.db import get_db
@@ -144,3 +146,23 @@ def revoke_key(merchant_id, key_prefix):
     """Revoke the key starting with KEY_PREFIX (at least 12 characters); it stops working at once."""
     key = _run(service.revoke_key, merchant_id, key_prefix, now())
     click.echo(f"Revoked key {key.key_prefix}… of {merchant_id}.")
+
+
+@merchants.command("set-xpub")
+@click.argument("merchant_id")
+@click.argument("xpub")
+def set_xpub(merchant_id, xpub):
+    """Register the merchant's account xpub (m/44'/60'/0'); '-' reads it from standard input.
+
+    Never an extended private key (xprv): the service must never hold one. The xpub itself is
+    never printed; the first deposit address is, to compare with the wallet's first account."""
+    if xpub == "-":
+        with click.open_file("-") as stdin:
+            xpub = stdin.read()
+    try:
+        first = payments.set_xpub(get_db(), merchant_id, xpub, now())
+    except (XpubError, payments.SetupError) as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"Registered the wallet of {merchant_id}. Its first deposit address"
+               f" ({ADDRESS_PATH.format(index=0)}) is {first}: check that your wallet shows the same"
+               " address for the first account of this seed phrase.")

@@ -6,6 +6,7 @@ from app import processes as service
 from app.cli.common import table, when
 from app.clock import now
 from app.data import events as event_rows
+from app.data import payments as payment_rows
 from app.data import processes as process_rows
 from app.db import get_db
 from app.http import parse_process_id
@@ -53,7 +54,8 @@ def show(process_id):
     process = process_rows.get(conn, _process_id(process_id))
     if process is None:
         raise click.ClickException(f"No process {process_id}.")
-    click.echo(dumps_pretty(loads(process_json(process, now()).encode("utf-8"))))
+    payment = payment_rows.view_of(conn, process.id)
+    click.echo(dumps_pretty(loads(process_json(process, now(), payment).encode("utf-8"))))
     events = event_rows.for_process(conn, process.id)
     click.echo(f"merchant: {process.merchant_id}")
     click.echo(f"events: {len(events)}")

@@ -23,6 +23,21 @@ def insert(conn, *, id, merchant_id, process_id, type, payload, now):
     )
 
 
+def insert_many(conn, events, attempts=()):
+    """Bulk insert of Event records in any status and Attempt records (their `id` ignored): for
+    loading data, e.g. a year of history in a test."""
+    names = _COLUMNS.replace("seq, ", "")
+    conn.executemany(
+        f"INSERT INTO events ({names}) VALUES ({', '.join('?' * len(names.split(',')))})",
+        ([getattr(e, name.strip()) for name in names.split(",")] for e in events),
+    )
+    conn.executemany(
+        "INSERT INTO delivery_attempts (event_id, attempted_at, url, status_code, error, duration_ms)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        ((a.event_id, a.attempted_at, a.url, a.status_code, a.error, a.duration_ms) for a in attempts),
+    )
+
+
 def get(conn, event_id) -> Event | None:
     row = conn.execute(f"SELECT {_COLUMNS} FROM events WHERE id = ?", (event_id,)).fetchone()
     return _event(row) if row else None

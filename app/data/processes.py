@@ -1,5 +1,6 @@
 """SQL for payment processes. Transitions are single guarded UPDATEs: the row changes only if it is
 still in the state the caller saw, so of two racing transitions exactly one touches the row."""
+from app.data.schema import dialect
 from app.models import Process
 
 _COLUMNS = (
@@ -41,6 +42,13 @@ def insert(conn, p: Process):
 def get(conn, process_id) -> Process | None:
     row = conn.execute(f"SELECT {_COLUMNS} FROM processes WHERE id = ?", (process_id,)).fetchone()
     return _process(row) if row else None
+
+
+def lock(conn, process_id):
+    """Hold the process's row until the transaction ends, so a concurrent writer of the same process
+    waits (PostgreSQL; SQLite's single writer already serialises every write transaction)."""
+    if dialect(conn) == "postgresql":
+        conn.execute("SELECT 1 FROM processes WHERE id = ? FOR UPDATE", (process_id,))
 
 
 def get_for_merchant(conn, merchant_id, process_id) -> Process | None:

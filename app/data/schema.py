@@ -13,6 +13,7 @@ from importlib import resources
 TABLES = (
     "merchants", "secret_keys", "processes", "events", "delivery_attempts", "idempotency_keys",
     "networks", "assets", "merchant_wallets", "payments", "transfers", "chain_blocks",
+    "pruned_events",
 )
 
 _VERSION_TABLE = (

@@ -1,7 +1,7 @@
 """The merchant API (x-secret-key): create, read, list and cancel payment processes."""
 from flask import Blueprint, current_app, g, request
 
-from app import processes
+from app import payments, processes
 from app.auth import refuse_browsers, require_secret_key
 from app.clock import now
 from app.db import get_db
@@ -53,8 +53,9 @@ def create_preorder():
 @bp.get("/process/<process_id:process_id>")
 @require_secret_key
 def get_process(process_id):
-    process = processes.get(get_db(), g.merchant.id, process_id)
-    return json_response(process_json(process, now()))
+    db = get_db()
+    process = processes.get(db, g.merchant.id, process_id)
+    return json_response(process_json(process, now(), payments.view(db, process)))
 
 
 @bp.get("/processes")
@@ -77,13 +78,12 @@ def list_processes():
         )
     except processes.ProcessNotFound:
         raise validation_error({"starting_after": ["No such process."]}) from None
-    return json_response(page_json(items, has_more, current))
+    return json_response(page_json(items, has_more, current, payments.views(get_db(), items)))
 
 
 @bp.post("/process/<process_id:process_id>/cancel")
 @require_secret_key
 def cancel_process(process_id):
-    process = processes.cancel(
-        get_db(), process_id, now(), merchant_id=g.merchant.id
-    )
-    return json_response(process_json(process, process.updated_at))
+    db = get_db()
+    process = processes.cancel(db, process_id, now(), merchant_id=g.merchant.id)
+    return json_response(process_json(process, process.updated_at, payments.view(db, process)))

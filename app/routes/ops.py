@@ -1,11 +1,20 @@
-"""Operational endpoints."""
+"""Operational endpoints: /healthz, and /metrics for Prometheus.
+
+/metrics has no authentication of its own, like most exporters: gunicorn listens on loopback and
+the shipped nginx config (deploy/nginx.conf) answers 404 for it from outside, so only the host's
+own Prometheus scrapes it (docs/operations.md). It shows counts only, never an id or a name.
+"""
+import json
 import logging
 
-from flask import Blueprint
+from flask import Blueprint, Response
 
+from app.clock import now
+from app.data import maintenance
 from app.db import database_errors, get_db
 from app.errors import ApiError
 from app.http import json_response
+from app.operations import metrics_text
 
 log = logging.getLogger(__name__)
 
@@ -15,10 +24,25 @@ bp = Blueprint("ops", __name__)
 @bp.get("/healthz")
 def healthz():
     try:
+        db = get_db()
         # Answering, with our schema, writable (for SQLite: the file init-db made, not deleted or
         # replaced under us).
-        get_db().check()
+        db.check()
+        backlog = maintenance.outbox_backlog(db.connection(), int(now()))
     except (*database_errors(), OSError) as e:
         log.warning("healthz: database unavailable: %s", e)
         raise ApiError(503, "unavailable", "The database does not answer.") from None
-    return json_response('{"status":"ok"}')
+    return json_response(json.dumps({
+        "status": "ok",
+        "outbox": {"pending": backlog.pending, "due": backlog.due,
+                   "oldestDueAgeSeconds": backlog.oldest_due_age},
+    }, separators=(",", ":")))
+
+
+@bp.get("/metrics")
+def metrics():
+    try:
+        snapshot = maintenance.snapshot(get_db().connection(), int(now()))
+    except (*database_errors(), OSError):
+        raise ApiError(503, "unavailable", "The database does not answer.") from None
+    return Response(metrics_text(snapshot), content_type="text/plain; version=0.0.4; charset=utf-8")

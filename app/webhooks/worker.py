@@ -23,7 +23,9 @@ one of them before claiming more, so an event that becomes due while a slow atte
      are tried again at the next poll;
   4. submit each claimed event to the pool, where it is sent once by `delivery.send`, without
      waiting for it (step 3 of a later poll records it);
-  5. purge Idempotency-Key records older than IDEMPOTENCY_TTL_SECONDS (at most once a minute).
+  5. purge Idempotency-Key records older than IDEMPOTENCY_TTL_SECONDS (at most once a minute), and
+     prune final events older than RETENTION_DAYS (`app.operations.prune`, at most once an hour,
+     PRUNE_BATCHES short transactions at a time; sooner again while rows are left).
 `run_once()` (wait=True) also waits for every attempt in flight (`drain()`), so a test sees them
 recorded when it returns. One thread drives a worker (run_once/drain/run); the pool runs attempts.
 
@@ -70,6 +72,7 @@ from collections import Counter
 from concurrent import futures
 from dataclasses import dataclass
 
+from app import operations
 from app.config import LEASE_MARGIN_SECONDS
 from app.data import events as event_rows
 from app.data import idempotency as idempotency_rows
@@ -82,6 +85,8 @@ log = logging.getLogger(__name__)
 POLL_MIN_SECONDS = 0.2
 SLOW_MEMORY_SECONDS = 300  # how long a merchant whose attempt was slow stays capped (see _claim)
 PURGE_EVERY_SECONDS = 60
+PRUNE_EVERY_SECONDS = 3600
+PRUNE_BATCHES = 25  # per poll that prunes: at most 5,000 events, then deliveries go on
 _SLEEP_SLICE = 0.05  # how often a sleeping worker looks at its stop flag
 STOP_AGAIN_SECONDS = 1.0  # a signal this soon after the first is the same stop (install_signal_handlers)
 _SKIPPED, _ERROR = "skipped", "error"
@@ -107,13 +112,14 @@ def new_owner() -> str:
 
 class Worker:
     def __init__(self, db, *, clock, settings, lease_seconds, idempotency_ttl, batch_size=50,
-                 concurrency=8, poll_max=5.0, owner=None, per_merchant=None):
+                 concurrency=8, poll_max=5.0, owner=None, per_merchant=None, retention_days=0):
         self.db, self.clock, self.settings = db, clock, settings
         self.lease_seconds, self.idempotency_ttl = lease_seconds, idempotency_ttl
         self.batch_size, self.poll_max = batch_size, max(poll_max, POLL_MIN_SECONDS)
         self.owner = owner or new_owner()
         self.stopping = False  # set by stop() or a signal; read by every thread
         self._purged_at = None
+        self.retention_days, self._pruned_at = retention_days, None
         self._session = transport.new_session()
         self.concurrency = concurrency
         # A slow merchant gets at most this many attempts in flight (see _claim).
@@ -131,7 +137,8 @@ class Worker:
         return cls(app.extensions["db"], clock=config["CLOCK"],
                    settings=delivery.Settings.from_config(config),
                    lease_seconds=config["WEBHOOK_LEASE_SECONDS"],
-                   idempotency_ttl=config["IDEMPOTENCY_TTL_SECONDS"], **options)
+                   idempotency_ttl=config["IDEMPOTENCY_TTL_SECONDS"],
+                   retention_days=config["RETENTION_DAYS"], **options)
 
     # --- one poll --------------------------------------------------------------------------------
 
@@ -292,6 +299,15 @@ class Worker:
         self._purged_at = now
         if purged:
             log.info("purged %d idempotency keys older than %d s", purged, self.idempotency_ttl)
+        if self.retention_days and (self._pruned_at is None
+                                    or now - self._pruned_at >= PRUNE_EVERY_SECONDS):
+            pruned = operations.prune(self.db, now, older_than_days=self.retention_days,
+                                      idempotency_ttl=self.idempotency_ttl, max_batches=PRUNE_BATCHES)
+            # Rows left: again at the next purge, a minute from now, not in an hour.
+            self._pruned_at = now - (PRUNE_EVERY_SECONDS - PURGE_EVERY_SECONDS) * pruned.more
+            if pruned.events:
+                log.info("pruned %d events older than %d days (%d delivery attempts)",
+                         pruned.events, self.retention_days, pruned.attempts)
 
     # --- loops -----------------------------------------------------------------------------------
 

@@ -180,6 +180,14 @@ CREATE TABLE IF NOT EXISTS chain_blocks (
     PRIMARY KEY (network_id, number)
 );
 
+-- Retention (app/data/maintenance.py): final events are pruned oldest first by creation time; the
+-- pruned ones are counted here by status, so the delivery totals of /metrics never go down.
+CREATE INDEX IF NOT EXISTS events_created ON events (created_at);
+CREATE TABLE IF NOT EXISTS pruned_events (
+    status           TEXT PRIMARY KEY CHECK (status IN ('delivered', 'failed', 'no_endpoint')),
+    count            BIGINT NOT NULL
+);
+
 -- An idle delivery worker LISTENs on this channel instead of polling the outbox: every statement that
 -- writes events notifies once, when its transaction commits (app/webhooks/worker.py).
 CREATE OR REPLACE FUNCTION events_notify() RETURNS trigger LANGUAGE plpgsql AS $$

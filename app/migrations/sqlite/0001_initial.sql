@@ -180,3 +180,11 @@ CREATE TABLE IF NOT EXISTS chain_blocks (
     timestamp        INTEGER NOT NULL,
     PRIMARY KEY (network_id, number)
 );
+
+-- Retention (app/data/maintenance.py): final events are pruned oldest first by creation time; the
+-- pruned ones are counted here by status, so the delivery totals of /metrics never go down.
+CREATE INDEX IF NOT EXISTS events_created ON events (created_at);
+CREATE TABLE IF NOT EXISTS pruned_events (
+    status           TEXT PRIMARY KEY CHECK (status IN ('delivered', 'failed', 'no_endpoint')),
+    count            INTEGER NOT NULL
+);

@@ -1,0 +1,116 @@
+"""`flask --app app networks ...` and `assets ...`: what customers may pay with, on which chains.
+
+RPC URLs may hold a provider's API key: they are printed as scheme and host only.
+"""
+import json
+
+import click
+from flask.cli import AppGroup
+
+from app import payments as service
+from app.chain.rpc import redacted
+from app.cli.common import table, when
+from app.clock import now
+from app.db import get_db
+
+networks = AppGroup("networks", help="EVM networks customers may pay on.")
+assets = AppGroup("assets", help="Tokens customers may pay with.")
+
+
+def _run(action, *args, **kwargs):
+    try:
+        return action(get_db(), *args, **kwargs)
+    except service.SetupError as e:
+        raise click.ClickException(str(e)) from None
+
+
+def _network_json(n):
+    return {"id": n.id, "name": n.name, "chainId": n.chain_id, "rpcUrl": redacted(n.rpc_url),
+            "confirmations": n.confirmations, "startBlock": n.start_block,
+            "scannedBlock": n.scanned_block, "headBlock": n.head_block,
+            "enabled": n.disabled_at is None, "createdAt": when(n.created_at)}
+
+
+def _asset_json(a):
+    return {"id": a.id, "networkId": a.network_id, "symbol": a.symbol, "name": a.name,
+            "contract": a.contract, "decimals": a.decimals, "enabled": a.disabled_at is None,
+            "createdAt": when(a.created_at)}
+
+
+@networks.command("add")
+@click.argument("network_id")
+@click.option("--name", required=True, help="Shown to customers, e.g. 'Polygon PoS'.")
+@click.option("--chain-id", required=True, type=int, help="The EIP-155 chain id.")
+@click.option("--rpc-url", required=True, help="The node's JSON-RPC URL (http or https).")
+@click.option("--confirmations", default=12, show_default=True, type=int,
+              help="Blocks (the transfer's own included) before a transfer counts.")
+@click.option("--start-block", type=int, default=None,
+              help="First block to read (default: the block after the node's head now).")
+@click.option("--json", "as_json", is_flag=True, help="Print the created network as JSON.")
+def networks_add(network_id, name, chain_id, rpc_url, confirmations, start_block, as_json):
+    """Enable a network. Without --start-block the node is asked for its head and chain id."""
+    n = _run(service.add_network, network_id=network_id, name=name, chain_id=chain_id,
+             rpc_url=rpc_url, confirmations=confirmations, start_block=start_block, now=now())
+    if as_json:
+        click.echo(json.dumps(_network_json(n)))
+        return
+    click.echo(f"Added network {n.id} ({n.name}, chain id {n.chain_id}) via {redacted(n.rpc_url)};"
+               f" {n.confirmations} confirmations; reading from block {n.start_block}.")
+
+
+@networks.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+def networks_list(as_json):
+    """List networks with the chain watcher's position on each."""
+    rows = _run(service.list_networks)
+    if as_json:
+        click.echo(json.dumps([_network_json(n) for n in rows]))
+        return
+    table(
+        [(n.id, n.name, n.chain_id, redacted(n.rpc_url), n.confirmations, n.scanned_block,
+          n.head_block, "disabled " + when(n.disabled_at) if n.disabled_at else "enabled")
+         for n in rows],
+        ("ID", "NAME", "CHAIN ID", "RPC", "CONFIRMATIONS", "SCANNED", "HEAD", "STATE"),
+    )
+
+
+@networks.command("disable")
+@click.argument("network_id")
+def networks_disable(network_id):
+    """Stop offering a network to customers (payments already confirmed on it keep their choice)."""
+    _run(service.disable_network, network_id, now())
+    click.echo(f"Disabled network {network_id}: customers can no longer choose it.")
+
+
+@assets.command("add")
+@click.argument("asset_id")
+@click.option("--network", "network_id", required=True, help="The network's id.")
+@click.option("--symbol", required=True, help="E.g. USDC.")
+@click.option("--name", required=True, help="E.g. 'USD Coin'.")
+@click.option("--contract", required=True, help="The ERC-20 contract address (0x…).")
+@click.option("--decimals", required=True, type=int, help="The token's decimals (USDC: 6).")
+@click.option("--json", "as_json", is_flag=True, help="Print the created asset as JSON.")
+def assets_add(asset_id, network_id, symbol, name, contract, decimals, as_json):
+    """Let customers pay with a token on a network."""
+    a = _run(service.add_asset, asset_id=asset_id, network_id=network_id, symbol=symbol,
+             name=name, contract=contract, decimals=decimals, now=now())
+    if as_json:
+        click.echo(json.dumps(_asset_json(a)))
+        return
+    click.echo(f"Added asset {a.id} ({a.symbol}, {a.decimals} decimals) on {a.network_id}:"
+               f" contract {a.contract}.")
+
+
+@assets.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+def assets_list(as_json):
+    """List assets."""
+    rows = _run(service.list_assets)
+    if as_json:
+        click.echo(json.dumps([_asset_json(a) for a in rows]))
+        return
+    table(
+        [(a.id, a.network_id, a.symbol, a.name, a.contract, a.decimals,
+          "disabled" if a.disabled_at else "enabled") for a in rows],
+        ("ID", "NETWORK", "SYMBOL", "NAME", "CONTRACT", "DECIMALS", "STATE"),
+    )

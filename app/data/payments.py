@@ -1,0 +1,242 @@
+"""SQL for live payments' setup and choices: networks, assets, merchant wallets, payments, and the
+read of a process's transfers for display. (The chain watcher writes transfers: app/data/transfers.py.)
+
+Amounts in base units are decimal-integer TEXT in the database and `int` in the models."""
+from app.models import Asset, Network, Payment, PaymentView, Transfer, Wallet
+
+_NETWORK_COLUMNS = (
+    "id, name, chain_id, rpc_url, confirmations, start_block, scanned_block, head_block,"
+    " disabled_at, created_at"
+)
+_ASSET_COLUMNS = "id, network_id, symbol, name, contract, decimals, disabled_at, created_at"
+_PAYMENT_COLUMNS = (
+    "p.process_id, p.merchant_id, p.address_index, p.address, p.asset_id, p.network_id, p.chain_id,"
+    " p.token_contract, p.decimals, p.amount_due, p.created_at, p.updated_at, n.head_block"
+)
+_TRANSFER_COLUMNS = (
+    "chain_id, tx_hash, log_index, network_id, process_id, token_contract, from_address, amount,"
+    " block_number, block_hash, block_timestamp, status, seen_at, confirmed_at"
+)
+
+
+def _network(row):
+    return Network(**{k: row[k] for k in row.keys()})
+
+
+def _asset(row):
+    return Asset(**{k: row[k] for k in row.keys()})
+
+
+def _payment(row):
+    values = {k: row[k] for k in row.keys()}
+    values["amount_due"] = int(values["amount_due"])
+    return Payment(**values)
+
+
+def _transfer(row):
+    return Transfer(**{k: row[k] for k in row.keys()})
+
+
+# Networks
+
+def insert_network(conn, n: Network):
+    conn.execute(
+        f"INSERT INTO networks ({_NETWORK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (n.id, n.name, n.chain_id, n.rpc_url, n.confirmations, n.start_block, n.scanned_block,
+         n.head_block, n.disabled_at, n.created_at),
+    )
+
+
+def get_network(conn, network_id) -> Network | None:
+    row = conn.execute(f"SELECT {_NETWORK_COLUMNS} FROM networks WHERE id = ?", (network_id,)).fetchone()
+    return _network(row) if row else None
+
+
+def network_with_chain_id(conn, chain_id) -> Network | None:
+    row = conn.execute(
+        f"SELECT {_NETWORK_COLUMNS} FROM networks WHERE chain_id = ?", (chain_id,)
+    ).fetchone()
+    return _network(row) if row else None
+
+
+def list_networks(conn) -> list[Network]:
+    rows = conn.execute(f"SELECT {_NETWORK_COLUMNS} FROM networks ORDER BY id").fetchall()
+    return [_network(r) for r in rows]
+
+
+def disable_network(conn, network_id, now) -> bool:
+    cur = conn.execute(
+        "UPDATE networks SET disabled_at = ? WHERE id = ? AND disabled_at IS NULL", (now, network_id)
+    )
+    return cur.rowcount == 1
+
+
+# Assets
+
+def insert_asset(conn, a: Asset):
+    conn.execute(
+        f"INSERT INTO assets ({_ASSET_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (a.id, a.network_id, a.symbol, a.name, a.contract, a.decimals, a.disabled_at, a.created_at),
+    )
+
+
+def get_asset(conn, asset_id, network_id) -> Asset | None:
+    row = conn.execute(
+        f"SELECT {_ASSET_COLUMNS} FROM assets WHERE id = ? AND network_id = ?", (asset_id, network_id)
+    ).fetchone()
+    return _asset(row) if row else None
+
+
+def asset_with_contract(conn, network_id, contract) -> Asset | None:
+    row = conn.execute(
+        f"SELECT {_ASSET_COLUMNS} FROM assets WHERE network_id = ? AND lower(contract) = lower(?)",
+        (network_id, contract),
+    ).fetchone()
+    return _asset(row) if row else None
+
+
+def list_assets(conn) -> list[Asset]:
+    rows = conn.execute(f"SELECT {_ASSET_COLUMNS} FROM assets ORDER BY id, network_id").fetchall()
+    return [_asset(r) for r in rows]
+
+
+def payable_assets(conn) -> list[tuple[Asset, str, int]]:
+    """Enabled assets on enabled networks, by asset id then network id: (asset, the network's
+    name, its chain id)."""
+    rows = conn.execute(
+        "SELECT a.id AS a_id, a.network_id, a.symbol, a.name AS a_name, a.contract, a.decimals,"
+        " a.created_at AS a_created_at, n.name AS n_name, n.chain_id"
+        " FROM assets a JOIN networks n ON n.id = a.network_id"
+        " WHERE a.disabled_at IS NULL AND n.disabled_at IS NULL ORDER BY a.id, a.network_id"
+    ).fetchall()
+    return [
+        (
+            Asset(id=r["a_id"], network_id=r["network_id"], symbol=r["symbol"], name=r["a_name"],
+                  contract=r["contract"], decimals=r["decimals"], disabled_at=None,
+                  created_at=r["a_created_at"]),
+            r["n_name"],
+            r["chain_id"],
+        )
+        for r in rows
+    ]
+
+
+# Merchant wallets
+
+def get_wallet(conn, merchant_id) -> Wallet | None:
+    row = conn.execute(
+        "SELECT merchant_id, xpub, next_index, updated_at FROM merchant_wallets WHERE merchant_id = ?",
+        (merchant_id,),
+    ).fetchone()
+    return Wallet(**{k: row[k] for k in row.keys()}) if row else None
+
+
+def wallet_holding(conn, xpub) -> str | None:
+    """The merchant whose wallet is this xpub, if any."""
+    row = conn.execute("SELECT merchant_id FROM merchant_wallets WHERE xpub = ?", (xpub,)).fetchone()
+    return row["merchant_id"] if row else None
+
+
+def set_wallet(conn, merchant_id, xpub, now):
+    """Register or replace the xpub; next_index is kept (an index is never given out twice)."""
+    conn.execute(
+        "INSERT INTO merchant_wallets (merchant_id, xpub, next_index, updated_at) VALUES (?, ?, 0, ?)"
+        " ON CONFLICT (merchant_id) DO UPDATE SET xpub = excluded.xpub, updated_at = excluded.updated_at",
+        (merchant_id, xpub, now),
+    )
+
+
+def take_index(conn, merchant_id, index) -> bool:
+    """Move next_index past `index`, only while it is still `index` (guarded: of two writers that
+    read the same value, one moves it)."""
+    cur = conn.execute(
+        "UPDATE merchant_wallets SET next_index = next_index + 1"
+        " WHERE merchant_id = ? AND next_index = ?",
+        (merchant_id, index),
+    )
+    return cur.rowcount == 1
+
+
+# Payments
+
+def get_payment(conn, process_id) -> Payment | None:
+    row = conn.execute(
+        f"SELECT {_PAYMENT_COLUMNS} FROM payments p JOIN networks n ON n.id = p.network_id"
+        " WHERE p.process_id = ?",
+        (process_id,),
+    ).fetchone()
+    return _payment(row) if row else None
+
+
+def payments_of(conn, process_ids) -> dict[str, Payment]:
+    """The payments of these processes, by process id (one query)."""
+    ids = list(process_ids)
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(
+        f"SELECT {_PAYMENT_COLUMNS} FROM payments p JOIN networks n ON n.id = p.network_id"
+        f" WHERE p.process_id IN ({marks})",
+        ids,
+    ).fetchall()
+    return {r["process_id"]: _payment(r) for r in rows}
+
+
+def address_taken(conn, address) -> bool:
+    return conn.execute(
+        "SELECT 1 FROM payments WHERE address = ?", (address,)
+    ).fetchone() is not None
+
+
+def insert_payment(conn, p: Payment):
+    conn.execute(
+        "INSERT INTO payments (process_id, merchant_id, address_index, address, asset_id, network_id,"
+        " chain_id, token_contract, decimals, amount_due, created_at, updated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (p.process_id, p.merchant_id, p.address_index, p.address, p.asset_id, p.network_id,
+         p.chain_id, p.token_contract, p.decimals, str(p.amount_due), p.created_at, p.updated_at),
+    )
+
+
+def change_choice(conn, p: Payment) -> bool:
+    """A new asset/network for a payment (same address), only while no transfer to it is recorded
+    other than orphaned ones: the check and the change are one statement."""
+    cur = conn.execute(
+        "UPDATE payments SET asset_id = ?, network_id = ?, chain_id = ?, token_contract = ?,"
+        " decimals = ?, amount_due = ?, updated_at = ?"
+        " WHERE process_id = ? AND NOT EXISTS (SELECT 1 FROM transfers t"
+        "  WHERE t.process_id = payments.process_id AND t.status != 'orphaned')",
+        (p.asset_id, p.network_id, p.chain_id, p.token_contract, p.decimals, str(p.amount_due),
+         p.updated_at, p.process_id),
+    )
+    return cur.rowcount == 1
+
+
+def transfers_of(conn, process_ids) -> dict[str, list[Transfer]]:
+    """The seen and confirmed transfers of these processes (orphaned ones never show), by process
+    id, each list ordered by (block_number, log_index); one query."""
+    ids = list(process_ids)
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(
+        f"SELECT {_TRANSFER_COLUMNS} FROM transfers WHERE process_id IN ({marks})"
+        " AND status != 'orphaned' ORDER BY block_number, log_index",
+        ids,
+    ).fetchall()
+    found: dict[str, list[Transfer]] = {}
+    for r in rows:
+        found.setdefault(r["process_id"], []).append(_transfer(r))
+    return found
+
+
+def views_of(conn, process_ids) -> dict[str, PaymentView]:
+    """Payments with their transfers, by process id: two queries whatever the number of ids (and
+    the second only when one of them has a payment)."""
+    payments = payments_of(conn, process_ids)
+    transfers = transfers_of(conn, payments) if payments else {}
+    return {pid: PaymentView(p, tuple(transfers.get(pid, ()))) for pid, p in payments.items()}
+
+
+def view_of(conn, process_id) -> PaymentView | None:
+    return views_of(conn, (process_id,)).get(process_id)

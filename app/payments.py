@@ -1,0 +1,265 @@
+"""Live payments, the merchant and operator side: networks, assets, merchants' xpubs, what a
+customer may pay with, and confirming a customer's choice (which gives the process its deposit
+address). The chain watcher (app/chain/watcher.py) takes it from there.
+
+Decisions are in docs/payments.md ("Addresses and the API").
+"""
+import re
+from dataclasses import replace
+
+from app.chain import addresses
+from app.chain import rpc
+from app.data import merchants as merchant_rows
+from app.data import payments as payment_rows
+from app.data import processes as process_rows
+from app.models import Asset, Network, Payment
+from app.money import AmountError, to_base_units
+from app.processes import InvalidState, ProcessNotFound
+
+ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
+ID_RULE = "1-32 characters: lowercase letters, digits, '-' and '_', starting with a letter or digit"
+# An address index is skipped when its address is already some payment's (another merchant
+# registered the same xpub before it was refused, a replaced xpub given back): at most this many.
+MAX_SKIPPED_INDEXES = 1000
+
+
+class SetupError(ValueError):
+    """An operator's setup command cannot be done; str() says why."""
+
+
+class PaymentMethodUnavailable(Exception):
+    """The merchant cannot take live payments (no xpub registered)."""
+
+
+class ChoiceError(ValueError):
+    """The customer's choice cannot be paid with; `errors` maps fields to messages."""
+
+    def __init__(self, errors):
+        super().__init__(" ".join(f"{k}: {' '.join(v)}" for k, v in errors.items()))
+        self.errors = errors
+
+
+class ChoiceLocked(InvalidState):
+    """A transfer to the address was seen: the asset and network can no longer change."""
+
+    def __init__(self, process_id):
+        ValueError.__init__(
+            self,
+            f"A payment to process {process_id}'s address has already been seen on chain: its asset"
+            " and network can no longer change.",
+        )
+        self.status = "pending"
+
+
+# Operator setup
+
+def _check_id(value, what):
+    if not isinstance(value, str) or not ID_PATTERN.fullmatch(value):
+        raise SetupError(f"{what} must be {ID_RULE}.")
+
+
+def add_network(db, *, network_id, name, chain_id, rpc_url, confirmations, start_block, now,
+                client_factory=rpc.Client) -> Network:
+    """Enable a network. Without `start_block` the node is asked for its head (and its chain id,
+    which must be the one given): the watcher then reads from the next block on."""
+    _check_id(network_id, "The network id")
+    if not name or not name.strip():
+        raise SetupError("The network's name must not be empty.")
+    if chain_id < 1:
+        raise SetupError("The chain id must be a positive integer (EIP-155).")
+    if confirmations < 1:
+        raise SetupError("Confirmations must be at least 1 (the transfer's own block).")
+    if not re.match(r"https?://[^/\s]", rpc_url or ""):
+        raise SetupError("The RPC URL must be an http:// or https:// URL.")
+    if start_block is not None and start_block < 0:
+        raise SetupError("The start block must be 0 or more.")
+    head = None
+    if start_block is None:
+        client = client_factory(rpc_url)
+        try:
+            node_chain_id = client.chain_id()
+            head = client.block_number()
+        except rpc.RpcError as e:
+            raise SetupError(f"Could not ask the node for its head: {e}. Give --start-block to add the"
+                             " network without asking it.") from None
+        if node_chain_id != chain_id:
+            raise SetupError(f"The node at {rpc.redacted(rpc_url)} serves chain id {node_chain_id},"
+                             f" not {chain_id}.")
+        start_block = head + 1
+    network = Network(
+        id=network_id, name=name.strip(), chain_id=chain_id, rpc_url=rpc_url,
+        confirmations=confirmations, start_block=start_block, scanned_block=start_block - 1,
+        head_block=head if head is not None else start_block - 1, disabled_at=None, created_at=now,
+    )
+    with db.transaction() as conn:
+        if payment_rows.get_network(conn, network_id) is not None:
+            raise SetupError(f"A network {network_id} already exists.")
+        if payment_rows.network_with_chain_id(conn, chain_id) is not None:
+            raise SetupError(f"A network with chain id {chain_id} already exists.")
+        payment_rows.insert_network(conn, network)
+    return network
+
+
+def list_networks(db):
+    return payment_rows.list_networks(db.connection())
+
+
+def disable_network(db, network_id, now) -> Network:
+    """Stop offering a network to customers; payments already confirmed on it keep their choice."""
+    with db.transaction() as conn:
+        network = payment_rows.get_network(conn, network_id)
+        if network is None:
+            raise SetupError(f"No network {network_id}.")
+        if not payment_rows.disable_network(conn, network_id, now):
+            raise SetupError(f"Network {network_id} is already disabled.")
+    return replace(network, disabled_at=now)
+
+
+def add_asset(db, *, asset_id, network_id, symbol, name, contract, decimals, now) -> Asset:
+    _check_id(asset_id, "The asset id")
+    if not symbol or not symbol.strip() or len(symbol) > 16:
+        raise SetupError("The symbol must be 1-16 characters.")
+    if not name or not name.strip():
+        raise SetupError("The asset's name must not be empty.")
+    if not 0 <= decimals <= 36:
+        raise SetupError("Decimals must be between 0 and 36.")
+    if not addresses.is_checksum_valid(contract or ""):
+        raise SetupError("The contract must be 0x followed by 40 hexadecimal digits, with a valid"
+                         " EIP-55 checksum when it mixes upper and lower case.")
+    contract = addresses.to_checksum_address(contract)
+    asset = Asset(id=asset_id, network_id=network_id, symbol=symbol.strip(), name=name.strip(),
+                  contract=contract, decimals=decimals, disabled_at=None, created_at=now)
+    with db.transaction() as conn:
+        network = payment_rows.get_network(conn, network_id)
+        if network is None:
+            raise SetupError(f"No network {network_id} (networks add it first).")
+        if payment_rows.get_asset(conn, asset_id, network_id) is not None:
+            raise SetupError(f"Asset {asset_id} already exists on network {network_id}.")
+        if payment_rows.asset_with_contract(conn, network_id, contract) is not None:
+            raise SetupError(f"Contract {contract} is already an asset on network {network_id}.")
+        payment_rows.insert_asset(conn, asset)
+    return asset
+
+
+def list_assets(db):
+    return payment_rows.list_assets(db.connection())
+
+
+def set_xpub(db, merchant_id, text, now) -> str:
+    """Register or replace a merchant's account xpub; returns its first deposit address (index 0),
+    for the merchant to compare with its wallet. Address indexes already given out stay given."""
+    xpub = addresses.parse_xpub(text)  # XpubError, its message never quoting the key
+    first_address = addresses.deposit_address(xpub, 0)
+    with db.transaction() as conn:
+        if merchant_rows.get(conn, merchant_id) is None:
+            raise SetupError(f"No merchant {merchant_id}.")
+        holder = payment_rows.wallet_holding(conn, xpub)
+        if holder is not None and holder != merchant_id:
+            raise SetupError(
+                "Another merchant already registered this xpub: two merchants sharing one wallet"
+                " would be given the same deposit addresses."
+            )
+        payment_rows.set_wallet(conn, merchant_id, xpub, now)
+    return first_address
+
+
+# The Button API
+
+def payable_assets(db, merchant) -> list[dict]:
+    """What the customer may pay with: every enabled asset on every enabled network, grouped by
+    asset id; nothing for a merchant without an xpub (it cannot take live payments)."""
+    conn = db.connection()
+    if payment_rows.get_wallet(conn, merchant.id) is None:
+        return []
+    grouped: dict[str, dict] = {}
+    for asset, network_name, chain_id in payment_rows.payable_assets(conn):
+        entry = grouped.setdefault(
+            asset.id, {"id": asset.id, "symbol": asset.symbol, "name": asset.name, "networks": []}
+        )
+        entry["networks"].append({"id": asset.network_id, "name": network_name, "chainId": chain_id})
+    return list(grouped.values())
+
+
+def view(db, process):
+    return payment_rows.view_of(db.connection(), process.id)
+
+
+def views(db, processes):
+    return payment_rows.views_of(db.connection(), [p.id for p in processes])
+
+
+def confirm(db, merchant, process_id, *, asset_id, network_id, now):
+    """The customer's choice of asset and network for a pending process: (process, PaymentView).
+
+    The first confirm gives the process the next address of the merchant's wallet; later ones keep
+    it and may change the choice until a transfer to it is recorded. All in one write transaction
+    (BEGIN IMMEDIATE), so concurrent confirms, from any number of processes, queue: the index read
+    and its guarded increment cannot interleave."""
+    now = int(now)
+    with db.transaction() as conn:
+        process_rows.lock(conn, process_id)  # two confirms of one process: the second waits
+        process = process_rows.get_for_merchant(conn, merchant.id, process_id)
+        if process is None:
+            raise ProcessNotFound(process_id)
+        status = process.effective_status(now)
+        if status != "pending" or now >= process.expires_at:
+            raise InvalidState(process_id, "expired" if status == "pending" else status, "paid")
+        wallet = payment_rows.get_wallet(conn, merchant.id)
+        if wallet is None:
+            raise PaymentMethodUnavailable()
+        asset, network = _payable(conn, asset_id, network_id)
+        try:
+            amount_due = to_base_units(process.amount, asset.decimals)
+        except AmountError:
+            raise ChoiceError({"assetId": [
+                f"The amount {process.amount} cannot be paid in {asset.symbol}: the token has"
+                f" {asset.decimals} decimal places. Choose another asset."
+            ]}) from None
+        existing = payment_rows.get_payment(conn, process_id)
+        choice = dict(asset_id=asset.id, network_id=network.id, chain_id=network.chain_id,
+                      token_contract=asset.contract, decimals=asset.decimals, amount_due=amount_due)
+        if existing is not None:
+            same = all(getattr(existing, k) == v for k, v in choice.items())
+            if not same:
+                changed = replace(existing, **choice, updated_at=now)
+                if not payment_rows.change_choice(conn, changed):
+                    raise ChoiceLocked(process_id)
+        else:
+            index, address = _allocate(conn, merchant.id, wallet.xpub)
+            payment_rows.insert_payment(conn, Payment(
+                process_id=process_id, merchant_id=merchant.id, address_index=index,
+                address=address, **choice, created_at=now, updated_at=now,
+            ))
+        return process, payment_rows.view_of(conn, process_id)
+
+
+def _payable(conn, asset_id, network_id) -> tuple[Asset, Network]:
+    """The enabled asset and network the customer chose, or ChoiceError naming the field."""
+    errors = {}
+    network = payment_rows.get_network(conn, network_id)
+    if network is None or network.disabled_at is not None:
+        errors["networkId"] = [f"No enabled network {network_id!r}: see GET /payment-button/assets."]
+    else:
+        asset = payment_rows.get_asset(conn, asset_id, network_id)
+        if asset is None or asset.disabled_at is not None:
+            errors["assetId"] = [
+                f"No enabled asset {asset_id!r} on network {network_id!r}: see GET"
+                " /payment-button/assets."
+            ]
+    if errors:
+        raise ChoiceError(errors)
+    return asset, network
+
+
+def _allocate(conn, merchant_id, xpub) -> tuple[int, str]:
+    """The next unused index of the merchant's wallet and its address; the index is consumed."""
+    for _ in range(MAX_SKIPPED_INDEXES):
+        index = payment_rows.get_wallet(conn, merchant_id).next_index
+        if index > addresses.MAX_INDEX:
+            raise PaymentMethodUnavailable()
+        if not payment_rows.take_index(conn, merchant_id, index):
+            continue  # moved under us: read it again
+        address = addresses.deposit_address(xpub, index)
+        if not payment_rows.address_taken(conn, address):
+            return index, address
+    raise PaymentMethodUnavailable()
