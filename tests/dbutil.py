@@ -14,7 +14,9 @@ def open_connection(database):
     """A connection of its own, in autocommit; the caller closes it."""
     if is_postgres_url(database):
         return Connection(psycopg.connect(str(database), autocommit=True))
-    return sqlite3.connect(str(database), isolation_level=None)
+    conn = sqlite3.connect(str(database), isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    return conn
 
 
 @contextlib.contextmanager
