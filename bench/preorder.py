@@ -14,6 +14,11 @@ Each scenario compares a reference side with a subject side under the same gunic
 - `preorder-sync` (not run by default): floor_app committing with SQLite's own sync inside the write
   lock (`floor-in-lock`) vs floor_app as the service commits a preorder (sync after the lock is
   released, app/db.py): what that choice is worth, measured in one run.
+- `pg-preorder`:    bench/floor_app.py on PostgreSQL (the baseline plus one INSERT through psycopg and
+  the service's pool) vs the service on PostgreSQL: target >= 0.90.
+- `pg-sqlite`:      the service on SQLite vs the service on PostgreSQL, side by side (no target).
+- `pg-preorder-1m`: the service on an empty PostgreSQL database vs one with 1,000,000 processes.
+The PostgreSQL sides use one durable server of the run's (bench/postgres.py), a database each.
 With `--only baseline` every side runs the baseline app, so the ratios show the harness's own noise.
 """
 import contextlib
@@ -35,6 +40,9 @@ SCENARIOS = {
     "preorder-floor": {"body": "preorder", "sides": ("baseline", "floor"), "rounds": 2},
     "preorder-sync": {"body": "preorder", "sides": ("floor-in-lock", "floor"), "rounds": 3},
     "preorder-writer": {"body": "preorder", "sides": ("baseline", "floor-writer"), "rounds": 2},
+    "pg-preorder": {"body": "preorder", "sides": ("pg-floor", "pg-service"), "rounds": 2},
+    "pg-sqlite": {"body": "preorder", "sides": ("service", "pg-service"), "rounds": 2},
+    "pg-preorder-1m": {"body": "preorder", "sides": ("pg-service-empty", "pg-service-1m"), "rounds": 2},
 }
 
 
@@ -43,7 +51,12 @@ def _start_side(scenario, side, only_baseline, workdir, prefill):
     log = workdir / f"{scenario}-{side}.log"
     if only_baseline or side == "baseline":
         return Gunicorn(side, service.BASELINE_APP, log).start(), "sk_test_baseline_sends_a_key_too_000000"
-    db_path = workdir / f"{scenario}-{side}.sqlite3"
+    if side.startswith("pg-"):
+        from bench import postgres
+
+        db_path, side = postgres.database_url(), side[3:]
+    else:
+        db_path = workdir / f"{scenario}-{side}.sqlite3"
     service.init_db(db_path)
     merchant = service.create_merchant(db_path)
     if side == "service-1m":
@@ -153,9 +166,12 @@ def _judge(result):
     result["quiet_pairs"] = len(quiet)
     result["ratios"]["rps_quiet_pairs"] = round(statistics.median(quiet), 3) if quiet else None
     peak = max(result["peak_rss_kb"][subject] or [0]) or None
-    if result["scenario"] == "preorder-1m":
+    if result["scenario"] in ("preorder-1m", "pg-preorder-1m"):
         targets = [stats.target("req/s 1M-db / empty-db >= 0.90", result["ratios"]["rps"], at_least=0.90)]
-    elif result["scenario"] in ("preorder-floor", "preorder-sync", "preorder-writer"):
+    elif result["scenario"] == "pg-preorder":
+        targets = [stats.target("req/s service / PostgreSQL floor >= 0.90", result["ratios"]["rps"],
+                                at_least=0.90)]
+    elif result["scenario"] in ("preorder-floor", "preorder-sync", "preorder-writer", "pg-sqlite"):
         targets = []  # reference figures, not targets: what one durable write per request costs
     else:
         targets = [stats.target("req/s service / baseline >= 0.80", result["ratios"]["rps"], at_least=0.80),

@@ -20,9 +20,9 @@ if __package__ in (None, ""):  # run as `python bench/run.py`: make the `bench` 
 
 from bench import delivery, preorder, report, service, wrk  # noqa: E402
 
-ALL = ("preorder", "preorder-9kb", "preorder-1m", "delivery")
+ALL = ("preorder", "preorder-9kb", "preorder-1m", "delivery", "pg-preorder", "pg-sqlite", "pg-preorder-1m")
 OPTIONAL = ("preorder-floor", "preorder-sync", "preorder-writer")  # run only when named: no room in the 5 minutes
-BASELINE_ONLY = ("preorder", "preorder-9kb", "delivery")  # preorder-1m needs the service's database
+BASELINE_ONLY = ("preorder", "preorder-9kb", "delivery")  # the others need the service's database
 
 
 def parse_args(argv):
@@ -54,9 +54,9 @@ def parse_args(argv):
     unknown = set(opts.scenarios) - set(ALL + OPTIONAL)
     if unknown:
         parser.error(f"unknown scenarios: {', '.join(sorted(unknown))}")
-    if opts.only_baseline and {"preorder-1m", *OPTIONAL} & set(opts.scenarios):
-        parser.error(f"preorder-1m and {', '.join(OPTIONAL)} need the service's database:"
-                     " they have no baseline-only form")
+    if opts.only_baseline and set(opts.scenarios) - set(BASELINE_ONLY):
+        parser.error(f"only {', '.join(BASELINE_ONLY)} have a baseline-only form: the others"
+                     " need the service's database")
     return opts
 
 

@@ -3,10 +3,10 @@ in a temporary directory and started with pg_ctl on a free loopback port. Postgr
 as root, so as root its commands run as the `postgres` user (runuser). A missing package is a test
 failure, never a skip (.ci/run installs it).
 
-Durability is mostly switched off (fsync, and synchronous_commit unless `durable`): the tests check
-what the service commits, not the disk; it makes CREATE DATABASE and every commit cheap. A test that
-stops the server as a crash (`stop("immediate")`) asks for `durable`: a commit is acknowledged only
-once its WAL is written, as on a production server (what fsync adds only matters if the OS crashes).
+Durability is switched off (fsync, synchronous_commit) unless `durable`: the tests check what the
+service commits, not the disk; it makes CREATE DATABASE and every commit cheap. A test that stops the
+server as a crash (`stop("immediate")`) and the benchmarks ask for `durable`: a commit is
+acknowledged only once its WAL is on disk, as on a production server.
 """
 import contextlib
 import glob
@@ -69,10 +69,10 @@ class PostgresServer:
     def start(self):
         options = (
             f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.root}"
-            " -c fsync=off -c full_page_writes=off -c max_connections=300 -c shared_buffers=64MB"
+            " -c max_connections=300 -c shared_buffers=64MB"
         )
         if not self.durable:
-            options += " -c synchronous_commit=off"
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         result = self._run(_bin("pg_ctl"), "-D", self.data, "-l", self.log, "-o", options, "-w",
                            "-t", "60", "start", check=False)
         if result.returncode != 0:
