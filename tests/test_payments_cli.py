@@ -70,7 +70,7 @@ def add_local(runner, url, *extra):
 def rows(app, sql, *params):
     conn = dbutil.open_connection(app.config["DATABASE"])
     try:
-        return conn.execute(sql, params).fetchall()
+        return [tuple(row) for row in conn.execute(sql, params).fetchall()]
     finally:
         conn.close()
 
