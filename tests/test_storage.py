@@ -215,3 +215,21 @@ def test_copy_db_refuses_a_target_with_tables_of_another_program(runner, make_da
 def test_copy_db_refuses_the_configured_database_itself(app, runner):
     result = runner.invoke(args=["copy-db", app.config["DATABASE"]])
     assert result.exit_code == 1 and "TARGET is the configured database itself" in result.output
+
+
+def test_both_backends_have_the_same_tables_and_columns_and_copy_db_knows_every_table(
+        make_database, clock):
+    """A schema change made to one backend's migrations only, or a new table copy-db would leave
+    behind, fails here."""
+    shapes = {}
+    for kind in ("sqlite", "postgresql"):
+        database = make_database(f"shape-{kind}", backend=kind)
+        app = create_app({"TESTING": True, "DATABASE": database, "CLOCK": clock})
+        with app.app_context():
+            init_db()
+            conn = app.extensions["db"].connection()
+            shapes[kind] = {table: schema_rows.columns(conn, table)
+                            for table in schema_rows.tables(conn)}
+        app.extensions["db"].close_all()
+    assert shapes["sqlite"] == shapes["postgresql"]
+    assert set(shapes["sqlite"]) == set(schema_rows.TABLES) | {"schema_version"}
