@@ -108,6 +108,7 @@ def cron_lines():
     return entries
 
 
+@pytest.mark.sqlite_only  # the shipped files' layout: the SQLite file and the cron lock in /var/lib/preorder
 def test_the_cron_line_delivers_webhooks_as_written(tmp_path, app, client, make_merchant,
                                                     receiver):  # noqa: F811
     [deliver] = [command for command in cron_lines() if "deliver-webhooks --once" in command]
