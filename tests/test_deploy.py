@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from app.config import DEFAULTS
 from receiver import receiver  # noqa: F401  (fixture)
 from conftest import Api
