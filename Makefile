@@ -5,6 +5,7 @@ BIN    := $(VENV)/bin
 FLASK  := $(BIN)/flask --app app
 HOST   ?= 127.0.0.1
 PORT   ?= 5000
+CHAIN  := tests/chain
 
 .PHONY: run test fuzz bench install install-test clean
 
@@ -23,9 +24,10 @@ run: $(VENV)/.installed
 	trap 'exit 130' INT TERM; \
 	FLASK_DEMO_SHOP=1 $(FLASK) run --host $(HOST) --port $(PORT)
 
-## test: create or update .venv with the test extra and run the whole suite twice: on SQLite, then on
+## test: create or update .venv with the test extra, install the test chain's npm packages (Hardhat,
+##       solc-js, OpenZeppelin: tests/chain), and run the whole suite twice: on SQLite, then on
 ##       PostgreSQL (a server the tests start from Debian's postgresql package; docs/storage.md)
-test: $(VENV)/.installed-test
+test: $(VENV)/.installed-test $(CHAIN)/node_modules/.installed
 	TEST_DATABASE=sqlite $(BIN)/pytest
 	TEST_DATABASE=postgresql $(BIN)/pytest
 
@@ -45,6 +47,15 @@ bench: $(VENV)/.installed-test
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
+# The chain tests run a real EVM node (Hardhat 2, Node.js >= 18): `npm ci` from the lock file,
+# again whenever it changes. Without Node the chain tests would fail: say so here, loudly.
+$(CHAIN)/node_modules/.installed: $(CHAIN)/package.json $(CHAIN)/package-lock.json
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
+		echo "*** The chain tests need Node.js >= 18 and npm (Debian: apt-get install nodejs npm)." >&2; \
+		echo "*** Without them they FAIL: install them and run make test again." >&2; exit 1; }
+	cd $(CHAIN) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
@@ -57,4 +68,4 @@ $(VENV)/.installed-test: setup.cfg pyproject.toml | $(BIN)/python
 	touch $@ $(VENV)/.installed
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache tests/artifacts
+	rm -rf $(VENV) *.egg-info .pytest_cache tests/artifacts $(CHAIN)/node_modules $(CHAIN)/build

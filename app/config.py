@@ -7,7 +7,7 @@ import math
 import time
 from decimal import Decimal, InvalidOperation
 
-from app.webhooks.schedule import DEFAULT_SCHEDULE, parse_schedule
+from app.webhooks.schedule import DEFAULT_SCHEDULE, LEASE_MARGIN_SECONDS, parse_schedule
 
 DEFAULTS = {
     # Storage
@@ -31,6 +31,12 @@ DEFAULTS = {
     "RETENTION_DAYS": 90,
     # Process lifecycle
     "PROCESS_TTL_SECONDS": 1800,
+    # Live payments: how long after a process became final its deposit address is still watched
+    # (late payments noticed and reported as payment.received_late)
+    "PAYMENT_MONITORING_SECONDS": 86_400,
+    # The chain watcher's JSON-RPC calls: seconds to connect, and to wait for an answer
+    "CHAIN_RPC_CONNECT_TIMEOUT_SECONDS": 5,
+    "CHAIN_RPC_READ_TIMEOUT_SECONDS": 20,
     # Webhooks
     "WEBHOOK_TIMEOUT_SECONDS": 10,
     "WEBHOOK_RETRY_SCHEDULE": DEFAULT_SCHEDULE,
@@ -41,11 +47,6 @@ DEFAULTS = {
     # The clock: unix seconds. Tests inject their own so nothing sleeps.
     "CLOCK": time.time,
 }
-
-
-# An attempt starts only while this much of its lease is left beyond WEBHOOK_TIMEOUT_SECONDS, so
-# resolving the name and recording the result also happen under the lease (see app/webhooks/worker.py).
-LEASE_MARGIN_SECONDS = 1
 
 
 class ConfigError(ValueError):
@@ -68,6 +69,7 @@ def normalize(config):
         "IDEMPOTENCY_KEY_MAX_LENGTH",
         "IDEMPOTENCY_TTL_SECONDS",
         "PROCESS_TTL_SECONDS",
+        "PAYMENT_MONITORING_SECONDS",
         "SQLITE_BUSY_TIMEOUT_MS",
         "WEBHOOK_LEASE_SECONDS",
         "POSTGRES_POOL_MIN",

@@ -41,12 +41,6 @@ def ensure(db, path, *, webhook_url, now):
     merchant, secret_key = service.create(
         db, name="Demo shop", livemode=False, webhook_url=webhook_url, now=now
     )
-    keys = {
-        "merchantId": merchant.id,
-        "secretKey": secret_key,
-        "publicKey": merchant.public_key,
-        "webhookSecret": merchant.webhook_secret,
-        "livemode": False,
-    }
+    keys = service.credentials(merchant, secret_key)
     _write_keys(path, keys)
     return keys, True

@@ -1,7 +1,8 @@
-"""Event emission: the one place every webhook event is written to the outbox.
+"""Webhook events: the one place they are written (`emit`), and what operators do with them.
 
-`emit` must be called inside the write transaction that made the change it reports, so the change
-and its event commit together or not at all.
+The `events` table is the outbox: `emit` is called inside the write transaction that made the
+change it reports, so the change and its event commit together or not at all; the delivery worker
+(app/webhooks/worker.py) sends them. Operators list them, look at their attempts and replay them.
 """
 import uuid
 
@@ -9,7 +10,11 @@ from app.data import events as event_rows
 from app.data import payments as payment_rows
 from app.representation import event_json, process_json
 
-EVENT_TYPES = ("payment.completed", "payment.failed", "process.cancelled", "process.expired")
+EVENT_TYPES = (
+    "payment.completed", "payment.failed", "process.cancelled", "process.expired",
+    # Live payments, written by the chain watcher (app/chain/watcher.py).
+    "payment.pending", "payment.partial", "payment.received_late",
+)
 
 
 def new_event_id() -> str:
@@ -40,3 +45,50 @@ def emit(conn, event_type, process, now, payment=_LOAD, payment_json=None) -> st
         now=now,
     )
     return event_id
+
+
+class EventNotFound(LookupError):
+    pass
+
+
+class EventInFlight(ValueError):
+    """The event is leased by a worker attempting it right now."""
+
+
+def list_recent(db, *, limit, status=None, merchant_id=None):
+    return event_rows.list_recent(db.connection(), limit=limit, status=status, merchant_id=merchant_id)
+
+
+def get_with_attempts(db, event_id):
+    """(event, attempts oldest first)."""
+    conn = db.connection()
+    event = event_rows.get(conn, event_id)
+    if event is None:
+        raise EventNotFound(event_id)
+    return event, event_rows.attempts_of(conn, event_id)
+
+
+def replay(db, event_id, now):
+    """Re-queue one event, whatever its status, for an attempt at once.
+
+    Its attempt history is kept; its attempt count starts from zero, so the whole retry schedule
+    applies again."""
+    now = int(now)
+    with db.transaction() as conn:
+        if event_rows.get(conn, event_id) is None:
+            raise EventNotFound(event_id)
+        if not event_rows.requeue(conn, event_id, now):
+            raise EventInFlight(f"Event {event_id} is being attempted right now; try again shortly.")
+    return event_rows.get(db.connection(), event_id)
+
+
+def replay_where(db, now, *, statuses, merchant_id=None, since=None) -> list[str]:
+    """Re-queue every event in one of `statuses`; returns their ids."""
+    with db.transaction() as conn:
+        return event_rows.requeue_where(conn, int(now), statuses=statuses, merchant_id=merchant_id,
+                                        since=since)
+
+
+def for_process(db, process_id):
+    """Every event of one process, oldest first."""
+    return event_rows.for_process(db.connection(), process_id)

@@ -1,13 +1,12 @@
 """Merchant accounts and their credentials (used by the operator CLI)."""
 import uuid
 from dataclasses import replace
-from urllib.parse import urlsplit
 
 from app import keys
 from app.data import merchants as merchant_rows
 from app.models import Merchant
 from app.webhooks.signing import new_secret as new_webhook_secret
-from app.webhooks.ssrf import UnsafeURL, check_url
+from app.webhooks import ssrf
 
 
 class MerchantError(ValueError):
@@ -19,15 +18,19 @@ def new_merchant_id() -> str:
 
 
 def check_webhook_url(url: str, livemode: bool) -> str:
-    """Shape check when the URL is set. Addresses are checked again at every delivery."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise MerchantError("The webhook URL must be an absolute http(s) URL.")
-    if livemode and parts.scheme != "https":
-        raise MerchantError("A live merchant's webhook URL must use https.")
-    if parts.username or parts.password:
-        raise MerchantError("The webhook URL must not carry a user name or password.")
+    """The SSRF guard's rules that need no DNS, when the URL is set; every delivery checks them
+    again with the addresses the host resolves to then."""
+    try:
+        ssrf.check_form(url, livemode)
+    except ssrf.UnsafeURL as e:
+        raise MerchantError(f"The webhook URL is refused: {e}.") from None
     return url
+
+
+def credentials(merchant, secret_key) -> dict:
+    """What an operator keeps from `create` (`merchants create --json`, the demo's keys file)."""
+    return {"merchantId": merchant.id, "secretKey": secret_key, "publicKey": merchant.public_key,
+            "webhookSecret": merchant.webhook_secret, "livemode": merchant.livemode}
 
 
 def create(db, *, name, livemode, webhook_url, now):
@@ -140,8 +143,8 @@ def delivery_refusal(url, livemode) -> str | None:
     delivery: live URLs must resolve to public addresses), or None. Used to warn the operator when
     the URL is set; the guard itself still runs at each delivery."""
     try:
-        check_url(url, livemode)
-    except UnsafeURL as e:
+        ssrf.check_url(url, livemode)
+    except ssrf.UnsafeURL as e:
         return str(e)
     return None
 

@@ -45,10 +45,14 @@ class Process:
     created_at: int
     updated_at: int
     expires_at: int
+    # Paid in time, still confirming: its live payment has a `seen` transfer in a block at or before
+    # expires_at. Such a process stays pending past its expiry (see docs/payments.md).
+    held: bool = False
 
     def effective_status(self, now):
-        """A pending process past its expiry is expired, whether or not the sweep has run."""
-        if self.status == "pending" and now >= self.expires_at:
+        """A pending process past its expiry is expired, whether or not the sweep has run, unless
+        paid-in-time transfers are still confirming."""
+        if self.status == "pending" and now >= self.expires_at and not self.held:
             return "expired"
         return self.status
 
@@ -91,6 +95,59 @@ class Attempt:
     status_code: int | None
     error: str | None
     duration_ms: int
+
+
+# --- The chain watcher ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Transfer:
+    """One ERC-20 Transfer log to a deposit address; amount in base units (decimal-integer text)."""
+    chain_id: int
+    tx_hash: str
+    log_index: int
+    network_id: str
+    process_id: str
+    token_contract: str
+    from_address: str
+    amount: str
+    block_number: int
+    block_hash: str
+    block_timestamp: int
+    status: str  # seen | confirmed | orphaned
+    seen_at: int
+    confirmed_at: int | None
+
+
+@dataclass(frozen=True)
+class ChainBlock:
+    network_id: str
+    number: int
+    hash: str
+    parent_hash: str
+    timestamp: int
+
+
+@dataclass(frozen=True)
+class WatchedNetwork:
+    """A network as the watcher reads it: where to ask, how deep a transfer must be, where it is."""
+    id: str
+    chain_id: int
+    rpc_url: str
+    confirmations: int
+    start_block: int
+    scanned_block: int
+    head_block: int
+
+    def __repr__(self):  # the RPC URL may carry a provider's API key
+        return f"WatchedNetwork(id={self.id!r}, scanned_block={self.scanned_block})"
+
+
+@dataclass(frozen=True)
+class WatchedAddress:
+    """A deposit address the watcher looks for, with the token it must be paid in (lowercase)."""
+    process_id: str
+    address: str
+    token_contract: str
 
 
 @dataclass(frozen=True)

@@ -71,21 +71,17 @@ def create_preorder(db, merchant, *, amount, metadata, now, ttl, idempotency_key
 
 
 def get(db, merchant_id, process_id) -> Process:
-    process = process_rows.get_for_merchant(db.connection(), merchant_id, process_id)
-    if process is None:
-        raise ProcessNotFound(process_id)
-    return process
+    """One process, scoped to `merchant_id` (None: any merchant's, as an operator sees them)."""
+    return _load(db.connection(), process_id, merchant_id)
 
 
 def page(db, merchant_id, *, now, limit, status=None, starting_after=None):
-    """(processes, has_more) newest first; starting_after must be one of this merchant's ids."""
+    """(processes, has_more) newest first, of `merchant_id` (None: every merchant's);
+    starting_after must be one of those processes' ids."""
     conn = db.connection()
     before_seq = None
     if starting_after is not None:
-        anchor = process_rows.get_for_merchant(conn, merchant_id, starting_after)
-        if anchor is None:
-            raise ProcessNotFound(starting_after)
-        before_seq = anchor.seq
+        before_seq = _load(conn, starting_after, merchant_id).seq
     return process_rows.list_page(
         conn, now=int(now), limit=limit, merchant_id=merchant_id, status=status,
         before_seq=before_seq,

@@ -5,20 +5,15 @@ Each scenario compares a reference side with a subject side under the same gunic
 - `preorder`:     baseline app vs service (empty database), the realistic body.
 - `preorder-9kb`: baseline app vs service (empty database), ~9 KB of metadata.
 - `preorder-1m`:  service on an empty database vs service on 1,000,000 processes.
-- `preorder-floor` (not run by default): baseline app vs bench/floor_app.py, the baseline plus one
-  durable INSERT per request: the ceiling of the req/s ratio for any service that commits each
-  preorder before answering.
+- `preorder-floor`, `preorder-9kb-floor`: baseline app vs bench/floor_app.py, the baseline plus one
+  durable INSERT per request (the body stored as metadata): the ceiling of the req/s ratio for any
+  service that commits each preorder before answering, which the service's targets are set against.
 - `preorder-writer` (not run by default): baseline app vs bench/writer_floor.py, the baseline plus
   one INSERT per request stored by a single writer process that batches every worker's rows (one
   transaction and one sync per batch): the same ceiling for that other storage design.
 - `preorder-sync` (not run by default): floor_app committing with SQLite's own sync inside the write
   lock (`floor-in-lock`) vs floor_app as the service commits a preorder (sync after the lock is
   released, app/db.py): what that choice is worth, measured in one run.
-- `pg-preorder`:    bench/floor_app.py on PostgreSQL (the baseline plus one INSERT through psycopg and
-  the service's pool) vs the service on PostgreSQL: target >= 0.90.
-- `pg-sqlite`:      the service on SQLite vs the service on PostgreSQL, side by side (no target).
-- `pg-preorder-1m`: the service on an empty PostgreSQL database vs one with 1,000,000 processes.
-The PostgreSQL sides use one durable server of the run's (bench/postgres.py), a database each.
 With `--only baseline` every side runs the baseline app, so the ratios show the harness's own noise.
 """
 import contextlib
@@ -38,8 +33,10 @@ SCENARIOS = {
     "preorder-9kb": {"body": "preorder-9kb", "sides": ("baseline", "service"), "rounds": 2},
     "preorder-1m": {"body": "preorder", "sides": ("service-empty", "service-1m"), "rounds": 2},
     "preorder-floor": {"body": "preorder", "sides": ("baseline", "floor"), "rounds": 2},
+    "preorder-9kb-floor": {"body": "preorder-9kb", "sides": ("baseline", "floor"), "rounds": 2},
     "preorder-sync": {"body": "preorder", "sides": ("floor-in-lock", "floor"), "rounds": 3},
     "preorder-writer": {"body": "preorder", "sides": ("baseline", "floor-writer"), "rounds": 2},
+    # PostgreSQL (bench/postgres.py: one durable server per run, a database per side).
     "pg-preorder": {"body": "preorder", "sides": ("pg-floor", "pg-service"), "rounds": 2},
     "pg-sqlite": {"body": "preorder", "sides": ("service", "pg-service"), "rounds": 2},
     "pg-preorder-1m": {"body": "preorder", "sides": ("pg-service-empty", "pg-service-1m"), "rounds": 2},
@@ -171,10 +168,28 @@ def _judge(result):
     elif result["scenario"] == "pg-preorder":
         targets = [stats.target("req/s service / PostgreSQL floor >= 0.90", result["ratios"]["rps"],
                                 at_least=0.90)]
-    elif result["scenario"] in ("preorder-floor", "preorder-sync", "preorder-writer", "pg-sqlite"):
-        targets = []  # reference figures, not targets: what one durable write per request costs
+    elif result["scenario"] == "preorder":
+        # The ratio to bare Flask is context, not a target: a durable SQLite commit per request
+        # caps it near 0.5 on 2 cores. Throughput is judged against the storage floor (floor_targets).
+        targets = [stats.target("p99 service / baseline <= 2.0", result["ratios"]["p99"], at_most=2.0)]
     else:
-        targets = [stats.target("req/s service / baseline >= 0.80", result["ratios"]["rps"], at_least=0.80),
-                   stats.target("p99 service / baseline <= 2.0", result["ratios"]["p99"], at_most=2.0)]
+        targets = []
     targets.append(stats.target("worker peak RSS < 100 MB", stats.mb(peak), below=100))
     result["targets"] = targets
+
+
+# Each service scenario's throughput target, against the storage floor with the same body.
+FLOOR_TARGETS = {"preorder": ("preorder-floor", 0.95), "preorder-9kb": ("preorder-9kb-floor", 0.90)}
+
+
+def floor_targets(results):
+    """Add to the service scenarios their target against the storage floor measured in the same run:
+    (service / baseline req/s) / (floor / baseline req/s); not judged (met None) without the floor."""
+    ratios = {r["scenario"]: r.get("ratios", {}).get("rps") for r in results}
+    for result in results:
+        if result["scenario"] in FLOOR_TARGETS and "targets" in result:
+            floor, at_least = FLOOR_TARGETS[result["scenario"]]
+            share = stats.ratio(ratios[result["scenario"]], ratios.get(floor))
+            result["ratios"]["rps_over_floor"] = share
+            result["targets"].insert(0, stats.target(
+                f"req/s service / storage floor >= {at_least:.2f}", share, at_least=at_least))

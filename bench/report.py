@@ -89,12 +89,21 @@ def _delivery_table(result):
     return lines + _target_lines(result["targets"])
 
 
-def floor_share(results):
-    """The service's req/s ratio over the storage floor's, both against the bare baseline in the
-    same run: how close the service comes to what storing one preorder allows (None without both)."""
-    ratios = {r["scenario"]: r.get("ratios", {}).get("rps") for r in results}
-    service, floor = ratios.get("preorder"), ratios.get("preorder-floor")
-    return round(service / floor, 3) if service and floor else None
+def _watcher_table(result):
+    lines = [f"watcher (catch-up over {result['blocks']} blocks, {result['transfers']} transfers, "
+             f"{len(result['rounds']['service'])} rounds, medians)"]
+    lines.append(f"    {'side':<9}{'pass s':>8}{'blocks/s':>10}{'wall s':>8}{'blocks/s':>10}   RPC calls")
+    for side in ("floor", "service"):
+        lines.append(f"    {side:<9}{result['median_seconds_inside'][side]:>8.2f}"
+                     f"{result['blocks_per_second'][side]:>10.0f}{result['median_seconds'][side]:>8.2f}"
+                     f"{result['blocks_per_second_wall'][side]:>10.0f}   {result['rpc_calls'].get(side)}")
+    r = result["ratios"]
+    lines.append(f"    ratio service/floor: pass {_fmt(r['service_vs_floor'], '{:.3f}')}, "
+                 f"wall clock {_fmt(r['service_vs_floor_wall'], '{:.3f}')}")
+    s = result["steady_state"]
+    lines.append(f"    steady state (--poll-interval {s['poll_interval_s']} s, {s['samples']} transfers): "
+                 f"confirmed -> payment.completed p50 {s['p50_s']} s, p90 {s['p90_s']} s, max {s['max_s']} s")
+    return lines + _target_lines(result["targets"])
 
 
 def table(report):
@@ -105,11 +114,10 @@ def table(report):
         elif result.get("error"):
             lines.append(f"{result['scenario']}: ERROR: {result['error']}")
         else:
-            lines += (_delivery_table if result["scenario"] == "delivery" else _preorder_table)(result)
+            render = {"delivery": _delivery_table, "watcher": _watcher_table}.get(
+                result["scenario"], _preorder_table)
+            lines += render(result)
         lines += [f"    FAILURE: {failure}" for failure in result.get("failures", [])]
-    share = floor_share(report["scenarios"])
-    if share is not None:
-        lines.append(f"service / storage floor (preorder ratio over preorder-floor ratio): {share:.3f}")
     load = report["load_average"]
     lines.append(f"total {report['seconds']:.0f} s; load average (1 min) {load['before'][0]:.1f} before, "
                  f"{load['after'][0]:.1f} after (2 cores: above 2, other work was competing)")

@@ -34,11 +34,11 @@ def _process(merchant_id, i, now, status="pending"):
     )
 
 
-def floor_process(process_id, merchant_id, now):
+def floor_process(process_id, merchant_id, now, metadata=METADATA):
     """The pending process the storage-floor apps store per request (floor_app, writer_floor)."""
     return Process(
         seq=None, id=process_id, merchant_id=merchant_id, status="pending", amount="19.99",
-        metadata=METADATA, livemode=False, created_at=now, updated_at=now, expires_at=now + 900,
+        metadata=metadata, livemode=False, created_at=now, updated_at=now, expires_at=now + 900,
     )
 
 
@@ -70,3 +70,65 @@ def seed_events(db_path, merchant, n):
                 emit(conn, "process.cancelled", process, now)
     finally:
         db.close_all()
+
+
+def seed_payments(db_path, merchant_id, rpc_url, token, start_block, addresses, confirmations):
+    """The watcher scenario's data, through the data layer: network "bench" (chain 31337) read from
+    `start_block`, and one pending process per address with its live payment of 1 token (6
+    decimals) to that address (the row confirm writes; the addresses are the harness's own, so no
+    xpub is needed). Returns the process ids, in the order of `addresses`."""
+    from app.data import payments as payment_rows
+    from app.models import Network, Payment
+
+    db = Database(db_path)
+    now = int(time.time())
+    ids = []
+    try:
+        with db.transaction() as conn:
+            payment_rows.insert_network(conn, Network(
+                id="bench", name="Bench", chain_id=31337, rpc_url=rpc_url,
+                confirmations=confirmations, start_block=start_block,
+                scanned_block=start_block - 1, head_block=start_block - 1, disabled_at=None,
+                created_at=now))
+            for i, address in enumerate(addresses):
+                process = replace(_process(merchant_id, i, now), amount="1", created_at=now,
+                                  updated_at=now, expires_at=now + 86_400)
+                process_rows.insert(conn, process)
+                payment_rows.insert_payment(conn, Payment(
+                    process_id=process.id, merchant_id=merchant_id, address_index=i,
+                    address=address, asset_id="tusd", network_id="bench", chain_id=31337,
+                    token_contract=token, decimals=6, amount_due=10**6, created_at=now,
+                    updated_at=now))
+                ids.append(process.id)
+    finally:
+        db.close_all()
+    return ids
+
+
+def has_event(db_path, process_id, event_type):
+    from app.data import events as event_rows
+
+    db = _readers.setdefault(str(db_path), Database(db_path))
+    return any(e.type == event_type for e in event_rows.for_process(db.connection(), process_id))
+
+
+_readers = {}
+
+
+def watch_outcome(db_path, process_ids):
+    """Transfers recorded and events written, counted over every process (each transfer once)."""
+    from collections import Counter
+
+    from app.data import events as event_rows
+    from app.data import payments as payment_rows
+
+    db = Database(db_path)
+    counts = Counter()
+    try:
+        conn = db.connection()
+        for process_id in process_ids:
+            counts["transfers"] += len(payment_rows.transfers_of(conn, [process_id]).get(process_id, ()))
+            counts.update(e.type for e in event_rows.for_process(conn, process_id))
+    finally:
+        db.close_all()
+    return dict(counts)

@@ -1,3 +1,4 @@
+"""Fixtures. Helpers that tests import are in tests/helpers.py."""
 import json
 import os
 
@@ -6,11 +7,12 @@ from hypothesis import settings
 
 from app import create_app
 from app.db import init_db
+from app.webhooks.worker import Worker
+from helpers import Api, FakeClock, Shop
 
-# Browser fixtures (Debian's Chromium through Playwright); the app served over real HTTP.
-pytest_plugins = ["browser", "live_server"]
-
-START = 1_795_000_000  # 2026-11-18T11:06:40Z
+# Browser fixtures (Debian's Chromium through Playwright); the app served over real HTTP; the
+# webhook receivers (`receiver`, `tls`).
+pytest_plugins = ["browser", "live_server", "receiver", "chain_node"]
 
 # The backend the suite runs against: TEST_DATABASE=sqlite (the default) or postgresql. `make test`
 # runs the suite once with each. Tests marked sqlite_only (SQLite's own machinery) run only in the
@@ -89,19 +91,6 @@ settings.register_profile("fuzz", max_examples=1000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 
 
-class FakeClock:
-    """An injectable clock: tests move time forward instead of sleeping."""
-
-    def __init__(self, now=START):
-        self.now = now
-
-    def __call__(self):
-        return self.now
-
-    def advance(self, seconds):
-        self.now += seconds
-
-
 @pytest.fixture
 def clock():
     return FakeClock()
@@ -160,64 +149,31 @@ def merchant(make_merchant):
     return make_merchant()
 
 
-class Api:
-    """The merchant API as a merchant backend calls it."""
-
-    def __init__(self, client, secret_key):
-        self.client, self.secret_key = client, secret_key
-
-    def headers(self, extra=None):
-        headers = {"x-secret-key": self.secret_key}
-        headers.update(extra or {})
-        return headers
-
-    def preorder_raw(self, body, content_type="application/json", headers=None):
-        return self.client.post(
-            "/payment-button/process/preorder",
-            data=body,
-            content_type=content_type,
-            headers=self.headers(headers),
-        )
-
-    def preorder(self, body=None, headers=None):
-        if body is None:
-            body = {"amount": 19.99, "metadata": {"orderRef": "A-1"}}
-        return self.preorder_raw(json.dumps(body), headers=headers)
-
-    def get(self, process_id):
-        return self.client.get(f"/payment-button/process/{process_id}", headers=self.headers())
-
-    def list(self, query=""):
-        return self.client.get(f"/payment-button/processes{query}", headers=self.headers())
-
-    def cancel(self, process_id, headers=None):
-        return self.client.post(
-            f"/payment-button/process/{process_id}/cancel", headers=self.headers(headers)
-        )
-
-
 @pytest.fixture
 def api(client, merchant):
     return Api(client, merchant["secretKey"])
 
 
-def assert_error(response, status, code, message=None):
-    """The API's error envelope, exactly."""
-    assert response.status_code == status, response.get_data(as_text=True)
-    assert response.mimetype == "application/json"
-    body = response.get_json()
-    assert body["code"] == code
-    assert isinstance(body["message"], str) and body["message"]
-    assert set(body) <= {"code", "message", "errors"}
-    if message is not None:
-        assert body["message"] == message
-    return body
+@pytest.fixture
+def worker(app):
+    """A delivery worker of 4 threads on the app's database (closed after the test)."""
+    with Worker.from_app(app, concurrency=4) as w:
+        yield w
 
 
-def events_of(runner, process_id):
-    """The types of a process's outbox events, oldest first, as `processes show` lists them."""
-    output = runner.invoke(args=["processes", "show", process_id]).output
-    return [line.split()[1] for line in output.splitlines() if line.startswith("  evt_")]
+@pytest.fixture
+def make_shop(client, make_merchant):
+    """Makes merchants (webhooks to `webhook_url`) that call the API as a shop's backend would."""
+    def make(webhook_url=None, live=False):
+        keys = make_merchant(webhook_url=webhook_url, live=live)
+        return Shop(keys, Api(client, keys["secretKey"]))
+
+    return make
+
+
+@pytest.fixture
+def shop(make_shop, receiver):
+    return make_shop(webhook_url=receiver.url("/hooks/preorder"))
 
 
 def pytest_terminal_summary(terminalreporter):

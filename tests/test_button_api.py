@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from conftest import Api, assert_error, events_of
+from helpers import Api, assert_error, events_of
 
 SECRET_MARK = "very-private@example.com"
 

@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 
-from conftest import events_of
+from helpers import events_of
 
 try:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect

@@ -5,7 +5,7 @@ import os
 import dbutil
 import pytest
 
-from conftest import Api, assert_error
+from helpers import Api, assert_error
 from servers import flask, service_env
 
 
@@ -43,9 +43,15 @@ def test_create_text_shows_the_keys_once(runner):
     "args,message",
     [
         (["--name", " "], "needs a name"),
-        (["--name", "S", "--webhook-url", "ftp://x"], "absolute http(s) URL"),
-        (["--name", "S", "--live", "--webhook-url", "http://shop.example/h"], "must use https"),
-        (["--name", "S", "--webhook-url", "https://user:pw@shop.example/h"], "user name or password"),
+        (["--name", "S", "--webhook-url", "ftp://x"],
+         "The webhook URL is refused: scheme 'ftp' is not allowed, use https."),
+        (["--name", "S", "--webhook-url", "https:///h"], "The webhook URL is refused: URL has no host."),
+        (["--name", "S", "--live", "--webhook-url", "http://shop.example/h"],
+         "The webhook URL is refused: live-mode webhook URLs must use https."),
+        (["--name", "S", "--webhook-url", "https://user:pw@shop.example/h"],
+         "The webhook URL is refused: credentials in the URL are not allowed."),
+        (["--name", "S", "--webhook-url", "https://shop.example/h ook"],
+         "The webhook URL is refused: URL contains whitespace or control characters."),
     ],
 )
 def test_create_refuses_bad_input(runner, args, message):

@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from app import create_app
-from conftest import Api, assert_error
+from helpers import Api, assert_error
 from servers import create_merchant, flask, gunicorn, service_env
 
 pytestmark = pytest.mark.sqlite_only  # SQLite's own machinery: the file, its locks, its WAL

@@ -14,7 +14,6 @@ import pytest
 
 from app.data import events as event_rows
 from app.webhooks.worker import Summary
-from webhook_helpers import worker  # noqa: F401  (fixture: Worker.from_app(app))
 
 try:
     from playwright.sync_api import expect

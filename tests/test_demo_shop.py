@@ -6,7 +6,7 @@ from markupsafe import escape
 
 import pytest
 
-from conftest import Api, assert_error, events_of
+from helpers import Api, assert_error, events_of
 from app.webhooks.signing import webhook_headers
 
 AMOUNT_FORMAT = "Enter the amount as a number, e.g. 19.99."

@@ -13,7 +13,7 @@ import pytest
 
 from app.config import DEFAULTS
 from receiver import receiver  # noqa: F401  (fixture)
-from conftest import Api
+from helpers import Api
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"

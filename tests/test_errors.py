@@ -2,7 +2,7 @@
 import pytest
 
 import dbutil
-from conftest import assert_error
+from helpers import assert_error
 
 
 def test_unknown_path_is_json_404(client):

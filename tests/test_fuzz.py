@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, settings
 
 from app import create_app
 from app.db import init_db
-from conftest import FakeClock
+from helpers import FakeClock
 from fuzz_totals import record
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "50"))

@@ -14,7 +14,7 @@ import pytest
 
 from app import create_app
 from app.db import init_db
-from conftest import FakeClock, assert_error
+from helpers import FakeClock, assert_error
 
 PREORDER = "/payment-button/process/preorder"
 PROCESS = "/payment-button/process/{id}"

@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from conftest import assert_error
+from helpers import assert_error
 
 BODY = {"amount": 42.5, "metadata": {"orderRef": "A-7"}}
 
@@ -43,7 +43,7 @@ def test_same_key_different_body_conflicts(api, other):
 
 
 def test_keys_are_per_merchant(client, make_merchant):
-    from conftest import Api
+    from helpers import Api
 
     a, b = (Api(client, make_merchant(name=n)["secretKey"]) for n in ("A", "B"))
     pa = a.preorder(BODY, headers={"Idempotency-Key": "shared"}).get_json()["processId"]
@@ -90,6 +90,6 @@ def test_sixteen_concurrent_requests_with_one_key_create_one_process(app, mercha
     assert [r[0] for r in results] == [200] * 16
     assert len({r[1] for r in results}) == 1
     assert sorted(r[2] or "" for r in results) == [""] + ["true"] * 15
-    from conftest import Api
+    from helpers import Api
 
     assert len(Api(app.test_client(), merchant["secretKey"]).list().get_json()["data"]) == 1

@@ -4,7 +4,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.data import events as event_rows
-from conftest import assert_error
+from helpers import assert_error
 from app.webhooks.worker import Worker
 from servers import create_merchant, flask, gunicorn, service_env
 

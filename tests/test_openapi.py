@@ -3,7 +3,7 @@ routes the app registers (no drift in either direction)."""
 import pytest
 from openapi_spec_validator import OpenAPIV31SpecValidator
 
-from conftest import assert_error
+from helpers import assert_error
 from openapi_routes import app_operations, document_operations, load_document
 
 BUTTON_API = {

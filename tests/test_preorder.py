@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from conftest import START, assert_error
+from helpers import START, assert_error
 
 
 def test_preorder_returns_the_process_object(api):
@@ -59,7 +59,7 @@ def test_metadata_whitespace_is_compacted_but_order_kept(api):
 
 
 def test_live_merchant_processes_are_livemode(client, make_merchant):
-    from conftest import Api
+    from helpers import Api
 
     live = Api(client, make_merchant(live=True)["secretKey"])
     assert live.preorder().get_json()["livemode"] is True

@@ -2,7 +2,7 @@
 Preorder request). The table of bodies, case by case, is tests/test_hostile_input.py."""
 import json
 
-from conftest import assert_error
+from helpers import assert_error
 
 
 def test_greater_than_zero_message_is_exactly_the_contract_example(api):
@@ -53,7 +53,7 @@ def test_configured_limits_apply(tmp_path, clock):
     )
     with app.app_context():
         init_db()
-    from conftest import Api
+    from helpers import Api
 
     runner = app.test_cli_runner()
     key = json.loads(runner.invoke(args=["merchants", "create", "--name", "L", "--json"]).output)["secretKey"]

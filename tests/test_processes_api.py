@@ -1,7 +1,7 @@
 """Reading, listing and cancelling processes (API.md, Merchant API and States)."""
 import pytest
 
-from conftest import Api, assert_error
+from helpers import Api, assert_error
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from app import create_app
 from app.db import init_db
-from conftest import Api, FakeClock
+from helpers import Api, FakeClock
 
 PREORDER_ANSWERS = {200, 400, 409, 413, 415}
 

@@ -2,6 +2,7 @@
 copy-db (every row into an empty database of either kind; the copy serves the same answers)."""
 import json
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -16,12 +17,18 @@ from app.data import processes as process_rows
 from app.data import schema as schema_rows
 from app.db import init_db
 from app.webhooks.worker import Worker
-from conftest import BACKEND, Api
+from conftest import BACKEND
+from helpers import Api, FakeClock
 from receiver import receiver  # noqa: F401  (fixture)
-from webhook_helpers import clock  # noqa: F401  (fixture: real time, for standardwebhooks)
 
 DATA = Path(__file__).resolve().parent / "data"
 LATEST = {name: schema_rows.latest_version(name) for name in ("sqlite", "postgresql")}
+
+
+@pytest.fixture
+def clock():
+    """Starts at the real time: standardwebhooks refuses timestamps more than 5 minutes off."""
+    return FakeClock(int(time.time()))
 
 
 class _OldRelease:

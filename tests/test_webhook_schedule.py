@@ -1,7 +1,7 @@
 import pytest
 
 from app.webhooks.schedule import (
-    DEFAULT_SCHEDULE, MAX_RETRY_AFTER, next_attempt_delay, parse_schedule)
+    DEFAULT_SCHEDULE, MAX_RETRY_AFTER, next_attempt_delay, parse_retry_after, parse_schedule)
 
 
 def test_default_schedule_matches_the_contract():
@@ -50,3 +50,13 @@ def test_next_attempt_delay(attempts_made, retry_after, expected):
 def test_next_attempt_delay_rejects_negative_attempts():
     with pytest.raises(ValueError):
         next_attempt_delay(DEFAULT_SCHEDULE, -1, None)
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("0", 0), (" 30 ", 30), ("Sun, 06 Nov 1994 08:49:37 GMT", 0),
+    ("Sun, 06 Nov 1994 08:50:37 GMT", 60), ("Sun, 06 Nov 1994 08:49:37", None),
+    ("-5", None), ("1.5", None), ("", None), ("٣", None),
+])
+def test_parse_retry_after(value, expected):
+    now = 784111777  # 1994-11-06T08:49:37Z
+    assert parse_retry_after(value, now=now) == expected

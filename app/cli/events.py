@@ -4,7 +4,7 @@ from datetime import datetime, timezone
 import click
 from flask.cli import AppGroup
 
-from app import outbox
+from app import events as service
 from app.cli.common import table, when
 from app.clock import now
 from app.db import get_db
@@ -19,7 +19,7 @@ events = AppGroup("events", help="Inspect webhook events and their delivery atte
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
 def list_(status, merchant_id, limit):
     """List events, newest first."""
-    items = outbox.list_recent(get_db(), limit=limit, status=status, merchant_id=merchant_id)
+    items = service.list_recent(get_db(), limit=limit, status=status, merchant_id=merchant_id)
     table(
         [(e.id, e.type, e.status, e.attempts, _next(e), e.merchant_id, e.process_id,
           when(e.created_at)) for e in items],
@@ -38,8 +38,8 @@ def _next(event):
 def show(event_id):
     """Show an event: its body exactly as sent, and every delivery attempt."""
     try:
-        event, attempts = outbox.get_with_attempts(get_db(), event_id)
-    except outbox.EventNotFound:
+        event, attempts = service.get_with_attempts(get_db(), event_id)
+    except service.EventNotFound:
         raise click.ClickException(f"No event {event_id}.") from None
     click.echo(f"event:     {event.id}")
     click.echo(f"type:      {event.type}")
@@ -96,14 +96,14 @@ def replay(event_id, failed, no_endpoint, merchant_id, since):
     db = get_db()
     if event_id:
         try:
-            outbox.replay(db, event_id, now())
-        except outbox.EventNotFound:
+            service.replay(db, event_id, now())
+        except service.EventNotFound:
             raise click.ClickException(f"No event {event_id}.") from None
-        except outbox.EventInFlight as e:
+        except service.EventInFlight as e:
             raise click.ClickException(str(e)) from None
         click.echo(f"Re-queued {event_id} for delivery now.")
         return
-    ids = outbox.replay_where(db, now(), statuses=statuses, merchant_id=merchant_id, since=since)
+    ids = service.replay_where(db, now(), statuses=statuses, merchant_id=merchant_id, since=since)
     click.echo(f"Re-queued {len(ids)} event{'s' if len(ids) != 1 else ''} for delivery now.")
     for replayed in ids:
         click.echo(f"  {replayed}")

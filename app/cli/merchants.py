@@ -34,17 +34,7 @@ def create(name, live, webhook_url, as_json):
     if merchant.webhook_url:  # on stderr: with --json, stdout stays one JSON object
         _warn_if_refused(merchant.webhook_url, merchant.livemode)
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "merchantId": merchant.id,
-                    "secretKey": secret_key,
-                    "publicKey": merchant.public_key,
-                    "webhookSecret": merchant.webhook_secret,
-                    "livemode": merchant.livemode,
-                }
-            )
-        )
+        click.echo(json.dumps(service.credentials(merchant, secret_key)))
         return
     mode = "live" if merchant.livemode else "test"
     click.echo(f"Created merchant {merchant.id} ({merchant.name}, {mode} mode).")

@@ -2,12 +2,10 @@
 import click
 from flask.cli import AppGroup
 
+from app import events, payments
 from app import processes as service
 from app.cli.common import table, when
 from app.clock import now
-from app.data import events as event_rows
-from app.data import payments as payment_rows
-from app.data import processes as process_rows
 from app.db import get_db
 from app.http import parse_process_id
 from app.jsonutil import dumps_pretty, loads
@@ -31,9 +29,7 @@ def _process_id(value):
 def list_(merchant_id, status, limit):
     """List processes, newest first."""
     current = now()
-    items, has_more = process_rows.list_page(
-        get_db().connection(), now=current, limit=limit, merchant_id=merchant_id, status=status
-    )
+    items, has_more = service.page(get_db(), merchant_id, now=current, limit=limit, status=status)
     table(
         [
             (p.id, p.merchant_id, p.effective_status(current), p.amount,
@@ -50,16 +46,17 @@ def list_(merchant_id, status, limit):
 @click.argument("process_id")
 def show(process_id):
     """Show one process (with its metadata) and its webhook events."""
-    conn = get_db().connection()
-    process = process_rows.get(conn, _process_id(process_id))
-    if process is None:
-        raise click.ClickException(f"No process {process_id}.")
-    payment = payment_rows.view_of(conn, process.id)
+    db = get_db()
+    try:
+        process = service.get(db, None, _process_id(process_id))
+    except service.ProcessNotFound:
+        raise click.ClickException(f"No process {process_id}.") from None
+    payment = payments.view(db, process)
     click.echo(dumps_pretty(loads(process_json(process, now(), payment).encode("utf-8"))))
-    events = event_rows.for_process(conn, process.id)
+    its_events = events.for_process(db, process.id)
     click.echo(f"merchant: {process.merchant_id}")
-    click.echo(f"events: {len(events)}")
-    for e in events:
+    click.echo(f"events: {len(its_events)}")
+    for e in its_events:
         click.echo(f"  {e.id}  {e.type:<18} {e.status:<11} attempts={e.attempts}  {when(e.created_at)}")
 
 

@@ -1,4 +1,8 @@
 """`flask --app app deliver-webhooks`: the delivery worker (see app/webhooks/worker.py)."""
+import os
+import signal
+import time
+
 import click
 from flask import current_app
 from flask.cli import with_appcontext
@@ -25,9 +29,30 @@ def deliver_webhooks(once, batch_size, concurrency, per_merchant, poll_max):
     worker = Worker.from_app(current_app._get_current_object(), batch_size=batch_size,
                              concurrency=concurrency, per_merchant=per_merchant,
                              poll_max=poll_max)
-    worker.install_signal_handlers()
+    stop_on_signals(worker)
     with worker:
         if once:
             worker.run_until_idle()
         else:
             worker.run()
+
+
+STOP_AGAIN_SECONDS = 1.0  # a signal this soon after the first is the same stop
+
+
+def stop_on_signals(worker):
+    """SIGTERM/SIGINT stop the worker (it drains, the command exits 0); another one
+    STOP_AGAIN_SECONDS or more after the first exits at once, its leases expiring as after a crash.
+    One stop often delivers two signals (a process group's SIGTERM, then the starting script's
+    own). A SIGINT ignored at start (a shell's background job, as under `make run`) stays ignored."""
+    first = []
+
+    def handle(signum, frame):
+        if first and time.monotonic() - first[0] >= STOP_AGAIN_SECONDS:
+            os._exit(128 + signum)
+        first[:] = first or [time.monotonic()]
+        worker.stop()
+
+    signal.signal(signal.SIGTERM, handle)
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, handle)

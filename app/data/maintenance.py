@@ -4,6 +4,7 @@ Figures are counted from the database on every call, so every gunicorn worker gi
 Each count walks an index: the pending part of `events_due` for the backlog, `events_due` for
 events by status, `processes_status_expiry` for processes by status.
 """
+from app.data.processes import HELD
 from app.data.schema import dialect
 from app.models import FINAL_EVENT_STATUSES, OutboxBacklog, Snapshot, STATUSES
 
@@ -39,9 +40,11 @@ def snapshot(conn, now) -> Snapshot:
         pruned.update(conn.execute("SELECT status, count FROM pruned_events").fetchall())
         processes = dict.fromkeys(STATUSES, 0)
         processes.update(conn.execute("SELECT status, count(*) FROM processes GROUP BY status").fetchall())
-        # A pending process past its expiry is expired, as the API shows it, swept or not.
+        # A pending process past its expiry is expired, as the API shows it, swept or not (unless
+        # paid-in-time transfers are still confirming: then it is pending, as the API shows it).
         unswept = conn.execute(
-            "SELECT count(*) FROM processes WHERE status = 'pending' AND expires_at <= ?", (now,)
+            "SELECT count(*) FROM processes WHERE status = 'pending' AND expires_at <= ?"
+            f" AND NOT {HELD}", (now,)
         ).fetchone()[0]
     finally:
         conn.execute("COMMIT")

@@ -3,9 +3,16 @@ still in the state the caller saw, so of two racing transitions exactly one touc
 from app.data.schema import dialect
 from app.models import Process
 
-_COLUMNS = (
+_STORED = (
     "seq, id, merchant_id, status, amount, metadata, livemode, created_at, updated_at, expires_at"
 )
+# Paid in time, still confirming: a `seen` transfer to the process's deposit address in a block at
+# or before its expiry. Such a process is not expired, by the sweep or on display (docs/payments.md).
+HELD = (
+    "EXISTS (SELECT 1 FROM transfers t WHERE t.process_id = processes.id AND t.status = 'seen'"
+    " AND t.block_timestamp <= processes.expires_at)"
+)
+_COLUMNS = f"{_STORED}, {HELD} AS held"
 
 
 def _process(row):
@@ -20,6 +27,7 @@ def _process(row):
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         expires_at=row["expires_at"],
+        held=bool(row["held"]),
     )
 
 
@@ -64,9 +72,10 @@ def _status_clause(status, now):
     if status is None:
         return "", ()
     if status == "pending":
-        return " AND status = 'pending' AND expires_at > ?", (now,)
+        return f" AND status = 'pending' AND (expires_at > ? OR {HELD})", (now,)
     if status == "expired":
-        return " AND (status = 'expired' OR (status = 'pending' AND expires_at <= ?))", (now,)
+        return (f" AND (status = 'expired' OR (status = 'pending' AND expires_at <= ?"
+                f" AND NOT {HELD}))"), (now,)
     return " AND status = ?", (status,)
 
 
@@ -90,20 +99,32 @@ def list_page(conn, *, now, limit, merchant_id=None, status=None, before_seq=Non
 
 
 def transition(conn, process_id, to_status, now) -> bool:
-    """pending -> to_status, only while the process is pending and not yet past its expiry."""
+    """pending -> to_status, only while the process is pending and not yet past its expiry (or
+    held past it by paid-in-time transfers still confirming)."""
     cur = conn.execute(
         "UPDATE processes SET status = ?, updated_at = ?"
-        " WHERE id = ? AND status = 'pending' AND expires_at > ?",
+        f" WHERE id = ? AND status = 'pending' AND (expires_at > ? OR {HELD})",
         (to_status, now, process_id, now),
     )
     return cur.rowcount == 1
 
 
+def complete_paid(conn, process_id, now) -> bool:
+    """pending -> completed by the chain watcher: paid in time (checked by the caller from the
+    transfers' block timestamps), so expires_at is not checked here."""
+    cur = conn.execute(
+        "UPDATE processes SET status = 'completed', updated_at = ? WHERE id = ? AND status = 'pending'",
+        (now, process_id),
+    )
+    return cur.rowcount == 1
+
+
 def expire(conn, process_id, now) -> bool:
-    """pending -> expired, only once the expiry has passed."""
+    """pending -> expired, only once the expiry has passed and no paid-in-time transfer is still
+    confirming."""
     cur = conn.execute(
         "UPDATE processes SET status = 'expired', updated_at = expires_at"
-        " WHERE id = ? AND status = 'pending' AND expires_at <= ?",
+        f" WHERE id = ? AND status = 'pending' AND expires_at <= ? AND NOT {HELD}",
         (process_id, now),
     )
     return cur.rowcount == 1
@@ -111,8 +132,8 @@ def expire(conn, process_id, now) -> bool:
 
 def due_for_expiry(conn, now, limit) -> list[str]:
     rows = conn.execute(
-        "SELECT id FROM processes WHERE status = 'pending' AND expires_at <= ? ORDER BY expires_at"
-        " LIMIT ?",
+        "SELECT id FROM processes WHERE status = 'pending' AND expires_at <= ?"
+        f" AND NOT {HELD} ORDER BY expires_at LIMIT ?",
         (now, limit),
     )
     return [row["id"] for row in rows]

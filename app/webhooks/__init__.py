@@ -1,4 +1,7 @@
-"""Webhook transport: signing, SSRF guard, one HTTP attempt, retry schedule.
+"""Webhook delivery (docs/webhooks.md).
 
-Pure modules, no Flask app or database: the delivery worker calls them.
+Pure, no Flask app and no database: `signing` (Standard Webhooks headers), `ssrf` (which URLs and
+addresses may be called), `schedule` (retries, Retry-After, the lease margin), `transport` (one HTTP
+attempt). Over the database: `delivery` (one claimed event sent, and its record written in the
+caller's transaction) and `worker` (claims due events, runs attempts in threads, records them).
 """

@@ -1,23 +1,12 @@
-"""One delivery attempt of one claimed event, and its record.
+"""One attempt of one claimed event (`send`), and its record (`write_records`, `log_records`).
 
-`send` takes the merchant as read when the event was claimed (its webhook URL and secret may have
-changed since the event was written: the current ones are used), signs the event's stored bytes and
-POSTs them once through `transport.post` (SSRF guard, timeout, no redirects); it reads and writes
-nothing in the database and returns what happened (`Sent`). `write_records` then writes the outcomes
-of any number of such attempts in the caller's transaction, each in its own savepoint (the delivery
-worker records every attempt that ended since its last poll in its poll's transaction: one commit
-for a batch of attempts instead of one each), and `log_records` logs them once it has committed.
-What is written:
-
-- 2xx: the event is `delivered`, whoever holds its lease by now (at least once).
-- anything else: the next attempt is scheduled per the retry schedule (a longer Retry-After wins), or
-  the event is `failed` after the last one; only while this worker still holds the lease, so a worker
-  whose lease ran out cannot overwrite what the next owner recorded. The attempt row is always kept.
-- no webhook URL: the event is `no_endpoint` (no attempt is made; replay delivers it later).
-
-It logs one line per attempt once it is recorded: event id, type, URL host, status or error,
-duration, outcome. Never the path or query of the URL, the secret, the signature, or the body (the
-merchant's metadata).
+`send` signs the event's stored bytes with the merchant's current secret and POSTs them once to its
+current URL (`transport.post`); it touches no database. `write_records` writes any number of
+attempts in the caller's transaction, each in a savepoint: a 2xx makes the event `delivered`
+whoever holds its lease (at least once); a failure schedules the next attempt (a longer Retry-After
+wins) or makes it `failed`, only while this worker still holds the lease; no URL makes it
+`no_endpoint`. The log line names the event, the URL's host, the outcome: never the path, the
+secret, the signature or the body.
 """
 import logging
 from dataclasses import dataclass

@@ -106,13 +106,9 @@ def _embedded_ipv4(addr: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
     return None
 
 
-def check_url(url: str, livemode: bool, resolve=socket.getaddrinfo) -> list[IPAddress]:
-    """Vet a webhook URL; raise UnsafeURL or return the addresses to connect to.
-
-    Live mode returns every resolved address (all public, in resolver order,
-    duplicates removed). Test mode returns [] without resolving.
-    `resolve` has the signature of `socket.getaddrinfo` (tests inject one).
-    """
+def check_form(url: str, livemode: bool) -> tuple[str, int | None]:
+    """The rules that need no name resolution (scheme, credentials, host); raise UnsafeURL or
+    return (host, port). Also what a merchant's URL must pass when it is set."""
     if not isinstance(url, str) or not url:
         raise UnsafeURL("no webhook URL")
     if _WHITESPACE_OR_CONTROL.search(url):
@@ -132,6 +128,17 @@ def check_url(url: str, livemode: bool, resolve=socket.getaddrinfo) -> list[IPAd
     host = parts.hostname
     if not host:
         raise UnsafeURL("URL has no host")
+    return host, port
+
+
+def check_url(url: str, livemode: bool, resolve=socket.getaddrinfo) -> list[IPAddress]:
+    """Vet a webhook URL; raise UnsafeURL or return the addresses to connect to.
+
+    Live mode returns every resolved address (all public, in resolver order,
+    duplicates removed). Test mode returns [] without resolving.
+    `resolve` has the signature of `socket.getaddrinfo` (tests inject one).
+    """
+    host, port = check_form(url, livemode)
     if not livemode:
         return []
 

@@ -1,0 +1,344 @@
+"""The chain watcher: finds token transfers to deposit addresses, counts their confirmations, and
+writes the payment events (`flask --app app watch-payments`, app/cli/watcher.py).
+
+One poll of a network (`poll_network`), every RPC call bounded by the client's timeouts:
+  1. head: `eth_blockNumber`. A head below the one already seen (a lagging node behind a load
+     balancer) skips the poll, as a fault: nothing is counted from it.
+  2. reorganisation: the hash kept for the scan position (`chain_blocks`) is compared with the
+     node's block at that number. On a mismatch the kept hashes are walked down to the highest one
+     the node still has; unconfirmed transfers above it are `orphaned` and the scan position goes
+     back to it, so the new blocks are read again.
+  3. scan, in steps of at most `max_range` blocks up to the head: the step's last block is read
+     before and after its `eth_getLogs` calls (at most `max_addresses` deposit addresses a call;
+     the client halves a range the node finds too large), and the blocks holding transfers are read
+     in JSON-RPC batches for their timestamps and hashes; a change means the chain moved under
+     the step, which is then retried. Each step commits, in one transaction: its new transfers
+     (`seen`; one `payment.pending` each, unless already deep enough to confirm: a watcher catching
+     up reports the outcome only), the last block's hash, and the scan position moved by
+     compare-and-set (a watcher that lost the race rolls its step back).
+  4. confirm: `seen` transfers with `confirmations` blocks (their own included) whose block the node
+     still has under the same hash (read in JSON-RPC batches) become `confirmed`, each process with
+     its event in the same transaction (up to CONFIRM_BATCH processes a commit):
+     `payment.completed` (the in-time confirmed sum reaches the amount due), `payment.partial`, or
+     `payment.received_late` (the process is already final, or the transfer's block is after its
+     expiry). Any other hash: the transfers are orphaned and their range is read again.
+
+Faults (unreachable node, timeouts, HTTP errors, malformed answers, a head going backwards) end the
+poll of that network only: logged with the URL's host alone, retried after a backoff that doubles
+up to `backoff_max`. Nothing half-done is committed; the loop never dies of them.
+
+Signals: SIGTERM/SIGINT set a flag; the current step commits and the command exits 0.
+"""
+import logging
+import signal
+import threading
+import time
+from collections import Counter, defaultdict
+from dataclasses import replace
+
+from app.chain.rpc import Client, RpcError, redacted
+from app.data import payments as payment_rows
+from app.data import processes as process_rows
+from app.data import transfers as transfer_rows
+from app.events import emit
+from app.models import Transfer
+
+log = logging.getLogger(__name__)
+
+MAX_RANGE = 2_000  # blocks per eth_getLogs: providers refuse wider ranges (often 2k–10k)
+MAX_ADDRESSES = 500  # deposit addresses per eth_getLogs (topic OR-list)
+KEEP_BLOCKS = 64
+CONFIRM_BATCH = 200  # processes settled per transaction (each with its event)  # block hashes kept below the unconfirmed window, to find a fork point
+
+
+class ChainMoved(RpcError):
+    """The chain changed while a step read it: retry the step."""
+
+
+class _LostRace(Exception):
+    """Another watcher moved the scan position during this step: roll back, read it again."""
+
+
+class Watcher:
+    def __init__(self, db, *, clock, monitoring_seconds=86_400, poll_interval=5.0,
+                 max_range=MAX_RANGE, max_addresses=MAX_ADDRESSES, backoff_base=1.0,
+                 backoff_max=60.0, timeout=None):
+        self.db, self.clock = db, clock
+        self.monitoring_seconds = monitoring_seconds
+        self.poll_interval, self.max_range, self.max_addresses = poll_interval, max_range, max_addresses
+        self.backoff_base, self.backoff_max = backoff_base, backoff_max
+        self.timeout = timeout
+        self.stopping = False
+        self._wake = threading.Event()
+        self._clients = {}
+        self._failures = defaultdict(int)  # network id -> consecutive failed polls
+        self._next_poll = {}  # network id -> time.monotonic() of its next poll
+
+    @classmethod
+    def from_app(cls, app, **options):
+        config = app.config
+        timeout = (float(config["CHAIN_RPC_CONNECT_TIMEOUT_SECONDS"]),
+                   float(config["CHAIN_RPC_READ_TIMEOUT_SECONDS"]))
+        return cls(app.extensions["db"], clock=config["CLOCK"],
+                   monitoring_seconds=config["PAYMENT_MONITORING_SECONDS"], timeout=timeout,
+                   **options)
+
+    # --- the loops -------------------------------------------------------------------------------
+
+    def run_once(self) -> bool:
+        """One pass over every enabled network, each caught up to its head (cron's `--once`).
+        False when some network could not be read (logged)."""
+        ok, started = True, time.perf_counter()
+        for network in transfer_rows.enabled_networks(self.db.connection()):
+            if self.stopping:
+                break
+            ok = self._poll_logged(network.id) and ok
+        calls = sum((client.calls for client in self._clients.values()), Counter())
+        log.info("watch: pass done in %.3f s, %d RPC calls (%s)", time.perf_counter() - started,
+                 sum(calls.values()), ", ".join(f"{m} {n}" for m, n in sorted(calls.items())))
+        return ok
+
+    def run(self):
+        """Poll every enabled network every `poll_interval` seconds (a failing one after its
+        backoff) until stopped."""
+        while not self.stopping:
+            now = time.monotonic()
+            for network in transfer_rows.enabled_networks(self.db.connection()):
+                if self.stopping:
+                    break
+                if self._next_poll.get(network.id, 0) <= now:
+                    self._poll_logged(network.id)
+            due = [t for t in self._next_poll.values()]
+            wait = max(0.0, min(due, default=now + self.poll_interval) - time.monotonic())
+            self._wake.wait(min(wait, self.poll_interval))
+
+    def _poll_logged(self, network_id) -> bool:
+        try:
+            self.poll_network(network_id)
+        except Exception as e:  # the loop never dies: RPC faults, a locked database, a bug
+            self._failures[network_id] += 1
+            delay = min(self.backoff_max, self.backoff_base * 2 ** (self._failures[network_id] - 1))
+            self._next_poll[network_id] = time.monotonic() + delay
+            if isinstance(e, RpcError):  # its message names the URL's host only
+                log.warning("watch %s: %s; retry in %.1fs", network_id, e, delay)
+            else:
+                log.exception("watch %s: %s; retry in %.1fs", network_id, type(e).__name__, delay)
+            return False
+        self._failures.pop(network_id, None)
+        self._next_poll[network_id] = time.monotonic() + self.poll_interval
+        return True
+
+    def stop(self):
+        self.stopping = True
+        self._wake.set()
+
+    def install_signal_handlers(self):
+        """Main thread only: the handler sets a flag; the step in progress commits first."""
+        def handle(signum, frame):
+            self.stop()
+
+        signal.signal(signal.SIGTERM, handle)
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            signal.signal(signal.SIGINT, handle)
+
+    def close(self):
+        for client in self._clients.values():
+            client.session.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # --- one network -----------------------------------------------------------------------------
+
+    def _client(self, network):
+        client = self._clients.get(network.rpc_url)
+        if client is None:
+            options = {"timeout": self.timeout} if self.timeout else {}
+            client = self._clients[network.rpc_url] = Client(network.rpc_url, **options)
+        return client
+
+    def poll_network(self, network_id):
+        """Steps 1-4 of the module docstring for one network; RpcError on a fault."""
+        network = transfer_rows.network(self.db.connection(), network_id)
+        if network is None:
+            return
+        client = self._client(network)
+        head = client.block_number()
+        if head < network.head_block:
+            raise RpcError(f"{redacted(network.rpc_url)} reports head {head}, below {network.head_block}"
+                           " already seen (a lagging node?)")
+        with self.db.transaction() as conn:
+            transfer_rows.set_head(conn, network.id, head)
+        self._check_reorg(client, network, head)
+        while not self.stopping:
+            network = transfer_rows.network(self.db.connection(), network_id)
+            if network.scanned_block >= head:
+                break
+            self._scan_step(client, network, head)
+        self._confirm(client, network, head)
+        with self.db.transaction() as conn:
+            transfer_rows.prune_blocks(conn, network.id, head - network.confirmations - KEEP_BLOCKS,
+                                       KEEP_BLOCKS)
+
+    def _check_reorg(self, client, network, head):
+        kept = transfer_rows.blocks_from_top(self.db.connection(), network.id,
+                                             min(network.scanned_block, head))
+        if not kept:
+            return
+        fork = None
+        for index, block in enumerate(kept):
+            header = client.header(block.number)
+            if header is not None and header.hash == block.hash:
+                fork = block.number
+                break
+            if index == 0:
+                log.warning("watch %s: block %d was replaced: reorganisation", network.id, block.number)
+        if fork == kept[0].number:
+            return
+        if fork is None:
+            fork = kept[-1].number - 1
+            log.error("watch %s: reorganisation deeper than the %d kept block hashes; reading again"
+                      " from block %d", network.id, len(kept), fork + 1)
+        with self.db.transaction() as conn:
+            counted = transfer_rows.confirmed_above(conn, network.id, fork)
+            if counted:  # the operator's confirmation depth was too shallow for this chain
+                log.error("watch %s: reorganisation deeper than %d confirmations: %d confirmed "
+                          "transfers above block %d left the chain", network.id,
+                          network.confirmations, counted, fork)
+            orphaned = transfer_rows.orphan_above(conn, network.id, fork)
+            transfer_rows.forget_blocks_above(conn, network.id, fork)
+            transfer_rows.rewind(conn, network.id, fork)
+        log.warning("watch %s: reading again from block %d; %d unconfirmed transfers orphaned",
+                    network.id, fork + 1, orphaned)
+
+    def _scan_step(self, client, network, head):
+        first = network.scanned_block + 1
+        last = min(head, first + self.max_range - 1)
+        now = int(self.clock())
+        watched = transfer_rows.watched_addresses(
+            self.db.connection(), network.id, now - self.monitoring_seconds)
+        tip = client.header(last)
+        if tip is None:
+            raise ChainMoved(f"block {last} is gone")
+        logs = []
+        if watched:
+            by_key = {(w.token_contract, w.address): w for w in watched}
+            tokens = sorted({w.token_contract for w in watched})
+            recipients = sorted({w.address for w in watched})
+            for i in range(0, len(recipients), self.max_addresses):
+                chunk = recipients[i:i + self.max_addresses]
+                for entry in client.transfer_logs(first, last, tokens, chunk):
+                    match = by_key.get((entry.token, entry.to_address))
+                    if match is not None:  # another token to the address does not pay this process
+                        logs.append((entry, match))
+        headers = client.headers({entry.block_number for entry, _ in logs} - {last})
+        headers[last] = tip
+        for entry, _ in logs:
+            header = headers[entry.block_number]
+            if header is None or header.hash != entry.block_hash:
+                raise ChainMoved(f"block {entry.block_number} changed during the scan")
+        # The step's last block again and, in the same batch, the previous step's last block: the
+        # new blocks must extend the kept ones (else a reorganisation: the next poll walks back).
+        previous = transfer_rows.blocks_from_top(self.db.connection(), network.id,
+                                                 network.scanned_block)[:1]
+        previous = [b for b in previous if b.number == network.scanned_block]
+        again = client.headers([last] + [b.number for b in previous])
+        if again[last] is None or again[last].hash != tip.hash:
+            raise ChainMoved(f"block {last} changed during the scan")
+        for block in previous:
+            if again[block.number] is None or again[block.number].hash != block.hash:
+                raise ChainMoved(f"block {block.number} was replaced: reorganisation")
+        try:
+            with self.db.transaction() as conn:
+                for entry, match in logs:
+                    transfer = Transfer(
+                        chain_id=network.chain_id, tx_hash=entry.tx_hash, log_index=entry.log_index,
+                        network_id=network.id, process_id=match.process_id,
+                        token_contract=entry.token, from_address=entry.from_address,
+                        amount=str(entry.amount), block_number=entry.block_number,
+                        block_hash=entry.block_hash,
+                        block_timestamp=headers[entry.block_number].timestamp,
+                        status="seen", seen_at=now, confirmed_at=None,
+                    )
+                    recorded = transfer_rows.insert_seen(conn, transfer)
+                    # Already deep enough when first seen (a watcher catching up): no "pending",
+                    # the confirmation's own event follows in this poll.
+                    shallow = head - entry.block_number + 1 < network.confirmations
+                    if recorded == "new" and shallow:
+                        emit(conn, "payment.pending", process_rows.get(conn, match.process_id), now)
+                transfer_rows.save_block(conn, network.id, tip.number, tip.hash, tip.parent_hash,
+                                         tip.timestamp)
+                if not transfer_rows.advance(conn, network.id, network.scanned_block, last):
+                    raise _LostRace()
+        except _LostRace:
+            log.info("watch %s: another watcher read blocks %d-%d first", network.id, first, last)
+            return
+        if logs:
+            log.info("watch %s: blocks %d-%d: %d transfers", network.id, first, last, len(logs))
+
+    def _confirm(self, client, network, head):
+        deep_enough = head - network.confirmations + 1
+        due = transfer_rows.seen_up_to(self.db.connection(), network.id, deep_enough)
+        if not due:
+            return
+        canonical = self._canonical(client, network, due)
+        by_process = defaultdict(list)
+        for transfer in due:
+            if canonical[transfer.block_number] == transfer.block_hash:
+                by_process[transfer.process_id].append(transfer)
+            else:  # its block left the chain after the last reorganisation check
+                with self.db.transaction() as conn:
+                    transfer_rows.orphan_block(conn, network.id, transfer.block_number,
+                                               transfer.block_hash)
+                    transfer_rows.forget_blocks_above(conn, network.id, transfer.block_number - 1)
+                    transfer_rows.rewind(conn, network.id, transfer.block_number - 1)
+                log.warning("watch %s: block %d was replaced: transfer orphaned", network.id,
+                            transfer.block_number)
+        now = int(self.clock())
+        pending, outcomes = list(by_process.items()), Counter()
+        for i in range(0, len(pending), CONFIRM_BATCH):  # one commit (one sync) per batch
+            with self.db.transaction() as conn:
+                for process_id, transfers in pending[i:i + CONFIRM_BATCH]:
+                    confirmed = [t for t in transfers if transfer_rows.confirm(conn, t, now)]
+                    if confirmed:
+                        outcomes[self._settle(conn, process_id, confirmed, now)] += 1
+        if outcomes:  # one line per poll; each process's event is in the outbox
+            log.info("watch %s: transfers confirmed in %d processes: %s", network.id,
+                     sum(outcomes.values()), ", ".join(f"{n} {e}" for e, n in sorted(outcomes.items())))
+
+    def _canonical(self, client, network, transfers):
+        """{block number: the node's hash} for the transfers' blocks. Every kept block hash extends
+        the one before it (checked by each scan step) and every transfer was read under one of them,
+        so when the newest kept block is still on the chain, so are all the transfers at or below
+        it: one call instead of one per block."""
+        newest = transfer_rows.blocks_from_top(self.db.connection(), network.id,
+                                               network.scanned_block)[:1]
+        if newest and all(t.block_number <= newest[0].number for t in transfers):
+            header = client.header(newest[0].number)
+            if header is not None and header.hash == newest[0].hash:
+                return {t.block_number: t.block_hash for t in transfers}
+        return {number: header.hash if header else None for number, header in
+                client.headers(t.block_number for t in transfers).items()}
+
+    def _settle(self, conn, process_id, confirmed, now):
+        """The event for transfers just confirmed (same transaction), and completion when paid."""
+        process = process_rows.get(conn, process_id)
+        view = payment_rows.view_of(conn, process_id)  # read after the confirmations above
+        in_time = [t for t in confirmed if t.block_timestamp <= process.expires_at]
+        if process.status != "pending" or not in_time:
+            event = "payment.received_late"
+        else:
+            paid_in_time = sum(int(t.amount) for t in view.transfers
+                               if t.status == "confirmed" and t.block_timestamp <= process.expires_at)
+            if paid_in_time >= view.payment.amount_due:
+                if not process_rows.complete_paid(conn, process_id, now):
+                    raise RuntimeError("a pending process could not be completed")  # rolls back
+                process = replace(process, status="completed", updated_at=now)
+                event = "payment.completed"
+            else:
+                event = "payment.partial"
+        emit(conn, event, process, now, payment=view)
+        return event

@@ -1,0 +1,192 @@
+"""SQL of the chain watcher: its position per network, the transfers it records, the block hashes
+it keeps to notice a reorganisation, and what it watches (deposit addresses per network).
+
+Several watchers may run at once: a transfer is inserted once (its primary key is chain id, tx hash,
+log index; the insert that wrote it is the one that reports it), a transfer is confirmed or orphaned
+by a guarded UPDATE (from `seen` only), and the scan position moves by compare-and-set, so a
+watcher whose view is stale rolls its step back instead of overwriting another's.
+"""
+from app.data.schema import dialect
+from app.models import ChainBlock, Transfer, WatchedAddress, WatchedNetwork
+
+_NETWORK = "id, chain_id, rpc_url, confirmations, start_block, scanned_block, head_block"
+_TRANSFER = (
+    "chain_id, tx_hash, log_index, network_id, process_id, token_contract, from_address, amount,"
+    " block_number, block_hash, block_timestamp, status, seen_at, confirmed_at"
+)
+
+
+def _network(row):
+    return WatchedNetwork(**{name: row[name] for name in row.keys()})
+
+
+def _transfer(row):
+    return Transfer(**{name: row[name] for name in row.keys()})
+
+
+# --- Networks and the scan position --------------------------------------------------------------
+
+def enabled_networks(conn) -> list[WatchedNetwork]:
+    rows = conn.execute(f"SELECT {_NETWORK} FROM networks WHERE disabled_at IS NULL ORDER BY id")
+    return [_network(row) for row in rows]
+
+
+def network(conn, network_id) -> WatchedNetwork | None:
+    row = conn.execute(f"SELECT {_NETWORK} FROM networks WHERE id = ?", (network_id,)).fetchone()
+    return _network(row) if row else None
+
+
+def advance(conn, network_id, expected, scanned_block) -> bool:
+    """Move the scan position from `expected` to `scanned_block`; False when another watcher moved
+    it meanwhile (the caller rolls its step back)."""
+    return conn.execute(
+        "UPDATE networks SET scanned_block = ? WHERE id = ? AND scanned_block = ?",
+        (scanned_block, network_id, expected),
+    ).rowcount == 1
+
+
+def _larger(conn):
+    """SQL's two-argument maximum and minimum: SQLite's scalar MAX/MIN, PostgreSQL's GREATEST/LEAST."""
+    return ("GREATEST", "LEAST") if dialect(conn) == "postgresql" else ("MAX", "MIN")
+
+
+def rewind(conn, network_id, scanned_block):
+    """Read again from scanned_block + 1 (after a reorganisation), never before the start block."""
+    larger, smaller = _larger(conn)
+    conn.execute(
+        f"UPDATE networks SET scanned_block = {larger}(start_block - 1, {smaller}(scanned_block, ?))"
+        " WHERE id = ?",
+        (scanned_block, network_id),
+    )
+
+
+def set_head(conn, network_id, head):
+    """The head confirmations are counted from. Only forwards: a lagging node behind a load
+    balancer must not make confirmed transfers look shallower."""
+    conn.execute(f"UPDATE networks SET head_block = {_larger(conn)[0]}(head_block, ?) WHERE id = ?",
+                 (head, network_id))
+
+
+# --- What the watcher watches --------------------------------------------------------------------
+
+def watched_addresses(conn, network_id, final_since) -> list[WatchedAddress]:
+    """Deposit addresses on the network whose process is pending, or became final at or after
+    `final_since` (late payments are still noticed for PAYMENT_MONITORING_SECONDS)."""
+    rows = conn.execute(
+        "SELECT p.process_id, p.address, p.token_contract FROM payments p"
+        " JOIN processes pr ON pr.id = p.process_id"
+        " WHERE p.network_id = ? AND (pr.status = 'pending' OR pr.updated_at >= ?)",
+        (network_id, final_since),
+    )
+    return [WatchedAddress(row["process_id"], row["address"].lower(), row["token_contract"].lower())
+            for row in rows]
+
+
+# --- Transfers -----------------------------------------------------------------------------------
+
+def insert_seen(conn, t: Transfer) -> str | None:
+    """Record a transfer as `seen`: "new", "revived" (back on the chain after its block was
+    orphaned: the same transaction included again in another block), or None (already recorded)."""
+    cur = conn.execute(
+        f"INSERT INTO transfers ({_TRANSFER})"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'seen', ?, NULL) ON CONFLICT DO NOTHING",
+        (t.chain_id, t.tx_hash, t.log_index, t.network_id, t.process_id, t.token_contract,
+         t.from_address, t.amount, t.block_number, t.block_hash, t.block_timestamp, t.seen_at),
+    )
+    if cur.rowcount == 1:
+        return "new"
+    cur = conn.execute(
+        "UPDATE transfers SET block_number = ?, block_hash = ?, block_timestamp = ?, status = 'seen',"
+        " seen_at = ? WHERE chain_id = ? AND tx_hash = ? AND log_index = ? AND status = 'orphaned'",
+        (t.block_number, t.block_hash, t.block_timestamp, t.seen_at, t.chain_id, t.tx_hash,
+         t.log_index),
+    )
+    return "revived" if cur.rowcount == 1 else None
+
+
+def seen_blocks(conn, network_id) -> list[tuple[int, str]]:
+    """(number, hash) of the blocks holding transfers not yet confirmed."""
+    rows = conn.execute(
+        "SELECT DISTINCT block_number, block_hash FROM transfers"
+        " WHERE network_id = ? AND status = 'seen' ORDER BY block_number",
+        (network_id,),
+    )
+    return [(row["block_number"], row["block_hash"]) for row in rows]
+
+
+def orphan_block(conn, network_id, number, block_hash) -> int:
+    """The block left the chain: its unconfirmed transfers never count."""
+    return conn.execute(
+        "UPDATE transfers SET status = 'orphaned'"
+        " WHERE network_id = ? AND block_number = ? AND block_hash = ? AND status = 'seen'",
+        (network_id, number, block_hash),
+    ).rowcount
+
+
+def orphan_above(conn, network_id, number) -> int:
+    return conn.execute(
+        "UPDATE transfers SET status = 'orphaned'"
+        " WHERE network_id = ? AND block_number > ? AND status = 'seen'",
+        (network_id, number),
+    ).rowcount
+
+
+def confirmed_above(conn, network_id, number) -> int:
+    return conn.execute(
+        "SELECT count(*) FROM transfers WHERE network_id = ? AND block_number > ?"
+        " AND status = 'confirmed'", (network_id, number),
+    ).fetchone()[0]
+
+
+def seen_up_to(conn, network_id, max_block) -> list[Transfer]:
+    """Unconfirmed transfers at or below max_block (deep enough to confirm), oldest first."""
+    rows = conn.execute(
+        f"SELECT {_TRANSFER} FROM transfers WHERE network_id = ? AND status = 'seen'"
+        " AND block_number <= ? ORDER BY block_number, log_index",
+        (network_id, max_block),
+    )
+    return [_transfer(row) for row in rows]
+
+
+def confirm(conn, t: Transfer, now) -> bool:
+    """seen -> confirmed, only while still seen in the block the caller checked."""
+    return conn.execute(
+        "UPDATE transfers SET status = 'confirmed', confirmed_at = ?"
+        " WHERE chain_id = ? AND tx_hash = ? AND log_index = ? AND status = 'seen' AND block_hash = ?",
+        (now, t.chain_id, t.tx_hash, t.log_index, t.block_hash),
+    ).rowcount == 1
+
+
+# --- Block hashes --------------------------------------------------------------------------------
+
+def save_block(conn, network_id, number, block_hash, parent_hash, timestamp):
+    conn.execute(
+        "INSERT INTO chain_blocks (network_id, number, hash, parent_hash, timestamp)"
+        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (network_id, number) DO UPDATE SET"
+        " hash = excluded.hash, parent_hash = excluded.parent_hash, timestamp = excluded.timestamp",
+        (network_id, number, block_hash, parent_hash, timestamp),
+    )
+
+
+def blocks_from_top(conn, network_id, at_most) -> list[ChainBlock]:
+    """Kept blocks at or below `at_most`, highest first."""
+    rows = conn.execute(
+        "SELECT network_id, number, hash, parent_hash, timestamp FROM chain_blocks"
+        " WHERE network_id = ? AND number <= ? ORDER BY number DESC",
+        (network_id, at_most),
+    )
+    return [ChainBlock(**{name: row[name] for name in row.keys()}) for row in rows]
+
+
+def forget_blocks_above(conn, network_id, number):
+    conn.execute("DELETE FROM chain_blocks WHERE network_id = ? AND number > ?", (network_id, number))
+
+
+def prune_blocks(conn, network_id, below, keep_latest):
+    """Forget hashes below the unconfirmed window, but keep the highest `keep_latest` rows."""
+    conn.execute(
+        "DELETE FROM chain_blocks WHERE network_id = ? AND number < ? AND number NOT IN"
+        " (SELECT number FROM chain_blocks WHERE network_id = ? ORDER BY number DESC LIMIT ?)",
+        (network_id, below, network_id, keep_latest),
+    )
+

@@ -1,0 +1,83 @@
+"""A JSON-RPC endpoint on loopback in front of the real test node that misbehaves on demand: down,
+slow, HTTP errors, JSON-RPC errors, malformed JSON, a head going backwards, "result too large" for
+wide eth_getLogs ranges. Every call it does not spoil goes to the real node unchanged."""
+import json
+import threading
+import time
+from collections import Counter, defaultdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import requests
+
+
+class FaultyRpc:
+    def __init__(self, upstream, path="/v3/SECRET-PROJECT-KEY"):
+        self.upstream = upstream
+        self.queued = defaultdict(list)  # method -> faults for its next calls, in order
+        self.max_log_range = None  # eth_getLogs over more blocks than this: "too many results"
+        self.calls = Counter()
+        self.lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                status, payload = fake.answer(body)
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                try:
+                    self.wfile.write(payload)
+                except OSError:  # the client gave up (timeout)
+                    pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def fail(self, method, *faults):
+        with self.lock:
+            self.queued[method].extend(faults)
+
+    def answer(self, body):
+        if isinstance(body, list):  # a batch: counted per call, passed through unspoiled
+            with self.lock:
+                self.calls.update(item["method"] for item in body)
+            return 200, self._json(requests.post(self.upstream, json=body, timeout=30).json())
+        method = body["method"]
+        with self.lock:
+            self.calls[method] += 1
+            fault = self.queued[method].pop(0) if self.queued[method] else None
+        if fault == "hang":
+            time.sleep(3)
+        elif fault == "http500":
+            return 500, b"<html>Internal Server Error</html>"
+        elif fault == "malformed":
+            return 200, b'{"jsonrpc": "2.0", "id": 1, "result": '
+        elif fault == "error":
+            return 200, self._json({"jsonrpc": "2.0", "id": body["id"],
+                                    "error": {"code": -32000, "message": "header not found"}})
+        elif fault == "garbage-result":
+            return 200, self._json({"jsonrpc": "2.0", "id": body["id"], "result": {"oops": 1}})
+        if method == "eth_getLogs" and self.max_log_range is not None:
+            query = body["params"][0]
+            if int(query["toBlock"], 16) - int(query["fromBlock"], 16) + 1 > self.max_log_range:
+                return 200, self._json({"jsonrpc": "2.0", "id": body["id"], "error": {
+                    "code": -32005, "message": "query returned more than 10000 results"}})
+        answer = requests.post(self.upstream, json=body, timeout=30).json()
+        if fault == "backwards":
+            answer["result"] = hex(max(0, int(answer["result"], 16) - 5))
+        return 200, self._json(answer)
+
+    @staticmethod
+    def _json(value):
+        return json.dumps(value).encode()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()

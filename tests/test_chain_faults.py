@@ -1,0 +1,129 @@
+"""The chain watcher when its JSON-RPC endpoint misbehaves (tests/fake_rpc.py, in front of the real
+node): each fault ends the pass for that network with nothing miscounted and no URL path in the
+logs, the next pass catches up; too-large log queries are split; several watchers at once count each
+transfer once; the loop survives faults with backoff and exits 0 on SIGTERM."""
+import signal
+import subprocess
+import time
+
+import pytest
+
+from chain_shop import Shop, add_network
+from helpers import Api
+from fake_rpc import FaultyRpc
+from servers import BIN, ROOT, service_env
+
+CONFIRMATIONS = 2
+UNIT = 10**6
+SECRET = "SECRET-PROJECT-KEY"
+
+
+@pytest.fixture
+def app_config():
+    return {"CHAIN_RPC_READ_TIMEOUT_SECONDS": 0.5, "PROCESS_TTL_SECONDS": 30 * 86400}
+
+
+@pytest.fixture
+def fake(chain):
+    fake = FaultyRpc(chain.url)
+    yield fake
+    fake.close()
+
+
+@pytest.fixture
+def shop(app, client, runner, chain, clock, make_merchant, fake):
+    merchant = make_merchant()
+    add_network(runner, chain, confirmations=CONFIRMATIONS, rpc_url=fake.url)
+    shop = Shop(app, Api(client, merchant["secretKey"]), runner, chain, clock, merchant, client)
+    shop.sync_clock()
+    return shop
+
+
+@pytest.mark.parametrize("method, fault, message", [
+    ("eth_blockNumber", "hang", "eth_blockNumber: http://127.0.0.1:{port} unreachable (ReadTimeout)"),
+    ("eth_blockNumber", "http500", "eth_blockNumber: http://127.0.0.1:{port} answered HTTP 500"),
+    ("eth_blockNumber", "backwards", "reports head"),
+    ("eth_getLogs", "malformed", "eth_getLogs: http://127.0.0.1:{port} answered malformed JSON"),
+    ("eth_getLogs", "error", "eth_getLogs: http://127.0.0.1:{port} error -32000: header not found"),
+    ("eth_getLogs", "garbage-result", "eth_getLogs: the result is not a list"),
+    ("eth_getBlockByNumber", "garbage-result", "eth_getBlockByNumber.number: not a hex quantity"),
+])
+def test_a_fault_ends_the_pass_and_nothing_is_miscounted(shop, chain, fake, caplog, method,
+                                                         fault, message):
+    process_id, address = shop.order(4)
+    chain.transfer(address, 4 * UNIT)
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.pending"]
+    chain.mine(CONFIRMATIONS)
+
+    fake.fail(method, fault)
+    caplog.clear()
+    shop.watch(exit_code=1)
+    port = fake.server.server_address[1]
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and message.format(port=port) in warnings[0], warnings
+    assert SECRET not in caplog.text
+    assert shop.event_types(process_id) == ["payment.pending"]
+    assert [t["status"] for t in shop.transfers(process_id)] == ["seen"]
+
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.pending", "payment.completed"]
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.pending", "payment.completed"]
+
+
+def test_a_range_the_node_finds_too_large_is_split(shop, chain, fake):
+    orders = [shop.order(2) for _ in range(3)]
+    for _, address in orders:
+        chain.mine(5)
+        chain.transfer(address, 2 * UNIT)
+    chain.mine(CONFIRMATIONS)
+    fake.max_log_range = 4
+    shop.watch()
+    for process_id, _ in orders:
+        assert shop.event_types(process_id) == ["payment.completed"]
+    assert fake.calls["eth_getLogs"] >= 7  # 20 blocks, refused above 4: split down to ranges of 3
+
+
+def _watcher(database, *args):
+    env = service_env(database, FLASK_CHAIN_RPC_READ_TIMEOUT_SECONDS="0.5")
+    return subprocess.Popen([str(BIN / "flask"), "--app", "app", "watch-payments", *args],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+
+
+def test_several_watchers_at_once_count_each_transfer_once(shop, chain, app):
+    orders = [shop.order(1) for _ in range(12)]
+    for _, address in orders:
+        chain.transfer(address, UNIT // 2)
+        chain.transfer(address, UNIT // 2)
+    chain.mine(CONFIRMATIONS)
+    database = app.config["DATABASE"]
+    runs = [_watcher(database, "--once", "--max-range", "3") for _ in range(3)]
+    for run in runs:
+        output, _ = run.communicate(timeout=120)
+        assert run.returncode == 0, output
+    for process_id, _ in orders:
+        assert shop.event_types(process_id) == ["payment.completed"]
+        assert [t["status"] for t in shop.transfers(process_id)] == ["confirmed", "confirmed"]
+
+
+def test_the_loop_survives_faults_backs_off_and_stops_on_sigterm(shop, chain, fake, app):
+    process_id, address = shop.order(3)
+    fake.fail("eth_blockNumber", "hang", "http500", "malformed", "error", "garbage-result")
+    loop = _watcher(app.config["DATABASE"], "--poll-interval", "0.1", "--backoff-max", "0.4")
+    try:
+        chain.transfer(address, 3 * UNIT)
+        chain.mine(CONFIRMATIONS)
+        deadline = time.monotonic() + 60
+        while shop.event_types(process_id) != ["payment.completed"]:
+            assert loop.poll() is None, loop.stdout.read()
+            assert time.monotonic() < deadline, shop.event_types(process_id)
+            time.sleep(0.1)
+    finally:
+        loop.send_signal(signal.SIGTERM)
+        output, _ = loop.communicate(timeout=30)
+    assert loop.returncode == 0, output
+    assert output.count("retry in") == 5, (output, fake.calls, fake.queued)
+    assert SECRET not in output
+    assert fake.calls["eth_blockNumber"] >= 6

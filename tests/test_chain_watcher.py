@@ -1,0 +1,250 @@
+"""The chain watcher against a real EVM node (Hardhat 2 on loopback, tests/chain_node.py): transfers
+of a real ERC-20 token, confirmations, partial and overpaid payments, late payments, the paid-in-time
+hold against the expiry sweep, reorganisations, and other tokens to a deposit address."""
+import pytest
+
+from app.processes import expire_due
+from chain_shop import Shop, add_network
+from helpers import Api
+
+CONFIRMATIONS = 3
+UNIT = 10**6  # one token in base units (6 decimals)
+
+
+@pytest.fixture
+def shop(app, client, runner, chain, clock, make_merchant):
+    merchant = make_merchant()
+    add_network(runner, chain, confirmations=CONFIRMATIONS)
+    shop = Shop(app, Api(client, merchant["secretKey"]), runner, chain, clock, merchant, client)
+    shop.sync_clock()
+    return shop
+
+
+def test_a_transfer_is_pending_until_its_confirmations_then_completes(shop, chain):
+    process_id, address = shop.order(12.5, {"orderRef": "A-7", "email": "x@example.com"})
+    shop.watch()
+    assert shop.event_types(process_id) == []
+
+    tx_hash, block = chain.transfer(address, 12_500_000)
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.pending"]
+    assert shop.process(process_id)["status"] == "pending"
+    _, pending = shop.events(process_id)[0]
+    payment = pending["data"]["payment"]
+    assert payment["amountPaid"] == "0" and payment["amountPending"] == "12.5"
+    assert payment["transfers"] == [{"txHash": tx_hash, "logIndex": 0, "blockNumber": block,
+                                     "amount": "12.5", "confirmations": 1}]
+
+    chain.mine(CONFIRMATIONS - 2)  # one block short: too few confirmations
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.pending"]
+    assert shop.transfers(process_id)[0]["status"] == "seen"
+
+    chain.mine(1)
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.pending", "payment.completed"]
+    assert shop.process(process_id)["status"] == "completed"
+    _, completed = shop.events(process_id)[1]
+    assert completed["type"] == "payment.completed"
+    assert completed["data"]["metadata"] == {"orderRef": "A-7", "email": "x@example.com"}
+    assert completed["data"]["status"] == "completed"
+    payment = completed["data"]["payment"]
+    assert payment["amountDue"] == "12.5" and payment["amountPaid"] == "12.5"
+    assert payment["amountPending"] == "0"
+    assert payment["transfers"] == [{"txHash": tx_hash, "logIndex": 0, "blockNumber": block,
+                                     "amount": "12.5", "confirmations": CONFIRMATIONS}]
+
+    chain.mine(5)  # nothing more happens however deep it gets
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.pending", "payment.completed"]
+
+
+def test_partial_then_complete_and_overpaid(shop, chain):
+    partial_id, partial_address = shop.order(10)
+    over_id, over_address = shop.order(10)
+    chain.transfer(partial_address, 4 * UNIT)
+    chain.transfer(over_address, 15 * UNIT)
+    chain.mine(CONFIRMATIONS)
+    shop.watch()
+    # Already deep enough when first seen: no payment.pending, the outcome at once.
+    assert shop.event_types(partial_id) == ["payment.partial"]
+    assert shop.process(partial_id)["status"] == "pending"
+    _, partial = shop.events(partial_id)[0]
+    assert partial["data"]["payment"]["amountPaid"] == "4"
+    assert shop.event_types(over_id) == ["payment.completed"]
+    _, over = shop.events(over_id)[0]
+    assert over["data"]["payment"]["amountPaid"] == "15"
+    assert over["data"]["payment"]["amountDue"] == "10"
+
+    chain.transfer(partial_address, 6 * UNIT)
+    chain.mine(CONFIRMATIONS - 1)
+    shop.watch()
+    assert shop.event_types(partial_id) == ["payment.partial", "payment.completed"]
+    _, done = shop.events(partial_id)[1]
+    assert done["data"]["payment"]["amountPaid"] == "10"
+    assert [t["amount"] for t in done["data"]["payment"]["transfers"]] == ["4", "6"]
+
+
+def test_late_after_cancel_and_after_expiry(shop, chain, clock, app):
+    cancelled_id, cancelled_address = shop.order(5)
+    expired_id, expired_address = shop.order(5)
+    assert shop.api.cancel(cancelled_id).status_code == 200
+    expires_at = shop.events(cancelled_id)[0][1]["data"]["expiresAt"]
+    clock.advance(1800)  # the expiry: the sweep expires the other process
+    with app.app_context():
+        assert expire_due(app.extensions["db"], clock()) == 1
+    chain.next_timestamp(clock() + 1)
+    chain.transfer(cancelled_address, 5 * UNIT)
+    chain.transfer(expired_address, 5 * UNIT)
+    chain.mine(CONFIRMATIONS)
+    shop.watch()
+    assert shop.event_types(cancelled_id) == ["process.cancelled", "payment.received_late"]
+    assert shop.event_types(expired_id) == ["process.expired", "payment.received_late"]
+    for process_id, status in ((cancelled_id, "cancelled"), (expired_id, "expired")):
+        _, late = shop.events(process_id)[-1]
+        assert late["data"]["status"] == status
+        assert late["data"]["payment"]["amountPaid"] == "5"
+        assert shop.process(process_id)["status"] == status
+    assert expires_at
+
+
+def test_paid_in_time_but_confirmed_after_expiry_completes(shop, chain, clock, app):
+    process_id, address = shop.order(7)
+    expires_at = clock() + 1800
+    chain.next_timestamp(expires_at)  # at expiresAt exactly: in time
+    chain.transfer(address, 7 * UNIT)
+    shop.watch()
+    clock.now = expires_at + 60
+    with app.app_context():
+        assert expire_due(app.extensions["db"], clock()) == 0  # held: still confirming
+    assert shop.process(process_id)["status"] == "pending"
+    listed = shop.api.list("?status=pending").get_json()["data"]
+    assert [p["processId"] for p in listed] == [process_id]
+
+    chain.mine(CONFIRMATIONS - 1)
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.pending", "payment.completed"]
+    assert shop.process(process_id)["status"] == "completed"
+    with app.app_context():
+        assert expire_due(app.extensions["db"], clock()) == 0
+
+
+def test_one_second_after_expiry_is_late_and_the_process_expires(shop, chain, clock, app):
+    process_id, address = shop.order(7)
+    expires_at = clock() + 1800
+    chain.next_timestamp(expires_at + 1)
+    chain.transfer(address, 7 * UNIT)
+    shop.watch()
+    clock.now = expires_at + 60
+    with app.app_context():
+        assert expire_due(app.extensions["db"], clock()) == 1
+    chain.mine(CONFIRMATIONS - 1)
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.pending", "process.expired",
+                                            "payment.received_late"]
+    assert shop.process(process_id)["status"] == "expired"
+
+
+def test_in_time_partial_confirmed_after_expiry_then_expires(shop, chain, clock, app):
+    process_id, address = shop.order(7)
+    expires_at = clock() + 1800
+    chain.next_timestamp(expires_at - 10)
+    chain.transfer(address, 3 * UNIT)
+    shop.watch()
+    clock.now = expires_at + 60
+    with app.app_context():
+        assert expire_due(app.extensions["db"], clock()) == 0
+    chain.mine(CONFIRMATIONS - 1)
+    shop.watch()
+    with app.app_context():
+        assert expire_due(app.extensions["db"], clock()) == 1
+    assert shop.event_types(process_id) == ["payment.pending", "payment.partial",
+                                            "process.expired"]
+
+
+def test_a_reorganisation_drops_the_orphaned_transfer(shop, chain):
+    process_id, address = shop.order(9)
+    before = chain.snapshot()
+    orphan_tx, orphan_block = chain.transfer(address, 9 * UNIT)
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.pending"]
+
+    chain.revert(before)  # the block with the transfer leaves the chain
+    chain.mine(CONFIRMATIONS + 2)  # a longer chain without it
+    shop.watch()
+    assert shop.transfers(process_id) == [{"tx_hash": orphan_tx, "status": "orphaned",
+                                           "amount": str(9 * UNIT), "block_number": orphan_block}]
+    assert shop.event_types(process_id) == ["payment.pending"]
+    process = shop.process(process_id)
+    assert process["status"] == "pending"
+
+    # Paid again on the new chain: counted once, the orphaned one never.
+    tx_hash, _ = chain.transfer(address, 9 * UNIT)
+    chain.mine(CONFIRMATIONS)
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.pending", "payment.completed"]
+    _, completed = shop.events(process_id)[-1]
+    assert completed["data"]["payment"]["amountPaid"] == "9"
+    assert [t["txHash"] for t in completed["data"]["payment"]["transfers"]] == [tx_hash]
+
+
+def test_a_transfer_included_again_after_a_reorganisation_counts_once(shop, chain):
+    process_id, address = shop.order(9)
+    before = chain.snapshot()
+    tx_hash, first_block = chain.transfer(address, 9 * UNIT)
+    raw = chain.rpc("eth_getTransactionByHash", tx_hash)
+    shop.watch()
+    chain.revert(before)
+    chain.mine(2)  # the fork is longer, and holds the same transaction in a later block
+    fields = ("from", "to", "nonce", "gas", "value", "maxFeePerGas", "maxPriorityFeePerGas")
+    resent = chain.rpc("eth_sendTransaction", {**{k: raw[k] for k in fields}, "data": raw["input"]})
+    assert resent == tx_hash
+    chain.mine(CONFIRMATIONS)
+    shop.watch()
+    rows = shop.transfers(process_id)
+    assert len(rows) == 1 and rows[0]["status"] == "confirmed"
+    assert rows[0]["block_number"] == first_block + 2
+    assert shop.event_types(process_id) == ["payment.pending", "payment.completed"]
+
+
+def test_other_tokens_to_the_address_do_not_pay(shop, chain):
+    process_id, address = shop.order(3)
+    other = chain.deploy_token()
+    chain.transfer(address, 3 * UNIT, token=other)
+    chain.mine(CONFIRMATIONS)
+    shop.watch()
+    assert shop.event_types(process_id) == []
+    assert shop.transfers(process_id) == []
+
+
+def test_several_transfers_in_one_block_range_and_a_small_step(shop, chain):
+    """Many processes, a tiny --max-range and --max-addresses: every transfer found, once."""
+    orders = [shop.order(1) for _ in range(7)]
+    for _, address in orders:
+        chain.transfer(address, UNIT)
+        chain.mine(3)
+    chain.mine(CONFIRMATIONS)
+    shop.watch("--max-range", "4", "--max-addresses", "2")
+    for process_id, _ in orders:
+        assert shop.event_types(process_id) == ["payment.completed"]
+
+
+def test_without_node_the_chain_tests_fail_and_say_how_to_fix_it(tmp_path):
+    """Never a silent skip: a machine without Node.js fails the chain tests with the fix."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLASK_", "PYTEST_"))}
+    env["PATH"] = str(Path(sys.executable).parent)  # the venv only: no node
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "tests/test_chain_e2e.py"],
+        cwd=Path(__file__).resolve().parent.parent, env=env, capture_output=True, text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stdout[-2000:]
+    assert "The chain tests need Node.js (`node` is not on PATH)" in done.stdout
+    assert "apt-get install nodejs npm" in done.stdout
+    assert "1 error" in done.stdout.splitlines()[-1]
