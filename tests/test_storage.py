@@ -13,7 +13,6 @@ from app import create_app
 from app import merchants as merchant_service
 from app import processes as process_service
 from app.data import events as event_rows
-from app.data import processes as process_rows
 from app.data import schema as schema_rows
 from app.db import init_db
 from app.webhooks.worker import Worker
@@ -65,7 +64,8 @@ def _fill(db, now, webhook_url, old=False):
     if old:
         other_id = json.loads(other)["processId"]
         with db.transaction() as conn:
-            assert process_rows.transition(conn, other_id, "cancelled", now)
+            conn.execute("UPDATE processes SET status = 'cancelled', updated_at = ? WHERE id = ?",
+                         (now, other_id))
             event_rows.insert(conn, id="evt_" + "0" * 32, merchant_id=merchant.id,
                               process_id=other_id, type="process.cancelled", now=now,
                               payload=json.dumps({"type": "process.cancelled", "data": {
