@@ -51,7 +51,7 @@ class Process:
 
     def effective_status(self, now):
         """A pending process past its expiry is expired, whether or not the sweep has run, unless
-        paid-in-time transfers are still confirming."""
+        it is held (app/data/processes.py HELD: paid in time and confirming, or the watcher behind)."""
         if self.status == "pending" and now >= self.expires_at and not self.held:
             return "expired"
         return self.status
@@ -144,10 +144,12 @@ class WatchedNetwork:
 
 @dataclass(frozen=True)
 class WatchedAddress:
-    """A deposit address the watcher looks for, with the token it must be paid in (lowercase)."""
+    """A deposit address the watcher looks for, with the token it must be paid in (lowercase), and
+    its process's expiry (a transfer in a block no later than one at or before it is in time)."""
     process_id: str
     address: str
     token_contract: str
+    expires_at: int
 
 
 @dataclass(frozen=True)

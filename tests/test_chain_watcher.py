@@ -90,10 +90,12 @@ def test_late_after_cancel_and_after_expiry(shop, chain, clock, app):
     expired_id, expired_address = shop.order(5)
     assert shop.api.cancel(cancelled_id).status_code == 200
     expires_at = shop.events(cancelled_id)[0][1]["data"]["expiresAt"]
-    clock.advance(1800)  # the expiry: the sweep expires the other process
+    clock.advance(1800)  # the expiry: once the watcher has read past it, the sweep expires the other
+    chain.next_timestamp(clock() + 1)
+    chain.mine(1)
+    shop.watch()
     with app.app_context():
         assert expire_due(app.extensions["db"], clock()) == 1
-    chain.next_timestamp(clock() + 1)
     chain.transfer(cancelled_address, 5 * UNIT)
     chain.transfer(expired_address, 5 * UNIT)
     chain.mine(CONFIRMATIONS)
@@ -154,6 +156,7 @@ def test_in_time_partial_confirmed_after_expiry_then_expires(shop, chain, clock,
     clock.now = expires_at + 60
     with app.app_context():
         assert expire_due(app.extensions["db"], clock()) == 0
+    chain.next_timestamp(expires_at + 1)  # the confirmations, after the expiry
     chain.mine(CONFIRMATIONS - 1)
     shop.watch()
     with app.app_context():
@@ -248,3 +251,71 @@ def test_without_node_the_chain_tests_fail_and_say_how_to_fix_it(tmp_path):
     assert "The chain tests need Node.js (`node` is not on PATH)" in done.stdout
     assert "apt-get install nodejs npm" in done.stdout
     assert "1 error" in done.stdout.splitlines()[-1]
+
+
+def test_a_lagging_watcher_does_not_make_an_in_time_payment_late(shop, chain, clock, app):
+    """The watcher is down while the expiry passes and the sweep runs: the process stays pending
+    (the watcher has not read the chain past its expiry); once it runs, the in-time transfer
+    completes it, and no process.expired is ever written."""
+    process_id, address = shop.order(7)
+    unpaid_id, _ = shop.order(7)  # chosen, never paid: held as well until the watcher catches up
+    unchosen = shop.api.preorder({"amount": 7, "metadata": {"orderRef": "A-2"}}).get_json()
+    expires_at = clock() + 1800
+    chain.next_timestamp(expires_at - 10)
+    chain.transfer(address, 7 * UNIT)
+    chain.next_timestamp(expires_at + 5)
+    chain.mine(CONFIRMATIONS)  # on chain and deep enough, but nobody has read it yet
+    clock.now = expires_at + 60
+    with app.app_context():  # only the process without a live payment expires
+        assert expire_due(app.extensions["db"], clock()) == 1
+    assert shop.event_types(unchosen["processId"]) == ["process.expired"]
+    for held in (process_id, unpaid_id):
+        assert shop.process(held)["status"] == "pending"
+        assert shop.event_types(held) == []
+    listed = shop.api.list("?status=pending").get_json()["data"]
+    assert sorted(p["processId"] for p in listed) == sorted([process_id, unpaid_id])
+    assert shop.api.list("?status=expired").get_json()["data"][0]["processId"] == unchosen["processId"]
+
+    shop.watch()  # reads past the expiry: the in-time transfer, already confirmed
+    assert shop.event_types(process_id) == ["payment.completed"]
+    assert shop.process(process_id)["status"] == "completed"
+    with app.app_context():  # now the unpaid one expires; the paid one never does
+        assert expire_due(app.extensions["db"], clock()) == 1
+    assert shop.event_types(unpaid_id) == ["process.expired"]
+    assert shop.event_types(process_id) == ["payment.completed"]
+
+
+def test_nothing_paid_expires_once_the_watcher_has_read_past_the_expiry(shop, chain, clock, app):
+    process_id, _ = shop.order(7)
+    expires_at = clock() + 1800
+    chain.next_timestamp(expires_at)  # the watcher's last block is at the expiry, not after it
+    chain.mine(1)
+    shop.watch()
+    clock.now = expires_at + 60
+    with app.app_context():
+        assert expire_due(app.extensions["db"], clock()) == 0
+    assert shop.process(process_id)["status"] == "pending"
+
+    chain.next_timestamp(expires_at + 1)
+    chain.mine(1)
+    with app.app_context():  # on chain, not yet read: still held
+        assert expire_due(app.extensions["db"], clock()) == 0
+    shop.watch()
+    assert shop.process(process_id)["status"] == "expired"
+    with app.app_context():
+        assert expire_due(app.extensions["db"], clock()) == 1
+    assert shop.event_types(process_id) == ["process.expired"]
+    assert shop.process(process_id)["status"] == "expired"
+
+
+def test_a_disabled_network_does_not_hold_its_processes(shop, chain, clock, app, runner):
+    """Nobody reads a disabled network: its processes expire at their expiry, as without a payment."""
+    process_id, _ = shop.order(7)
+    clock.now = clock() + 1800
+    assert shop.process(process_id)["status"] == "pending"  # the watcher has not read past it
+    result = runner.invoke(args=["networks", "disable", "hardhat"])
+    assert result.exit_code == 0, result.output
+    assert shop.process(process_id)["status"] == "expired"
+    with app.app_context():
+        assert expire_due(app.extensions["db"], clock()) == 1
+    assert shop.event_types(process_id) == ["process.expired"]

@@ -10,12 +10,14 @@ One poll of a network (`poll_network`), every RPC call bounded by the client's t
      back to it, so the new blocks are read again.
   3. scan, in steps of at most `max_range` blocks up to the head: the step's last block is read
      before and after its `eth_getLogs` calls (at most `max_addresses` deposit addresses a call;
-     the client halves a range the node finds too large), and the blocks holding transfers are read
-     in JSON-RPC batches for their timestamps and hashes; a change means the chain moved under
-     the step, which is then retried. Each step commits, in one transaction: its new transfers
-     (`seen`; one `payment.pending` each, unless already deep enough to confirm: a watcher catching
-     up reports the outcome only), the last block's hash, and the scan position moved by
-     compare-and-set (a watcher that lost the race rolls its step back).
+     the client halves a range the node finds too large). Only the blocks holding transfers whose
+     process's expiry is before the last block's timestamp are read (JSON-RPC batches), for their
+     timestamps; a log's block hash that differs from its header's, or from another log's in the
+     same block, means the chain moved under the step, which is then retried. Each step commits,
+     in one transaction: its new transfers (`seen`; one `payment.pending` each, unless already
+     deep enough to confirm: a watcher catching up reports the outcome only), the last block's
+     hash, and the scan position moved by compare-and-set (a watcher that lost the race rolls its
+     step back).
   4. confirm: `seen` transfers with `confirmations` blocks (their own included) whose block the node
      still has under the same hash (read in JSON-RPC batches) become `confirmed`, each process with
      its event in the same transaction (up to CONFIRM_BATCH processes a commit):
@@ -234,11 +236,21 @@ class Watcher:
                     match = by_key.get((entry.token, entry.to_address))
                     if match is not None:  # another token to the address does not pay this process
                         logs.append((entry, match))
-        headers = client.headers({entry.block_number for entry, _ in logs} - {last})
+        # A transfer's block is at or below the step's last one, so its timestamp is at most the
+        # last block's: when that is not after the process's expiry, the transfer is in time and
+        # its block need not be read (the last block's timestamp is kept as its upper bound). The
+        # others' blocks are read for their timestamps, and their hashes checked against the logs'.
+        unsure = {entry.block_number for entry, match in logs if tip.timestamp > match.expires_at}
+        headers = client.headers(unsure - {last})
         headers[last] = tip
+        hashes = {}  # block number -> the hash its first log carried
         for entry, _ in logs:
-            header = headers[entry.block_number]
-            if header is None or header.hash != entry.block_hash:
+            if entry.block_number in headers:
+                header = headers[entry.block_number]
+                moved = header is None or header.hash != entry.block_hash
+            else:
+                moved = hashes.setdefault(entry.block_number, entry.block_hash) != entry.block_hash
+            if moved:
                 raise ChainMoved(f"block {entry.block_number} changed during the scan")
         # The step's last block again and, in the same batch, the previous step's last block: the
         # new blocks must extend the kept ones (else a reorganisation: the next poll walks back).
@@ -260,7 +272,8 @@ class Watcher:
                         token_contract=entry.token, from_address=entry.from_address,
                         amount=str(entry.amount), block_number=entry.block_number,
                         block_hash=entry.block_hash,
-                        block_timestamp=headers[entry.block_number].timestamp,
+                        block_timestamp=(headers[entry.block_number].timestamp
+                                         if entry.block_number in headers else tip.timestamp),
                         status="seen", seen_at=now, confirmed_at=None,
                     )
                     recorded = transfer_rows.insert_seen(conn, transfer)
@@ -301,19 +314,27 @@ class Watcher:
         pending, outcomes = list(by_process.items()), Counter()
         for i in range(0, len(pending), CONFIRM_BATCH):  # one commit (one sync) per batch
             with self.db.transaction() as conn:
+                confirmed = {}
                 for process_id, transfers in pending[i:i + CONFIRM_BATCH]:
-                    confirmed = [t for t in transfers if transfer_rows.confirm(conn, t, now)]
-                    if confirmed:
-                        outcomes[self._settle(conn, process_id, confirmed, now)] += 1
+                    done = [t for t in transfers if transfer_rows.confirm(conn, t, now)]
+                    if done:
+                        confirmed[process_id] = done
+                # Read after the confirmations above, two queries for the batch's views: a
+                # process's settlement changes no other process's row or payment.
+                processes = process_rows.get_many(conn, confirmed)
+                views = payment_rows.views_of(conn, confirmed)
+                for process_id, done in confirmed.items():
+                    event = self._settle(conn, processes[process_id], views[process_id], done, now)
+                    outcomes[event] += 1
         if outcomes:  # one line per poll; each process's event is in the outbox
             log.info("watch %s: transfers confirmed in %d processes: %s", network.id,
                      sum(outcomes.values()), ", ".join(f"{n} {e}" for e, n in sorted(outcomes.items())))
 
     def _canonical(self, client, network, transfers):
         """{block number: the node's hash} for the transfers' blocks. Every kept block hash extends
-        the one before it (checked by each scan step) and every transfer was read under one of them,
-        so when the newest kept block is still on the chain, so are all the transfers at or below
-        it: one call instead of one per block."""
+        the one before it (checked by each scan step) and every transfer was read in a step whose
+        last block (kept) did not change while its logs were read, so when the newest kept block
+        is still on the chain, so are all the transfers at or below it: one call, not one a block."""
         newest = transfer_rows.blocks_from_top(self.db.connection(), network.id,
                                                network.scanned_block)[:1]
         if newest and all(t.block_number <= newest[0].number for t in transfers):
@@ -323,10 +344,10 @@ class Watcher:
         return {number: header.hash if header else None for number, header in
                 client.headers(t.block_number for t in transfers).items()}
 
-    def _settle(self, conn, process_id, confirmed, now):
-        """The event for transfers just confirmed (same transaction), and completion when paid."""
-        process = process_rows.get(conn, process_id)
-        view = payment_rows.view_of(conn, process_id)  # read after the confirmations above
+    def _settle(self, conn, process, view, confirmed, now):
+        """The event for transfers just confirmed (same transaction), and completion when paid;
+        `process` and `view` were read after the confirmations."""
+        process_id = process.id
         in_time = [t for t in confirmed if t.block_timestamp <= process.expires_at]
         if process.status != "pending" or not in_time:
             event = "payment.received_late"

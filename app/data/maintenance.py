@@ -41,7 +41,7 @@ def snapshot(conn, now) -> Snapshot:
         processes = dict.fromkeys(STATUSES, 0)
         processes.update(conn.execute("SELECT status, count(*) FROM processes GROUP BY status").fetchall())
         # A pending process past its expiry is expired, as the API shows it, swept or not (unless
-        # paid-in-time transfers are still confirming: then it is pending, as the API shows it).
+        # held by HELD: then it is pending, as the API shows it).
         unswept = conn.execute(
             "SELECT count(*) FROM processes WHERE status = 'pending' AND expires_at <= ?"
             f" AND NOT {HELD}", (now,)

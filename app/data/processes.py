@@ -6,11 +6,19 @@ from app.models import Process
 _STORED = (
     "seq, id, merchant_id, status, amount, metadata, livemode, created_at, updated_at, expires_at"
 )
-# Paid in time, still confirming: a `seen` transfer to the process's deposit address in a block at
-# or before its expiry. Such a process is not expired, by the sweep or on display (docs/payments.md).
+# Held past its expiry: not expired, by the sweep or on display (docs/payments.md), while either
+# - paid in time, still confirming: a `seen` transfer to its deposit address in a block at or before
+#   its expiry; or
+# - the watcher has not yet read the payment's network past the expiry: the kept block at the scan
+#   position is missing or not after `expires_at`, so a transfer mined in time may still be found.
+#   A disabled network is not read at all: it holds nothing.
 HELD = (
-    "EXISTS (SELECT 1 FROM transfers t WHERE t.process_id = processes.id AND t.status = 'seen'"
+    "(EXISTS (SELECT 1 FROM transfers t WHERE t.process_id = processes.id AND t.status = 'seen'"
     " AND t.block_timestamp <= processes.expires_at)"
+    " OR EXISTS (SELECT 1 FROM payments pay JOIN networks n ON n.id = pay.network_id"
+    " WHERE pay.process_id = processes.id AND n.disabled_at IS NULL AND NOT EXISTS"
+    " (SELECT 1 FROM chain_blocks b WHERE b.network_id = n.id AND b.number = n.scanned_block"
+    " AND b.timestamp > processes.expires_at)))"
 )
 _COLUMNS = f"{_STORED}, {HELD} AS held"
 
@@ -59,6 +67,16 @@ def lock(conn, process_id):
         conn.execute("SELECT 1 FROM processes WHERE id = ? FOR UPDATE", (process_id,))
 
 
+def get_many(conn, process_ids) -> dict[str, Process]:
+    """These processes, by id (one query)."""
+    ids = list(process_ids)
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(f"SELECT {_COLUMNS} FROM processes WHERE id IN ({marks})", ids).fetchall()
+    return {row["id"]: _process(row) for row in rows}
+
+
 def get_for_merchant(conn, merchant_id, process_id) -> Process | None:
     row = conn.execute(
         f"SELECT {_COLUMNS} FROM processes WHERE id = ? AND merchant_id = ?",
@@ -100,7 +118,7 @@ def list_page(conn, *, now, limit, merchant_id=None, status=None, before_seq=Non
 
 def transition(conn, process_id, to_status, now) -> bool:
     """pending -> to_status, only while the process is pending and not yet past its expiry (or
-    held past it by paid-in-time transfers still confirming)."""
+    held past it: HELD)."""
     cur = conn.execute(
         "UPDATE processes SET status = ?, updated_at = ?"
         f" WHERE id = ? AND status = 'pending' AND (expires_at > ? OR {HELD})",
@@ -120,8 +138,8 @@ def complete_paid(conn, process_id, now) -> bool:
 
 
 def expire(conn, process_id, now) -> bool:
-    """pending -> expired, only once the expiry has passed and no paid-in-time transfer is still
-    confirming."""
+    """pending -> expired, only once the expiry has passed and nothing holds it (HELD: no
+    paid-in-time transfer still confirming, the watcher past the expiry)."""
     cur = conn.execute(
         "UPDATE processes SET status = 'expired', updated_at = expires_at"
         f" WHERE id = ? AND status = 'pending' AND expires_at <= ? AND NOT {HELD}",

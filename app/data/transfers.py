@@ -73,13 +73,13 @@ def watched_addresses(conn, network_id, final_since) -> list[WatchedAddress]:
     """Deposit addresses on the network whose process is pending, or became final at or after
     `final_since` (late payments are still noticed for PAYMENT_MONITORING_SECONDS)."""
     rows = conn.execute(
-        "SELECT p.process_id, p.address, p.token_contract FROM payments p"
+        "SELECT p.process_id, p.address, p.token_contract, pr.expires_at FROM payments p"
         " JOIN processes pr ON pr.id = p.process_id"
         " WHERE p.network_id = ? AND (pr.status = 'pending' OR pr.updated_at >= ?)",
         (network_id, final_since),
     )
-    return [WatchedAddress(row["process_id"], row["address"].lower(), row["token_contract"].lower())
-            for row in rows]
+    return [WatchedAddress(row["process_id"], row["address"].lower(), row["token_contract"].lower(),
+                           row["expires_at"]) for row in rows]
 
 
 # --- Transfers -----------------------------------------------------------------------------------
