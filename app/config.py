@@ -13,6 +13,11 @@ DEFAULTS = {
     # Storage
     "SQLITE_BUSY_TIMEOUT_MS": 30_000,
     "SQLITE_SYNCHRONOUS": "FULL",  # FULL: a 200 is on disk even across a power cut
+    # PostgreSQL (DATABASE = postgresql://...): each process's connection pool, and how long a
+    # request waits for one of its connections (or for the server) before a 503
+    "POSTGRES_POOL_MIN": 1,
+    "POSTGRES_POOL_MAX": 10,
+    "POSTGRES_POOL_TIMEOUT_SECONDS": 10,
     # Preorder validation
     "MAX_AMOUNT": "1000000",
     "AMOUNT_DECIMALS": 2,
@@ -67,6 +72,8 @@ def normalize(config):
         "PAYMENT_MONITORING_SECONDS",
         "SQLITE_BUSY_TIMEOUT_MS",
         "WEBHOOK_LEASE_SECONDS",
+        "POSTGRES_POOL_MIN",
+        "POSTGRES_POOL_MAX",
         "RETENTION_DAYS",
     ):
         try:
@@ -76,6 +83,14 @@ def normalize(config):
         if config[name] < 0:
             raise ConfigError(f"{name} must not be negative")
     _webhook_settings(config)
+    if config["POSTGRES_POOL_MAX"] < max(1, config["POSTGRES_POOL_MIN"]):
+        raise ConfigError("POSTGRES_POOL_MAX must be at least 1 and at least POSTGRES_POOL_MIN")
+    try:
+        config["POSTGRES_POOL_TIMEOUT_SECONDS"] = float(config["POSTGRES_POOL_TIMEOUT_SECONDS"])
+    except (TypeError, ValueError):
+        raise ConfigError("POSTGRES_POOL_TIMEOUT_SECONDS must be a number") from None
+    if not 0 < config["POSTGRES_POOL_TIMEOUT_SECONDS"] < math.inf:
+        raise ConfigError("POSTGRES_POOL_TIMEOUT_SECONDS must be positive")
     if str(config["SQLITE_SYNCHRONOUS"]).upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
         raise ConfigError("SQLITE_SYNCHRONOUS must be OFF, NORMAL, FULL or EXTRA")
     config["SQLITE_SYNCHRONOUS"] = str(config["SQLITE_SYNCHRONOUS"]).upper()

@@ -1,12 +1,17 @@
 """The one JSON error envelope: {"code", "message", "errors"?} on every non-2xx response."""
 import json
 import logging
-import sqlite3
 
 from flask import Response, request
 from werkzeug.exceptions import HTTPException
 
 log = logging.getLogger(__name__)
+
+
+class DatabaseUnavailable(Exception):
+    """The database cannot serve: gone, replaced by a file init-db did not make, read-only, an I/O
+    error, locked past the busy timeout, a server that does not answer. The API answers it 503
+    service_unavailable."""
 
 
 class ApiError(Exception):
@@ -75,9 +80,9 @@ def _unexpected(e: Exception):
 RETRY_AFTER_SECONDS = 5
 
 
-def _database_error(e: sqlite3.Error):
+def _database_error(e: Exception):
     """A database that cannot serve (gone, replaced, read-only, I/O error, locked past the busy
-    timeout) is 503 service_unavailable with Retry-After; any other database error is a bug (500)."""
+    timeout, a server stopped or unreachable) is 503 service_unavailable with Retry-After; any other database error is a bug (500)."""
     from app.db import is_unavailable
 
     if not is_unavailable(e):
@@ -114,6 +119,9 @@ def init_app(app):
     app.register_error_handler(ApiError, _api_error)
     for exc_class, handler in _domain_errors().items():
         app.register_error_handler(exc_class, handler)
-    app.register_error_handler(sqlite3.Error, _database_error)
+    from app.db import database_errors
+
+    for error_class in database_errors():
+        app.register_error_handler(error_class, _database_error)
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _unexpected)

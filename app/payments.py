@@ -198,6 +198,7 @@ def confirm(db, merchant, process_id, *, asset_id, network_id, now):
     and its guarded increment cannot interleave."""
     now = int(now)
     with db.transaction() as conn:
+        process_rows.lock(conn, process_id)  # two confirms of one process: the second waits
         process = process_rows.get_for_merchant(conn, merchant.id, process_id)
         if process is None:
             raise ProcessNotFound(process_id)

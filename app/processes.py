@@ -42,6 +42,7 @@ def create_preorder(db, merchant, *, amount, metadata, now, ttl, idempotency_key
     # write lock (app/db.py); a replayed answer syncs too, so it never reports an unsynced process.
     with db.transaction(sync_outside_lock=True) as conn:
         if idempotency_key:
+            idempotency_rows.lock(conn, merchant.id, idempotency_key)
             found = idempotency_rows.find(conn, merchant.id, idempotency_key, now - idempotency_ttl)
             if found is not None:
                 stored_fingerprint, stored_body = found

@@ -1,8 +1,9 @@
 """The storage floor: the baseline app plus one durable write per request, and nothing else.
 
 Its route answers `POST /payment-button/process/preorder` like bench/baseline_app.py, after inserting
-one pending process through the service's own data layer (`app.db.Database.transaction()`, the writer
-queue, BEGIN IMMEDIATE, `app.data.processes.insert`, COMMIT with the service's SQLITE_SYNCHRONOUS).
+one pending process through the service's own data layer (`db.transaction()`, `app.data.processes.insert`,
+COMMIT): on SQLite with its writer queue, BEGIN IMMEDIATE and the service's SQLITE_SYNCHRONOUS; with a
+postgresql:// FLASK_DATABASE through psycopg and the same per-process pool the service uses.
 No authentication, no body parsing, no validation: the request body is stored as the process's
 metadata, so a 9 KB request writes as much as the service writes for it. Measured against the baseline in the same run
 (`python -m bench.run --scenarios preorder-floor`), it shows what a durable commit per request costs
@@ -23,14 +24,14 @@ from flask import Flask, request
 
 from app.config import DEFAULTS
 from app.data import processes as process_rows
-from app.db import Database
+from app.db import open_database
 from bench.seed import floor_process
 
 app = Flask(__name__)
-_db = Database(
-    os.environ["FLASK_DATABASE"],
-    synchronous=os.environ.get("FLASK_SQLITE_SYNCHRONOUS", DEFAULTS["SQLITE_SYNCHRONOUS"]).upper(),
-)
+_db = open_database(os.environ["FLASK_DATABASE"], dict(
+    DEFAULTS,
+    SQLITE_SYNCHRONOUS=os.environ.get("FLASK_SQLITE_SYNCHRONOUS", DEFAULTS["SQLITE_SYNCHRONOUS"]).upper(),
+))
 _merchant_id = os.environ["BENCH_MERCHANT_ID"]
 _sync_outside_lock = os.environ.get("BENCH_FLOOR_SYNC", "after-unlock") != "in-lock"
 

@@ -15,8 +15,9 @@ import time
 import uuid
 from dataclasses import replace
 
+from app.config import DEFAULTS
 from app.data import processes as process_rows
-from app.db import Database
+from app.db import open_database
 from app.events import emit
 from app.models import Process
 
@@ -44,7 +45,8 @@ def floor_process(process_id, merchant_id, now, metadata=METADATA):
 def prefill_processes(db_path, merchant_id, n):
     """Insert `n` processes for `merchant_id`, one transaction, realistic rows (distinct uuid4 ids,
     the benchmark's metadata, a mix of statuses, creation times spread over 30 days)."""
-    db = Database(db_path, synchronous="OFF")  # a bulk load: durability comes from the final commit
+    # A bulk load: on SQLite durability comes from the final commit (synchronous OFF until then).
+    db = open_database(str(db_path), dict(DEFAULTS, SQLITE_SYNCHRONOUS="OFF"))
     now = int(time.time())
     try:
         with db.transaction() as conn:
@@ -58,7 +60,7 @@ def prefill_processes(db_path, merchant_id, n):
 def seed_events(db_path, merchant, n):
     """Create `n` cancelled processes and their `process.cancelled` events, due now, through the
     service's own event writer (app.events.emit), in one transaction."""
-    db = Database(db_path)
+    db = open_database(str(db_path), DEFAULTS)
     now = int(time.time())
     try:
         with db.transaction() as conn:

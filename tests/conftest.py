@@ -14,6 +14,77 @@ from helpers import Api, FakeClock, Shop
 # webhook receivers (`receiver`, `tls`).
 pytest_plugins = ["browser", "live_server", "receiver", "chain_node"]
 
+# The backend the suite runs against: TEST_DATABASE=sqlite (the default) or postgresql. `make test`
+# runs the suite once with each. Tests marked sqlite_only (SQLite's own machinery) run only in the
+# SQLite pass, those marked postgres_only only in the PostgreSQL pass.
+BACKEND = os.environ.get("TEST_DATABASE", "sqlite")
+if BACKEND not in ("sqlite", "postgresql"):
+    raise RuntimeError(f"TEST_DATABASE must be sqlite or postgresql, not {BACKEND!r}")
+
+
+def pytest_collection_modifyitems(config, items):
+    other = "postgres_only" if BACKEND == "sqlite" else "sqlite_only"
+    kept, deselected = [], []
+    for item in items:
+        (deselected if item.get_closest_marker(other) else kept).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
+
+
+def pytest_report_header(config):
+    return f"database backend: {BACKEND} (TEST_DATABASE)"
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """The PostgreSQL server of the session (tests/postgres_server.py)."""
+    from postgres_server import PostgresServer
+
+    server = PostgresServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.destroy()
+
+
+@pytest.fixture(scope="session")
+def postgres_template(postgres):
+    """A database with the newest schema, copied for each test (CREATE DATABASE ... TEMPLATE)."""
+    url = postgres.create_database(name="preorder_template")
+    template = create_app({"DATABASE": url})
+    with template.app_context():
+        init_db()
+    template.extensions["db"].close_all()
+    return "preorder_template"
+
+
+@pytest.fixture
+def make_database(request, tmp_path):
+    """make_database(name, schema=False): a new database of the backend under test, a SQLite path in
+    tmp_path (init-db creates the file) or the URL of a new PostgreSQL database, empty or (`schema`)
+    with the newest schema already in it. PostgreSQL's are dropped after the test."""
+    created = []
+
+    def make(name="test", *, schema=False, backend=None):
+        if (backend or BACKEND) == "sqlite":
+            return str(tmp_path / f"{name}.sqlite3")
+        server = request.getfixturevalue("postgres")
+        template = request.getfixturevalue("postgres_template") if schema else "template0"
+        created.append(server.create_database(template))
+        return created[-1]
+
+    yield make
+    for url in created:
+        request.getfixturevalue("postgres").drop_database(url)
+
+
+@pytest.fixture
+def database(make_database):
+    """The database of the `app` fixture."""
+    return make_database("test", schema=True)
+
 # Property tests: modest, repeatable example counts in the suite; `make fuzz` picks "fuzz".
 settings.register_profile("suite", max_examples=60, deadline=None, derandomize=True)
 settings.register_profile("fuzz", max_examples=1000, deadline=None)
@@ -32,10 +103,10 @@ def app_config():
 
 
 @pytest.fixture
-def app(tmp_path, clock, app_config):
+def app(tmp_path, clock, app_config, database):
     app = create_app({
         "TESTING": True,
-        "DATABASE": str(tmp_path / "test.sqlite3"),
+        "DATABASE": database,
         "DEMO_MERCHANT_FILE": str(tmp_path / "demo-merchant.json"),
         "CLOCK": clock,
         **app_config,

@@ -1,9 +1,9 @@
 """Helpers shared by the tests: a fake clock, the merchant API as a backend calls it, the error
 envelope check, and readers of what the service stored. Fixtures live in conftest.py."""
 import json
-import sqlite3
 from dataclasses import dataclass
 
+import dbutil
 from app.data import events as event_rows
 
 START = 1_795_000_000  # 2026-11-18T11:06:40Z
@@ -122,11 +122,7 @@ def raw_metadata(body: str) -> str:
 
 
 def count(database, sql, *params):
-    conn = sqlite3.connect(database)
-    try:
-        return conn.execute(sql, params).fetchone()[0]
-    finally:
-        conn.close()
+    return dbutil.scalar(database, sql, *params)
 
 
 def body_json(received):

@@ -5,10 +5,13 @@ import sqlite3
 import threading
 import time
 
+import pytest
 import requests
 
 from receiver import receiver  # noqa: F401  (fixture)
 from servers import create_merchant, flask, gunicorn, service_env
+
+pytestmark = pytest.mark.sqlite_only  # backup-db is SQLite's online file copy (PostgreSQL: pg_dump)
 
 PREORDER = "/payment-button/process/preorder"
 

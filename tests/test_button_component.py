@@ -286,6 +286,7 @@ def test_gateway_failure_says_something_and_can_be_retried(page, shop, gateway):
     expect(button(page, ".pay")).to_be_enabled()
 
 
+@pytest.mark.sqlite_only  # the 503 comes from holding SQLite's one write lock
 @pytest.mark.parametrize("app_config", [{"SQLITE_BUSY_TIMEOUT_MS": 200}])
 def test_payment_error_shows_message_and_keeps_the_process_payable(page, shop, live_server, runner):
     pid = shop.create()

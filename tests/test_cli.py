@@ -1,8 +1,8 @@
 """The operator CLI (flask --app app ...), driven through Flask's CLI runner."""
 import json
 import os
-import sqlite3
 
+import dbutil
 import pytest
 
 from helpers import Api, assert_error
@@ -60,9 +60,7 @@ def test_create_refuses_bad_input(runner, args, message):
 
 
 def test_secret_key_is_stored_only_as_a_hash(app, merchant):
-    conn = sqlite3.connect(app.config["DATABASE"])
-    dump = "\n".join(conn.iterdump())
-    conn.close()
+    dump = dbutil.dump(app.config["DATABASE"])
     assert merchant["secretKey"] not in dump
     import hashlib
 
@@ -134,13 +132,11 @@ def test_revoke_refuses_short_ambiguous_unknown_and_repeated(runner, merchant):
 def test_revoke_refuses_a_prefix_matching_two_keys(runner, app, merchant):
     # Two keys sharing their first 12 characters are rare (4 random base62 characters), so the
     # second one is written straight into the database, as a colliding rotation would leave it.
-    conn = sqlite3.connect(app.config["DATABASE"])
-    conn.execute(
+    dbutil.execute(
+        app.config["DATABASE"],
         "INSERT INTO secret_keys (merchant_id, key_hash, key_prefix, created_at) VALUES (?, ?, ?, 0)",
-        (merchant["merchantId"], "0" * 64, merchant["secretKey"][:12] + "--------"),
+        merchant["merchantId"], "0" * 64, merchant["secretKey"][:12] + "--------",
     )
-    conn.commit()
-    conn.close()
     result = invoke(runner, "merchants", "revoke-key", merchant["merchantId"], merchant["secretKey"][:12])
     assert result.exit_code == 1 and "matches 2 keys" in result.output
     assert invoke(runner, "merchants", "revoke-key", merchant["merchantId"], merchant["secretKey"][:13]).exit_code == 0

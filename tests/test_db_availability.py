@@ -18,6 +18,8 @@ from app import create_app
 from helpers import Api, assert_error
 from servers import create_merchant, flask, gunicorn, service_env
 
+pytestmark = pytest.mark.sqlite_only  # SQLite's own machinery: the file, its locks, its WAL
+
 PREORDER = "/payment-button/process/preorder"
 
 

@@ -7,7 +7,9 @@ import sqlite3
 
 import pytest
 
-from app.db import Database
+from app.db_sqlite import SqliteDatabase as Database
+
+pytestmark = pytest.mark.sqlite_only  # SQLite's own machinery: the file, its locks, its WAL
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS t (n INTEGER NOT NULL);"
 

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from app.config import DEFAULTS
 from receiver import receiver  # noqa: F401  (fixture)
 from helpers import Api
@@ -108,6 +110,7 @@ def cron_lines():
     return entries
 
 
+@pytest.mark.sqlite_only  # the shipped files' layout: the SQLite file and the cron lock in /var/lib/preorder
 def test_the_cron_line_delivers_webhooks_as_written(tmp_path, app, client, make_merchant,
                                                     receiver):  # noqa: F811
     [deliver] = [command for command in cron_lines() if "deliver-webhooks --once" in command]

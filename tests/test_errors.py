@@ -1,8 +1,7 @@
 """Every non-2xx response is the JSON error envelope (API.md, Errors)."""
-import sqlite3
-
 import pytest
 
+import dbutil
 from helpers import assert_error
 
 
@@ -12,13 +11,7 @@ def test_unknown_path_is_json_404(client):
 
 def test_database_failure_is_a_bare_json_500(app, api):
     # A real fault: the processes table disappears under the running service.
-    conn = sqlite3.connect(app.config["DATABASE"])
-    conn.execute("PRAGMA foreign_keys = OFF")
-    conn.execute("DROP TABLE idempotency_keys")
-    conn.execute("DROP TABLE events")
-    conn.execute("DROP TABLE processes")
-    conn.commit()
-    conn.close()
+    dbutil.drop_tables(app.config["DATABASE"], "idempotency_keys", "events", "processes")
     response = api.preorder()
     error = assert_error(response, 500, "internal_error")
     text = response.get_data(as_text=True)

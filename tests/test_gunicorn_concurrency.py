@@ -1,16 +1,16 @@
-"""1,000 preorders from 16 threads against a real gunicorn with 4 workers on one SQLite file."""
-import sqlite3
+"""1,000 preorders from 16 threads against a real gunicorn with 4 workers on one database."""
 from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
+import dbutil
 from servers import create_merchant, flask, gunicorn, service_env
 
 TOTAL, THREADS = 1000, 16
 
 
-def test_concurrent_preorders_under_gunicorn(tmp_path):
-    database = tmp_path / "concurrency.sqlite3"
+def test_concurrent_preorders_under_gunicorn(tmp_path, make_database):
+    database = make_database("concurrency")
     env = service_env(database)
     flask(env, "init-db")
     merchant = create_merchant(env)
@@ -37,10 +37,8 @@ def test_concurrent_preorders_under_gunicorn(tmp_path):
     assert len(results) == TOTAL
     assert [status for status, _ in results] == [200] * TOTAL
     assert len({pid for _, pid in results}) == TOTAL
-    conn = sqlite3.connect(database)
-    assert conn.execute("SELECT count(*) FROM processes").fetchone()[0] == TOTAL
-    assert conn.execute("SELECT count(DISTINCT metadata) FROM processes").fetchone()[0] == TOTAL
-    conn.close()
+    assert dbutil.scalar(database, "SELECT count(*) FROM processes") == TOTAL
+    assert dbutil.scalar(database, "SELECT count(DISTINCT metadata) FROM processes") == TOTAL
     log = log_path.read_text()
     assert "database is locked" not in log
     assert "Traceback" not in log

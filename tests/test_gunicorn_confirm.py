@@ -2,11 +2,11 @@
 threads against a real gunicorn with 4 workers on one SQLite file. Never two processes with one
 address, every process keeps its address, and no index is skipped or given twice."""
 import random
-import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
+import dbutil
 from app.chain.addresses import deposit_address
 from servers import create_merchant, flask, gunicorn, service_env
 
@@ -15,8 +15,8 @@ XPUB = ("xpub6DCoCpSuQZB2jawqnGMEPS63ePKWkwWPH4TU45Q7LPXWuNd8TMtVxRrgjtEshuqpK3m
 PROCESSES, THREADS = 200, 16
 
 
-def test_concurrent_confirms_never_share_an_address(tmp_path):
-    database = tmp_path / "confirm.sqlite3"
+def test_concurrent_confirms_never_share_an_address(tmp_path, make_database):
+    database = make_database("confirm")
     env = service_env(database)
     flask(env, "init-db")
     merchant = create_merchant(env, "--live")
@@ -63,7 +63,7 @@ def test_concurrent_confirms_never_share_an_address(tmp_path):
     assert all(len(addresses) == 1 for addresses in seen.values())  # a process keeps its address
     assert len({a for addresses in seen.values() for a in addresses}) == PROCESSES
 
-    conn = sqlite3.connect(database)
+    conn = dbutil.open_connection(database)
     rows = conn.execute("SELECT process_id, address_index, address FROM payments").fetchall()
     assert sorted(index for _, index, _ in rows) == list(range(PROCESSES))  # none skipped
     assert all(address == deposit_address(XPUB, index) and seen[pid] == {address}

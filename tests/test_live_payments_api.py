@@ -5,10 +5,10 @@ Networks, assets and xpubs are set up with the operator CLI. Transfers are rows 
 writes; where a test needs some, it writes them into the real database file as the watcher would
 (the watcher itself is tested against a real node in tests/chain/)."""
 import json
-import sqlite3
 
 import pytest
 
+import dbutil
 from helpers import Api, assert_error
 
 MNEMONIC_XPUB = ("xpub6DCoCpSuQZB2jawqnGMEPS63ePKWkwWPH4TU45Q7LPXWuNd8TMtVxRrgjtEshuqpK3mdhaWHPFsBn"
@@ -101,9 +101,7 @@ def usdc_local(address, due="19.99", units=19_990_000, paid="0", pending="0", ou
 
 
 def db(app):
-    conn = sqlite3.connect(app.config["DATABASE"])
-    conn.row_factory = sqlite3.Row
-    return conn
+    return dbutil.connect(app.config["DATABASE"])
 
 
 def add_transfer(app, process_id, tx, log_index, amount, block, status, timestamp=1_795_000_100):
@@ -353,6 +351,7 @@ def test_replacing_the_xpub_never_reuses_an_index(api, button, wallet, runner, a
         assert conn.execute("SELECT next_index FROM merchant_wallets").fetchone()[0] == 2
 
 
+@pytest.mark.sqlite_only  # counts statements through sqlite3's trace callback
 def test_a_page_reads_payments_and_transfers_in_two_queries(api, button, wallet, app):
     ids = [preorder(api)["processId"] for _ in range(5)]
     for pid in ids:

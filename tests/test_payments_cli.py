@@ -2,11 +2,12 @@
 `merchants set-xpub`. `networks add` without --start-block asks the node: here a tiny JSON-RPC
 responder on loopback (real HTTP), answering what a node answers, or failing as one can."""
 import json
-import sqlite3
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
+import dbutil
 
 XPUB = ("xpub6DCoCpSuQZB2jawqnGMEPS63ePKWkwWPH4TU45Q7LPXWuNd8TMtVxRrgjtEshuqpK3mdhaWHPFsBngh5GFZaM6"
         "si3yZdUsT8ddYM3PwnATt")
@@ -67,9 +68,9 @@ def add_local(runner, url, *extra):
 
 
 def rows(app, sql, *params):
-    conn = sqlite3.connect(app.config["DATABASE"])
+    conn = dbutil.open_connection(app.config["DATABASE"])
     try:
-        return conn.execute(sql, params).fetchall()
+        return [tuple(row) for row in conn.execute(sql, params).fetchall()]
     finally:
         conn.close()
 

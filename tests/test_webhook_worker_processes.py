@@ -1,4 +1,4 @@
-"""Real worker processes (`flask --app app deliver-webhooks`) on one SQLite file, against a real local
+"""Real worker processes (`flask --app app deliver-webhooks`) on one database (of the backend under test), against a real local
 receiver: two workers at once, SIGKILL and SIGTERM mid-batch, overlapping cron runs."""
 import collections
 import contextlib
@@ -25,9 +25,9 @@ FAST_DISK = {"FLASK_SQLITE_SYNCHRONOUS": "NORMAL"}  # WAL + NORMAL: crash-safe, 
 class Outbox:
     """A database file with a merchant whose webhooks go to `receiver`, and helpers to fill it."""
 
-    def __init__(self, tmp_path, receiver, **settings):
+    def __init__(self, tmp_path, database, receiver, **settings):
         self.tmp_path = tmp_path
-        self.database = str(tmp_path / "outbox.sqlite3")
+        self.database = database
         self.env = service_env(self.database, **FAST_DISK, **settings)
         flask(self.env, "init-db")
         self.keys = create_merchant(self.env, "--webhook-url", receiver.url("/hook"))
@@ -109,8 +109,8 @@ def ids_received(receiver):
     return collections.Counter(r.headers["webhook-id"] for r in receiver.requests)
 
 
-def test_two_workers_over_500_due_events_deliver_each_exactly_once(tmp_path, receiver):
-    outbox = Outbox(tmp_path, receiver)
+def test_two_workers_over_500_due_events_deliver_each_exactly_once(make_database, tmp_path, receiver):
+    outbox = Outbox(tmp_path, make_database("outbox"), receiver)
     event_ids = outbox.due_events(500)
     options = ("--concurrency", "8", "--batch-size", "25")
     with outbox.worker(*options, name="one") as one, outbox.worker(*options, name="two") as two:
@@ -130,9 +130,9 @@ def test_two_workers_over_500_due_events_deliver_each_exactly_once(tmp_path, rec
     assert all("Traceback" not in log and "database is locked" not in log for log in logs)
 
 
-def test_sigkill_mid_batch_then_a_second_worker_loses_nothing(tmp_path, receiver):
+def test_sigkill_mid_batch_then_a_second_worker_loses_nothing(make_database, tmp_path, receiver):
     # Short lease so the killed worker's claims expire within seconds.
-    outbox = Outbox(tmp_path, receiver, FLASK_WEBHOOK_LEASE_SECONDS=3,
+    outbox = Outbox(tmp_path, make_database("outbox"), receiver, FLASK_WEBHOOK_LEASE_SECONDS=3,
                     FLASK_WEBHOOK_TIMEOUT_SECONDS=1)
     event_ids = outbox.due_events(100)
     receiver.default = Reply(delay=0.2)
@@ -154,8 +154,8 @@ def test_sigkill_mid_batch_then_a_second_worker_loses_nothing(tmp_path, receiver
     outbox.check_deliveries(receiver.requests)
 
 
-def test_sigterm_mid_batch_exits_0_and_loses_nothing(tmp_path, receiver):
-    outbox = Outbox(tmp_path, receiver)
+def test_sigterm_mid_batch_exits_0_and_loses_nothing(make_database, tmp_path, receiver):
+    outbox = Outbox(tmp_path, make_database("outbox"), receiver)
     event_ids = outbox.due_events(60)
     receiver.default = Reply(delay=0.3)
     with outbox.worker("--concurrency", "4", "--batch-size", "20", name="stopped") as stopped:
@@ -176,8 +176,8 @@ def test_sigterm_mid_batch_exits_0_and_loses_nothing(tmp_path, receiver):
     assert set(received) == event_ids and set(received.values()) == {1}
 
 
-def test_a_second_signal_exits_at_once(tmp_path, receiver):
-    outbox = Outbox(tmp_path, receiver, FLASK_WEBHOOK_TIMEOUT_SECONDS=20,
+def test_a_second_signal_exits_at_once(make_database, tmp_path, receiver):
+    outbox = Outbox(tmp_path, make_database("outbox"), receiver, FLASK_WEBHOOK_TIMEOUT_SECONDS=20,
                     FLASK_WEBHOOK_LEASE_SECONDS=30)
     outbox.due_events(1)
     receiver.default = Reply(delay=60)  # held until the receiver stops
@@ -189,15 +189,15 @@ def test_a_second_signal_exits_at_once(tmp_path, receiver):
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(10) == 128 + signal.SIGTERM
     # Its lease is left behind, as after a crash: the event is still pending, not lost.
-    assert outbox.rows("SELECT status || ' ' || (lease_owner IS NOT NULL) FROM events") == ["pending 1"]
+    assert outbox.rows("SELECT status || ' ' || CASE WHEN lease_owner IS NULL THEN 0 ELSE 1 END FROM events") == ["pending 1"]
 
 
-def test_a_group_wide_sigterm_and_the_scripts_own_still_drain(tmp_path, receiver):
+def test_a_group_wide_sigterm_and_the_scripts_own_still_drain(make_database, tmp_path, receiver):
     # `make run`'s recipe: the worker is a background job whose script sends it SIGTERM on exit.
     # Stopping the whole process group (a service manager, `kill -TERM -PGID`) delivers the group's
     # SIGTERM and then the script's own within milliseconds: one stop, so the worker still finishes
     # and records the attempt in flight, and exits 0.
-    outbox = Outbox(tmp_path, receiver)
+    outbox = Outbox(tmp_path, make_database("outbox"), receiver)
     outbox.due_events(1)
     receiver.default = Reply(delay=2)
     log_path = tmp_path / "make-run.log"
@@ -221,8 +221,8 @@ def test_a_group_wide_sigterm_and_the_scripts_own_still_drain(tmp_path, receiver
     assert outbox.status_count("delivered") == 1  # the attempt in flight finished and was recorded
 
 
-def test_overlapping_cron_runs_sweep_and_deliver_each_event_once(tmp_path, receiver):
-    outbox = Outbox(tmp_path, receiver)
+def test_overlapping_cron_runs_sweep_and_deliver_each_event_once(make_database, tmp_path, receiver):
+    outbox = Outbox(tmp_path, make_database("outbox"), receiver)
     process_ids = outbox.past_expiry(30)
     runs = [subprocess.Popen([str(BIN / "flask"), "--app", "app", "deliver-webhooks", "--once",
                               "--batch-size", "5"], cwd=ROOT, env=outbox.env,

@@ -8,6 +8,7 @@ def init_app(app):
     from app.cli.maintenance import backup_db, prune
     from app.cli.merchants import merchants
     from app.cli.processes import processes
+    from app.cli.storage import copy_db_command
     from app.cli.watcher import watch_payments
     from app.cli.worker import deliver_webhooks
 
@@ -17,6 +18,7 @@ def init_app(app):
     app.cli.add_command(processes)
     app.cli.add_command(events)
     app.cli.add_command(deliver_webhooks)
+    app.cli.add_command(copy_db_command)
     app.cli.add_command(watch_payments)
     app.cli.add_command(prune)
     app.cli.add_command(backup_db)

@@ -32,7 +32,10 @@ def prune(days):
 @with_appcontext
 def backup_db(path, force):
     """Copy the database to PATH while the service runs (SQLite's online backup: one consistent
-    snapshot, checked). Restore: docs/operations.md."""
+    snapshot, checked). Restore: docs/operations.md. On PostgreSQL: pg_dump (docs/storage.md)."""
+    if get_db().dialect != "sqlite":
+        raise click.ClickException(
+            "backup-db copies a SQLite file; back up PostgreSQL with pg_dump (docs/storage.md).")
     try:
         size = operations.backup(current_app.config["DATABASE"], path, overwrite=force)
     except operations.BackupError as e:

@@ -1,10 +1,13 @@
 """SQL for the outbox of webhook events and their delivery attempts."""
+from app.data.schema import dialect
 from app.models import Attempt, Event
 
 _COLUMNS = (
     "seq, id, merchant_id, process_id, type, payload, created_at, status, attempts,"
     " next_attempt_at, lease_owner, lease_expires_at, last_error, delivered_at"
 )
+
+_QUALIFIED = ", ".join("e." + name.strip() for name in _COLUMNS.split(","))
 
 
 def _event(row):
@@ -61,9 +64,11 @@ _CLAIMABLE = (
 def claim_due(conn, *, owner, now, lease_until, limit, skip_merchants=(),
               merchant_id=None) -> list[Event]:
     """Lease up to `limit` due events to `owner`, oldest due first: none of `skip_merchants`,
-    and only `merchant_id`'s when given. Call inside BEGIN IMMEDIATE.
+    and only `merchant_id`'s when given. Call inside a write transaction.
 
-    Only the rows the UPDATE touched are returned (RETURNING), re-checked by its own WHERE."""
+    SQLite (one writer at a time): only the rows the UPDATE touched are returned (RETURNING),
+    re-checked by its own WHERE. PostgreSQL: the due rows are locked FOR UPDATE SKIP LOCKED, so
+    concurrent workers each claim different events at once instead of waiting for each other."""
     skip = tuple(skip_merchants)
     where = _CLAIMABLE
     params = {"owner": owner, "until": lease_until, "now": now, "limit": limit}
@@ -74,6 +79,16 @@ def claim_due(conn, *, owner, now, lease_until, limit, skip_merchants=(),
         names = [f":skip{i}" for i in range(len(skip))]
         where += f" AND merchant_id NOT IN ({', '.join(names)})"
         params.update({name[1:]: merchant for name, merchant in zip(names, skip)})
+    if dialect(conn) == "postgresql":
+        sql = (
+            f"WITH due AS (SELECT seq FROM events WHERE {where}"
+            f"   ORDER BY next_attempt_at, seq LIMIT :limit FOR UPDATE SKIP LOCKED)"
+            f" UPDATE events e SET lease_owner = :owner, lease_expires_at = :until"
+            f" FROM due WHERE e.seq = due.seq"
+            f" RETURNING {_QUALIFIED}"
+        )
+        rows = conn.execute(sql, params).fetchall()
+        return sorted((_event(row) for row in rows), key=lambda e: (e.next_attempt_at, e.seq))
     rows = conn.execute(
         f"UPDATE events SET lease_owner = :owner, lease_expires_at = :until"
         f" WHERE seq IN (SELECT seq FROM events WHERE {where}"
@@ -122,10 +137,9 @@ def mark_attempt_failed(conn, event_id, owner, *, error, next_attempt_at) -> boo
     Only while `owner` still holds the event."""
     cur = conn.execute(
         "UPDATE events SET attempts = attempts + 1, last_error = ?, next_attempt_at = ?,"
-        " status = CASE WHEN ? IS NULL THEN 'failed' ELSE 'pending' END,"
-        " lease_owner = NULL, lease_expires_at = NULL"
+        " status = ?, lease_owner = NULL, lease_expires_at = NULL"
         " WHERE id = ? AND lease_owner = ? AND status = 'pending'",
-        (error, next_attempt_at, next_attempt_at, event_id, owner),
+        (error, next_attempt_at, "failed" if next_attempt_at is None else "pending", event_id, owner),
     )
     return cur.rowcount == 1
 

@@ -5,6 +5,7 @@ Each count walks an index: the pending part of `events_due` for the backlog, `ev
 events by status, `processes_status_expiry` for processes by status.
 """
 from app.data.processes import HELD
+from app.data.schema import dialect
 from app.models import FINAL_EVENT_STATUSES, OutboxBacklog, Snapshot, STATUSES
 
 
@@ -28,8 +29,9 @@ def outbox_backlog(conn, now) -> OutboxBacklog:
 
 
 def snapshot(conn, now) -> Snapshot:
-    """Everything /metrics shows, read in one transaction (a consistent view)."""
-    conn.execute("BEGIN")
+    """Everything /metrics shows, read in one transaction (a consistent view: on PostgreSQL that
+    takes REPEATABLE READ, its READ COMMITTED gives each statement its own snapshot)."""
+    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ" if dialect(conn) == "postgresql" else "BEGIN")
     try:
         backlog = outbox_backlog(conn, now)
         events = dict.fromkeys(("pending",) + FINAL_EVENT_STATUSES, 0)
@@ -91,7 +93,7 @@ def prune_events(conn, created_before, limit, after=(-1, -1)) -> tuple[int, int,
         counts[row["status"]] = counts.get(row["status"], 0) + 1
     conn.executemany(
         "INSERT INTO pruned_events (status, count) VALUES (?, ?)"
-        " ON CONFLICT (status) DO UPDATE SET count = count + excluded.count",
+        " ON CONFLICT (status) DO UPDATE SET count = pruned_events.count + excluded.count",
         counts.items(),
     )
     return events, attempts, cursor
@@ -100,7 +102,7 @@ def prune_events(conn, created_before, limit, after=(-1, -1)) -> tuple[int, int,
 def prune_idempotency_keys(conn, created_before, limit) -> int:
     """Delete up to `limit` Idempotency-Key records created before `created_before`."""
     return conn.execute(
-        "DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys"
-        " WHERE created_at < ? ORDER BY created_at LIMIT ?)",
+        "DELETE FROM idempotency_keys WHERE (merchant_id, key) IN (SELECT merchant_id, key"
+        " FROM idempotency_keys WHERE created_at < ? ORDER BY created_at LIMIT ?)",
         (created_before, limit),
     ).rowcount

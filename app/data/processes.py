@@ -1,5 +1,6 @@
 """SQL for payment processes. Transitions are single guarded UPDATEs: the row changes only if it is
 still in the state the caller saw, so of two racing transitions exactly one touches the row."""
+from app.data.schema import dialect
 from app.models import Process
 
 _STORED = (
@@ -38,7 +39,11 @@ def _process(row):
     )
 
 
-_INSERT = f"INSERT INTO processes ({_STORED}) VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+# seq is left to the database (SQLite's rowid alias, PostgreSQL's identity column).
+_INSERT = (
+    "INSERT INTO processes (id, merchant_id, status, amount, metadata, livemode, created_at,"
+    " updated_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 
 def _values(p: Process):
@@ -53,6 +58,13 @@ def insert(conn, p: Process):
 def get(conn, process_id) -> Process | None:
     row = conn.execute(f"SELECT {_COLUMNS} FROM processes WHERE id = ?", (process_id,)).fetchone()
     return _process(row) if row else None
+
+
+def lock(conn, process_id):
+    """Hold the process's row until the transaction ends, so a concurrent writer of the same process
+    waits (PostgreSQL; SQLite's single writer already serialises every write transaction)."""
+    if dialect(conn) == "postgresql":
+        conn.execute("SELECT 1 FROM processes WHERE id = ? FOR UPDATE", (process_id,))
 
 
 def get_many(conn, process_ids) -> dict[str, Process]:

@@ -1,4 +1,102 @@
-"""SQL about the schema itself: liveness and the destructive reset of `init-db --reset`."""
+"""SQL about the schema itself: versions and upgrades, liveness, the reset of `init-db --reset`, and
+the row copy of `copy-db`.
+
+Versions: `app/migrations/<dialect>/NNNN_name.sql`, one numbered file per version and backend. The
+table `schema_version` holds a row per version applied. `upgrade` applies every missing file in order,
+in one transaction, so a failed upgrade leaves the database as it was. A database of a release from
+before versions (no `schema_version` table) is at version 0: version 1 is written with IF NOT EXISTS,
+so applying it creates only what such a database lacks and keeps every row.
+"""
+from importlib import resources
+
+# Every table, parents before children (the order copy-db inserts in); schema_version is not copied.
+TABLES = (
+    "merchants", "secret_keys", "processes", "events", "delivery_attempts", "idempotency_keys",
+    "networks", "assets", "merchant_wallets", "payments", "transfers", "chain_blocks",
+    "pruned_events",
+)
+
+_VERSION_TABLE = (
+    "CREATE TABLE IF NOT EXISTS schema_version ("
+    " version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)"
+)
+
+
+def dialect(conn) -> str:
+    """'postgresql' for app/db_postgres.py's connections, 'sqlite' for sqlite3's."""
+    return getattr(conn, "dialect", "sqlite")
+
+
+def migrations(name) -> list[tuple[int, str, str]]:
+    """(version, file name, SQL) of every migration file of dialect `name`, in order."""
+    folder = resources.files("app") / "migrations" / name
+    found = []
+    for entry in folder.iterdir():
+        if entry.name.endswith(".sql"):
+            found.append((int(entry.name.split("_", 1)[0]), entry.name, entry.read_text("utf-8")))
+    return sorted(found)
+
+
+def latest_version(name) -> int:
+    return migrations(name)[-1][0]
+
+
+def _has_table(conn, table) -> bool:
+    if dialect(conn) == "postgresql":
+        return conn.execute("SELECT to_regclass(?) IS NOT NULL", (table,)).fetchone()[0]
+    return conn.execute(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+    ).fetchone()[0] > 0
+
+
+def version(conn) -> int:
+    """The schema version of the database; 0 for one without our version table."""
+    if not _has_table(conn, "schema_version"):
+        return 0
+    return conn.execute("SELECT COALESCE(max(version), 0) FROM schema_version").fetchone()[0]
+
+
+def upgrade(conn, now=None) -> tuple[int, int]:
+    """Apply every migration the database lacks, in one transaction. (version before, after)."""
+    import time
+
+    now = int(time.time() if now is None else now)
+    name = dialect(conn)
+    if name == "postgresql":
+        conn.execute("BEGIN")
+        try:
+            # Two init-db at once: the second waits, then finds the schema up to date.
+            conn.execute("SELECT pg_advisory_xact_lock(7101)")
+            conn.execute(_VERSION_TABLE)
+            before = version(conn)
+            pending = [m for m in migrations(name) if m[0] > before]
+            for number, filename, sql in pending:
+                conn.execute(sql)
+                conn.execute("INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)",
+                             (number, filename, now))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.rollback()
+            raise
+        return before, pending[-1][0] if pending else before
+    # SQLite: executescript commits any open transaction first, so the script carries its own.
+    before = version(conn)
+    pending = [m for m in migrations(name) if m[0] > before]
+    if not pending:
+        return before, before
+    script = ["BEGIN IMMEDIATE;", _VERSION_TABLE + ";"]
+    for number, filename, sql in pending:
+        script.append(sql)
+        script.append(f"INSERT INTO schema_version (version, name, applied_at)"
+                      f" VALUES ({number}, '{filename}', {now});")
+    script.append("COMMIT;")
+    try:
+        conn.executescript("\n".join(script))
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return before, pending[-1][0]
 
 
 def ping(conn) -> bool:
@@ -6,15 +104,82 @@ def ping(conn) -> bool:
     return conn.execute("SELECT count(*) FROM merchants").fetchone()[0] >= 0
 
 
+def tables(conn) -> list[str]:
+    """The names of the tables in the database (ours or not)."""
+    if dialect(conn) == "postgresql":
+        rows = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename"
+        )
+    else:
+        rows = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite!_%' ESCAPE '!'"
+            " ORDER BY name"
+        )
+    return [row[0] for row in rows]
+
+
 def drop_all(conn):
     """Drop every table (init-db --reset)."""
+    if dialect(conn) == "postgresql":
+        for table in tables(conn):
+            conn.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
+        return
     conn.execute("PRAGMA foreign_keys = OFF")
-    tables = [
-        row[0]
-        for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-        )
-    ]
-    for table in tables:
+    for table in tables(conn):
         conn.execute(f'DROP TABLE IF EXISTS "{table}"')
     conn.execute("PRAGMA foreign_keys = ON")
+
+
+# --- copy-db -------------------------------------------------------------------------------------
+
+def has_rows(conn) -> list[str]:
+    """The tables of ours that hold at least one row."""
+    present = set(tables(conn))
+    return [t for t in TABLES if t in present
+            and conn.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() is not None]
+
+
+def columns(conn, table) -> list[str]:
+    if dialect(conn) == "postgresql":
+        rows = conn.execute(
+            "SELECT column_name FROM information_schema.columns"
+            " WHERE table_schema = current_schema() AND table_name = ? ORDER BY ordinal_position",
+            (table,),
+        )
+        return [row[0] for row in rows]
+    return [row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')]
+
+
+def count(conn, table) -> int:
+    return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+def read_rows(conn, table, names, batch=5000):
+    """Every row of `table` (the columns `names`), in primary-key order, in batches."""
+    cursor = conn.execute(f"SELECT {', '.join(names)} FROM {table}")
+    while True:
+        rows = cursor.fetchmany(batch)
+        if not rows:
+            return
+        yield [tuple(row) for row in rows]
+
+
+def insert_rows(conn, table, names, rows):
+    marks = ", ".join("?" * len(names))
+    conn.executemany(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({marks})", rows)
+
+
+def reset_identities(conn):
+    """After explicit ids were inserted (copy-db), PostgreSQL's identity columns continue after the
+    largest; SQLite's rowid aliases do that by themselves."""
+    if dialect(conn) != "postgresql":
+        return
+    rows = conn.execute(
+        "SELECT table_name, column_name FROM information_schema.columns"
+        " WHERE table_schema = current_schema() AND is_identity = 'YES'"
+    ).fetchall()
+    for table, column in rows:
+        conn.execute(
+            f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'),"
+            f" COALESCE((SELECT max({column}) FROM {table}), 0) + 1, false)"
+        )

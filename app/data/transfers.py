@@ -6,6 +6,7 @@ log index; the insert that wrote it is the one that reports it), a transfer is c
 by a guarded UPDATE (from `seen` only), and the scan position moves by compare-and-set, so a
 watcher whose view is stale rolls its step back instead of overwriting another's.
 """
+from app.data.schema import dialect
 from app.models import ChainBlock, Transfer, WatchedAddress, WatchedNetwork
 
 _NETWORK = "id, chain_id, rpc_url, confirmations, start_block, scanned_block, head_block"
@@ -44,10 +45,17 @@ def advance(conn, network_id, expected, scanned_block) -> bool:
     ).rowcount == 1
 
 
+def _larger(conn):
+    """SQL's two-argument maximum and minimum: SQLite's scalar MAX/MIN, PostgreSQL's GREATEST/LEAST."""
+    return ("GREATEST", "LEAST") if dialect(conn) == "postgresql" else ("MAX", "MIN")
+
+
 def rewind(conn, network_id, scanned_block):
     """Read again from scanned_block + 1 (after a reorganisation), never before the start block."""
+    larger, smaller = _larger(conn)
     conn.execute(
-        "UPDATE networks SET scanned_block = MAX(start_block - 1, MIN(scanned_block, ?)) WHERE id = ?",
+        f"UPDATE networks SET scanned_block = {larger}(start_block - 1, {smaller}(scanned_block, ?))"
+        " WHERE id = ?",
         (scanned_block, network_id),
     )
 
@@ -55,7 +63,8 @@ def rewind(conn, network_id, scanned_block):
 def set_head(conn, network_id, head):
     """The head confirmations are counted from. Only forwards: a lagging node behind a load
     balancer must not make confirmed transfers look shallower."""
-    conn.execute("UPDATE networks SET head_block = MAX(head_block, ?) WHERE id = ?", (head, network_id))
+    conn.execute(f"UPDATE networks SET head_block = {_larger(conn)[0]}(head_block, ?) WHERE id = ?",
+                 (head, network_id))
 
 
 # --- What the watcher watches --------------------------------------------------------------------
@@ -79,8 +88,8 @@ def insert_seen(conn, t: Transfer) -> str | None:
     """Record a transfer as `seen`: "new", "revived" (back on the chain after its block was
     orphaned: the same transaction included again in another block), or None (already recorded)."""
     cur = conn.execute(
-        f"INSERT OR IGNORE INTO transfers ({_TRANSFER})"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'seen', ?, NULL)",
+        f"INSERT INTO transfers ({_TRANSFER})"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'seen', ?, NULL) ON CONFLICT DO NOTHING",
         (t.chain_id, t.tx_hash, t.log_index, t.network_id, t.process_id, t.token_contract,
          t.from_address, t.amount, t.block_number, t.block_hash, t.block_timestamp, t.seen_at),
     )

@@ -6,13 +6,12 @@ own Prometheus scrapes it (docs/operations.md). It shows counts only, never an i
 """
 import json
 import logging
-import sqlite3
 
 from flask import Blueprint, Response
 
 from app.clock import now
 from app.data import maintenance
-from app.db import get_db
+from app.db import database_errors, get_db
 from app.errors import ApiError
 from app.http import json_response
 from app.operations import metrics_text
@@ -26,10 +25,11 @@ bp = Blueprint("ops", __name__)
 def healthz():
     try:
         db = get_db()
-        # Present, made by init-db (not deleted or replaced under us), answering, writable.
+        # Answering, with our schema, writable (for SQLite: the file init-db made, not deleted or
+        # replaced under us).
         db.check()
         backlog = maintenance.outbox_backlog(db.connection(), int(now()))
-    except (sqlite3.Error, OSError) as e:
+    except (*database_errors(), OSError) as e:
         log.warning("healthz: database unavailable: %s", e)
         raise ApiError(503, "unavailable", "The database does not answer.") from None
     return json_response(json.dumps({
@@ -43,6 +43,6 @@ def healthz():
 def metrics():
     try:
         snapshot = maintenance.snapshot(get_db().connection(), int(now()))
-    except (sqlite3.Error, OSError):
+    except (*database_errors(), OSError):
         raise ApiError(503, "unavailable", "The database does not answer.") from None
     return Response(metrics_text(snapshot), content_type="text/plain; version=0.0.4; charset=utf-8")

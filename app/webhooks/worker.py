@@ -266,7 +266,12 @@ class Worker:
                 log.exception("webhook worker could not record its last attempts")
 
     def _idle(self, seconds):
-        """Nothing due, nothing in flight: wait, looking at the stop flag every 50 ms."""
+        """Nothing due, nothing in flight: wait, looking at the stop flag every 50 ms. On PostgreSQL,
+        wait on the outbox's notifications instead, so a new event is claimed at once rather than at
+        the next poll (docs/storage.md)."""
+        if self.db.dialect == "postgresql":
+            self.db.wait_for_events(seconds, stopping=lambda: self.stopping)
+            return
         deadline = time.monotonic() + seconds
         while not self.stopping and time.monotonic() < deadline:
             time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))

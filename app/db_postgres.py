@@ -1,0 +1,294 @@
+"""The PostgreSQL backend: psycopg 3 with a connection pool per process (psycopg_pool).
+
+`PostgresDatabase` offers what `SqliteDatabase` does (`connection()`, `transaction()`, rows by name
+and by index, `release()` at the end of a request), so the SQL in app/data/ is written once:
+
+- Placeholders: the data layer writes `?` and `:name` (sqlite3's styles); `_translate` rewrites
+  them to psycopg's `%s` and `%(name)s` once per statement text (cached), leaving quoted text alone.
+- Rows: `Row`, a tuple that is also indexed by column name and has `keys()`, like sqlite3.Row.
+- Transactions: connections run in autocommit and `transaction()` issues BEGIN/COMMIT itself, as the
+  SQLite backend does; READ COMMITTED. The data layer's guarded UPDATEs are correct under it (a
+  second writer waits for the row and re-checks the WHERE); the two places that relied on SQLite's
+  single writer take a row or advisory lock instead (app/data/idempotency.py, app/data/events.py).
+- A request's reads use one pooled connection (`connection()`), given back by `release()` when the
+  request ends; a transaction uses that connection when the thread holds one, else borrows one for
+  its own length.
+- Availability: a server that cannot be reached (stopped, restarting, network) or a pool with no
+  connection to give within POSTGRES_POOL_TIMEOUT_SECONDS is `DatabaseUnavailable`-like (503, see
+  `is_unavailable`); a broken connection is discarded by the pool when given back, and new ones are
+  made as soon as the server answers again: no restart is needed.
+"""
+import logging
+import os
+import re
+import threading
+import time
+from contextlib import contextmanager
+
+import psycopg
+import psycopg_pool
+from psycopg import pq
+
+from app.data import schema as schema_rows
+from app.errors import DatabaseUnavailable
+
+log = logging.getLogger(__name__)
+
+# The channel app/migrations/postgresql/0001_initial.sql's trigger notifies when events are written.
+EVENTS_CHANNEL = "preorder_events"
+
+# Errors that mean the database cannot serve now (503): connection lost or refused, server shutting
+# down, read-only (a standby), lock or statement timeouts, deadlock or serialization failures (all
+# OperationalError in psycopg), a closed connection, a pool with nothing to give in time.
+_UNAVAILABLE = (psycopg.OperationalError, psycopg.InterfaceError, psycopg_pool.PoolTimeout,
+                psycopg_pool.TooManyRequests, psycopg.errors.ReadOnlySqlTransaction,
+                psycopg.errors.CannotConnectNow)
+
+
+def is_unavailable(error: BaseException) -> bool:
+    return isinstance(error, _UNAVAILABLE)
+
+
+ERRORS = (psycopg.Error, psycopg_pool.PoolTimeout, psycopg_pool.TooManyRequests)
+
+_TOKENS = re.compile(r"'(?:[^']|'')*'|\"[^\"]*\"|::|:([A-Za-z_]\w*)|\?|%")
+_translated = {}
+
+
+def _token(match):
+    text = match.group(0)
+    if text == "?":
+        return "%s"
+    if text == "%":
+        return "%%"
+    if match.group(1):
+        return f"%({match.group(1)})s"
+    return text  # a quoted literal or identifier, or a :: cast
+
+
+def _translate(sql):
+    """`?` and `:name` placeholders as psycopg's `%s` and `%(name)s`."""
+    query = _translated.get(sql)
+    if query is None:
+        query = _TOKENS.sub(_token, sql)
+        if len(_translated) < 4096:
+            _translated[sql] = query
+    return query
+
+
+class Row(tuple):
+    """A result row by index and by column name, with keys(), like sqlite3.Row."""
+
+    __slots__ = ()
+    _index = {}
+
+    def __getitem__(self, key):
+        if key.__class__ is str:
+            return tuple.__getitem__(self, self._index[key])
+        return tuple.__getitem__(self, key)
+
+    def keys(self):
+        return list(self._index)
+
+
+_row_classes = {}
+
+
+def _row_factory(cursor):
+    description = cursor.description
+    if description is None:
+        return tuple
+    names = tuple(column.name for column in description)
+    cls = _row_classes.get(names)
+    if cls is None:
+        cls = type("Row", (Row,), {"__slots__": (), "_index": {n: i for i, n in enumerate(names)}})
+        _row_classes[names] = cls
+    return cls
+
+
+class Connection:
+    """A pooled psycopg connection with sqlite3's calling conventions (see the module docstring)."""
+
+    dialect = "postgresql"
+    __slots__ = ("raw",)
+
+    def __init__(self, raw):
+        self.raw = raw
+
+    def execute(self, sql, params=None):
+        if params is None:
+            return self.raw.execute(sql)
+        return self.raw.execute(_translate(sql), params)
+
+    def executemany(self, sql, rows):
+        cursor = self.raw.cursor()
+        cursor.executemany(_translate(sql), rows)
+        return cursor
+
+    @property
+    def in_transaction(self):
+        return self.raw.info.transaction_status != pq.TransactionStatus.IDLE
+
+    def rollback(self):
+        if not self.raw.closed and self.in_transaction:
+            self.raw.execute("ROLLBACK")
+
+    def listen(self, channel):
+        self.raw.execute(f"LISTEN {channel}")
+
+    def close(self):
+        self.raw.close()
+
+
+class PostgresDatabase:
+    dialect = "postgresql"
+
+    def __init__(self, url, *, pool_min=1, pool_max=10, pool_timeout=10.0, connect_timeout=5):
+        self.url = url
+        self.pool_min, self.pool_max = pool_min, pool_max
+        self.pool_timeout, self.connect_timeout = pool_timeout, connect_timeout
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._pool, self._pool_pid = None, None
+
+    def _connect_args(self):
+        return {"autocommit": True, "row_factory": _row_factory, "connect_timeout": self.connect_timeout}
+
+    def pool(self):
+        """This process's pool, made on first use (and again after a fork: a child never uses its
+        parent's connections)."""
+        pid = os.getpid()
+        if self._pool is None or self._pool_pid != pid:
+            with self._lock:
+                if self._pool is None or self._pool_pid != pid:
+                    self._pool = psycopg_pool.ConnectionPool(
+                        self.url, min_size=self.pool_min, max_size=self.pool_max,
+                        timeout=self.pool_timeout, kwargs=self._connect_args(), open=False,
+                        name=f"preorder-{pid}",
+                    )
+                    self._pool.open(wait=False)
+                    self._pool_pid = pid
+                    self._local = threading.local()
+        return self._pool
+
+    def _held(self):
+        held = getattr(self._local, "conn", None)
+        if held is not None and held[0] == os.getpid():
+            return held[1]
+        return None
+
+    def connection(self):
+        """The calling thread's connection until `release()` (the end of the request)."""
+        conn = self._held()
+        if conn is None:
+            conn = Connection(self.pool().getconn())
+            self._local.conn = (os.getpid(), conn)
+        return conn
+
+    def release(self):
+        conn = self._held()
+        if conn is None:
+            return
+        self._local.conn = None
+        try:
+            conn.rollback()
+        except psycopg.Error:
+            pass  # broken: the pool discards it
+        self.pool().putconn(conn.raw)
+
+    @contextmanager
+    def transaction(self, *, sync_outside_lock=False):
+        """BEGIN, COMMIT on success, ROLLBACK on any exception. (`sync_outside_lock` is SQLite's:
+        PostgreSQL's commits already wait for their WAL flush without blocking other writers.)"""
+        conn = self._held()
+        borrowed = conn is None
+        if borrowed:
+            conn = Connection(self.pool().getconn())
+        try:
+            conn.raw.execute("BEGIN")
+            try:
+                yield conn
+                conn.raw.execute("COMMIT")
+            except BaseException:
+                try:
+                    conn.rollback()
+                except psycopg.Error:
+                    pass  # the connection is gone; the server rolls back
+                raise
+        finally:
+            if borrowed:
+                self.pool().putconn(conn.raw)
+
+    def listener(self, channel):
+        """A connection of its own (not pooled) LISTENing on `channel`; the caller closes it."""
+        raw = psycopg.connect(self.url, **self._connect_args())
+        conn = Connection(raw)
+        conn.listen(channel)
+        return conn
+
+    def wait_for_events(self, seconds, stopping):
+        """Return when events were written since the last call (a NOTIFY on EVENTS_CHANNEL, which
+        PostgreSQL delivers at commit), after `seconds`, or once `stopping()`. The calling thread
+        keeps one LISTENing connection of its own, outside the pool; notifications that arrive
+        while it does something else wait on that connection. When the server cannot be reached it
+        simply sleeps (the next poll reports the failure)."""
+        deadline = time.monotonic() + seconds
+        listener = getattr(self._local, "listener", None)
+        if listener is None or listener.raw.closed:
+            try:
+                self._local.listener = self.listener(EVENTS_CHANNEL)
+            except psycopg.Error as e:
+                log.warning("cannot listen for new events: %s", e)
+                while not stopping() and time.monotonic() < deadline:
+                    time.sleep(0.1)
+            return  # listening from now on: the caller polls once for what came before
+        try:
+            while not stopping():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                for _ in listener.raw.notifies(timeout=min(left, 0.25), stop_after=1):
+                    return
+        except psycopg.Error:
+            listener.close()
+            self._local.listener = None
+
+    def close_all(self):
+        with self._lock:
+            pool, self._pool = self._pool, None
+        self._local = threading.local()
+        if pool is not None and self._pool_pid == os.getpid():
+            pool.close()
+
+    def init_schema(self, *, reset=False):
+        """Bring the schema to the newest version in one transaction (app/data/schema.py); the
+        database itself is the operator's (CREATE DATABASE). Returns (version before, after)."""
+        with self.pool().connection() as raw:
+            conn = Connection(raw)
+            if reset:
+                with self.transaction_on(conn):
+                    schema_rows.drop_all(conn)
+            return schema_rows.upgrade(conn)
+
+    @contextmanager
+    def transaction_on(self, conn):
+        conn.raw.execute("BEGIN")
+        try:
+            yield conn
+            conn.raw.execute("COMMIT")
+        except BaseException:
+            conn.rollback()
+            raise
+
+    def ping(self):
+        with self.transaction() as conn:
+            return schema_rows.ping(conn)
+
+    def check(self):
+        """For /healthz: the server answers, holds our schema, and accepts writes (not a standby
+        or a read-only database)."""
+        with self.pool().connection() as raw:
+            conn = Connection(raw)
+            schema_rows.ping(conn)
+            if conn.execute("SHOW transaction_read_only").fetchone()[0] != "off":
+                raise DatabaseUnavailable("the database is read-only")

@@ -1,0 +1,448 @@
+"""The SQLite backend: one connection per process and thread, reused across requests.
+
+`SqliteDatabase` owns the connections of one database file (app/db.py picks the backend). Every write runs inside `transaction()`, which
+opens with BEGIN IMMEDIATE so that concurrent writers queue on SQLite's lock (bounded by the busy
+timeout) instead of failing half-way.
+
+Writer queue: before BEGIN IMMEDIATE, `transaction()` takes an exclusive flock(2) on
+`<database>-writer.lock` (one descriptor per connection, so threads queue too). SQLite's own busy
+handler polls a held write lock by sleeping 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100 ms between
+tries: with several gunicorn workers and a commit that waits for fsync, writers slept through whole
+ladders while the lock sat free (p99 in the tens of ms, throughput lost). A writer that finds the
+flock held waits for it in the kernel (a blocking flock), so it is woken the moment the previous
+writer unlocks: no polling, and the lock never sits free while writers sleep. The blocking call runs
+in a small per-connection helper thread (`_LockWaiter`) so that the caller's wait stays bounded by
+the busy timeout: past it the writer fails with "database is locked" (a 500 for a request), exactly
+as SQLite's own wait would, instead of queueing for ever behind a stuck writer. Writers that do not
+take the flock (an operator's sqlite3 shell, another program) are still covered by SQLite's busy
+timeout. A crashed holder's flock is released by the kernel.
+
+Sync outside the lock (`transaction(sync_outside_lock=True)`): with SYNCHRONOUS=FULL, SQLite waits for
+the WAL's fsync inside the commit, while it holds the one write lock, so every writer queues behind
+each fsync in turn. A transaction opened this way commits with the connection at NORMAL (the WAL is
+written, not synced), releases the locks, and only then syncs the WAL itself (fdatasync) before
+returning. The caller still goes on only once its commit is on disk, as under FULL; what changes is
+that the next writer runs meanwhile and concurrent syncs overlap (the kernel merges their flushes). The
+WAL is append-only until a checkpoint, and NORMAL syncs it before any checkpoint, so syncing it
+syncs this commit and every commit before it; a WAL file is never deleted while a connection (ours)
+is open on it. The difference from FULL: for the length of that sync other connections can already
+read the commit. Use it only where nobody can act on the new rows before the caller has answered
+(creating a preorder: nobody knows the new processId yet).
+
+Only `init-db` creates (`Database.init_schema`): it makes the directory and the file and marks the
+file as this service's (PRAGMA application_id). Every other connection opens an existing file
+(`mode=rw`: SQLite never creates one) and refuses a file without the mark. Each connection records
+the file's (device, inode) when it opens; the first use in a request (a stat) and the end of every
+write transaction (another stat, after COMMIT) compare it with the path's now. A file deleted
+(its directory removed) or replaced under open connections is thereby never written to with a
+success answered: the caller gets `DatabaseUnavailable` (a 503). A process keeps serving only the
+file it first opened (a replacement's stale WAL must never mix with it) until init-db, in that
+process, makes a new one; a restarted process opens whatever marked file the path holds. See
+docs/operations.md.
+"""
+import fcntl
+import os
+import pathlib
+import queue
+import sqlite3
+import sys
+import threading
+from contextlib import contextmanager
+
+from app.data import schema as schema_rows
+from app import errors
+
+# Written by init-db into the file's header (PRAGMA application_id): "PREO". A file without it was not
+# made by init-db (an empty file, another program's database) and is never used.
+APPLICATION_ID = 0x5052454F
+
+# SQLite's primary result codes that mean the database cannot serve now, rather than a bug in a
+# statement: busy/locked past the timeout, read-only, I/O error, corrupt, full, cannot open, not a
+# database, locking protocol.
+UNAVAILABLE_CODES = frozenset(
+    getattr(sqlite3, name) for name in (
+        "SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_READONLY", "SQLITE_IOERR", "SQLITE_CORRUPT",
+        "SQLITE_FULL", "SQLITE_CANTOPEN", "SQLITE_NOTADB", "SQLITE_PROTOCOL",
+    )
+)
+
+
+_TRANSIENT = frozenset((sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED))
+
+
+class DatabaseUnavailable(errors.DatabaseUnavailable, sqlite3.OperationalError):
+    """errors.DatabaseUnavailable (a 503), raised by this backend's own checks; also an sqlite3 error
+    as SQLite's own "database is locked" is, so a caller catching one catches both."""
+
+
+def is_unavailable(error: BaseException) -> bool:
+    """Whether an sqlite3 error says the database cannot serve now (503), not that a statement is
+    wrong (a bug, 500)."""
+    code = getattr(error, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in UNAVAILABLE_CODES
+
+
+class _ThreadState:
+    """One thread's SQLite connection and writer-lock descriptor (with its waiter, made when the
+    lock is first found held)."""
+
+    def __init__(self, pid, thread, conn, synchronous, identity):
+        self.pid, self.thread, self.conn, self.lock_fd, self.waiter = pid, thread, conn, None, None
+        # (st_dev, st_ino) of the file when the connection opened (None for ":memory:"), and whether
+        # the path still named it at this request's first use (reset at the end of each request).
+        self.identity, self.verified = identity, True
+        self.synchronous = synchronous  # the connection's PRAGMA synchronous
+        # Whether SQLite could put the connection in WAL mode (not for an in-memory database).
+        self.wal = conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        self.wal_fd = None  # the WAL's descriptor, opened by the first sync_outside_lock commit
+
+    def close(self):
+        try:
+            self.conn.close()
+        except sqlite3.ProgrammingError:
+            pass
+        if self.wal_fd is not None:
+            _close_quietly(self.wal_fd)
+            self.wal_fd = None
+        if self.waiter is not None:
+            self.waiter.stop()  # it closes the descriptor once it is no longer waiting on it
+            self.waiter = None
+        elif self.lock_fd is not None:
+            _close_quietly(self.lock_fd)
+        self.lock_fd = None
+
+
+def _close_quietly(fd):
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+class _Ticket:
+    __slots__ = ("granted", "abandoned", "ready")
+
+    def __init__(self):
+        # `ready` is taken now and released by the waiter: a C-level lock is far cheaper to wait on
+        # than a threading.Event (this is on the path of every contended write).
+        self.granted, self.abandoned, self.ready = False, False, threading.Lock()
+        self.ready.acquire()
+
+
+class _LockWaiter:
+    """Waits in a blocking flock on one descriptor for its owner thread, which waits for it with
+    a timeout. Of the two outcomes exactly one wins, under `_mutex`: the owner gives up before
+    the lock is granted (the waiter then unlocks as soon as it gets it), or the lock is granted
+    before the owner gives up (the owner then holds it, as after a non-blocking flock)."""
+
+    _STOP = object()
+
+    def __init__(self, fd):
+        self.fd = fd
+        self._mutex = threading.Lock()
+        self._requests = queue.SimpleQueue()
+        self._outstanding = 0  # tickets not yet granted or handed back (an abandoned one, at most)
+        threading.Thread(target=self._run, name="sqlite-writer-queue", daemon=True).start()
+
+    @property
+    def busy(self):
+        """Still blocked for an abandoned ticket: the owner must not flock the descriptor itself,
+        or the waiter's flock would succeed on the owner's lock and its hand-back release it."""
+        with self._mutex:
+            return self._outstanding > 0
+
+    def acquire(self, timeout):
+        ticket = _Ticket()
+        with self._mutex:
+            self._outstanding += 1
+        self._requests.put(ticket)
+        if ticket.ready.acquire(timeout=timeout):
+            return True
+        with self._mutex:
+            if ticket.granted:
+                return True
+            ticket.abandoned = True
+            return False
+
+    def stop(self):
+        self._requests.put(self._STOP)
+
+    def _run(self):
+        while True:
+            ticket = self._requests.get()
+            if ticket is self._STOP:
+                os.close(self.fd)
+                return
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+            with self._mutex:
+                self._outstanding -= 1
+                if ticket.abandoned:
+                    fcntl.flock(self.fd, fcntl.LOCK_UN)
+                else:
+                    ticket.granted = True
+            ticket.ready.release()
+
+
+class SqliteDatabase:
+    dialect = "sqlite"
+
+    def __init__(self, path, *, busy_timeout_ms=30_000, synchronous="FULL", queue_timeout_ms=None):
+        self.path = path
+        self.busy_timeout_ms = busy_timeout_ms
+        # How long a writer waits in the writer queue; SQLite's busy timeout unless told otherwise.
+        self.queue_timeout_ms = busy_timeout_ms if queue_timeout_ms is None else queue_timeout_ms
+        self.synchronous = synchronous
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._opened = []  # a _ThreadState per connection made, to close them all
+        self._memory = os.fspath(path) == ":memory:"
+        self._abspath = None if self._memory else os.path.abspath(path)
+        # (pid, (st_dev, st_ino)) of the file this process first opened: the process serves that
+        # file only, until init_schema (init-db) makes another one. A file put in its place later
+        # (a restore) is served by processes started after it, never mixed with open connections.
+        self._pinned = None
+
+    def _state(self, create=False):
+        """The calling thread's connection and writer-lock descriptor, made on first use (and again
+        after a fork); once the path no longer names the file it opened, DatabaseUnavailable. Only
+        `create` (init-db) may make the directory and the file."""
+        state = getattr(self._local, "state", None)
+        if state is not None and state.pid == os.getpid():
+            if (state.verified and not create) or self._same_file(state):
+                return state
+            self._drop(state)  # deleted or replaced: _connect refuses what the path holds now
+        conn, identity = self._connect(create)
+        state = _ThreadState(os.getpid(), threading.current_thread(), conn, self.synchronous, identity)
+        with self._lock:
+            self._close_orphans()
+            self._opened.append(state)
+        self._local.state = state
+        return state
+
+    def _identity(self):
+        try:
+            st = os.stat(self._abspath)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def _same_file(self, state):
+        """Whether the path still names the file the connection opened (one stat)."""
+        state.verified = state.identity is None or self._identity() == state.identity
+        return state.verified
+
+    def _drop(self, state):
+        """Close the calling thread's connection (its file was deleted or replaced)."""
+        with self._lock:
+            if state in self._opened:
+                self._opened.remove(state)
+        state.close()
+        self._local.state = None
+
+    def connection(self):
+        """The calling thread's connection, opened on first use (and again after a fork)."""
+        return self._state().conn
+
+    def _writer_lock(self, state):
+        """The thread's descriptor of the writer-queue lock file (see the module docstring), made
+        next to the database (which exists: the connection opened it) when it is missing."""
+        if state.lock_fd is None:
+            try:
+                state.lock_fd = os.open(
+                    os.fspath(self.path) + "-writer.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
+                )
+            except OSError as e:
+                raise DatabaseUnavailable(f"the writer lock cannot be opened: {e.strerror}") from None
+        return state.lock_fd
+
+    def _connect(self, create):
+        """A new connection and the (device, inode) of the file it opened. Without `create` the file
+        must exist and carry init-db's mark (DatabaseUnavailable otherwise)."""
+        if self._memory:
+            return self._configure(self._open(":memory:", uri=False)), None
+        if create:
+            os.makedirs(os.path.dirname(self._abspath), exist_ok=True)
+            conn = self._configure(self._open(self._abspath, uri=False))
+            identity = self._identity()
+            self._pinned = (os.getpid(), identity)
+            return conn, identity
+        before = self._identity()
+        if before is None:
+            raise DatabaseUnavailable("the database file does not exist (run init-db)")
+        pinned = self._pinned
+        if pinned is not None and pinned[0] == os.getpid() and pinned[1] != before:
+            raise DatabaseUnavailable(
+                "the database file was deleted or replaced since this process opened it (restart it)"
+            )
+        try:
+            # mode=rw: SQLite opens the file that exists, never creates one.
+            conn = self._open(pathlib.Path(self._abspath).as_uri() + "?mode=rw", uri=True)
+        except sqlite3.Error as e:
+            raise DatabaseUnavailable(f"the database cannot be opened: {e}") from None
+        try:
+            if conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+                raise DatabaseUnavailable("the file was not made by init-db")
+            self._configure(conn)
+            if self._identity() != before:
+                raise DatabaseUnavailable("the database file was replaced while it was opened")
+        except BaseException:
+            conn.close()
+            raise
+        if pinned is None or pinned[0] != os.getpid():
+            self._pinned = (os.getpid(), before)
+        return conn, before
+
+    def _open(self, target, *, uri):
+        return sqlite3.connect(
+            target,
+            uri=uri,
+            timeout=self.busy_timeout_ms / 1000,
+            isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+            check_same_thread=False,  # only close_all() touches it from another thread
+            cached_statements=256,
+        )
+
+    def _configure(self, conn):
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        return conn
+
+    def _synchronous(self, state, level):
+        """Set the connection's PRAGMA synchronous, when it is not already `level`."""
+        if state.synchronous != level:
+            state.conn.execute(f"PRAGMA synchronous = {level}")
+            state.synchronous = level
+
+    def _close_orphans(self):
+        """Close the connections of this process's threads that have ended. A threaded server that
+        runs each request in a new thread (`flask run`, as under `make run`) would otherwise keep one
+        open connection (two file descriptors) per request served. Connections inherited from a
+        parent process are left alone (never close SQLite handles across a fork)."""
+        pid, kept = os.getpid(), []
+        for state in self._opened:
+            if state.pid == pid and not state.thread.is_alive():
+                state.close()
+            else:
+                kept.append(state)
+        self._opened = kept
+
+    @contextmanager
+    def transaction(self, *, sync_outside_lock=False):
+        """A write transaction: BEGIN IMMEDIATE, COMMIT on success, ROLLBACK on any exception.
+        With `sync_outside_lock` (and SYNCHRONOUS=FULL, in WAL mode), the WAL is synced after the
+        locks are released, before this returns (see the module docstring)."""
+        state = self._state()
+        conn = state.conn
+        sync_after = sync_outside_lock and self.synchronous == "FULL" and state.wal
+        self._synchronous(state, "NORMAL" if sync_after else self.synchronous)
+        lock = self._acquire(state)
+        committed = False
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+                committed = True
+            except BaseException:
+                # Also when COMMIT itself fails (a deferred constraint, an I/O error): a connection
+                # left inside a transaction would hold SQLite's write lock for good.
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as e:
+            # Read-only, I/O error, not a database: this connection may stay that way (SQLite opens
+            # a write-protected file read-only), so the next use opens a new one, which works as
+            # soon as the operator has repaired the file. Busy and locked are left alone.
+            if is_unavailable(e) and getattr(e, "sqlite_errorcode", 0) & 0xFF not in _TRANSIENT:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+                self._drop(state)
+            raise
+        finally:
+            if state.lock_fd is not None:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+        if sync_after and committed:
+            self._sync_wal(state)
+        # The commit is in the file the connection opened: is that still the database? (A directory
+        # removed or a file replaced meanwhile: the rows went to a file nobody will read again.)
+        if committed and not self._same_file(state):
+            self._drop(state)
+            raise DatabaseUnavailable("the database file was deleted or replaced; the write is lost")
+
+    def _sync_wal(self, state):
+        """fdatasync the WAL: every commit written to it so far is then on disk, this one included
+        (the kernel merges concurrent syncs from other writers)."""
+        try:
+            if state.wal_fd is None:
+                state.wal_fd = os.open(os.fspath(self.path) + "-wal", os.O_RDONLY | os.O_CLOEXEC)
+            os.fdatasync(state.wal_fd)
+        except OSError as e:  # the commit may not be on disk: never answered as a success
+            raise DatabaseUnavailable(f"the write-ahead log cannot be synced: {e.strerror}") from None
+
+    def _acquire(self, state):
+        """Take the thread's writer-queue flock within the queue timeout (see the module
+        docstring); returns its descriptor."""
+        fd = self._writer_lock(state)
+        if state.waiter is None or not state.waiter.busy:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return fd
+            except BlockingIOError:
+                pass
+        if state.waiter is None:
+            state.waiter = _LockWaiter(fd)
+        if not state.waiter.acquire(self.queue_timeout_ms / 1000):
+            raise DatabaseUnavailable("database is locked (writer queue)")
+        return fd
+
+    def release(self):
+        """End of a request: never leave a transaction open on a reused connection; the next
+        request checks again that the path names the file the connection opened."""
+        state = getattr(self._local, "state", None)
+        if state is not None and state.pid == os.getpid():
+            state.verified = False
+            if state.conn.in_transaction:
+                state.conn.execute("ROLLBACK")
+
+    def close_all(self):
+        with self._lock:
+            opened, self._opened = self._opened, []
+        for state in opened:
+            state.close()
+        self._local = threading.local()
+
+    def init_schema(self, script=None, *, reset=False):
+        """Create the directory and the file when missing, bring the schema to the newest version in
+        one transaction (app/data/schema.py), and mark the file as made by init-db: the one way a
+        database comes into being. Returns (version before, version after). `script`: a schema of
+        the caller's instead (the tests of this module's machinery)."""
+        conn = self._state(create=True).conn
+        if reset:
+            schema_rows.drop_all(conn)
+        if script is not None:
+            conn.executescript(script)
+            versions = None
+        else:
+            versions = schema_rows.upgrade(conn)
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        return versions
+
+    def ping(self):
+        return schema_rows.ping(self.connection())
+
+    def check(self):
+        """For /healthz: DatabaseUnavailable unless the path names a file init-db made (not deleted
+        or replaced since this thread's connection opened), that answers with our schema and can
+        be written (the file, its directory and its WAL, as this process's user sees them)."""
+        state = self._state()
+        if not self._same_file(state):
+            self._drop(state)
+            state = self._state()  # DatabaseUnavailable: this process's file is no longer there
+        schema_rows.ping(state.conn)
+        if self._memory:
+            return
+        for path in (self._abspath, os.path.dirname(self._abspath), self._abspath + "-wal"):
+            if os.path.exists(path) and not os.access(path, os.W_OK):
+                raise DatabaseUnavailable("the database cannot be written (read-only)")

@@ -1,0 +1,64 @@
+"""Direct access to a test database of either backend (a SQLite path or a postgresql:// URL), as an
+operator's shell would have it: outside the service, each call committed. SQL in sqlite3's `?` style."""
+import contextlib
+import sqlite3
+
+import psycopg
+
+from app.data import schema
+from app.db import is_postgres_url
+from app.db_postgres import Connection
+
+
+def open_connection(database):
+    """A connection of its own, in autocommit; the caller closes it."""
+    if is_postgres_url(database):
+        return Connection(psycopg.connect(str(database), autocommit=True))
+    conn = sqlite3.connect(str(database), isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+@contextlib.contextmanager
+def connect(database):
+    conn = open_connection(database)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def query(database, sql, *params):
+    with connect(database) as conn:
+        return [tuple(row) for row in conn.execute(sql, params).fetchall()]
+
+
+def scalar(database, sql, *params):
+    return query(database, sql, *params)[0][0]
+
+
+def execute(database, sql, *params):
+    with connect(database) as conn:
+        conn.execute(sql, params)
+
+
+def drop_tables(database, *tables):
+    """Drop tables under a running service (a fault), whatever refers to them."""
+    with connect(database) as conn:
+        if is_postgres_url(database):
+            for table in tables:
+                conn.execute(f"DROP TABLE {table} CASCADE")
+        else:
+            conn.execute("PRAGMA foreign_keys = OFF")
+            for table in tables:
+                conn.execute(f"DROP TABLE {table}")
+
+
+def dump(database) -> str:
+    """Every row of every table of ours, as text."""
+    with connect(database) as conn:
+        lines = []
+        for table in schema.TABLES:
+            for row in conn.execute(f"SELECT * FROM {table}").fetchall():
+                lines.append(f"{table}: {tuple(row)!r}")
+        return "\n".join(lines)

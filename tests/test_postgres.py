@@ -1,0 +1,262 @@
+"""PostgreSQL as the shared database of several processes, proven on one machine over loopback:
+two gunicorn instances, three delivery workers, SIGKILL, a server stopped and started again under
+load, an idle worker woken by NOTIFY."""
+import collections
+import contextlib
+import json
+import signal
+import statistics
+import subprocess
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import requests
+
+import dbutil
+from app import create_app
+from app.data import processes as process_rows
+from app.models import Process
+from postgres_server import PostgresServer
+from receiver import receiver  # noqa: F401  (fixture)
+from servers import BIN, ROOT, create_merchant, flask, gunicorn, service_env
+
+pytestmark = pytest.mark.postgres_only
+
+
+def _worker(env, log_path, *args):
+    log = open(log_path, "w")
+    proc = subprocess.Popen(
+        [str(BIN / "flask"), "--app", "app", "deliver-webhooks", *args],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc.log_path = log_path
+    log.close()
+    return proc
+
+
+@contextlib.contextmanager
+def _workers(env, tmp_path, n, *args):
+    procs = [_worker(env, tmp_path / f"worker-{i}.log", *args) for i in range(n)]
+    try:
+        yield procs
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+
+def _wait_until(condition, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _past_expiry(database, merchant_id, n):
+    """n pending processes already past their expiry, bulk-inserted: the workers' sweep turns each
+    into one process.expired event."""
+    app = create_app({"DATABASE": database})
+    then = int(time.time()) - 3600
+    try:
+        with app.extensions["db"].transaction() as conn:
+            process_rows.insert_many(conn, (
+                Process(seq=None, id=str(uuid.uuid4()), merchant_id=merchant_id, status="pending",
+                        amount="1.00", metadata=json.dumps({"n": i}), livemode=False,
+                        created_at=then, updated_at=then, expires_at=then + 60)
+                for i in range(n)))
+    finally:
+        app.extensions["db"].close_all()
+
+
+def _session():
+    session = requests.Session()
+    session.trust_env = False
+    return session
+
+
+def _delivered(database):
+    return dbutil.scalar(database, "SELECT count(*) FROM events WHERE status = 'delivered'")
+
+
+def test_two_instances_three_workers_deliver_10000_events_each_exactly_once(
+        tmp_path, make_database, receiver):
+    database = make_database("scale")
+    env = service_env(database)
+    flask(env, "init-db")
+    keys = create_merchant(env, "--webhook-url", receiver.url("/hook"))
+    _past_expiry(database, keys["merchantId"], 9_800)
+    options = ("--concurrency", "8", "--batch-size", "50", "--poll-max", "1")
+    with gunicorn(env, tmp_path / "web-a.log", workers=2) as web_a, \
+            gunicorn(env, tmp_path / "web-b.log", workers=2) as web_b, \
+            _workers(env, tmp_path, 3, *options) as workers:
+        # Meanwhile merchants cancel 200 processes through both instances: 200 more events.
+        def cancel(i):
+            session, base = _session(), (web_a, web_b)[i % 2]
+            headers = {"x-secret-key": keys["secretKey"]}
+            created = session.post(base + "/payment-button/process/preorder", json={"amount": 2},
+                                   headers=headers, timeout=30)
+            assert created.status_code == 200, created.text
+            done = session.post(f"{base}/payment-button/process/{created.json()['processId']}/cancel",
+                                headers=headers, timeout=30)
+            assert done.status_code == 200, done.text
+
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(cancel, range(200)))
+        _wait_until(lambda: _delivered(database) == 10_000, 300, "10,000 deliveries")
+        for proc in workers:
+            proc.send_signal(signal.SIGTERM)
+        assert [proc.wait(30) for proc in workers] == [0, 0, 0]
+
+    received = collections.Counter(r.headers["webhook-id"] for r in receiver.requests)
+    assert set(received) == {row[0] for row in dbutil.query(database, "SELECT id FROM events")}
+    assert len(received) == 10_000 and set(received.values()) == {1}  # each exactly once
+    assert dbutil.scalar(database, "SELECT count(*) FROM delivery_attempts") == 10_000
+    logs = [p.log_path.read_text() for p in workers]
+    assert all(log.count(" (delivered)") > 0 for log in logs)  # all three took part
+    assert all("Traceback" not in log for log in logs)
+
+
+def test_workers_killed_with_sigkill_lose_nothing(tmp_path, make_database, receiver):
+    database = make_database("kill")
+    env = service_env(database, FLASK_WEBHOOK_LEASE_SECONDS=3, FLASK_WEBHOOK_TIMEOUT_SECONDS=1)
+    flask(env, "init-db")
+    keys = create_merchant(env, "--webhook-url", receiver.url("/hook"))
+    _past_expiry(database, keys["merchantId"], 3_000)
+    options = ("--concurrency", "8", "--batch-size", "50", "--poll-max", "1")
+    with _workers(env, tmp_path, 3, *options) as workers:
+        _wait_until(lambda: _delivered(database) >= 300, 120, "the first deliveries")
+        for proc in workers[:2]:
+            proc.send_signal(signal.SIGKILL)  # mid-batch: their leases are left to expire
+        replacement = _worker(env, tmp_path / "replacement.log", *options)
+        try:
+            _wait_until(lambda: _delivered(database) == 3_000, 180, "3,000 deliveries")
+        finally:
+            replacement.send_signal(signal.SIGTERM)
+            assert replacement.wait(30) == 0
+        assert [proc.wait(10) for proc in workers[:2]] == [-signal.SIGKILL] * 2
+
+    received = collections.Counter(r.headers["webhook-id"] for r in receiver.requests)
+    assert len(received) == 3_000  # nothing lost (a killed worker's attempt may be made again)
+    assert dbutil.scalar(database, "SELECT count(*) FROM events WHERE status != 'delivered'") == 0
+
+
+def test_identical_idempotent_requests_over_two_instances_create_one_process(tmp_path, make_database):
+    database = make_database("idem")
+    env = service_env(database)
+    flask(env, "init-db")
+    keys = create_merchant(env)
+    with gunicorn(env, tmp_path / "web-a.log", workers=2) as web_a, \
+            gunicorn(env, tmp_path / "web-b.log", workers=2) as web_b:
+        for key in ("order-1", "order-2", "order-3", "order-4", "order-5"):
+            start = threading.Barrier(16)
+
+            def send(i, key=key, start=start):
+                session = _session()
+                start.wait()
+                response = session.post(
+                    (web_a, web_b)[i % 2] + "/payment-button/process/preorder",
+                    json={"amount": 19.99, "metadata": {"orderRef": key}},
+                    headers={"x-secret-key": keys["secretKey"], "Idempotency-Key": key}, timeout=30)
+                return response.status_code, response.json()["processId"], \
+                    response.headers.get("Idempotent-Replayed")
+
+            with ThreadPoolExecutor(16) as pool:
+                results = list(pool.map(send, range(16)))
+            assert [status for status, _, _ in results] == [200] * 16
+            assert len({pid for _, pid, _ in results}) == 1
+            assert sorted(replayed or "" for _, _, replayed in results) == [""] + ["true"] * 15
+    assert dbutil.scalar(database, "SELECT count(*) FROM processes") == 5
+
+
+def test_an_idle_worker_is_woken_by_a_new_event_within_100_ms(tmp_path, make_database, receiver):
+    database = make_database("listen")
+    env = service_env(database)
+    flask(env, "init-db")
+    keys = create_merchant(env, "--webhook-url", receiver.url("/hook"))
+    app = create_app({"DATABASE": database})
+    client = app.test_client()
+    headers = {"x-secret-key": keys["secretKey"]}
+    # --poll-max 5: without the notification an idle worker would look only every few seconds.
+    with _workers(env, tmp_path, 1, "--poll-max", "5") as [worker]:
+        time.sleep(3)  # idle: its poll interval has backed off to seconds
+        latencies = []
+        for i in range(5):
+            process_id = client.post("/payment-button/process/preorder", json={"amount": 1},
+                                     headers=headers).get_json()["processId"]
+            assert client.post(f"/payment-button/process/{process_id}/cancel",
+                               headers=headers).status_code == 200
+            committed = time.monotonic()  # the answer follows the commit
+            receiver.wait_for(i + 1, timeout=10)
+            latencies.append(time.monotonic() - committed)
+            time.sleep(1.5)  # idle again
+    app.extensions["db"].close_all()
+    assert "Traceback" not in worker.log_path.read_text()
+    # Picked up and delivered (one HTTP request to the receiver included) within 100 ms.
+    assert statistics.median(latencies) < 0.1, latencies
+    assert max(latencies) < 0.5, latencies
+
+
+def test_server_stopped_under_load_is_503_then_recovers_without_a_restart(tmp_path):
+    server = PostgresServer(durable=True)  # a server of its own: this test stops it
+    try:
+        server.start()
+        database = server.create_database()
+        env = service_env(database, FLASK_POSTGRES_POOL_TIMEOUT_SECONDS=2)
+        flask(env, "init-db")
+        keys = create_merchant(env)
+        headers = {"x-secret-key": keys["secretKey"]}
+        answers, stop = [], threading.Event()
+        with gunicorn(env, tmp_path / "web.log", workers=2) as base:
+            def load():
+                session = _session()
+                while not stop.is_set():
+                    try:
+                        response = session.post(base + "/payment-button/process/preorder",
+                                                json={"amount": 1}, headers=headers, timeout=30)
+                    except requests.RequestException as e:
+                        answers.append((None, repr(e)))
+                        continue
+                    answers.append((response.status_code, response.json()))
+
+            threads = [threading.Thread(target=load) for _ in range(4)]
+            for thread in threads:
+                thread.start()
+            time.sleep(1)
+            server.stop("immediate")  # as a crash: connections cut mid-transaction
+            session = _session()
+            down = session.post(base + "/payment-button/process/preorder", json={"amount": 1},
+                                headers=headers, timeout=30)
+            assert down.status_code == 503 and down.headers["Retry-After"] == "5"
+            assert down.json() == {"code": "service_unavailable",
+                                   "message": "The service cannot reach its database; try again later."}
+            health = session.get(base + "/healthz", timeout=30)
+            assert health.status_code == 503 and health.json()["code"] == "unavailable"
+            server.start()  # the same port: the service was not told anything
+            deadline = time.monotonic() + 60
+            while session.get(base + "/healthz", timeout=30).status_code != 200:
+                assert time.monotonic() < deadline, "the service did not recover"
+                time.sleep(0.2)
+            after = session.post(base + "/payment-button/process/preorder", json={"amount": 1},
+                                 headers=headers, timeout=30)
+            assert after.status_code == 200
+            stop.set()
+            for thread in threads:
+                thread.join(60)
+        statuses = collections.Counter(status for status, _ in answers)
+        assert set(statuses) <= {200, 503}, statuses  # never a 500, never a dropped connection
+        assert statuses[503] >= 1 and statuses[200] >= 1
+        stored = {row[0] for row in dbutil.query(database, "SELECT id FROM processes")}
+        answered = {body["processId"] for status, body in answers if status == 200}
+        assert answered <= stored  # never a 200 for a preorder that was not committed
+        assert "Traceback" not in (tmp_path / "web.log").read_text()
+    finally:
+        server.destroy()
