@@ -160,9 +160,7 @@ CREATE TABLE IF NOT EXISTS transfers (
     amount           TEXT NOT NULL,                 -- base units
     block_number     INTEGER NOT NULL,
     block_hash       TEXT NOT NULL,
-    block_timestamp  INTEGER NOT NULL,              -- unix seconds: paid in time when <= expires_at; the
-                                                    -- block's own, or when its scan step's last block was
-                                                    -- not after expires_at, that block's (an upper bound)
+    block_timestamp  INTEGER NOT NULL,              -- unix seconds: paid in time when <= expires_at
     status           TEXT NOT NULL CHECK (status IN ('seen', 'confirmed', 'orphaned')),
     seen_at          INTEGER NOT NULL,
     confirmed_at     INTEGER,

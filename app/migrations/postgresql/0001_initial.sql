@@ -160,7 +160,9 @@ CREATE TABLE IF NOT EXISTS transfers (
     amount           TEXT NOT NULL,                 -- base units
     block_number     BIGINT NOT NULL,
     block_hash       TEXT NOT NULL,
-    block_timestamp  BIGINT NOT NULL,              -- unix seconds: paid in time when <= expires_at
+    block_timestamp  BIGINT NOT NULL,              -- unix seconds: paid in time when <= expires_at; the
+                                                    -- block's own, or when its scan step's last block was
+                                                    -- not after expires_at, that block's (an upper bound)
     status           TEXT NOT NULL CHECK (status IN ('seen', 'confirmed', 'orphaned')),
     seen_at          BIGINT NOT NULL,
     confirmed_at     BIGINT ,

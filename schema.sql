@@ -1,0 +1,1 @@
+app/migrations/sqlite/0001_initial.sql
