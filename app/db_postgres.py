@@ -164,7 +164,7 @@ class PostgresDatabase:
                     self._pool = psycopg_pool.ConnectionPool(
                         self.url, min_size=self.pool_min, max_size=self.pool_max,
                         timeout=self.pool_timeout, kwargs=self._connect_args(), open=False,
-                        name=f"preorder-{pid}",
+                        name=f"preorder-{pid}", configure=_durable,
                     )
                     self._pool.open(wait=False)
                     self._pool_pid = pid
@@ -292,3 +292,9 @@ class PostgresDatabase:
             schema_rows.ping(conn)
             if conn.execute("SHOW transaction_read_only").fetchone()[0] != "off":
                 raise DatabaseUnavailable("the database is read-only")
+
+
+def _durable(conn):
+    """A COMMIT returns only once it is on disk, whatever the server's default: a 200 is never
+    given for a preorder that a crash of the server could lose (synchronous_commit=off would)."""
+    conn.execute("SET synchronous_commit = on")
