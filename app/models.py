@@ -246,25 +246,6 @@ class Payment:
 
 
 @dataclass(frozen=True)
-class Transfer:
-    """One ERC-20 Transfer log to a deposit address; amount in base units (decimal-integer text)."""
-    chain_id: int
-    tx_hash: str
-    log_index: int
-    network_id: str
-    process_id: str
-    token_contract: str
-    from_address: str
-    amount: str
-    block_number: int
-    block_hash: str
-    block_timestamp: int
-    status: str  # seen | confirmed | orphaned
-    seen_at: int
-    confirmed_at: int | None
-
-
-@dataclass(frozen=True)
 class PaymentView:
     """A payment with its seen and confirmed transfers (ordered by block, then log index): what
     the `payment` object of a Process shows."""
