@@ -37,8 +37,9 @@ write transaction (another stat, after COMMIT) compare it with the path's now. A
 (its directory removed) or replaced under open connections is thereby never written to with a
 success answered: the caller gets `DatabaseUnavailable` (a 503). A process keeps serving only the
 file it first opened (a replacement's stale WAL must never mix with it) until init-db, in that
-process, makes a new one; a restarted process opens whatever marked file the path holds. See
-docs/operations.md.
+process, makes a new one; it holds a descriptor on that file, so that a new file cannot get the
+deleted one's inode number and pass for it. A restarted process opens whatever marked file the path
+holds. See docs/operations.md.
 """
 import fcntl
 import os
@@ -197,9 +198,11 @@ class SqliteDatabase:
         self._opened = []  # a _ThreadState per connection made, to close them all
         self._memory = os.fspath(path) == ":memory:"
         self._abspath = None if self._memory else os.path.abspath(path)
-        # (pid, (st_dev, st_ino)) of the file this process first opened: the process serves that
-        # file only, until init_schema (init-db) makes another one. A file put in its place later
-        # (a restore) is served by processes started after it, never mixed with open connections.
+        # (pid, (st_dev, st_ino), descriptor) of the file this process first opened: the process
+        # serves that file only, until init_schema (init-db) makes another one. A file put in its
+        # place later (a restore) is served by processes started after it, never mixed with open
+        # connections. The descriptor stays open so the file system cannot give a new file the
+        # deleted one's inode number (which would pass for the same file).
         self._pinned = None
 
     def _state(self, create=False):
@@ -264,7 +267,7 @@ class SqliteDatabase:
             os.makedirs(os.path.dirname(self._abspath), exist_ok=True)
             conn = self._configure(self._open(self._abspath, uri=False))
             identity = self._identity()
-            self._pinned = (os.getpid(), identity)
+            self._pin(identity)
             return conn, identity
         before = self._identity()
         if before is None:
@@ -285,12 +288,26 @@ class SqliteDatabase:
             self._configure(conn)
             if self._identity() != before:
                 raise DatabaseUnavailable("the database file was replaced while it was opened")
+            if pinned is None or pinned[0] != os.getpid():
+                self._pin(before)
         except BaseException:
             conn.close()
             raise
-        if pinned is None or pinned[0] != os.getpid():
-            self._pinned = (os.getpid(), before)
         return conn, before
+
+    def _pin(self, identity):
+        """Make `identity` the file this process serves, holding a descriptor on it."""
+        try:
+            fd = os.open(self._abspath, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as e:
+            raise DatabaseUnavailable(f"the database cannot be opened: {e.strerror}") from None
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != identity:
+            os.close(fd)
+            raise DatabaseUnavailable("the database file was replaced while it was opened")
+        old, self._pinned = self._pinned, (os.getpid(), identity, fd)
+        if old is not None and old[0] == os.getpid():
+            os.close(old[2])
 
     def _open(self, target, *, uri):
         return sqlite3.connect(
@@ -412,6 +429,9 @@ class SqliteDatabase:
         for state in opened:
             state.close()
         self._local = threading.local()
+        pinned, self._pinned = self._pinned, None
+        if pinned is not None and pinned[0] == os.getpid():
+            os.close(pinned[2])
 
     def init_schema(self, script=None, *, reset=False):
         """Create the directory and the file when missing, bring the schema to the newest version in

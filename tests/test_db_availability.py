@@ -66,6 +66,24 @@ def test_deleting_the_directory_under_open_connections(app, client, api, runner,
     assert_error(api.preorder(), 401, "invalid_secret_key")
 
 
+def test_a_new_database_that_reuses_the_deleted_files_inode(tmp_path, clock):
+    # A process's database is deleted, then init-db (another process) makes a new one. File systems
+    # hand a freed inode number out again at once, so the new file can carry the deleted one's
+    # (device, inode): the process must still refuse it. Without a descriptor held on the file it
+    # serves, about half of these rounds served the new file.
+    database = tmp_path / "data" / "service.sqlite3"
+    env = service_env(database)
+    flask(env, "init-db")
+    for _ in range(10):
+        client = create_app({"TESTING": True, "DATABASE": str(database), "CLOCK": clock}).test_client()
+        assert client.get("/healthz").status_code == 200
+        shutil.rmtree(tmp_path / "data")
+        assert_error(client.get("/healthz"), 503, "unavailable")
+        flask(env, "init-db")
+        assert_error(client.get("/healthz"), 503, "unavailable")
+        assert_unavailable(Api(client, "sk_test_" + "x" * 32).preorder())
+
+
 def test_a_write_in_flight_when_the_directory_is_deleted(app, api, tmp_path):
     # The request has passed its first check (authenticated) and waits in the writer queue while the
     # directory is removed; its commit then lands in a deleted file: 503, not 200.
