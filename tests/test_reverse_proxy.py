@@ -7,6 +7,7 @@ import socket
 import ssl
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import requests
 import trustme
@@ -123,7 +124,7 @@ def test_nginx_in_front_holds_slow_clients_and_answers_in_json(tmp_path):
     assert "WORKER TIMEOUT" not in log and "Traceback" not in log
 
 
-def test_nginx_answers_502_in_json_when_gunicorn_is_down(tmp_path):
+def test_nginx_answers_502_in_json_when_gunicorn_is_down_and_limits_bursts(tmp_path):
     ca = trustme.CA()
     cert = ca.issue_cert("pay.example.com")
     cert.private_key_pem.write_to_path(tmp_path / "key.pem")
@@ -132,13 +133,38 @@ def test_nginx_answers_502_in_json_when_gunicorn_is_down(tmp_path):
     https_port = free_port()
     with nginx(tmp_path / "nginx", upstream=f"127.0.0.1:{free_port()}", https_port=https_port,
                http_port=free_port(), cert=tmp_path / "cert.pem", key=tmp_path / "key.pem"):
-        session = requests.Session()
-        session.trust_env = False
-        session.verify = str(tmp_path / "ca.pem")
-        session.mount("https://", _PinnedHost(https_port))
-        response = session.post("https://pay.example.com" + PREORDER, json={"amount": 5}, timeout=10)
+        def session():
+            session = requests.Session()
+            session.trust_env = False
+            session.verify = str(tmp_path / "ca.pem")
+            session.mount("https://", _PinnedHost(https_port))
+            return session
+
+        url = "https://pay.example.com" + PREORDER
+        response = session().post(url, json={"amount": 5}, timeout=10)
         assert_envelope(response, 502, "unavailable",
                         "The service is not answering; try again shortly.")
+
+        # One client address past 50 requests a second (bursts of 100): nginx's 429 in the
+        # envelope with Retry-After, counted for every gunicorn worker at once. Requests under the
+        # limit pass on (here to the missing gunicorn: 502).
+        def burst(_):
+            with session() as s:
+                return [s.post(url, json={"amount": 5}, timeout=10) for _ in range(60)]
+
+        started = time.monotonic()
+        with ThreadPoolExecutor(8) as pool:
+            answers = [r for rs in pool.map(burst, range(8)) for r in rs]
+        elapsed = time.monotonic() - started
+        passed = [r for r in answers if r.status_code == 502]
+        limited = [r for r in answers if r.status_code == 429]
+        assert len(passed) + len(limited) == 480
+        assert limited and len(passed) <= 100 + 50 * elapsed + 1, (len(passed), elapsed)
+        assert_envelope(limited[0], 429, "rate_limited",
+                        "Too many requests; retry after the number of seconds in Retry-After.")
+        assert limited[0].headers["Retry-After"] == "1"
+        time.sleep(1)  # as Retry-After says: the bucket has room again
+        assert session().post(url, json={"amount": 5}, timeout=10).status_code == 502
 
 
 def assert_envelope(response, status, code, message=None):
