@@ -57,7 +57,7 @@
   const SCRIPT_SRC = (document.currentScript && document.currentScript.src) || '';
 
   const POLL = {
-    FIRST_MS: 1000, // after a failed read, and while nothing is shown to pay: 1 s doubling ...
+    FIRST_MS: 1000, // while no instructions are shown, and after a failed read: 1 s doubling ...
     MAX_MS: 15000, // ... to 15 s
     LIVE_MS: 1000, // while payment instructions are shown: the service is followed within 2 s
     // After a live payment expired (or was cancelled) a late transfer is still shown: polled every
