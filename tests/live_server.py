@@ -12,7 +12,7 @@ Loaded from conftest.py (``pytest_plugins``). Fixtures:
 ``merchant_site`` a merchant's web site on another port, i.e. another origin (session-wide): its
                  checkout page embeds ``<payment-button>`` with button.js from the live server, so
                  every call the button makes is cross-origin and CORS is real. It also self-hosts a copy
-                 of button.js (``/static/button.js``), as a merchant may.
+                 of button.js as the service serves it (``/static/button.js``), as a merchant may.
 ``gateway``      an EXTERNAL failure in front of the real server: a reverse proxy (think of a CDN or
                  load balancer) that forwards everything to the live server, except that it answers
                  ``fail_next(n)`` requests itself with ``502 Bad Gateway`` (an HTML body, with a CORS
@@ -25,14 +25,14 @@ import threading
 import time
 from html import escape
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 import requests
 from werkzeug.serving import WSGIRequestHandler, make_server
 
-BUTTON_JS = Path(__file__).resolve().parent.parent / "app" / "static" / "button.js"
+from app.routes.button import load_button_script
+
 BUTTON_EVENTS = ["payment-success", "payment-failure", "payment-expired", "payment-cancelled", "payment-error"]
 
 
@@ -156,7 +156,7 @@ class MerchantSiteHandler(BaseHTTPRequestHandler):
         if url.path == "/checkout":
             self._send(200, checkout_page(parse_qs(url.query)), "text/html; charset=utf-8")
         elif url.path == "/static/button.js":
-            self._send(200, BUTTON_JS.read_bytes(), "text/javascript; charset=utf-8")
+            self._send(200, load_button_script().body, "text/javascript; charset=utf-8")
         else:
             self._send(404, b"not found", "text/plain")
 

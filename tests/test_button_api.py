@@ -1,8 +1,11 @@
 """The Button API (x-public-key, CORS open): public process view and sandbox payments."""
+import hashlib
 import json
 import threading
+from pathlib import Path
 
 import pytest
+from werkzeug.http import http_date
 
 from helpers import Api, assert_error, events_of
 
@@ -226,3 +229,33 @@ def test_cors_headers_also_on_the_routers_405(client, process, path):
                           headers={"Origin": "https://shop.example"})
     assert_error(response, 405, "method_not_allowed")
     assert_cors(response)
+
+
+APP_STATIC = Path(__file__).resolve().parent.parent / "app" / "static"
+
+
+def test_button_js_is_the_qr_encoder_and_the_component_in_one_scope(client):
+    """One <script> for merchants: the route serves qr.js and button.js together, wrapped in one
+    function so that the encoder's names stay out of the page's globals."""
+    response = client.get("/payment-button/button.js", headers={"Origin": "https://shop.example"})
+    assert response.status_code == 200
+    assert response.headers["Content-Type"] == "text/javascript; charset=utf-8"
+    assert response.headers["Cache-Control"] == "public, max-age=300"
+    assert response.headers["Content-Disposition"] == "inline; filename=button.js"
+    qr, component = ((APP_STATIC / name).read_text(encoding="utf-8") for name in ("qr.js", "button.js"))
+    assert response.get_data(as_text=True) == "(() => {\n'use strict';\n" + qr + "\n" + component + "})();\n"
+    assert response.headers["Content-Length"] == str(len(response.data))
+    assert response.headers["ETag"] == f'"{hashlib.sha256(response.data).hexdigest()[:32]}"'
+    newest = max((APP_STATIC / name).stat().st_mtime for name in ("qr.js", "button.js"))
+    assert response.headers["Last-Modified"] == http_date(int(newest))
+    assert_cors(response)
+
+
+def test_button_js_answers_a_revalidation_with_304(client):
+    etag = client.get("/payment-button/button.js").headers["ETag"]
+    response = client.get("/payment-button/button.js", headers={"If-None-Match": etag})
+    assert response.status_code == 304
+    assert response.data == b""
+    assert response.headers["ETag"] == etag
+    assert response.headers["Cache-Control"] == "public, max-age=300"
+    assert client.get("/payment-button/button.js", headers={"If-None-Match": '"other"'}).status_code == 200

@@ -53,3 +53,11 @@ def test_qr_code_is_the_smallest_version_that_holds_the_text(qr_page, length, ve
     """At the byte-mode capacities of level M in ISO/IEC 18004's table, with the 4-module quiet zone."""
     svg = qr_page.evaluate("t => customElements.get('payment-button').qrSvg(t)", "x" * length)
     assert f'viewBox="0 0 {version * 4 + 17 + 8} {version * 4 + 17 + 8}"' in svg
+
+
+def test_the_encoder_leaves_the_pages_globals_alone(qr_page):
+    """qr.js is served inside button.js's function scope: none of its names becomes a global."""
+    names = ["qrSvg", "qrMatrix", "qrPenalty", "QR_BLOCKS", "QR_MASKS", "gfMul", "PaymentButton"]
+    # An indirect eval runs in the global scope: it sees global functions and top-level consts alike.
+    defined = "names => names.filter((n) => { try { (0, eval)(n); return true; } catch (e) { return false; } })"
+    assert qr_page.evaluate(defined, names) == []

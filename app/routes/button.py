@@ -3,10 +3,14 @@
 CORS is open on every response of this blueprint (errors included, so the button can show their
 message); metadata is never shown here.
 """
+import hashlib
+import io
 import json
 import re
+from dataclasses import dataclass
+from pathlib import Path
 
-from flask import Blueprint, current_app, g, request, send_from_directory
+from flask import Blueprint, g, request, send_file
 
 from app import payments, processes
 from app.auth import require_public_key
@@ -93,9 +97,33 @@ def sandbox_pay(process_id):
     return json_response(public_process_json(process, now(), payments.view(db, process)))
 
 
+@dataclass(frozen=True)
+class Script:
+    body: bytes
+    etag: str  # of the content: the same in every worker and after a restart with the same files
+    last_modified: float  # unix seconds: the newer of the two sources
+
+
+STATIC = Path(__file__).resolve().parent.parent / "static"
+
+
+def load_button_script(folder=STATIC):
+    """button.js as served: the QR encoder (qr.js, declarations only) and the component (button.js)
+    in one function scope, so that merchants keep one <script> and the page's globals stay clean."""
+    sources = [folder / "qr.js", folder / "button.js"]
+    parts = [path.read_text(encoding="utf-8") for path in sources]
+    text = "(() => {\n'use strict';\n" + "\n".join(parts) + "})();\n"
+    body = text.encode("utf-8")
+    return Script(body=body, etag=hashlib.sha256(body).hexdigest()[:32],
+                  last_modified=max(path.stat().st_mtime for path in sources))
+
+
+BUTTON_SCRIPT = load_button_script()  # once, when the app is imported
+
+
 @bp.get("/button.js")
 def button_js():
-    response = send_from_directory(
-        current_app.static_folder, "button.js", mimetype="text/javascript", max_age=300
+    return send_file(
+        io.BytesIO(BUTTON_SCRIPT.body), mimetype="text/javascript", download_name="button.js",
+        max_age=300, etag=BUTTON_SCRIPT.etag, last_modified=BUTTON_SCRIPT.last_modified,
     )
-    return response

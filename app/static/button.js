@@ -3,7 +3,8 @@
  *
  * The payment button web component of the preorder service. No dependencies, no build step (ES2020),
  * no external resources (fonts, images, styles): everything lives in this file and its shadow DOM,
- * the QR code included (drawn here: showing a payment address sends nothing to a third party).
+ * the QR code included (drawn by qr.js's qrSvg: showing a payment address sends nothing to a third
+ * party). The service serves qr.js and this file as one script (app/routes/button.py).
  *
  * Attributes (all observed; changing process-id, public-key or api-base re-initialises the button):
  *   process-id  the processId the merchant backend got from POST /payment-button/process/preorder
@@ -39,6 +40,10 @@
  * methods, instructions, qr.
  *
  * customElements.get('payment-button').qrSvg(text) returns the SVG markup of a QR code of `text`.
+ *
+ * Reading order: 1. constants and texts (and the shadow DOM's style and markup), 2. amounts and
+ * small helpers, 3. the element's life, 4. API calls and polling, 5. rendering, per state,
+ * 6. events.
  */
 (() => {
   'use strict';
@@ -46,370 +51,79 @@
   const TAG = 'payment-button';
   if (!window.customElements || customElements.get(TAG)) return;
 
+  // ==== 1. Constants and texts ===============================================================
+
   // document.currentScript is only set while this file first runs: capture it now.
   const SCRIPT_SRC = (document.currentScript && document.currentScript.src) || '';
-  const SERVED_PATH = '/payment-button/button.js';
-  const POLL_FIRST_MS = 1000;
-  const POLL_MAX_MS = 15000;
-  // While payment instructions are shown the button follows the service within 2 s: one GET a second.
-  const POLL_LIVE_MS = 1000;
-  // After a live payment expired (or was cancelled) a late transfer is still shown: polled every
-  // 2 s for 10 minutes (a wallet that sent at the last moment is seen within that).
-  const POLL_LATE_MS = 2000;
-  const LATE_WATCH_MS = 10 * 60 * 1000;
-  const COPIED_MS = 2000;
 
+  const POLL = {
+    FIRST_MS: 1000, // while no instructions are shown, and after a failed read: 1 s doubling ...
+    MAX_MS: 15000, // ... to 15 s
+    LIVE_MS: 1000, // while payment instructions are shown: the service is followed within 2 s
+    // After a live payment expired (or was cancelled) a late transfer is still shown: polled every
+    // 2 s for 10 minutes (a wallet that sent at the last moment is seen within that).
+    LATE_MS: 2000,
+    LATE_WATCH_MS: 10 * 60 * 1000,
+  };
+  const COPIED_MS = 2000; // how long a copy button says "Copied"
+
+  // The final states: the event each fires, its icon (SVG content) and what the customer reads.
   const FINAL = {
     completed: {
-      event: 'payment-success', icon: 'check', title: 'Payment received',
+      event: 'payment-success', icon: '<path d="M6 12.5l4 4 8-9"/>', title: 'Payment received',
       text: (amount) => `Thank you. ${amount} has been paid.`,
     },
     expired: {
-      event: 'payment-expired', icon: 'clock', title: 'Payment expired',
-      text: () => 'This payment request has expired. Please start a new order.',
+      event: 'payment-expired', icon: '<circle cx="12" cy="12" r="8"/><path d="M12 8v4.5l3 2"/>',
+      title: 'Payment expired', text: () => 'This payment request has expired. Please start a new order.',
     },
     cancelled: {
-      event: 'payment-cancelled', icon: 'cross', title: 'Payment cancelled',
+      event: 'payment-cancelled', icon: '<path d="M8 8l8 8M16 8l-8 8"/>', title: 'Payment cancelled',
       text: () => 'This payment request was cancelled by the merchant.',
     },
   };
 
-  function defaultBase() {
-    if (!SCRIPT_SRC) return window.location.origin;
-    const url = new URL(SCRIPT_SRC, window.location.href);
-    if (url.pathname.endsWith(SERVED_PATH)) {
-      return url.origin + url.pathname.slice(0, -SERVED_PATH.length);
-    }
-    return url.origin;
-  }
-
-  // The amount exactly as the service wrote it: its JSON token from the raw body (never through
-  // float arithmetic); String(number) only if the token cannot be found.
-  function amountText(raw, parsed) {
-    const m = /"amount"\s*:\s*(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)/.exec(raw);
-    if (m && Number(m[1]) === parsed) return plainDecimal(m[1]);
-    return plainDecimal(String(parsed));
-  }
-
-  // "1.5e-3" -> "0.0015", by moving the decimal point in the digit string.
-  function plainDecimal(token) {
-    const m = /^(-?)(\d+)(?:\.(\d+))?[eE]([+-]?\d+)$/.exec(token);
-    if (!m) return token;
-    const exp = parseInt(m[4], 10);
-    if (Math.abs(exp) > 40) return token;
-    let digits = m[2] + (m[3] || '');
-    let point = m[2].length + exp;
-    if (point <= 0) { digits = '0'.repeat(1 - point) + digits; point = 1; }
-    if (point > digits.length) digits += '0'.repeat(point - digits.length);
-    const intPart = digits.slice(0, point).replace(/^0+(?=\d)/, '');
-    const fracPart = digits.slice(point);
-    return m[1] + intPart + (fracPart ? '.' + fracPart : '');
-  }
-
-  // Token amounts are decimal strings ("12.34"): exact arithmetic on them through BigInt.
-  function dec(text) {
-    const m = /^(\d+)(?:\.(\d+))?$/.exec(typeof text === 'string' ? text : '');
-    if (!m) return null;
-    return { units: BigInt(m[1] + (m[2] || '')), scale: (m[2] || '').length };
-  }
-
-  function decScaled(d, scale) { return d.units * 10n ** BigInt(scale - d.scale); }
-
-  /** a + sign * b, exact; null when either is not a decimal string. */
-  function decAdd(a, b, sign = 1) {
-    const x = dec(a);
-    const y = dec(b);
-    if (!x || !y) return null;
-    const scale = Math.max(x.scale, y.scale);
-    return decText(decScaled(x, scale) + BigInt(sign) * decScaled(y, scale), scale);
-  }
-
-  function decText(units, scale) {
-    const neg = units < 0n;
-    const digits = (neg ? -units : units).toString().padStart(scale + 1, '0');
-    const int = digits.slice(0, digits.length - scale);
-    const frac = digits.slice(digits.length - scale).replace(/0+$/, '');
-    return (neg ? '-' : '') + int + (frac ? '.' + frac : '');
-  }
-
-  function decCmp(a, b) {
-    const d = decAdd(a, b, -1);
-    if (d === null) return NaN;
-    return d.startsWith('-') ? -1 : d === '0' ? 0 : 1;
-  }
-
-  function clockText(seconds) {
-    const h = Math.floor(seconds / 3600);
-    const m = Math.floor((seconds % 3600) / 60);
-    const s = seconds % 60;
-    const pad = (n) => String(n).padStart(2, '0');
-    return h ? `${h}:${pad(m)}:${pad(s)}` : `${m}:${pad(s)}`;
-  }
-
-  // ---- QR code (ISO/IEC 18004): byte mode, error correction level M, versions 1-40 ----------
-  // Made here so that showing a payment address sends nothing to a third party. The output is an
-  // SVG path of the dark modules; tests decode it with a real decoder (zbar).
-
-  // Per version (index 0 unused), level M: error correction codewords per block, number of blocks.
-  const QR_ECC_PER_BLOCK = [-1, 10, 16, 26, 18, 24, 16, 18, 22, 22, 26, 30, 22, 22, 24, 24, 28, 28, 26, 26,
-    26, 26, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28];
-  const QR_BLOCKS = [-1, 1, 1, 1, 2, 2, 4, 4, 4, 5, 5, 5, 8, 9, 9, 10, 10, 11, 13, 14, 16, 17, 17, 18, 20,
-    21, 23, 25, 26, 28, 29, 31, 33, 35, 37, 38, 40, 43, 45, 47, 49];
-
-  function gfMul(x, y) { // GF(2^8) modulo x^8 + x^4 + x^3 + x^2 + 1
-    let z = 0;
-    for (let i = 7; i >= 0; i--) {
-      z = (z << 1) ^ ((z >>> 7) * 0x11d);
-      z ^= ((y >>> i) & 1) * x;
-    }
-    return z;
-  }
-
-  function rsDivisor(degree) {
-    const result = new Array(degree).fill(0);
-    result[degree - 1] = 1;
-    let root = 1;
-    for (let i = 0; i < degree; i++) {
-      for (let j = 0; j < degree; j++) {
-        result[j] = gfMul(result[j], root);
-        if (j + 1 < degree) result[j] ^= result[j + 1];
-      }
-      root = gfMul(root, 0x02);
-    }
-    return result;
-  }
-
-  function rsRemainder(data, divisor) {
-    const result = divisor.map(() => 0);
-    for (const b of data) {
-      const factor = b ^ result.shift();
-      result.push(0);
-      divisor.forEach((coef, i) => { result[i] ^= gfMul(coef, factor); });
-    }
-    return result;
-  }
-
-  function qrRawModules(ver) { // data + ECC modules: all but the function patterns
-    let n = (16 * ver + 128) * ver + 64;
-    if (ver >= 2) {
-      const align = Math.floor(ver / 7) + 2;
-      n -= (25 * align - 10) * align - 55;
-      if (ver >= 7) n -= 36;
-    }
-    return n;
-  }
-
-  function qrDataCodewords(ver) {
-    return Math.floor(qrRawModules(ver) / 8) - QR_ECC_PER_BLOCK[ver] * QR_BLOCKS[ver];
-  }
-
-  function qrAlignment(ver) {
-    if (ver === 1) return [];
-    const size = ver * 4 + 17;
-    const count = Math.floor(ver / 7) + 2;
-    const step = ver === 32 ? 26 : Math.ceil((ver * 4 + 4) / (count * 2 - 2)) * 2;
-    const result = [6];
-    for (let pos = size - 7; result.length < count; pos -= step) result.splice(1, 0, pos);
-    return result;
-  }
-
-  /** The QR code of `text` (UTF-8, byte mode, level M) as rows of booleans (true: dark). */
-  function qrMatrix(text) {
-    const bytes = Array.from(new TextEncoder().encode(text));
-    let ver = 1;
-    for (; ver <= 40; ver++) {
-      const bits = 4 + (ver < 10 ? 8 : 16) + bytes.length * 8;
-      if (bits <= qrDataCodewords(ver) * 8) break;
-    }
-    if (ver > 40) throw new RangeError('too long for a QR code');
-    const capacity = qrDataCodewords(ver) * 8;
-    const bits = [];
-    const put = (value, len) => { for (let i = len - 1; i >= 0; i--) bits.push((value >>> i) & 1); };
-    put(0x4, 4); // byte mode
-    put(bytes.length, ver < 10 ? 8 : 16);
-    for (const b of bytes) put(b, 8);
-    put(0, Math.min(4, capacity - bits.length)); // terminator
-    put(0, (8 - (bits.length % 8)) % 8);
-    for (let pad = 0xec; bits.length < capacity; pad ^= 0xec ^ 0x11) put(pad, 8);
-    const data = [];
-    for (let i = 0; i < bits.length; i += 8) data.push(bits.slice(i, i + 8).reduce((a, b) => (a << 1) | b, 0));
-
-    // Split into blocks, add each block's error correction, interleave.
-    const numBlocks = QR_BLOCKS[ver];
-    const eccLen = QR_ECC_PER_BLOCK[ver];
-    const raw = Math.floor(qrRawModules(ver) / 8);
-    const numShort = numBlocks - (raw % numBlocks);
-    const shortLen = Math.floor(raw / numBlocks);
-    const divisor = rsDivisor(eccLen);
-    const blocks = [];
-    for (let i = 0, k = 0; i < numBlocks; i++) {
-      const dat = data.slice(k, k + shortLen - eccLen + (i < numShort ? 0 : 1));
-      k += dat.length;
-      const ecc = rsRemainder(dat, divisor);
-      if (i < numShort) dat.push(0); // placeholder, skipped below
-      blocks.push(dat.concat(ecc));
-    }
-    const codewords = [];
-    for (let i = 0; i < blocks[0].length; i++) {
-      blocks.forEach((block, j) => {
-        if (i !== shortLen - eccLen || j >= numShort) codewords.push(block[i]);
-      });
-    }
-
-    const size = ver * 4 + 17;
-    const modules = Array.from({ length: size }, () => new Array(size).fill(false));
-    const isFunction = Array.from({ length: size }, () => new Array(size).fill(false));
-    const fn = (x, y, dark) => { modules[y][x] = dark; isFunction[y][x] = true; };
-
-    for (let i = 0; i < size; i++) { fn(6, i, i % 2 === 0); fn(i, 6, i % 2 === 0); } // timing
-    for (const [cx, cy] of [[3, 3], [size - 4, 3], [3, size - 4]]) { // finders with separators
-      for (let dy = -4; dy <= 4; dy++) {
-        for (let dx = -4; dx <= 4; dx++) {
-          const x = cx + dx;
-          const y = cy + dy;
-          const d = Math.max(Math.abs(dx), Math.abs(dy));
-          if (x >= 0 && x < size && y >= 0 && y < size) fn(x, y, d !== 2 && d !== 4);
-        }
-      }
-    }
-    const align = qrAlignment(ver);
-    align.forEach((ax, i) => align.forEach((ay, j) => {
-      if ((i === 0 && j === 0) || (i === 0 && j === align.length - 1) || (i === align.length - 1 && j === 0)) return;
-      for (let dy = -2; dy <= 2; dy++) {
-        for (let dx = -2; dx <= 2; dx++) fn(ax + dx, ay + dy, Math.max(Math.abs(dx), Math.abs(dy)) !== 1);
-      }
-    }));
-    const drawFormat = (mask) => {
-      const fdata = (0 << 3) | mask; // level M's format bits are 00
-      let rem = fdata;
-      for (let i = 0; i < 10; i++) rem = (rem << 1) ^ ((rem >>> 9) * 0x537);
-      const fbits = ((fdata << 10) | rem) ^ 0x5412;
-      const bit = (i) => ((fbits >>> i) & 1) === 1;
-      for (let i = 0; i <= 5; i++) fn(8, i, bit(i));
-      fn(8, 7, bit(6)); fn(8, 8, bit(7)); fn(7, 8, bit(8));
-      for (let i = 9; i < 15; i++) fn(14 - i, 8, bit(i));
-      for (let i = 0; i < 8; i++) fn(size - 1 - i, 8, bit(i));
-      for (let i = 8; i < 15; i++) fn(8, size - 15 + i, bit(i));
-      fn(8, size - 8, true); // the dark module
-    };
-    drawFormat(0); // reserves the format areas before the data is placed
-    if (ver >= 7) {
-      let rem = ver;
-      for (let i = 0; i < 12; i++) rem = (rem << 1) ^ ((rem >>> 11) * 0x1f25);
-      const vbits = (ver << 12) | rem;
-      for (let i = 0; i < 18; i++) {
-        const dark = ((vbits >>> i) & 1) === 1;
-        const a = size - 11 + (i % 3);
-        const b = Math.floor(i / 3);
-        fn(a, b, dark);
-        fn(b, a, dark);
-      }
-    }
-
-    // The codewords in the zigzag order, two columns at a time from the right, skipping column 6.
-    let i = 0;
-    for (let right = size - 1; right >= 1; right -= 2) {
-      if (right === 6) right = 5;
-      for (let vert = 0; vert < size; vert++) {
-        for (let j = 0; j < 2; j++) {
-          const x = right - j;
-          const upward = ((right + 1) & 2) === 0;
-          const y = upward ? size - 1 - vert : vert;
-          if (!isFunction[y][x] && i < codewords.length * 8) {
-            modules[y][x] = ((codewords[i >>> 3] >>> (7 - (i & 7))) & 1) === 1;
-            i++;
-          }
-        }
-      }
-    }
-
-    const MASKS = [
-      (x, y) => (x + y) % 2 === 0, (x, y) => y % 2 === 0, (x) => x % 3 === 0, (x, y) => (x + y) % 3 === 0,
-      (x, y) => (Math.floor(x / 3) + Math.floor(y / 2)) % 2 === 0, (x, y) => ((x * y) % 2) + ((x * y) % 3) === 0,
-      (x, y) => (((x * y) % 2) + ((x * y) % 3)) % 2 === 0, (x, y) => (((x + y) % 2) + ((x * y) % 3)) % 2 === 0,
-    ];
-    const applyMask = (m) => {
-      for (let y = 0; y < size; y++) {
-        for (let x = 0; x < size; x++) if (!isFunction[y][x] && MASKS[m](x, y)) modules[y][x] = !modules[y][x];
-      }
-    };
-    let best = 0;
-    let bestPenalty = Infinity;
-    for (let m = 0; m < 8; m++) { // the mask with the lowest penalty score (applying twice undoes it)
-      applyMask(m);
-      drawFormat(m);
-      const p = qrPenalty(modules);
-      if (p < bestPenalty) { best = m; bestPenalty = p; }
-      applyMask(m);
-    }
-    applyMask(best);
-    drawFormat(best);
-    return modules;
-  }
-
-  function qrPenalty(modules) {
-    const size = modules.length;
-    let penalty = 0;
-    let dark = 0;
-    const finderLike = [true, false, true, true, true, false, true];
-    const lines = [];
-    for (let i = 0; i < size; i++) {
-      lines.push(modules[i]);
-      lines.push(modules.map((row) => row[i]));
-    }
-    for (const line of lines) {
-      let run = 1;
-      for (let k = 1; k <= size; k++) {
-        if (k < size && line[k] === line[k - 1]) { run++; continue; }
-        if (run >= 5) penalty += run - 2;
-        run = 1;
-      }
-      // 1:1:3:1:1 finder-like patterns with four light modules (or the edge) on one side.
-      for (let k = 0; k + 7 <= size; k++) {
-        if (!finderLike.every((v, j) => line[k + j] === v)) continue;
-        const lightBefore = [1, 2, 3, 4].every((j) => k - j < 0 || !line[k - j]);
-        const lightAfter = [0, 1, 2, 3].every((j) => k + 7 + j >= size || !line[k + 7 + j]);
-        if (lightBefore || lightAfter) penalty += 40;
-      }
-    }
-    for (let y = 0; y < size; y++) {
-      for (let x = 0; x < size; x++) {
-        if (modules[y][x]) dark++;
-        if (x + 1 < size && y + 1 < size) {
-          const c = modules[y][x];
-          if (c === modules[y][x + 1] && c === modules[y + 1][x] && c === modules[y + 1][x + 1]) penalty += 3;
-        }
-      }
-    }
-    const total = size * size;
-    penalty += (Math.ceil(Math.abs(dark * 20 - total * 10) / total) - 1) * 10;
-    return penalty;
-  }
-
-  /** An SVG document of `text`'s QR code, with the 4-module quiet zone. */
-  function qrSvg(text) {
-    const modules = qrMatrix(text);
-    const size = modules.length + 8;
-    let path = '';
-    modules.forEach((row, y) => row.forEach((dark, x) => { if (dark) path += `M${x + 4} ${y + 4}h1v1h-1z`; }));
-    return `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${size} ${size}" shape-rendering="crispEdges">`
-      + `<rect width="${size}" height="${size}" fill="#fff"/><path d="${path}" fill="#000"/></svg>`;
-  }
-
-  class ApiError extends Error {
-    constructor(status, code, message) {
-      super(message);
-      this.status = status;
-      this.code = code;
-    }
-  }
-
-  const ICONS = {
-    check: '<path d="M6 12.5l4 4 8-9"/>',
-    clock: '<circle cx="12" cy="12" r="8"/><path d="M12 8v4.5l3 2"/>',
-    cross: '<path d="M8 8l8 8M16 8l-8 8"/>',
+  // Every other text the button writes (the template below holds the fixed labels).
+  const TEXT = {
+    payment: 'Payment',
+    amountLabel: (status) => (status === 'completed' ? 'Amount paid' : FINAL[status] ? 'Amount' : 'Amount due'),
+    needsAttributes: 'This payment button needs its process-id and public-key attributes.',
+    unreachable: 'The payment service could not be reached. Check your connection and try again.',
+    httpStatus: (status) => `The payment service answered with status ${status}.`,
+    unexpected: 'The payment service sent an unexpected answer.',
+    noMethod: 'No payment method is available for this payment yet. Please contact the merchant.',
+    pay: (amount) => `Pay ${amount}`,
+    sandbox: 'Simulate a payment (test mode)',
+    sandboxFailed: 'Payment failed. No money was taken. You can try again.',
+    expiresIn: (clock) => `Expires in ${clock}`,
+    expired: 'Expired',
+    payWith: 'Pay with',
+    payWithOn: (symbol) => `Pay with ${symbol} on`,
+    assetOn: (symbol, network) => `${symbol} on ${network}`,
+    back: 'Back',
+    keepChoice: 'Keep the current choice',
+    preparing: 'Preparing your payment…',
+    sendExactly: 'Send exactly',
+    sendRemaining: 'Send the remaining',
+    network: (name, chainId) => (Number.isInteger(chainId) ? `${name} (chain ${chainId})` : name),
+    qrLabel: (amount, address) => `QR code for a wallet app: ${amount} to ${address}`,
+    onlyThis: (symbol, network) => `Send only ${symbol} on ${network}: other tokens or networks are not credited to this payment.`,
+    waiting: (amount) => `Waiting for your payment of ${amount}…`,
+    checkingInTime: 'Checking for a payment made in time…',
+    seen: (k, required) => `Payment seen, waiting for confirmations (${required === null ? `${k} so far` : `${k} of ${required}`}).`,
+    sendRest: (received, due, remaining, symbol) => `Received ${received} of ${due} ${symbol}: send the remaining ${remaining} ${symbol}.`,
+    overpaid: (over, symbol) => ` That is ${over} ${symbol} more than due: the merchant will contact you about it.`,
+    paidLate: 'Paid after expiry',
+    arrivedLate: (amount, status) => `${amount} arrived after this payment request ${status === 'expired' ? 'expired' : 'was cancelled'}: the merchant will contact you.`,
+    arrivedShort: (received, due, symbol) => `${received} of ${due} ${symbol} arrived, but the payment was not completed: the merchant will contact you.`,
+    copy: 'Copy',
+    copied: 'Copied',
+    copyFailed: 'Copy failed',
+    copiedSaid: (what) => `${what} copied`,
+    copyFailedSaid: (what) => `${what} could not be copied: select it and copy it by hand`,
   };
 
+  // The shadow DOM: its style sheet and markup (fixed labels included).
   const STYLE = `
 :host { display: block; max-width: 400px; color: #111827; line-height: 1.45;
   font-family: var(--payment-button-font, system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif);
@@ -557,7 +271,134 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
   </div>
 </dialog>`;
 
+  // ==== 2. Amounts and small helpers =========================================================
+
+  // The amount exactly as the service wrote it: its JSON token from the raw body (never through
+  // float arithmetic); String(number) only if the token cannot be found.
+  function amountText(raw, parsed) {
+    const m = /"amount"\s*:\s*(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)/.exec(raw);
+    if (m && Number(m[1]) === parsed) return plainDecimal(m[1]);
+    return plainDecimal(String(parsed));
+  }
+
+  // "1.5e-3" -> "0.0015", by moving the decimal point in the digit string.
+  function plainDecimal(token) {
+    const m = /^(-?)(\d+)(?:\.(\d+))?[eE]([+-]?\d+)$/.exec(token);
+    if (!m) return token;
+    const exp = parseInt(m[4], 10);
+    if (Math.abs(exp) > 40) return token;
+    let digits = m[2] + (m[3] || '');
+    let point = m[2].length + exp;
+    if (point <= 0) { digits = '0'.repeat(1 - point) + digits; point = 1; }
+    if (point > digits.length) digits += '0'.repeat(point - digits.length);
+    const intPart = digits.slice(0, point).replace(/^0+(?=\d)/, '');
+    const fracPart = digits.slice(point);
+    return m[1] + intPart + (fracPart ? '.' + fracPart : '');
+  }
+
+  // Token amounts are decimal strings ("12.34"): exact arithmetic on them through BigInt.
+  function dec(text) {
+    const m = /^(\d+)(?:\.(\d+))?$/.exec(typeof text === 'string' ? text : '');
+    if (!m) return null;
+    return { units: BigInt(m[1] + (m[2] || '')), scale: (m[2] || '').length };
+  }
+
+  /** a + sign * b as a decimal string, exact; null when either is not a decimal string. */
+  function decAdd(a, b, sign = 1) {
+    const x = dec(a);
+    const y = dec(b);
+    if (!x || !y) return null;
+    const scale = Math.max(x.scale, y.scale);
+    const at = (d) => d.units * 10n ** BigInt(scale - d.scale);
+    const units = at(x) + BigInt(sign) * at(y);
+    const digits = (units < 0n ? -units : units).toString().padStart(scale + 1, '0');
+    const int = digits.slice(0, digits.length - scale);
+    const frac = digits.slice(digits.length - scale).replace(/0+$/, '');
+    return (units < 0n ? '-' : '') + int + (frac ? '.' + frac : '');
+  }
+
+  function decCmp(a, b) { // -1, 0 or 1; NaN when either is not a decimal string
+    const d = decAdd(a, b, -1);
+    if (d === null) return NaN;
+    return d.startsWith('-') ? -1 : d === '0' ? 0 : 1;
+  }
+
+  /** What a payment has received so far (confirmed or not) and what is still to send. */
+  function paymentSums(payment) {
+    const received = decAdd(payment.amountPaid, payment.amountPending) || '0';
+    return { received, remaining: decAdd(payment.amountDue, received, -1) || payment.amountDue };
+  }
+
+  function transfersOf(payment) { return Array.isArray(payment.transfers) ? payment.transfers : []; }
+
+  // The transfers still confirming (all of them while the required depth is unknown).
+  function unconfirmed(transfers, required) {
+    return transfers.filter((t) => required === null || t.confirmations < required);
+  }
+
+  function clockText(seconds) {
+    const h = Math.floor(seconds / 3600);
+    const m = Math.floor((seconds % 3600) / 60);
+    const s = seconds % 60;
+    const pad = (n) => String(n).padStart(2, '0');
+    return h ? `${h}:${pad(m)}:${pad(s)}` : `${m}:${pad(s)}`;
+  }
+
+  // The service's base URL when api-base is not set: the script's origin, keeping a path prefix.
+  function defaultBase() {
+    const servedPath = '/payment-button/button.js';
+    if (!SCRIPT_SRC) return window.location.origin;
+    const url = new URL(SCRIPT_SRC, window.location.href);
+    if (url.pathname.endsWith(servedPath)) return url.origin + url.pathname.slice(0, -servedPath.length);
+    return url.origin;
+  }
+
+  function hide(...elements) { for (const e of elements) e.hidden = true; }
+
+  function choiceButton(text, sub, onClick) {
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.className = 'choice';
+    const main = document.createElement('span');
+    main.textContent = text;
+    b.append(main);
+    if (sub) {
+      const s = document.createElement('span');
+      s.className = 'sub';
+      s.textContent = sub;
+      b.append(s);
+    }
+    b.addEventListener('click', onClick);
+    return b;
+  }
+
+  class ApiError extends Error {
+    constructor(status, code, message) {
+      super(message);
+      this.status = status;
+      this.code = code;
+    }
+  }
+
+  /** A service answer as {process, amount} (expect 'status') or {data} (expect 'data'); else throws. */
+  function answerOf(res, text, expect) {
+    let data = null;
+    try { data = text ? JSON.parse(text) : null; } catch (_) { data = null; }
+    if (!res.ok) {
+      const code = data && typeof data.code === 'string' ? data.code : `http_${res.status}`;
+      const message = data && typeof data.message === 'string' && data.message ? data.message : TEXT.httpStatus(res.status);
+      throw new ApiError(res.status, code, message);
+    }
+    if (!data || typeof data !== 'object' || !(expect in data)) {
+      throw new ApiError(res.status, 'invalid_response', TEXT.unexpected);
+    }
+    if (expect === 'data') return { data };
+    return { process: data, amount: amountText(text, data.amount) };
+  }
+
   class PaymentButton extends HTMLElement {
+    // ==== 3. The element's life: attributes, (re)initialisation ==============================
+
     static get observedAttributes() { return ['process-id', 'public-key', 'api-base', 'currency']; }
 
     static qrSvg(text) { return qrSvg(String(text)); }
@@ -580,7 +421,7 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
         qr: $('.qr'), wallet: $('.wallet'), warning: $('.warning'), change: $('.change'),
         payStatus: $('.pay-status'), copied: $('.copied'),
       };
-      this._gen = 0;
+      this._gen = 0; // bumped on each (re)initialisation: answers to an older one are dropped
       this._process = null;
       this._amountText = '';
       this._clockOffset = 0; // server time minus local time, in ms (from the Date response header)
@@ -595,14 +436,17 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       el.back.addEventListener('click', () => this._back());
       el.change.addEventListener('click', () => this._showChoices(null, true));
       el.copyAmount.addEventListener('click', () => this._copy(el.copyAmount, this._sendText, 'Amount'));
-      el.copyAddress.addEventListener('click', () => this._copy(el.copyAddress, this._addressText, 'Address'));
+      el.copyAddress.addEventListener('click', () => this._copy(el.copyAddress, el.address.textContent, 'Address'));
       // Esc closes the native <dialog> (its "cancel" event), except while a payment is being recorded.
       el.dialog.addEventListener('cancel', (e) => { if (this._busy) e.preventDefault(); });
       el.dialog.addEventListener('close', () => this._dialogClosed());
     }
 
     /** The last public process read from the service (null before the first answer). */
-    get process() { return this._process ? clone(this._process) : null; }
+    get process() {
+      if (!this._process) return null;
+      return typeof structuredClone === 'function' ? structuredClone(this._process) : JSON.parse(JSON.stringify(this._process));
+    }
 
     connectedCallback() {
       document.addEventListener('visibilitychange', this._onVisibility);
@@ -633,10 +477,7 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
     _teardown() {
       this._gen += 1;
       if (this._abort) this._abort.abort();
-      clearTimeout(this._pollTimer);
-      clearInterval(this._countdownTimer);
-      this._pollTimer = null;
-      this._countdownTimer = null;
+      this._stopTimers();
       this._pollInFlight = false;
       this._busy = false;
       if (this._el.dialog.open) this._el.dialog.close();
@@ -645,79 +486,59 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
     _init() {
       this._teardown();
       this._abort = new AbortController();
-      this._process = null;
-      this._amountText = '';
-      this._final = null;
-      this._expiring = false;
-      this._assets = [];
-      this._choosing = false;
-      this._confirming = false;
-      this._asset = null;
-      this._lateUntil = 0;
+      this._process = null; // the public process as last read
+      this._amountText = ''; // its amount, exactly as the service wrote it
+      this._final = null; // 'completed' | 'expired' | 'cancelled' once shown as final
+      this._expiring = false; // the countdown ran out, the service has not said final yet
+      this._assets = []; // what the customer may pay with (GET /payment-button/assets)
+      this._asset = null; // the asset whose networks are offered
+      this._choosing = false; // the asset/network choice is shown (instead of the instructions)
+      this._confirming = false; // a POST …/confirm is under way
+      this._lateUntil = 0; // after an expired/cancelled live payment: poll for late transfers until then
       this._pollFailed = false;
-      this._seenTransfers = new Set();
-      this._partialSums = new Set();
-      this._shownUri = '';
-      const el = this._el;
-      el.loading.hidden = false;
-      for (const e of [el.amount, el.countdown, el.pay, el.note, el.outcome, el.retry, el.badge, el.methods,
-        el.instructions]) e.hidden = true;
-      this._setNotice('', '');
-      this._setStatus('', '');
-      this._setBusy(false);
-      this._el.label.textContent = 'Payment';
+      this._seenTransfers = new Set(); // for payment-pending: once per transfer
+      this._partialSums = new Set(); // for payment-partial: once per confirmed sum
+      this._resetView();
 
       this._id = (this.getAttribute('process-id') || '').trim();
       this._key = (this.getAttribute('public-key') || '').trim();
       this._base = ((this.getAttribute('api-base') || '').trim() || defaultBase()).replace(/\/+$/, '');
       if (!this._id || !this._key) {
-        this._loadFailed(new ApiError(0, 'invalid_configuration',
-          'This payment button needs its process-id and public-key attributes.'), false);
+        this._loadFailed(new ApiError(0, 'invalid_configuration', TEXT.needsAttributes), false);
         return;
       }
-      const gen = this._gen;
-      // Then what the customer may pay with, when it matters: for a pending process, or to name
-      // what a payment was made in. Without it (an older service, a failure) the button still
-      // works: the sandbox in test mode, ids for names.
-      this._fetchPublic().then(async (r) => {
-        let list = [];
-        if (r.process.status === 'pending' || r.process.payment) {
-          list = await this._fetchAssets().catch((err) => (err.name === 'AbortError' ? Promise.reject(err) : []));
-        }
-        return [r, list];
-      }).then(([r, list]) => {
-        if (gen !== this._gen) return;
-        this._assets = list;
-        el.loading.hidden = true;
+      this._call(this._fetchStart(), ([r, assets]) => {
+        this._assets = assets;
+        this._el.loading.hidden = true;
         this._apply(r);
         this._schedulePoll(true);
-      }, (err) => {
-        if (gen !== this._gen || err.name === 'AbortError') return;
-        this._loadFailed(err, err.status === 0 || err.status === 429 || err.status >= 500);
-      });
+      }, (err) => this._loadFailed(err, err.status === 0 || err.status === 429 || err.status >= 500));
     }
 
-    _loadFailed(err, retryable) {
-      const el = this._el;
-      el.loading.hidden = true;
-      el.label.textContent = 'Payment';
-      clearTimeout(this._pollTimer);
-      clearInterval(this._countdownTimer);
-      this._pollTimer = null;
-      this._countdownTimer = null;
-      if (el.dialog.open) el.dialog.close();
-      for (const e of [el.amount, el.countdown, el.pay, el.note, el.methods, el.instructions]) e.hidden = true;
-      this._setStatus('', '');
-      el.retry.hidden = !retryable;
-      this._setNotice('error', err.message);
-      this._emitError(err);
-    }
+    // ==== 4. API calls and polling ===========================================================
 
-    // ---- talking to the service -------------------------------------------------------------
+    /** Runs onAnswer / onError unless the button was re-initialised meanwhile or the call aborted. */
+    _call(promise, onAnswer, onError) {
+      const gen = this._gen;
+      promise.then((r) => { if (gen === this._gen) onAnswer(r); },
+        (err) => { if (gen === this._gen && err.name !== 'AbortError') onError(err); });
+    }
 
     _path(suffix) { return `/payment-button/process/${encodeURIComponent(this._id)}/${suffix}`; }
 
     _fetchPublic() { return this._request('GET', this._path('public')); }
+
+    // The process, then what the customer may pay with when it matters: for a pending process, or
+    // to name what a payment was made in. Without the list (an older service, a failure) the button
+    // still works: the sandbox in test mode, ids for names.
+    async _fetchStart() {
+      const r = await this._fetchPublic();
+      let assets = [];
+      if (r.process.status === 'pending' || r.process.payment) {
+        assets = await this._fetchAssets().catch((err) => (err.name === 'AbortError' ? Promise.reject(err) : []));
+      }
+      return [r, assets];
+    }
 
     async _fetchAssets() {
       const { data } = await this._request('GET', '/payment-button/assets', undefined, 'data');
@@ -742,22 +563,10 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
         text = await res.text();
       } catch (err) {
         if (err.name === 'AbortError') throw err;
-        throw new ApiError(0, 'network_error', 'The payment service could not be reached. Check your connection and try again.');
+        throw new ApiError(0, 'network_error', TEXT.unreachable);
       }
       this._noteServerTime(res.headers.get('Date'), sentAt, Date.now());
-      let data = null;
-      try { data = text ? JSON.parse(text) : null; } catch (_) { data = null; }
-      if (!res.ok) {
-        const code = data && typeof data.code === 'string' ? data.code : `http_${res.status}`;
-        const message = data && typeof data.message === 'string' && data.message
-          ? data.message : `The payment service answered with status ${res.status}.`;
-        throw new ApiError(res.status, code, message);
-      }
-      if (!data || typeof data !== 'object' || !(expect in data)) {
-        throw new ApiError(res.status, 'invalid_response', 'The payment service sent an unexpected answer.');
-      }
-      if (expect === 'data') return { data };
-      return { process: data, amount: amountText(text, data.amount) };
+      return answerOf(res, text, expect);
     }
 
     // The countdown runs on the server's clock: the Date header (whole seconds, so +500 ms puts it
@@ -771,170 +580,299 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
 
     _serverNow() { return Date.now() + this._clockOffset; }
 
-    // ---- state ------------------------------------------------------------------------------
+    // The customer's last click of the choice: an address is given out only now.
+    _confirm(asset, network) {
+      if (this._confirming || this._final) return;
+      this._confirming = true;
+      this._setChoicesDisabled(true);
+      this._setNotice('', '');
+      this._setStatus('', TEXT.preparing);
+      const body = JSON.stringify({ assetId: asset.id, networkId: network.id });
+      this._call(this._request('POST', this._path('confirm'), body), (r) => {
+        this._confirming = false;
+        this._choosing = false;
+        this._apply(r);
+        if (!this._final) this._el.sendTitle.focus();
+        this._schedulePoll(true);
+      }, (err) => {
+        this._confirming = false;
+        this._setChoicesDisabled(false);
+        this._setStatus('', '');
+        this._showError(err);
+        if (err.code === 'payment_method_unavailable') {
+          this._assets = [];
+          this._choosing = false;
+        }
+        this._pollNow(); // e.g. 409 invalid_state: the process changed meanwhile; read it now
+      });
+    }
+
+    _simulate(outcome) {
+      if (this._busy || this._final) return;
+      this._setBusy(true);
+      this._call(this._request('POST', this._path('sandbox/pay'), JSON.stringify({ outcome })), (r) => {
+        this._setBusy(false);
+        this._apply(r);
+        if (this._final) return;
+        this._el.dialog.close();
+        if (outcome === 'failure' && r.process.status === 'pending') {
+          this._setNotice('failure', TEXT.sandboxFailed);
+          this._emit('payment-failure', this.process);
+        }
+        this._schedulePoll(true);
+      }, (err) => {
+        this._setBusy(false);
+        this._el.dialog.close();
+        this._showError(err);
+        this._pollNow(); // e.g. 409 invalid_state: the process changed meanwhile
+      });
+    }
+
+    // Polling: while payment instructions are shown, every second; after a live payment expired or
+    // was cancelled, every 2 s for POLL.LATE_WATCH_MS. Otherwise, and after a failed poll, 1 s
+    // doubling to 15 s. Paused while the page is hidden, stopped when final.
+    _schedulePoll(reset) {
+      this._stopPolling();
+      if (reset) this._pollDelay = POLL.FIRST_MS;
+      const late = this._final && this._lateUntil > Date.now();
+      if ((this._final && !late) || this._pollInFlight || !this._process || document.hidden) return;
+      const live = !this._final && this._process.payment && !this._pollFailed;
+      const delay = late && !this._pollFailed ? POLL.LATE_MS : live ? POLL.LIVE_MS : this._pollDelay;
+      if (delay === this._pollDelay) this._pollDelay = Math.min(delay * 2, POLL.MAX_MS);
+      this._pollTimer = setTimeout(() => this._poll(), delay);
+    }
+
+    _poll() {
+      this._pollTimer = null;
+      this._pollInFlight = true;
+      this._call(this._fetchPublic(), (r) => {
+        this._pollInFlight = false;
+        if (this._pollFailed) { this._pollFailed = false; this._pollDelay = POLL.FIRST_MS; }
+        this._apply(r);
+        this._schedulePoll(false);
+      }, (err) => {
+        this._pollInFlight = false;
+        // The key or the process is gone: say so and stop. Anything else is transient: back off.
+        if ([401, 403, 404].includes(err.status)) { this._loadFailed(err, false); return; }
+        if (!this._pollFailed) this._pollDelay = POLL.FIRST_MS;
+        this._pollFailed = true;
+        this._schedulePoll(false);
+      });
+    }
+
+    _pollNow() {
+      this._stopPolling();
+      this._pollDelay = POLL.FIRST_MS;
+      if (!this._pollInFlight) this._poll();
+    }
+
+    _visibilityChanged() {
+      if (document.hidden) {
+        this._stopPolling();
+      } else if (this._process && (!this._final || this._lateUntil > Date.now()) && !this._pollTimer && !this._pollInFlight) {
+        this._pollDelay = POLL.FIRST_MS;
+        this._poll();
+      }
+    }
+
+    _stopPolling() {
+      clearTimeout(this._pollTimer);
+      this._pollTimer = null;
+    }
+
+    _stopTimers() {
+      this._stopPolling();
+      clearInterval(this._countdownTimer);
+      this._countdownTimer = null;
+    }
+
+    // ==== 5. Rendering, per state ============================================================
+
+    // -- loading, and a load that failed --
+
+    _resetView() {
+      const el = this._el;
+      el.loading.hidden = false;
+      hide(el.amount, el.countdown, el.pay, el.note, el.outcome, el.retry, el.badge, el.methods, el.instructions);
+      this._setNotice('', '');
+      this._setStatus('', '');
+      this._setBusy(false);
+      el.label.textContent = TEXT.payment;
+    }
+
+    _loadFailed(err, retryable) {
+      const el = this._el;
+      this._stopTimers();
+      if (el.dialog.open) el.dialog.close();
+      hide(el.loading, el.amount, el.countdown, el.pay, el.note, el.methods, el.instructions);
+      el.label.textContent = TEXT.payment;
+      this._setStatus('', '');
+      el.retry.hidden = !retryable;
+      this._showError(err);
+    }
+
+    // -- an answer from the service: a final state, or the payable one --
 
     _apply({ process, amount }) {
       if (this._final) { this._applyLate(process); return; } // a late answer never undoes a final state
       this._process = process;
       this._amountText = amount;
-      const el = this._el;
-      el.loading.hidden = true;
-      el.badge.hidden = process.livemode !== false;
-      this._renderAmount();
-      if (FINAL[process.status]) { this._finish(process.status); return; }
+      this._el.loading.hidden = true;
+      this._el.badge.hidden = process.livemode !== false;
+      if (FINAL[process.status]) {
+        this._renderAmount();
+        this._finish(process.status);
+        return;
+      }
+      this._renderPayable(process);
+      this._startCountdown(process);
+      if (process.status === 'pending' && process.payment) this._paymentEvents(process);
+    }
 
+    // Live: the choice or the instructions. Test mode keeps the sandbox; with a live method next to
+    // it, it is the secondary action.
+    _renderPayable(process) {
+      const el = this._el;
       const pending = process.status === 'pending';
       const payment = pending ? process.payment : null;
       const sandbox = process.livemode === false;
       const live = Boolean(payment) || (!this._expiring && this._assets.length > 0);
-      // Once a transfer is recorded the choice is fixed: back to the instructions.
-      if (payment && Array.isArray(payment.transfers) && payment.transfers.length) this._choosing = false;
+      if (payment && transfersOf(payment).length) this._choosing = false; // a transfer fixes the choice
       if (payment && !this._choosing) this._showInstructions(payment);
       else if (live && pending && !this._choosing && !this._confirming) this._showChoices(null, false);
-      if (!live) { el.methods.hidden = true; el.instructions.hidden = true; }
-      // Test mode keeps the sandbox; with a live method next to it, it is the secondary action.
+      if (!live) hide(el.methods, el.instructions);
       el.pay.hidden = !sandbox;
       el.pay.disabled = !pending || this._expiring;
-      el.pay.classList.toggle('secondary', Boolean(live));
+      el.pay.classList.toggle('secondary', live);
       this._renderAmount();
       el.note.hidden = sandbox || live || this._expiring;
-      el.note.textContent = 'No payment method is available for this payment yet. Please contact the merchant.';
+      el.note.textContent = TEXT.noMethod;
+    }
+
+    _renderAmount() {
+      const el = this._el;
+      if (!this._amountText) return;
+      const currency = this._currency();
+      el.amountValue.textContent = this._amountText;
+      el.currency.textContent = currency;
+      el.currency.hidden = !currency;
+      el.amount.hidden = false;
+      el.label.textContent = TEXT.amountLabel(this._process && this._process.status);
+      const shown = this._shownAmount();
+      el.pay.textContent = el.pay.classList.contains('secondary') ? TEXT.sandbox : TEXT.pay(shown);
+      el.dlgAmount.textContent = shown;
+    }
+
+    _currency() { return (this.getAttribute('currency') || '').trim(); }
+
+    _shownAmount() {
+      const currency = this._currency();
+      return currency ? `${this._amountText} ${currency}` : this._amountText;
+    }
+
+    // -- the countdown, and what happens when it runs out --
+
+    _startCountdown(process) {
+      const el = this._el;
       this._expiresAt = Date.parse(process.expiresAt);
       el.countdown.hidden = Number.isNaN(this._expiresAt);
       if (!this._countdownTimer && !el.countdown.hidden && !this._expiring) {
         this._countdownTimer = setInterval(() => this._tick(), 1000);
       }
       this._tick();
-      if (payment) this._paymentEvents(process);
-    }
-
-    _renderAmount() {
-      const el = this._el;
-      if (!this._amountText) return;
-      const currency = (this.getAttribute('currency') || '').trim();
-      el.amountValue.textContent = this._amountText;
-      el.currency.textContent = currency;
-      el.currency.hidden = !currency;
-      el.amount.hidden = false;
-      const status = this._process && this._process.status;
-      el.label.textContent = status === 'completed' ? 'Amount paid' : FINAL[status] ? 'Amount' : 'Amount due';
-      const shown = this._shownAmount();
-      el.pay.textContent = el.pay.classList.contains('secondary') ? 'Simulate a payment (test mode)' : `Pay ${shown}`;
-      el.dlgAmount.textContent = shown;
-    }
-
-    _shownAmount() {
-      const currency = (this.getAttribute('currency') || '').trim();
-      return currency ? `${this._amountText} ${currency}` : this._amountText;
     }
 
     _tick() {
       if (this._final || Number.isNaN(this._expiresAt)) return;
       const left = Math.ceil((this._expiresAt - this._serverNow()) / 1000);
       const el = this._el;
-      const payment = this._process && this._process.payment;
       if (left > 0 && !this._expiring) {
-        el.countdown.textContent = `Expires in ${clockText(left)}`;
+        el.countdown.textContent = TEXT.expiresIn(clockText(left));
         el.countdown.classList.toggle('urgent', left <= 60);
-        return;
+      } else if (this._process && this._process.payment) {
+        this._expireLive();
+      } else {
+        this._expireUnpaid();
       }
-      if (payment) {
-        // A live payment: a transfer made in time still counts while it confirms, so the service
-        // decides (polled every second). No more instructions to send: nothing could count now.
-        el.countdown.textContent = 'Expired';
-        el.countdown.classList.add('urgent');
-        el.send.hidden = true;
-        el.change.hidden = true;
-        el.pay.disabled = true;
-        this._expiring = true;
-        this._renderPaymentStatus(this._process);
-        return;
-      }
-      // Past expiresAt the process can never complete, even before the service marks it expired:
-      // read it once more (it may have completed just in time), then show it expired.
+    }
+
+    // A live payment: a transfer made in time still counts while it confirms, so the service
+    // decides (polled every second). No more instructions to send: nothing could count now.
+    _expireLive() {
+      const el = this._el;
+      el.countdown.textContent = TEXT.expired;
+      el.countdown.classList.add('urgent');
+      hide(el.send, el.change);
+      el.pay.disabled = true;
+      this._expiring = true;
+      this._renderPaymentStatus(this._process);
+    }
+
+    // Past expiresAt the process can never complete, even before the service marks it expired:
+    // read it once more (it may have completed just in time), then show it expired.
+    _expireUnpaid() {
+      const el = this._el;
       clearInterval(this._countdownTimer);
       this._countdownTimer = null;
       el.pay.disabled = true;
-      el.countdown.textContent = 'Expired';
+      el.countdown.textContent = TEXT.expired;
       el.methods.hidden = true;
       if (this._expiring) return;
       this._expiring = true;
-      const gen = this._gen;
-      this._fetchPublic().then((r) => {
-        if (gen !== this._gen || this._final) return;
+      this._call(this._fetchPublic(), (r) => {
+        if (this._final) return;
         if (FINAL[r.process.status] || r.process.payment) { this._apply(r); return; }
         this._process = r.process;
         this._finish('expired');
-      }, (err) => {
-        if (gen !== this._gen || err.name === 'AbortError' || this._final) return;
-        this._finish('expired');
-      });
+      }, () => { if (!this._final) this._finish('expired'); });
     }
 
-    _finish(status) {
-      const info = FINAL[status];
+    // -- choosing the asset, then the network --
+
+    // Step by step: the asset (skipped when there is one), then its network (skipped when there is
+    // one). The last click confirms: an address is given out only on that click.
+    _showChoices(asset, focus) {
       const el = this._el;
-      this._final = status;
-      clearTimeout(this._pollTimer);
-      clearInterval(this._countdownTimer);
-      this._pollTimer = null;
-      this._countdownTimer = null;
-      // The customer was acting in the dialog or on the button: move focus to the result, since
-      // the controls it was on disappear (or were disabled while the payment was recorded).
-      const hadFocus = el.dialog.open || this.shadowRoot.activeElement !== null;
-      if (el.dialog.open) el.dialog.close();
-      for (const e of [el.countdown, el.pay, el.note, el.retry, el.methods, el.instructions]) e.hidden = true;
-      this._setNotice('', '');
+      const assets = this._assets;
+      this._choosing = true;
+      const chosen = asset || (assets.length === 1 ? assets[0] : null);
+      this._asset = chosen;
+      const pickNetwork = Boolean(chosen && chosen.networks.length > 1);
+      if (pickNetwork) {
+        el.stepTitle.textContent = TEXT.payWithOn(chosen.symbol);
+        el.choices.replaceChildren(...chosen.networks.map((n) => choiceButton(n.name, '', () => this._confirm(chosen, n))));
+      } else {
+        el.stepTitle.textContent = TEXT.payWith;
+        el.choices.replaceChildren(...assets.map((a) => (a.networks.length === 1
+          ? choiceButton(TEXT.assetOn(a.symbol, a.networks[0].name), a.name, () => this._confirm(a, a.networks[0]))
+          : choiceButton(a.symbol, a.name, () => this._showChoices(a, true)))));
+      }
+      const hasPayment = Boolean(this._process && this._process.payment);
+      el.back.hidden = !(pickNetwork && assets.length > 1) && !hasPayment;
+      el.back.textContent = hasPayment && !pickNetwork ? TEXT.keepChoice : TEXT.back;
+      el.methods.hidden = false;
+      el.instructions.hidden = true;
       this._setStatus('', '');
-      el.outcome.className = `outcome ${status}`;
-      el.label.textContent = status === 'completed' ? 'Amount paid' : 'Amount';
-      el.outcomeIcon.innerHTML = ICONS[info.icon];
-      this._renderOutcome();
-      el.outcome.hidden = false;
-      if (hadFocus) el.outcome.focus();
-      const payment = this._process && this._process.payment;
-      this._emit(info.event, this.process);
-      // A transfer to an expired or cancelled payment's address may still arrive: keep showing it.
-      if (payment && status !== 'completed') {
-        this._lateUntil = Date.now() + LATE_WATCH_MS;
-        this._schedulePoll(true);
+      if (focus) el.choices.firstElementChild.focus();
+    }
+
+    _setChoicesDisabled(disabled) {
+      for (const b of this._el.choices.querySelectorAll('button')) b.disabled = disabled;
+    }
+
+    // Back from the networks to the assets; or, with a payment, back to its instructions.
+    _back() {
+      const p = this._process;
+      if (this._asset && this._asset.networks.length > 1 && this._assets.length > 1) {
+        this._showChoices(null, true);
+      } else if (p && p.payment) {
+        this._choosing = false;
+        this._showInstructions(p.payment);
+        this._el.sendTitle.focus();
       }
     }
 
-    _applyLate(process) {
-      if (!this._lateUntil || process.status !== this._final || !process.payment) return;
-      this._process = process;
-      this._renderOutcome();
-    }
-
-    _renderOutcome() {
-      const el = this._el;
-      const status = this._final;
-      const info = FINAL[status];
-      const p = this._process || {};
-      const payment = p.payment;
-      let title = info.title;
-      let text = info.text(this._shownAmount());
-      if (payment) {
-        const sym = this._names(payment).symbol;
-        const received = decAdd(payment.amountPaid, payment.amountPending) || '0';
-        const over = decAdd(payment.amountPaid, payment.amountDue, -1);
-        if (status === 'completed') {
-          text = `Thank you. ${payment.amountPaid} ${sym} has been paid.`;
-          if (over && decCmp(over, '0') > 0) text += ` That is ${over} ${sym} more than due: the merchant will contact you about it.`;
-        } else if (decCmp(received, '0') > 0) {
-          const full = decCmp(received, payment.amountDue) >= 0;
-          title = status === 'expired' && full ? 'Paid after expiry' : info.title;
-          text = full
-            ? `${received} ${sym} arrived after this payment request ${status === 'expired' ? 'expired' : 'was cancelled'}: the merchant will contact you.`
-            : `${received} of ${payment.amountDue} ${sym} arrived, but the payment was not completed: the merchant will contact you.`;
-        }
-      }
-      el.outcomeTitle.textContent = title;
-      el.outcomeText.textContent = text;
-    }
-
-    // ---- live payment: choosing, confirming, instructions ------------------------------------
+    // -- the instructions: what to send where, and the payment's state --
 
     _names(payment) {
       const asset = this._assets.find((a) => a.id === payment.assetId);
@@ -947,172 +885,61 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       };
     }
 
-    // The choice, step by step: the asset (skipped when there is one), then its network (skipped
-    // when there is one). The last click confirms: an address is given out only on that click.
-    _showChoices(asset, focus) {
-      const el = this._el;
-      const assets = this._assets;
-      this._choosing = true;
-      this._asset = asset || (assets.length === 1 ? assets[0] : null);
-      const step = this._asset && this._asset.networks.length > 1 ? 'network' : 'asset';
-      el.choices.replaceChildren();
-      const add = (text, sub, onClick) => {
-        const b = document.createElement('button');
-        b.type = 'button';
-        b.className = 'choice';
-        const main = document.createElement('span');
-        main.textContent = text;
-        b.append(main);
-        if (sub) {
-          const s = document.createElement('span');
-          s.className = 'sub';
-          s.textContent = sub;
-          b.append(s);
-        }
-        b.addEventListener('click', onClick);
-        el.choices.append(b);
-      };
-      if (step === 'network') {
-        el.stepTitle.textContent = `Pay with ${this._asset.symbol} on`;
-        for (const n of this._asset.networks) add(n.name, '', () => this._confirm(this._asset, n));
-      } else {
-        el.stepTitle.textContent = 'Pay with';
-        for (const a of assets) {
-          if (a.networks.length === 1) add(`${a.symbol} on ${a.networks[0].name}`, a.name, () => this._confirm(a, a.networks[0]));
-          else add(a.symbol, a.name, () => this._showChoices(a, true));
-        }
-      }
-      const hasPayment = Boolean(this._process && this._process.payment);
-      el.back.hidden = !(step === 'network' && assets.length > 1) && !hasPayment;
-      el.back.textContent = hasPayment && step === 'asset' ? 'Keep the current choice' : 'Back';
-      el.methods.hidden = false;
-      el.instructions.hidden = true;
-      this._setStatus('', '');
-      if (focus) el.choices.firstElementChild.focus();
-    }
-
-    _back() {
-      const p = this._process;
-      if (this._asset && this._asset.networks.length > 1 && this._assets.length > 1) {
-        this._showChoices(null, true);
-        this._asset = null;
-        return;
-      }
-      if (p && p.payment) {
-        this._choosing = false;
-        this._showInstructions(p.payment);
-        this._el.sendTitle.focus();
-      }
-    }
-
-    async _confirm(asset, network) {
-      if (this._confirming || this._final) return;
-      const el = this._el;
-      const gen = this._gen;
-      this._confirming = true;
-      for (const b of el.choices.querySelectorAll('button')) b.disabled = true;
-      this._setNotice('', '');
-      this._setStatus('', 'Preparing your payment…');
-      try {
-        const r = await this._request('POST', this._path('confirm'),
-          JSON.stringify({ assetId: asset.id, networkId: network.id }));
-        if (gen !== this._gen) return;
-        this._confirming = false;
-        this._choosing = false;
-        this._apply(r);
-        if (!this._final) el.sendTitle.focus();
-        this._schedulePoll(true);
-      } catch (err) {
-        if (gen !== this._gen || err.name === 'AbortError') return;
-        this._confirming = false;
-        for (const b of el.choices.querySelectorAll('button')) b.disabled = false;
-        this._setStatus('', '');
-        this._setNotice('error', err.message);
-        this._emitError(err);
-        if (err.code === 'payment_method_unavailable') {
-          this._assets = [];
-          this._choosing = false;
-        }
-        // e.g. 409 invalid_state: the process changed meanwhile; read it now rather than later.
-        this._pollNow();
-      }
-    }
-
     _showInstructions(payment) {
       const el = this._el;
       const names = this._names(payment);
-      const received = decAdd(payment.amountPaid, payment.amountPending) || '0';
-      const remaining = decAdd(payment.amountDue, received, -1) || payment.amountDue;
+      const { received, remaining } = paymentSums(payment);
       const partly = decCmp(received, '0') > 0;
       this._sendText = partly ? remaining : payment.amountDue;
-      this._addressText = payment.address;
-      el.sendTitle.textContent = partly ? 'Send the remaining' : 'Send exactly';
+      el.sendTitle.textContent = partly ? TEXT.sendRemaining : TEXT.sendExactly;
       el.sendAmount.textContent = `${this._sendText} ${names.symbol}`;
-      el.network.textContent = Number.isInteger(payment.chainId) ? `${names.network} (chain ${payment.chainId})` : names.network;
+      el.network.textContent = TEXT.network(names.network, payment.chainId);
       el.address.textContent = payment.address;
-      // The service's EIP-681 URI asks for what is still outstanding (API.md, docs/payments.md).
-      const uri = typeof payment.paymentUri === 'string' && payment.paymentUri.startsWith('ethereum:')
-        ? payment.paymentUri : '';
-      if (uri !== this._shownUri) {
-        this._shownUri = uri;
-        el.qr.innerHTML = uri ? qrSvg(uri) : '';
-        el.qr.dataset.uri = uri;
-        el.qr.setAttribute('aria-label', `QR code for a wallet app: ${this._sendText} ${names.symbol} to ${payment.address}`);
-      }
-      el.qr.hidden = !uri;
-      el.wallet.hidden = !uri;
-      if (uri) el.wallet.href = uri;
-      el.warning.textContent = `Send only ${names.symbol} on ${names.network}: other tokens or networks are not credited to this payment.`;
+      this._renderQr(payment, `${this._sendText} ${names.symbol}`);
+      el.warning.textContent = TEXT.onlyThis(names.symbol, names.network);
       // Once what was sent covers the amount, nothing more is asked for: only the confirmations.
       el.send.hidden = this._expiring || decCmp(remaining, '0') <= 0;
-      el.change.hidden = this._expiring || (Array.isArray(payment.transfers) && payment.transfers.length > 0);
+      el.change.hidden = this._expiring || transfersOf(payment).length > 0;
       el.methods.hidden = true;
       el.instructions.hidden = false;
       this._renderPaymentStatus(this._process);
     }
 
+    // The QR code and the wallet link of the service's EIP-681 URI, which asks for what is still
+    // outstanding (API.md, docs/payments.md). Drawn again only when the URI changes.
+    _renderQr(payment, amount) {
+      const el = this._el;
+      const uri = typeof payment.paymentUri === 'string' && payment.paymentUri.startsWith('ethereum:')
+        ? payment.paymentUri : '';
+      if (uri !== el.qr.dataset.uri) {
+        el.qr.innerHTML = uri ? qrSvg(uri) : '';
+        el.qr.dataset.uri = uri;
+        el.qr.setAttribute('aria-label', TEXT.qrLabel(amount, payment.address));
+      }
+      el.qr.hidden = !uri;
+      el.wallet.hidden = !uri;
+      if (uri) el.wallet.href = uri;
+    }
+
+    // The status line (role=status): waiting, seen and confirming (k of N), partly paid.
     _renderPaymentStatus(process) {
       const payment = process && process.payment;
       if (!payment || this._final) return;
-      const names = this._names(payment);
-      const sym = names.symbol;
-      const received = decAdd(payment.amountPaid, payment.amountPending) || '0';
-      const remaining = decAdd(payment.amountDue, received, -1) || payment.amountDue;
-      const more = decCmp(remaining, '0') > 0;
-      const transfers = Array.isArray(payment.transfers) ? payment.transfers : [];
+      const { symbol, confirmations } = this._names(payment);
+      const { received, remaining } = paymentSums(payment);
+      const due = payment.amountDue;
       if (decCmp(payment.amountPending, '0') > 0) {
-        const open = transfers.filter((t) => names.confirmations === null || t.confirmations < names.confirmations);
+        const open = unconfirmed(transfersOf(payment), confirmations);
         const k = open.length ? Math.min(...open.map((t) => t.confirmations)) : 0;
-        const of = names.confirmations === null ? `${k} so far` : `${k} of ${names.confirmations}`;
-        let text = `Payment seen, waiting for confirmations (${of}).`;
-        if (more) text += ` Received ${received} of ${payment.amountDue} ${sym}: send the remaining ${remaining} ${sym}.`;
+        let text = TEXT.seen(k, confirmations);
+        if (decCmp(remaining, '0') > 0) text += ` ${TEXT.sendRest(received, due, remaining, symbol)}`;
         this._setStatus('seen', text);
       } else if (decCmp(payment.amountPaid, '0') > 0) {
-        this._setStatus('partial', `Received ${payment.amountPaid} of ${payment.amountDue} ${sym}: send the remaining ${remaining} ${sym}.`);
+        this._setStatus('partial', TEXT.sendRest(payment.amountPaid, due, remaining, symbol));
       } else if (this._expiring) {
-        this._setStatus('', 'Checking for a payment made in time…');
+        this._setStatus('', TEXT.checkingInTime);
       } else {
-        this._setStatus('', `Waiting for your payment of ${payment.amountDue} ${sym}…`);
-      }
-    }
-
-    // payment-pending once per transfer seen unconfirmed; payment-partial once per confirmed sum
-    // below the amount due.
-    _paymentEvents(process) {
-      const payment = process.payment;
-      const names = this._names(payment);
-      const transfers = Array.isArray(payment.transfers) ? payment.transfers : [];
-      if (decCmp(payment.amountPending, '0') > 0) {
-        const fresh = transfers.filter((t) => (names.confirmations === null || t.confirmations < names.confirmations)
-          && !this._seenTransfers.has(`${t.txHash}:${t.logIndex}`));
-        for (const t of fresh) this._seenTransfers.add(`${t.txHash}:${t.logIndex}`);
-        if (fresh.length) this._emit('payment-pending', this.process);
-      }
-      for (const t of transfers) this._seenTransfers.add(`${t.txHash}:${t.logIndex}`);
-      if (process.status === 'pending' && decCmp(payment.amountPaid, '0') > 0
-          && decCmp(payment.amountPaid, payment.amountDue) < 0 && !this._partialSums.has(payment.amountPaid)) {
-        this._partialSums.add(payment.amountPaid);
-        this._emit('payment-partial', this.process);
+        this._setStatus('', TEXT.waiting(`${due} ${symbol}`));
       }
     }
 
@@ -1123,80 +950,88 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
         await navigator.clipboard.writeText(text);
         ok = true;
       } catch (_) {
-        // No clipboard API (an insecure context): copy through a selected, off-screen text area.
-        const area = document.createElement('textarea');
-        area.value = text;
-        area.setAttribute('readonly', '');
-        area.style.cssText = 'position:fixed;top:-1000px;opacity:0';
-        this.shadowRoot.append(area);
-        area.select();
-        try { ok = document.execCommand('copy'); } catch (__) { ok = false; }
-        area.remove();
+        ok = this._copyBySelection(text);
         button.focus();
       }
       const label = button.firstChild;
-      label.textContent = ok ? 'Copied' : 'Copy failed';
-      this._el.copied.textContent = ok ? `${what} copied` : `${what} could not be copied: select it and copy it by hand`;
+      label.textContent = ok ? TEXT.copied : TEXT.copyFailed;
+      this._el.copied.textContent = ok ? TEXT.copiedSaid(what) : TEXT.copyFailedSaid(what);
       clearTimeout(button._reset);
-      button._reset = setTimeout(() => { label.textContent = 'Copy'; this._el.copied.textContent = ''; }, COPIED_MS);
+      button._reset = setTimeout(() => { label.textContent = TEXT.copy; this._el.copied.textContent = ''; }, COPIED_MS);
     }
 
-    // ---- polling ----------------------------------------------------------------------------
-    // While payment instructions are shown: every second; after a live payment expired or was
-    // cancelled: every 2 s for LATE_WATCH_MS. Otherwise, and after a failed poll, 1 s doubling to
-    // 15 s. Paused while the page is hidden, stopped when final.
-
-    _schedulePoll(reset) {
-      clearTimeout(this._pollTimer);
-      this._pollTimer = null;
-      if (reset) this._pollDelay = POLL_FIRST_MS;
-      const late = this._final && this._lateUntil > Date.now();
-      if ((this._final && !late) || this._pollInFlight || !this._process || document.hidden) return;
-      const live = !this._final && this._process.payment && !this._pollFailed;
-      const delay = late && !this._pollFailed ? POLL_LATE_MS : live ? POLL_LIVE_MS : this._pollDelay;
-      if (delay === this._pollDelay) this._pollDelay = Math.min(delay * 2, POLL_MAX_MS);
-      this._pollTimer = setTimeout(() => this._poll(), delay);
+    // No clipboard API (an insecure context): copy through a selected, off-screen text area.
+    _copyBySelection(text) {
+      const area = document.createElement('textarea');
+      area.value = text;
+      area.setAttribute('readonly', '');
+      area.style.cssText = 'position:fixed;top:-1000px;opacity:0';
+      this.shadowRoot.append(area);
+      area.select();
+      let ok = false;
+      try { ok = document.execCommand('copy'); } catch (_) { ok = false; }
+      area.remove();
+      return ok;
     }
 
-    _poll() {
-      this._pollTimer = null;
-      this._pollInFlight = true;
-      const gen = this._gen;
-      this._fetchPublic().then((r) => {
-        if (gen !== this._gen) return;
-        this._pollInFlight = false;
-        if (this._pollFailed) { this._pollFailed = false; this._pollDelay = POLL_FIRST_MS; }
-        this._apply(r);
-        this._schedulePoll(false);
-      }, (err) => {
-        if (gen !== this._gen || err.name === 'AbortError') return;
-        this._pollInFlight = false;
-        // The key or the process is gone: say so and stop. Anything else is transient: back off.
-        if ([401, 403, 404].includes(err.status)) { this._loadFailed(err, false); return; }
-        if (!this._pollFailed) this._pollDelay = POLL_FIRST_MS;
-        this._pollFailed = true;
-        this._schedulePoll(false);
-      });
-    }
+    // -- a final state: completed, expired, cancelled --
 
-    _pollNow() {
-      clearTimeout(this._pollTimer);
-      this._pollTimer = null;
-      this._pollDelay = POLL_FIRST_MS;
-      if (!this._pollInFlight) this._poll();
-    }
-
-    _visibilityChanged() {
-      if (document.hidden) {
-        clearTimeout(this._pollTimer);
-        this._pollTimer = null;
-      } else if (this._process && (!this._final || this._lateUntil > Date.now()) && !this._pollTimer && !this._pollInFlight) {
-        this._pollDelay = POLL_FIRST_MS;
-        this._poll();
+    _finish(status) {
+      const el = this._el;
+      this._final = status;
+      this._stopTimers();
+      // The customer was acting in the dialog or on the button: move focus to the result, since
+      // the controls it was on disappear (or were disabled while the payment was recorded).
+      const hadFocus = el.dialog.open || this.shadowRoot.activeElement !== null;
+      if (el.dialog.open) el.dialog.close();
+      hide(el.countdown, el.pay, el.note, el.retry, el.methods, el.instructions);
+      this._setNotice('', '');
+      this._setStatus('', '');
+      el.outcome.className = `outcome ${status}`;
+      el.label.textContent = TEXT.amountLabel(status);
+      el.outcomeIcon.innerHTML = FINAL[status].icon;
+      this._renderOutcome();
+      el.outcome.hidden = false;
+      if (hadFocus) el.outcome.focus();
+      this._emit(FINAL[status].event, this.process);
+      // A transfer to an expired or cancelled payment's address may still arrive: keep showing it.
+      if (this._process && this._process.payment && status !== 'completed') {
+        this._lateUntil = Date.now() + POLL.LATE_WATCH_MS;
+        this._schedulePoll(true);
       }
     }
 
-    // ---- the sandbox dialog -----------------------------------------------------------------
+    _applyLate(process) {
+      if (!this._lateUntil || process.status !== this._final || !process.payment) return;
+      this._process = process;
+      this._renderOutcome();
+    }
+
+    // The outcome's title and text; with a live payment, what it received says more.
+    _renderOutcome() {
+      const status = this._final;
+      const payment = this._process && this._process.payment;
+      let title = FINAL[status].title;
+      let text = FINAL[status].text(this._shownAmount());
+      if (payment) {
+        const symbol = this._names(payment).symbol;
+        const { received } = paymentSums(payment);
+        const due = payment.amountDue;
+        const over = decAdd(payment.amountPaid, due, -1);
+        if (status === 'completed') {
+          text = FINAL.completed.text(`${payment.amountPaid} ${symbol}`);
+          if (over && decCmp(over, '0') > 0) text += TEXT.overpaid(over, symbol);
+        } else if (decCmp(received, '0') > 0) {
+          const full = decCmp(received, due) >= 0;
+          if (status === 'expired' && full) title = TEXT.paidLate;
+          text = full ? TEXT.arrivedLate(`${received} ${symbol}`, status) : TEXT.arrivedShort(received, due, symbol);
+        }
+      }
+      this._el.outcomeTitle.textContent = title;
+      this._el.outcomeText.textContent = text;
+    }
+
+    // -- the sandbox dialog (test mode) --
 
     _openDialog() {
       const p = this._process;
@@ -1219,33 +1054,7 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       for (const b of [el.success, el.failure, el.close]) b.disabled = busy;
     }
 
-    async _simulate(outcome) {
-      if (this._busy || this._final) return;
-      const gen = this._gen;
-      this._setBusy(true);
-      try {
-        const r = await this._request('POST', this._path('sandbox/pay'), JSON.stringify({ outcome }));
-        if (gen !== this._gen) return;
-        this._setBusy(false);
-        this._apply(r);
-        if (this._final) return;
-        this._el.dialog.close();
-        if (outcome === 'failure' && r.process.status === 'pending') {
-          this._setNotice('failure', 'Payment failed. No money was taken. You can try again.');
-          this._emit('payment-failure', this.process);
-        }
-        this._schedulePoll(true);
-      } catch (err) {
-        if (gen !== this._gen || err.name === 'AbortError') return;
-        this._setBusy(false);
-        this._el.dialog.close();
-        this._setNotice('error', err.message);
-        this._emitError(err);
-        this._pollNow(); // e.g. 409 invalid_state: the process changed meanwhile
-      }
-    }
-
-    // ---- output -----------------------------------------------------------------------------
+    // -- the two message lines: the notice (errors) and the status (announced when it changes) --
 
     _setNotice(kind, text) {
       const n = this._el.notice;
@@ -1260,6 +1069,31 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       if (s.textContent !== text) s.textContent = text; // unchanged text is not announced again
     }
 
+    _showError(err) {
+      this._setNotice('error', err.message);
+      this._emitError(err);
+    }
+
+    // ==== 6. Events ==========================================================================
+
+    // payment-pending once per transfer seen unconfirmed; payment-partial once per confirmed sum
+    // below the amount due. The final states' events: _finish; payment-failure: _simulate.
+    _paymentEvents(process) {
+      const payment = process.payment;
+      const transfers = transfersOf(payment);
+      const key = (t) => `${t.txHash}:${t.logIndex}`;
+      const fresh = decCmp(payment.amountPending, '0') > 0
+        ? unconfirmed(transfers, this._names(payment).confirmations).filter((t) => !this._seenTransfers.has(key(t)))
+        : [];
+      for (const t of transfers) this._seenTransfers.add(key(t));
+      if (fresh.length) this._emit('payment-pending', this.process);
+      const paid = payment.amountPaid;
+      if (decCmp(paid, '0') > 0 && decCmp(paid, payment.amountDue) < 0 && !this._partialSums.has(paid)) {
+        this._partialSums.add(paid);
+        this._emit('payment-partial', this.process);
+      }
+    }
+
     _emit(type, detail) {
       this.dispatchEvent(new CustomEvent(type, { bubbles: true, composed: true, detail }));
     }
@@ -1267,10 +1101,6 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
     _emitError(err) {
       this._emit('payment-error', { code: err.code, message: err.message, status: err.status });
     }
-  }
-
-  function clone(value) {
-    return typeof structuredClone === 'function' ? structuredClone(value) : JSON.parse(JSON.stringify(value));
   }
 
   customElements.define(TAG, PaymentButton);
