@@ -208,6 +208,33 @@ def test_an_idle_worker_is_woken_by_a_new_event_within_100_ms(tmp_path, make_dat
     assert max(latencies) < 0.5, latencies
 
 
+def test_a_busy_pool_queues_the_request_until_a_connection_is_free(make_database):
+    """Only an unreachable server is answered 503 at once: a request that finds every connection
+    of a reachable server's pool in use waits for one (up to POSTGRES_POOL_TIMEOUT_SECONDS)."""
+    app = create_app({"DATABASE": make_database("busy", schema=True), "POSTGRES_POOL_MIN": 1,
+                      "POSTGRES_POOL_MAX": 1, "POSTGRES_POOL_TIMEOUT_SECONDS": 10})
+    db, holding = app.extensions["db"], threading.Event()
+
+    def hold():
+        with db.transaction() as conn:  # the pool's only connection, for 2 s
+            holding.set()
+            conn.execute("SELECT pg_sleep(2)")
+
+    try:
+        assert app.test_client().get("/healthz").status_code == 200  # the pool is open
+        holder = threading.Thread(target=hold)
+        holder.start()
+        assert holding.wait(10)
+        started = time.monotonic()
+        response = app.test_client().get("/healthz")
+        waited = time.monotonic() - started
+        holder.join(10)
+    finally:
+        db.close_all()
+    assert response.status_code == 200, response.get_data(as_text=True)
+    assert waited > 1, waited
+
+
 def test_server_stopped_under_load_is_503_then_recovers_without_a_restart(tmp_path):
     server = PostgresServer(durable=True)  # a server of its own: this test stops it
     try:
