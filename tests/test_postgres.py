@@ -29,14 +29,31 @@ from servers import BIN, ROOT, create_merchant, flask, gunicorn, service_env
 pytestmark = pytest.mark.postgres_only
 
 
-def _worker(env, log_path, *args):
+def _process(env, log_path, *args):
+    """`flask --app app ARGS` running in the background, its output in log_path."""
     log = open(log_path, "w")
-    proc = subprocess.Popen(
-        [str(BIN / "flask"), "--app", "app", "deliver-webhooks", *args],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([str(BIN / "flask"), "--app", "app", *args], cwd=ROOT, env=env,
+                            stdout=log, stderr=subprocess.STDOUT)
     proc.log_path = log_path
     log.close()
     return proc
+
+
+def _worker(env, log_path, *args):
+    return _process(env, log_path, "deliver-webhooks", *args)
+
+
+def _stop(procs):
+    """SIGTERM to those still running, then wait (SIGKILL for one that does not stop)."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
 
 
 @contextlib.contextmanager
@@ -45,15 +62,7 @@ def _workers(env, tmp_path, n, *args):
     try:
         yield procs
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        _stop(procs)
 
 
 def _wait_until(condition, timeout, what):
@@ -304,26 +313,8 @@ def test_server_stopped_under_load_is_503_then_recovers_without_a_restart(tmp_pa
 
 
 def _watcher(env, log_path):
-    """A long-lived chain watcher (`watch-payments`, not --once), its output in log_path."""
-    log = open(log_path, "w")
-    proc = subprocess.Popen(
-        [str(BIN / "flask"), "--app", "app", "watch-payments", "--poll-interval", "0.2",
-         "--backoff-max", "1"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    proc.log_path = log_path
-    log.close()
-    return proc
-
-
-def _stop(procs):
-    for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-    for proc in procs:
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+    """A long-lived chain watcher (`watch-payments`, not --once)."""
+    return _process(env, log_path, "watch-payments", "--poll-interval", "0.2", "--backoff-max", "1")
 
 
 def _worked(log_text):
