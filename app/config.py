@@ -13,11 +13,13 @@ DEFAULTS = {
     # Storage
     "SQLITE_BUSY_TIMEOUT_MS": 30_000,
     "SQLITE_SYNCHRONOUS": "FULL",  # FULL: a 200 is on disk even across a power cut
-    # PostgreSQL (DATABASE = postgresql://...): each process's connection pool, and how long a
-    # request waits for one of its connections (or for the server) before a 503
+    # PostgreSQL (DATABASE = postgresql://...): each process's connection pool, how long a request
+    # waits for one of its busy connections before a 503, and libpq's connect_timeout (whole
+    # seconds, at least 2: how long a server that neither answers nor refuses takes to be given up)
     "POSTGRES_POOL_MIN": 1,
     "POSTGRES_POOL_MAX": 10,
     "POSTGRES_POOL_TIMEOUT_SECONDS": 10,
+    "POSTGRES_CONNECT_TIMEOUT_SECONDS": 2,
     # Preorder validation
     "MAX_AMOUNT": "1000000",
     "AMOUNT_DECIMALS": 2,
@@ -74,6 +76,7 @@ def normalize(config):
         "WEBHOOK_LEASE_SECONDS",
         "POSTGRES_POOL_MIN",
         "POSTGRES_POOL_MAX",
+        "POSTGRES_CONNECT_TIMEOUT_SECONDS",
         "RETENTION_DAYS",
     ):
         try:
@@ -85,6 +88,8 @@ def normalize(config):
     _webhook_settings(config)
     if config["POSTGRES_POOL_MAX"] < max(1, config["POSTGRES_POOL_MIN"]):
         raise ConfigError("POSTGRES_POOL_MAX must be at least 1 and at least POSTGRES_POOL_MIN")
+    if config["POSTGRES_CONNECT_TIMEOUT_SECONDS"] < 2:  # libpq: 0 waits for ever, 1 means 2
+        raise ConfigError("POSTGRES_CONNECT_TIMEOUT_SECONDS must be at least 2")
     try:
         config["POSTGRES_POOL_TIMEOUT_SECONDS"] = float(config["POSTGRES_POOL_TIMEOUT_SECONDS"])
     except (TypeError, ValueError):

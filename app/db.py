@@ -30,6 +30,7 @@ def open_database(target, config):
         return PostgresDatabase(
             str(target), pool_min=config["POSTGRES_POOL_MIN"], pool_max=config["POSTGRES_POOL_MAX"],
             pool_timeout=config["POSTGRES_POOL_TIMEOUT_SECONDS"],
+            connect_timeout=config["POSTGRES_CONNECT_TIMEOUT_SECONDS"],
         )
     from app.db_sqlite import SqliteDatabase
 

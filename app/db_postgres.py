@@ -16,7 +16,9 @@ and by index, `release()` at the end of a request), so the SQL in app/data/ is w
 - Availability: a server that cannot be reached (stopped, restarting, network) or a pool with no
   connection to give within POSTGRES_POOL_TIMEOUT_SECONDS is `DatabaseUnavailable`-like (503, see
   `is_unavailable`); a broken connection is discarded by the pool when given back, and new ones are
-  made as soon as the server answers again: no restart is needed.
+  made as soon as the server answers again: no restart is needed. While the pool's last attempt to
+  connect failed, a request waits UNREACHABLE_WAIT_SECONDS at most, not the pool's timeout: queueing
+  for a connection the pool cannot make only delays the 503 (`_getconn`).
 """
 import logging
 import os
@@ -48,6 +50,13 @@ _UNAVAILABLE = (psycopg.OperationalError, psycopg.InterfaceError, psycopg_pool.P
 def is_unavailable(error: BaseException) -> bool:
     return isinstance(error, _UNAVAILABLE)
 
+
+# While the server cannot be reached: how long a request waits for the pool (a new connection attempt
+# may succeed meanwhile: that is how the service finds the server back), and how long the pool keeps
+# retrying one connection in the background (1 s, 2 s, ... apart) before the next request starts a
+# new attempt; the default (5 minutes, the gaps doubling up to minutes) would delay the recovery.
+UNREACHABLE_WAIT_SECONDS = 0.5
+RECONNECT_TIMEOUT_SECONDS = 5.0
 
 ERRORS = (psycopg.Error, psycopg_pool.PoolTimeout, psycopg_pool.TooManyRequests)
 
@@ -143,13 +152,14 @@ class Connection:
 class PostgresDatabase:
     dialect = "postgresql"
 
-    def __init__(self, url, *, pool_min=1, pool_max=10, pool_timeout=10.0, connect_timeout=5):
+    def __init__(self, url, *, pool_min=1, pool_max=10, pool_timeout=10.0, connect_timeout=2):
         self.url = url
         self.pool_min, self.pool_max = pool_min, pool_max
         self.pool_timeout, self.connect_timeout = pool_timeout, connect_timeout
         self._local = threading.local()
         self._lock = threading.Lock()
         self._pool, self._pool_pid = None, None
+        self.unreachable = False  # the pool's last attempt to connect failed
 
     def _connect_args(self):
         return {"autocommit": True, "row_factory": _row_factory, "connect_timeout": self.connect_timeout}
@@ -161,15 +171,55 @@ class PostgresDatabase:
         if self._pool is None or self._pool_pid != pid:
             with self._lock:
                 if self._pool is None or self._pool_pid != pid:
+                    self.unreachable = False
                     self._pool = psycopg_pool.ConnectionPool(
                         self.url, min_size=self.pool_min, max_size=self.pool_max,
                         timeout=self.pool_timeout, kwargs=self._connect_args(), open=False,
-                        name=f"preorder-{pid}", configure=_durable,
+                        name=f"preorder-{pid}", configure=self._configure,
+                        connection_class=self._connection_class(),
+                        reconnect_timeout=RECONNECT_TIMEOUT_SECONDS,
                     )
                     self._pool.open(wait=False)
                     self._pool_pid = pid
                     self._local = threading.local()
         return self._pool
+
+    def _connection_class(self):
+        """psycopg's Connection, noting a failed attempt to connect (success is noted by
+        `_configure`, which the pool calls on every new connection)."""
+        database = self
+
+        class PooledConnection(psycopg.Connection):
+            @classmethod
+            def connect(cls, *args, **kwargs):
+                try:
+                    return super().connect(*args, **kwargs)
+                except psycopg.OperationalError:
+                    database.unreachable = True
+                    raise
+
+        return PooledConnection
+
+    def _configure(self, raw):
+        _durable(raw)
+        self.unreachable = False
+
+    def _getconn(self):
+        """A connection from the pool within POSTGRES_POOL_TIMEOUT_SECONDS (PoolTimeout: a 503). A
+        busy pool (every connection it may open is made and in use) queues the request for the whole
+        timeout, as psycopg_pool does. Otherwise the pool is opening connections, and the request
+        waits in slices of UNREACHABLE_WAIT_SECONDS, giving up as soon as one attempt failed."""
+        pool = self.pool()
+        deadline = time.monotonic() + self.pool_timeout
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return pool.getconn(timeout=min(left, UNREACHABLE_WAIT_SECONDS))
+            except psycopg_pool.PoolTimeout:
+                if self.unreachable or left <= UNREACHABLE_WAIT_SECONDS:
+                    raise
+            if pool.get_stats()["pool_size"] >= self.pool_max:
+                return pool.getconn(timeout=max(0.0, deadline - time.monotonic()))
 
     def _held(self):
         held = getattr(self._local, "conn", None)
@@ -181,7 +231,7 @@ class PostgresDatabase:
         """The calling thread's connection until `release()` (the end of the request)."""
         conn = self._held()
         if conn is None:
-            conn = Connection(self.pool().getconn())
+            conn = Connection(self._getconn())
             self._local.conn = (os.getpid(), conn)
         return conn
 
@@ -203,7 +253,7 @@ class PostgresDatabase:
         conn = self._held()
         borrowed = conn is None
         if borrowed:
-            conn = Connection(self.pool().getconn())
+            conn = Connection(self._getconn())
         try:
             conn.raw.execute("BEGIN")
             try:
@@ -287,11 +337,14 @@ class PostgresDatabase:
     def check(self):
         """For /healthz: the server answers, holds our schema, and accepts writes (not a standby
         or a read-only database)."""
-        with self.pool().connection() as raw:
+        raw = self._getconn()
+        try:
             conn = Connection(raw)
             schema_rows.ping(conn)
             if conn.execute("SHOW transaction_read_only").fetchone()[0] != "off":
                 raise DatabaseUnavailable("the database is read-only")
+        finally:
+            self.pool().putconn(raw)
 
 
 def _durable(conn):

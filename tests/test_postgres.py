@@ -1,9 +1,10 @@
 """PostgreSQL as the shared database of several processes, proven on one machine over loopback:
-two gunicorn instances, three delivery workers, SIGKILL, a server stopped and started again under
-load, an idle worker woken by NOTIFY."""
+two gunicorn instances, three delivery workers, two chain watchers on the real test chain, SIGKILL,
+a server stopped and started again under load, an idle worker woken by NOTIFY."""
 import collections
 import contextlib
 import json
+import re
 import signal
 import statistics
 import subprocess
@@ -19,6 +20,8 @@ import dbutil
 from app import create_app
 from app.data import processes as process_rows
 from app.models import Process
+from chain_node import TRANSFER_SELECTOR
+from chain_shop import DECIMALS, NETWORK, XPUB
 from postgres_server import PostgresServer
 from receiver import receiver  # noqa: F401  (fixture)
 from servers import BIN, ROOT, create_merchant, flask, gunicorn, service_env
@@ -26,14 +29,31 @@ from servers import BIN, ROOT, create_merchant, flask, gunicorn, service_env
 pytestmark = pytest.mark.postgres_only
 
 
-def _worker(env, log_path, *args):
+def _process(env, log_path, *args):
+    """`flask --app app ARGS` running in the background, its output in log_path."""
     log = open(log_path, "w")
-    proc = subprocess.Popen(
-        [str(BIN / "flask"), "--app", "app", "deliver-webhooks", *args],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([str(BIN / "flask"), "--app", "app", *args], cwd=ROOT, env=env,
+                            stdout=log, stderr=subprocess.STDOUT)
     proc.log_path = log_path
     log.close()
     return proc
+
+
+def _worker(env, log_path, *args):
+    return _process(env, log_path, "deliver-webhooks", *args)
+
+
+def _stop(procs):
+    """SIGTERM to those still running, then wait (SIGKILL for one that does not stop)."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
 
 
 @contextlib.contextmanager
@@ -42,15 +62,7 @@ def _workers(env, tmp_path, n, *args):
     try:
         yield procs
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        _stop(procs)
 
 
 def _wait_until(condition, timeout, what):
@@ -205,12 +217,39 @@ def test_an_idle_worker_is_woken_by_a_new_event_within_100_ms(tmp_path, make_dat
     assert max(latencies) < 0.5, latencies
 
 
+def test_a_busy_pool_queues_the_request_until_a_connection_is_free(make_database):
+    """Only an unreachable server is answered 503 at once: a request that finds every connection
+    of a reachable server's pool in use waits for one (up to POSTGRES_POOL_TIMEOUT_SECONDS)."""
+    app = create_app({"DATABASE": make_database("busy", schema=True), "POSTGRES_POOL_MIN": 1,
+                      "POSTGRES_POOL_MAX": 1, "POSTGRES_POOL_TIMEOUT_SECONDS": 10})
+    db, holding = app.extensions["db"], threading.Event()
+
+    def hold():
+        with db.transaction() as conn:  # the pool's only connection, for 2 s
+            holding.set()
+            conn.execute("SELECT pg_sleep(2)")
+
+    try:
+        assert app.test_client().get("/healthz").status_code == 200  # the pool is open
+        holder = threading.Thread(target=hold)
+        holder.start()
+        assert holding.wait(10)
+        started = time.monotonic()
+        response = app.test_client().get("/healthz")
+        waited = time.monotonic() - started
+        holder.join(10)
+    finally:
+        db.close_all()
+    assert response.status_code == 200, response.get_data(as_text=True)
+    assert waited > 1, waited
+
+
 def test_server_stopped_under_load_is_503_then_recovers_without_a_restart(tmp_path):
     server = PostgresServer(durable=True)  # a server of its own: this test stops it
     try:
         server.start()
         database = server.create_database()
-        env = service_env(database, FLASK_POSTGRES_POOL_TIMEOUT_SECONDS=2)
+        env = service_env(database)  # the pool's timeout at its default, 10 s
         flask(env, "init-db")
         keys = create_merchant(env)
         headers = {"x-secret-key": keys["secretKey"]}
@@ -219,13 +258,15 @@ def test_server_stopped_under_load_is_503_then_recovers_without_a_restart(tmp_pa
             def load():
                 session = _session()
                 while not stop.is_set():
+                    started = time.monotonic()
                     try:
                         response = session.post(base + "/payment-button/process/preorder",
                                                 json={"amount": 1}, headers=headers, timeout=30)
                     except requests.RequestException as e:
-                        answers.append((None, repr(e)))
+                        answers.append((None, repr(e), time.monotonic() - started))
                         continue
-                    answers.append((response.status_code, response.json()))
+                    answers.append((response.status_code, response.json(),
+                                    time.monotonic() - started))
 
             threads = [threading.Thread(target=load) for _ in range(4)]
             for thread in threads:
@@ -233,13 +274,20 @@ def test_server_stopped_under_load_is_503_then_recovers_without_a_restart(tmp_pa
             time.sleep(1)
             server.stop("immediate")  # as a crash: connections cut mid-transaction
             session = _session()
+            time.sleep(1)  # the load has found every pooled connection broken
+            # Answered at once, not after the pool's 10 s: the pool cannot connect, so a request
+            # does not queue for a connection (generous bounds for a busy machine).
+            started = time.monotonic()
             down = session.post(base + "/payment-button/process/preorder", json={"amount": 1},
                                 headers=headers, timeout=30)
+            down_seconds, started = time.monotonic() - started, time.monotonic()
+            health = session.get(base + "/healthz", timeout=30)
+            health_seconds = time.monotonic() - started
             assert down.status_code == 503 and down.headers["Retry-After"] == "5"
             assert down.json() == {"code": "service_unavailable",
                                    "message": "The service cannot reach its database; try again later."}
-            health = session.get(base + "/healthz", timeout=30)
             assert health.status_code == 503 and health.json()["code"] == "unavailable"
+            assert down_seconds < 3 and health_seconds < 3, (down_seconds, health_seconds)
             server.start()  # the same port: the service was not told anything
             deadline = time.monotonic() + 60
             while session.get(base + "/healthz", timeout=30).status_code != 200:
@@ -251,12 +299,198 @@ def test_server_stopped_under_load_is_503_then_recovers_without_a_restart(tmp_pa
             stop.set()
             for thread in threads:
                 thread.join(60)
-        statuses = collections.Counter(status for status, _ in answers)
+        statuses = collections.Counter(status for status, _, _ in answers)
         assert set(statuses) <= {200, 503}, statuses  # never a 500, never a dropped connection
         assert statuses[503] >= 1 and statuses[200] >= 1
+        slowest_503 = max(seconds for status, _, seconds in answers if status == 503)
+        assert slowest_503 < 5, slowest_503
         stored = {row[0] for row in dbutil.query(database, "SELECT id FROM processes")}
-        answered = {body["processId"] for status, body in answers if status == 200}
+        answered = {body["processId"] for status, body, _ in answers if status == 200}
         assert answered <= stored  # never a 200 for a preorder that was not committed
         assert "Traceback" not in (tmp_path / "web.log").read_text()
     finally:
         server.destroy()
+
+
+def _watcher(env, log_path):
+    """A long-lived chain watcher (`watch-payments`, not --once)."""
+    return _process(env, log_path, "watch-payments", "--poll-interval", "0.2", "--backoff-max", "1")
+
+
+def _worked(log_text):
+    """Whether a watcher's log shows it committed something: transfers recorded or confirmed."""
+    return re.search(r"blocks \d+-\d+: \d+ transfers|transfers confirmed in", log_text) is not None
+
+
+def _mine_one_block(chain, transfers):
+    """Token transfers [(address, base units)] all in one new block (automine off meanwhile), so
+    that every watcher first sees each of them one confirmation deep; their (tx hash, log index,
+    block number), in the order given."""
+    sender = chain.accounts[0]
+    nonce = int(chain.rpc("eth_getTransactionCount", sender, "latest"), 16)
+    chain.rpc("evm_setAutomine", False)
+    try:
+        hashes = []
+        for i, (address, amount) in enumerate(transfers):
+            data = "0x" + TRANSFER_SELECTOR + address[2:].lower().rjust(64, "0") + format(amount, "064x")
+            # Nonce and gas given: without automine the node would not queue them otherwise.
+            hashes.append(chain.rpc("eth_sendTransaction", {
+                "from": sender, "to": chain.token, "data": data, "nonce": hex(nonce + i),
+                "gas": hex(100_000)}))
+        chain.rpc("evm_mine")
+    finally:
+        chain.rpc("evm_setAutomine", True)
+    receipts = [chain.rpc("eth_getTransactionReceipt", h) for h in hashes]
+    assert all(r is not None and r["status"] == "0x1" for r in receipts), receipts
+    assert len({r["blockNumber"] for r in receipts}) == 1
+    return [(h, int(r["logs"][0]["logIndex"], 16), int(r["blockNumber"], 16))
+            for h, r in zip(hashes, receipts)]
+
+
+def test_two_instances_three_workers_two_watchers_count_each_transfer_once(
+        tmp_path, make_database, receiver, chain):
+    """Live payments on the real test chain with everything running at once on one database: two
+    gunicorn instances take the preorders and the customers' choices, two chain watcher loops
+    record and confirm the transfers, three delivery workers send the webhooks. Each transfer is
+    recorded once and each event delivered once with the body API.md gives it; a watcher killed
+    with SIGKILL mid-way loses nothing (the other finishes)."""
+    confirmations, unit = 3, 10**6
+    database = make_database("chain")
+    # Processes live 30 days: the test chain's clock may run ahead of this machine's.
+    env = service_env(database, FLASK_PROCESS_TTL_SECONDS=30 * 86400)
+    flask(env, "init-db")
+    keys = create_merchant(env, "--webhook-url", receiver.url("/hook"))
+    flask(env, "networks", "add", NETWORK, "--name", "Hardhat", "--chain-id", "31337", "--rpc-url",
+          chain.url, "--confirmations", str(confirmations), "--start-block", str(chain.head() + 1))
+    flask(env, "assets", "add", "tusd", "--network", NETWORK, "--symbol", "TUSD", "--name",
+          "Test USD", "--contract", chain.token, "--decimals", str(DECIMALS))
+    flask(env, "merchants", "set-xpub", keys["merchantId"], XPUB)
+    secret, public = {"x-secret-key": keys["secretKey"]}, {"x-public-key": keys["publicKey"]}
+    watchers = [_watcher(env, tmp_path / f"watcher-{i}.log") for i in range(2)]
+    try:
+        with gunicorn(env, tmp_path / "web-a.log", workers=2) as web_a, \
+                gunicorn(env, tmp_path / "web-b.log", workers=2) as web_b, \
+                _workers(env, tmp_path, 3, "--concurrency", "4", "--poll-max", "1") as workers:
+            def order(i):
+                """A preorder of 4 tokens through one instance, the customer's choice through the
+                other: (process id, deposit address)."""
+                session, bases = _session(), (web_a, web_b) if i % 2 else (web_b, web_a)
+                created = session.post(bases[0] + "/payment-button/process/preorder",
+                                       json={"amount": 4, "metadata": {"n": i}}, headers=secret,
+                                       timeout=30)
+                assert created.status_code == 200, created.text
+                process_id = created.json()["processId"]
+                chosen = session.post(f"{bases[1]}/payment-button/process/{process_id}/confirm",
+                                      json={"assetId": "tusd", "networkId": NETWORK},
+                                      headers=public, timeout=30)
+                assert chosen.status_code == 200, chosen.text
+                assert chosen.json()["payment"]["amountDue"] == "4"
+                return process_id, chosen.json()["payment"]["address"]
+
+            with ThreadPoolExecutor(6) as pool:
+                orders = list(pool.map(order, range(24)))
+            for proc in workers + watchers:  # all running before the first block
+                _wait_until(lambda: " started" in proc.log_path.read_text(), 60, proc.log_path.name)
+            full, split, over = orders[0:8], orders[8:16], orders[16:24]
+
+            def recorded(n):
+                return dbutil.scalar(database, "SELECT count(*) FROM transfers") == n
+
+            def confirmed(n):
+                return dbutil.scalar(
+                    database, "SELECT count(*) FROM transfers WHERE status = 'confirmed'") == n
+
+            # One block: the whole amount, the first part (1.5 of 4), a little more (4.25).
+            first = _mine_one_block(chain, [(a, 4 * unit) for _, a in full]
+                                    + [(a, 3 * unit // 2) for _, a in split]
+                                    + [(a, 17 * unit // 4) for _, a in over])
+            _wait_until(lambda: recorded(24), 30, "24 transfers seen")
+            chain.mine(confirmations - 1)
+            _wait_until(lambda: confirmed(24), 30, "24 transfers confirmed")
+            # The rest of the split payments; a watcher that has done work so far is killed as
+            # soon as they are mined, whatever it is doing; the other one finishes.
+            rest = _mine_one_block(chain, [(a, 5 * unit // 2) for _, a in split])
+            killed = next(w for w in watchers if _worked(w.log_path.read_text()))
+            killed.send_signal(signal.SIGKILL)
+            assert killed.wait(10) == -signal.SIGKILL
+            _wait_until(lambda: recorded(32), 30, "the last 8 transfers seen")
+            chain.mine(confirmations - 1)
+            _wait_until(lambda: confirmed(32), 30, "the last 8 transfers confirmed")
+            events = dbutil.scalar(database, "SELECT count(*) FROM events")
+            assert events == 8 * 2 + 8 * 4 + 8 * 2
+            _wait_until(lambda: _delivered(database) == events, 60, "every event delivered")
+            for proc in workers:
+                proc.send_signal(signal.SIGTERM)
+            assert [proc.wait(30) for proc in workers] == [0, 0, 0]
+    finally:
+        _stop(watchers)
+    survivor = next(w for w in watchers if w is not killed)
+    assert survivor.returncode == 0
+    logs = [w.log_path.read_text() for w in watchers]
+    assert all(_worked(log) for log in logs), logs  # both took part
+    assert all("Traceback" not in log for log in logs)
+    assert all("Traceback" not in p.log_path.read_text() for p in workers)
+
+    # Every transfer recorded once, confirmed.
+    rows = dbutil.query(database, "SELECT process_id, tx_hash, log_index, block_number, amount,"
+                                  " status FROM transfers")
+    expected = {}
+    for (pid, _), (tx, index, block), amount in zip(full + split + over, first,
+                                                     [4 * unit] * 8 + [3 * unit // 2] * 8
+                                                     + [17 * unit // 4] * 8):
+        expected[tx] = (pid, tx, index, block, str(amount), "confirmed")
+    for (pid, _), (tx, index, block) in zip(split, rest):
+        expected[tx] = (pid, tx, index, block, str(5 * unit // 2), "confirmed")
+    assert sorted(rows) == sorted(expected.values())
+
+    # Every event delivered exactly once, the bytes of its outbox row.
+    received = collections.Counter(r.headers["webhook-id"] for r in receiver.requests)
+    outbox = {row[0]: row[1:] for row in dbutil.query(
+        database, "SELECT id, process_id, type, payload, seq FROM events")}
+    assert set(received) == set(outbox) and set(received.values()) == {1}
+    for request in receiver.requests:
+        assert request.body.decode() == outbox[request.headers["webhook-id"]][2]
+
+    # Each process's events, in order, with the payment API.md describes.
+    block_1, block_2 = first[0][2], rest[0][2]
+
+    def transfer(tx_index, amount, head):
+        tx, index, block = tx_index
+        return {"txHash": tx, "logIndex": index, "blockNumber": block, "amount": amount,
+                "confirmations": head - block + 1}
+
+    def payments(pid):
+        bodies = sorted((seq, json.loads(payload)) for p, _, payload, seq in outbox.values()
+                        if p == pid)
+        return [(body["type"], body["data"]["status"], body["data"]["processId"],
+                 {k: body["data"]["payment"][k] for k in
+                  ("amountDue", "amountPaid", "amountPending", "transfers")})
+                for _, body in bodies]
+
+    for (pid, _), tx in zip(full, first[:8]):
+        assert payments(pid) == [
+            ("payment.pending", "pending", pid, {"amountDue": "4", "amountPaid": "0",
+             "amountPending": "4", "transfers": [transfer(tx, "4", block_1)]}),
+            ("payment.completed", "completed", pid, {"amountDue": "4", "amountPaid": "4",
+             "amountPending": "0", "transfers": [transfer(tx, "4", block_1 + 2)]}),
+        ]
+    for (pid, _), tx in zip(over, first[16:]):
+        assert payments(pid) == [
+            ("payment.pending", "pending", pid, {"amountDue": "4", "amountPaid": "0",
+             "amountPending": "4.25", "transfers": [transfer(tx, "4.25", block_1)]}),
+            ("payment.completed", "completed", pid, {"amountDue": "4", "amountPaid": "4.25",
+             "amountPending": "0", "transfers": [transfer(tx, "4.25", block_1 + 2)]}),
+        ]
+    for (pid, _), tx, tx2 in zip(split, first[8:16], rest):
+        assert payments(pid) == [
+            ("payment.pending", "pending", pid, {"amountDue": "4", "amountPaid": "0",
+             "amountPending": "1.5", "transfers": [transfer(tx, "1.5", block_1)]}),
+            ("payment.partial", "pending", pid, {"amountDue": "4", "amountPaid": "1.5",
+             "amountPending": "0", "transfers": [transfer(tx, "1.5", block_1 + 2)]}),
+            ("payment.pending", "pending", pid, {"amountDue": "4", "amountPaid": "1.5",
+             "amountPending": "2.5", "transfers": [transfer(tx, "1.5", block_2),
+                                                   transfer(tx2, "2.5", block_2)]}),
+            ("payment.completed", "completed", pid, {"amountDue": "4", "amountPaid": "4",
+             "amountPending": "0", "transfers": [transfer(tx, "1.5", block_2 + 2),
+                                                 transfer(tx2, "2.5", block_2 + 2)]}),
+        ]

@@ -40,27 +40,37 @@ class Client:
         self._next_id += 1
         self.calls[method] += 1
         payload = {"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": list(params)}
+        body = self._post(method, payload)
+        if not isinstance(body, dict):
+            raise RpcError(f"{method}: {redacted(self.url)} answered a non-object")
+        return self._result(method, body)
+
+    def _post(self, what, payload):
+        """POST the payload; the decoded JSON answer, or RpcError (unreachable, not HTTP 200, not
+        JSON). `what` names the call in the error, with the URL's host only."""
         where = redacted(self.url)
         try:
             response = self.session.post(self.url, json=payload, timeout=self.timeout)
         except requests.RequestException as e:
-            raise RpcError(f"{method}: {where} unreachable ({type(e).__name__})") from None
+            raise RpcError(f"{what}: {where} unreachable ({type(e).__name__})") from None
         if response.status_code != 200:
-            raise RpcError(f"{method}: {where} answered HTTP {response.status_code}")
+            raise RpcError(f"{what}: {where} answered HTTP {response.status_code}")
         try:
-            body = response.json()
+            return response.json()
         except ValueError:
-            raise RpcError(f"{method}: {where} answered malformed JSON") from None
-        if not isinstance(body, dict):
-            raise RpcError(f"{method}: {where} answered a non-object")
-        error = body.get("error")
+            raise RpcError(f"{what}: {where} answered malformed JSON") from None
+
+    def _result(self, what, answer):
+        """The `result` of one call's answer object, or RpcError (its error, or no result)."""
+        where = redacted(self.url)
+        error = answer.get("error")
         if error is not None:
             code = error.get("code") if isinstance(error, dict) else None
             text = error.get("message") if isinstance(error, dict) else str(error)
-            raise RpcError(f"{method}: {where} error {code}: {str(text)[:200]}", code=code)
-        if "result" not in body:
-            raise RpcError(f"{method}: {where} answered without a result")
-        return body["result"]
+            raise RpcError(f"{what}: {where} error {code}: {str(text)[:200]}", code=code)
+        if "result" not in answer:
+            raise RpcError(f"{what}: {where} answered without a result")
+        return answer["result"]
 
     def block_number(self) -> int:
         return _quantity(self.call("eth_blockNumber"), "eth_blockNumber")
@@ -81,31 +91,16 @@ class Client:
         for method, _ in calls:
             self.calls[method] += 1
         what = f"batch of {len(calls)} {calls[0][0]}"
-        where = redacted(self.url)
-        try:
-            response = self.session.post(self.url, json=payload, timeout=self.timeout)
-        except requests.RequestException as e:
-            raise RpcError(f"{what}: {where} unreachable ({type(e).__name__})") from None
-        if response.status_code != 200:
-            raise RpcError(f"{what}: {where} answered HTTP {response.status_code}")
-        try:
-            body = response.json()
-        except ValueError:
-            raise RpcError(f"{what}: {where} answered malformed JSON") from None
+        body = self._post(what, payload)
         if not isinstance(body, list) or not all(isinstance(item, dict) for item in body):
-            raise RpcError(f"{what}: {where} answered a non-batch")
+            raise RpcError(f"{what}: {redacted(self.url)} answered a non-batch")
         by_id = {item.get("id"): item for item in body}
         results = []
         for i in range(len(calls)):
             item = by_id.get(first + i)
             if item is None:
-                raise RpcError(f"{what}: {where} left a call unanswered")
-            if item.get("error") is not None or "result" not in item:
-                error = item.get("error")
-                code = error.get("code") if isinstance(error, dict) else None
-                text = error.get("message") if isinstance(error, dict) else str(error)
-                raise RpcError(f"{what}: {where} error {code}: {str(text)[:200]}", code=code)
-            results.append(item["result"])
+                raise RpcError(f"{what}: {redacted(self.url)} left a call unanswered")
+            results.append(self._result(what, item))
         return results
 
     def headers(self, numbers, batch_size=50) -> dict:
@@ -190,24 +185,23 @@ class Log:
             setattr(self, name, fields[name])
 
 
-def _hash32(value, what):
-    if not isinstance(value, str) or len(value) != 66 or not value.startswith("0x"):
-        raise RpcError(f"{what}: not a 32-byte hash")
+def _hex(value, chars, what, kind):
+    """`value` as lowercase 0x-hex of exactly `chars` characters (the 0x included), else RpcError."""
+    if not isinstance(value, str) or len(value) != chars or not value.startswith("0x"):
+        raise RpcError(f"{what}: not {kind}")
     try:
         int(value[2:], 16)
     except ValueError:
-        raise RpcError(f"{what}: not a 32-byte hash") from None
+        raise RpcError(f"{what}: not {kind}") from None
     return value.lower()
+
+
+def _hash32(value, what):
+    return _hex(value, 66, what, "a 32-byte hash")
 
 
 def _address(value, what):
-    if not isinstance(value, str) or len(value) != 42 or not value.startswith("0x"):
-        raise RpcError(f"{what}: not an address")
-    try:
-        int(value[2:], 16)
-    except ValueError:
-        raise RpcError(f"{what}: not an address") from None
-    return value.lower()
+    return _hex(value, 42, what, "an address")
 
 
 def topic_of(address: str) -> str:

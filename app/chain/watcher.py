@@ -103,6 +103,11 @@ class Watcher:
     def run(self):
         """Poll every enabled network every `poll_interval` seconds (a failing one after its
         backoff) until stopped."""
+        log.info("watch: started, polling every %.1f s", self.poll_interval)
+        self._loop()
+        log.info("watch: stopped")
+
+    def _loop(self):
         while not self.stopping:
             now = time.monotonic()
             for network in transfer_rows.enabled_networks(self.db.connection()):

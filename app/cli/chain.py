@@ -24,6 +24,21 @@ def _run(action, *args, **kwargs):
         raise click.ClickException(str(e)) from None
 
 
+def _add(action, as_json, to_json, describe, **fields):
+    """Create a row through the service (a SetupError is a usage error) and print it: as JSON with
+    --json, else as one sentence."""
+    row = _run(action, now=now(), **fields)
+    click.echo(json.dumps(to_json(row)) if as_json else describe(row))
+
+
+def _print_rows(rows, as_json, to_json, cells, headings):
+    """A list command's output: a JSON array with --json, else a table."""
+    if as_json:
+        click.echo(json.dumps([to_json(row) for row in rows]))
+    else:
+        table([cells(row) for row in rows], headings)
+
+
 def _network_json(n):
     return {"id": n.id, "name": n.name, "chainId": n.chain_id, "rpcUrl": redacted(n.rpc_url),
             "confirmations": n.confirmations, "startBlock": n.start_block,
@@ -49,27 +64,22 @@ def _asset_json(a):
 @click.option("--json", "as_json", is_flag=True, help="Print the created network as JSON.")
 def networks_add(network_id, name, chain_id, rpc_url, confirmations, start_block, as_json):
     """Enable a network. Without --start-block the node is asked for its head and chain id."""
-    n = _run(service.add_network, network_id=network_id, name=name, chain_id=chain_id,
-             rpc_url=rpc_url, confirmations=confirmations, start_block=start_block, now=now())
-    if as_json:
-        click.echo(json.dumps(_network_json(n)))
-        return
-    click.echo(f"Added network {n.id} ({n.name}, chain id {n.chain_id}) via {redacted(n.rpc_url)};"
-               f" {n.confirmations} confirmations; reading from block {n.start_block}.")
+    _add(service.add_network, as_json, _network_json,
+         lambda n: f"Added network {n.id} ({n.name}, chain id {n.chain_id}) via"
+                   f" {redacted(n.rpc_url)}; {n.confirmations} confirmations; reading from block"
+                   f" {n.start_block}.",
+         network_id=network_id, name=name, chain_id=chain_id, rpc_url=rpc_url,
+         confirmations=confirmations, start_block=start_block)
 
 
 @networks.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 def networks_list(as_json):
     """List networks with the chain watcher's position on each."""
-    rows = _run(service.list_networks)
-    if as_json:
-        click.echo(json.dumps([_network_json(n) for n in rows]))
-        return
-    table(
-        [(n.id, n.name, n.chain_id, redacted(n.rpc_url), n.confirmations, n.scanned_block,
-          n.head_block, "disabled " + when(n.disabled_at) if n.disabled_at else "enabled")
-         for n in rows],
+    _print_rows(
+        _run(service.list_networks), as_json, _network_json,
+        lambda n: (n.id, n.name, n.chain_id, redacted(n.rpc_url), n.confirmations, n.scanned_block,
+                   n.head_block, "disabled " + when(n.disabled_at) if n.disabled_at else "enabled"),
         ("ID", "NAME", "CHAIN ID", "RPC", "CONFIRMATIONS", "SCANNED", "HEAD", "STATE"),
     )
 
@@ -92,25 +102,20 @@ def networks_disable(network_id):
 @click.option("--json", "as_json", is_flag=True, help="Print the created asset as JSON.")
 def assets_add(asset_id, network_id, symbol, name, contract, decimals, as_json):
     """Let customers pay with a token on a network."""
-    a = _run(service.add_asset, asset_id=asset_id, network_id=network_id, symbol=symbol,
-             name=name, contract=contract, decimals=decimals, now=now())
-    if as_json:
-        click.echo(json.dumps(_asset_json(a)))
-        return
-    click.echo(f"Added asset {a.id} ({a.symbol}, {a.decimals} decimals) on {a.network_id}:"
-               f" contract {a.contract}.")
+    _add(service.add_asset, as_json, _asset_json,
+         lambda a: f"Added asset {a.id} ({a.symbol}, {a.decimals} decimals) on {a.network_id}:"
+                   f" contract {a.contract}.",
+         asset_id=asset_id, network_id=network_id, symbol=symbol, name=name, contract=contract,
+         decimals=decimals)
 
 
 @assets.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 def assets_list(as_json):
     """List assets."""
-    rows = _run(service.list_assets)
-    if as_json:
-        click.echo(json.dumps([_asset_json(a) for a in rows]))
-        return
-    table(
-        [(a.id, a.network_id, a.symbol, a.name, a.contract, a.decimals,
-          "disabled" if a.disabled_at else "enabled") for a in rows],
+    _print_rows(
+        _run(service.list_assets), as_json, _asset_json,
+        lambda a: (a.id, a.network_id, a.symbol, a.name, a.contract, a.decimals,
+                   "disabled" if a.disabled_at else "enabled"),
         ("ID", "NETWORK", "SYMBOL", "NAME", "CONTRACT", "DECIMALS", "STATE"),
     )
