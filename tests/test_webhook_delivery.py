@@ -406,6 +406,31 @@ def test_a_merchant_known_to_be_slow_gets_at_most_per_merchant_threads(app, make
         slow_receiver.stop()
 
 
+def test_a_merchant_whose_attempt_is_still_running_gets_at_most_per_merchant_threads(
+        app, make_shop, receiver, clock):
+    slow_receiver = Receiver().start()
+    try:
+        slow_receiver.default = Reply(delay=60)  # a hanging endpoint, never slow before
+        slow = make_shop(webhook_url=slow_receiver.url())
+        fast = make_shop(webhook_url=receiver.url())
+        with Worker(app, concurrency=4, batch_size=10) as worker:  # per merchant: 2
+            slow.cancelled()
+            worker.run_once(wait=False)
+            slow_receiver.wait_for(1)
+            clock.advance(POLL_MIN_SECONDS)  # unanswered for that long: a slow merchant
+            slow_ids = [slow.cancelled()[0] for _ in range(5)]  # due before the fast ones
+            fast_ids = [fast.cancelled()[0] for _ in range(2)]
+            worker.run_once(wait=False)  # 3 free threads: 2 for the fast ones, 1 for the slow
+            receiver.wait_for(2)
+            slow_receiver.wait_for(2)
+            assert [only_event(app, p).lease_owner for p in fast_ids] == [worker.owner] * 2
+            assert [only_event(app, p).lease_owner for p in slow_ids].count(worker.owner) == 1
+            assert len(slow_receiver.requests) == 2
+            slow_receiver.stop()  # the hanging attempts fail
+    finally:
+        slow_receiver.stop()
+
+
 def test_a_claim_without_enough_lease_left_is_released_unattempted(app, shop, receiver, clock):
     process_id, _ = shop.cancelled()
     written_at = clock.now
@@ -537,6 +562,24 @@ def test_attempts_whose_poll_could_not_write_are_recorded_by_the_next(app, shop,
     event = only_event(app, process_id)
     assert (event.status, event.attempts, event.lease_owner) == ("delivered", 1, None)
     assert [a.status_code for a in attempts_of(app, event.id)] == [200]
+    assert len(receiver.requests) == 1
+
+
+@pytest.mark.sqlite_only  # another program holding SQLite's one write lock
+@pytest.mark.parametrize("app_config", [{"SQLITE_BUSY_TIMEOUT_MS": 100}])
+def test_a_poll_that_fails_is_logged_and_the_running_worker_goes_on(
+        app, shop, receiver, worker, caplog):
+    process_id, _ = shop.cancelled()
+    other = sqlite3.connect(app.config["DATABASE"], isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # no poll can write: each fails after 100 ms
+    try:
+        with running(worker) as thread:
+            wait_until(lambda: "webhook worker iteration failed" in caplog.text, "a failed poll")
+            assert thread.is_alive() and receiver.requests == []
+            other.execute("ROLLBACK")
+            wait_until(lambda: only_event(app, process_id).status == "delivered", "delivered")
+    finally:
+        other.close()
     assert len(receiver.requests) == 1
 
 

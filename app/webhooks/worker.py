@@ -40,8 +40,7 @@ PRUNE_BATCHES = 25  # per poll that prunes: at most 5,000 events, then deliverie
 
 
 class Worker:
-    def __init__(self, app, *, batch_size=50, concurrency=8, poll_max=5.0, per_merchant=None,
-                 owner=None):
+    def __init__(self, app, *, batch_size=50, concurrency=8, poll_max=5.0, per_merchant=None):
         config = app.config
         self.db, self.clock = app.extensions["db"], config["CLOCK"]
         self.settings = delivery.Settings.from_config(config)
@@ -50,11 +49,11 @@ class Worker:
                                                      config["RETENTION_DAYS"])
         self.batch_size, self.concurrency, self.poll_max = batch_size, concurrency, poll_max
         self.per_merchant = per_merchant or max(1, concurrency // 2)
-        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.stopping = False
         self._session = transport.new_session()
         self._pool = futures.ThreadPoolExecutor(concurrency, thread_name_prefix="webhook")
-        self._in_flight = {}  # Future -> (Event, when it was claimed), in the order claimed
+        self._in_flight = {}  # Future -> (Event, when it was claimed)
         self._unrecorded = []  # delivery.Sent, until a poll's transaction records them
         self._slow_until = {}  # merchant id -> until when it counts as slow
         self._ended = threading.Condition()  # `_wait` sleeps on it until `_ended_count` is enough
@@ -85,10 +84,7 @@ class Worker:
                     self._idle(delay)
                     delay = min(delay * 2, self.poll_max)
         finally:
-            try:
-                self.drain()
-            except Exception:  # not written: those leases expire as after a crash
-                log.exception("webhook worker could not record its last attempts")
+            self.drain()  # if it cannot write, it raises: those leases expire as after a crash
         log.info("webhook worker %s stopped", self.owner)
 
     def run_once(self, now=None, *, wait=True):
@@ -151,8 +147,7 @@ class Worker:
                 unstarted.append(event.id)
                 continue
             sent, took = ended
-            if sent is not None:
-                self._unrecorded.append(sent)
+            self._unrecorded.append(sent)
             if took >= POLL_MIN_SECONDS:
                 self._slow_until[event.merchant_id] = self.clock() + SLOW_MEMORY_SECONDS
             else:
@@ -174,17 +169,13 @@ class Worker:
 
     def _attempt(self, event, merchant):
         """In a pool thread: (what `delivery.send` sent, seconds it took), or None without an
-        attempt when stopping or when the lease has too little time left."""
+        attempt when stopping or when the lease has too little time left. `send` never raises; if
+        a bug made it, the poll reaping it fails and the event's lease expires as after a crash."""
         started = self.clock()
         if self.stopping or started + self.settings.timeout + LEASE_MARGIN_SECONDS > (
                 event.lease_expires_at):
             return None
-        try:
-            sent = delivery.send(self._session, event, merchant, clock=self.clock,
-                                 settings=self.settings)
-        except Exception:  # a bug: the lease expires and the event is attempted again
-            log.exception("webhook %s %s: could not be attempted", event.id, event.type)
-            sent = None
+        sent = delivery.send(self._session, event, merchant, clock=self.clock, settings=self.settings)
         return sent, self.clock() - started
 
     def _ended_one(self, future):  # a done callback, in a pool thread
