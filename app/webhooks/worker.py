@@ -90,7 +90,7 @@ class Worker:
     def run_once(self, now=None, *, wait=True):
         """One poll; with `wait`, then finish and record every attempt in flight."""
         now = self.clock() if now is None else now
-        if self._due("sweep", POLL_MIN_SECONDS, now):  # not at every poll: expiry is in whole seconds
+        if self._due("sweep", POLL_MIN_SECONDS, now):  # a write transaction: not at every poll
             expire_due(self.db, now)
         self._settle(None if self.stopping else now)
         if wait:
