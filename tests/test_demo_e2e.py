@@ -13,7 +13,6 @@ import re
 import pytest
 
 from app.data import events as event_rows
-from app.webhooks.worker import Summary
 
 try:
     from playwright.sync_api import expect
@@ -89,7 +88,7 @@ def test_pay_in_the_demo_shop_and_see_the_verified_webhook(page, live_server, de
     assert live_server.merchant_api(demo["secretKey"]).get(pid)["status"] == "completed"
     screenshot(page, "demo-shop-paid", full_page=True)
 
-    assert worker.run_once() == Summary(claimed=1, attempted=1)
+    worker.run_once()
     assert delivered(live_server, pid) == [("payment.completed", "delivered", 1)]
     page.goto(live_server.url + "/demo/webhooks")
     expect(receiver_entries(page)).to_have_count(1)
@@ -106,7 +105,7 @@ def test_failed_payment_then_success_both_reach_the_receiver(page, live_server, 
         "Payment failed. No money was taken. You can try again.")
     expect(shop_events(page)).to_have_text(["payment-failure"])
     assert live_server.merchant_api(demo["secretKey"]).get(pid)["status"] == "pending"
-    assert worker.run_once() == Summary(claimed=1, attempted=1)
+    worker.run_once()
 
     receiver = page.context.new_page()  # a second tab on the receiver, refreshing itself
     receiver.clock.install()
@@ -119,7 +118,7 @@ def test_failed_payment_then_success_both_reach_the_receiver(page, live_server, 
     expect(page.locator("payment-button .outcome-title")).to_have_text("Payment received")
     expect(shop_events(page)).to_have_text(["payment-success", "payment-failure"])  # newest first
     screenshot(page, "demo-shop-failed-then-paid", full_page=True)
-    assert worker.run_once() == Summary(claimed=1, attempted=1)
+    worker.run_once()
     assert delivered(live_server, pid) == [("payment.failed", "delivered", 1), ("payment.completed", "delivered", 1)]
 
     receiver.clock.run_for(3000)  # its refresh tick: the list is replaced in place
@@ -144,7 +143,7 @@ def test_expiry_shows_in_the_button_and_reaches_the_receiver(page, live_server, 
     expect(page.locator("#button-events li")).to_contain_text(re.compile(r"payment-expired status expired$"))
     screenshot(page, "demo-shop-expired", full_page=True)
 
-    assert worker.run_once() == Summary(expired=1, claimed=1, attempted=1)  # its sweep, then delivery
+    worker.run_once()  # its sweep, then delivery
     assert delivered(live_server, pid) == [("process.expired", "delivered", 1)]
     page.goto(live_server.url + "/demo/webhooks")
     expect(receiver_entries(page)).to_have_count(1)

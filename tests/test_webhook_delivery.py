@@ -18,7 +18,7 @@ from app.data import merchants as merchant_rows
 from app.representation import iso
 from app.webhooks import delivery, transport
 from app.webhooks.signing import user_agent
-from app.webhooks.worker import POLL_MIN_SECONDS, Summary, Worker
+from app.webhooks.worker import POLL_MIN_SECONDS, Worker
 from receiver import Receiver, Reply, closed_port, receiver  # noqa: F401  (fixture)
 from helpers import FakeClock, attempts_of, body_json, count, only_event, raw_metadata
 
@@ -36,7 +36,7 @@ def test_cancel_delivers_one_webhook_a_merchant_can_verify(app, shop, receiver, 
                 '"total":1.10,"big":12345678901234567890,"nested":{"z":[true,null,{}],"a":""}}')
     process_id, preorder_body = shop.cancelled(metadata)
 
-    assert worker.run_once() == Summary(claimed=1, attempted=1)
+    worker.run_once()
 
     [got] = receiver.wait_for(1)
     event = only_event(app, process_id)
@@ -55,8 +55,8 @@ def test_cancel_delivers_one_webhook_a_merchant_can_verify(app, shop, receiver, 
         "delivered", 1, clock.now, None)
     [attempt] = attempts_of(app, event.id)
     assert (attempt.status_code, attempt.error, attempt.url) == (200, None, receiver.url("/hooks/preorder"))
-    assert worker.run_once() == Summary()  # nothing left
-    assert len(receiver.requests) == 1
+    worker.run_once()  # nothing left
+    assert len(receiver.requests) == len(attempts_of(app, event.id)) == 1
 
 
 def test_retry_on_500_then_success_same_bytes_same_id(app, shop, receiver, worker, clock):
@@ -68,7 +68,8 @@ def test_retry_on_500_then_success_same_bytes_same_id(app, shop, receiver, worke
     assert (event.status, event.attempts, event.next_attempt_at, event.last_error) == (
         "pending", 1, clock.now + 5, "HTTP 500")
     clock.advance(4)
-    assert worker.run_once().claimed == 0  # not due yet
+    worker.run_once()
+    assert len(receiver.requests) == 1  # not due yet
     clock.advance(1)
     worker.run_once()
 
@@ -143,7 +144,8 @@ def test_exhausted_schedule_fails_then_replay_delivers(app, shop, receiver, work
     event = only_event(app, process_id)
     assert (event.status, event.attempts, event.next_attempt_at) == ("failed", 3, None)
     clock.advance(3600)
-    assert worker.run_once().claimed == 0  # failed is final until replayed
+    worker.run_once()
+    assert (only_event(app, process_id), len(receiver.requests)) == (event, 3)  # final until replayed
 
     result = runner.invoke(args=["events", "replay", event_id])
     assert (result.exit_code, result.output) == (0, f"Re-queued {event_id} for delivery now.\n")
@@ -184,7 +186,7 @@ def test_merchant_without_url_gets_no_endpoint_then_replay_delivers(
         app, make_shop, receiver, worker, clock, runner):
     shop = make_shop(webhook_url=None)
     process_id, _ = shop.cancelled()
-    assert worker.run_once() == Summary(claimed=1, attempted=1)
+    worker.run_once()
     event = only_event(app, process_id)
     assert (event.status, event.attempts, event.next_attempt_at, event.last_error) == (
         "no_endpoint", 0, None, "merchant has no webhook URL")
@@ -270,12 +272,16 @@ def test_one_log_line_per_attempt_and_no_secret_or_content(
 def test_sweep_expires_a_process_once_with_one_event(app, shop, receiver, worker, clock):
     process_id, _ = shop.preorder()
     clock.advance(59)
-    assert worker.run_once() == Summary()
+    worker.run_once()
+    assert shop.api.get(process_id).get_json()["status"] == "pending"
+    assert dbutil.query(app.config["DATABASE"], "SELECT id FROM events") == []
     clock.advance(1)
-    assert worker.run_once() == Summary(expired=1, claimed=1, attempted=1)
-    assert worker.run_once() == Summary()
+    worker.run_once()
+    clock.advance(1)
+    worker.run_once()
 
-    event = only_event(app, process_id)
+    event = only_event(app, process_id)  # the one event: swept once
+    assert (event.attempts, len(receiver.requests)) == (1, 1)
     assert (event.type, event.status) == ("process.expired", "delivered")
     [got] = receiver.wait_for(1)
     body = Webhook(shop.secret).verify(got.body, got.headers)
@@ -286,14 +292,12 @@ def test_sweep_expires_a_process_once_with_one_event(app, shop, receiver, worker
 def test_concurrent_sweeps_expire_each_process_once(app, shop, receiver, clock):
     process_ids = [shop.preorder()[0] for _ in range(40)]
     clock.advance(1800)
-    workers = [Worker.from_app(app, concurrency=4, batch_size=7) for _ in range(2)]
+    workers = [Worker(app, concurrency=4, batch_size=7) for _ in range(2)]
     start = threading.Barrier(2)
-    summaries = []
 
     def run(w):
         start.wait()
-        summaries.append(w.run_once())
-        w.run_until_idle()
+        w.run(until_idle=True)
 
     threads = [threading.Thread(target=run, args=(w,)) for w in workers]
     for t in threads:
@@ -302,9 +306,8 @@ def test_concurrent_sweeps_expire_each_process_once(app, shop, receiver, clock):
         t.join(30)
     for w in workers:
         w.close()
-    assert sum(s.expired for s in summaries) == 40
     for process_id in process_ids:
-        event = only_event(app, process_id)
+        event = only_event(app, process_id)  # one event: expired by one sweep
         assert (event.type, event.status) == ("process.expired", "delivered")
     ids = [r.headers["webhook-id"] for r in receiver.wait_for(40)]
     assert sorted(ids) == sorted(only_event(app, p).id for p in process_ids)  # each exactly once
@@ -349,7 +352,7 @@ def test_claims_queued_behind_a_slow_attempt_are_given_back_and_not_claimed_agai
         slow_receiver.default = Reply(delay=60)
         slow = make_shop(webhook_url=slow_receiver.url())
         process_ids = [slow.cancelled()[0] for _ in range(3)]
-        with Worker.from_app(app, concurrency=1, batch_size=2) as one:
+        with Worker(app, concurrency=1, batch_size=2) as one:
             one.run_once(wait=False)
             slow_receiver.wait_for(1)
             clock.advance(POLL_MIN_SECONDS)
@@ -374,13 +377,14 @@ def test_a_merchant_known_to_be_slow_gets_at_most_per_merchant_threads(app, make
         slow_receiver.default = Reply(delay=60)  # then a hanging endpoint
         slow = make_shop(webhook_url=slow_receiver.url())
         fast = make_shop(webhook_url=receiver.url())
-        with Worker.from_app(app, concurrency=4, batch_size=10) as worker:
+        with Worker(app, concurrency=4, batch_size=10) as worker:
             assert worker.per_merchant == 2  # half the threads
-            slow.cancelled()
-            assert worker.run_once(wait=False) == Summary(claimed=1, in_flight=1)
+            first, _ = slow.cancelled()
+            worker.run_once(wait=False)
             slow_receiver.wait_for(1)
             clock.advance(POLL_MIN_SECONDS)  # while it is answered
-            assert worker.drain() == (1, 0)
+            worker.drain()
+            assert (only_event(app, first).attempts, only_event(app, first).lease_owner) == (1, None)
 
             slow_ids = [slow.cancelled()[0] for _ in range(6)]
             fast_ids = [fast.cancelled()[0] for _ in range(3)]
@@ -402,12 +406,39 @@ def test_a_merchant_known_to_be_slow_gets_at_most_per_merchant_threads(app, make
         slow_receiver.stop()
 
 
+def test_a_merchant_whose_attempt_is_still_running_gets_at_most_per_merchant_threads(
+        app, make_shop, receiver, clock):
+    slow_receiver = Receiver().start()
+    try:
+        slow_receiver.default = Reply(delay=60)  # a hanging endpoint, never slow before
+        slow = make_shop(webhook_url=slow_receiver.url())
+        fast = make_shop(webhook_url=receiver.url())
+        with Worker(app, concurrency=4, batch_size=10) as worker:  # per merchant: 2
+            slow.cancelled()
+            worker.run_once(wait=False)
+            slow_receiver.wait_for(1)
+            clock.advance(POLL_MIN_SECONDS)  # unanswered for that long: a slow merchant
+            slow_ids = [slow.cancelled()[0] for _ in range(5)]  # due before the fast ones
+            fast_ids = [fast.cancelled()[0] for _ in range(2)]
+            worker.run_once(wait=False)  # 3 free threads: 2 for the fast ones, 1 for the slow
+            receiver.wait_for(2)
+            slow_receiver.wait_for(2)
+            assert [only_event(app, p).lease_owner for p in fast_ids] == [worker.owner] * 2
+            assert [only_event(app, p).lease_owner for p in slow_ids].count(worker.owner) == 1
+            assert len(slow_receiver.requests) == 2
+            slow_receiver.stop()  # the hanging attempts fail
+    finally:
+        slow_receiver.stop()
+
+
 def test_a_claim_without_enough_lease_left_is_released_unattempted(app, shop, receiver, clock):
     process_id, _ = shop.cancelled()
     written_at = clock.now
     clock.advance(55)  # e.g. a long sweep between reading the time and claiming
-    with Worker.from_app(app) as late:  # lease 60 s, timeout 10 s + 1 s margin: 5 s left
-        assert late.run_once(written_at) == Summary(claimed=1, released=1)
+    with Worker(app) as late:  # lease 60 s, timeout 10 s + 1 s margin: 5 s left
+        late.run_once(written_at, wait=False)
+        assert only_event(app, process_id).lease_owner == late.owner  # claimed ...
+        late.drain()  # ... and released
     event = only_event(app, process_id)
     assert (event.status, event.attempts, event.lease_owner, event.lease_expires_at) == (
         "pending", 0, None, None)
@@ -417,7 +448,7 @@ def test_a_claim_without_enough_lease_left_is_released_unattempted(app, shop, re
 def test_stop_finishes_the_attempt_in_flight_and_claims_no_more(app, shop, receiver, clock):
     receiver.reply(Reply(delay=0.5))
     process_ids = [shop.cancelled()[0] for _ in range(5)]
-    with Worker.from_app(app, concurrency=1, batch_size=5) as one:
+    with Worker(app, concurrency=1, batch_size=5) as one:
         with running(one):
             receiver.wait_for(1)
             one.stop()
@@ -436,9 +467,10 @@ def test_a_live_lease_keeps_other_workers_off_until_it_expires(app, shop, receiv
                                          lease_until=clock.now + 60, limit=10)
     assert claimed.lease_owner == "crashed"
     clock.advance(59)
-    assert worker.run_once().claimed == 0
+    worker.run_once()
+    assert (only_event(app, process_id).lease_owner, receiver.requests) == ("crashed", [])
     clock.advance(1)
-    assert worker.run_once() == Summary(claimed=1, attempted=1)
+    worker.run_once()
     assert only_event(app, process_id).status == "delivered"
     assert len(receiver.wait_for(1)) == 1
 
@@ -513,8 +545,9 @@ def test_attempts_are_sent_without_writing_then_recorded_together_each_on_its_ow
 @pytest.mark.parametrize("app_config", [{"SQLITE_BUSY_TIMEOUT_MS": 100}])
 def test_attempts_whose_poll_could_not_write_are_recorded_by_the_next(app, shop, receiver, clock):
     process_id, _ = shop.cancelled()
-    with Worker.from_app(app) as worker:
-        assert worker.run_once(wait=False) == Summary(claimed=1, in_flight=1)
+    with Worker(app) as worker:
+        worker.run_once(wait=False)
+        assert only_event(app, process_id).lease_owner == worker.owner
         other = sqlite3.connect(app.config["DATABASE"], isolation_level=None)
         other.execute("BEGIN IMMEDIATE")  # another program holds the write lock past the timeout
         try:
@@ -525,17 +558,35 @@ def test_attempts_whose_poll_could_not_write_are_recorded_by_the_next(app, shop,
         finally:
             other.execute("ROLLBACK")
             other.close()
-        assert worker.run_once(wait=False, sweep=False) == Summary()
+        worker.run_once(wait=False)  # records it
     event = only_event(app, process_id)
     assert (event.status, event.attempts, event.lease_owner) == ("delivered", 1, None)
     assert [a.status_code for a in attempts_of(app, event.id)] == [200]
     assert len(receiver.requests) == 1
 
 
+@pytest.mark.sqlite_only  # another program holding SQLite's one write lock
+@pytest.mark.parametrize("app_config", [{"SQLITE_BUSY_TIMEOUT_MS": 100}])
+def test_a_poll_that_fails_is_logged_and_the_running_worker_goes_on(
+        app, shop, receiver, worker, caplog):
+    process_id, _ = shop.cancelled()
+    other = sqlite3.connect(app.config["DATABASE"], isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # no poll can write: each fails after 100 ms
+    try:
+        with running(worker) as thread:
+            wait_until(lambda: "webhook worker iteration failed" in caplog.text, "a failed poll")
+            assert thread.is_alive() and receiver.requests == []
+            other.execute("ROLLBACK")
+            wait_until(lambda: only_event(app, process_id).status == "delivered", "delivered")
+    finally:
+        other.close()
+    assert len(receiver.requests) == 1
+
+
 def test_events_are_attempted_oldest_due_first(app, shop, receiver, clock):
     process_ids = [shop.cancelled()[0] for _ in range(4)]
-    with Worker.from_app(app, concurrency=1, batch_size=2) as one:
-        one.run_until_idle()
+    with Worker(app, concurrency=1, batch_size=2) as one:
+        one.run(until_idle=True)
     ids = [r.headers["webhook-id"] for r in receiver.wait_for(4)]
     assert ids == [only_event(app, p).id for p in process_ids]
     assert [body_json(r)["data"]["processId"] for r in receiver.requests] == process_ids
@@ -546,10 +597,10 @@ def test_a_damaged_secret_is_a_failed_attempt_not_a_crash(app, shop, receiver, w
     process_id, _ = shop.cancelled()
     with app.extensions["db"].transaction() as conn:  # e.g. a bad manual edit of the database
         conn.execute("UPDATE merchants SET webhook_secret = 'whsec_***' WHERE id = ?", (shop.id,))
-    assert worker.run_once() == Summary(claimed=1, attempted=1)
+    worker.run_once()
     event = only_event(app, process_id)
-    assert (event.status, event.last_error) == (
-        "failed", "cannot sign: webhook secret is not valid base64")
+    assert (event.status, event.attempts, event.last_error) == (
+        "failed", 1, "cannot sign: webhook secret is not valid base64")
     assert receiver.requests == []
 
 
