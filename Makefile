@@ -84,7 +84,7 @@ demo-live: $(VENV)/.installed $(CHAIN)/node_modules/.installed
 	$(FLASK) assets add tusd --network local --symbol TUSD --name "Test USD" --contract $$token --decimals 6; \
 	$(FLASK) demo-merchant --webhook-url http://$(HOST):$(PORT)/demo/webhooks; \
 	merchant=$$($(FLASK) demo-merchant --json | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["merchantId"])'); \
-	$(BIN)/python -c 'from app.demo_merchant import DEMO_XPUB; print(DEMO_XPUB)' | $(FLASK) merchants set-xpub $$merchant -; \
+	$(BIN)/python -c 'from app.demo.merchant import DEMO_XPUB; print(DEMO_XPUB)' | $(FLASK) merchants set-xpub $$merchant -; \
 	$(FLASK) deliver-webhooks & worker=$$!; \
 	$(FLASK) watch-payments --poll-interval 1 & watcher=$$!; \
 	echo "Live demo shop: http://$(HOST):$(PORT)/  (local node $$rpc; Ctrl-C stops everything)"; \

@@ -12,7 +12,6 @@ def create_app(test_config=None):
     app.config.from_mapping(
         settings.DEFAULTS,
         DATABASE=os.path.join(app.instance_path, "preorder.sqlite3"),
-        DEMO_MERCHANT_FILE=os.path.join(app.instance_path, "demo-merchant.json"),
     )
     if test_config is None:
         app.config.from_pyfile("config.py", silent=True)
@@ -22,7 +21,7 @@ def create_app(test_config=None):
     settings.normalize(app.config)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    from app import cli, db, errors
+    from app import cli, db, demo, errors
     from app.http import ProcessIdConverter
     from app.routes import button, docs, merchant, ops
     from app.schemas import Limits, PreorderSchema
@@ -40,8 +39,5 @@ def create_app(test_config=None):
     app.register_blueprint(button.bp)
     app.register_blueprint(ops.bp)
     app.register_blueprint(docs.bp)
-    if app.config["DEMO_SHOP"]:  # off by default: a production server never shows the demo pages
-        from app.routes import demo
-
-        demo.init_app(app)
+    demo.init_app(app)  # its commands; its pages only with DEMO_SHOP on
     return app

@@ -44,7 +44,7 @@ DEFAULTS = {
     "WEBHOOK_RETRY_SCHEDULE": DEFAULT_SCHEDULE,
     "WEBHOOK_LEASE_SECONDS": 60,  # >= WEBHOOK_TIMEOUT_SECONDS + LEASE_MARGIN_SECONDS + 1
     # Demo shop for local testers (off unless asked). Its merchant's keys are read from
-    # DEMO_MERCHANT_FILE, default instance/demo-merchant.json (set in create_app, like DATABASE).
+    # DEMO_MERCHANT_FILE, default instance/demo-merchant.json (instance-relative: set by app/demo).
     "DEMO_SHOP": False,
     # The clock: unix seconds. Tests inject their own so nothing sleeps.
     "CLOCK": time.time,

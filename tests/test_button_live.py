@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from app.data import events as event_rows
-from app.demo_merchant import DEMO_FIRST_ADDRESS, DEMO_XPUB
+from app.demo.merchant import DEMO_FIRST_ADDRESS, DEMO_XPUB
 from qr_decode import qr_texts
 
 try:

@@ -170,7 +170,7 @@ def test_processes_complete(runner, api):
     assert "events: 1" in invoke(runner, "processes", "show", created["processId"]).output
 
 
-def test_demo_merchant_is_created_once_and_its_keys_saved(runner, app):
+def test_demo_shop_merchant_is_created_once_and_its_keys_saved(runner, app):
     path = app.config["DEMO_MERCHANT_FILE"]
     first = invoke(runner, "demo-merchant")
     assert first.exit_code == 0 and f"Created the demo merchant; its keys are saved in {path}" in first.output
@@ -185,7 +185,7 @@ def test_demo_merchant_is_created_once_and_its_keys_saved(runner, app):
     assert invoke(runner, "merchants", "list").output.count("Demo shop") == 1
 
 
-def test_demo_merchant_webhook_url_is_set_on_an_existing_one_too(runner, app):
+def test_demo_shop_merchant_webhook_url_is_set_on_an_existing_one_too(runner, app):
     assert invoke(runner, "demo-merchant").exit_code == 0
     url = "http://127.0.0.1:5000/demo/webhooks"
     result = invoke(runner, "demo-merchant", "--webhook-url", url)
@@ -195,7 +195,7 @@ def test_demo_merchant_webhook_url_is_set_on_an_existing_one_too(runner, app):
     assert invoke(runner, "demo-merchant", "--webhook-url", "ftp://x").exit_code == 1
 
 
-def test_demo_merchant_is_made_again_after_a_database_reset(runner, app):
+def test_demo_shop_merchant_is_made_again_after_a_database_reset(runner, app):
     assert invoke(runner, "demo-merchant").exit_code == 0
     with open(app.config["DEMO_MERCHANT_FILE"]) as f:
         before = json.load(f)["merchantId"]

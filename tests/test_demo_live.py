@@ -16,7 +16,7 @@ from pathlib import Path
 
 import requests
 
-from app.demo_merchant import DEMO_FIRST_ADDRESS
+from app.demo.merchant import DEMO_FIRST_ADDRESS
 from qr_decode import qr_texts
 from servers import free_port, wait_for
 

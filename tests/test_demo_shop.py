@@ -50,7 +50,7 @@ def test_shop_page_has_the_form_and_no_button_yet(client, demo):
     assert '<iframe src="/demo/webhooks"' in html
 
 
-def test_shop_without_the_demo_merchant_says_how_to_set_it_up(client):
+def test_shop_without_its_merchant_says_how_to_set_it_up(client):
     for response in (client.get("/"), checkout(client, "5")):
         assert response.status_code == 503
         assert escape(NOT_SET_UP) in response.get_data(as_text=True)

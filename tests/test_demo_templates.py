@@ -1,4 +1,4 @@
-"""The demo shop templates (app/templates/demo/*.html), rendered by a bare Flask app.
+"""The demo shop templates (app/demo/templates/demo/*.html), rendered by a bare Flask app.
 
 These tests render the templates with the contexts their comment documents and read the HTML
 (escaping, error placement, ordering). The pages as the real routes serve them, in Chromium with the
@@ -18,7 +18,7 @@ HOSTILE = '<script>alert("x")</script>'
 
 @pytest.fixture(scope="module")
 def render():
-    flask_app = Flask("demo_templates", template_folder=str(APP_DIR / "templates"),
+    flask_app = Flask("demo_templates", template_folder=str(APP_DIR / "demo" / "templates"),
                       static_folder=str(APP_DIR / "static"))
 
     def render(name, **context):

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from app.demo_merchant import DEMO_FIRST_ADDRESS, DEMO_XPUB
+from app.demo.merchant import DEMO_FIRST_ADDRESS, DEMO_XPUB
 from helpers import assert_error
 from servers import free_port
 

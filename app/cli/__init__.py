@@ -3,7 +3,6 @@
 
 def init_app(app):
     from app.cli.chain import assets, networks
-    from app.cli.demo import demo_chain, demo_merchant
     from app.cli.events import events
     from app.cli.maintenance import backup_db, prune
     from app.cli.merchants import merchants
@@ -12,8 +11,6 @@ def init_app(app):
     from app.cli.watcher import watch_payments
     from app.cli.worker import deliver_webhooks
 
-    app.cli.add_command(demo_merchant)
-    app.cli.add_command(demo_chain)
     app.cli.add_command(merchants)
     app.cli.add_command(processes)
     app.cli.add_command(events)

@@ -10,8 +10,8 @@ from flask.cli import with_appcontext
 from app.chain.rpc import RpcError, redacted
 from app.clock import now
 from app.db import get_db
-from app.demo_merchant import ensure as ensure_demo_merchant
-from app.demo_wallet import DemoWallet
+from app.demo.merchant import ensure
+from app.demo.wallet import DemoWallet
 from app.merchants import MerchantError
 
 
@@ -24,11 +24,11 @@ from app.merchants import MerchantError
                    " (make run: its built-in receiver, http://127.0.0.1:5000/demo/webhooks).")
 @click.option("--json", "as_json", is_flag=True, help="Print the saved keys as JSON.")
 @with_appcontext
-def demo_merchant(path, webhook_url, as_json):
+def create_merchant(path, webhook_url, as_json):
     """Create the demo test-mode merchant once, save its keys, and print them."""
     path = path or current_app.config["DEMO_MERCHANT_FILE"]
     try:
-        keys, created = ensure_demo_merchant(get_db(), path, webhook_url=webhook_url, now=now())
+        keys, created = ensure(get_db(), path, webhook_url=webhook_url, now=now())
     except MerchantError as e:
         raise click.ClickException(str(e)) from None
     if as_json:
@@ -55,7 +55,7 @@ def demo_merchant(path, webhook_url, as_json):
                    " confirmations come in by themselves.")
 @click.option("--wait", "wait_seconds", default=60.0, type=click.FloatRange(0, 600), show_default=True,
               help="How long to wait for the node to answer.")
-def demo_chain(rpc_url, token_build, block_seconds, wait_seconds):
+def prepare_chain(rpc_url, token_build, block_seconds, wait_seconds):
     """Make a fresh local node ready for the live demo: deploy the test token from a dev account
     (which keeps its whole supply for the shop's test wallet) and print the token's address."""
     wallet = DemoWallet(rpc_url)

@@ -2,8 +2,8 @@
 JSON-RPC so a person can watch a live payment end to end without a wallet app.
 
 Nothing is signed here: a Hardhat node keeps its dev accounts unlocked, so `eth_sendTransaction`
-from them works without keys. Demo only (DEMO_SHOP with DEMO_WALLET_RPC_URL set): never point it at
-a real network.
+from them works without keys. Demo only (the shop with DEMO_WALLET_RPC_URL set, and `demo-chain`):
+never point it at a real network.
 """
 import json
 from dataclasses import dataclass

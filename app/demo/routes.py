@@ -1,15 +1,15 @@
-"""The demo shop (setting DEMO_SHOP, off by default): a merchant's pages, built into the service.
+"""The demo shop's pages: a merchant's site built into the service (registered with DEMO_SHOP on).
 
   GET  /               the shop: an amount and an order reference
   POST /               its server side: creates the preorder with the demo merchant's SECRET key
                        through the service layer (the same validation as the API), then renders the
                        payment button with the PUBLIC key; the secret key never reaches the browser
   POST /demo/webhooks  the demo merchant's webhook endpoint: verifies each Standard Webhooks signature
-                       with its webhook secret and keeps the delivery (app/demo_inbox.py, in memory)
+                       with its webhook secret and keeps the delivery (inbox.py, in memory)
   GET  /demo/webhooks  what arrived, newest first
 
 With DEMO_WALLET_RPC_URL set (a local Hardhat node: `make demo-live`), the shop also has a test
-wallet (app/demo_wallet.py) for the live payment of the order on the page:
+wallet (wallet.py) for the live payment of the order on the page:
   GET  /demo/wallet/<processId>       the dev account, its balance of the payment's token, the head
   POST /demo/wallet/<processId>/send  {"kind": "full" | "partial" | "over"}: a token transfer to the
                                       payment's address of what is outstanding, half of it, or
@@ -22,13 +22,13 @@ import json
 
 from flask import Blueprint, current_app, render_template, request, url_for
 
-from app import demo_merchant, payments, processes
+from app import payments, processes
 from app.auth import merchant_for_secret_key
 from app.chain.rpc import RpcError
 from app.clock import now
 from app.db import get_db
-from app.demo_inbox import WebhookInbox
-from app.demo_wallet import DemoWallet
+from app.demo.merchant import read_keys
+from app.demo.wallet import DemoWallet
 from app.errors import ApiError, validation_error
 from app.http import json_response, load, read_json_body
 from app.jsonutil import InvalidJSON, JSONNumber, dumps_pretty, loads
@@ -36,7 +36,7 @@ from app.money import format_units
 from app.representation import iso
 from app.webhooks.signing import VerificationError, verify
 
-bp = Blueprint("demo", __name__)
+bp = Blueprint("demo", __name__, template_folder="templates")
 
 NOT_SET_UP = ("The demo merchant is not set up: run `flask --app app demo-merchant` (make run does),"
               " then reload this page.")
@@ -44,13 +44,8 @@ AMOUNT_FORMAT = "Enter the amount as a number, e.g. 19.99."
 FIELD_NAMES = {"amount": "amount", "order_ref": "order reference"}
 
 
-def init_app(app):
-    app.extensions["demo_inbox"] = WebhookInbox()
-    app.register_blueprint(bp)
-
-
 def _keys():
-    return demo_merchant.read_keys(current_app.config["DEMO_MERCHANT_FILE"])
+    return read_keys(current_app.config["DEMO_MERCHANT_FILE"])
 
 
 def _shop(status=200, **context):
@@ -129,7 +124,7 @@ def receive_webhook():
         event_type = payload.get("type") if isinstance(payload, dict) else None
     except (InvalidJSON, RecursionError):
         pretty, event_type = body.decode("utf-8", "replace"), None
-    current_app.extensions["demo_inbox"].add(
+    current_app.extensions["demo_webhook_inbox"].add(
         received_at=iso(now()), webhook_id=request.headers.get("webhook-id", ""),
         type=event_type if isinstance(event_type, str) else "(no type)",
         verified=verified, reason=reason, body_pretty=pretty,
@@ -142,7 +137,7 @@ def receive_webhook():
 @bp.get("/demo/webhooks")
 def webhooks():
     return render_template("demo/webhooks.html", shop_url=url_for("demo.shop"),
-                           deliveries=current_app.extensions["demo_inbox"].deliveries())
+                           deliveries=current_app.extensions["demo_webhook_inbox"].deliveries())
 
 
 # --- the test wallet ----------------------------------------------------------------------------
