@@ -8,7 +8,8 @@ from app import config as settings
 
 
 def create_app(test_config=None):
-    app = Flask(__name__, instance_relative_config=True)
+    # No /static route: app/static holds the button's sources, served joined at /payment-button/button.js.
+    app = Flask(__name__, instance_relative_config=True, static_folder=None)
     app.config.from_mapping(
         settings.DEFAULTS,
         DATABASE=os.path.join(app.instance_path, "preorder.sqlite3"),

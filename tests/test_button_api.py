@@ -259,3 +259,9 @@ def test_button_js_answers_a_revalidation_with_304(client):
     assert response.headers["ETag"] == etag
     assert response.headers["Cache-Control"] == "public, max-age=300"
     assert client.get("/payment-button/button.js", headers={"If-None-Match": '"other"'}).status_code == 200
+
+
+def test_the_scripts_parts_are_not_served_on_their_own(client):
+    # Alone, button.js lacks the QR encoder: only the joined script above is served.
+    for path in ("/static/button.js", "/static/qr.js"):
+        assert_error(client.get(path), 404, "not_found", "No such resource.")

@@ -18,8 +18,7 @@ HOSTILE = '<script>alert("x")</script>'
 
 @pytest.fixture(scope="module")
 def render():
-    flask_app = Flask("demo_templates", template_folder=str(APP_DIR / "demo" / "templates"),
-                      static_folder=str(APP_DIR / "static"))
+    flask_app = Flask("demo_templates", template_folder=str(APP_DIR / "demo" / "templates"))
 
     def render(name, **context):
         with flask_app.test_request_context("/"):
@@ -57,10 +56,10 @@ def test_shop_without_a_process_shows_the_form_only(render):
 
 def test_shop_with_a_process_renders_the_button_and_its_script(render):
     html = render("shop.html", process_id="p-1", public_key="pk_test_abc", amount="19.99", order_ref="A-1",
-                  currency="EUR")
+                  currency="EUR", button_js_url="/payment-button/button.js")
     tags = Tags(html)
     assert tags.find("payment-button") == [{"process-id": "p-1", "public-key": "pk_test_abc", "currency": "EUR"}]
-    assert [a["src"] for a in tags.find("script") if "src" in a] == ["/static/button.js"]
+    assert [a["src"] for a in tags.find("script") if "src" in a] == ["/payment-button/button.js"]
     assert [a["value"] for a in tags.find("input")] == ["19.99", "A-1"]
 
 

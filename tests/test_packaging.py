@@ -1,8 +1,11 @@
 """How the project is installed and started: setup.cfg's runtime floors admit no version that lacks
-what the code uses (an install at the floor must not fail at the first pinned HTTPS delivery), and
-`make run` takes the address the README says."""
+what the code uses (an install at the floor must not fail at the first pinned HTTPS delivery), a
+regular (non-editable) install carries every file the service reads at run time, and `make run`
+takes the address the README says."""
 import configparser
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import requests.adapters
@@ -40,3 +43,27 @@ def test_make_run_takes_the_host_and_port_the_readme_says():
                           capture_output=True, text=True, check=True).stdout
     assert "run --host 0.0.0.0 --port 8080" in plan
     assert "demo-merchant --webhook-url http://127.0.0.1:8080/demo/webhooks" in plan
+
+
+CHECK = """
+import app, sys
+from app import create_app
+assert app.__file__.startswith(sys.argv[1]), app.__file__  # the installed copy, not the checkout
+web = create_app({"DATABASE": sys.argv[2], "DEMO_SHOP": True})
+assert web.test_cli_runner().invoke(args=["init-db"]).exit_code == 0
+client = web.test_client()
+for path in ("/healthz", "/payment-button/button.js", "/openapi.json", "/demo/webhooks"):
+    assert client.get(path).status_code == 200, path
+print("ok")
+"""
+
+
+def test_a_regular_install_has_what_the_service_reads(tmp_path):
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                    "--disable-pip-version-check", "--target", str(target), str(ROOT)],
+                   check=True, capture_output=True, timeout=300)
+    env = dict(os.environ, PYTHONPATH=str(target))
+    result = subprocess.run([sys.executable, "-c", CHECK, str(target), str(tmp_path / "x.sqlite3")],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
