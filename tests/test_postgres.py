@@ -20,6 +20,7 @@ import dbutil
 from app import create_app
 from app.data import processes as process_rows
 from app.models import Process
+from app.processes import expire_due
 from chain_node import TRANSFER_SELECTOR
 from chain_shop import DECIMALS, NETWORK, XPUB
 from postgres_server import PostgresServer
@@ -135,6 +136,33 @@ def test_two_instances_three_workers_deliver_10000_events_each_exactly_once(
     logs = [p.log_path.read_text() for p in workers]
     assert all(log.count(" (delivered)") > 0 for log in logs)  # all three took part
     assert all("Traceback" not in log for log in logs)
+
+
+def test_sweepers_at_once_expire_each_process_once_without_a_deadlock(make_database):
+    # Every delivery worker sweeps expired processes; several at once on one database lock the
+    # same rows and must wait for each other, never deadlock or expire a process twice. (The
+    # scale-out test above once met a deadlock here when ties in expires_at had no order; this
+    # test guards the outcome, the total order in due_for_expiry is what prevents it.)
+    database = make_database("sweep")
+    env = service_env(database)
+    flask(env, "init-db")
+    _past_expiry(database, create_merchant(env)["merchantId"], 3_000)
+    apps = [create_app({"DATABASE": database}) for _ in range(4)]
+    start = threading.Barrier(len(apps))
+
+    def sweep(app):
+        start.wait()
+        return expire_due(app.extensions["db"], int(time.time()), batch_size=200)
+
+    try:
+        with ThreadPoolExecutor(len(apps)) as pool:
+            expired = list(pool.map(sweep, apps))
+    finally:
+        for app in apps:
+            app.extensions["db"].close_all()
+    assert sum(expired) == 3_000
+    assert dbutil.scalar(database, "SELECT count(*) FROM events WHERE type = 'process.expired'") == 3_000
+    assert dbutil.scalar(database, "SELECT count(DISTINCT process_id) FROM events") == 3_000
 
 
 def test_workers_killed_with_sigkill_lose_nothing(tmp_path, make_database, receiver):

@@ -149,9 +149,11 @@ def expire(conn, process_id, now) -> bool:
 
 
 def due_for_expiry(conn, now, limit) -> list[str]:
+    """In one total order (seq breaks ties): sweepers that expire the same processes at once lock
+    their rows in the same order, so on PostgreSQL they wait for each other instead of deadlocking."""
     rows = conn.execute(
         "SELECT id FROM processes WHERE status = 'pending' AND expires_at <= ?"
-        f" AND NOT {HELD} ORDER BY expires_at LIMIT ?",
+        f" AND NOT {HELD} ORDER BY expires_at, seq LIMIT ?",
         (now, limit),
     )
     return [row["id"] for row in rows]
