@@ -16,22 +16,22 @@ BATCH = 5000
 def _existing_contents(target, database):
     """What TARGET already holds: (tables that are not ours, tables of ours that have rows)."""
     if is_postgres_url(target):
-        conn = database.connection()
         try:
-            names = schema_rows.tables(conn)
-            return ([t for t in names if t not in schema_rows.TABLES + ("schema_version",)],
-                    schema_rows.has_rows(conn))
+            return _contents(database.connection())
         finally:
             database.release()
     if not os.path.exists(target) or os.path.getsize(target) == 0:
         return [], []
     conn = sqlite3.connect(f"file:{os.path.abspath(target)}?mode=ro", uri=True)
     try:
-        names = schema_rows.tables(conn)
-        return ([t for t in names if t not in schema_rows.TABLES + ("schema_version",)],
-                schema_rows.has_rows(conn))
+        return _contents(conn)
     finally:
         conn.close()
+
+
+def _contents(conn):
+    ours = schema_rows.TABLES + ("schema_version",)
+    return [t for t in schema_rows.tables(conn) if t not in ours], schema_rows.has_rows(conn)
 
 
 @click.command("copy-db")
