@@ -153,8 +153,8 @@ def set_xpub(db, merchant_id, text, now) -> str:
     with db.transaction() as conn:
         if merchant_rows.get(conn, merchant_id) is None:
             raise SetupError(f"No merchant {merchant_id}.")
-        holder = payment_rows.wallet_holding(conn, xpub)
-        if holder is not None and holder != merchant_id:
+        holders = {payment_rows.wallet_holding(conn, text) for text in addresses.spellings(xpub)}
+        if holders - {None, merchant_id}:
             raise SetupError(
                 "Another merchant already registered this xpub: two merchants sharing one wallet"
                 " would be given the same deposit addresses."

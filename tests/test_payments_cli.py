@@ -6,6 +6,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from bip32.base58 import b58decode_check, b58encode_check
 
 import dbutil
 
@@ -238,6 +239,12 @@ def test_set_xpub_refuses_unknown_merchants_and_shared_wallets(runner, merchant,
     shared = invoke(runner, "merchants", "set-xpub", other["merchantId"], XPUB)
     assert shared.exit_code == 1
     assert "Another merchant already registered this xpub" in shared.output
+    # The same key under the testnet prefix is the same wallet (the same deposit addresses).
+    tpub = b58encode_check(bytes.fromhex("043587CF") + b58decode_check(XPUB)[4:]).decode()
+    assert tpub != XPUB
+    as_tpub = invoke(runner, "merchants", "set-xpub", other["merchantId"], tpub)
+    assert as_tpub.exit_code == 1
+    assert "Another merchant already registered this xpub" in as_tpub.output
     assert XPUB not in shared.output
     bad = invoke(runner, "merchants", "set-xpub", other["merchantId"], XPUB[:-2])
     assert bad.exit_code == 1 and "Base58Check" in bad.output and XPUB[:-2] not in bad.output

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import coincurve
 from bip32 import BIP32
-from bip32.base58 import b58decode_check
+from bip32.base58 import b58decode_check, b58encode_check
 from Crypto.Hash import keccak
 
 # BIP32 serialisation version bytes.
@@ -100,6 +100,13 @@ def parse_xpub(text: str) -> str:
     except ValueError:
         raise XpubError("This xpub's key is not a point of the secp256k1 curve.") from None
     return text
+
+
+def spellings(xpub: str) -> set[str]:
+    """The texts of one checked account key under each public version (xpub and tpub): the same
+    key, so the same deposit addresses, whichever prefix it was registered with."""
+    body = b58decode_check(xpub)[4:]
+    return {b58encode_check(version + body).decode("ascii") for version in PUBLIC_VERSIONS}
 
 
 def keccak256(data: bytes) -> bytes:
