@@ -87,6 +87,23 @@ def console_errors(page):
     assert errors == []
 
 
+# Every event of the button with its detail, recorded from the start of each page the test opens.
+RECORD_EVENTS = """
+window.__buttonEvents = [];
+for (const type of ['payment-success', 'payment-pending', 'payment-partial', 'payment-failure',
+                    'payment-expired', 'payment-cancelled', 'payment-error']) {
+  document.addEventListener(type, (e) => window.__buttonEvents.push({type: e.type, detail: e.detail}));
+}
+"""
+
+
+@pytest.fixture
+def details(page):
+    """details(type): the detail of each `type` event the button fired on the page, in order."""
+    page.add_init_script(RECORD_EVENTS)
+    return lambda type: [e["detail"] for e in page.evaluate("window.__buttonEvents") if e["type"] == type]
+
+
 def btn(page, css):
     return page.locator(f"payment-button {css}")
 
@@ -116,6 +133,14 @@ def expect_logged(page, pattern):
     expect(page.locator("#wallet-log li").first).to_have_text(re.compile(pattern))
 
 
+def expect_sandbox(page):
+    """Test mode: the badge, and the sandbox as the secondary action beside the live one."""
+    expect(btn(page, ".badge")).to_have_text("TEST MODE")
+    expect(btn(page, ".pay")).to_have_text("Simulate a payment (test mode)")
+    expect(btn(page, ".pay")).to_be_enabled()
+    expect(btn(page, ".pay")).to_have_class("pay secondary")
+
+
 def freshness(page, css, text, seconds=2.0):
     """The button shows `text` within `seconds` of the service knowing it; the time it took."""
     started = time.monotonic()
@@ -125,7 +150,8 @@ def freshness(page, css, text, seconds=2.0):
     return took
 
 
-def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, console_errors, screenshot):
+def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, console_errors, screenshot,
+                                                  details):
     page.set_viewport_size({"width": 1100, "height": 1000})
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
     pid = place_order(page, live_server, "19.99", "A-7001")
@@ -133,6 +159,7 @@ def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, conso
     # Asset, then network (two of each), then the instructions.
     expect(btn(page, ".step-title")).to_have_text("Pay with")
     expect(btn(page, ".choice")).to_have_text(["TUSDTest USD", "USDX on Local HardhatOther USD"])
+    expect_sandbox(page)  # a test-mode merchant: the sandbox beside the live choice
     btn(page, ".choice").first.click()
     expect(btn(page, ".step-title")).to_have_text("Pay with TUSD on")
     expect(btn(page, ".choice")).to_have_text(["Local Hardhat", "Second testnet"])
@@ -147,6 +174,7 @@ def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, conso
     expect(btn(page, ".address")).to_have_text(DEMO_FIRST_ADDRESS)
     expect(btn(page, ".wallet")).to_have_attribute("href", payment["paymentUri"])
     expect(btn(page, ".pay-status")).to_have_text("Waiting for your payment of 19.99 TUSD…")
+    expect_sandbox(page)  # ...and beside the instructions
     assert payment["paymentUri"] == (f"ethereum:{payment['tokenContract']}@31337/transfer"
                                      f"?address={DEMO_FIRST_ADDRESS}&uint256=19990000")
     assert qr_of(page) == [payment["paymentUri"]]
@@ -168,6 +196,7 @@ def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, conso
     expect(btn(page, ".send")).to_be_hidden()  # nothing more to send
     expect(btn(page, ".change")).to_be_hidden()  # the choice is fixed once a transfer is seen
     expect(shop_events(page)).to_have_text(["payment-pending"])
+    assert details("payment-pending") == [demo.public(pid)]  # the public process, as the API says
     screenshot(page, "live-seen", full_page=True)
 
     wallet(page, "Mine a block")
@@ -180,6 +209,7 @@ def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, conso
     expect(btn(page, ".outcome-text")).to_have_text("Thank you. 19.99 TUSD has been paid.")
     expect(shop_events(page)).to_have_text(["payment-success", "payment-pending"])
     assert demo.public(pid)["status"] == "completed"
+    assert details("payment-success") == [demo.public(pid)]
     screenshot(page, "live-paid", full_page=True)
 
     demo.worker.run_once()
@@ -197,7 +227,7 @@ def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, conso
     screenshot(page, "live-webhooks", full_page=True)
 
 
-def test_partial_payment_asks_for_the_rest(page, demo, live_server, console_errors, screenshot):
+def test_partial_payment_asks_for_the_rest(page, demo, live_server, console_errors, screenshot, details):
     pid = place_order(page, live_server, "10", "A-7002")
     btn(page, ".choice", ).nth(1).click()  # USDX: one network, so this click confirms
     expect(btn(page, ".send-amount")).to_have_text("10 USDX")
@@ -207,6 +237,9 @@ def test_partial_payment_asks_for_the_rest(page, demo, live_server, console_erro
     demo.watch()
     freshness(page, ".pay-status", "Payment seen, waiting for confirmations (1 of 3)."
                                    " Received 5 of 10 USDX: send the remaining 5 USDX.")
+    first_seen = demo.public(pid)
+    assert details("payment-pending") == [first_seen]
+    assert first_seen["payment"]["amountPending"] == "5"
     page.locator("#test-wallet .mine").click()
     page.locator("#test-wallet .mine").click()
     expect(page.locator("#wallet-log li")).to_have_count(3)
@@ -218,6 +251,9 @@ def test_partial_payment_asks_for_the_rest(page, demo, live_server, console_erro
     assert payment["paymentUri"].endswith("&uint256=5000000")  # the service asks for what is left
     assert qr_of(page) == [payment["paymentUri"]]
     expect(shop_events(page)).to_have_text(["payment-partial", "payment-pending"])
+    partly_paid = demo.public(pid)
+    assert details("payment-partial") == [partly_paid]
+    assert (partly_paid["payment"]["amountPaid"], partly_paid["payment"]["amountPending"]) == ("5", "0")
     screenshot(page, "live-partial", full_page=True)
 
     wallet(page, "Send 5")
@@ -225,6 +261,7 @@ def test_partial_payment_asks_for_the_rest(page, demo, live_server, console_erro
     demo.watch()
     freshness(page, ".pay-status", "Payment seen, waiting for confirmations (1 of 3).")
     expect(btn(page, ".send")).to_be_hidden()
+    assert details("payment-pending") == [first_seen, demo.public(pid)]  # once per transfer
     demo.chain.mine(2)
     demo.watch()
     freshness(page, ".outcome-title", "Payment received")
