@@ -28,6 +28,10 @@ except ImportError:  # the page fixture (tests/browser.py) skips, or fails in CI
 
 TTL = 1800
 CONFIRMATIONS = 3
+# Another account xpub (BIP32 test vector 1, m/0H/1/2H: depth 3, hardened) for a second merchant:
+# an xpub is one merchant's (the demo merchant holds the test seed phrase's).
+OTHER_XPUB = ("xpub6D4BDPcP2GT577Vvch3R8wDkScZWzQzMMUm3PWbmWvVJrZwQY4VUNgqFJPMM3No2dFDFGTsxxpG5uJh7n"
+              "7epu4trkrX7x7DogT5Uv6fcLW5")
 README_PICTURE = Path(__file__).resolve().parent.parent / "docs" / "demo-live.png"
 
 
@@ -345,3 +349,76 @@ def test_live_payment_at_360_px_by_keyboard(page, demo, live_server, merchant_si
         assert box["x"] >= 0 and box["x"] + box["width"] <= 360, css
     assert qr_of(page) == [demo.public(pid)["payment"]["paymentUri"]]
     screenshot(page, "live-360", full_page=True)
+
+
+def test_the_sandbox_still_pays_beside_the_live_instructions(page, demo, live_server, console_errors,
+                                                             details):
+    pid = place_order(page, live_server, "4", "A-7005")
+    btn(page, ".choice").nth(1).click()  # USDX: the choice is confirmed, an address given out
+    expect(btn(page, ".send-amount")).to_have_text("4 USDX")
+    expect_sandbox(page)
+    btn(page, ".pay").click()
+    expect(btn(page, "dialog")).to_be_visible()
+    btn(page, ".sim-success").click()
+    expect(btn(page, ".outcome-title")).to_have_text("Payment received")
+    expect(btn(page, ".outcome-text")).to_have_text("Thank you. 4 has been paid.")
+    expect(btn(page, ".instructions")).to_be_hidden()
+    completed = demo.public(pid)
+    assert completed["status"] == "completed"
+    assert details("payment-success") == [completed]
+    assert demo.events(pid) == ["payment.completed"]
+
+
+def test_an_overpayment_from_the_wallet_panel(page, demo, live_server, console_errors, screenshot, details):
+    pid = place_order(page, live_server, "10", "A-7006")
+    btn(page, ".choice").nth(1).click()
+    expect(btn(page, ".send-amount")).to_have_text("10 USDX")
+    wallet(page, "Send 1 more")
+    expect_logged(page, r"Sent 11 in block #\d+")
+    demo.watch()
+    freshness(page, ".pay-status", "Payment seen, waiting for confirmations (1 of 3).")
+    expect(btn(page, ".send")).to_be_hidden()
+    demo.chain.mine(2)
+    demo.watch()
+    freshness(page, ".outcome-title", "Payment received")
+    expect(btn(page, ".outcome-text")).to_have_text(
+        "Thank you. 11 USDX has been paid. That is 1 USDX more than due: the merchant will contact you about it.")
+    paid = demo.public(pid)
+    assert (paid["status"], paid["payment"]["amountDue"], paid["payment"]["amountPaid"]) == ("completed", "10", "11")
+    assert details("payment-success") == [paid]
+    assert demo.events(pid) == ["payment.pending", "payment.completed"]
+    screenshot(page, "live-overpaid", full_page=True)
+
+
+def test_a_live_mode_merchant_pays_on_chain_without_the_sandbox(page, demo, live_server, merchant_site,
+                                                                console_errors):
+    # Every other test here pays a test-mode merchant (the demo's); a pk_live merchant has no badge
+    # and no sandbox, only the live choice.
+    keys = json.loads(live_server.cli("merchants", "create", "--name", "Live shop", "--live", "--json"))
+    assert keys["publicKey"].startswith("pk_live_")
+    live_server.cli("merchants", "set-xpub", keys["merchantId"], OTHER_XPUB)
+    pid = live_server.merchant_api(keys["secretKey"]).preorder("12.5")["processId"]
+    page.goto(merchant_site.checkout_url(live_server.url, pid, keys["publicKey"]))
+    expect(btn(page, ".choice")).to_have_text(["TUSDTest USD", "USDX on Local HardhatOther USD"])
+    expect(btn(page, ".badge")).to_be_hidden()
+    expect(btn(page, ".pay")).to_be_hidden()
+    btn(page, ".choice").nth(1).click()
+    expect(btn(page, ".send-amount")).to_have_text("12.5 USDX")
+    expect(btn(page, ".pay")).to_be_hidden()
+
+    payment = live_server.public(pid, keys["publicKey"])["payment"]
+    assert payment["address"] != DEMO_FIRST_ADDRESS  # the live merchant's own wallet
+    demo.chain.transfer(payment["address"], 12_500_000, token=demo.other_token)
+    demo.watch()
+    freshness(page, ".pay-status", "Payment seen, waiting for confirmations (1 of 3).")
+    expect(btn(page, ".pay")).to_be_hidden()
+    demo.chain.mine(2)
+    demo.watch()
+    freshness(page, ".outcome-title", "Payment received")
+    expect(btn(page, ".outcome-text")).to_have_text("Thank you. 12.5 USDX has been paid.")
+    expect(btn(page, ".badge")).to_be_hidden()
+    events = page.evaluate("window.__events")
+    assert [e["type"] for e in events] == ["payment-success"]
+    paid = live_server.public(pid, keys["publicKey"])
+    assert (paid["status"], paid["livemode"]) == ("completed", True)
+    assert events[0]["detail"] == paid
