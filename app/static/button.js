@@ -882,8 +882,8 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       return {
         symbol: (asset && asset.symbol) || payment.assetId,
         network: (network && network.name) || payment.networkId,
-        confirmations: Number.isInteger(payment.confirmationsRequired) ? payment.confirmationsRequired
-          : network && Number.isInteger(network.confirmations) ? network.confirmations : null,
+        // N of "k of N": the network's depth from GET /payment-button/assets (null: "k so far").
+        confirmations: network && Number.isInteger(network.confirmations) ? network.confirmations : null,
       };
     }
 
