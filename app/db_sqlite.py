@@ -87,8 +87,11 @@ class _ThreadState:
     """One thread's SQLite connection and writer-lock descriptor (with its waiter, made when the
     lock is first found held)."""
 
-    def __init__(self, pid, thread, conn, synchronous, identity):
+    def __init__(self, pid, thread, conn, synchronous, identity, read_only=False):
         self.pid, self.thread, self.conn, self.lock_fd, self.waiter = pid, thread, conn, None, None
+        # Opened while the database could not be written: SQLite then opens it read-only, and the
+        # connection stays so after a repair; it is replaced as soon as the file can be written.
+        self.read_only = read_only
         # (st_dev, st_ino) of the file when the connection opened (None for ":memory:"), and whether
         # the path still named it at this request's first use (reset at the end of each request).
         self.identity, self.verified = identity, True
@@ -214,12 +217,31 @@ class SqliteDatabase:
             if (state.verified and not create) or self._same_file(state):
                 return state
             self._drop(state)  # deleted or replaced: _connect refuses what the path holds now
+        read_only = self._unwritable()
         conn, identity = self._connect(create)
-        state = _ThreadState(os.getpid(), threading.current_thread(), conn, self.synchronous, identity)
+        state = _ThreadState(os.getpid(), threading.current_thread(), conn, self.synchronous, identity,
+                             read_only)
         with self._lock:
             self._close_orphans()
             self._opened.append(state)
         self._local.state = state
+        return state
+
+    def _unwritable(self):
+        """Whether the file, its directory or its WAL cannot be written, as access(W_OK) sees it for
+        this process's user (mode bits, a read-only mount, an immutable file)."""
+        if self._memory:
+            return False
+        return any(os.path.exists(path) and not os.access(path, os.W_OK)
+                   for path in (self._abspath, os.path.dirname(self._abspath), self._abspath + "-wal"))
+
+    def _writable_state(self):
+        """The thread's state, its connection replaced first if it was opened read-only (the new
+        one is read-only again while the database still cannot be written)."""
+        state = self._state()
+        if state.read_only:
+            self._drop(state)
+            state = self._state()
         return state
 
     def _identity(self):
@@ -351,7 +373,7 @@ class SqliteDatabase:
         """A write transaction: BEGIN IMMEDIATE, COMMIT on success, ROLLBACK on any exception.
         With `sync_outside_lock` (and SYNCHRONOUS=FULL, in WAL mode), the WAL is synced after the
         locks are released, before this returns (see the module docstring)."""
-        state = self._state()
+        state = self._writable_state()
         conn = state.conn
         sync_after = sync_outside_lock and self.synchronous == "FULL" and state.wal
         self._synchronous(state, "NORMAL" if sync_after else self.synchronous)
@@ -455,14 +477,12 @@ class SqliteDatabase:
     def check(self):
         """For /healthz: DatabaseUnavailable unless the path names a file init-db made (not deleted
         or replaced since this thread's connection opened), that answers with our schema and can
-        be written (the file, its directory and its WAL, as this process's user sees them)."""
+        be written (the file, its directory and its WAL, as this process's user sees them; a
+        connection opened read-only is replaced by the next write)."""
         state = self._state()
         if not self._same_file(state):
             self._drop(state)
             state = self._state()  # DatabaseUnavailable: this process's file is no longer there
         schema_rows.ping(state.conn)
-        if self._memory:
-            return
-        for path in (self._abspath, os.path.dirname(self._abspath), self._abspath + "-wal"):
-            if os.path.exists(path) and not os.access(path, os.W_OK):
-                raise DatabaseUnavailable("the database cannot be written (read-only)")
+        if self._unwritable():
+            raise DatabaseUnavailable("the database cannot be written (read-only)")

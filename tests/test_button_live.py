@@ -28,6 +28,10 @@ except ImportError:  # the page fixture (tests/browser.py) skips, or fails in CI
 
 TTL = 1800
 CONFIRMATIONS = 3
+# Another account xpub (BIP32 test vector 1, m/0H/1/2H: depth 3, hardened) for a second merchant:
+# an xpub is one merchant's (the demo merchant holds the test seed phrase's).
+OTHER_XPUB = ("xpub6D4BDPcP2GT577Vvch3R8wDkScZWzQzMMUm3PWbmWvVJrZwQY4VUNgqFJPMM3No2dFDFGTsxxpG5uJh7n"
+              "7epu4trkrX7x7DogT5Uv6fcLW5")
 README_PICTURE = Path(__file__).resolve().parent.parent / "docs" / "demo-live.png"
 
 
@@ -87,6 +91,23 @@ def console_errors(page):
     assert errors == []
 
 
+# Every event of the button with its detail, recorded from the start of each page the test opens.
+RECORD_EVENTS = """
+window.__buttonEvents = [];
+for (const type of ['payment-success', 'payment-pending', 'payment-partial', 'payment-failure',
+                    'payment-expired', 'payment-cancelled', 'payment-error']) {
+  document.addEventListener(type, (e) => window.__buttonEvents.push({type: e.type, detail: e.detail}));
+}
+"""
+
+
+@pytest.fixture
+def details(page):
+    """details(type): the detail of each `type` event the button fired on the page, in order."""
+    page.add_init_script(RECORD_EVENTS)
+    return lambda type: [e["detail"] for e in page.evaluate("window.__buttonEvents") if e["type"] == type]
+
+
 def btn(page, css):
     return page.locator(f"payment-button {css}")
 
@@ -116,6 +137,14 @@ def expect_logged(page, pattern):
     expect(page.locator("#wallet-log li").first).to_have_text(re.compile(pattern))
 
 
+def expect_sandbox(page):
+    """Test mode: the badge, and the sandbox as the secondary action beside the live one."""
+    expect(btn(page, ".badge")).to_have_text("TEST MODE")
+    expect(btn(page, ".pay")).to_have_text("Simulate a payment (test mode)")
+    expect(btn(page, ".pay")).to_be_enabled()
+    expect(btn(page, ".pay")).to_have_class("pay secondary")
+
+
 def freshness(page, css, text, seconds=2.0):
     """The button shows `text` within `seconds` of the service knowing it; the time it took."""
     started = time.monotonic()
@@ -125,7 +154,8 @@ def freshness(page, css, text, seconds=2.0):
     return took
 
 
-def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, console_errors, screenshot):
+def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, console_errors, screenshot,
+                                                  details):
     page.set_viewport_size({"width": 1100, "height": 1000})
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
     pid = place_order(page, live_server, "19.99", "A-7001")
@@ -133,6 +163,7 @@ def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, conso
     # Asset, then network (two of each), then the instructions.
     expect(btn(page, ".step-title")).to_have_text("Pay with")
     expect(btn(page, ".choice")).to_have_text(["TUSDTest USD", "USDX on Local HardhatOther USD"])
+    expect_sandbox(page)  # a test-mode merchant: the sandbox beside the live choice
     btn(page, ".choice").first.click()
     expect(btn(page, ".step-title")).to_have_text("Pay with TUSD on")
     expect(btn(page, ".choice")).to_have_text(["Local Hardhat", "Second testnet"])
@@ -147,6 +178,7 @@ def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, conso
     expect(btn(page, ".address")).to_have_text(DEMO_FIRST_ADDRESS)
     expect(btn(page, ".wallet")).to_have_attribute("href", payment["paymentUri"])
     expect(btn(page, ".pay-status")).to_have_text("Waiting for your payment of 19.99 TUSD…")
+    expect_sandbox(page)  # ...and beside the instructions
     assert payment["paymentUri"] == (f"ethereum:{payment['tokenContract']}@31337/transfer"
                                      f"?address={DEMO_FIRST_ADDRESS}&uint256=19990000")
     assert qr_of(page) == [payment["paymentUri"]]
@@ -168,6 +200,7 @@ def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, conso
     expect(btn(page, ".send")).to_be_hidden()  # nothing more to send
     expect(btn(page, ".change")).to_be_hidden()  # the choice is fixed once a transfer is seen
     expect(shop_events(page)).to_have_text(["payment-pending"])
+    assert details("payment-pending") == [demo.public(pid)]  # the public process, as the API says
     screenshot(page, "live-seen", full_page=True)
 
     wallet(page, "Mine a block")
@@ -180,6 +213,7 @@ def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, conso
     expect(btn(page, ".outcome-text")).to_have_text("Thank you. 19.99 TUSD has been paid.")
     expect(shop_events(page)).to_have_text(["payment-success", "payment-pending"])
     assert demo.public(pid)["status"] == "completed"
+    assert details("payment-success") == [demo.public(pid)]
     screenshot(page, "live-paid", full_page=True)
 
     demo.worker.run_once()
@@ -197,7 +231,7 @@ def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, conso
     screenshot(page, "live-webhooks", full_page=True)
 
 
-def test_partial_payment_asks_for_the_rest(page, demo, live_server, console_errors, screenshot):
+def test_partial_payment_asks_for_the_rest(page, demo, live_server, console_errors, screenshot, details):
     pid = place_order(page, live_server, "10", "A-7002")
     btn(page, ".choice", ).nth(1).click()  # USDX: one network, so this click confirms
     expect(btn(page, ".send-amount")).to_have_text("10 USDX")
@@ -207,6 +241,9 @@ def test_partial_payment_asks_for_the_rest(page, demo, live_server, console_erro
     demo.watch()
     freshness(page, ".pay-status", "Payment seen, waiting for confirmations (1 of 3)."
                                    " Received 5 of 10 USDX: send the remaining 5 USDX.")
+    first_seen = demo.public(pid)
+    assert details("payment-pending") == [first_seen]
+    assert first_seen["payment"]["amountPending"] == "5"
     page.locator("#test-wallet .mine").click()
     page.locator("#test-wallet .mine").click()
     expect(page.locator("#wallet-log li")).to_have_count(3)
@@ -218,6 +255,9 @@ def test_partial_payment_asks_for_the_rest(page, demo, live_server, console_erro
     assert payment["paymentUri"].endswith("&uint256=5000000")  # the service asks for what is left
     assert qr_of(page) == [payment["paymentUri"]]
     expect(shop_events(page)).to_have_text(["payment-partial", "payment-pending"])
+    partly_paid = demo.public(pid)
+    assert details("payment-partial") == [partly_paid]
+    assert (partly_paid["payment"]["amountPaid"], partly_paid["payment"]["amountPending"]) == ("5", "0")
     screenshot(page, "live-partial", full_page=True)
 
     wallet(page, "Send 5")
@@ -225,6 +265,7 @@ def test_partial_payment_asks_for_the_rest(page, demo, live_server, console_erro
     demo.watch()
     freshness(page, ".pay-status", "Payment seen, waiting for confirmations (1 of 3).")
     expect(btn(page, ".send")).to_be_hidden()
+    assert details("payment-pending") == [first_seen, demo.public(pid)]  # once per transfer
     demo.chain.mine(2)
     demo.watch()
     freshness(page, ".outcome-title", "Payment received")
@@ -308,3 +349,76 @@ def test_live_payment_at_360_px_by_keyboard(page, demo, live_server, merchant_si
         assert box["x"] >= 0 and box["x"] + box["width"] <= 360, css
     assert qr_of(page) == [demo.public(pid)["payment"]["paymentUri"]]
     screenshot(page, "live-360", full_page=True)
+
+
+def test_the_sandbox_still_pays_beside_the_live_instructions(page, demo, live_server, console_errors,
+                                                             details):
+    pid = place_order(page, live_server, "4", "A-7005")
+    btn(page, ".choice").nth(1).click()  # USDX: the choice is confirmed, an address given out
+    expect(btn(page, ".send-amount")).to_have_text("4 USDX")
+    expect_sandbox(page)
+    btn(page, ".pay").click()
+    expect(btn(page, "dialog")).to_be_visible()
+    btn(page, ".sim-success").click()
+    expect(btn(page, ".outcome-title")).to_have_text("Payment received")
+    expect(btn(page, ".outcome-text")).to_have_text("Thank you. 4 has been paid.")
+    expect(btn(page, ".instructions")).to_be_hidden()
+    completed = demo.public(pid)
+    assert completed["status"] == "completed"
+    assert details("payment-success") == [completed]
+    assert demo.events(pid) == ["payment.completed"]
+
+
+def test_an_overpayment_from_the_wallet_panel(page, demo, live_server, console_errors, screenshot, details):
+    pid = place_order(page, live_server, "10", "A-7006")
+    btn(page, ".choice").nth(1).click()
+    expect(btn(page, ".send-amount")).to_have_text("10 USDX")
+    wallet(page, "Send 1 more")
+    expect_logged(page, r"Sent 11 in block #\d+")
+    demo.watch()
+    freshness(page, ".pay-status", "Payment seen, waiting for confirmations (1 of 3).")
+    expect(btn(page, ".send")).to_be_hidden()
+    demo.chain.mine(2)
+    demo.watch()
+    freshness(page, ".outcome-title", "Payment received")
+    expect(btn(page, ".outcome-text")).to_have_text(
+        "Thank you. 11 USDX has been paid. That is 1 USDX more than due: the merchant will contact you about it.")
+    paid = demo.public(pid)
+    assert (paid["status"], paid["payment"]["amountDue"], paid["payment"]["amountPaid"]) == ("completed", "10", "11")
+    assert details("payment-success") == [paid]
+    assert demo.events(pid) == ["payment.pending", "payment.completed"]
+    screenshot(page, "live-overpaid", full_page=True)
+
+
+def test_a_live_mode_merchant_pays_on_chain_without_the_sandbox(page, demo, live_server, merchant_site,
+                                                                console_errors):
+    # Every other test here pays a test-mode merchant (the demo's); a pk_live merchant has no badge
+    # and no sandbox, only the live choice.
+    keys = json.loads(live_server.cli("merchants", "create", "--name", "Live shop", "--live", "--json"))
+    assert keys["publicKey"].startswith("pk_live_")
+    live_server.cli("merchants", "set-xpub", keys["merchantId"], OTHER_XPUB)
+    pid = live_server.merchant_api(keys["secretKey"]).preorder("12.5")["processId"]
+    page.goto(merchant_site.checkout_url(live_server.url, pid, keys["publicKey"]))
+    expect(btn(page, ".choice")).to_have_text(["TUSDTest USD", "USDX on Local HardhatOther USD"])
+    expect(btn(page, ".badge")).to_be_hidden()
+    expect(btn(page, ".pay")).to_be_hidden()
+    btn(page, ".choice").nth(1).click()
+    expect(btn(page, ".send-amount")).to_have_text("12.5 USDX")
+    expect(btn(page, ".pay")).to_be_hidden()
+
+    payment = live_server.public(pid, keys["publicKey"])["payment"]
+    assert payment["address"] != DEMO_FIRST_ADDRESS  # the live merchant's own wallet
+    demo.chain.transfer(payment["address"], 12_500_000, token=demo.other_token)
+    demo.watch()
+    freshness(page, ".pay-status", "Payment seen, waiting for confirmations (1 of 3).")
+    expect(btn(page, ".pay")).to_be_hidden()
+    demo.chain.mine(2)
+    demo.watch()
+    freshness(page, ".outcome-title", "Payment received")
+    expect(btn(page, ".outcome-text")).to_have_text("Thank you. 12.5 USDX has been paid.")
+    expect(btn(page, ".badge")).to_be_hidden()
+    events = page.evaluate("window.__events")
+    assert [e["type"] for e in events] == ["payment-success"]
+    paid = live_server.public(pid, keys["publicKey"])
+    assert (paid["status"], paid["livemode"]) == ("completed", True)
+    assert events[0]["detail"] == paid

@@ -119,6 +119,61 @@ def test_a_file_replaced_by_one_init_db_did_not_make(app, client, api, tmp_path)
     assert database.stat().st_size == 0
 
 
+
+def _make_read_only(directory, read_only):
+    """The database's directory and every file in it (the file, its WAL and shm): read-only or back."""
+    if not read_only:
+        directory.chmod(0o755)
+    for path in directory.iterdir():
+        path.chmod(0o444 if read_only else 0o644)
+    if read_only:
+        directory.chmod(0o555)
+
+
+def test_a_database_made_read_only_under_open_connections(tmp_path):
+    # The worker's connection was opened read-write; the file is then made read-only under it (the
+    # mode bits bind the server as in the test above). /healthz reports it at once; commits through
+    # the open connection still reach the file (durable: 200 is true), a worker restarted meanwhile
+    # cannot write (503); permissions repaired, everything is 200 again without a restart.
+    directory = tmp_path / "data"
+    database = directory / "service.sqlite3"
+    env = service_env(database)
+    flask(env, "init-db")
+    key = create_merchant(env)["secretKey"]
+    log_path = tmp_path / "gunicorn.log"
+    started = []
+    try:
+        with gunicorn(env, log_path, workers=1, unprivileged=True, started=started) as base:
+            def preorder():
+                return requests.post(base + PREORDER, json={"amount": 5}, timeout=30,
+                                     headers={"x-secret-key": key})
+
+            assert [preorder().status_code for _ in range(3)] == [200] * 3
+            _make_read_only(directory, True)
+            health = requests.get(base + "/healthz", timeout=30)
+            assert health.status_code == 503
+            assert health.json() == {"code": "unavailable", "message": "The database does not answer."}
+            assert [preorder().status_code for _ in range(3)] == [200] * 3
+            assert count_processes(database) == 6
+
+            started[0].send_signal(signal.SIGHUP)  # a new worker opens the file as it is now
+            time.sleep(1)
+            _wait_for_workers(base)
+            for _ in range(3):
+                assert_unavailable(preorder())
+            assert requests.get(base + "/healthz", timeout=30).status_code == 503
+
+            _make_read_only(directory, False)
+            assert preorder().status_code == 200
+            assert requests.get(base + "/healthz", timeout=30).status_code == 200
+    finally:
+        _make_read_only(directory, False)
+    assert count_processes(database) == 7  # every 200, and nothing else
+    log = log_path.read_text()
+    assert "Traceback" not in log
+    assert "healthz: database unavailable: the database cannot be written (read-only)" in log
+
+
 def test_no_request_creates_the_database_or_its_directory(tmp_path, clock):
     app = create_app({"TESTING": True, "DATABASE": str(tmp_path / "nowhere" / "x.sqlite3"),
                       "CLOCK": clock})

@@ -12,8 +12,8 @@ from marshmallow import RAISE, Schema, ValidationError, fields, validate
 from app import config as settings
 from app.jsonutil import loads
 from app.routes.docs import DOCUMENT_PATH
-from app.schemas import (Amount, Limits, ListQuerySchema, Metadata, PreorderSchema, QueryInteger,
-                         SandboxPaySchema)
+from app.schemas import (Amount, ConfirmSchema, JSONString, Limits, ListQuerySchema, Metadata,
+                         PreorderSchema, QueryInteger, SandboxPaySchema)
 
 DEFAULT_LIMITS = Limits.from_config(settings.normalize(dict(settings.DEFAULTS)))
 
@@ -53,10 +53,12 @@ def request_schemas(document, limits=DEFAULT_LIMITS):
         ("PreorderRequest", components["PreorderRequest"], PreorderSchema(limits)),
         ("SandboxPayRequest", components["SandboxPayRequest"], SandboxPaySchema()),
         ("list query", list_query_object(document), ListQuerySchema()),
+        ("ConfirmRequest", components["ConfirmRequest"], ConfirmSchema()),
     ]
 
 
-_TYPES = {Amount: "number", Metadata: "object", QueryInteger: "integer", fields.String: "string"}
+_TYPES = {Amount: "number", Metadata: "object", QueryInteger: "integer", fields.String: "string",
+          JSONString: "string"}
 
 
 def differences(document, doc_schema, schema: Schema):
@@ -161,6 +163,16 @@ def test_the_documented_bounds_hold_in_the_marshmallow_schemas(document):
     assert not accepts(listing, {"limit": str(limit["maximum"] + 1)})
     for status in deref(document, query["status"])["enum"]:
         assert accepts(listing, {"status": status})
+    confirm = ConfirmSchema()
+    choice = components["ConfirmRequest"]["properties"]
+    for key, other in (("assetId", "networkId"), ("networkId", "assetId")):
+        shortest, longest = choice[key]["minLength"], choice[key]["maxLength"]
+        assert accepts(confirm, {key: "a" * shortest, other: "x"})
+        assert accepts(confirm, {key: "a" * longest, other: "x"})
+        assert not accepts(confirm, {key: "a" * (shortest - 1), other: "x"})
+        assert not accepts(confirm, {key: "a" * (longest + 1), other: "x"})
+        assert not accepts(confirm, {other: "x"})  # required
+    assert not accepts(confirm, {"assetId": "x", "networkId": "y", "address": "z"})  # additionalProperties
 
 
 def test_a_drift_on_either_side_is_caught(document):
@@ -178,6 +190,9 @@ def test_a_drift_on_either_side_is_caught(document):
         lambda s: s["Amount"].__setitem__("maximum", Decimal("999999")),
         lambda s: s["Amount"].__setitem__("multipleOf", Decimal("0.001")),
         lambda s: s["ProcessStatus"]["enum"].pop(),
+        lambda s: s["ConfirmRequest"]["properties"]["assetId"].__setitem__("maxLength", 128),
+        lambda s: s["ConfirmRequest"]["properties"]["networkId"].__setitem__("type", "integer"),
+        lambda s: s["ConfirmRequest"]["required"].remove("networkId"),
     ]
     for edit in doc_drifts:
         changed = drifted(edit)
@@ -189,6 +204,9 @@ def test_a_drift_on_either_side_is_caught(document):
     class ExtraField(SandboxPaySchema):
         note = fields.String()
 
+    class LongerIds(ConfirmSchema):
+        assetId = JSONString(required=True, validate=validate.Length(min=1, max=128))
+
     class LongerPages(ListQuerySchema):
         limit = QueryInteger(validate=validate.Range(min=1, max=500))
 
@@ -196,6 +214,7 @@ def test_a_drift_on_either_side_is_caught(document):
     assert differences(document, components["SandboxPayRequest"], MoreOutcomes())
     assert differences(document, components["SandboxPayRequest"], ExtraField())
     assert differences(document, list_query_object(document), LongerPages())
+    assert differences(document, components["ConfirmRequest"], LongerIds())
     wider = Limits(DEFAULT_LIMITS.max_amount * 2, 3, DEFAULT_LIMITS.metadata_max_bytes * 2,
                    DEFAULT_LIMITS.metadata_max_depth + 1)
     assert len(differences(document, components["PreorderRequest"], PreorderSchema(wider))) == 3

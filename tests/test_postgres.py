@@ -522,3 +522,55 @@ def test_two_instances_three_workers_two_watchers_count_each_transfer_once(
              "amountPending": "0", "transfers": [transfer(tx, "1.5", block_2 + 2),
                                                  transfer(tx2, "2.5", block_2 + 2)]}),
         ]
+
+
+def test_pg_dump_and_pg_restore_bring_the_service_back_on_an_empty_database(tmp_path, make_database):
+    # The backup procedure of docs/storage.md: pg_dump -Fc, pg_restore into an empty database,
+    # init-db finds the newest schema and changes nothing, the service answers on the copy.
+    from postgres_server import _bin
+
+    live = make_database("live")
+    env = service_env(live)
+    flask(env, "init-db")
+    keys = create_merchant(env)
+    app = create_app({"DATABASE": live})
+    try:
+        client, headers = app.test_client(), {"x-secret-key": keys["secretKey"]}
+        created = [client.post("/payment-button/process/preorder", json={"amount": 5 + n},
+                               headers=headers).get_json()["processId"] for n in range(3)]
+        assert client.post(f"/payment-button/process/{created[0]}/cancel", headers=headers).status_code == 200
+        shown = [client.get(f"/payment-button/process/{p}", headers=headers).get_json() for p in created]
+    finally:
+        app.extensions["db"].close_all()
+    backup = tmp_path / "preorder.dump"
+    subprocess.run([_bin("pg_dump"), "-Fc", "-f", str(backup), live], check=True, timeout=60)
+
+    restored = make_database("restored")  # empty: CREATE DATABASE from template0
+    subprocess.run([_bin("pg_restore"), "--exit-on-error", "--single-transaction", "-d", restored,
+                    str(backup)], check=True, timeout=60)
+    version = dbutil.scalar(live, "SELECT max(version) FROM schema_version")
+    restored_env = service_env(restored)
+    assert flask(restored_env, "init-db").stdout == f"Initialised the database (schema version {version}).\n"
+    assert dbutil.dump(restored) == dbutil.dump(live)
+    triggers = "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal ORDER BY tgname"
+    assert dbutil.query(restored, triggers) == dbutil.query(live, triggers) == [("events_notify",)]
+
+    app = create_app({"DATABASE": restored})
+    try:
+        client = app.test_client()
+        health = client.get("/healthz")
+        pending = dbutil.scalar(live, "SELECT count(*) FROM events WHERE status = 'pending'")
+        assert (health.status_code, health.get_json()["status"]) == (200, "ok")
+        assert health.get_json()["outbox"]["pending"] == pending > 0  # to deliver from the copy
+        assert [client.get(f"/payment-button/process/{p}", headers=headers).get_json()
+                for p in created] == shown
+        response = client.post("/payment-button/process/preorder", json={"amount": 9}, headers=headers)
+        assert response.status_code == 200  # the identity sequences were restored past the rows
+        cancel = client.post(f"/payment-button/process/{response.get_json()['processId']}/cancel",
+                             headers=headers)
+        assert cancel.status_code == 200
+    finally:
+        app.extensions["db"].close_all()
+    for table in ("processes", "events"):
+        count = f"SELECT count(*) FROM {table}"
+        assert dbutil.scalar(restored, count) == dbutil.scalar(live, count) + 1

@@ -4,6 +4,7 @@ import collections
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -192,6 +193,25 @@ def test_a_second_signal_exits_at_once(make_database, tmp_path, receiver):
     assert outbox.rows("SELECT status || ' ' || CASE WHEN lease_owner IS NULL THEN 0 ELSE 1 END FROM events") == ["pending 1"]
 
 
+def make_run_script():
+    """The Makefile's `run` recipe from the worker's start on, as make would run it (`make -n`):
+    its traps verbatim; the worker polls every 0.5 s at most, the EXIT trap also prints the
+    worker's exit status, and `sleep 600` stands for `flask run` in the foreground."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    printed = subprocess.run(["make", "-n", "--no-print-directory", "run", f"BIN={BIN}"], cwd=ROOT,
+                             env=env, capture_output=True, text=True, timeout=60, check=True).stdout
+    lines = printed.splitlines()
+    start = next(i for i, line in enumerate(lines) if " deliver-webhooks & worker=$!;" in line)
+    recipe = lines[start:]
+    assert recipe[-1].startswith(f"FLASK_DEMO_SHOP=1 {BIN / 'flask'} --app app run "), recipe
+    assert sum(line.lstrip().startswith("trap ") for line in recipe) == 2, recipe
+    script = "\n".join(recipe[:-1] + ["sleep 600"])
+    script = script.replace(" deliver-webhooks & ", " deliver-webhooks --poll-max 0.5 & ", 1)
+    script, traps = re.subn(r"trap '([^']*)' EXIT;", r"trap '\1; echo worker exited $?' EXIT;", script)
+    assert traps == 1, script
+    return script
+
+
 def test_a_group_wide_sigterm_and_the_scripts_own_still_drain(make_database, tmp_path, receiver):
     # `make run`'s recipe: the worker is a background job whose script sends it SIGTERM on exit.
     # Stopping the whole process group (a service manager, `kill -TERM -PGID`) delivers the group's
@@ -201,12 +221,7 @@ def test_a_group_wide_sigterm_and_the_scripts_own_still_drain(make_database, tmp
     outbox.due_events(1)
     receiver.default = Reply(delay=2)
     log_path = tmp_path / "make-run.log"
-    script = (
-        f"{BIN / 'flask'} --app app deliver-webhooks --poll-max 0.5 & worker=$!; "
-        "trap 'kill -TERM $worker 2>/dev/null; wait $worker; echo worker exited $?' EXIT; "
-        "trap 'exit 130' INT TERM; "
-        "sleep 600"  # stands for `flask run`, in the foreground
-    )
+    script = make_run_script()
     with open(log_path, "w") as log:
         shell = subprocess.Popen(["bash", "-c", script], cwd=ROOT, env=outbox.env, stdout=log,
                                  stderr=subprocess.STDOUT, start_new_session=True)

@@ -323,10 +323,12 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
     return d.startsWith('-') ? -1 : d === '0' ? 0 : 1;
   }
 
-  /** What a payment has received so far (confirmed or not) and what is still to send. */
+  /** What a payment has received so far (confirmed or not) and what is still to send (0 once
+   * the amount is covered: more than due is an overpayment, never a negative amount to send). */
   function paymentSums(payment) {
     const received = decAdd(payment.amountPaid, payment.amountPending) || '0';
-    return { received, remaining: decAdd(payment.amountDue, received, -1) || payment.amountDue };
+    const rest = decAdd(payment.amountDue, received, -1);
+    return { received, remaining: rest === null ? payment.amountDue : rest.startsWith('-') ? '0' : rest };
   }
 
   function transfersOf(payment) { return Array.isArray(payment.transfers) ? payment.transfers : []; }
@@ -880,8 +882,8 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       return {
         symbol: (asset && asset.symbol) || payment.assetId,
         network: (network && network.name) || payment.networkId,
-        confirmations: Number.isInteger(payment.confirmationsRequired) ? payment.confirmationsRequired
-          : network && Number.isInteger(network.confirmations) ? network.confirmations : null,
+        // N of "k of N": the network's depth from GET /payment-button/assets (null: "k so far").
+        confirmations: network && Number.isInteger(network.confirmations) ? network.confirmations : null,
       };
     }
 
@@ -1019,7 +1021,9 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
         const due = payment.amountDue;
         const over = decAdd(payment.amountPaid, due, -1);
         if (status === 'completed') {
-          text = FINAL.completed.text(`${payment.amountPaid} ${symbol}`);
+          // Paid on-chain: what was paid. (A sandbox payment completes it with nothing paid on-chain:
+          // the process amount stays.)
+          if (decCmp(payment.amountPaid, '0') > 0) text = FINAL.completed.text(`${payment.amountPaid} ${symbol}`);
           if (over && decCmp(over, '0') > 0) text += TEXT.overpaid(over, symbol);
         } else if (decCmp(received, '0') > 0) {
           const full = decCmp(received, due) >= 0;
