@@ -542,6 +542,10 @@ def test_pg_dump_and_pg_restore_bring_the_service_back_on_an_empty_database(tmp_
         shown = [client.get(f"/payment-button/process/{p}", headers=headers).get_json() for p in created]
     finally:
         app.extensions["db"].close_all()
+    refused = flask(env, "backup-db", str(tmp_path / "copy.sqlite3"), check=False)
+    assert (refused.returncode, refused.stderr) == (1, (
+        "Error: backup-db copies a SQLite file; back up PostgreSQL with pg_dump"
+        ' (docs/storage.md, "Backups on PostgreSQL").\n'))
     backup = tmp_path / "preorder.dump"
     subprocess.run([_bin("pg_dump"), "-Fc", "-f", str(backup), live], check=True, timeout=60)
 

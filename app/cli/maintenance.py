@@ -35,7 +35,8 @@ def backup_db(path, force):
     snapshot, checked). Restore: docs/operations.md. On PostgreSQL: pg_dump (docs/storage.md)."""
     if get_db().dialect != "sqlite":
         raise click.ClickException(
-            "backup-db copies a SQLite file; back up PostgreSQL with pg_dump (docs/storage.md).")
+            "backup-db copies a SQLite file; back up PostgreSQL with pg_dump"
+            " (docs/storage.md, \"Backups on PostgreSQL\").")
     try:
         size = operations.backup(current_app.config["DATABASE"], path, overwrite=force)
     except operations.BackupError as e:
