@@ -165,7 +165,7 @@ def test_in_time_partial_confirmed_after_expiry_then_expires(shop, chain, clock,
                                             "process.expired"]
 
 
-def test_a_reorganisation_drops_the_orphaned_transfer(shop, chain):
+def test_a_reorganisation_drops_the_orphaned_transfer(shop, chain, caplog):
     process_id, address = shop.order(9)
     before = chain.snapshot()
     orphan_tx, orphan_block = chain.transfer(address, 9 * UNIT)
@@ -174,7 +174,9 @@ def test_a_reorganisation_drops_the_orphaned_transfer(shop, chain):
 
     chain.revert(before)  # the block with the transfer leaves the chain
     chain.mine(CONFIRMATIONS + 2)  # a longer chain without it
+    caplog.clear()
     shop.watch()
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
     assert shop.transfers(process_id) == [{"tx_hash": orphan_tx, "status": "orphaned",
                                            "amount": str(9 * UNIT), "block_number": orphan_block}]
     assert shop.event_types(process_id) == ["payment.pending"]
@@ -189,6 +191,36 @@ def test_a_reorganisation_drops_the_orphaned_transfer(shop, chain):
     _, completed = shop.events(process_id)[-1]
     assert completed["data"]["payment"]["amountPaid"] == "9"
     assert [t["txHash"] for t in completed["data"]["payment"]["transfers"]] == [tx_hash]
+
+
+def test_a_reorganisation_below_every_kept_hash_reads_the_new_branch(shop, chain, caplog):
+    """The only kept hash is the payment's block N (one step read N-1 and N). The new branch holds
+    the payment one block lower, in N-1': the watcher reads the new branch again from below the
+    fork, so the new transfer counts and the old one is orphaned; a one-block reorganisation is
+    a warning, not an error."""
+    process_id, address = shop.order(5)
+    before = chain.snapshot()
+    chain.mine(1)  # block N-1: empty
+    orphan_tx, orphan_block = chain.transfer(address, 5 * UNIT)  # block N: the payment
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.pending"]
+
+    chain.revert(before)
+    tx_hash, block = chain.transfer(address, 5 * UNIT)  # the new branch: the payment in N-1'
+    assert block == orphan_block - 1
+    chain.mine(CONFIRMATIONS + 2)
+    caplog.clear()
+    shop.watch()
+    assert shop.transfers(process_id) == [
+        {"tx_hash": tx_hash, "status": "confirmed", "amount": str(5 * UNIT), "block_number": block},
+        {"tx_hash": orphan_tx, "status": "orphaned", "amount": str(5 * UNIT),
+         "block_number": orphan_block},
+    ]
+    assert shop.event_types(process_id) == ["payment.pending", "payment.completed"]
+    _, completed = shop.events(process_id)[-1]
+    assert [t["txHash"] for t in completed["data"]["payment"]["transfers"]] == [tx_hash]
+    assert [r.levelname for r in caplog.records if r.levelname == "ERROR"] == []
+    assert f"block {orphan_block} was replaced: reorganisation" in caplog.text
 
 
 def test_a_transfer_included_again_after_a_reorganisation_counts_once(shop, chain):

@@ -7,7 +7,8 @@ One poll of a network (`poll_network`), every RPC call bounded by the client's t
   2. reorganisation: the hash kept for the scan position (`chain_blocks`) is compared with the
      node's block at that number. On a mismatch the kept hashes are walked down to the highest one
      the node still has; unconfirmed transfers above it are `orphaned` and the scan position goes
-     back to it, so the new blocks are read again.
+     back to it, so the new blocks are read again. When the node has none of them (only the last
+     block of each step is kept), the fork may be below them all: read again from the start block.
   3. scan, in steps of at most `max_range` blocks up to the head: the step's last block is read
      before and after its `eth_getLogs` calls (at most `max_addresses` deposit addresses a call;
      the client halves a range the node finds too large). Only the blocks holding transfers whose
@@ -205,12 +206,11 @@ class Watcher:
                 log.warning("watch %s: block %d was replaced: reorganisation", network.id, block.number)
         if fork == kept[0].number:
             return
-        if fork is None:
-            fork = kept[-1].number - 1
-            log.error("watch %s: reorganisation deeper than the %d kept block hashes; reading again"
-                      " from block %d", network.id, len(kept), fork + 1)
+        exact = fork is not None
+        if not exact:
+            fork = self._below_every_kept_hash(network, kept)
         with self.db.transaction() as conn:
-            counted = transfer_rows.confirmed_above(conn, network.id, fork)
+            counted = transfer_rows.confirmed_above(conn, network.id, fork) if exact else 0
             if counted:  # the operator's confirmation depth was too shallow for this chain
                 log.error("watch %s: reorganisation deeper than %d confirmations: %d confirmed "
                           "transfers above block %d left the chain", network.id,
@@ -220,6 +220,19 @@ class Watcher:
             transfer_rows.rewind(conn, network.id, fork)
         log.warning("watch %s: reading again from block %d; %d unconfirmed transfers orphaned",
                     network.id, fork + 1, orphaned)
+
+    def _below_every_kept_hash(self, network, kept):
+        """The fork point when every kept hash was replaced. A kept hash is a step's last block
+        only, so the fork may lie anywhere below the lowest one, in blocks whose hashes were never
+        kept: the watcher reads again from its start block (confirmed transfers are not counted
+        twice, seen ones are revived). Slow only after a reorganisation this deep, or one in the
+        watcher's first steps, where the start is near; never a missed transfer."""
+        replaced = network.scanned_block - kept[-1].number + 1  # at least this many blocks
+        report = log.error if replaced >= network.confirmations else log.warning
+        report("watch %s: no kept block hash is on the chain any more (the reorganisation replaced"
+               " at least %d blocks, confirmations are %d): reading again from the start block %d",
+               network.id, replaced, network.confirmations, network.start_block)
+        return network.start_block - 1
 
     def _scan_step(self, client, network, head):
         first = network.scanned_block + 1
