@@ -15,6 +15,7 @@ class FaultyRpc:
         self.upstream = upstream
         self.queued = defaultdict(list)  # method -> faults for its next calls, in order
         self.max_log_range = None  # eth_getLogs over more blocks than this: "too many results"
+        self.too_large_status = 200  # the HTTP status of that refusal (some providers send 400/413)
         self.calls = Counter()
         self.lock = threading.Lock()
         fake = self
@@ -57,6 +58,9 @@ class FaultyRpc:
             time.sleep(3)
         elif fault == "http500":
             return 500, b"<html>Internal Server Error</html>"
+        elif fault == "http400":  # a JSON-RPC error on an HTTP error status, as some providers send
+            return 400, self._json({"jsonrpc": "2.0", "id": body["id"],
+                                    "error": {"code": -32602, "message": "invalid params"}})
         elif fault == "malformed":
             return 200, b'{"jsonrpc": "2.0", "id": 1, "result": '
         elif fault == "error":
@@ -67,8 +71,9 @@ class FaultyRpc:
         if method == "eth_getLogs" and self.max_log_range is not None:
             query = body["params"][0]
             if int(query["toBlock"], 16) - int(query["fromBlock"], 16) + 1 > self.max_log_range:
-                return 200, self._json({"jsonrpc": "2.0", "id": body["id"], "error": {
-                    "code": -32005, "message": "query returned more than 10000 results"}})
+                return self.too_large_status, self._json({
+                    "jsonrpc": "2.0", "id": body["id"], "error": {
+                        "code": -32005, "message": "query returned more than 10000 results"}})
         answer = requests.post(self.upstream, json=body, timeout=30).json()
         if fault == "backwards":
             answer["result"] = hex(max(0, int(answer["result"], 16) - 5))

@@ -43,6 +43,8 @@ def shop(app, client, runner, chain, clock, make_merchant, fake):
     ("eth_blockNumber", "hang", "eth_blockNumber: http://127.0.0.1:{port} unreachable (ReadTimeout)"),
     ("eth_blockNumber", "http500", "eth_blockNumber: http://127.0.0.1:{port} answered HTTP 500"),
     ("eth_blockNumber", "backwards", "reports head"),
+    ("eth_getLogs", "http400",
+     "eth_getLogs (HTTP 400): http://127.0.0.1:{port} error -32602: invalid params"),
     ("eth_getLogs", "malformed", "eth_getLogs: http://127.0.0.1:{port} answered malformed JSON"),
     ("eth_getLogs", "error", "eth_getLogs: http://127.0.0.1:{port} error -32000: header not found"),
     ("eth_getLogs", "garbage-result", "eth_getLogs: the result is not a list"),
@@ -72,13 +74,16 @@ def test_a_fault_ends_the_pass_and_nothing_is_miscounted(shop, chain, fake, capl
     assert shop.event_types(process_id) == ["payment.pending", "payment.completed"]
 
 
-def test_a_range_the_node_finds_too_large_is_split(shop, chain, fake):
+@pytest.mark.parametrize("status", [200, 400, 413])
+def test_a_range_the_node_finds_too_large_is_split(shop, chain, fake, status):
+    """Refused with a JSON-RPC error on HTTP 200, or on 400/413 as some providers do."""
     orders = [shop.order(2) for _ in range(3)]
     for _, address in orders:
         chain.mine(5)
         chain.transfer(address, 2 * UNIT)
     chain.mine(CONFIRMATIONS)
     fake.max_log_range = 4
+    fake.too_large_status = status
     shop.watch()
     for process_id, _ in orders:
         assert shop.event_types(process_id) == ["payment.completed"]
