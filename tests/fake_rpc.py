@@ -1,6 +1,7 @@
-"""A JSON-RPC endpoint on loopback in front of the real test node that misbehaves on demand: down,
-slow, HTTP errors, JSON-RPC errors, malformed JSON, a head going backwards, "result too large" for
-wide eth_getLogs ranges. Every call it does not spoil goes to the real node unchanged."""
+"""A JSON-RPC endpoint on loopback in front of the real test node that misbehaves on demand: down
+(`down()`: its port refuses connections until `up()`), hanging or slow calls, HTTP errors, JSON-RPC
+errors, malformed JSON, a head going backwards, "result too large" for wide eth_getLogs ranges.
+Every call it does not spoil goes to the real node unchanged."""
 import json
 import threading
 import time
@@ -18,6 +19,7 @@ class FaultyRpc:
         self.too_large_status = 200  # the HTTP status of that refusal (some providers send 400/413)
         self.calls = Counter()
         self.lock = threading.Lock()
+        self.slow_started = threading.Event()  # set when a "slow" call arrives
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -36,10 +38,25 @@ class FaultyRpc:
                 except OSError:  # the client gave up (timeout)
                     pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self._handler = Handler
+        self.server = None
+        self.up()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+
+    def up(self, port=0):
+        """Listen (again, on the same port after `down()`)."""
+        if self.server is not None:
+            port = self.server.server_address[1]
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), self._handler)
+        self.server.daemon_threads = True
+        self.listening = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def down(self):
+        """Stop listening: every call is refused (ECONNREFUSED) until `up()`."""
+        self.server.shutdown()
+        self.server.server_close()
+        self.listening = False
 
     def fail(self, method, *faults):
         with self.lock:
@@ -56,6 +73,9 @@ class FaultyRpc:
             fault = self.queued[method].pop(0) if self.queued[method] else None
         if fault == "hang":
             time.sleep(3)
+        elif fault == "slow":  # answered, after two seconds
+            self.slow_started.set()
+            time.sleep(2)
         elif fault == "http500":
             return 500, b"<html>Internal Server Error</html>"
         elif fault == "http400":  # a JSON-RPC error on an HTTP error status, as some providers send
@@ -84,5 +104,5 @@ class FaultyRpc:
         return json.dumps(value).encode()
 
     def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        if self.listening:
+            self.down()

@@ -138,3 +138,76 @@ def test_the_loop_survives_faults_backs_off_and_stops_on_sigterm(shop, chain, fa
     assert output.count("retry in") >= 5, (output, fake.calls, fake.queued)
     assert SECRET not in output
     assert fake.calls["eth_blockNumber"] >= 6
+
+
+def _wait_for(condition, what, loop, timeout=60):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert loop.poll() is None, loop.stdout.read()
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def _scanned_block(app):
+    conn = app.extensions["db"].connection()
+    return conn.execute("SELECT scanned_block FROM networks WHERE id = 'hardhat'").fetchone()[0]
+
+
+def test_the_loop_waits_out_a_node_that_is_down_and_picks_up_when_it_is_back(shop, chain, fake,
+                                                                              app):
+    """Connections refused while the loop runs: each poll fails, is logged and retried after its
+    backoff; nothing is counted meanwhile; once the node listens again the loop catches up."""
+    process_id, address = shop.order(3)
+    chain.transfer(address, 2 * UNIT)
+    loop = _watcher(app.config["DATABASE"], "--poll-interval", "0.1", "--backoff-max", "0.4")
+    try:
+        _wait_for(lambda: shop.event_types(process_id) == ["payment.pending"], "pending", loop)
+        fake.down()
+        chain.transfer(address, UNIT)
+        chain.mine(CONFIRMATIONS)
+        time.sleep(2)  # polls refused meanwhile: about five, 0.4 s apart
+        assert shop.event_types(process_id) == ["payment.pending"]
+        assert [t["status"] for t in shop.transfers(process_id)] == ["seen"]
+        fake.up()
+        _wait_for(lambda: shop.event_types(process_id)[-1:] == ["payment.completed"],
+                  "completed", loop)
+    finally:
+        loop.send_signal(signal.SIGTERM)
+        output, _ = loop.communicate(timeout=30)
+    assert loop.returncode == 0, output
+    refused = [line for line in output.splitlines()
+               if "eth_blockNumber: http://127.0.0.1:" in line and "unreachable (ConnectionError)"
+               in line]
+    assert len(refused) >= 3, output
+    assert all(line.endswith("retry in 0.4s") for line in refused[1:]), refused
+    assert SECRET not in output
+    # The second transfer was deep enough when first read: the outcome only, no second pending.
+    assert shop.event_types(process_id) == ["payment.pending", "payment.completed"]
+    assert [t["status"] for t in shop.transfers(process_id)] == ["confirmed", "confirmed"]
+    _, completed = shop.events(process_id)[-1]
+    assert completed["data"]["payment"]["amountPaid"] == "3"
+
+
+def test_sigterm_during_a_step_commits_the_step_and_exits_0(shop, chain, fake, app):
+    """SIGTERM while the step's eth_getLogs is under way (a slow node): the step's transfer and
+    scan position are committed, no further step or poll starts, exit status 0."""
+    process_id, address = shop.order(3)
+    chain.transfer(address, 3 * UNIT)
+    head = chain.head()
+    fake.fail("eth_getLogs", "slow")
+    loop = _watcher(app.config["DATABASE"], "--poll-interval", "0.1", read_timeout=20)
+    try:
+        _wait_for(fake.slow_started.is_set, "the slow eth_getLogs", loop)
+        assert shop.event_types(process_id) == []  # the step is under way, nothing committed yet
+        loop.send_signal(signal.SIGTERM)
+        output, _ = loop.communicate(timeout=30)
+    finally:
+        if loop.poll() is None:
+            loop.kill()
+            loop.communicate()
+    assert loop.returncode == 0, output
+    assert output.rstrip().endswith("watch: stopped"), output
+    assert shop.event_types(process_id) == ["payment.pending"]
+    assert [t["status"] for t in shop.transfers(process_id)] == ["seen"]
+    assert _scanned_block(app) == head
+    assert fake.calls["eth_getLogs"] == 1 and fake.calls["eth_blockNumber"] == 1, fake.calls
