@@ -211,3 +211,43 @@ def test_sigterm_during_a_step_commits_the_step_and_exits_0(shop, chain, fake, a
     assert [t["status"] for t in shop.transfers(process_id)] == ["seen"]
     assert _scanned_block(app) == head
     assert fake.calls["eth_getLogs"] == 1 and fake.calls["eth_blockNumber"] == 1, fake.calls
+
+
+def test_the_loop_outlives_a_database_error_and_goes_on_when_it_is_gone(shop, chain, app):
+    """The loop's list of networks cannot be read (here: its table renamed away, on either
+    backend): logged, retried with backoff, the loop goes on once the database answers again."""
+    process_id, address = shop.order(3)
+    db = app.extensions["db"]
+    loop = _watcher(app.config["DATABASE"], "--poll-interval", "0.1", "--backoff-max", "0.4")
+    try:
+        _wait_for(lambda: _scanned_block(app) == chain.head(), "the first poll", loop)
+        with db.transaction() as conn:
+            conn.execute("ALTER TABLE networks RENAME TO networks_away")
+        time.sleep(2)  # several failed reads, 0.4 s apart at most
+        assert loop.poll() is None
+        with db.transaction() as conn:
+            conn.execute("ALTER TABLE networks_away RENAME TO networks")
+        chain.transfer(address, 3 * UNIT)
+        chain.mine(CONFIRMATIONS)
+        _wait_for(lambda: shop.event_types(process_id) == ["payment.completed"], "completed", loop)
+    finally:
+        loop.send_signal(signal.SIGTERM)
+        output, _ = loop.communicate(timeout=30)
+    assert loop.returncode == 0, output
+    failed = [line for line in output.splitlines() if "watch: cannot read the networks" in line]
+    assert len(failed) >= 3, output
+    assert "networks" in failed[0] and failed[-1].endswith("retry in 0.4s"), failed
+
+
+def test_once_with_a_database_error_exits_1_without_a_traceback(shop, app, caplog):
+    with app.extensions["db"].transaction() as conn:
+        conn.execute("ALTER TABLE networks RENAME TO networks_away")
+    result = shop.watch(exit_code=1)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and warnings[0].startswith(
+        "watch: cannot read the networks ("), warnings
+    assert "networks" in warnings[0][len("watch: cannot read the networks"):]
+    with app.extensions["db"].transaction() as conn:
+        conn.execute("ALTER TABLE networks_away RENAME TO networks")
+    shop.watch()

@@ -28,7 +28,8 @@ One poll of a network (`poll_network`), every RPC call bounded by the client's t
 
 Faults (unreachable node, timeouts, HTTP errors, malformed answers, a head going backwards) end the
 poll of that network only: logged with the URL's host alone, retried after a backoff that doubles
-up to `backoff_max`. Nothing half-done is committed; the loop never dies of them.
+up to `backoff_max`. Nothing half-done is committed; the loop never dies of them, nor of a
+database it cannot read (the same backoff).
 
 Signals: SIGTERM/SIGINT set a flag; the current step commits and the command exits 0.
 """
@@ -52,6 +53,13 @@ MAX_RANGE = 2_000  # blocks per eth_getLogs: providers refuse wider ranges (ofte
 MAX_ADDRESSES = 500  # deposit addresses per eth_getLogs (topic OR-list)
 KEEP_BLOCKS = 64
 CONFIRM_BATCH = 200  # processes settled per transaction (each with its event)  # block hashes kept below the unconfirmed window, to find a fork point
+
+
+def _summary(error) -> str:
+    """An exception in one log line: its class and the first line of its message (PostgreSQL's
+    go on with the statement's text)."""
+    lines = str(error).splitlines()
+    return f"{type(error).__name__}: {lines[0][:200] if lines else ''}"
 
 
 class ChainMoved(RpcError):
@@ -92,7 +100,12 @@ class Watcher:
         """One pass over every enabled network, each caught up to its head (cron's `--once`).
         False when some network could not be read (logged)."""
         ok, started = True, time.perf_counter()
-        for network in transfer_rows.enabled_networks(self.db.connection()):
+        try:
+            networks = transfer_rows.enabled_networks(self.db.connection())
+        except Exception as e:  # the database is unavailable: the exit status says so
+            log.warning("watch: cannot read the networks (%s)", _summary(e))
+            return False
+        for network in networks:
             if self.stopping:
                 break
             ok = self._poll_logged(network.id) and ok
@@ -109,9 +122,20 @@ class Watcher:
         log.info("watch: stopped")
 
     def _loop(self):
+        failures = 0  # consecutive failed reads of the network list
         while not self.stopping:
             now = time.monotonic()
-            for network in transfer_rows.enabled_networks(self.db.connection()):
+            try:
+                networks = transfer_rows.enabled_networks(self.db.connection())
+            except Exception as e:  # the database is unavailable: wait, as for a failing node
+                failures += 1
+                delay = self._backoff(failures)
+                log.warning("watch: cannot read the networks (%s); retry in %.1fs", _summary(e),
+                            delay)
+                self._wake.wait(delay)
+                continue
+            failures = 0
+            for network in networks:
                 if self.stopping:
                     break
                 if self._next_poll.get(network.id, 0) <= now:
@@ -125,7 +149,7 @@ class Watcher:
             self.poll_network(network_id)
         except Exception as e:  # the loop never dies: RPC faults, a locked database, a bug
             self._failures[network_id] += 1
-            delay = min(self.backoff_max, self.backoff_base * 2 ** (self._failures[network_id] - 1))
+            delay = self._backoff(self._failures[network_id])
             self._next_poll[network_id] = time.monotonic() + delay
             if isinstance(e, RpcError):  # its message names the URL's host only
                 log.warning("watch %s: %s; retry in %.1fs", network_id, e, delay)
@@ -135,6 +159,10 @@ class Watcher:
         self._failures.pop(network_id, None)
         self._next_poll[network_id] = time.monotonic() + self.poll_interval
         return True
+
+    def _backoff(self, failures):
+        """Seconds to wait after `failures` consecutive failures: doubling, up to backoff_max."""
+        return min(self.backoff_max, self.backoff_base * 2 ** (failures - 1))
 
     def stop(self):
         self.stopping = True
