@@ -228,6 +228,24 @@ def test_confirm_without_xpub_is_payment_method_unavailable(api, button, chains)
                  "This merchant cannot take live payments yet: no wallet (xpub) is registered.")
 
 
+def test_a_wallet_whose_address_indexes_are_used_up_is_payment_method_unavailable(
+        api, button, wallet, app):
+    """The last unhardened index (2**31 - 1) is given out; then the wallet has no address left,
+    and the 409 says so (not that no xpub is registered)."""
+    with db(app) as conn:  # 2**31 - 1 addresses given out before: only reachable by hand here
+        conn.execute("UPDATE merchant_wallets SET next_index = ?", (2**31 - 1,))
+    last = button.confirm(preorder(api)["processId"])
+    assert last.status_code == 200, last.get_data(as_text=True)
+    pid = preorder(api)["processId"]
+    assert_error(button.confirm(pid), 409, "payment_method_unavailable",
+                 "This merchant cannot take live payments: every deposit address of its wallet"
+                 " has been given out.")
+    assert button.public(pid).get_json()["payment"] is None
+    with db(app) as conn:
+        assert conn.execute("SELECT next_index FROM merchant_wallets").fetchone()[0] == 2**31
+        assert [r[0] for r in conn.execute("SELECT address_index FROM payments")] == [2**31 - 1]
+
+
 @pytest.mark.parametrize("asset, network, errors", [
     ("usdc", "nowhere", {"networkId": ["No enabled network 'nowhere': see GET /payment-button/assets."]}),
     ("usdc", "gone", {"networkId": ["No enabled network 'gone': see GET /payment-button/assets."]}),
