@@ -20,6 +20,7 @@ class FaultyRpc:
         self.calls = Counter()
         self.lock = threading.Lock()
         self.slow_started = threading.Event()  # set when a "slow" call arrives
+        self.hooks = {}  # method -> [calls to let through first, function run before the next]
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -62,6 +63,12 @@ class FaultyRpc:
         with self.lock:
             self.queued[method].extend(faults)
 
+    def before(self, method, after, function):
+        """Run `function` (e.g. a reorganisation of the node) before passing on the single call of
+        `method` that follows the next `after` ones."""
+        with self.lock:
+            self.hooks[method] = [after, function]
+
     def answer(self, body):
         if isinstance(body, list):  # a batch: counted per call, passed through unspoiled
             with self.lock:
@@ -71,6 +78,16 @@ class FaultyRpc:
         with self.lock:
             self.calls[method] += 1
             fault = self.queued[method].pop(0) if self.queued[method] else None
+            hook = self.hooks.get(method)
+            if hook is not None and hook[0] == 0:
+                del self.hooks[method]
+                hook = hook[1]
+            else:
+                if hook is not None:
+                    hook[0] -= 1
+                hook = None
+        if hook is not None:
+            hook()
         if fault == "hang":
             time.sleep(3)
         elif fault == "slow":  # answered, after two seconds

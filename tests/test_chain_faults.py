@@ -251,3 +251,38 @@ def test_once_with_a_database_error_exits_1_without_a_traceback(shop, app, caplo
     with app.extensions["db"].transaction() as conn:
         conn.execute("ALTER TABLE networks_away RENAME TO networks")
     shop.watch()
+
+
+def test_a_reorganisation_met_while_confirming_reads_again_from_a_kept_hash(shop, chain, fake):
+    """The chain is reorganised after the poll checked its kept hashes, just before it confirms:
+    the transfer's block is gone, and so are the blocks below it down to the last kept hash K. The
+    new branch pays in one of those blocks; it is read again from K, so that payment counts."""
+    process_id, address = shop.order(4)
+    shop.watch()  # keeps the hash of block K
+    fork = chain.snapshot()
+    chain.mine(2)
+    orphan_tx, orphan_block = chain.transfer(address, 4 * UNIT)
+    shop.watch()  # reads K+1..b (b: the transfer's block), keeps b's hash only
+    assert shop.event_types(process_id) == ["payment.pending"]
+    chain.mine(CONFIRMATIONS - 1)  # deep enough at the next poll
+
+    paid = {}
+
+    def reorganise():
+        chain.revert(fork)
+        paid["tx"], paid["block"] = chain.transfer(address, 5 * UNIT)  # another tx, in K+1'
+        chain.mine(CONFIRMATIONS + 2)
+
+    # The next poll's single-block reads: its kept hash (b), its step's last block (b+1), then,
+    # confirming, the newest kept hash (b+1): the reorganisation comes just before that one.
+    fake.before("eth_getBlockByNumber", 2, reorganise)
+    shop.watch()
+    assert "tx" in paid and paid["block"] < orphan_block
+    shop.watch()
+    assert shop.transfers(process_id) == [
+        {"tx_hash": paid["tx"], "status": "confirmed", "amount": str(5 * UNIT),
+         "block_number": paid["block"]},
+        {"tx_hash": orphan_tx, "status": "orphaned", "amount": str(4 * UNIT),
+         "block_number": orphan_block},
+    ]
+    assert shop.event_types(process_id) == ["payment.pending", "payment.completed"]

@@ -24,7 +24,8 @@ One poll of a network (`poll_network`), every RPC call bounded by the client's t
      its event in the same transaction (up to CONFIRM_BATCH processes a commit):
      `payment.completed` (the in-time confirmed sum reaches the amount due), `payment.partial`, or
      `payment.received_late` (the process is already final, or the transfer's block is after its
-     expiry). Any other hash: the transfers are orphaned and their range is read again.
+     expiry). Any other hash: the transfers are orphaned and the blocks are read again from the
+     highest kept hash below them (checked by the next poll's step 2).
 
 Faults (unreachable node, timeouts, HTTP errors, malformed answers, a head going backwards) end the
 poll of that network only: logged with the URL's host alone, retried after a backoff that doubles
@@ -349,11 +350,15 @@ class Watcher:
             if canonical[transfer.block_number] == transfer.block_hash:
                 by_process[transfer.process_id].append(transfer)
             else:  # its block left the chain after the last reorganisation check
+                # The blocks below it may have gone too: read again from the highest kept hash
+                # below it, which the next poll checks (walking down when it is gone as well).
                 with self.db.transaction() as conn:
                     transfer_rows.orphan_block(conn, network.id, transfer.block_number,
                                                transfer.block_hash)
                     transfer_rows.forget_blocks_above(conn, network.id, transfer.block_number - 1)
-                    transfer_rows.rewind(conn, network.id, transfer.block_number - 1)
+                    below = transfer_rows.blocks_from_top(conn, network.id, transfer.block_number)
+                    transfer_rows.rewind(conn, network.id, below[0].number if below
+                                         else network.start_block - 1)
                 log.warning("watch %s: block %d was replaced: transfer orphaned", network.id,
                             transfer.block_number)
         now = int(self.clock())
