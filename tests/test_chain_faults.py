@@ -218,18 +218,19 @@ def test_the_loop_outlives_a_database_error_and_goes_on_when_it_is_gone(shop, ch
     backend): logged, retried with backoff, the loop goes on once the database answers again."""
     process_id, address = shop.order(3)
     db = app.extensions["db"]
+    chain.transfer(address, 3 * UNIT)
     loop = _watcher(app.config["DATABASE"], "--poll-interval", "0.1", "--backoff-max", "0.4")
     try:
-        _wait_for(lambda: _scanned_block(app) == chain.head(), "the first poll", loop)
+        _wait_for(lambda: shop.event_types(process_id) == ["payment.pending"], "pending", loop)
         with db.transaction() as conn:
             conn.execute("ALTER TABLE networks RENAME TO networks_away")
         time.sleep(2)  # several failed reads, 0.4 s apart at most
         assert loop.poll() is None
         with db.transaction() as conn:
             conn.execute("ALTER TABLE networks_away RENAME TO networks")
-        chain.transfer(address, 3 * UNIT)
         chain.mine(CONFIRMATIONS)
-        _wait_for(lambda: shop.event_types(process_id) == ["payment.completed"], "completed", loop)
+        _wait_for(lambda: shop.event_types(process_id) == ["payment.pending", "payment.completed"],
+                  "completed", loop)
     finally:
         loop.send_signal(signal.SIGTERM)
         output, _ = loop.communicate(timeout=30)
