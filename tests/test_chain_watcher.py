@@ -4,7 +4,7 @@ hold against the expiry sweep, reorganisations, and other tokens to a deposit ad
 import pytest
 
 from app.processes import expire_due
-from chain_shop import Shop, add_network
+from chain_shop import NETWORK, Shop, add_network, cli
 from helpers import Api
 
 CONFIRMATIONS = 3
@@ -351,3 +351,38 @@ def test_a_disabled_network_does_not_hold_its_processes(shop, chain, clock, app,
     with app.app_context():
         assert expire_due(app.extensions["db"], clock()) == 1
     assert shop.event_types(process_id) == ["process.expired"]
+
+
+def test_a_payment_sent_with_the_earlier_choice_counts_after_a_switch(shop, chain, runner):
+    """The customer pays 5 TUSD (6 decimals), then, before the watcher has seen it, switches the
+    choice to TDAI (18 decimals; same address). The earlier choice is still watched: the transfer
+    counts, in TDAI's units, and the choice cannot change again once a transfer is recorded."""
+    dai = chain.deploy_token()  # the watcher reads no decimals() from the contract: 18 is ours
+    cli(runner, "assets", "add", "tdai", "--network", NETWORK, "--symbol", "TDAI", "--name",
+        "Test Dai", "--contract", dai, "--decimals", "18")
+    process_id, address = shop.order(5)
+    tx_hash, block = chain.transfer(address, 5 * UNIT)  # with the first choice: TUSD
+
+    def choose(asset_id):
+        return shop.client.post(
+            f"/payment-button/process/{process_id}/confirm",
+            json={"assetId": asset_id, "networkId": NETWORK},
+            headers={"x-public-key": shop.merchant["publicKey"]})
+
+    switched = choose("tdai")
+    assert switched.status_code == 200, switched.get_data(as_text=True)
+    payment = switched.get_json()["payment"]
+    assert (payment["assetId"], payment["address"], payment["amountDue"]) == ("tdai", address, "5")
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.pending"]
+    chain.mine(CONFIRMATIONS - 1)
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.pending", "payment.completed"]
+    _, completed = shop.events(process_id)[-1]
+    payment = completed["data"]["payment"]
+    assert (payment["assetId"], payment["amountDue"], payment["amountPaid"]) == ("tdai", "5", "5")
+    assert payment["transfers"] == [{"txHash": tx_hash, "logIndex": 0, "blockNumber": block,
+                                     "amount": "5", "confirmations": CONFIRMATIONS}]
+    assert shop.process(process_id)["payment"] == payment
+    refused = choose("tusd")
+    assert refused.status_code == 409 and refused.get_json()["code"] == "invalid_state"

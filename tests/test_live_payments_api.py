@@ -203,6 +203,33 @@ def test_confirm_again_keeps_the_address_and_may_change_the_choice(api, button, 
         assert conn.execute("SELECT count(*) FROM payments").fetchone()[0] == 1
 
 
+def test_a_transfer_with_an_earlier_choice_shows_in_the_current_ones_units(api, button, wallet,
+                                                                           app):
+    """Chosen: DAI on `local` (18 decimals); then USDC on `testnet` (6). A DAI transfer on `local`
+    (what the watcher records for the earlier choice) counts in USDC's units, the wei that USDC
+    cannot hold left out, with its confirmations counted on its own network."""
+    pid = preorder(api)["processId"]
+    assert button.confirm(pid, "dai", "local").status_code == 200
+    assert button.confirm(pid, "usdc", "testnet").status_code == 200
+    with db(app) as conn:
+        conn.execute(
+            "INSERT INTO transfers (chain_id, tx_hash, log_index, network_id, process_id,"
+            " token_contract, from_address, amount, block_number, block_hash, block_timestamp,"
+            " status, seen_at, confirmed_at) VALUES (31337, ?, 0, 'local', ?, ?, ?, ?, 10, ?,"
+            " 1795000100, 'confirmed', 1795000100, 1795000100)",
+            ("0x" + "ee" * 32, pid, DAI_LOCAL.lower(), "0x" + "ab" * 20,
+             str(19_990_000_000_000_000_001), "0x" + "cd" * 32),
+        )
+    set_head(app, 12)
+    payment = button.public(pid).get_json()["payment"]
+    assert (payment["networkId"], payment["assetId"], payment["amountDue"]) == (
+        "testnet", "usdc", "19.99")
+    assert (payment["amountPaid"], payment["amountPending"]) == ("19.99", "0")
+    assert payment["transfers"] == [{"txHash": "0x" + "ee" * 32, "logIndex": 0, "blockNumber": 10,
+                                     "amount": "19.99", "confirmations": 3}]
+    assert payment["paymentUri"].endswith("&uint256=0")
+
+
 def test_an_amount_the_token_cannot_hold_is_refused(api, button, wallet):
     pid = preorder(api)["processId"]
     body = assert_error(button.confirm(pid, "whole", "local"), 400, "validation_error")
