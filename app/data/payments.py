@@ -35,10 +35,6 @@ def _payment(row):
     return Payment(**values)
 
 
-def _transfer(row):
-    return Transfer(**{k: row[k] for k in row.keys()})
-
-
 # Networks
 
 def insert_network(conn, n: Network):
