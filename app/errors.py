@@ -101,8 +101,7 @@ def _domain_errors():
 
     return {
         payments.PaymentMethodUnavailable: lambda e: error_response(
-            409, "payment_method_unavailable",
-            "This merchant cannot take live payments yet: no wallet (xpub) is registered.",
+            409, "payment_method_unavailable", str(e)
         ),
         payments.ChoiceError: lambda e: error_response(
             400, "validation_error", str(e), e.errors

@@ -116,6 +116,7 @@ class Transfer:
     status: str  # seen | confirmed | orphaned
     seen_at: int
     confirmed_at: int | None
+    head_block: int | None = None  # its network's head, when read for display (confirmations)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,11 @@ class SetupError(ValueError):
 
 
 class PaymentMethodUnavailable(Exception):
-    """The merchant cannot take live payments (no xpub registered)."""
+    """The merchant cannot take live payments; str() says why (never quoting the xpub)."""
+
+    def __init__(self, message="This merchant cannot take live payments yet: no wallet (xpub) is"
+                               " registered."):
+        super().__init__(message)
 
 
 class ChoiceError(ValueError):
@@ -257,10 +261,14 @@ def _allocate(conn, merchant_id, xpub) -> tuple[int, str]:
     for _ in range(MAX_SKIPPED_INDEXES):
         index = payment_rows.get_wallet(conn, merchant_id).next_index
         if index > addresses.MAX_INDEX:
-            raise PaymentMethodUnavailable()
+            raise PaymentMethodUnavailable(
+                "This merchant cannot take live payments: every deposit address of its wallet"
+                " has been given out.")
         if not payment_rows.take_index(conn, merchant_id, index):
             continue  # moved under us: read it again
         address = addresses.deposit_address(xpub, index)
         if not payment_rows.address_taken(conn, address):
             return index, address
-    raise PaymentMethodUnavailable()
+    raise PaymentMethodUnavailable(
+        f"This merchant cannot take live payments now: the next {MAX_SKIPPED_INDEXES} deposit"
+        " addresses of its wallet already belong to other payments.")

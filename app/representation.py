@@ -64,7 +64,7 @@ def payment_json(view) -> str:
     transfers = ",".join(
         f'{{"txHash":"{t.tx_hash}","logIndex":{t.log_index},"blockNumber":{t.block_number},'
         f'"amount":"{format_units(a, d)}",'
-        f'"confirmations":{max(0, p.head_block - t.block_number + 1)}}}'
+        f'"confirmations":{max(0, _head(t, p) - t.block_number + 1)}}}'
         for t, a in amounts
     )
     uri = f"ethereum:{p.token_contract}@{p.chain_id}/transfer?address={p.address}&uint256={outstanding}"
@@ -75,6 +75,12 @@ def payment_json(view) -> str:
         f'"amountPending":"{format_units(pending, d)}","paymentUri":{json.dumps(uri)},'
         f'"transfers":[{transfers}]}}'
     )
+
+
+def _head(transfer, payment) -> int:
+    """The head its confirmations count from: its own network's (a transfer sent with an earlier
+    choice may be on another network), else the payment's."""
+    return payment.head_block if transfer.head_block is None else transfer.head_block
 
 
 def event_json(event_type, timestamp, process_object_json) -> str:

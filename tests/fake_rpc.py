@@ -1,6 +1,7 @@
-"""A JSON-RPC endpoint on loopback in front of the real test node that misbehaves on demand: down,
-slow, HTTP errors, JSON-RPC errors, malformed JSON, a head going backwards, "result too large" for
-wide eth_getLogs ranges. Every call it does not spoil goes to the real node unchanged."""
+"""A JSON-RPC endpoint on loopback in front of the real test node that misbehaves on demand: down
+(`down()`: its port refuses connections until `up()`), hanging or slow calls, HTTP errors, JSON-RPC
+errors, malformed JSON, a head going backwards, "result too large" for wide eth_getLogs ranges.
+Every call it does not spoil goes to the real node unchanged."""
 import json
 import threading
 import time
@@ -15,8 +16,11 @@ class FaultyRpc:
         self.upstream = upstream
         self.queued = defaultdict(list)  # method -> faults for its next calls, in order
         self.max_log_range = None  # eth_getLogs over more blocks than this: "too many results"
+        self.too_large_status = 200  # the HTTP status of that refusal (some providers send 400/413)
         self.calls = Counter()
         self.lock = threading.Lock()
+        self.slow_started = threading.Event()  # set when a "slow" call arrives
+        self.hooks = {}  # method -> [calls to let through first, function run before the next]
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -35,14 +39,35 @@ class FaultyRpc:
                 except OSError:  # the client gave up (timeout)
                     pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self._handler = Handler
+        self.server = None
+        self.up()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+
+    def up(self, port=0):
+        """Listen (again, on the same port after `down()`)."""
+        if self.server is not None:
+            port = self.server.server_address[1]
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), self._handler)
+        self.server.daemon_threads = True
+        self.listening = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def down(self):
+        """Stop listening: every call is refused (ECONNREFUSED) until `up()`."""
+        self.server.shutdown()
+        self.server.server_close()
+        self.listening = False
 
     def fail(self, method, *faults):
         with self.lock:
             self.queued[method].extend(faults)
+
+    def before(self, method, after, function):
+        """Run `function` (e.g. a reorganisation of the node) before passing on the single call of
+        `method` that follows the next `after` ones."""
+        with self.lock:
+            self.hooks[method] = [after, function]
 
     def answer(self, body):
         if isinstance(body, list):  # a batch: counted per call, passed through unspoiled
@@ -53,10 +78,26 @@ class FaultyRpc:
         with self.lock:
             self.calls[method] += 1
             fault = self.queued[method].pop(0) if self.queued[method] else None
+            hook = self.hooks.get(method)
+            if hook is not None and hook[0] == 0:
+                del self.hooks[method]
+                hook = hook[1]
+            else:
+                if hook is not None:
+                    hook[0] -= 1
+                hook = None
+        if hook is not None:
+            hook()
         if fault == "hang":
             time.sleep(3)
+        elif fault == "slow":  # answered, after two seconds
+            self.slow_started.set()
+            time.sleep(2)
         elif fault == "http500":
             return 500, b"<html>Internal Server Error</html>"
+        elif fault == "http400":  # a JSON-RPC error on an HTTP error status, as some providers send
+            return 400, self._json({"jsonrpc": "2.0", "id": body["id"],
+                                    "error": {"code": -32602, "message": "invalid params"}})
         elif fault == "malformed":
             return 200, b'{"jsonrpc": "2.0", "id": 1, "result": '
         elif fault == "error":
@@ -67,8 +108,9 @@ class FaultyRpc:
         if method == "eth_getLogs" and self.max_log_range is not None:
             query = body["params"][0]
             if int(query["toBlock"], 16) - int(query["fromBlock"], 16) + 1 > self.max_log_range:
-                return 200, self._json({"jsonrpc": "2.0", "id": body["id"], "error": {
-                    "code": -32005, "message": "query returned more than 10000 results"}})
+                return self.too_large_status, self._json({
+                    "jsonrpc": "2.0", "id": body["id"], "error": {
+                        "code": -32005, "message": "query returned more than 10000 results"}})
         answer = requests.post(self.upstream, json=body, timeout=30).json()
         if fault == "backwards":
             answer["result"] = hex(max(0, int(answer["result"], 16) - 5))
@@ -79,5 +121,5 @@ class FaultyRpc:
         return json.dumps(value).encode()
 
     def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        if self.listening:
+            self.down()

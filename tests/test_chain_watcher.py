@@ -4,7 +4,7 @@ hold against the expiry sweep, reorganisations, and other tokens to a deposit ad
 import pytest
 
 from app.processes import expire_due
-from chain_shop import Shop, add_network
+from chain_shop import NETWORK, Shop, add_network, cli
 from helpers import Api
 
 CONFIRMATIONS = 3
@@ -165,7 +165,7 @@ def test_in_time_partial_confirmed_after_expiry_then_expires(shop, chain, clock,
                                             "process.expired"]
 
 
-def test_a_reorganisation_drops_the_orphaned_transfer(shop, chain):
+def test_a_reorganisation_drops_the_orphaned_transfer(shop, chain, caplog):
     process_id, address = shop.order(9)
     before = chain.snapshot()
     orphan_tx, orphan_block = chain.transfer(address, 9 * UNIT)
@@ -174,7 +174,9 @@ def test_a_reorganisation_drops_the_orphaned_transfer(shop, chain):
 
     chain.revert(before)  # the block with the transfer leaves the chain
     chain.mine(CONFIRMATIONS + 2)  # a longer chain without it
+    caplog.clear()
     shop.watch()
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
     assert shop.transfers(process_id) == [{"tx_hash": orphan_tx, "status": "orphaned",
                                            "amount": str(9 * UNIT), "block_number": orphan_block}]
     assert shop.event_types(process_id) == ["payment.pending"]
@@ -189,6 +191,36 @@ def test_a_reorganisation_drops_the_orphaned_transfer(shop, chain):
     _, completed = shop.events(process_id)[-1]
     assert completed["data"]["payment"]["amountPaid"] == "9"
     assert [t["txHash"] for t in completed["data"]["payment"]["transfers"]] == [tx_hash]
+
+
+def test_a_reorganisation_below_every_kept_hash_reads_the_new_branch(shop, chain, caplog):
+    """The only kept hash is the payment's block N (one step read N-1 and N). The new branch holds
+    the payment one block lower, in N-1': the watcher reads the new branch again from below the
+    fork, so the new transfer counts and the old one is orphaned; a one-block reorganisation is
+    a warning, not an error."""
+    process_id, address = shop.order(5)
+    before = chain.snapshot()
+    chain.mine(1)  # block N-1: empty
+    orphan_tx, orphan_block = chain.transfer(address, 5 * UNIT)  # block N: the payment
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.pending"]
+
+    chain.revert(before)
+    tx_hash, block = chain.transfer(address, 5 * UNIT)  # the new branch: the payment in N-1'
+    assert block == orphan_block - 1
+    chain.mine(CONFIRMATIONS + 2)
+    caplog.clear()
+    shop.watch()
+    assert shop.transfers(process_id) == [
+        {"tx_hash": tx_hash, "status": "confirmed", "amount": str(5 * UNIT), "block_number": block},
+        {"tx_hash": orphan_tx, "status": "orphaned", "amount": str(5 * UNIT),
+         "block_number": orphan_block},
+    ]
+    assert shop.event_types(process_id) == ["payment.pending", "payment.completed"]
+    _, completed = shop.events(process_id)[-1]
+    assert [t["txHash"] for t in completed["data"]["payment"]["transfers"]] == [tx_hash]
+    assert [r.levelname for r in caplog.records if r.levelname == "ERROR"] == []
+    assert f"block {orphan_block} was replaced: reorganisation" in caplog.text
 
 
 def test_a_transfer_included_again_after_a_reorganisation_counts_once(shop, chain):
@@ -319,3 +351,38 @@ def test_a_disabled_network_does_not_hold_its_processes(shop, chain, clock, app,
     with app.app_context():
         assert expire_due(app.extensions["db"], clock()) == 1
     assert shop.event_types(process_id) == ["process.expired"]
+
+
+def test_a_payment_sent_with_the_earlier_choice_counts_after_a_switch(shop, chain, runner):
+    """The customer pays 5 TUSD (6 decimals), then, before the watcher has seen it, switches the
+    choice to TDAI (18 decimals; same address). The earlier choice is still watched: the transfer
+    counts, in TDAI's units, and the choice cannot change again once a transfer is recorded."""
+    dai = chain.deploy_token()  # the watcher reads no decimals() from the contract: 18 is ours
+    cli(runner, "assets", "add", "tdai", "--network", NETWORK, "--symbol", "TDAI", "--name",
+        "Test Dai", "--contract", dai, "--decimals", "18")
+    process_id, address = shop.order(5)
+    tx_hash, block = chain.transfer(address, 5 * UNIT)  # with the first choice: TUSD
+
+    def choose(asset_id):
+        return shop.client.post(
+            f"/payment-button/process/{process_id}/confirm",
+            json={"assetId": asset_id, "networkId": NETWORK},
+            headers={"x-public-key": shop.merchant["publicKey"]})
+
+    switched = choose("tdai")
+    assert switched.status_code == 200, switched.get_data(as_text=True)
+    payment = switched.get_json()["payment"]
+    assert (payment["assetId"], payment["address"], payment["amountDue"]) == ("tdai", address, "5")
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.pending"]
+    chain.mine(CONFIRMATIONS - 1)
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.pending", "payment.completed"]
+    _, completed = shop.events(process_id)[-1]
+    payment = completed["data"]["payment"]
+    assert (payment["assetId"], payment["amountDue"], payment["amountPaid"]) == ("tdai", "5", "5")
+    assert payment["transfers"] == [{"txHash": tx_hash, "logIndex": 0, "blockNumber": block,
+                                     "amount": "5", "confirmations": CONFIRMATIONS}]
+    assert shop.process(process_id)["payment"] == payment
+    refused = choose("tusd")
+    assert refused.status_code == 409 and refused.get_json()["code"] == "invalid_state"

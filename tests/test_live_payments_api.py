@@ -203,6 +203,33 @@ def test_confirm_again_keeps_the_address_and_may_change_the_choice(api, button, 
         assert conn.execute("SELECT count(*) FROM payments").fetchone()[0] == 1
 
 
+def test_a_transfer_with_an_earlier_choice_shows_in_the_current_ones_units(api, button, wallet,
+                                                                           app):
+    """Chosen: DAI on `local` (18 decimals); then USDC on `testnet` (6). A DAI transfer on `local`
+    (what the watcher records for the earlier choice) counts in USDC's units, the wei that USDC
+    cannot hold left out, with its confirmations counted on its own network."""
+    pid = preorder(api)["processId"]
+    assert button.confirm(pid, "dai", "local").status_code == 200
+    assert button.confirm(pid, "usdc", "testnet").status_code == 200
+    with db(app) as conn:
+        conn.execute(
+            "INSERT INTO transfers (chain_id, tx_hash, log_index, network_id, process_id,"
+            " token_contract, from_address, amount, block_number, block_hash, block_timestamp,"
+            " status, seen_at, confirmed_at) VALUES (31337, ?, 0, 'local', ?, ?, ?, ?, 10, ?,"
+            " 1795000100, 'confirmed', 1795000100, 1795000100)",
+            ("0x" + "ee" * 32, pid, DAI_LOCAL.lower(), "0x" + "ab" * 20,
+             str(19_990_000_000_000_000_001), "0x" + "cd" * 32),
+        )
+    set_head(app, 12)
+    payment = button.public(pid).get_json()["payment"]
+    assert (payment["networkId"], payment["assetId"], payment["amountDue"]) == (
+        "testnet", "usdc", "19.99")
+    assert (payment["amountPaid"], payment["amountPending"]) == ("19.99", "0")
+    assert payment["transfers"] == [{"txHash": "0x" + "ee" * 32, "logIndex": 0, "blockNumber": 10,
+                                     "amount": "19.99", "confirmations": 3}]
+    assert payment["paymentUri"].endswith("&uint256=0")
+
+
 def test_an_amount_the_token_cannot_hold_is_refused(api, button, wallet):
     pid = preorder(api)["processId"]
     body = assert_error(button.confirm(pid, "whole", "local"), 400, "validation_error")
@@ -226,6 +253,24 @@ def test_confirm_without_xpub_is_payment_method_unavailable(api, button, chains)
     pid = preorder(api)["processId"]
     assert_error(button.confirm(pid), 409, "payment_method_unavailable",
                  "This merchant cannot take live payments yet: no wallet (xpub) is registered.")
+
+
+def test_a_wallet_whose_address_indexes_are_used_up_is_payment_method_unavailable(
+        api, button, wallet, app):
+    """The last unhardened index (2**31 - 1) is given out; then the wallet has no address left,
+    and the 409 says so (not that no xpub is registered)."""
+    with db(app) as conn:  # 2**31 - 1 addresses given out before: only reachable by hand here
+        conn.execute("UPDATE merchant_wallets SET next_index = ?", (2**31 - 1,))
+    last = button.confirm(preorder(api)["processId"])
+    assert last.status_code == 200, last.get_data(as_text=True)
+    pid = preorder(api)["processId"]
+    assert_error(button.confirm(pid), 409, "payment_method_unavailable",
+                 "This merchant cannot take live payments: every deposit address of its wallet"
+                 " has been given out.")
+    assert button.public(pid).get_json()["payment"] is None
+    with db(app) as conn:
+        assert conn.execute("SELECT next_index FROM merchant_wallets").fetchone()[0] == 2**31
+        assert [r[0] for r in conn.execute("SELECT address_index FROM payments")] == [2**31 - 1]
 
 
 @pytest.mark.parametrize("asset, network, errors", [

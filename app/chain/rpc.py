@@ -47,12 +47,21 @@ class Client:
 
     def _post(self, what, payload):
         """POST the payload; the decoded JSON answer, or RpcError (unreachable, not HTTP 200, not
-        JSON). `what` names the call in the error, with the URL's host only."""
+        JSON). `what` names the call in the error, with the URL's host only. Some providers refuse
+        a too large eth_getLogs with HTTP 400 or 413 and a JSON-RPC error body: its error is raised
+        as on HTTP 200 (code and message), so the caller splits the range alike."""
         where = redacted(self.url)
         try:
             response = self.session.post(self.url, json=payload, timeout=self.timeout)
         except requests.RequestException as e:
             raise RpcError(f"{what}: {where} unreachable ({type(e).__name__})") from None
+        if response.status_code in (400, 413):
+            try:
+                answer = response.json()
+            except ValueError:
+                answer = None
+            if isinstance(answer, dict) and answer.get("error") is not None:
+                self._result(f"{what} (HTTP {response.status_code})", answer)
         if response.status_code != 200:
             raise RpcError(f"{what}: {where} answered HTTP {response.status_code}")
         try:

@@ -7,7 +7,8 @@ One poll of a network (`poll_network`), every RPC call bounded by the client's t
   2. reorganisation: the hash kept for the scan position (`chain_blocks`) is compared with the
      node's block at that number. On a mismatch the kept hashes are walked down to the highest one
      the node still has; unconfirmed transfers above it are `orphaned` and the scan position goes
-     back to it, so the new blocks are read again.
+     back to it, so the new blocks are read again. When the node has none of them (only the last
+     block of each step is kept), the fork may be below them all: read again from the start block.
   3. scan, in steps of at most `max_range` blocks up to the head: the step's last block is read
      before and after its `eth_getLogs` calls (at most `max_addresses` deposit addresses a call;
      the client halves a range the node finds too large). Only the blocks holding transfers whose
@@ -23,11 +24,13 @@ One poll of a network (`poll_network`), every RPC call bounded by the client's t
      its event in the same transaction (up to CONFIRM_BATCH processes a commit):
      `payment.completed` (the in-time confirmed sum reaches the amount due), `payment.partial`, or
      `payment.received_late` (the process is already final, or the transfer's block is after its
-     expiry). Any other hash: the transfers are orphaned and their range is read again.
+     expiry). Any other hash: the transfers are orphaned and the blocks are read again from the
+     highest kept hash below them (checked by the next poll's step 2).
 
 Faults (unreachable node, timeouts, HTTP errors, malformed answers, a head going backwards) end the
 poll of that network only: logged with the URL's host alone, retried after a backoff that doubles
-up to `backoff_max`. Nothing half-done is committed; the loop never dies of them.
+up to `backoff_max`. Nothing half-done is committed; the loop never dies of them, nor of a
+database it cannot read (the same backoff).
 
 Signals: SIGTERM/SIGINT set a flag; the current step commits and the command exits 0.
 """
@@ -51,6 +54,13 @@ MAX_RANGE = 2_000  # blocks per eth_getLogs: providers refuse wider ranges (ofte
 MAX_ADDRESSES = 500  # deposit addresses per eth_getLogs (topic OR-list)
 KEEP_BLOCKS = 64
 CONFIRM_BATCH = 200  # processes settled per transaction (each with its event)  # block hashes kept below the unconfirmed window, to find a fork point
+
+
+def _summary(error) -> str:
+    """An exception in one log line: its class and the first line of its message (PostgreSQL's
+    go on with the statement's text)."""
+    lines = str(error).splitlines()
+    return f"{type(error).__name__}: {lines[0][:200] if lines else ''}"
 
 
 class ChainMoved(RpcError):
@@ -91,7 +101,12 @@ class Watcher:
         """One pass over every enabled network, each caught up to its head (cron's `--once`).
         False when some network could not be read (logged)."""
         ok, started = True, time.perf_counter()
-        for network in transfer_rows.enabled_networks(self.db.connection()):
+        try:
+            networks = transfer_rows.enabled_networks(self.db.connection())
+        except Exception as e:  # the database is unavailable: the exit status says so
+            log.warning("watch: cannot read the networks (%s)", _summary(e))
+            return False
+        for network in networks:
             if self.stopping:
                 break
             ok = self._poll_logged(network.id) and ok
@@ -108,9 +123,20 @@ class Watcher:
         log.info("watch: stopped")
 
     def _loop(self):
+        failures = 0  # consecutive failed reads of the network list
         while not self.stopping:
             now = time.monotonic()
-            for network in transfer_rows.enabled_networks(self.db.connection()):
+            try:
+                networks = transfer_rows.enabled_networks(self.db.connection())
+            except Exception as e:  # the database is unavailable: wait, as for a failing node
+                failures += 1
+                delay = self._backoff(failures)
+                log.warning("watch: cannot read the networks (%s); retry in %.1fs", _summary(e),
+                            delay)
+                self._wake.wait(delay)
+                continue
+            failures = 0
+            for network in networks:
                 if self.stopping:
                     break
                 if self._next_poll.get(network.id, 0) <= now:
@@ -124,7 +150,7 @@ class Watcher:
             self.poll_network(network_id)
         except Exception as e:  # the loop never dies: RPC faults, a locked database, a bug
             self._failures[network_id] += 1
-            delay = min(self.backoff_max, self.backoff_base * 2 ** (self._failures[network_id] - 1))
+            delay = self._backoff(self._failures[network_id])
             self._next_poll[network_id] = time.monotonic() + delay
             if isinstance(e, RpcError):  # its message names the URL's host only
                 log.warning("watch %s: %s; retry in %.1fs", network_id, e, delay)
@@ -134,6 +160,10 @@ class Watcher:
         self._failures.pop(network_id, None)
         self._next_poll[network_id] = time.monotonic() + self.poll_interval
         return True
+
+    def _backoff(self, failures):
+        """Seconds to wait after `failures` consecutive failures: doubling, up to backoff_max."""
+        return min(self.backoff_max, self.backoff_base * 2 ** (failures - 1))
 
     def stop(self):
         self.stopping = True
@@ -205,12 +235,11 @@ class Watcher:
                 log.warning("watch %s: block %d was replaced: reorganisation", network.id, block.number)
         if fork == kept[0].number:
             return
-        if fork is None:
-            fork = kept[-1].number - 1
-            log.error("watch %s: reorganisation deeper than the %d kept block hashes; reading again"
-                      " from block %d", network.id, len(kept), fork + 1)
+        exact = fork is not None
+        if not exact:
+            fork = self._below_every_kept_hash(network, kept)
         with self.db.transaction() as conn:
-            counted = transfer_rows.confirmed_above(conn, network.id, fork)
+            counted = transfer_rows.confirmed_above(conn, network.id, fork) if exact else 0
             if counted:  # the operator's confirmation depth was too shallow for this chain
                 log.error("watch %s: reorganisation deeper than %d confirmations: %d confirmed "
                           "transfers above block %d left the chain", network.id,
@@ -220,6 +249,19 @@ class Watcher:
             transfer_rows.rewind(conn, network.id, fork)
         log.warning("watch %s: reading again from block %d; %d unconfirmed transfers orphaned",
                     network.id, fork + 1, orphaned)
+
+    def _below_every_kept_hash(self, network, kept):
+        """The fork point when every kept hash was replaced. A kept hash is a step's last block
+        only, so the fork may lie anywhere below the lowest one, in blocks whose hashes were never
+        kept: the watcher reads again from its start block (confirmed transfers are not counted
+        twice, seen ones are revived). Slow only after a reorganisation this deep, or one in the
+        watcher's first steps, where the start is near; never a missed transfer."""
+        replaced = network.scanned_block - kept[-1].number + 1  # at least this many blocks
+        report = log.error if replaced >= network.confirmations else log.warning
+        report("watch %s: no kept block hash is on the chain any more (the reorganisation replaced"
+               " at least %d blocks, confirmations are %d): reading again from the start block %d",
+               network.id, replaced, network.confirmations, network.start_block)
+        return network.start_block - 1
 
     def _scan_step(self, client, network, head):
         first = network.scanned_block + 1
@@ -308,11 +350,15 @@ class Watcher:
             if canonical[transfer.block_number] == transfer.block_hash:
                 by_process[transfer.process_id].append(transfer)
             else:  # its block left the chain after the last reorganisation check
+                # The blocks below it may have gone too: read again from the highest kept hash
+                # below it, which the next poll checks (walking down when it is gone as well).
                 with self.db.transaction() as conn:
                     transfer_rows.orphan_block(conn, network.id, transfer.block_number,
                                                transfer.block_hash)
                     transfer_rows.forget_blocks_above(conn, network.id, transfer.block_number - 1)
-                    transfer_rows.rewind(conn, network.id, transfer.block_number - 1)
+                    below = transfer_rows.blocks_from_top(conn, network.id, transfer.block_number)
+                    transfer_rows.rewind(conn, network.id, below[0].number if below
+                                         else network.start_block - 1)
                 log.warning("watch %s: block %d was replaced: transfer orphaned", network.id,
                             transfer.block_number)
         now = int(self.clock())

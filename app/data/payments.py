@@ -2,6 +2,8 @@
 read of a process's transfers for display. (The chain watcher writes transfers: app/data/transfers.py.)
 
 Amounts in base units are decimal-integer TEXT in the database and `int` in the models."""
+from dataclasses import replace
+
 from app.models import Asset, Network, Payment, PaymentView, Transfer, Wallet
 
 _NETWORK_COLUMNS = (
@@ -31,10 +33,6 @@ def _payment(row):
     values = {k: row[k] for k in row.keys()}
     values["amount_due"] = int(values["amount_due"])
     return Payment(**values)
-
-
-def _transfer(row):
-    return Transfer(**{k: row[k] for k in row.keys()})
 
 
 # Networks
@@ -201,7 +199,14 @@ def insert_payment(conn, p: Payment):
 
 def change_choice(conn, p: Payment) -> bool:
     """A new asset/network for a payment (same address), only while no transfer to it is recorded
-    other than orphaned ones: the check and the change are one statement."""
+    other than orphaned ones: the check and the change are one statement. The choice it replaces
+    is kept in payment_choices (still watched); the caller rolls back when this returns False."""
+    conn.execute(
+        "INSERT INTO payment_choices (process_id, network_id, token_contract, decimals, created_at)"
+        " SELECT process_id, network_id, token_contract, decimals, ? FROM payments"
+        " WHERE process_id = ? ON CONFLICT DO NOTHING",
+        (p.updated_at, p.process_id),
+    )
     cur = conn.execute(
         "UPDATE payments SET asset_id = ?, network_id = ?, chain_id = ?, token_contract = ?,"
         " decimals = ?, amount_due = ?, updated_at = ?"
@@ -215,20 +220,45 @@ def change_choice(conn, p: Payment) -> bool:
 
 def transfers_of(conn, process_ids) -> dict[str, list[Transfer]]:
     """The seen and confirmed transfers of these processes (orphaned ones never show), by process
-    id, each list ordered by (block_number, log_index); one query."""
+    id, each list ordered by (block_number, log_index); one query. Each carries its network's head
+    (for its confirmations); one sent with an earlier choice of the payment has its amount in the
+    current choice's base units (the process amount is due 1:1 in whichever token)."""
     ids = list(process_ids)
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
+    columns = ", ".join(f"t.{c.strip()}" for c in _TRANSFER_COLUMNS.split(","))
     rows = conn.execute(
-        f"SELECT {_TRANSFER_COLUMNS} FROM transfers WHERE process_id IN ({marks})"
-        " AND status != 'orphaned' ORDER BY block_number, log_index",
+        f"SELECT {columns}, n.head_block, p.network_id AS chosen_network,"
+        " p.token_contract AS chosen_token, p.decimals AS chosen_decimals,"
+        " c.decimals AS earlier_decimals"
+        " FROM transfers t JOIN networks n ON n.id = t.network_id"
+        " JOIN payments p ON p.process_id = t.process_id"
+        " LEFT JOIN payment_choices c ON c.process_id = t.process_id"
+        "  AND c.network_id = t.network_id AND lower(c.token_contract) = lower(t.token_contract)"
+        f" WHERE t.process_id IN ({marks}) AND t.status != 'orphaned'"
+        " ORDER BY t.block_number, t.log_index",
         ids,
     ).fetchall()
+    fields = [c.strip() for c in _TRANSFER_COLUMNS.split(",")] + ["head_block"]
     found: dict[str, list[Transfer]] = {}
     for r in rows:
-        found.setdefault(r["process_id"], []).append(_transfer(r))
+        transfer = Transfer(**{k: r[k] for k in fields})
+        current = (r["network_id"] == r["chosen_network"]
+                   and r["token_contract"].lower() == r["chosen_token"].lower())
+        if not current and r["earlier_decimals"] is not None:
+            amount = _rescaled(int(r["amount"]), r["earlier_decimals"], r["chosen_decimals"])
+            transfer = replace(transfer, amount=str(amount))
+        found.setdefault(r["process_id"], []).append(transfer)
     return found
+
+
+def _rescaled(amount, decimals, to_decimals) -> int:
+    """Base units of a token with `decimals` in those of one with `to_decimals`, exactly; what
+    the coarser token cannot hold is left out (never more than was sent)."""
+    if to_decimals >= decimals:
+        return amount * 10 ** (to_decimals - decimals)
+    return amount // 10 ** (decimals - to_decimals)
 
 
 def views_of(conn, process_ids) -> dict[str, PaymentView]:

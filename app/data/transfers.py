@@ -71,12 +71,18 @@ def set_head(conn, network_id, head):
 
 def watched_addresses(conn, network_id, final_since) -> list[WatchedAddress]:
     """Deposit addresses on the network whose process is pending, or became final at or after
-    `final_since` (late payments are still noticed for PAYMENT_MONITORING_SECONDS)."""
+    `final_since` (late payments are still noticed for PAYMENT_MONITORING_SECONDS), with the token
+    of the payment's choice, and of each earlier choice on the network (the customer may have paid
+    with it before changing)."""
     rows = conn.execute(
         "SELECT p.process_id, p.address, p.token_contract, pr.expires_at FROM payments p"
         " JOIN processes pr ON pr.id = p.process_id"
-        " WHERE p.network_id = ? AND (pr.status = 'pending' OR pr.updated_at >= ?)",
-        (network_id, final_since),
+        " WHERE p.network_id = ? AND (pr.status = 'pending' OR pr.updated_at >= ?)"
+        " UNION SELECT p.process_id, p.address, c.token_contract, pr.expires_at"
+        " FROM payment_choices c JOIN payments p ON p.process_id = c.process_id"
+        " JOIN processes pr ON pr.id = c.process_id"
+        " WHERE c.network_id = ? AND (pr.status = 'pending' OR pr.updated_at >= ?)",
+        (network_id, final_since, network_id, final_since),
     )
     return [WatchedAddress(row["process_id"], row["address"].lower(), row["token_contract"].lower(),
                            row["expires_at"]) for row in rows]
