@@ -232,6 +232,42 @@ def test_several_transfers_in_one_block_range_and_a_small_step(shop, chain):
         assert shop.event_types(process_id) == ["payment.completed"]
 
 
+def test_a_catch_up_over_many_steps_reports_each_outcome_once(shop, chain):
+    """One block a step: a transfer that completes its process is settled in its own step; a
+    partial waits for the end of the poll, where the rest (read in later steps) joins it."""
+    whole_id, whole = shop.order(2)
+    halves_id, halves = shop.order(2)
+    twice_id, twice = shop.order(2)
+    short_id, short = shop.order(2)
+    chain.transfer(whole, 2 * UNIT)
+    chain.transfer(halves, UNIT)
+    chain.transfer(twice, 2 * UNIT)
+    chain.transfer(short, UNIT)
+    chain.mine(2)
+    chain.transfer(halves, UNIT)
+    chain.transfer(twice, UNIT)
+    chain.mine(CONFIRMATIONS)
+    shop.watch("--max-range", "1")
+
+    assert shop.event_types(whole_id) == ["payment.completed"]
+    assert shop.event_types(halves_id) == ["payment.completed"]
+    _, done = shop.events(halves_id)[0]
+    assert done["data"]["payment"]["amountPaid"] == "2"
+    assert [t["amount"] for t in done["data"]["payment"]["transfers"]] == ["1", "1"]
+    # Completed in its step; paid again in a later step of the same catch-up.
+    assert shop.event_types(twice_id) == ["payment.completed", "payment.received_late"]
+    _, late = shop.events(twice_id)[1]
+    assert late["data"]["status"] == "completed"
+    assert late["data"]["payment"]["amountPaid"] == "3"
+    assert shop.event_types(short_id) == ["payment.partial"]
+    assert shop.process(short_id)["status"] == "pending"
+    for process_id in (whole_id, halves_id, twice_id, short_id):
+        assert {t["status"] for t in shop.transfers(process_id)} == {"confirmed"}
+
+    shop.watch("--max-range", "1")  # read again: nothing counted twice
+    assert [len(shop.event_types(p)) for p in (whole_id, halves_id, twice_id, short_id)] == [1, 1, 2, 1]
+
+
 def test_without_node_the_chain_tests_fail_and_say_how_to_fix_it(tmp_path):
     """Never a silent skip: a machine without Node.js fails the chain tests with the fix."""
     import os

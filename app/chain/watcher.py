@@ -17,7 +17,10 @@ One poll of a network (`poll_network`), every RPC call bounded by the client's t
      in one transaction: its new transfers (`seen`; one `payment.pending` each, unless already
      deep enough to confirm: a watcher catching up reports the outcome only), the last block's
      hash, and the scan position moved by compare-and-set (a watcher that lost the race rolls its
-     step back).
+     step back). Transfers already deep enough that complete their process (and a process with
+     none still `seen`) are recorded `confirmed` and settled in that same transaction, with its
+     `payment.completed`: a catch-up writes each such transfer once, not once seen and once
+     confirmed. Any other deep transfer waits, `seen`, for step 4.
   4. confirm: `seen` transfers with `confirmations` blocks (their own included) whose block the node
      still has under the same hash (read in JSON-RPC batches) become `confirmed`, each process with
      its event in the same transaction (up to CONFIRM_BATCH processes a commit):
@@ -268,25 +271,31 @@ class Watcher:
         for block in previous:
             if again[block.number] is None or again[block.number].hash != block.hash:
                 raise ChainMoved(f"block {block.number} was replaced: reorganisation")
+        transfers = [Transfer(
+            chain_id=network.chain_id, tx_hash=entry.tx_hash, log_index=entry.log_index,
+            network_id=network.id, process_id=match.process_id, token_contract=entry.token,
+            from_address=entry.from_address, amount=str(entry.amount),
+            block_number=entry.block_number, block_hash=entry.block_hash,
+            block_timestamp=(headers[entry.block_number].timestamp
+                             if entry.block_number in headers else tip.timestamp),
+            status="seen", seen_at=now, confirmed_at=None,
+        ) for entry, match in logs]
+        deep_enough = head - network.confirmations + 1
         try:
             with self.db.transaction() as conn:
-                for entry, match in logs:
-                    transfer = Transfer(
-                        chain_id=network.chain_id, tx_hash=entry.tx_hash, log_index=entry.log_index,
-                        network_id=network.id, process_id=match.process_id,
-                        token_contract=entry.token, from_address=entry.from_address,
-                        amount=str(entry.amount), block_number=entry.block_number,
-                        block_hash=entry.block_hash,
-                        block_timestamp=(headers[entry.block_number].timestamp
-                                         if entry.block_number in headers else tip.timestamp),
-                        status="seen", seen_at=now, confirmed_at=None,
-                    )
-                    recorded = transfer_rows.insert_seen(conn, transfer)
-                    # Already deep enough when first seen (a watcher catching up): no "pending",
-                    # the confirmation's own event follows in this poll.
-                    shallow = head - entry.block_number + 1 < network.confirmations
-                    if recorded == "new" and shallow:
-                        emit(conn, "payment.pending", process_rows.get(conn, match.process_id), now)
+                completing = self._completing(conn, transfers, deep_enough)
+                confirmed = defaultdict(list)
+                for transfer in transfers:
+                    deep = transfer.block_number <= deep_enough
+                    if deep and transfer.process_id in completing:
+                        transfer = replace(transfer, status="confirmed", confirmed_at=now)
+                    recorded = transfer_rows.record(conn, transfer)
+                    if recorded and transfer.status == "confirmed":
+                        confirmed[transfer.process_id].append(transfer)
+                    elif recorded == "new" and not deep:
+                        emit(conn, "payment.pending", process_rows.get(conn, transfer.process_id),
+                             now)
+                outcomes = self._settle_all(conn, confirmed, now)
                 transfer_rows.save_block(conn, network.id, tip.number, tip.hash, tip.parent_hash,
                                          tip.timestamp)
                 if not transfer_rows.advance(conn, network.id, network.scanned_block, last):
@@ -295,7 +304,8 @@ class Watcher:
             log.info("watch %s: another watcher read blocks %d-%d first", network.id, first, last)
             return
         if logs:
-            log.info("watch %s: blocks %d-%d: %d transfers", network.id, first, last, len(logs))
+            log.info("watch %s: blocks %d-%d: %d transfers%s", network.id, first, last, len(logs),
+                     _outcomes(outcomes))
 
     def _confirm(self, client, network, head):
         deep_enough = head - network.confirmations + 1
@@ -324,16 +334,23 @@ class Watcher:
                     done = [t for t in transfers if transfer_rows.confirm(conn, t, now)]
                     if done:
                         confirmed[process_id] = done
-                # Read after the confirmations above, two queries for the batch's views: a
-                # process's settlement changes no other process's row or payment.
-                processes = process_rows.get_many(conn, confirmed)
-                views = payment_rows.views_of(conn, confirmed)
-                for process_id, done in confirmed.items():
-                    event = self._settle(conn, processes[process_id], views[process_id], done, now)
-                    outcomes[event] += 1
+                outcomes += self._settle_all(conn, confirmed, now)
         if outcomes:  # one line per poll; each process's event is in the outbox
-            log.info("watch %s: transfers confirmed in %d processes: %s", network.id,
-                     sum(outcomes.values()), ", ".join(f"{n} {e}" for e, n in sorted(outcomes.items())))
+            log.info("watch %s: transfers confirmed%s", network.id, _outcomes(outcomes))
+
+    def _settle_all(self, conn, confirmed, now) -> Counter:
+        """Each process's event for `confirmed` ({process id: its transfers just confirmed}), in
+        the caller's transaction; the events written, by type."""
+        outcomes = Counter()
+        if not confirmed:
+            return outcomes
+        # Read after the confirmations, two queries for all the views: a process's settlement
+        # changes no other process's row or payment.
+        processes = process_rows.get_many(conn, confirmed)
+        views = payment_rows.views_of(conn, confirmed)
+        for process_id, done in confirmed.items():
+            outcomes[self._settle(conn, processes[process_id], views[process_id], done, now)] += 1
+        return outcomes
 
     def _canonical(self, client, network, transfers):
         """{block number: the node's hash} for the transfers' blocks. Every kept block hash extends
@@ -349,17 +366,42 @@ class Watcher:
         return {number: header.hash if header else None for number, header in
                 client.headers(t.block_number for t in transfers).items()}
 
+    def _completing(self, conn, transfers, deep_enough) -> set:
+        """The processes that the step's transfers already deep enough complete (a watcher catching
+        up): these are recorded `confirmed` and settled in the step's own transaction, as the
+        confirm phase would settle them (the step's last block, unchanged while the logs were read,
+        vouches for their blocks). Any other outcome (partial, late), or a process with a transfer
+        still `seen` from an earlier step, waits for the confirm phase at the end of the poll, which
+        settles each process's deep transfers together: one event, the outcome only."""
+        arriving = defaultdict(list)
+        for t in transfers:
+            if t.block_number <= deep_enough:
+                arriving[t.process_id].append(t)
+        if not arriving:
+            return set()
+        processes = process_rows.get_many(conn, arriving)
+        views = payment_rows.views_of(conn, arriving)
+        completing = set()
+        for process_id, new in arriving.items():
+            process, view = processes[process_id], views[process_id]
+            known = {(t.chain_id, t.tx_hash, t.log_index) for t in view.transfers}
+            new = [t for t in new if (t.chain_id, t.tx_hash, t.log_index) not in known]
+            if (process.status == "pending" and _in_time(process, new)
+                    and all(t.status == "confirmed" for t in view.transfers)
+                    and _paid(_in_time(process, view.transfers + tuple(new)))
+                    >= view.payment.amount_due):
+                completing.add(process_id)
+        return completing
+
     def _settle(self, conn, process, view, confirmed, now):
         """The event for transfers just confirmed (same transaction), and completion when paid;
         `process` and `view` were read after the confirmations."""
         process_id = process.id
-        in_time = [t for t in confirmed if t.block_timestamp <= process.expires_at]
-        if process.status != "pending" or not in_time:
+        if process.status != "pending" or not _in_time(process, confirmed):
             event = "payment.received_late"
         else:
-            paid_in_time = sum(int(t.amount) for t in view.transfers
-                               if t.status == "confirmed" and t.block_timestamp <= process.expires_at)
-            if paid_in_time >= view.payment.amount_due:
+            counted = [t for t in view.transfers if t.status == "confirmed"]
+            if _paid(_in_time(process, counted)) >= view.payment.amount_due:
                 if not process_rows.complete_paid(conn, process_id, now):
                     raise RuntimeError("a pending process could not be completed")  # rolls back
                 process = replace(process, status="completed", updated_at=now)
@@ -368,3 +410,21 @@ class Watcher:
                 event = "payment.partial"
         emit(conn, event, process, now, payment=view)
         return event
+
+
+def _outcomes(outcomes):
+    """The log line's tail for the events written: ', confirmed in 4 processes: 3
+    payment.completed, 1 payment.partial', or '' when none."""
+    if not outcomes:
+        return ""
+    return (f", confirmed in {sum(outcomes.values())} processes: "
+            + ", ".join(f"{n} {e}" for e, n in sorted(outcomes.items())))
+
+
+def _in_time(process, transfers):
+    """The transfers whose block is at or before the process's expiry (docs/payments.md)."""
+    return [t for t in transfers if t.block_timestamp <= process.expires_at]
+
+
+def _paid(transfers) -> int:
+    return sum(int(t.amount) for t in transfers)
