@@ -123,6 +123,7 @@ class Watcher:
             self._wake.wait(min(wait, self.poll_interval))
 
     def _poll_logged(self, network_id) -> bool:
+        started = time.monotonic()  # polls start every poll_interval, however long each takes
         try:
             self.poll_network(network_id)
         except Exception as e:  # the loop never dies: RPC faults, a locked database, a bug
@@ -135,7 +136,7 @@ class Watcher:
                 log.exception("watch %s: %s; retry in %.1fs", network_id, type(e).__name__, delay)
             return False
         self._failures.pop(network_id, None)
-        self._next_poll[network_id] = time.monotonic() + self.poll_interval
+        self._next_poll[network_id] = started + self.poll_interval
         return True
 
     def stop(self):
@@ -180,18 +181,22 @@ class Watcher:
         if head < network.head_block:
             raise RpcError(f"{redacted(network.rpc_url)} reports head {head}, below {network.head_block}"
                            " already seen (a lagging node?)")
-        with self.db.transaction() as conn:
-            transfer_rows.set_head(conn, network.id, head)
+        if head > network.head_block:  # an idle poll commits nothing
+            with self.db.transaction() as conn:
+                transfer_rows.set_head(conn, network.id, head)
         self._check_reorg(client, network, head)
+        scanned = False
         while not self.stopping:
             network = transfer_rows.network(self.db.connection(), network_id)
             if network.scanned_block >= head:
                 break
             self._scan_step(client, network, head)
+            scanned = True
         self._confirm(client, network, head)
-        with self.db.transaction() as conn:
-            transfer_rows.prune_blocks(conn, network.id, head - network.confirmations - KEEP_BLOCKS,
-                                       KEEP_BLOCKS)
+        if scanned:  # hashes were kept: forget the old ones
+            with self.db.transaction() as conn:
+                transfer_rows.prune_blocks(conn, network.id,
+                                           head - network.confirmations - KEEP_BLOCKS, KEEP_BLOCKS)
 
     def _check_reorg(self, client, network, head):
         kept = transfer_rows.blocks_from_top(self.db.connection(), network.id,
@@ -304,8 +309,9 @@ class Watcher:
             log.info("watch %s: another watcher read blocks %d-%d first", network.id, first, last)
             return
         if logs:
+            settled = f"; settled {_outcomes(outcomes)}" if outcomes else ""
             log.info("watch %s: blocks %d-%d: %d transfers%s", network.id, first, last, len(logs),
-                     _outcomes(outcomes))
+                     settled)
 
     def _confirm(self, client, network, head):
         deep_enough = head - network.confirmations + 1
@@ -336,7 +342,7 @@ class Watcher:
                         confirmed[process_id] = done
                 outcomes += self._settle_all(conn, confirmed, now)
         if outcomes:  # one line per poll; each process's event is in the outbox
-            log.info("watch %s: transfers confirmed%s", network.id, _outcomes(outcomes))
+            log.info("watch %s: transfers confirmed %s", network.id, _outcomes(outcomes))
 
     def _settle_all(self, conn, confirmed, now) -> Counter:
         """Each process's event for `confirmed` ({process id: its transfers just confirmed}), in
@@ -413,11 +419,8 @@ class Watcher:
 
 
 def _outcomes(outcomes):
-    """The log line's tail for the events written: ', confirmed in 4 processes: 3
-    payment.completed, 1 payment.partial', or '' when none."""
-    if not outcomes:
-        return ""
-    return (f", confirmed in {sum(outcomes.values())} processes: "
+    """'in 4 processes: 3 payment.completed, 1 payment.partial', for the log."""
+    return (f"in {sum(outcomes.values())} processes: "
             + ", ".join(f"{n} {e}" for e, n in sorted(outcomes.items())))
 
 
