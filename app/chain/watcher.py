@@ -185,12 +185,16 @@ class Watcher:
             with self.db.transaction() as conn:
                 transfer_rows.set_head(conn, network.id, head)
         self._check_reorg(client, network, head)
+        # Read once for every step of the poll: an address handed out after this read is paid in a
+        # block after `head` (read before it), which the next poll scans.
+        watched = transfer_rows.watched_addresses(
+            self.db.connection(), network.id, int(self.clock()) - self.monitoring_seconds)
         scanned = False
         while not self.stopping:
             network = transfer_rows.network(self.db.connection(), network_id)
             if network.scanned_block >= head:
                 break
-            self._scan_step(client, network, head)
+            self._scan_step(client, network, head, watched)
             scanned = True
         self._confirm(client, network, head)
         if scanned:  # hashes were kept: forget the old ones
@@ -229,12 +233,10 @@ class Watcher:
         log.warning("watch %s: reading again from block %d; %d unconfirmed transfers orphaned",
                     network.id, fork + 1, orphaned)
 
-    def _scan_step(self, client, network, head):
+    def _scan_step(self, client, network, head, watched):
         first = network.scanned_block + 1
         last = min(head, first + self.max_range - 1)
         now = int(self.clock())
-        watched = transfer_rows.watched_addresses(
-            self.db.connection(), network.id, now - self.monitoring_seconds)
         tip = client.header(last)
         if tip is None:
             raise ChainMoved(f"block {last} is gone")
