@@ -302,7 +302,7 @@ class Watcher:
                     elif recorded == "new" and not deep:
                         emit(conn, "payment.pending", process_rows.get(conn, transfer.process_id),
                              now)
-                outcomes = self._settle_all(conn, confirmed, now)
+                outcomes = self._settle_all(conn, confirmed, now, read=completing)
                 transfer_rows.save_block(conn, network.id, tip.number, tip.hash, tip.parent_hash,
                                          tip.timestamp)
                 if not transfer_rows.advance(conn, network.id, network.scanned_block, last):
@@ -346,16 +346,22 @@ class Watcher:
         if outcomes:  # one line per poll; each process's event is in the outbox
             log.info("watch %s: transfers confirmed %s", network.id, _outcomes(outcomes))
 
-    def _settle_all(self, conn, confirmed, now) -> Counter:
+    def _settle_all(self, conn, confirmed, now, read=None) -> Counter:
         """Each process's event for `confirmed` ({process id: its transfers just confirmed}), in
-        the caller's transaction; the events written, by type."""
+        the caller's transaction; the events written, by type. `read`: {process id: (process,
+        view)} read earlier in the transaction, before these transfers were recorded (the scan
+        step's), else they are read now."""
         outcomes = Counter()
         if not confirmed:
             return outcomes
-        # Read after the confirmations, two queries for all the views: a process's settlement
-        # changes no other process's row or payment.
-        processes = process_rows.get_many(conn, confirmed)
-        views = payment_rows.views_of(conn, confirmed)
+        if read is None:  # two queries for all the views: a settlement changes no other process
+            processes = process_rows.get_many(conn, confirmed)
+            views = payment_rows.views_of(conn, confirmed)
+        else:  # the step's own transfers are the only change since (a concurrent watcher's step
+            # would make this one's compare-and-set fail and roll it back)
+            processes = {process_id: read[process_id][0] for process_id in confirmed}
+            views = {process_id: _with(read[process_id][1], done)
+                     for process_id, done in confirmed.items()}
         for process_id, done in confirmed.items():
             outcomes[self._settle(conn, processes[process_id], views[process_id], done, now)] += 1
         return outcomes
@@ -374,22 +380,23 @@ class Watcher:
         return {number: header.hash if header else None for number, header in
                 client.headers(t.block_number for t in transfers).items()}
 
-    def _completing(self, conn, transfers, deep_enough) -> set:
+    def _completing(self, conn, transfers, deep_enough) -> dict:
         """The processes that the step's transfers already deep enough complete (a watcher catching
         up): these are recorded `confirmed` and settled in the step's own transaction, as the
         confirm phase would settle them (the step's last block, unchanged while the logs were read,
         vouches for their blocks). Any other outcome (partial, late), or a process with a transfer
         still `seen` from an earlier step, waits for the confirm phase at the end of the poll, which
-        settles each process's deep transfers together: one event, the outcome only."""
+        settles each process's deep transfers together: one event, the outcome only.
+        {process id: (process, view)}, as read before the step records anything."""
         arriving = defaultdict(list)
         for t in transfers:
             if t.block_number <= deep_enough:
                 arriving[t.process_id].append(t)
         if not arriving:
-            return set()
+            return {}
         processes = process_rows.get_many(conn, arriving)
         views = payment_rows.views_of(conn, arriving)
-        completing = set()
+        completing = {}
         for process_id, new in arriving.items():
             process, view = processes[process_id], views[process_id]
             known = {(t.chain_id, t.tx_hash, t.log_index) for t in view.transfers}
@@ -398,7 +405,7 @@ class Watcher:
                     and all(t.status == "confirmed" for t in view.transfers)
                     and _paid(_in_time(process, view.transfers + tuple(new)))
                     >= view.payment.amount_due):
-                completing.add(process_id)
+                completing[process_id] = (process, view)
         return completing
 
     def _settle(self, conn, process, view, confirmed, now):
@@ -424,6 +431,12 @@ def _outcomes(outcomes):
     """'in 4 processes: 3 payment.completed, 1 payment.partial', for the log."""
     return (f"in {sum(outcomes.values())} processes: "
             + ", ".join(f"{n} {e}" for e, n in sorted(outcomes.items())))
+
+
+def _with(view, transfers):
+    """The view with `transfers` added, in the order views_of gives (block, then log index)."""
+    return replace(view, transfers=tuple(sorted(view.transfers + tuple(transfers),
+                                                key=lambda t: (t.block_number, t.log_index))))
 
 
 def _in_time(process, transfers):
