@@ -107,7 +107,7 @@ def _watcher_table(result):
     s = result["steady_state"]
     lines.append(f"    steady state (--poll-interval {s['poll_interval_s']} s, {s['samples']} transfers): "
                  f"confirmed -> payment.completed min {s.get('min_s')} s, p50 {s['p50_s']} s, "
-                 f"p90 {s['p90_s']} s, max {s['max_s']} s")
+                 f"p90 {s['p90_s']} s, max {s['max_s']} s (max - min {s.get('max_minus_min_s')} s)")
     return lines + _target_lines(result["targets"])
 
 
