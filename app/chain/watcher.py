@@ -410,7 +410,7 @@ class Watcher:
 
     def _settle(self, conn, process, view, confirmed, now):
         """The event for transfers just confirmed (same transaction), and completion when paid;
-        `process` and `view` were read after the confirmations."""
+        `process` and `view` as they are after the confirmations."""
         process_id = process.id
         if process.status != "pending" or not _in_time(process, confirmed):
             event = "payment.received_late"
