@@ -100,9 +100,14 @@ def _watcher_table(result):
     r = result["ratios"]
     lines.append(f"    ratio service/floor: pass {_fmt(r['service_vs_floor'], '{:.3f}')}, "
                  f"wall clock {_fmt(r['service_vs_floor_wall'], '{:.3f}')}")
+    if result.get("cpu_seconds"):
+        lines.append("    CPU s per round (start-up included): " + "; ".join(
+            f"{side} {', '.join(f'{c:.2f}' for c in result['cpu_seconds'][side])}"
+            for side in ("floor", "service")))
     s = result["steady_state"]
     lines.append(f"    steady state (--poll-interval {s['poll_interval_s']} s, {s['samples']} transfers): "
-                 f"confirmed -> payment.completed p50 {s['p50_s']} s, p90 {s['p90_s']} s, max {s['max_s']} s")
+                 f"confirmed -> payment.completed min {s.get('min_s')} s, p50 {s['p50_s']} s, "
+                 f"p90 {s['p90_s']} s, max {s['max_s']} s (max - min {s.get('max_minus_min_s')} s)")
     return lines + _target_lines(result["targets"])
 
 

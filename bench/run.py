@@ -110,7 +110,8 @@ def main(argv=None):
     summary = {"timestamp": stamp, "machine": report.machine(),
                "settings": {key: getattr(opts, key) for key in (
                    "only", "scenarios", "duration", "rounds", "warmup", "events", "processes",
-                   "delivery_args")},
+                   "delivery_args", "watch_blocks", "watch_transfers", "watch_rounds",
+                   "watch_samples", "watch_poll_interval")},
                "scenarios": results,
                "seconds": round(time.monotonic() - started, 1),
                # Other work on the machine is what makes figures drift: keep it on record.

@@ -80,7 +80,7 @@ def seed_payments(db_path, merchant_id, rpc_url, token, start_block, addresses, 
     from app.data import payments as payment_rows
     from app.models import Network, Payment
 
-    db = Database(db_path)
+    db = open_database(str(db_path), DEFAULTS)
     now = int(time.time())
     ids = []
     try:
@@ -108,7 +108,9 @@ def seed_payments(db_path, merchant_id, rpc_url, token, start_block, addresses, 
 def has_event(db_path, process_id, event_type):
     from app.data import events as event_rows
 
-    db = _readers.setdefault(str(db_path), Database(db_path))
+    db = _readers.get(str(db_path))
+    if db is None:
+        db = _readers[str(db_path)] = open_database(str(db_path), DEFAULTS)
     return any(e.type == event_type for e in event_rows.for_process(db.connection(), process_id))
 
 
@@ -122,7 +124,7 @@ def watch_outcome(db_path, process_ids):
     from app.data import events as event_rows
     from app.data import payments as payment_rows
 
-    db = Database(db_path)
+    db = open_database(str(db_path), DEFAULTS)
     counts = Counter()
     try:
         conn = db.connection()

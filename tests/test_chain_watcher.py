@@ -264,6 +264,42 @@ def test_several_transfers_in_one_block_range_and_a_small_step(shop, chain):
         assert shop.event_types(process_id) == ["payment.completed"]
 
 
+def test_a_catch_up_over_many_steps_reports_each_outcome_once(shop, chain):
+    """One block a step: a transfer that completes its process is settled in its own step; a
+    partial waits for the end of the poll, where the rest (read in later steps) joins it."""
+    whole_id, whole = shop.order(2)
+    halves_id, halves = shop.order(2)
+    twice_id, twice = shop.order(2)
+    short_id, short = shop.order(2)
+    chain.transfer(whole, 2 * UNIT)
+    chain.transfer(halves, UNIT)
+    chain.transfer(twice, 2 * UNIT)
+    chain.transfer(short, UNIT)
+    chain.mine(2)
+    chain.transfer(halves, UNIT)
+    chain.transfer(twice, UNIT)
+    chain.mine(CONFIRMATIONS)
+    shop.watch("--max-range", "1")
+
+    assert shop.event_types(whole_id) == ["payment.completed"]
+    assert shop.event_types(halves_id) == ["payment.completed"]
+    _, done = shop.events(halves_id)[0]
+    assert done["data"]["payment"]["amountPaid"] == "2"
+    assert [t["amount"] for t in done["data"]["payment"]["transfers"]] == ["1", "1"]
+    # Completed in its step; paid again in a later step of the same catch-up.
+    assert shop.event_types(twice_id) == ["payment.completed", "payment.received_late"]
+    _, late = shop.events(twice_id)[1]
+    assert late["data"]["status"] == "completed"
+    assert late["data"]["payment"]["amountPaid"] == "3"
+    assert shop.event_types(short_id) == ["payment.partial"]
+    assert shop.process(short_id)["status"] == "pending"
+    for process_id in (whole_id, halves_id, twice_id, short_id):
+        assert {t["status"] for t in shop.transfers(process_id)} == {"confirmed"}
+
+    shop.watch("--max-range", "1")  # read again: nothing counted twice
+    assert [len(shop.event_types(p)) for p in (whole_id, halves_id, twice_id, short_id)] == [1, 1, 2, 1]
+
+
 def test_without_node_the_chain_tests_fail_and_say_how_to_fix_it(tmp_path):
     """Never a silent skip: a machine without Node.js fails the chain tests with the fix."""
     import os
@@ -386,3 +422,32 @@ def test_a_payment_sent_with_the_earlier_choice_counts_after_a_switch(shop, chai
     assert shop.process(process_id)["payment"] == payment
     refused = choose("tusd")
     assert refused.status_code == 409 and refused.get_json()["code"] == "invalid_state"
+
+
+def test_a_deep_transfer_with_an_earlier_finer_token_counts_rescaled(shop, chain, runner):
+    """The earlier choice has 18 decimals, the current one 6: a transfer already deep enough when
+    the watcher first sees it (a catch-up) counts in the current token's units, never its raw
+    base units (10**12 wei of TDAI is 0.000001, not 10**12 TUSD base units)."""
+    dai = chain.deploy_token()
+    cli(runner, "assets", "add", "tdai", "--network", NETWORK, "--symbol", "TDAI", "--name",
+        "Test Dai", "--contract", dai, "--decimals", "18")
+    process_id, address = shop.order(5)  # TUSD
+
+    def choose(asset_id):
+        response = shop.client.post(
+            f"/payment-button/process/{process_id}/confirm",
+            json={"assetId": asset_id, "networkId": NETWORK},
+            headers={"x-public-key": shop.merchant["publicKey"]})
+        assert response.status_code == 200, response.get_data(as_text=True)
+
+    choose("tdai")
+    tx_hash, block = chain.transfer(address, 10 ** 12, token=dai)  # 0.000001 TDAI
+    choose("tusd")
+    chain.mine(CONFIRMATIONS)
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.partial"]
+    _, partial = shop.events(process_id)[-1]
+    payment = partial["data"]["payment"]
+    assert (payment["assetId"], payment["amountDue"], payment["amountPaid"],
+            payment["amountPending"]) == ("tusd", "5", "0.000001", "0")
+    assert shop.process(process_id)["status"] == "pending"

@@ -18,7 +18,10 @@ One poll of a network (`poll_network`), every RPC call bounded by the client's t
      in one transaction: its new transfers (`seen`; one `payment.pending` each, unless already
      deep enough to confirm: a watcher catching up reports the outcome only), the last block's
      hash, and the scan position moved by compare-and-set (a watcher that lost the race rolls its
-     step back).
+     step back). Transfers already deep enough that complete their process (and a process with
+     none still `seen`) are recorded `confirmed` and settled in that same transaction, with its
+     `payment.completed`: a catch-up writes each such transfer once, not once seen and once
+     confirmed. Any other deep transfer waits, `seen`, for step 4.
   4. confirm: `seen` transfers with `confirmations` blocks (their own included) whose block the node
      still has under the same hash (read in JSON-RPC batches) become `confirmed`, each process with
      its event in the same transaction (up to CONFIRM_BATCH processes a commit):
@@ -52,8 +55,8 @@ log = logging.getLogger(__name__)
 
 MAX_RANGE = 2_000  # blocks per eth_getLogs: providers refuse wider ranges (often 2k–10k)
 MAX_ADDRESSES = 500  # deposit addresses per eth_getLogs (topic OR-list)
-KEEP_BLOCKS = 64
-CONFIRM_BATCH = 200  # processes settled per transaction (each with its event)  # block hashes kept below the unconfirmed window, to find a fork point
+KEEP_BLOCKS = 64  # block hashes kept below the unconfirmed window, to find a fork point
+CONFIRM_BATCH = 200  # processes settled per transaction (each with its event)
 
 
 def _summary(error) -> str:
@@ -146,6 +149,7 @@ class Watcher:
             self._wake.wait(min(wait, self.poll_interval))
 
     def _poll_logged(self, network_id) -> bool:
+        started = time.monotonic()  # polls start every poll_interval, however long each takes
         try:
             self.poll_network(network_id)
         except Exception as e:  # the loop never dies: RPC faults, a locked database, a bug
@@ -158,7 +162,7 @@ class Watcher:
                 log.exception("watch %s: %s; retry in %.1fs", network_id, type(e).__name__, delay)
             return False
         self._failures.pop(network_id, None)
-        self._next_poll[network_id] = time.monotonic() + self.poll_interval
+        self._next_poll[network_id] = started + self.poll_interval
         return True
 
     def _backoff(self, failures):
@@ -207,18 +211,26 @@ class Watcher:
         if head < network.head_block:
             raise RpcError(f"{redacted(network.rpc_url)} reports head {head}, below {network.head_block}"
                            " already seen (a lagging node?)")
-        with self.db.transaction() as conn:
-            transfer_rows.set_head(conn, network.id, head)
+        if head > network.head_block:  # an idle poll commits nothing
+            with self.db.transaction() as conn:
+                transfer_rows.set_head(conn, network.id, head)
         self._check_reorg(client, network, head)
+        # Read once for every step of the poll: an address handed out after this read is paid in a
+        # block after `head` (read before it), which the next poll scans.
+        watched = transfer_rows.watched_addresses(
+            self.db.connection(), network.id, int(self.clock()) - self.monitoring_seconds)
+        scanned = False
         while not self.stopping:
             network = transfer_rows.network(self.db.connection(), network_id)
             if network.scanned_block >= head:
                 break
-            self._scan_step(client, network, head)
+            self._scan_step(client, network, head, watched)
+            scanned = True
         self._confirm(client, network, head)
-        with self.db.transaction() as conn:
-            transfer_rows.prune_blocks(conn, network.id, head - network.confirmations - KEEP_BLOCKS,
-                                       KEEP_BLOCKS)
+        if scanned:  # hashes were kept: forget the old ones
+            with self.db.transaction() as conn:
+                transfer_rows.prune_blocks(conn, network.id,
+                                           head - network.confirmations - KEEP_BLOCKS, KEEP_BLOCKS)
 
     def _check_reorg(self, client, network, head):
         kept = transfer_rows.blocks_from_top(self.db.connection(), network.id,
@@ -263,12 +275,10 @@ class Watcher:
                network.id, replaced, network.confirmations, network.start_block)
         return network.start_block - 1
 
-    def _scan_step(self, client, network, head):
+    def _scan_step(self, client, network, head, watched):
         first = network.scanned_block + 1
         last = min(head, first + self.max_range - 1)
         now = int(self.clock())
-        watched = transfer_rows.watched_addresses(
-            self.db.connection(), network.id, now - self.monitoring_seconds)
         tip = client.header(last)
         if tip is None:
             raise ChainMoved(f"block {last} is gone")
@@ -310,25 +320,31 @@ class Watcher:
         for block in previous:
             if again[block.number] is None or again[block.number].hash != block.hash:
                 raise ChainMoved(f"block {block.number} was replaced: reorganisation")
+        transfers = [Transfer(
+            chain_id=network.chain_id, tx_hash=entry.tx_hash, log_index=entry.log_index,
+            network_id=network.id, process_id=match.process_id, token_contract=entry.token,
+            from_address=entry.from_address, amount=str(entry.amount),
+            block_number=entry.block_number, block_hash=entry.block_hash,
+            block_timestamp=(headers[entry.block_number].timestamp
+                             if entry.block_number in headers else tip.timestamp),
+            status="seen", seen_at=now, confirmed_at=None,
+        ) for entry, match in logs]
+        deep_enough = head - network.confirmations + 1
         try:
             with self.db.transaction() as conn:
-                for entry, match in logs:
-                    transfer = Transfer(
-                        chain_id=network.chain_id, tx_hash=entry.tx_hash, log_index=entry.log_index,
-                        network_id=network.id, process_id=match.process_id,
-                        token_contract=entry.token, from_address=entry.from_address,
-                        amount=str(entry.amount), block_number=entry.block_number,
-                        block_hash=entry.block_hash,
-                        block_timestamp=(headers[entry.block_number].timestamp
-                                         if entry.block_number in headers else tip.timestamp),
-                        status="seen", seen_at=now, confirmed_at=None,
-                    )
-                    recorded = transfer_rows.insert_seen(conn, transfer)
-                    # Already deep enough when first seen (a watcher catching up): no "pending",
-                    # the confirmation's own event follows in this poll.
-                    shallow = head - entry.block_number + 1 < network.confirmations
-                    if recorded == "new" and shallow:
-                        emit(conn, "payment.pending", process_rows.get(conn, match.process_id), now)
+                completing = self._completing(conn, transfers, deep_enough)
+                confirmed = defaultdict(list)
+                for transfer in transfers:
+                    deep = transfer.block_number <= deep_enough
+                    if deep and transfer.process_id in completing:
+                        transfer = replace(transfer, status="confirmed", confirmed_at=now)
+                    recorded = transfer_rows.record(conn, transfer)
+                    if recorded and transfer.status == "confirmed":
+                        confirmed[transfer.process_id].append(transfer)
+                    elif recorded == "new" and not deep:
+                        emit(conn, "payment.pending", process_rows.get(conn, transfer.process_id),
+                             now)
+                outcomes = self._settle_all(conn, confirmed, now, read=completing)
                 transfer_rows.save_block(conn, network.id, tip.number, tip.hash, tip.parent_hash,
                                          tip.timestamp)
                 if not transfer_rows.advance(conn, network.id, network.scanned_block, last):
@@ -337,7 +353,9 @@ class Watcher:
             log.info("watch %s: another watcher read blocks %d-%d first", network.id, first, last)
             return
         if logs:
-            log.info("watch %s: blocks %d-%d: %d transfers", network.id, first, last, len(logs))
+            settled = f"; settled {_outcomes(outcomes)}" if outcomes else ""
+            log.info("watch %s: blocks %d-%d: %d transfers%s", network.id, first, last, len(logs),
+                     settled)
 
     def _confirm(self, client, network, head):
         deep_enough = head - network.confirmations + 1
@@ -370,16 +388,29 @@ class Watcher:
                     done = [t for t in transfers if transfer_rows.confirm(conn, t, now)]
                     if done:
                         confirmed[process_id] = done
-                # Read after the confirmations above, two queries for the batch's views: a
-                # process's settlement changes no other process's row or payment.
-                processes = process_rows.get_many(conn, confirmed)
-                views = payment_rows.views_of(conn, confirmed)
-                for process_id, done in confirmed.items():
-                    event = self._settle(conn, processes[process_id], views[process_id], done, now)
-                    outcomes[event] += 1
+                outcomes += self._settle_all(conn, confirmed, now)
         if outcomes:  # one line per poll; each process's event is in the outbox
-            log.info("watch %s: transfers confirmed in %d processes: %s", network.id,
-                     sum(outcomes.values()), ", ".join(f"{n} {e}" for e, n in sorted(outcomes.items())))
+            log.info("watch %s: transfers confirmed %s", network.id, _outcomes(outcomes))
+
+    def _settle_all(self, conn, confirmed, now, read=None) -> Counter:
+        """Each process's event for `confirmed` ({process id: its transfers just confirmed}), in
+        the caller's transaction; the events written, by type. `read`: {process id: (process,
+        view)} read earlier in the transaction, before these transfers were recorded (the scan
+        step's), else they are read now."""
+        outcomes = Counter()
+        if not confirmed:
+            return outcomes
+        if read is None:  # two queries for all the views: a settlement changes no other process
+            processes = process_rows.get_many(conn, confirmed)
+            views = payment_rows.views_of(conn, confirmed)
+        else:  # the step's own transfers are the only change since (a concurrent watcher's step
+            # would make this one's compare-and-set fail and roll it back)
+            processes = {process_id: read[process_id][0] for process_id in confirmed}
+            views = {process_id: _with(read[process_id][1], done)
+                     for process_id, done in confirmed.items()}
+        for process_id, done in confirmed.items():
+            outcomes[self._settle(conn, processes[process_id], views[process_id], done, now)] += 1
+        return outcomes
 
     def _canonical(self, client, network, transfers):
         """{block number: the node's hash} for the transfers' blocks. Every kept block hash extends
@@ -395,17 +426,44 @@ class Watcher:
         return {number: header.hash if header else None for number, header in
                 client.headers(t.block_number for t in transfers).items()}
 
+    def _completing(self, conn, transfers, deep_enough) -> dict:
+        """The processes that the step's transfers already deep enough complete (a watcher catching
+        up): these are recorded `confirmed` and settled in the step's own transaction, as the
+        confirm phase would settle them (the step's last block, unchanged while the logs were read,
+        vouches for their blocks). Any other outcome (partial, late), or a process with a transfer
+        still `seen` from an earlier step, waits for the confirm phase at the end of the poll, which
+        settles each process's deep transfers together: one event, the outcome only.
+        {process id: (process, view)}, as read before the step records anything."""
+        arriving = defaultdict(list)
+        for t in transfers:
+            if t.block_number <= deep_enough:
+                arriving[t.process_id].append(t)
+        if not arriving:
+            return {}
+        processes = process_rows.get_many(conn, arriving)
+        views = payment_rows.views_of(conn, arriving)
+        completing = {}
+        for process_id, new in arriving.items():
+            process, view = processes[process_id], views[process_id]
+            known = {(t.chain_id, t.tx_hash, t.log_index) for t in view.transfers}
+            new = [t for t in new if (t.chain_id, t.tx_hash, t.log_index) not in known]
+            if (process.status == "pending" and _in_time(process, new)
+                    and all(_on_choice(view.payment, t) for t in new)  # else: rescaled later
+                    and all(t.status == "confirmed" for t in view.transfers)
+                    and _paid(_in_time(process, view.transfers + tuple(new)))
+                    >= view.payment.amount_due):
+                completing[process_id] = (process, view)
+        return completing
+
     def _settle(self, conn, process, view, confirmed, now):
         """The event for transfers just confirmed (same transaction), and completion when paid;
-        `process` and `view` were read after the confirmations."""
+        `process` and `view` as they are after the confirmations."""
         process_id = process.id
-        in_time = [t for t in confirmed if t.block_timestamp <= process.expires_at]
-        if process.status != "pending" or not in_time:
+        if process.status != "pending" or not _in_time(process, confirmed):
             event = "payment.received_late"
         else:
-            paid_in_time = sum(int(t.amount) for t in view.transfers
-                               if t.status == "confirmed" and t.block_timestamp <= process.expires_at)
-            if paid_in_time >= view.payment.amount_due:
+            counted = [t for t in view.transfers if t.status == "confirmed"]
+            if _paid(_in_time(process, counted)) >= view.payment.amount_due:
                 if not process_rows.complete_paid(conn, process_id, now):
                     raise RuntimeError("a pending process could not be completed")  # rolls back
                 process = replace(process, status="completed", updated_at=now)
@@ -414,3 +472,31 @@ class Watcher:
                 event = "payment.partial"
         emit(conn, event, process, now, payment=view)
         return event
+
+
+def _outcomes(outcomes):
+    """'in 4 processes: 3 payment.completed, 1 payment.partial', for the log."""
+    return (f"in {sum(outcomes.values())} processes: "
+            + ", ".join(f"{n} {e}" for e, n in sorted(outcomes.items())))
+
+
+def _with(view, transfers):
+    """The view with `transfers` added, in the order views_of gives (block, then log index)."""
+    return replace(view, transfers=tuple(sorted(view.transfers + tuple(transfers),
+                                                key=lambda t: (t.block_number, t.log_index))))
+
+
+def _on_choice(payment, transfer) -> bool:
+    """Whether the transfer is in the payment's current token (its amount in the due's units); one
+    sent with an earlier choice counts only as views_of rescales it."""
+    return (transfer.network_id == payment.network_id
+            and transfer.token_contract.lower() == payment.token_contract.lower())
+
+
+def _in_time(process, transfers):
+    """The transfers whose block is at or before the process's expiry (docs/payments.md)."""
+    return [t for t in transfers if t.block_timestamp <= process.expires_at]
+
+
+def _paid(transfers) -> int:
+    return sum(int(t.amount) for t in transfers)

@@ -90,22 +90,25 @@ def watched_addresses(conn, network_id, final_since) -> list[WatchedAddress]:
 
 # --- Transfers -----------------------------------------------------------------------------------
 
-def insert_seen(conn, t: Transfer) -> str | None:
-    """Record a transfer as `seen`: "new", "revived" (back on the chain after its block was
-    orphaned: the same transaction included again in another block), or None (already recorded)."""
+def record(conn, t: Transfer) -> str | None:
+    """Record a transfer in its status (`seen`, or `confirmed` when already deep enough): "new",
+    "revived" (back on the chain after its block was orphaned: the same transaction included again
+    in another block, now in `t`'s block and status), or None (already recorded)."""
     cur = conn.execute(
         f"INSERT INTO transfers ({_TRANSFER})"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'seen', ?, NULL) ON CONFLICT DO NOTHING",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
         (t.chain_id, t.tx_hash, t.log_index, t.network_id, t.process_id, t.token_contract,
-         t.from_address, t.amount, t.block_number, t.block_hash, t.block_timestamp, t.seen_at),
+         t.from_address, t.amount, t.block_number, t.block_hash, t.block_timestamp, t.status,
+         t.seen_at, t.confirmed_at),
     )
     if cur.rowcount == 1:
         return "new"
     cur = conn.execute(
-        "UPDATE transfers SET block_number = ?, block_hash = ?, block_timestamp = ?, status = 'seen',"
-        " seen_at = ? WHERE chain_id = ? AND tx_hash = ? AND log_index = ? AND status = 'orphaned'",
-        (t.block_number, t.block_hash, t.block_timestamp, t.seen_at, t.chain_id, t.tx_hash,
-         t.log_index),
+        "UPDATE transfers SET block_number = ?, block_hash = ?, block_timestamp = ?, status = ?,"
+        " seen_at = ?, confirmed_at = ?"
+        " WHERE chain_id = ? AND tx_hash = ? AND log_index = ? AND status = 'orphaned'",
+        (t.block_number, t.block_hash, t.block_timestamp, t.status, t.seen_at, t.confirmed_at,
+         t.chain_id, t.tx_hash, t.log_index),
     )
     return "revived" if cur.rowcount == 1 else None
 
