@@ -15,9 +15,9 @@ _PAYMENT_COLUMNS = (
     "p.process_id, p.merchant_id, p.address_index, p.address, p.asset_id, p.network_id, p.chain_id,"
     " p.token_contract, p.decimals, p.amount_due, p.created_at, p.updated_at, n.head_block"
 )
-_TRANSFER_COLUMNS = (
-    "chain_id, tx_hash, log_index, network_id, process_id, token_contract, from_address, amount,"
-    " block_number, block_hash, block_timestamp, status, seen_at, confirmed_at"
+_TRANSFER_FIELDS = (
+    "chain_id", "tx_hash", "log_index", "network_id", "process_id", "token_contract", "from_address",
+    "amount", "block_number", "block_hash", "block_timestamp", "status", "seen_at", "confirmed_at",
 )
 
 
@@ -227,11 +227,9 @@ def transfers_of(conn, process_ids) -> dict[str, list[Transfer]]:
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
-    columns = ", ".join(f"t.{c.strip()}" for c in _TRANSFER_COLUMNS.split(","))
     rows = conn.execute(
-        f"SELECT {columns}, n.head_block, p.network_id AS chosen_network,"
-        " p.token_contract AS chosen_token, p.decimals AS chosen_decimals,"
-        " c.decimals AS earlier_decimals"
+        f"SELECT {', '.join('t.' + f for f in _TRANSFER_FIELDS)}, n.head_block,"
+        " p.decimals AS chosen_decimals, c.decimals AS earlier_decimals"
         " FROM transfers t JOIN networks n ON n.id = t.network_id"
         " JOIN payments p ON p.process_id = t.process_id"
         " LEFT JOIN payment_choices c ON c.process_id = t.process_id"
@@ -240,13 +238,10 @@ def transfers_of(conn, process_ids) -> dict[str, list[Transfer]]:
         " ORDER BY t.block_number, t.log_index",
         ids,
     ).fetchall()
-    fields = [c.strip() for c in _TRANSFER_COLUMNS.split(",")] + ["head_block"]
     found: dict[str, list[Transfer]] = {}
     for r in rows:
-        transfer = Transfer(**{k: r[k] for k in fields})
-        current = (r["network_id"] == r["chosen_network"]
-                   and r["token_contract"].lower() == r["chosen_token"].lower())
-        if not current and r["earlier_decimals"] is not None:
+        transfer = Transfer(**{k: r[k] for k in _TRANSFER_FIELDS}, head_block=r["head_block"])
+        if r["earlier_decimals"] is not None:  # an earlier choice's token (back to it: unchanged)
             amount = _rescaled(int(r["amount"]), r["earlier_decimals"], r["chosen_decimals"])
             transfer = replace(transfer, amount=str(amount))
         found.setdefault(r["process_id"], []).append(transfer)
