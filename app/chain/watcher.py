@@ -104,10 +104,8 @@ class Watcher:
         """One pass over every enabled network, each caught up to its head (cron's `--once`).
         False when some network could not be read (logged)."""
         ok, started = True, time.perf_counter()
-        try:
-            networks = transfer_rows.enabled_networks(self.db.connection())
-        except Exception as e:  # the database is unavailable: the exit status says so
-            log.warning("watch: cannot read the networks (%s)", _summary(e))
+        networks = self._networks()
+        if networks is None:  # the exit status says so
             return False
         for network in networks:
             if self.stopping:
@@ -129,14 +127,10 @@ class Watcher:
         failures = 0  # consecutive failed reads of the network list
         while not self.stopping:
             now = time.monotonic()
-            try:
-                networks = transfer_rows.enabled_networks(self.db.connection())
-            except Exception as e:  # the database is unavailable: wait, as for a failing node
+            networks = self._networks(retry_in=self._backoff(failures + 1))
+            if networks is None:  # wait, as for a failing node
                 failures += 1
-                delay = self._backoff(failures)
-                log.warning("watch: cannot read the networks (%s); retry in %.1fs", _summary(e),
-                            delay)
-                self._wake.wait(delay)
+                self._wake.wait(self._backoff(failures))
                 continue
             failures = 0
             for network in networks:
@@ -147,6 +141,15 @@ class Watcher:
             due = [t for t in self._next_poll.values()]
             wait = max(0.0, min(due, default=now + self.poll_interval) - time.monotonic())
             self._wake.wait(min(wait, self.poll_interval))
+
+    def _networks(self, retry_in=None):
+        """The enabled networks, or None when the database cannot be read (logged on one line)."""
+        try:
+            return transfer_rows.enabled_networks(self.db.connection())
+        except Exception as e:
+            then = "" if retry_in is None else f"; retry in {retry_in:.1f}s"
+            log.warning("watch: cannot read the networks (%s)%s", _summary(e), then)
+            return None
 
     def _poll_logged(self, network_id) -> bool:
         started = time.monotonic()  # polls start every poll_interval, however long each takes
