@@ -46,6 +46,8 @@ DEFAULTS = {
     # Demo shop for local testers (off unless asked). Its merchant's keys are read from
     # DEMO_MERCHANT_FILE, default instance/demo-merchant.json (instance-relative: set by app/demo).
     "DEMO_SHOP": False,
+    # The merchant console (/dashboard/): how long a login lasts
+    "DASHBOARD_SESSION_HOURS": 12,
     # The clock: unix seconds. Tests inject their own so nothing sleeps.
     "CLOCK": time.time,
 }
@@ -78,6 +80,7 @@ def normalize(config):
         "POSTGRES_POOL_MAX",
         "POSTGRES_CONNECT_TIMEOUT_SECONDS",
         "RETENTION_DAYS",
+        "DASHBOARD_SESSION_HOURS",
     ):
         try:
             config[name] = int(config[name])

@@ -22,7 +22,7 @@ def _bool(value):
 def process_json(p, now, payment=None) -> str:
     """The Process object; `payment` is its PaymentView (None: not confirmed, shown as null)."""
     status = p.effective_status(now)
-    updated = p.expires_at if status == "expired" and p.status == "pending" else p.updated_at
+    updated = p.effective_updated_at(now)
     return (
         f'{{"processId":"{p.id}","status":"{status}","amount":{p.amount},'
         f'"metadata":{p.metadata},"livemode":{_bool(p.livemode)},'

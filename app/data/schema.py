@@ -15,6 +15,7 @@ TABLES = (
     "networks", "assets", "merchant_wallets", "payments", "payment_choices", "transfers",
     "chain_blocks",
     "pruned_events",
+    "users", "console_sessions", "login_failures", "login_locks", "process_search",
 )
 
 _VERSION_TABLE = (

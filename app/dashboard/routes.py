@@ -1,0 +1,354 @@
+"""The console's pages (API.md "The merchant console"). Every page but the login needs a session
+(security.login_required); every change needs the owner role and the form's CSRF token.
+
+  GET  /dashboard/login, POST /dashboard/login, POST /dashboard/logout
+  GET  /dashboard/                          processes: filters, search, pages of 50 (keyset)
+  GET  /dashboard/processes.csv             what the filters show, streamed
+  GET  /dashboard/processes/<id>            one process: timeline, payment, events and attempts
+  POST /dashboard/processes/<id>/cancel     POST .../events/<eventId>/resend
+  GET  /dashboard/webhooks                  the URL, a test event, the failing deliveries
+  POST /dashboard/webhooks/url, /test, /replay-failed
+"""
+import csv
+import io
+import json
+from datetime import datetime, timezone
+
+from flask import (Blueprint, Response, current_app, g, redirect, render_template, request,
+                   stream_with_context, url_for)
+
+from app import events, merchants, payments, processes
+from app.clock import now
+from app.dashboard import accounts, security
+from app.dashboard.security import PageError, login_required, not_found, owner_required
+from app.data import merchants as merchant_rows
+from app.data import processes as process_rows
+from app.db import get_db
+from app.http import parse_process_id
+from app.jsonutil import dumps_pretty, loads
+from app.models import STATUSES
+from app.representation import iso, payment_json
+from app.webhooks import delivery
+
+bp = Blueprint("dashboard", __name__, url_prefix="/dashboard", template_folder="templates",
+               static_folder="../static/console", static_url_path="/static")
+
+PAGE_SIZE = 50
+CSV_BATCH = 500
+CSV_COLUMNS = ("processId", "status", "amount", "livemode", "createdAt", "updatedAt", "expiresAt",
+               "metadata")
+
+
+@bp.app_template_filter("when")
+def _when(ts):
+    """A timestamp as people read it: UTC, to the second."""
+    if ts is None:
+        return "-"
+    return datetime.fromtimestamp(int(ts), timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@bp.app_context_processor
+def _context():
+    return {"csrf_token": getattr(g, "csrf_token", None), "user": getattr(g, "user", None),
+            "merchant": getattr(g, "merchant", None)}
+
+
+# --- Login -----------------------------------------------------------------------------------------
+
+def _login_page(status=200, error=None, email="", headers=None):
+    token = security.new_login_csrf()
+    body = render_template("dashboard/login.html", login_csrf=token, error=error, email=email)
+    response = Response(body, status=status, headers=headers)
+    response.set_cookie(security.LOGIN_CSRF_COOKIE, token, path=security.PREFIX + "/login",
+                        httponly=True, samesite="Strict", secure=request.is_secure)
+    return response
+
+
+@bp.get("/login")
+def login():
+    if accounts.session(get_db(), request.cookies.get(security.SESSION_COOKIE), now()) is not None:
+        return redirect(url_for("dashboard.processes_page"))
+    return _login_page()
+
+
+@bp.post("/login")
+def login_submit():
+    if not accounts.same_token(request.cookies.get(security.LOGIN_CSRF_COOKIE), request.form.get("csrf_token")):
+        raise security.csrf_refused()
+    email = request.form.get("email", "")
+    try:
+        token, _ = accounts.log_in(get_db(), email=email, password=request.form.get("password", ""),
+                                   client=request.remote_addr or "-", now=now(),
+                                   session_hours=security.session_hours())
+    except accounts.LoginRefused as e:
+        minutes = -(-e.retry_after // 60)
+        if e.locked:
+            message = (f"Too many failed logins: this account is locked for {minutes} more minute(s)."
+                       " Every attempt is refused until then, even with the right password.")
+        else:
+            message = f"Too many failed logins: wait {e.retry_after} second(s) before trying again."
+        return _login_page(429, message, email, {"Retry-After": str(e.retry_after)})
+    except accounts.BadCredentials:
+        return _login_page(401, "Wrong email or password.", email)
+    response = redirect(url_for("dashboard.processes_page"), 303)
+    security.session_cookie(response, token, security.session_hours() * 3600)
+    response.delete_cookie(security.LOGIN_CSRF_COOKIE, path=security.PREFIX + "/login")
+    return response
+
+
+@bp.post("/logout")
+@login_required
+def logout():
+    accounts.log_out(get_db(), request.cookies.get(security.SESSION_COOKIE))
+    response = redirect(url_for("dashboard.login"), 303)
+    response.delete_cookie(security.SESSION_COOKIE, path=security.PREFIX)
+    return response
+
+
+# --- Processes -------------------------------------------------------------------------------------
+
+def _date(text, name, errors):
+    """A YYYY-MM-DD date as unix seconds at its start (UTC), or None."""
+    if not text:
+        return None
+    try:
+        return int(datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=timezone.utc).timestamp())
+    except ValueError:
+        errors.append(f"{name}: enter a date as YYYY-MM-DD.")
+        return None
+
+
+def _filters():
+    """The list's filters from the query string: (filters for process_rows.list_page, form values,
+    error messages). An impossible combination (another mode than the merchant's) gives None."""
+    args = request.args
+    form = {name: args.get(name, "").strip() for name in ("status", "mode", "from", "to", "q")}
+    errors, found = [], {}
+    if form["status"] and form["status"] not in STATUSES:
+        errors.append("status: choose one of the listed statuses.")
+    elif form["status"]:
+        found["status"] = form["status"]
+    created_from = _date(form["from"], "From", errors)
+    created_to = _date(form["to"], "To", errors)
+    if created_from is not None:
+        found["created_from"] = created_from
+    if created_to is not None:
+        found["created_before"] = created_to + 86_400  # the whole day given
+    if form["mode"] not in ("", "test", "live"):
+        errors.append("mode: choose test or live.")
+    elif form["mode"] and (form["mode"] == "live") != g.merchant.livemode:
+        found = None  # a merchant's processes all have its mode
+    if found is not None and form["q"]:
+        process_id = parse_process_id(form["q"])
+        if process_id is not None:
+            found["process_id"] = process_id
+        else:
+            found["value"] = process_rows.search_value(form["q"])
+    return found, form, errors
+
+
+def _page(found, *, limit, before=None):
+    """(processes, has_more) for the filters, newest first, before the process `before`."""
+    if found is None:
+        return [], False
+    found = dict(found)
+    process_id = found.pop("process_id", None)
+    if process_id is not None:  # a process id: that one process, if it is this merchant's
+        try:
+            process = processes.get(get_db(), g.merchant.id, process_id)
+        except processes.ProcessNotFound:
+            return [], False
+        return [process] if _matches(process, found) else [], False
+    before_seq = None
+    if before:
+        anchor = parse_process_id(before)
+        try:
+            before_seq = processes.get(get_db(), g.merchant.id, anchor).seq if anchor else None
+        except processes.ProcessNotFound:
+            before_seq = None
+        if before_seq is None:
+            raise PageError(400, "No such page", "The page asked for does not exist: start from the first page.")
+    return process_rows.list_page(get_db().connection(), now=now(), limit=limit, merchant_id=g.merchant.id,
+                                  before_seq=before_seq, **found)
+
+
+def _matches(process, found):
+    """The other filters, for the one process a process-id search found."""
+    return (found.get("status") in (None, process.effective_status(now()))
+            and process.created_at >= found.get("created_from", process.created_at)
+            and process.created_at < found.get("created_before", process.created_at + 1))
+
+
+def _summary(metadata):
+    """A short line of a process's metadata for the list."""
+    text = ", ".join(f"{k}: {v}" for k, v in json.loads(metadata).items()
+                     if isinstance(v, (str, int, float)) and not isinstance(v, bool))
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+@bp.get("/")
+@login_required
+def processes_page():
+    found, form, errors = _filters()
+    items, has_more = ([], False) if errors else _page(found, limit=PAGE_SIZE, before=request.args.get("before"))
+    query = {k: v for k, v in form.items() if v}
+    current = now()
+    rows = [{"process": p, "status": p.effective_status(current), "summary": _summary(p.metadata)}
+            for p in items]
+    next_url = url_for("dashboard.processes_page", **query, before=items[-1].id) if has_more else None
+    return render_template("dashboard/processes.html", rows=rows, form=form, errors=errors,
+                           statuses=STATUSES, next_url=next_url, first_page=bool(request.args.get("before")),
+                           first_url=url_for("dashboard.processes_page", **query),
+                           csv_url=url_for("dashboard.processes_csv", **query)), 400 if errors else 200
+
+
+@bp.get("/processes.csv")
+@login_required
+def processes_csv():
+    found, _, errors = _filters()
+    if errors:
+        raise PageError(400, "Export refused", " ".join(errors))
+
+    def rows():
+        """The rows in batches of CSV_BATCH (keyset): memory stays flat however many there are."""
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\r\n")
+        writer.writerow(CSV_COLUMNS)
+        before = None
+        while True:
+            batch, more = _page(found, limit=CSV_BATCH, before=before)
+            current = now()
+            for p in batch:
+                writer.writerow((p.id, p.effective_status(current), p.amount, "true" if p.livemode else "false",
+                                 iso(p.created_at), iso(p.effective_updated_at(current)), iso(p.expires_at),
+                                 p.metadata))
+            yield out.getvalue()
+            out.seek(0)
+            out.truncate()
+            if not more:
+                return
+            before = batch[-1].id
+
+    return Response(stream_with_context(rows()), mimetype="text/csv",
+                    headers={"Content-Disposition": 'attachment; filename="processes.csv"'})
+
+
+def _process_or_404(process_id):
+    parsed = parse_process_id(process_id)
+    if parsed is None:
+        raise not_found()
+    try:
+        return processes.get(get_db(), g.merchant.id, parsed)
+    except processes.ProcessNotFound:
+        raise not_found() from None
+
+
+def _timeline(process, payment, event_list, current):
+    """What happened to a process, oldest first: (time, title, detail, kind)."""
+    items = [(process.created_at, "Created", f"Amount {process.amount}", "created")]
+    for transfer in (payment or {}).get("transfers", []):
+        items.append((None, "Transfer", f"{transfer['amount']} in block {transfer['blockNumber']}"
+                      f" ({transfer['confirmations']} confirmation(s)), tx {transfer['txHash']}", "transfer"))
+    for event, attempts in event_list:
+        items.append((event.created_at, f"Event {event.type}", f"delivery {event.status.replace('_', ' ')}",
+                      "event"))
+        for a in attempts:
+            outcome = f"HTTP {a.status_code}" if a.status_code is not None else "no answer"
+            detail = f"{outcome} in {a.duration_ms} ms" + (f": {a.error}" if a.error else "")
+            items.append((a.attempted_at, f"Delivery attempt of {event.type}", detail,
+                          "ok" if a.error is None else "failed"))
+    status = process.effective_status(current)
+    if status == "expired" and process.status == "pending":
+        items.append((process.expires_at, "Expired", "", "final"))
+    return sorted(items, key=lambda item: (item[0] is None, item[0] or 0))
+
+
+@bp.get("/processes/<process_id>")
+@login_required
+def process_page(process_id, notice=None, error=None, status=200):
+    process = _process_or_404(process_id)
+    db, current = get_db(), now()
+    view = payments.view(db, process)
+    payment = loads(payment_json(view).encode()) if view is not None else None
+    event_list = [events.get_with_attempts(db, e.id) for e in events.for_process(db, process.id)]
+    return render_template(
+        "dashboard/process.html", process=process, status=process.effective_status(current),
+        updated_at=process.effective_updated_at(current), payment=payment,
+        metadata=dumps_pretty(loads(process.metadata.encode())), event_list=event_list,
+        timeline=_timeline(process, payment, event_list, current), notice=notice, error=error,
+    ), status
+
+
+@bp.post("/processes/<process_id>/cancel")
+@login_required
+@owner_required
+def cancel_process(process_id):
+    process = _process_or_404(process_id)
+    try:
+        processes.cancel(get_db(), process.id, now(), merchant_id=g.merchant.id)
+    except processes.InvalidState as e:
+        return process_page(process.id, error=str(e), status=409)
+    return process_page(process.id, notice="The process is cancelled; its process.cancelled event is queued.")
+
+
+@bp.post("/processes/<process_id>/events/<event_id>/resend")
+@login_required
+@owner_required
+def resend_event(process_id, event_id):
+    process = _process_or_404(process_id)
+    if event_id not in {e.id for e in events.for_process(get_db(), process.id)}:
+        raise not_found()
+    try:
+        events.replay(get_db(), event_id, now())
+    except events.EventInFlight as e:
+        return process_page(process.id, error=str(e), status=409)
+    return process_page(process.id, notice=f"Event {event_id} is queued for delivery again.")
+
+
+# --- Webhooks --------------------------------------------------------------------------------------
+
+@bp.get("/webhooks")
+@login_required
+def webhooks_page(notice=None, error=None, sent=None, status=200):
+    failing = events.failing(get_db(), g.merchant.id)
+    return render_template("dashboard/webhooks.html", failing=failing, webhook_url=g.merchant.webhook_url,
+                           notice=notice, error=error, sent=sent), status
+
+
+@bp.post("/webhooks/url")
+@login_required
+@owner_required
+def set_webhook_url():
+    url = request.form.get("url", "").strip()
+    try:
+        merchants.set_webhook_url(get_db(), g.merchant.id, url or None)
+    except merchants.MerchantError as e:
+        return webhooks_page(error=str(e), status=400)
+    g.merchant = merchant_rows.get(get_db().connection(), g.merchant.id)
+    refusal = merchants.delivery_refusal(url, g.merchant.livemode) if url else None
+    note = f" Deliveries to it would be refused now: {refusal}" if refusal else ""
+    return webhooks_page(notice=f"Webhook URL {'set to ' + url if url else 'removed'}.{note}")
+
+
+@bp.post("/webhooks/test")
+@login_required
+@owner_required
+def send_test_event():
+    sent = delivery.send_test(g.merchant, clock=current_app.config["CLOCK"],
+                              settings=delivery.Settings.from_config(current_app.config))
+    if sent.result is None:
+        return webhooks_page(error="No webhook URL is set: set one first.", status=409)
+    return webhooks_page(sent=sent)
+
+
+@bp.post("/webhooks/replay-failed")
+@login_required
+@owner_required
+def replay_failed():
+    replayed = events.replay_where(get_db(), now(), statuses=["failed"], merchant_id=g.merchant.id)
+    return webhooks_page(notice=f"{len(replayed)} failed event(s) queued for delivery again.")
+
+
+@bp.get("/<path:anything>")
+def unknown(anything):
+    raise not_found()
