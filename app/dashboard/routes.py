@@ -27,6 +27,7 @@ from app.db import get_db
 from app.http import parse_process_id
 from app.jsonutil import dumps_pretty, loads
 from app.models import STATUSES
+from app.money import format_units
 from app.representation import iso, payment_json
 from app.webhooks import delivery
 
@@ -243,12 +244,15 @@ def _process_or_404(process_id):
         raise not_found() from None
 
 
-def _timeline(process, payment, event_list, current):
+def _timeline(process, view, event_list, current):
     """What happened to a process, oldest first: (time, title, detail, kind)."""
     items = [(process.created_at, "Created", f"Amount {process.amount}", "created")]
-    for transfer in (payment or {}).get("transfers", []):
-        items.append((None, "Transfer", f"{transfer['amount']} in block {transfer['blockNumber']}"
-                      f" ({transfer['confirmations']} confirmation(s)), tx {transfer['txHash']}", "transfer"))
+    for t in view.transfers if view is not None else ():
+        amount = format_units(int(t.amount), view.payment.decimals)
+        detail = f"{amount} in block {t.block_number}, tx {t.tx_hash}"
+        items.append((t.seen_at, "Transfer seen", detail, "transfer"))
+        if t.confirmed_at is not None:
+            items.append((t.confirmed_at, "Transfer confirmed", detail, "ok"))
     for event, attempts in event_list:
         items.append((event.created_at, f"Event {event.type}", f"delivery {event.status.replace('_', ' ')}",
                       "event"))
@@ -260,7 +264,7 @@ def _timeline(process, payment, event_list, current):
     status = process.effective_status(current)
     if status == "expired" and process.status == "pending":
         items.append((process.expires_at, "Expired", "", "final"))
-    return sorted(items, key=lambda item: (item[0] is None, item[0] or 0))
+    return sorted(items, key=lambda item: item[0])  # stable: same-second items keep their order
 
 
 @bp.get("/processes/<process_id>")
@@ -275,7 +279,7 @@ def process_page(process_id, notice=None, error=None, status=200):
         "dashboard/process.html", process=process, status=process.effective_status(current),
         updated_at=process.effective_updated_at(current), payment=payment,
         metadata=dumps_pretty(loads(process.metadata.encode())), event_list=event_list,
-        timeline=_timeline(process, payment, event_list, current), notice=notice, error=error,
+        timeline=_timeline(process, view, event_list, current), notice=notice, error=error,
     ), status
 
 
