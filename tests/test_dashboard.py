@@ -120,6 +120,26 @@ def test_ten_failures_lock_the_email_even_for_the_right_password(client, owner, 
     assert log_in(client, owner).status_code == 303
 
 
+def test_fifty_failures_from_one_client_lock_that_client_only(client, make_user, merchant, clock):
+    """Behind the local nginx, the client is X-Forwarded-For's address: one client trying many
+    emails is locked, another client is not."""
+    make_user("other@shop.example", merchant["merchantId"])
+    attacker = {"X-Forwarded-For": "203.0.113.9"}
+    token = csrf_of(client.get("/dashboard/login").text)
+    for n in range(50):
+        response = client.post("/dashboard/login", headers=attacker, data={
+            "email": f"guess{n}@shop.example", "password": "wrong password!", "csrf_token": token})
+        assert response.status_code == 401, n
+        token = csrf_of(response.text)  # each login page sets a new token
+    refused = client.post("/dashboard/login", headers=attacker, data={
+        "email": "other@shop.example", "password": PASSWORD, "csrf_token": token})
+    assert refused.status_code == 429 and "locked" in refused.text
+    token = csrf_of(refused.text)
+    elsewhere = client.post("/dashboard/login", headers={"X-Forwarded-For": "198.51.100.7"}, data={
+        "email": "other@shop.example", "password": PASSWORD, "csrf_token": token})
+    assert elsewhere.status_code == 303
+
+
 def test_failures_slow_down_before_the_lock(client, owner, clock):
     for _ in range(5):
         assert log_in(client, owner, "wrong password!").status_code == 401

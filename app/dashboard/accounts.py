@@ -4,9 +4,10 @@ and server-side sessions (docs/console.md).
 Passwords: werkzeug's scrypt hash (salted, memory-hard; werkzeug comes with Flask). Sessions: a
 random token in the cookie, its SHA-256 in `console_sessions`: logout, `users disable` and
 `users set-password` end sessions at once, and a copy of the database logs nobody in.
-Throttling, per email and per client address, over a 15-minute window: from the 5th failure on, the
-next attempt must wait 1, 2, 4, 8, 16 s; the 10th locks the email for 15 minutes (the client address
-at its 50th), and while locked every attempt, the right password included, is refused.
+Throttling over a 15-minute window: from an email's 5th failure on, its next attempt must wait 1,
+2, 4, 8, 16 s; its 10th locks it for 15 minutes, and a client address's 50th (many emails tried
+from one place) locks that address; while locked every attempt, the right password included, is
+refused.
 """
 import hashlib
 import hmac
@@ -115,10 +116,9 @@ def _throttle(conn, email, client, now):
     until = user_rows.locked_until(conn, _subjects(email, client), now)
     if until is not None:
         raise LoginRefused(until - now, locked=True)
-    for subject in _subjects(email, client):
-        count, last = user_rows.failures_since(conn, subject, now - WINDOW_SECONDS)
-        if count >= SLOW_AFTER and now < last + 2 ** (count - SLOW_AFTER):
-            raise LoginRefused(last + 2 ** (count - SLOW_AFTER) - now, locked=False)
+    count, last = user_rows.failures_since(conn, f"email:{email}", now - WINDOW_SECONDS)
+    if count >= SLOW_AFTER and now < last + 2 ** (count - SLOW_AFTER):
+        raise LoginRefused(last + 2 ** (count - SLOW_AFTER) - now, locked=False)
 
 
 def log_in(db, *, email, password, client, now, session_hours):

@@ -79,7 +79,7 @@ def login_submit():
     email = request.form.get("email", "")
     try:
         token, _ = accounts.log_in(get_db(), email=email, password=request.form.get("password", ""),
-                                   client=request.remote_addr or "-", now=now(),
+                                   client=security.client_address(), now=now(),
                                    session_hours=security.session_hours())
     except accounts.LoginRefused as e:
         minutes = -(-e.retry_after // 60)

@@ -73,6 +73,21 @@ def owner_required(view):
     return guarded
 
 
+# The documented layout puts nginx on the same host (deploy/nginx.conf sets X-Forwarded-For to the
+# client's address): a request from loopback carries the client's address in that header. The same
+# addresses gunicorn trusts for X-Forwarded-Proto (gunicorn.conf.py).
+TRUSTED_PROXIES = ("127.0.0.1", "::1")
+
+
+def client_address():
+    """The client's address, for the per-client login throttle."""
+    peer = request.remote_addr or "-"
+    forwarded = request.headers.get("X-Forwarded-For")
+    if peer in TRUSTED_PROXIES and forwarded:
+        return forwarded.split(",")[-1].strip()
+    return peer
+
+
 def new_login_csrf():
     return secrets.token_urlsafe(32)
 
