@@ -12,6 +12,8 @@ import subprocess
 import pytest
 from eth_abi import decode, encode
 from eth_account import Account
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from app.chain import forwarder
 from app.chain.addresses import keccak256, to_checksum_address
@@ -255,6 +257,35 @@ def test_a_stranger_calling_with_any_arguments_moves_nothing_but_to_the_payout(e
     assert (env.balance(env.usd, victim_payout), env.coin(victim_payout)) == (900, 777)
     assert env.balance(env.usd, attacker) == attacker_usd
     assert env.coin(attacker) < attacker_coin_start  # it paid gas, and received nothing
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_generated_calls_move_a_victim_s_money_only_to_its_payout(env, data):
+    """Generated collect arguments and raw calldata, from a stranger: the victim's tokens and gas
+    coin are at its address or at its payout address, never anywhere else (examples share the chain:
+    once one of them names the victim's own deposit, the money is at the payout for the rest)."""
+    if not hasattr(env, "victim"):
+        env.victim_payout = new_payout()
+        env.victim, env.victim_dep = deposit(env, env.victim_payout, "prc_generated")
+        env.give(env.usd, env.victim, 900)
+        env.give_coin(env.victim, 777)
+        env.attacker = env.chain.accounts[6]
+        env.attacker_usd = env.balance(env.usd, env.attacker)
+    addresses = st.sampled_from([env.victim_payout, env.victim, env.attacker, env.factory, env.usd,
+                                 "0x" + "0" * 40]) | st.binary(min_size=20, max_size=20).map(
+        lambda raw: to_checksum_address("0x" + raw.hex()))
+    salts = st.sampled_from([env.victim_dep[1], bytes(32)]) | st.binary(min_size=32, max_size=32)
+    if data.draw(st.booleans(), label="encoded"):
+        tokens = data.draw(st.lists(addresses, max_size=4), label="tokens")
+        deposits = data.draw(st.lists(st.tuples(addresses, salts), max_size=4), label="deposits")
+        call = forwarder.collect_calldata(tokens, deposits)
+    else:
+        call = keccak256(forwarder.COLLECT_SIGNATURE.encode())[:4] + data.draw(st.binary(max_size=400), label="raw")
+    env.attempt(env.attacker, env.factory, hexdata(call))
+    assert env.balance(env.usd, env.victim) + env.balance(env.usd, env.victim_payout) == 900
+    assert env.coin(env.victim) + env.coin(env.victim_payout) == 777
+    assert env.balance(env.usd, env.attacker) == env.attacker_usd
 
 
 def test_two_merchants_never_touch_each_other_s_funds(env):

@@ -25,6 +25,7 @@ def _build() -> dict:
     return json.loads(BUILD.read_text())
 
 
+@lru_cache(maxsize=8)
 def _code(contract: str, kind: str) -> bytes:
     return bytes.fromhex(_build()[contract][kind][2:])
 
