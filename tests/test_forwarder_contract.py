@@ -5,7 +5,6 @@ the factory creates its forwarders; whatever reaches an address (tokens with or 
 answer, the gas coin, before or after a collection) goes to that address's payout address and
 nowhere else, whoever calls the factory or the address with whatever arguments."""
 import json
-import os
 import shutil
 import subprocess
 
@@ -157,8 +156,9 @@ def test_python_addresses_are_where_the_factory_creates_its_forwarders(env):
         assert env.code(address) == b""  # self-destructed: the address is an empty account again
     # the same process under another payout or factory is another address
     s = forwarder.salt("prc_0_a")
-    assert forwarder.deposit_address(env.factory, payouts[0], s) != forwarder.deposit_address(env.factory, payouts[2], s)
-    assert forwarder.deposit_address(env.factory, payouts[0], s) != forwarder.deposit_address(env.usd, payouts[0], s)
+    first = forwarder.deposit_address(env.factory, payouts[0], s)
+    assert first != forwarder.deposit_address(env.factory, payouts[2], s)
+    assert first != forwarder.deposit_address(env.usd, payouts[0], s)
 
 
 def test_the_deployed_factory_is_recognised_by_its_code(env):
