@@ -97,3 +97,27 @@ def flask_run(env, log_path):
         finally:
             proc.terminate()
             proc.wait(timeout=30)
+
+
+def read_answer(sock):
+    """Everything the server sends on `sock` until it closes the connection, as (status line,
+    {lowercase header name: value}, body); a chunked body is decoded."""
+    raw = b""
+    while chunk := sock.recv(65536):
+        raw += chunk
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    headers = {k.lower(): v.strip() for k, v in (h.split(":", 1) for h in header_lines)}
+    if headers.get("transfer-encoding") == "chunked":
+        body = _dechunk(body)
+    return status_line, headers, body
+
+
+def _dechunk(payload):
+    out = b""
+    while True:
+        size, _, rest = payload.partition(b"\r\n")
+        size = int(size.split(b";")[0], 16)
+        if size == 0:
+            return out
+        out, payload = out + rest[:size], rest[size + 2:]

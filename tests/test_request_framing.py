@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 import requests
 
-from servers import create_merchant, flask, flask_run, gunicorn, service_env
+from servers import create_merchant, flask, flask_run, gunicorn, read_answer, service_env
 
 PREORDER = "/payment-button/process/preorder"
 BODY = b'{"amount": 5}'
@@ -33,25 +33,8 @@ def exchange(base, path, headers, body):
     with socket.create_connection((host, int(port)), timeout=30) as sock:
         sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
         sock.shutdown(socket.SHUT_WR)
-        raw = b""
-        while chunk := sock.recv(65536):
-            raw += chunk
-    head, _, payload = raw.partition(b"\r\n\r\n")
-    status_line, *header_lines = head.decode("latin-1").split("\r\n")
-    response_headers = {k.lower(): v.strip() for k, v in (h.split(":", 1) for h in header_lines)}
-    if response_headers.get("transfer-encoding") == "chunked":
-        payload = dechunk(payload)
+        status_line, response_headers, payload = read_answer(sock)
     return int(status_line.split()[1]), response_headers, payload
-
-
-def dechunk(payload):
-    out = b""
-    while True:
-        size, _, rest = payload.partition(b"\r\n")
-        size = int(size.split(b";")[0], 16)
-        if size == 0:
-            return out
-        out, payload = out + rest[:size], rest[size + 2:]
 
 
 def assert_framing_error(status, headers, payload):

@@ -1,0 +1,89 @@
+"""gunicorn's sync and gthread workers, answering in the API's JSON error envelope what gunicorn
+refuses itself, before the application sees the request: a request line longer than
+limit_request_line (414), more header fields than limit_request_fields or one longer than
+limit_request_field_size (431), a malformed request line or header field, a control byte in a
+header value (400), an unknown transfer coding (501). gunicorn's own answer is an HTML page.
+
+gunicorn has no setting or hook for these pages; a worker class is its supported extension point
+(`worker_class`). `Worker.handle_error` picks the status, logs, and writes the page: here it does
+all of that unchanged, except that the page goes to a buffer, and the client gets the envelope
+under the status line gunicorn chose. tests/test_gunicorn_limits.py holds it to the real gunicorn.
+
+A top-level module, not part of `app`: the gunicorn master imports the worker class, and importing
+the application there would keep its code from being reloaded on SIGHUP.
+"""
+import json
+
+from gunicorn import util
+from gunicorn.workers.gthread import ThreadWorker as _ThreadWorker
+from gunicorn.workers.sync import SyncWorker as _SyncWorker
+
+# The statuses gunicorn answers itself: reason phrase (RFC 9110; gunicorn's 501 says "Bad
+# Request"), the API's code, and the message, with gunicorn's limits filled in.
+ANSWERS = {
+    400: ("Bad Request", "bad_request", "The request is not valid HTTP."),
+    414: ("URI Too Long", "uri_too_long", "The request line is longer than {limit_request_line} bytes."),
+    431: ("Request Header Fields Too Large", "headers_too_large",
+          "The request has more than {limit_request_fields} header fields, or one longer than "
+          "{limit_request_field_size} bytes."),
+    500: ("Internal Server Error", "internal_error", "An internal error occurred; it has been logged."),
+    501: ("Not Implemented", "not_implemented", "The request uses an HTTP feature this service does "
+          "not implement (a Transfer-Encoding other than chunked)."),
+}
+
+
+def answer(status, reason, cfg):
+    """(reason phrase, code, message) for a status gunicorn answers itself. Others it may answer
+    (417 for an Expect other than 100-continue, 403 for a refused PROXY line or TLS peer) take
+    their code from gunicorn's reason phrase, as app.errors does for werkzeug's exceptions."""
+    if status not in ANSWERS:
+        return reason, reason.lower().replace(" ", "_"), reason + "."
+    reason, code, message = ANSWERS[status]
+    return reason, code, message.format(
+        limit_request_line=cfg.limit_request_line, limit_request_fields=cfg.limit_request_fields,
+        limit_request_field_size=cfg.limit_request_field_size)
+
+
+class _Buffer:
+    """The client socket, except that what gunicorn sends is kept instead."""
+
+    def __init__(self, client):
+        self._client = client
+        self.sent = b""
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+    def sendall(self, data):
+        self.sent += data
+
+
+class EnvelopedErrors:
+    """gunicorn's handle_error (status, log lines, access log), its page sent as the envelope."""
+
+    def handle_error(self, req, client, addr, exc):
+        page = _Buffer(client)
+        super().handle_error(req, page, addr, exc)
+        status_line = page.sent.partition(b"\r\n")[0].decode("latin-1")  # "HTTP/1.1 431 Request ..."
+        version, _, rest = status_line.partition(" ")
+        status, _, reason = rest.partition(" ")
+        if not (version.startswith("HTTP/") and status.isdigit()):
+            data = page.sent  # not a page this module knows: gunicorn's own, unchanged
+        else:
+            reason, code, message = answer(int(status), reason, self.cfg)
+            body = json.dumps({"code": code, "message": message}).encode()
+            data = (f"{version} {status} {reason}\r\nConnection: close\r\n"
+                    f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+                    ).encode("latin-1") + body
+        try:
+            util.write_nonblock(client, data)
+        except Exception:  # the client is gone: as gunicorn does, nothing more to tell it
+            self.log.debug("Failed to send error message.")
+
+
+class SyncWorker(EnvelopedErrors, _SyncWorker):
+    pass
+
+
+class ThreadWorker(EnvelopedErrors, _ThreadWorker):
+    pass
