@@ -221,10 +221,11 @@ def insert_many(conn, processes) -> int:
     loading data, e.g. the 1M-process benchmarks."""
     count, processes = 0, iter(processes)
     while chunk := list(islice(processes, 10_000)):
+        last = conn.execute("SELECT COALESCE(max(seq), 0) FROM processes").fetchone()[0]
         count += conn.executemany(_INSERT, map(_values, chunk)).rowcount
+        seqs = {row[1]: row[0] for row in conn.execute("SELECT seq, id FROM processes WHERE seq > ?", (last,))}
         conn.executemany(
-            "INSERT INTO process_search (merchant_id, value, seq)"
-            " SELECT merchant_id, ?, seq FROM processes WHERE id = ?",
-            [(value, p.id) for p in chunk for value in search_values(p.metadata)],
+            "INSERT INTO process_search (merchant_id, value, seq) VALUES (?, ?, ?)",
+            [(p.merchant_id, value, seqs[p.id]) for p in chunk for value in search_values(p.metadata)],
         )
     return count
