@@ -290,8 +290,9 @@ class Watcher:
 
     def _left_the_chain(self, client, network, fork):
         """The confirmed transfers above `fork` whose block the node no longer has under their
-        hash (kept hashes are sparse: a block above the fork may still be the node's). Asked again
-        for its chain id first: a node switched under the poll must not reverse anything."""
+        hash (kept hashes are sparse: a block above the fork may still be the node's). When there
+        are some, the node is asked its chain id again: one switched under the poll (WrongChain)
+        must not reverse anything."""
         counted = transfer_rows.confirmed_above(self.db.connection(), network.id, fork)
         if not counted:
             return []
