@@ -95,6 +95,38 @@ def test_a_node_of_another_chain_is_read_no_further_and_reading_resumes(
     assert [t["txHash"] for t in payment["transfers"]] == [tx_hash]
 
 
+def test_a_node_switched_during_a_poll_reverses_nothing(app, client, runner, chain, live_chain,
+                                                       clock, make_merchant, proxy, caplog):
+    """A deep reorganisation is met; before a counted transfer is reversed the node is asked its
+    chain id again, and the URL now reaches the chain-137 node: nothing is reversed or rewound
+    until the right node answers, which then reverses the transfer once."""
+    add_network(runner, chain, confirmations=CONFIRMATIONS, rpc_url=proxy.url)
+    shop = _shop(app, client, runner, chain, clock, make_merchant())
+    process_id, address = shop.order(6)
+    shop.watch()
+    before = chain.snapshot()
+    chain.transfer(address, 6 * UNIT)
+    chain.mine(CONFIRMATIONS)
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.completed"]
+    chain.revert(before)
+    chain.mine(CONFIRMATIONS + 5)
+    position, kept = _network_row(app, NETWORK), _kept_blocks(app, NETWORK)
+
+    proxy.before("eth_chainId", 1, lambda: setattr(proxy, "upstream", live_chain.url))
+    caplog.clear()
+    shop.watch(exit_code=1)
+    assert "answers for chain id 137, not the network's chain id 31337" in caplog.text
+    assert shop.event_types(process_id) == ["payment.completed"]
+    assert [t["status"] for t in shop.transfers(process_id)] == ["confirmed"]
+    assert _network_row(app, NETWORK)[0] == position[0] and _kept_blocks(app, NETWORK) == kept
+
+    proxy.upstream = chain.url
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.completed", "payment.reversed"]
+    assert [t["status"] for t in shop.transfers(process_id)] == ["reversed"]
+
+
 # --- Test and live networks ----------------------------------------------------------------------
 
 @pytest.fixture
