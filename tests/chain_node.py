@@ -1,5 +1,7 @@
 """A real EVM node for the chain tests: Hardhat 2's `hardhat node` on a loopback port, with the
 6-decimal ERC-20 token of tests/chain/token deployed (compiled by solc-js, cached in tests/chain/build).
+Chain id 31337 (a test network); the tests that need a live network, or another chain behind one
+URL, also start a node answering for chain id 137 (`live_chain_node`), once per session.
 
 The node starts once per test session; the `chain` fixture takes an `evm_snapshot` before each test
 and reverts to it after, so tests do not see each other's blocks. Node and the npm packages are
@@ -161,6 +163,13 @@ def live_chain_node(tmp_path_factory):
     """A second node, answering for chain id 137 (Polygon PoS's): it stands in for a live network,
     and for another chain behind a network's URL. Started only by the tests that ask for it."""
     yield from _start_node(tmp_path_factory, 137)
+
+
+@pytest.fixture(scope="session")
+def second_test_chain_node(tmp_path_factory):
+    """A third node, answering for chain id 80002 (Polygon Amoy's, a well-known test chain): a
+    second test network where a test needs two (the button's network choice)."""
+    yield from _start_node(tmp_path_factory, 80002)
 
 
 @pytest.fixture

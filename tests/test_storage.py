@@ -114,6 +114,11 @@ def test_init_db_upgrades_an_earlier_releases_sqlite_database_in_place(tmp_path,
     conn.executescript((DATA / f"schema-{release}.sql").read_text())
     _, secret, kept, cancelled = _fill(_OldRelease(conn), clock(), "http://127.0.0.1:1/hook",
                                        old=True)
+    networks = release == "71fdeb4"  # the release with live payments: its networks get a mode
+    if networks:
+        for network_id, chain_id in (("local", 31337), ("polygon", 137)):
+            conn.execute("INSERT INTO networks VALUES (?, ?, ?, 'http://127.0.0.1:1/', 3, 1, 0, 0,"
+                         " NULL, 1)", (network_id, network_id.title(), chain_id))
     conn.close()
     before = _counts(database)
 
@@ -128,6 +133,10 @@ def test_init_db_upgrades_an_earlier_releases_sqlite_database_in_place(tmp_path,
     assert set(after) == set(schema_rows.TABLES)  # what the release lacked now exists
     assert dbutil.query(database, "SELECT version, name FROM schema_version") == [
         (1, "0001_initial.sql"), (2, "0002_payment_choices.sql"), (3, "0003_chain_safety.sql")]
+    if networks:  # classed by chain id (docs/payments.md, "Test and live networks")
+        listed = app.test_cli_runner().invoke(args=["networks", "list", "--json"])
+        assert {n["id"]: n["testnet"] for n in json.loads(listed.output)} == {
+            "local": True, "polygon": False}
     _serves_the_old_rows(database, clock, secret, kept, cancelled)
 
 
