@@ -79,7 +79,7 @@ demo-live: $(VENV)/.installed $(CHAIN)/node_modules/.installed
 	$(FLASK) init-db; \
 	token=$$($(FLASK) demo-chain --rpc-url $$rpc --token-build $(CHAIN)/build/TestUSD.json \
 		--block-seconds $(DEMO_BLOCK_SECONDS)); \
-	$(FLASK) networks add local --name "Local Hardhat" --chain-id 31337 --rpc-url $$rpc \
+	$(FLASK) networks add local --name "Local Hardhat" --chain-id 31337 --testnet --rpc-url $$rpc \
 		--confirmations $(DEMO_CONFIRMATIONS); \
 	$(FLASK) assets add tusd --network local --symbol TUSD --name "Test USD" --contract $$token --decimals 6; \
 	$(FLASK) demo-merchant --webhook-url http://$(HOST):$(PORT)/demo/webhooks; \

@@ -13,7 +13,7 @@ from app.representation import event_json, process_json
 EVENT_TYPES = (
     "payment.completed", "payment.failed", "process.cancelled", "process.expired",
     # Live payments, written by the chain watcher (app/chain/watcher.py).
-    "payment.pending", "payment.partial", "payment.received_late",
+    "payment.pending", "payment.partial", "payment.received_late", "payment.reversed",
 )
 
 

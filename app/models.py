@@ -1,6 +1,8 @@
 """Plain records passed between the data layer and the rest: no SQL types leak past app/data/."""
 from dataclasses import dataclass
 
+from app.chain.testnets import is_test_network
+
 FINAL_STATUSES = ("completed", "cancelled", "expired")
 STATUSES = ("pending",) + FINAL_STATUSES
 
@@ -120,7 +122,7 @@ class Transfer:
     block_number: int
     block_hash: str
     block_timestamp: int
-    status: str  # seen | confirmed | orphaned
+    status: str  # seen | confirmed | orphaned | reversed
     seen_at: int
     confirmed_at: int | None
     head_block: int | None = None  # its network's head, when read for display (confirmations)
@@ -145,6 +147,11 @@ class WatchedNetwork:
     start_block: int
     scanned_block: int
     head_block: int
+    testnet: bool = False
+
+    @property
+    def is_test(self) -> bool:
+        return is_test_network(self.chain_id, self.testnet)
 
     def __repr__(self):  # the RPC URL may carry a provider's API key
         return f"WatchedNetwork(id={self.id!r}, scanned_block={self.scanned_block})"
@@ -204,6 +211,11 @@ class Network:
     head_block: int
     disabled_at: int | None
     created_at: int
+    testnet: bool = False  # the operator's --testnet; `is_test` also knows the well-known test chains
+
+    @property
+    def is_test(self) -> bool:
+        return is_test_network(self.chain_id, self.testnet)
 
     def __repr__(self):
         return f"Network(id={self.id!r}, chain_id={self.chain_id})"

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from app.chain import addresses
 from app.chain import rpc
+from app.chain.testnets import is_test_network
 from app.data import merchants as merchant_rows
 from app.data import payments as payment_rows
 from app.data import processes as process_rows
@@ -63,9 +64,12 @@ def _check_id(value, what):
 
 
 def add_network(db, *, network_id, name, chain_id, rpc_url, confirmations, start_block, now,
-                client_factory=rpc.Client) -> Network:
-    """Enable a network. Without `start_block` the node is asked for its head (and its chain id,
-    which must be the one given): the watcher then reads from the next block on."""
+                testnet=False, client_factory=rpc.Client) -> Network:
+    """Enable a network. The node is asked for its chain id, which must be the one given (a node
+    of another chain is refused), and, without `start_block`, for its head: the watcher then reads
+    from the next block on. With `start_block` a node that cannot be asked now is accepted (it may
+    be down for a while): the watcher checks its chain id on every poll. `testnet`: a test network
+    (test-mode merchants only); a well-known test chain id is one anyway (app/chain/testnets.py)."""
     _check_id(network_id, "The network id")
     if not name or not name.strip():
         raise SetupError("The network's name must not be empty.")
@@ -77,23 +81,26 @@ def add_network(db, *, network_id, name, chain_id, rpc_url, confirmations, start
         raise SetupError("The RPC URL must be an http:// or https:// URL.")
     if start_block is not None and start_block < 0:
         raise SetupError("The start block must be 0 or more.")
-    head = None
-    if start_block is None:
-        client = client_factory(rpc_url)
-        try:
-            node_chain_id = client.chain_id()
+    head, node_chain_id = None, None
+    client = client_factory(rpc_url)
+    try:
+        node_chain_id = client.chain_id()
+        if start_block is None:
             head = client.block_number()
-        except rpc.RpcError as e:
+    except rpc.RpcError as e:
+        if start_block is None:
             raise SetupError(f"Could not ask the node for its head: {e}. Give --start-block to add the"
                              " network without asking it.") from None
-        if node_chain_id != chain_id:
-            raise SetupError(f"The node at {rpc.redacted(rpc_url)} serves chain id {node_chain_id},"
-                             f" not {chain_id}.")
+    if node_chain_id is not None and node_chain_id != chain_id:
+        raise SetupError(f"The node at {rpc.redacted(rpc_url)} serves chain id {node_chain_id},"
+                         f" not {chain_id}.")
+    if start_block is None:
         start_block = head + 1
     network = Network(
         id=network_id, name=name.strip(), chain_id=chain_id, rpc_url=rpc_url,
         confirmations=confirmations, start_block=start_block, scanned_block=start_block - 1,
         head_block=head if head is not None else start_block - 1, disabled_at=None, created_at=now,
+        testnet=bool(testnet),
     )
     with db.transaction() as conn:
         if payment_rows.get_network(conn, network_id) is not None:
@@ -170,13 +177,16 @@ def set_xpub(db, merchant_id, text, now) -> str:
 # The Button API
 
 def payable_assets(db, merchant) -> list[dict]:
-    """What the customer may pay with: every enabled asset on every enabled network, grouped by
-    asset id; nothing for a merchant without an xpub (it cannot take live payments)."""
+    """What the customer may pay with: every enabled asset on every enabled network of the
+    merchant's mode (test networks for test mode, live networks for live mode), grouped by asset
+    id; nothing for a merchant without an xpub (it cannot take live payments)."""
     conn = db.connection()
     if payment_rows.get_wallet(conn, merchant.id) is None:
         return []
     grouped: dict[str, dict] = {}
-    for asset, network_name, chain_id, confirmations in payment_rows.payable_assets(conn):
+    for asset, network_name, chain_id, confirmations, testnet in payment_rows.payable_assets(conn):
+        if is_test_network(chain_id, testnet) == merchant.livemode:
+            continue
         entry = grouped.setdefault(
             asset.id, {"id": asset.id, "symbol": asset.symbol, "name": asset.name, "networks": []}
         )
@@ -212,7 +222,7 @@ def confirm(db, merchant, process_id, *, asset_id, network_id, now):
         wallet = payment_rows.get_wallet(conn, merchant.id)
         if wallet is None:
             raise PaymentMethodUnavailable()
-        asset, network = _payable(conn, asset_id, network_id)
+        asset, network = _payable(conn, merchant, asset_id, network_id)
         try:
             amount_due = to_base_units(process.amount, asset.decimals)
         except AmountError:
@@ -238,12 +248,17 @@ def confirm(db, merchant, process_id, *, asset_id, network_id, now):
         return process, payment_rows.view_of(conn, process_id)
 
 
-def _payable(conn, asset_id, network_id) -> tuple[Asset, Network]:
-    """The enabled asset and network the customer chose, or ChoiceError naming the field."""
+def _payable(conn, merchant, asset_id, network_id) -> tuple[Asset, Network]:
+    """The enabled asset and network of the merchant's mode the customer chose, or ChoiceError
+    naming the field."""
     errors = {}
     network = payment_rows.get_network(conn, network_id)
     if network is None or network.disabled_at is not None:
         errors["networkId"] = [f"No enabled network {network_id!r}: see GET /payment-button/assets."]
+    elif network.is_test == merchant.livemode:
+        mode, other = ("live", "a test") if merchant.livemode else ("test", "a live")
+        errors["networkId"] = [f"Network {network_id!r} is {other} network: {mode}-mode payments"
+                               " cannot use it (see GET /payment-button/assets)."]
     else:
         asset = payment_rows.get_asset(conn, asset_id, network_id)
         if asset is None or asset.disabled_at is not None:

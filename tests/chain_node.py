@@ -1,5 +1,7 @@
 """A real EVM node for the chain tests: Hardhat 2's `hardhat node` on a loopback port, with the
 6-decimal ERC-20 token of tests/chain/token deployed (compiled by solc-js, cached in tests/chain/build).
+Chain id 31337 (a test network); the tests that need a live network, or another chain behind one
+URL, also start a node answering for chain id 137 (`live_chain_node`), once per session.
 
 The node starts once per test session; the `chain` fixture takes an `evm_snapshot` before each test
 and reverts to it after, so tests do not see each other's blocks. Node and the npm packages are
@@ -93,14 +95,16 @@ def _missing(what):
     )
 
 
-def _node_env():
+def _node_env(chain_id):
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLASK_")}
-    env.update(HARDHAT_DISABLE_TELEMETRY_PROMPT="true", CI="true", NO_COLOR="1")
+    env.update(HARDHAT_DISABLE_TELEMETRY_PROMPT="true", CI="true", NO_COLOR="1",
+               TEST_CHAIN_ID=str(chain_id))
     return env
 
 
-@pytest.fixture(scope="session")
-def chain_node(tmp_path_factory):
+def _start_node(tmp_path_factory, chain_id):
+    """A node answering for `chain_id`, with the token deployed (at the same address on every node:
+    the first transaction of the same dev account); yields its Chain, then stops it."""
     node = shutil.which("node")
     if node is None:
         _missing("Node.js (`node` is not on PATH)")
@@ -116,7 +120,7 @@ def chain_node(tmp_path_factory):
         port = free_port()
         log = open(log_path, "w")
         proc = subprocess.Popen([node, str(cli), "node", "--hostname", "127.0.0.1", "--port",
-                                 str(port)], cwd=CHAIN_DIR, env=_node_env(), stdout=log,
+                                 str(port)], cwd=CHAIN_DIR, env=_node_env(chain_id), stdout=log,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         chain = Chain(f"http://127.0.0.1:{port}/")
         deadline = time.monotonic() + 60
@@ -134,6 +138,7 @@ def chain_node(tmp_path_factory):
     else:
         pytest.fail(f"hardhat node did not start:\n{log_path.read_text()[-3000:]}", pytrace=False)
     try:
+        assert int(chain.rpc("eth_chainId"), 16) == chain_id
         chain.accounts = chain.rpc("eth_accounts")
         chain.token = chain.deploy_token()
         yield chain
@@ -147,9 +152,37 @@ def chain_node(tmp_path_factory):
         log.close()
 
 
+@pytest.fixture(scope="session")
+def chain_node(tmp_path_factory):
+    """The test chain (31337, Hardhat's own id: a test network)."""
+    yield from _start_node(tmp_path_factory, 31337)
+
+
+@pytest.fixture(scope="session")
+def live_chain_node(tmp_path_factory):
+    """A second node, answering for chain id 137 (Polygon PoS's): it stands in for a live network,
+    and for another chain behind a network's URL. Started only by the tests that ask for it."""
+    yield from _start_node(tmp_path_factory, 137)
+
+
+@pytest.fixture(scope="session")
+def second_test_chain_node(tmp_path_factory):
+    """A third node, answering for chain id 80002 (Polygon Amoy's, a well-known test chain): a
+    second test network where a test needs two (the button's network choice)."""
+    yield from _start_node(tmp_path_factory, 80002)
+
+
 @pytest.fixture
 def chain(chain_node):
     """The node, reverted after the test to the state it had before it."""
     snapshot = chain_node.snapshot()
     yield chain_node
     chain_node.revert(snapshot)
+
+
+@pytest.fixture
+def live_chain(live_chain_node):
+    """The chain-137 node, reverted after the test like `chain`."""
+    snapshot = live_chain_node.snapshot()
+    yield live_chain_node
+    live_chain_node.revert(snapshot)

@@ -12,6 +12,9 @@ DECIMALS = 6
 # deposit addresses never coincide with Hardhat's funded senders ("test … junk").
 XPUB = ("xpub6DCoCpSuQZB2jawqnGMEPS63ePKWkwWPH4TU45Q7LPXWuNd8TMtVxRrgjtEshuqpK3mdhaWHPFsBn"
         "gh5GFZaM6si3yZdUsT8ddYM3PwnATt")
+# A second merchant's wallet (seed bytes 0..31): two merchants never share one.
+OTHER_XPUB = ("xpub6DMFE9j2ncmpqUwtaiyPPdiYWRud5iDLhE1ka9gFJKockpH9xeXNKrXRM1XrPsh9NonaRW6hbZ83s"
+              "ukTc2544gvTTTRbp1ak823LG5gBYV5")
 
 
 def cli(runner, *args):
@@ -20,35 +23,43 @@ def cli(runner, *args):
     return result
 
 
-def add_network(runner, chain, *, confirmations=3, rpc_url=None):
-    """The operator enables the test chain (read from the next block on) and its token."""
-    cli(runner, "networks", "add", NETWORK, "--name", "Hardhat", "--chain-id", "31337",
+def add_network(runner, chain, *, confirmations=3, rpc_url=None, network=NETWORK, name="Hardhat",
+                chain_id=31337):
+    """The operator enables the chain (read from the next block on) and its token."""
+    cli(runner, "networks", "add", network, "--name", name, "--chain-id", str(chain_id),
         "--rpc-url", rpc_url or chain.url, "--confirmations", str(confirmations),
         "--start-block", str(chain.head() + 1))
-    cli(runner, "assets", "add", "tusd", "--network", NETWORK, "--symbol", "TUSD", "--name",
+    cli(runner, "assets", "add", "tusd", "--network", network, "--symbol", "TUSD", "--name",
         "Test USD", "--contract", chain.token, "--decimals", str(DECIMALS))
 
 
 class Shop:
-    def __init__(self, app, api, runner, chain, clock, merchant, client):
+    def __init__(self, app, api, runner, chain, clock, merchant, client, xpub=XPUB):
         self.app, self.api, self.runner, self.chain, self.clock = app, api, runner, chain, clock
         self.merchant, self.client = merchant, client
-        cli(runner, "merchants", "set-xpub", merchant["merchantId"], XPUB)
+        cli(runner, "merchants", "set-xpub", merchant["merchantId"], xpub)
 
     def sync_clock(self):
         """The app's clock at the chain's latest block time."""
         self.clock.now = self.chain.timestamp()
 
-    def order(self, amount, metadata=None):
-        """A preorder, confirmed by the customer: (process id, deposit address)."""
+    def preorder(self, amount, metadata=None):
         body = {"amount": amount, "metadata": metadata or {"orderRef": "A-1"}}
         response = self.api.preorder(body)
         assert response.status_code == 200, response.get_data(as_text=True)
-        process_id = response.get_json()["processId"]
-        confirmed = self.client.post(
+        return response.get_json()["processId"]
+
+    def confirm(self, process_id, network=NETWORK):
+        """The customer's choice of the token on `network` (the response, whatever its status)."""
+        return self.client.post(
             f"/payment-button/process/{process_id}/confirm",
-            data=json.dumps({"assetId": "tusd", "networkId": NETWORK}),
+            data=json.dumps({"assetId": "tusd", "networkId": network}),
             content_type="application/json", headers={"x-public-key": self.merchant["publicKey"]})
+
+    def order(self, amount, metadata=None, network=NETWORK):
+        """A preorder, confirmed by the customer: (process id, deposit address)."""
+        process_id = self.preorder(amount, metadata)
+        confirmed = self.confirm(process_id, network)
         assert confirmed.status_code == 200, confirmed.get_data(as_text=True)
         payment = confirmed.get_json()["payment"]
         assert payment["amountDue"] == str(amount) and payment["transfers"] == []

@@ -43,21 +43,28 @@ def app_config(chain_node):
 class LiveDemo:
     """The demo shop set up for live payments, and the moves of a test: the watcher, the worker."""
 
-    def __init__(self, live_server, chain, clock, worker):
+    def __init__(self, live_server, chain, clock, worker, second, live_chain):
         self.live, self.chain, self.clock, self.worker = live_server, chain, clock, worker
+        self.live_chain = live_chain
         clock.now = chain.timestamp()
         cli = live_server.cli
         cli("networks", "add", "hardhat", "--name", "Local Hardhat", "--chain-id", "31337",
             "--rpc-url", chain.url, "--confirmations", str(CONFIRMATIONS))
-        # A second network (same node, never paid on) and a second token: both choice steps show.
-        cli("networks", "add", "second", "--name", "Second testnet", "--chain-id", "31338",
-            "--rpc-url", chain.url, "--start-block", str(chain.head() + 1))
-        for network in ("hardhat", "second"):
+        # A second test network (its own node, never paid on) and a second token: both choice
+        # steps show.
+        cli("networks", "add", "second", "--name", "Second testnet", "--chain-id", "80002",
+            "--rpc-url", second.url, "--start-block", str(second.head() + 1))
+        for network, token in (("hardhat", chain.token), ("second", second.token)):
             cli("assets", "add", "tusd", "--network", network, "--symbol", "TUSD", "--name", "Test USD",
-                "--contract", chain.token, "--decimals", "6")
+                "--contract", token, "--decimals", "6")
         self.other_token = chain.deploy_token()
         cli("assets", "add", "usdx", "--network", "hardhat", "--symbol", "USDX", "--name", "Other USD",
             "--contract", self.other_token, "--decimals", "6")
+        # A live network (the chain-137 node) for live-mode merchants: test-mode ones never see it.
+        cli("networks", "add", "polygon", "--name", "Polygon PoS", "--chain-id", "137",
+            "--rpc-url", live_chain.url, "--confirmations", str(CONFIRMATIONS))
+        cli("assets", "add", "tusd", "--network", "polygon", "--symbol", "TUSD", "--name", "Test USD",
+            "--contract", live_chain.token, "--decimals", "6")
         cli("demo-merchant", "--webhook-url", f"{live_server.url}/demo/webhooks")
         with open(live_server.app.config["DEMO_MERCHANT_FILE"]) as f:
             self.keys = json.load(f)
@@ -76,8 +83,8 @@ class LiveDemo:
 
 
 @pytest.fixture
-def demo(live_server, chain, clock, worker):
-    return LiveDemo(live_server, chain, clock, worker)
+def demo(live_server, chain, clock, worker, second_test_chain_node, live_chain):
+    return LiveDemo(live_server, chain, clock, worker, second_test_chain_node, live_chain)
 
 
 @pytest.fixture
@@ -393,29 +400,31 @@ def test_an_overpayment_from_the_wallet_panel(page, demo, live_server, console_e
 def test_a_live_mode_merchant_pays_on_chain_without_the_sandbox(page, demo, live_server, merchant_site,
                                                                 console_errors):
     # Every other test here pays a test-mode merchant (the demo's); a pk_live merchant has no badge
-    # and no sandbox, only the live choice.
+    # and no sandbox, only the live choice, and only the live network (chain 137) to choose.
     keys = json.loads(live_server.cli("merchants", "create", "--name", "Live shop", "--live", "--json"))
     assert keys["publicKey"].startswith("pk_live_")
     live_server.cli("merchants", "set-xpub", keys["merchantId"], OTHER_XPUB)
     pid = live_server.merchant_api(keys["secretKey"]).preorder("12.5")["processId"]
     page.goto(merchant_site.checkout_url(live_server.url, pid, keys["publicKey"]))
-    expect(btn(page, ".choice")).to_have_text(["TUSDTest USD", "USDX on Local HardhatOther USD"])
+    expect(btn(page, ".choice")).to_have_text(["TUSD on Polygon PoSTest USD"])
     expect(btn(page, ".badge")).to_be_hidden()
     expect(btn(page, ".pay")).to_be_hidden()
-    btn(page, ".choice").nth(1).click()
-    expect(btn(page, ".send-amount")).to_have_text("12.5 USDX")
+    btn(page, ".choice").nth(0).click()
+    expect(btn(page, ".send-amount")).to_have_text("12.5 TUSD")
+    expect(btn(page, ".network")).to_have_text("Polygon PoS (chain 137)")
     expect(btn(page, ".pay")).to_be_hidden()
 
     payment = live_server.public(pid, keys["publicKey"])["payment"]
     assert payment["address"] != DEMO_FIRST_ADDRESS  # the live merchant's own wallet
-    demo.chain.transfer(payment["address"], 12_500_000, token=demo.other_token)
+    assert (payment["networkId"], payment["chainId"]) == ("polygon", 137)
+    demo.live_chain.transfer(payment["address"], 12_500_000)
     demo.watch()
     freshness(page, ".pay-status", "Payment seen, waiting for confirmations (1 of 3).")
     expect(btn(page, ".pay")).to_be_hidden()
-    demo.chain.mine(2)
+    demo.live_chain.mine(2)
     demo.watch()
     freshness(page, ".outcome-title", "Payment received")
-    expect(btn(page, ".outcome-text")).to_have_text("Thank you. 12.5 USDX has been paid.")
+    expect(btn(page, ".outcome-text")).to_have_text("Thank you. 12.5 TUSD has been paid.")
     expect(btn(page, ".badge")).to_be_hidden()
     events = page.evaluate("window.__events")
     assert [e["type"] for e in events] == ["payment-success"]

@@ -176,7 +176,7 @@ def test_the_loop_waits_out_a_node_that_is_down_and_picks_up_when_it_is_back(sho
         output, _ = loop.communicate(timeout=30)
     assert loop.returncode == 0, output
     refused = [line for line in output.splitlines()
-               if "eth_blockNumber: http://127.0.0.1:" in line and "unreachable (ConnectionError)"
+               if "eth_chainId: http://127.0.0.1:" in line and "unreachable (ConnectionError)"
                in line]
     assert len(refused) >= 3, output
     assert all(line.endswith("retry in 0.4s") for line in refused[1:]), refused

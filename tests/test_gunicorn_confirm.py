@@ -20,7 +20,7 @@ def test_concurrent_confirms_never_share_an_address(tmp_path, make_database):
     env = service_env(database)
     flask(env, "init-db")
     merchant = create_merchant(env, "--live")
-    flask(env, "networks", "add", "local", "--name", "Local", "--chain-id", "31337", "--rpc-url",
+    flask(env, "networks", "add", "local", "--name", "Local", "--chain-id", "137", "--rpc-url",
           "http://127.0.0.1:1/", "--start-block", "1")
     flask(env, "assets", "add", "usdc", "--network", "local", "--symbol", "USDC", "--name", "USD Coin",
           "--contract", "0x5FbDB2315678afecb367f032d93F642f64180aa3", "--decimals", "6")

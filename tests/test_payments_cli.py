@@ -80,7 +80,7 @@ def test_networks_add_asks_the_node_for_its_head(runner, node, app, clock):
     result = add_local(runner, node.url, "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.output) == {
-        "id": "local", "name": "Local", "chainId": 31337,
+        "id": "local", "name": "Local", "chainId": 31337, "testnet": True,
         "rpcUrl": f"http://127.0.0.1:{node.server.server_port}", "confirmations": 12,
         "startBlock": 0x1235, "scannedBlock": 0x1234, "headBlock": 0x1234, "enabled": True,
         "createdAt": "2026-11-18T11:06:40Z",
@@ -89,13 +89,56 @@ def test_networks_add_asks_the_node_for_its_head(runner, node, app, clock):
     assert rows(app, "SELECT rpc_url FROM networks") == [(node.url,)]
 
 
-def test_networks_add_with_start_block_does_not_ask(runner, node):
+def test_networks_add_with_start_block_asks_the_chain_id_only(runner, node):
     result = add_local(runner, node.url, "--start-block", "7", "--confirmations", "3")
     assert result.exit_code == 0, result.output
-    assert result.output == (f"Added network local (Local, chain id 31337) via"
+    assert result.output == (f"Added test network local (Local, chain id 31337) via"
                              f" http://127.0.0.1:{node.server.server_port}; 3 confirmations;"
                              f" reading from block 7.\n")
-    assert node.calls == []
+    assert node.calls == [("/v3/PROVIDER-KEY", "eth_chainId")]
+
+
+@pytest.mark.parametrize("mode", ["error", "garbage", "down"])
+def test_networks_add_with_start_block_accepts_a_node_that_cannot_answer_now(runner, node, app,
+                                                                             mode):
+    """It may be down for a while: the watcher asks for its chain id on every poll."""
+    node.mode = mode
+    url = "http://127.0.0.1:1/v3/PROVIDER-KEY" if mode == "down" else node.url
+    result = add_local(runner, url, "--start-block", "7")
+    assert result.exit_code == 0, result.output
+    assert rows(app, "SELECT id, chain_id, start_block FROM networks") == [("local", 31337, 7)]
+
+
+def test_networks_add_with_start_block_refuses_a_node_of_another_chain(runner, node, app):
+    node.chain_id = 137
+    result = add_local(runner, node.url, "--start-block", "7")
+    assert result.exit_code == 1
+    assert result.output == (f"Error: The node at http://127.0.0.1:{node.server.server_port} serves"
+                             " chain id 137, not 31337.\n")
+    assert rows(app, "SELECT count(*) FROM networks") == [(0,)]
+
+
+@pytest.mark.parametrize("chain_id, flag, testnet", [
+    (31337, [], True), (11155111, [], True), (84532, [], True), (137, [], False),
+    (137, ["--testnet"], True), (999999, ["--testnet"], True), (999999, [], False),
+])
+def test_networks_add_testnet_by_flag_or_well_known_chain_id(runner, node, app, chain_id, flag,
+                                                             testnet):
+    node.chain_id = chain_id
+    result = invoke(runner, "networks", "add", "n", "--name", "N", "--chain-id", str(chain_id),
+                    "--rpc-url", node.url, "--json", *flag)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["testnet"] is testnet
+    assert rows(app, "SELECT testnet FROM networks") == [(1 if flag else 0,)]  # the flag as given
+    listed = invoke(runner, "networks", "list").output.splitlines()
+    assert listed[1].split()[3] == ("test" if testnet else "live")
+
+
+def test_the_well_known_test_chain_ids():
+    """The constant API.md's list names, and the common public testnets."""
+    from app.chain.testnets import TEST_CHAIN_IDS
+    assert {31337, 1337, 11155111, 17000, 560048, 80002, 84532, 421614, 11155420, 97} <= TEST_CHAIN_IDS
+    assert not {1, 10, 56, 137, 8453, 42161, 43114} & TEST_CHAIN_IDS  # mainnets
 
 
 @pytest.mark.parametrize("mode, chain_id, message", [
@@ -152,8 +195,8 @@ def test_networks_duplicates_list_and_disable(runner, app):
     assert same_chain.exit_code == 1 and "A network with chain id 31337 already exists." in same_chain.output
     listed = invoke(runner, "networks", "list")
     assert listed.output.splitlines() == [
-        "ID     NAME   CHAIN ID  RPC                  CONFIRMATIONS  SCANNED  HEAD  STATE",
-        "local  Local  31337     https://rpc.example  12             4        4     enabled",
+        "ID     NAME   CHAIN ID  MODE  RPC                  CONFIRMATIONS  SCANNED  HEAD  STATE",
+        "local  Local  31337     test  https://rpc.example  12             4        4     enabled",
     ]
     assert invoke(runner, "networks", "disable", "local").exit_code == 0
     assert json.loads(invoke(runner, "networks", "list", "--json").output)[0]["enabled"] is False

@@ -37,7 +37,7 @@ class _OldRelease:
         self.conn = conn
         # Today's preorder also writes the console's search rows, which no earlier release had: a
         # temporary table takes them and vanishes with the connection (init-db builds them again).
-        conn.execute("CREATE TEMP TABLE process_search (merchant_id TEXT, value TEXT, seq INTEGER)")
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS process_search (merchant_id TEXT, value TEXT, seq INTEGER)")
 
     def transaction(self, **_):
         import contextlib
@@ -117,6 +117,11 @@ def test_init_db_upgrades_an_earlier_releases_sqlite_database_in_place(tmp_path,
     conn.executescript((DATA / f"schema-{release}.sql").read_text())
     _, secret, kept, cancelled = _fill(_OldRelease(conn), clock(), "http://127.0.0.1:1/hook",
                                        old=True)
+    networks = release == "71fdeb4"  # the release with live payments: its networks get a mode
+    if networks:
+        for network_id, chain_id in (("local", 31337), ("polygon", 137)):
+            conn.execute("INSERT INTO networks VALUES (?, ?, ?, 'http://127.0.0.1:1/', 3, 1, 0, 0,"
+                         " NULL, 1)", (network_id, network_id.title(), chain_id))
     conn.close()
     before = _counts(database)
 
@@ -134,6 +139,10 @@ def test_init_db_upgrades_an_earlier_releases_sqlite_database_in_place(tmp_path,
     # The console's search index is built for the processes already there.
     assert dbutil.query(database, "SELECT value FROM process_search JOIN processes USING (seq)"
                         " WHERE id = ?", kept) == [("a-1",)]
+    if networks:  # classed by chain id (docs/payments.md, "Test and live networks")
+        listed = app.test_cli_runner().invoke(args=["networks", "list", "--json"])
+        assert {n["id"]: n["testnet"] for n in json.loads(listed.output)} == {
+            "local": True, "polygon": False}
     _serves_the_old_rows(database, clock, secret, kept, cancelled)
 
 
@@ -248,3 +257,51 @@ def test_both_backends_have_the_same_tables_and_columns_and_copy_db_knows_every_
         app.extensions["db"].close_all()
     assert shapes["sqlite"] == shapes["postgresql"]
     assert set(shapes["sqlite"]) == set(schema_rows.TABLES) | {"schema_version"}
+
+
+def test_init_db_upgrade_classes_existing_networks_by_chain_id_and_keeps_transfers(
+        make_database, clock):
+    """A database at version 2 (the release before test networks): its networks keep testnet = 0
+    and are classed by their chain id alone (31337 and Sepolia test, 137 live); its transfers are
+    kept, and a transfer may now be `reversed`."""
+    database = make_database("v2")
+    kind = "postgresql" if database.startswith("postgresql") else "sqlite"
+    with dbutil.connect(database) as conn:
+        for number, name, sql in schema_rows.migrations(kind)[:2]:
+            conn.executescript(sql) if kind == "sqlite" else conn.execute(sql)
+        conn.execute("CREATE TABLE schema_version (version BIGINT PRIMARY KEY, name TEXT NOT NULL,"
+                     " applied_at BIGINT NOT NULL)")
+        conn.execute("INSERT INTO schema_version VALUES (1, '0001_initial.sql', 1), "
+                     "(2, '0002_payment_choices.sql', 1)")
+        for network_id, chain_id in (("local", 31337), ("sepolia", 11155111), ("polygon", 137)):
+            conn.execute("INSERT INTO networks (id, name, chain_id, rpc_url, confirmations,"
+                         " start_block, scanned_block, head_block, created_at)"
+                         " VALUES (?, ?, ?, 'http://127.0.0.1:1/', 3, 1, 0, 0, 1)",
+                         (network_id, network_id.title(), chain_id))
+        merchant, _ = merchant_service.create(_OldRelease(conn), name="Old shop", livemode=True,
+                                              webhook_url=None, now=clock())
+        process, _ = process_service.create_preorder(_OldRelease(conn), merchant, amount="5",
+                                                     metadata="{}", now=clock(), ttl=1800)
+        process_id = json.loads(process)["processId"]
+        transfer = (137, "0x" + "aa" * 32, 0, "polygon", process_id, "0x" + "11" * 20,
+                    "0x" + "22" * 20, "5000000", 9, "0x" + "bb" * 32, 1, "confirmed", 1, 2)
+        conn.execute("INSERT INTO transfers (chain_id, tx_hash, log_index, network_id, process_id,"
+                     " token_contract, from_address, amount, block_number, block_hash,"
+                     " block_timestamp, status, seen_at, confirmed_at)"
+                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", transfer)
+
+    app = create_app({"TESTING": True, "DATABASE": database, "CLOCK": clock})
+    with app.app_context():
+        assert init_db() == (2, LATEST[kind])
+    listed = app.test_cli_runner().invoke(args=["networks", "list", "--json"])
+    app.extensions["db"].close_all()
+    assert {n["id"]: n["testnet"] for n in json.loads(listed.output)} == {
+        "local": True, "sepolia": True, "polygon": False}
+    assert dbutil.query(database, "SELECT id, testnet FROM networks ORDER BY id") == [
+        ("local", 0), ("polygon", 0), ("sepolia", 0)]
+    columns = ("chain_id, tx_hash, log_index, network_id, process_id, token_contract, from_address,"
+               " amount, block_number, block_hash, block_timestamp, status, seen_at, confirmed_at")
+    assert dbutil.query(database, f"SELECT {columns} FROM transfers") == [transfer]
+    dbutil.execute(database, "UPDATE transfers SET status = 'reversed'")
+    with pytest.raises(Exception, match="(?i)check"):
+        dbutil.execute(database, "UPDATE transfers SET status = 'gone'")

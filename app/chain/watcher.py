@@ -2,13 +2,20 @@
 writes the payment events (`flask --app app watch-payments`, app/cli/watcher.py).
 
 One poll of a network (`poll_network`), every RPC call bounded by the client's timeouts:
+  0. chain: `eth_chainId`. A node answering for another chain than the network's (a misrouted load
+     balancer, a reused URL) ends the poll before anything else is asked, as a fault logged with
+     both chain ids: nothing it says is recorded, and the next poll of the right node goes on from
+     the position kept.
   1. head: `eth_blockNumber`. A head below the one already seen (a lagging node behind a load
      balancer) skips the poll, as a fault: nothing is counted from it.
   2. reorganisation: the hash kept for the scan position (`chain_blocks`) is compared with the
      node's block at that number. On a mismatch the kept hashes are walked down to the highest one
-     the node still has; unconfirmed transfers above it are `orphaned` and the scan position goes
-     back to it, so the new blocks are read again. When the node has none of them (only the last
-     block of each step is kept), the fork may be below them all: read again from the start block.
+     the node still has; unconfirmed transfers above it are `orphaned` (no event: see
+     docs/payments.md) and the scan position goes back to it, so the new blocks are read again.
+     When the node has none of them (only the last block of each step is kept), the fork may be
+     below them all: read again from the start block. Confirmed transfers above the fork whose
+     block the node no longer has (a reorganisation deeper than the confirmations) are `reversed`,
+     each with its `payment.reversed`, in the same transaction.
   3. scan, in steps of at most `max_range` blocks up to the head: the step's last block is read
      before and after its `eth_getLogs` calls (at most `max_addresses` deposit addresses a call;
      the client halves a range the node finds too large). Only the blocks holding transfers whose
@@ -68,6 +75,10 @@ def _summary(error) -> str:
 
 class ChainMoved(RpcError):
     """The chain changed while a step read it: retry the step."""
+
+
+class WrongChain(RpcError):
+    """The node answers for another chain than the network's: read nothing from it."""
 
 
 class _LostRace(Exception):
@@ -160,7 +171,8 @@ class Watcher:
             delay = self._backoff(self._failures[network_id])
             self._next_poll[network_id] = time.monotonic() + delay
             if isinstance(e, RpcError):  # its message names the URL's host only
-                log.warning("watch %s: %s; retry in %.1fs", network_id, e, delay)
+                report = log.error if isinstance(e, WrongChain) else log.warning  # the operator's
+                report("watch %s: %s; retry in %.1fs", network_id, e, delay)
             else:
                 log.exception("watch %s: %s; retry in %.1fs", network_id, type(e).__name__, delay)
             return False
@@ -205,11 +217,12 @@ class Watcher:
         return client
 
     def poll_network(self, network_id):
-        """Steps 1-4 of the module docstring for one network; RpcError on a fault."""
+        """Steps 0-4 of the module docstring for one network; RpcError on a fault."""
         network = transfer_rows.network(self.db.connection(), network_id)
         if network is None:
             return
         client = self._client(network)
+        self._check_chain(client, network)
         head = client.block_number()
         if head < network.head_block:
             raise RpcError(f"{redacted(network.rpc_url)} reports head {head}, below {network.head_block}"
@@ -221,7 +234,8 @@ class Watcher:
         # Read once for every step of the poll: an address handed out after this read is paid in a
         # block after `head` (read before it), which the next poll scans.
         watched = transfer_rows.watched_addresses(
-            self.db.connection(), network.id, int(self.clock()) - self.monitoring_seconds)
+            self.db.connection(), network.id, int(self.clock()) - self.monitoring_seconds,
+            livemode=not network.is_test)
         scanned = False
         while not self.stopping:
             network = transfer_rows.network(self.db.connection(), network_id)
@@ -250,20 +264,44 @@ class Watcher:
                 log.warning("watch %s: block %d was replaced: reorganisation", network.id, block.number)
         if fork == kept[0].number:
             return
-        exact = fork is not None
-        if not exact:
+        if fork is None:
             fork = self._below_every_kept_hash(network, kept)
+        gone = self._left_the_chain(client, network, fork)
+        now = int(self.clock())
         with self.db.transaction() as conn:
-            counted = transfer_rows.confirmed_above(conn, network.id, fork) if exact else 0
-            if counted:  # the operator's confirmation depth was too shallow for this chain
-                log.error("watch %s: reorganisation deeper than %d confirmations: %d confirmed "
-                          "transfers above block %d left the chain", network.id,
-                          network.confirmations, counted, fork)
+            reversed_ = [t for t in gone if transfer_rows.reverse(conn, t)]
+            for transfer in reversed_:  # each event shows the process without that transfer
+                emit(conn, "payment.reversed", process_rows.get(conn, transfer.process_id), now)
             orphaned = transfer_rows.orphan_above(conn, network.id, fork)
             transfer_rows.forget_blocks_above(conn, network.id, fork)
             transfer_rows.rewind(conn, network.id, fork)
+        if reversed_:  # the operator's confirmation depth was too shallow for this chain
+            log.error("watch %s: reorganisation deeper than %d confirmations: %d confirmed transfers"
+                      " left the chain (payment.reversed)", network.id, network.confirmations,
+                      len(reversed_))
         log.warning("watch %s: reading again from block %d; %d unconfirmed transfers orphaned",
                     network.id, fork + 1, orphaned)
+
+    def _check_chain(self, client, network):
+        reported = client.chain_id()
+        if reported != network.chain_id:
+            raise WrongChain(f"{redacted(network.rpc_url)} answers for chain id {reported}, not the"
+                             f" network's chain id {network.chain_id}: nothing read from it")
+
+    def _left_the_chain(self, client, network, fork):
+        """The confirmed transfers above `fork` whose block the node no longer has under their
+        hash (kept hashes are sparse: a block above the fork may still be the node's). When there
+        are some, the node is asked its chain id again: one switched under the poll (WrongChain)
+        must not reverse anything."""
+        counted = transfer_rows.confirmed_above(self.db.connection(), network.id, fork)
+        if not counted:
+            return []
+        canonical = client.headers(t.block_number for t in counted)
+        gone = [t for t in counted if canonical[t.block_number] is None
+                or canonical[t.block_number].hash != t.block_hash]
+        if gone:
+            self._check_chain(client, network)
+        return gone
 
     def _below_every_kept_hash(self, network, kept):
         """The fork point when every kept hash was replaced. A kept hash is a step's last block

@@ -40,8 +40,8 @@ def _print_rows(rows, as_json, to_json, cells, headings):
 
 
 def _network_json(n):
-    return {"id": n.id, "name": n.name, "chainId": n.chain_id, "rpcUrl": redacted(n.rpc_url),
-            "confirmations": n.confirmations, "startBlock": n.start_block,
+    return {"id": n.id, "name": n.name, "chainId": n.chain_id, "testnet": n.is_test,
+            "rpcUrl": redacted(n.rpc_url), "confirmations": n.confirmations, "startBlock": n.start_block,
             "scannedBlock": n.scanned_block, "headBlock": n.head_block,
             "enabled": n.disabled_at is None, "createdAt": when(n.created_at)}
 
@@ -61,15 +61,21 @@ def _asset_json(a):
               help="Blocks (the transfer's own included) before a transfer counts.")
 @click.option("--start-block", type=int, default=None,
               help="First block to read (default: the block after the node's head now).")
+@click.option("--testnet", is_flag=True,
+              help="A test network: offered to test-mode merchants only (a well-known test chain id"
+                   " is one without the flag).")
 @click.option("--json", "as_json", is_flag=True, help="Print the created network as JSON.")
-def networks_add(network_id, name, chain_id, rpc_url, confirmations, start_block, as_json):
-    """Enable a network. Without --start-block the node is asked for its head and chain id."""
+def networks_add(network_id, name, chain_id, rpc_url, confirmations, start_block, testnet, as_json):
+    """Enable a network. The node is asked for its chain id (which must be --chain-id) and, without
+    --start-block, its head. Test networks are offered to test-mode merchants only, live networks
+    to live merchants only."""
     _add(service.add_network, as_json, _network_json,
-         lambda n: f"Added network {n.id} ({n.name}, chain id {n.chain_id}) via"
+         lambda n: f"Added {'test' if n.is_test else 'live'} network {n.id} ({n.name}, chain id"
+                   f" {n.chain_id}) via"
                    f" {redacted(n.rpc_url)}; {n.confirmations} confirmations; reading from block"
                    f" {n.start_block}.",
          network_id=network_id, name=name, chain_id=chain_id, rpc_url=rpc_url,
-         confirmations=confirmations, start_block=start_block)
+         confirmations=confirmations, start_block=start_block, testnet=testnet)
 
 
 @networks.command("list")
@@ -78,9 +84,10 @@ def networks_list(as_json):
     """List networks with the chain watcher's position on each."""
     _print_rows(
         _run(service.list_networks), as_json, _network_json,
-        lambda n: (n.id, n.name, n.chain_id, redacted(n.rpc_url), n.confirmations, n.scanned_block,
-                   n.head_block, "disabled " + when(n.disabled_at) if n.disabled_at else "enabled"),
-        ("ID", "NAME", "CHAIN ID", "RPC", "CONFIRMATIONS", "SCANNED", "HEAD", "STATE"),
+        lambda n: (n.id, n.name, n.chain_id, "test" if n.is_test else "live", redacted(n.rpc_url),
+                   n.confirmations, n.scanned_block, n.head_block,
+                   "disabled " + when(n.disabled_at) if n.disabled_at else "enabled"),
+        ("ID", "NAME", "CHAIN ID", "MODE", "RPC", "CONFIRMATIONS", "SCANNED", "HEAD", "STATE"),
     )
 
 

@@ -8,7 +8,7 @@ from app.models import Asset, Network, Payment, PaymentView, Transfer, Wallet
 
 _NETWORK_COLUMNS = (
     "id, name, chain_id, rpc_url, confirmations, start_block, scanned_block, head_block,"
-    " disabled_at, created_at"
+    " disabled_at, created_at, testnet"
 )
 _ASSET_COLUMNS = "id, network_id, symbol, name, contract, decimals, disabled_at, created_at"
 _PAYMENT_COLUMNS = (
@@ -22,7 +22,9 @@ _TRANSFER_FIELDS = (
 
 
 def _network(row):
-    return Network(**{k: row[k] for k in row.keys()})
+    values = {k: row[k] for k in row.keys()}
+    values["testnet"] = bool(values["testnet"])
+    return Network(**values)
 
 
 def _asset(row):
@@ -39,9 +41,9 @@ def _payment(row):
 
 def insert_network(conn, n: Network):
     conn.execute(
-        f"INSERT INTO networks ({_NETWORK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO networks ({_NETWORK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (n.id, n.name, n.chain_id, n.rpc_url, n.confirmations, n.start_block, n.scanned_block,
-         n.head_block, n.disabled_at, n.created_at),
+         n.head_block, n.disabled_at, n.created_at, int(n.testnet)),
     )
 
 
@@ -98,12 +100,12 @@ def list_assets(conn) -> list[Asset]:
     return [_asset(r) for r in rows]
 
 
-def payable_assets(conn) -> list[tuple[Asset, str, int, int]]:
+def payable_assets(conn) -> list[tuple[Asset, str, int, int, bool]]:
     """Enabled assets on enabled networks, by asset id then network id: (asset, the network's
-    name, its chain id, its confirmations)."""
+    name, its chain id, its confirmations, its --testnet flag)."""
     rows = conn.execute(
         "SELECT a.id AS a_id, a.network_id, a.symbol, a.name AS a_name, a.contract, a.decimals,"
-        " a.created_at AS a_created_at, n.name AS n_name, n.chain_id, n.confirmations"
+        " a.created_at AS a_created_at, n.name AS n_name, n.chain_id, n.confirmations, n.testnet"
         " FROM assets a JOIN networks n ON n.id = a.network_id"
         " WHERE a.disabled_at IS NULL AND n.disabled_at IS NULL ORDER BY a.id, a.network_id"
     ).fetchall()
@@ -115,6 +117,7 @@ def payable_assets(conn) -> list[tuple[Asset, str, int, int]]:
             r["n_name"],
             r["chain_id"],
             r["confirmations"],
+            bool(r["testnet"]),
         )
         for r in rows
     ]
@@ -199,7 +202,8 @@ def insert_payment(conn, p: Payment):
 
 def change_choice(conn, p: Payment) -> bool:
     """A new asset/network for a payment (same address), only while no transfer to it is recorded
-    other than orphaned ones: the check and the change are one statement. The choice it replaces
+    other than orphaned or reversed ones (no longer on the chain): the check and the change are one
+    statement. The choice it replaces
     is kept in payment_choices (still watched); the caller rolls back when this returns False."""
     conn.execute(
         "INSERT INTO payment_choices (process_id, network_id, token_contract, decimals, created_at)"
@@ -211,7 +215,7 @@ def change_choice(conn, p: Payment) -> bool:
         "UPDATE payments SET asset_id = ?, network_id = ?, chain_id = ?, token_contract = ?,"
         " decimals = ?, amount_due = ?, updated_at = ?"
         " WHERE process_id = ? AND NOT EXISTS (SELECT 1 FROM transfers t"
-        "  WHERE t.process_id = payments.process_id AND t.status != 'orphaned')",
+        "  WHERE t.process_id = payments.process_id AND t.status IN ('seen', 'confirmed'))",
         (p.asset_id, p.network_id, p.chain_id, p.token_contract, p.decimals, str(p.amount_due),
          p.updated_at, p.process_id),
     )
@@ -219,7 +223,8 @@ def change_choice(conn, p: Payment) -> bool:
 
 
 def transfers_of(conn, process_ids) -> dict[str, list[Transfer]]:
-    """The seen and confirmed transfers of these processes (orphaned ones never show), by process
+    """The seen and confirmed transfers of these processes (orphaned and reversed ones, no longer on
+    the chain, never show), by process
     id, each list ordered by (block_number, log_index); one query. Each carries its network's head
     (for its confirmations); one sent with an earlier choice of the payment has its amount in the
     current choice's base units (the process amount is due 1:1 in whichever token)."""
@@ -234,7 +239,7 @@ def transfers_of(conn, process_ids) -> dict[str, list[Transfer]]:
         " JOIN payments p ON p.process_id = t.process_id"
         " LEFT JOIN payment_choices c ON c.process_id = t.process_id"
         "  AND c.network_id = t.network_id AND lower(c.token_contract) = lower(t.token_contract)"
-        f" WHERE t.process_id IN ({marks}) AND t.status != 'orphaned'"
+        f" WHERE t.process_id IN ({marks}) AND t.status IN ('seen', 'confirmed')"
         " ORDER BY t.block_number, t.log_index",
         ids,
     ).fetchall()

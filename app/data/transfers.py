@@ -4,12 +4,14 @@ it keeps to notice a reorganisation, and what it watches (deposit addresses per 
 Several watchers may run at once: a transfer is inserted once (its primary key is chain id, tx hash,
 log index; the insert that wrote it is the one that reports it), a transfer is confirmed or orphaned
 by a guarded UPDATE (from `seen` only), and the scan position moves by compare-and-set, so a
-watcher whose view is stale rolls its step back instead of overwriting another's.
+watcher whose view is stale rolls its step back instead of overwriting another's. A confirmed
+transfer whose block left the chain (a reorganisation deeper than the confirmations) is `reversed`,
+also by a guarded UPDATE.
 """
 from app.data.schema import dialect
 from app.models import ChainBlock, Transfer, WatchedAddress, WatchedNetwork
 
-_NETWORK = "id, chain_id, rpc_url, confirmations, start_block, scanned_block, head_block"
+_NETWORK = "id, chain_id, rpc_url, confirmations, start_block, scanned_block, head_block, testnet"
 _TRANSFER = (
     "chain_id, tx_hash, log_index, network_id, process_id, token_contract, from_address, amount,"
     " block_number, block_hash, block_timestamp, status, seen_at, confirmed_at"
@@ -17,7 +19,9 @@ _TRANSFER = (
 
 
 def _network(row):
-    return WatchedNetwork(**{name: row[name] for name in row.keys()})
+    values = {name: row[name] for name in row.keys()}
+    values["testnet"] = bool(values["testnet"])
+    return WatchedNetwork(**values)
 
 
 def _transfer(row):
@@ -69,20 +73,23 @@ def set_head(conn, network_id, head):
 
 # --- What the watcher watches --------------------------------------------------------------------
 
-def watched_addresses(conn, network_id, final_since) -> list[WatchedAddress]:
+def watched_addresses(conn, network_id, final_since, livemode) -> list[WatchedAddress]:
     """Deposit addresses on the network whose process is pending, or became final at or after
     `final_since` (late payments are still noticed for PAYMENT_MONITORING_SECONDS), with the token
     of the payment's choice, and of each earlier choice on the network (the customer may have paid
-    with it before changing)."""
+    with it before changing). Only processes of `livemode` merchants (the network's mode): a
+    payment on a network of the other mode (made before networks had modes) is never credited."""
     rows = conn.execute(
         "SELECT p.process_id, p.address, p.token_contract, pr.expires_at FROM payments p"
         " JOIN processes pr ON pr.id = p.process_id"
         " WHERE p.network_id = ? AND (pr.status = 'pending' OR pr.updated_at >= ?)"
+        " AND pr.livemode = ?"
         " UNION SELECT p.process_id, p.address, c.token_contract, pr.expires_at"
         " FROM payment_choices c JOIN payments p ON p.process_id = c.process_id"
         " JOIN processes pr ON pr.id = c.process_id"
-        " WHERE c.network_id = ? AND (pr.status = 'pending' OR pr.updated_at >= ?)",
-        (network_id, final_since, network_id, final_since),
+        " WHERE c.network_id = ? AND (pr.status = 'pending' OR pr.updated_at >= ?)"
+        " AND pr.livemode = ?",
+        (network_id, final_since, int(livemode), network_id, final_since, int(livemode)),
     )
     return [WatchedAddress(row["process_id"], row["address"].lower(), row["token_contract"].lower(),
                            row["expires_at"]) for row in rows]
@@ -92,8 +99,8 @@ def watched_addresses(conn, network_id, final_since) -> list[WatchedAddress]:
 
 def record(conn, t: Transfer) -> str | None:
     """Record a transfer in its status (`seen`, or `confirmed` when already deep enough): "new",
-    "revived" (back on the chain after its block was orphaned: the same transaction included again
-    in another block, now in `t`'s block and status), or None (already recorded)."""
+    "revived" (back on the chain after its block was orphaned or reversed: the same transaction
+    included again in another block, now in `t`'s block and status), or None (already recorded)."""
     cur = conn.execute(
         f"INSERT INTO transfers ({_TRANSFER})"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
@@ -106,7 +113,7 @@ def record(conn, t: Transfer) -> str | None:
     cur = conn.execute(
         "UPDATE transfers SET block_number = ?, block_hash = ?, block_timestamp = ?, status = ?,"
         " seen_at = ?, confirmed_at = ?"
-        " WHERE chain_id = ? AND tx_hash = ? AND log_index = ? AND status = 'orphaned'",
+        " WHERE chain_id = ? AND tx_hash = ? AND log_index = ? AND status IN ('orphaned', 'reversed')",
         (t.block_number, t.block_hash, t.block_timestamp, t.status, t.seen_at, t.confirmed_at,
          t.chain_id, t.tx_hash, t.log_index),
     )
@@ -140,11 +147,25 @@ def orphan_above(conn, network_id, number) -> int:
     ).rowcount
 
 
-def confirmed_above(conn, network_id, number) -> int:
+def confirmed_above(conn, network_id, number) -> list[Transfer]:
+    """Counted transfers above a block, oldest first (those a deep reorganisation may reverse)."""
+    rows = conn.execute(
+        f"SELECT {_TRANSFER} FROM transfers WHERE network_id = ? AND block_number > ?"
+        " AND status = 'confirmed' ORDER BY block_number, log_index", (network_id, number),
+    )
+    return [_transfer(row) for row in rows]
+
+
+def reverse(conn, t: Transfer) -> bool:
+    """confirmed -> reversed: its block (the one the caller found replaced) left the chain; only
+    while still confirmed in that block, so a transfer is reversed once however many watchers
+    saw it go."""
     return conn.execute(
-        "SELECT count(*) FROM transfers WHERE network_id = ? AND block_number > ?"
-        " AND status = 'confirmed'", (network_id, number),
-    ).fetchone()[0]
+        "UPDATE transfers SET status = 'reversed'"
+        " WHERE chain_id = ? AND tx_hash = ? AND log_index = ? AND status = 'confirmed'"
+        " AND block_hash = ?",
+        (t.chain_id, t.tx_hash, t.log_index, t.block_hash),
+    ).rowcount == 1
 
 
 def seen_up_to(conn, network_id, max_block) -> list[Transfer]:
