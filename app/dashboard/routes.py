@@ -14,7 +14,7 @@ import io
 import json
 from datetime import datetime, timezone
 
-from flask import (Blueprint, Response, current_app, g, redirect, render_template, request,
+from flask import (Blueprint, Response, current_app, g, redirect, render_template, request, send_file,
                    stream_with_context, url_for)
 
 from app import events, merchants, payments, processes
@@ -29,6 +29,7 @@ from app.jsonutil import dumps_pretty, loads
 from app.models import STATUSES
 from app.money import format_units
 from app.representation import iso, payment_json
+from app.routes.button import load_button_script
 from app.webhooks import delivery
 
 bp = Blueprint("dashboard", __name__, url_prefix="/dashboard", template_folder="templates",
@@ -36,6 +37,8 @@ bp = Blueprint("dashboard", __name__, url_prefix="/dashboard", template_folder="
 
 PAGE_SIZE = 50
 CSV_BATCH = 500
+# The payment button's QR encoder and the console's renderer of <img data-qr>, in one scope.
+QR_SCRIPT = load_button_script(names=("qr.js", "console/qr-images.js"))
 CSV_COLUMNS = ("processId", "status", "amount", "livemode", "createdAt", "updatedAt", "expiresAt",
                "metadata")
 
@@ -351,6 +354,12 @@ def send_test_event():
 def replay_failed():
     replayed = events.replay_where(get_db(), now(), statuses=["failed"], merchant_id=g.merchant.id)
     return webhooks_page(notice=f"{len(replayed)} failed event(s) queued for delivery again.")
+
+
+@bp.get("/qr.js")
+def qr_js():
+    return send_file(io.BytesIO(QR_SCRIPT.body), mimetype="text/javascript", download_name="qr.js",
+                     max_age=300, etag=QR_SCRIPT.etag, last_modified=QR_SCRIPT.last_modified)
 
 
 @bp.get("/<path:anything>")
