@@ -97,6 +97,11 @@ def test_logged_out_visitor_is_sent_to_login_and_the_cookie_is_safe(client, owne
     assert cookie.startswith("console_session=") and "HttpOnly" in cookie and "SameSite=Lax" in cookie
     assert "Path=/dashboard" in cookie and "Secure" not in cookie  # plain HTTP in the test
     assert client.get("/dashboard/").status_code == 200
+    https = "https://console.example"  # behind nginx: X-Forwarded-Proto https from loopback
+    page = client.get("/dashboard/login", base_url=https)
+    response = client.post("/dashboard/login", base_url=https, data={
+        "email": owner, "password": PASSWORD, "csrf_token": csrf_of(page.text)})
+    assert response.status_code == 303 and "; Secure" in response.headers["Set-Cookie"]
 
 
 def test_wrong_password_and_unknown_email_say_the_same(client, owner):
