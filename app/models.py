@@ -15,10 +15,20 @@ class Merchant:
     webhook_url: str | None
     disabled_at: int | None
     created_at: int
+    # The secret replaced by the last roll, still signing beside the new one until `_until`.
+    previous_webhook_secret: str | None = None
+    previous_webhook_secret_until: int | None = None
 
     @property
     def disabled(self):
         return self.disabled_at is not None
+
+    def signing_secrets(self, now) -> list[str]:
+        """The webhook secrets a delivery at `now` is signed with: the current one, then the
+        rolled one while its overlap lasts."""
+        if self.previous_webhook_secret and now < (self.previous_webhook_secret_until or 0):
+            return [self.webhook_secret, self.previous_webhook_secret]
+        return [self.webhook_secret]
 
     def __repr__(self):  # never print the webhook secret by accident
         return f"Merchant(id={self.id!r}, name={self.name!r}, livemode={self.livemode})"
@@ -31,6 +41,15 @@ class SecretKey:
     key_prefix: str
     created_at: int
     revoked_at: int | None
+    expires_at: int | None = None  # a rolled key works until then
+
+    def state(self, now) -> str:
+        """active, expiring (rolled, in its overlap), expired or revoked."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is None:
+            return "active"
+        return "expiring" if now < self.expires_at else "expired"
 
 
 @dataclass(frozen=True)
