@@ -271,3 +271,36 @@ class PaymentView:
     the `payment` object of a Process shows."""
     payment: Payment
     transfers: tuple[Transfer, ...]
+
+
+REFUND_STATUSES = ("pending", "completed", "cancelled")
+
+
+@dataclass(frozen=True)
+class Refund:
+    """A refund the merchant pays from its own wallet to the customer's address, in the payment's
+    token on its network; amounts in that token's base units. The settling transfer's fields are
+    set once it is `completed` (app/chain/refunds.py)."""
+    id: str
+    process_id: str
+    merchant_id: str
+    status: str
+    asset_id: str
+    network_id: str
+    chain_id: int
+    token_contract: str  # EIP-55
+    decimals: int
+    amount: int
+    address: str  # EIP-55
+    reason: str | None
+    created_at: int
+    updated_at: int
+    scanned_block: int  # blocks up to this one were searched for its transfer
+    tx_hash: str | None = None
+    log_index: int | None = None
+    block_number: int | None = None
+    block_timestamp: int | None = None
+    transfer_amount: int | None = None
+
+    def __repr__(self):  # the reason may name the customer
+        return f"Refund(id={self.id!r}, process_id={self.process_id!r}, status={self.status!r})"

@@ -10,7 +10,8 @@ ALTER TABLE merchants ADD COLUMN previous_webhook_secret_until INTEGER;
 -- A refund the merchant pays from its own wallet to the customer's address, in the payment's token
 -- on the payment's network; the chain watcher settles it (app/chain/refunds.py).
 CREATE TABLE IF NOT EXISTS refunds (
-    id               TEXT PRIMARY KEY,              -- "rf_" + 32 hex
+    seq              INTEGER PRIMARY KEY,           -- insertion order: the list's order
+    id               TEXT NOT NULL UNIQUE,          -- "rf_" + 32 hex
     process_id       TEXT NOT NULL REFERENCES processes (id),
     merchant_id      TEXT NOT NULL REFERENCES merchants (id),
     status           TEXT NOT NULL CHECK (status IN ('pending', 'completed', 'cancelled')),
