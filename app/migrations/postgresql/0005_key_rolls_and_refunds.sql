@@ -1,11 +1,12 @@
--- Version 5 (PostgreSQL): rolled credentials that keep working for an overlap, and refunds.
+-- Version 5 (PostgreSQL): rolled credentials that keep working for an overlap, and refunds. Written
+-- idempotently (IF NOT EXISTS), as version 1 is: a database from before versions runs every file.
 
 -- A rolled secret key works until expires_at (then answers 401 like a revoked one); NULL: no end.
-ALTER TABLE secret_keys ADD COLUMN expires_at BIGINT;
+ALTER TABLE secret_keys ADD COLUMN IF NOT EXISTS expires_at BIGINT;
 
 -- A rolled webhook secret keeps signing beside the new one until previous_webhook_secret_until.
-ALTER TABLE merchants ADD COLUMN previous_webhook_secret TEXT;
-ALTER TABLE merchants ADD COLUMN previous_webhook_secret_until BIGINT;
+ALTER TABLE merchants ADD COLUMN IF NOT EXISTS previous_webhook_secret TEXT;
+ALTER TABLE merchants ADD COLUMN IF NOT EXISTS previous_webhook_secret_until BIGINT;
 
 -- A refund the merchant pays from its own wallet to the customer's address, in the payment's token
 -- on the payment's network; the chain watcher settles it (app/chain/refunds.py).
