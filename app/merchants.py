@@ -77,6 +77,12 @@ def rotate_key(db, merchant_id, now) -> str:
     return secret_key
 
 
+def roll_overlap_seconds(config, hours=None) -> int:
+    """The overlap of a roll: `hours` when given (the CLI's --overlap-hours), else the
+    KEY_ROLL_OVERLAP_HOURS setting; the CLI and the console both ask here."""
+    return 3600 * (config["KEY_ROLL_OVERLAP_HOURS"] if hours is None else int(hours))
+
+
 def roll_key(db, merchant_id, now, overlap_seconds) -> str:
     """Issue a new secret key, returned in clear this once; every other working key of the merchant
     keeps working for `overlap_seconds` more (KEY_ROLL_OVERLAP_HOURS), then answers 401

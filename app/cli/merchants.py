@@ -123,10 +123,6 @@ def _overlap_option(command):
              " 24; 0: it stops at once).")(command)
 
 
-def _overlap_seconds(hours):
-    return 3600 * (current_app.config["KEY_ROLL_OVERLAP_HOURS"] if hours is None else hours)
-
-
 def _until(overlap_seconds):
     return "at once" if not overlap_seconds else f"until {when(now() + overlap_seconds)}"
 
@@ -136,7 +132,7 @@ def _until(overlap_seconds):
 @_overlap_option
 def roll_key(merchant_id, overlap_hours):
     """Replace the secret key: a new one now, the old ones ending after the overlap."""
-    overlap = _overlap_seconds(overlap_hours)
+    overlap = service.roll_overlap_seconds(current_app.config, overlap_hours)
     secret_key = _run(service.roll_key, merchant_id, now(), overlap)
     click.echo(f"New secret key (shown once): {secret_key}")
     click.echo(f"The previous keys stop working {_until(overlap)}: put the new one on your server"
@@ -158,7 +154,7 @@ def rotate_public_key(merchant_id):
 def rotate_webhook_secret(merchant_id, overlap_hours):
     """Replace the webhook signing secret; deliveries are signed with the old one too (a second
     signature) until the overlap ends."""
-    overlap = _overlap_seconds(overlap_hours)
+    overlap = service.roll_overlap_seconds(current_app.config, overlap_hours)
     secret = _run(service.rotate_webhook_secret, merchant_id, now(), overlap)
     click.echo(f"New webhook secret (shown once): {secret}")
     if overlap:
