@@ -9,18 +9,21 @@ Creating and cancelling are one write transaction each, holding the process's ro
 FOR UPDATE; SQLite: the single writer), with the event in it: two refunds made at once see each
 other's amounts, so together they never exceed what was paid. Decisions: docs/api.md ("Refunds").
 """
+import hashlib
 import re
 import uuid
 from decimal import Decimal, InvalidOperation
 
 from app.chain import addresses
+from app.data import idempotency as idempotency_rows
 from app.data import payments as payment_rows
 from app.data import processes as process_rows
 from app.data import refunds as refund_rows
 from app.events import emit
 from app.models import FINAL_STATUSES, Refund
 from app.money import format_units, significant_places, to_base_units
-from app.processes import InvalidState, ProcessNotFound
+from app.processes import IdempotencyKeyReused, InvalidState, ProcessNotFound
+from app.representation import refund_json
 
 REASON_MAX_LENGTH = 500
 ZERO_ADDRESS = "0x" + "0" * 40
@@ -136,28 +139,53 @@ def _address(text, payment) -> str:
 def create(db, merchant_id, process_id, *, amount, address, reason=None, now) -> Refund:
     """A pending refund of `amount` (a decimal literal in token units) to `address`, with its
     refund.created event. ProcessNotFound (404), NotRefundable (409), RefundError (400)."""
+    with db.transaction() as conn:
+        return _create(conn, merchant_id, process_id, amount, address, reason, int(now))
+
+
+def create_once(db, merchant_id, process_id, *, amount, address, reason=None, now,
+                idempotency_key, idempotency_ttl) -> tuple[str, bool]:
+    """`create` under an Idempotency-Key, as a preorder's: (the Refund object's JSON, replayed).
+    The same key with the same request within `idempotency_ttl` answers the first response again;
+    with another request, IdempotencyKeyReused (409). Only a created refund is remembered."""
     now = int(now)
+    fingerprint = hashlib.sha256(
+        "\n".join(("refund", process_id, amount, address, reason or "")).encode("utf-8")
+    ).hexdigest()
+    with db.transaction() as conn:
+        idempotency_rows.lock(conn, merchant_id, idempotency_key)
+        found = idempotency_rows.find(conn, merchant_id, idempotency_key, now - idempotency_ttl)
+        if found is not None:
+            if found[0] != fingerprint:
+                raise IdempotencyKeyReused(
+                    "This Idempotency-Key was already used with a different request.")
+            return found[1], True
+        body = refund_json(_create(conn, merchant_id, process_id, amount, address, reason, now))
+        idempotency_rows.save(conn, merchant_id, idempotency_key, fingerprint, process_id, body, now)
+    return body, False
+
+
+def _create(conn, merchant_id, process_id, amount, address, reason, now) -> Refund:
     if reason is not None and len(reason) > REASON_MAX_LENGTH:
         raise RefundError({"reason": [f"Longer than maximum length {REASON_MAX_LENGTH}."]})
-    with db.transaction() as conn:
-        process_rows.lock(conn, process_id)
-        process = _process(conn, merchant_id, process_id)
-        view = _refundable_view(conn, process, now)
-        payment = view.payment
-        to = _address(address, payment)
-        units = _amount(amount, payment.decimals, _remaining(conn, view, process_id))
-        network = payment_rows.get_network(conn, payment.network_id)
-        refund = Refund(
-            id=new_refund_id(), process_id=process_id, merchant_id=merchant_id, status="pending",
-            asset_id=payment.asset_id, network_id=payment.network_id, chain_id=payment.chain_id,
-            token_contract=payment.token_contract, decimals=payment.decimals, amount=units,
-            address=to, reason=reason, created_at=now, updated_at=now,
-            # Blocks already read when the refund is made are older than it (their timestamps are
-            # checked anyway); a margin of the confirmation depth covers a node a little ahead.
-            scanned_block=max(network.start_block - 1, network.head_block - network.confirmations),
-        )
-        refund_rows.insert(conn, refund)
-        emit(conn, "refund.created", process, now, payment=view)
+    process_rows.lock(conn, process_id)
+    process = _process(conn, merchant_id, process_id)
+    view = _refundable_view(conn, process, now)
+    payment = view.payment
+    to = _address(address, payment)
+    units = _amount(amount, payment.decimals, _remaining(conn, view, process_id))
+    network = payment_rows.get_network(conn, payment.network_id)
+    refund = Refund(
+        id=new_refund_id(), process_id=process_id, merchant_id=merchant_id, status="pending",
+        asset_id=payment.asset_id, network_id=payment.network_id, chain_id=payment.chain_id,
+        token_contract=payment.token_contract, decimals=payment.decimals, amount=units,
+        address=to, reason=reason, created_at=now, updated_at=now,
+        # Blocks already read when the refund is made are older than it (their timestamps are
+        # checked anyway); a margin of the confirmation depth covers a node a little ahead.
+        scanned_block=max(network.start_block - 1, network.head_block - network.confirmations),
+    )
+    refund_rows.insert(conn, refund)
+    emit(conn, "refund.created", process, now, payment=view)
     return refund
 
 

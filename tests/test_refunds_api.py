@@ -241,3 +241,32 @@ def test_concurrent_refunds_never_exceed_what_was_paid(app, api, paid, merchant,
     refunds = api.get(paid).get_json()["refunds"]
     assert [r["amount"] for r in refunds] == ["6"] * 3
     assert events_of(runner, paid).count("refund.created") == 3
+
+
+def test_an_idempotency_key_replays_the_first_refund(api, paid, runner):
+    headers = {**api.headers(), "Idempotency-Key": "refund-A-1"}
+
+    def post(body):
+        return api.client.post(refunds_url(paid), data=json.dumps(body),
+                               content_type="application/json", headers=headers)
+
+    first = post(refund_body(amount=5))
+    assert first.status_code == 200 and "Idempotent-Replayed" not in first.headers
+    again = post(refund_body(amount=5))
+    assert again.status_code == 200 and again.headers["Idempotent-Replayed"] == "true"
+    assert again.get_data() == first.get_data()
+    assert_error(post(refund_body(amount=6)), 409, "idempotency_key_reused")
+    assert events_of(runner, paid).count("refund.created") == 1
+    assert len(api.get(paid).get_json()["refunds"]) == 1
+    # A refused request is not remembered: the same key may be used again once it is right.
+    headers["Idempotency-Key"] = "refund-A-2"
+    assert_error(post(refund_body(amount=50)), 400, "validation_error")
+    assert post(refund_body(amount=1)).status_code == 200
+    # Preorders and refunds share the merchant's keys.
+    reused = api.preorder(headers={"Idempotency-Key": "refund-A-1"})
+    assert_error(reused, 409, "idempotency_key_reused")
+    blank = api.client.post(refunds_url(paid), data=json.dumps(refund_body()),
+                            content_type="application/json",
+                            headers={**api.headers(), "Idempotency-Key": " "})
+    assert assert_error(blank, 400, "validation_error")["errors"] == {
+        "Idempotency-Key": ["Must be 1 to 255 characters, not blank."]}

@@ -97,10 +97,20 @@ def cancel_process(process_id):
 @bp.post("/process/<process_id:process_id>/refunds")
 @require_secret_key
 def create_refund(process_id):
+    idempotency_key = _idempotency_key()
     fields = load_json_body(_refund)
-    refund = refunds.create(get_db(), g.merchant.id, process_id, amount=fields["amount"],
-                            address=fields["address"], reason=fields.get("reason"), now=now())
-    return json_response(refund_json(refund))
+    asked = dict(amount=fields["amount"], address=fields["address"], reason=fields.get("reason"),
+                 now=now())
+    if idempotency_key is None:
+        return json_response(refund_json(refunds.create(get_db(), g.merchant.id, process_id,
+                                                        **asked)))
+    body, replayed = refunds.create_once(
+        get_db(), g.merchant.id, process_id, **asked, idempotency_key=idempotency_key,
+        idempotency_ttl=current_app.config["IDEMPOTENCY_TTL_SECONDS"])
+    response = json_response(body)
+    if replayed:
+        response.headers["Idempotent-Replayed"] = "true"
+    return response
 
 
 @bp.get("/process/<process_id:process_id>/refunds")
