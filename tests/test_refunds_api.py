@@ -64,6 +64,8 @@ def test_a_refund_is_created_listed_and_shown_in_the_process(api, paid, clock, a
     assert list(process)[-2:] == ["payment", "refunds"] and process["refunds"] == [refund]
     assert api.list().get_json()["data"][0]["refunds"] == [refund]
     assert events_of(runner, paid) == ["payment.completed", "refund.created"]
+    shown = runner.invoke(args=["processes", "show", paid]).output  # the operator's view too
+    assert f'"refundId": "{refund["refundId"]}"' in shown
     conn = app.extensions["db"].connection()
     from app.data import events as event_rows
     event = json.loads(event_rows.for_process(conn, paid)[-1].payload)
