@@ -4,6 +4,7 @@ from functools import wraps
 from flask import g, request
 
 from app.data import merchants as merchant_rows
+from app.clock import now
 from app.db import get_db
 from app.errors import ApiError
 from app.keys import hash_key, looks_like_public_key
@@ -53,7 +54,7 @@ def merchant_for_secret_key(key):
             "x-secret-key holds a public key (pk_...); the merchant API needs your secret key"
             " (sk_...), sent from your server.",
         )
-    merchant = merchant_rows.by_secret_key_hash(get_db().connection(), hash_key(key))
+    merchant = merchant_rows.by_secret_key_hash(get_db().connection(), hash_key(key), now())
     return _admitted(merchant, "invalid_secret_key", "Invalid secret key.")
 
 

@@ -39,6 +39,9 @@ DEFAULTS = {
     # The chain watcher's JSON-RPC calls: seconds to connect, and to wait for an answer
     "CHAIN_RPC_CONNECT_TIMEOUT_SECONDS": 5,
     "CHAIN_RPC_READ_TIMEOUT_SECONDS": 20,
+    # Rolling a secret key or the webhook secret: hours the old one keeps working beside the new
+    # one (0: it stops at once)
+    "KEY_ROLL_OVERLAP_HOURS": 24,
     # Webhooks
     "WEBHOOK_TIMEOUT_SECONDS": 10,
     "WEBHOOK_RETRY_SCHEDULE": DEFAULT_SCHEDULE,
@@ -81,6 +84,7 @@ def normalize(config):
         "POSTGRES_CONNECT_TIMEOUT_SECONDS",
         "RETENTION_DAYS",
         "DASHBOARD_SESSION_HOURS",
+        "KEY_ROLL_OVERLAP_HOURS",
     ):
         try:
             config[name] = int(config[name])

@@ -109,7 +109,7 @@ def _database_error(e: Exception):
 
 def _domain_errors():
     """Errors raised below the HTTP layer, and the API error each one is."""
-    from app import payments, processes
+    from app import payments, processes, refunds
 
     return {
         payments.PaymentMethodUnavailable: lambda e: error_response(
@@ -119,6 +119,8 @@ def _domain_errors():
             400, "validation_error", str(e), e.errors
         ),
         processes.ProcessNotFound: lambda e: error_response(404, "not_found", "No such process."),
+        refunds.RefundNotFound: lambda e: error_response(404, "not_found", "No such refund."),
+        refunds.RefundError: lambda e: error_response(400, "validation_error", str(e), e.errors),
         processes.InvalidState: lambda e: error_response(409, "invalid_state", str(e)),
         processes.IdempotencyKeyReused: lambda e: error_response(
             409, "idempotency_key_reused", str(e)

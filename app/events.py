@@ -8,12 +8,15 @@ import uuid
 
 from app.data import events as event_rows
 from app.data import payments as payment_rows
+from app.data import refunds as refund_rows
 from app.representation import event_json, process_json
 
 EVENT_TYPES = (
     "payment.completed", "payment.failed", "process.cancelled", "process.expired",
     # Live payments, written by the chain watcher (app/chain/watcher.py).
     "payment.pending", "payment.partial", "payment.received_late", "payment.reversed",
+    # Refunds (app/refunds.py; refund.completed by the chain watcher, app/chain/refunds.py).
+    "refund.created", "refund.completed", "refund.cancelled",
 )
 
 
@@ -27,13 +30,15 @@ _LOAD = object()
 def emit(conn, event_type, process, now, payment=_LOAD, payment_json=None) -> str:
     """Write one event about `process` (as it is after the change) and return its id. Its data
     carries the process's payment: `payment` (a PaymentView, or None), read with `conn` unless
-    given, or `payment_json`, the object already rendered by the caller."""
+    given, or `payment_json`, the object already rendered by the caller; and its refunds, read
+    with `conn` (only a process with a payment can have any)."""
     if event_type not in EVENT_TYPES:
         raise ValueError(f"unknown event type {event_type!r}")
     if payment_json is not None:
         payment = payment_json
     elif payment is _LOAD:
         payment = payment_rows.view_of(conn, process.id)
+    refunds = refund_rows.of_process(conn, process.id) if payment is not None else ()
     event_id = new_event_id()
     event_rows.insert(
         conn,
@@ -41,7 +46,7 @@ def emit(conn, event_type, process, now, payment=_LOAD, payment_json=None) -> st
         merchant_id=process.merchant_id,
         process_id=process.id,
         type=event_type,
-        payload=event_json(event_type, now, process_json(process, now, payment)),
+        payload=event_json(event_type, now, process_json(process, now, payment, refunds)),
         now=now,
     )
     return event_id

@@ -77,6 +77,28 @@ def rotate_key(db, merchant_id, now) -> str:
     return secret_key
 
 
+def roll_overlap_seconds(config, hours=None) -> int:
+    """The overlap of a roll: `hours` when given (the CLI's --overlap-hours), else the
+    KEY_ROLL_OVERLAP_HOURS setting; the CLI and the console both ask here."""
+    return 3600 * (config["KEY_ROLL_OVERLAP_HOURS"] if hours is None else int(hours))
+
+
+def roll_key(db, merchant_id, now, overlap_seconds) -> str:
+    """Issue a new secret key, returned in clear this once; every other working key of the merchant
+    keeps working for `overlap_seconds` more (KEY_ROLL_OVERLAP_HOURS), then answers 401
+    invalid_secret_key. 0 ends them at once."""
+    if overlap_seconds < 0:
+        raise MerchantError("The overlap must not be negative.")
+    now = int(now)
+    with db.transaction() as conn:
+        merchant = _existing(conn, merchant_id)
+        secret_key = keys.new_secret_key(merchant.livemode)
+        key_hash = keys.hash_key(secret_key)
+        merchant_rows.insert_key(conn, merchant.id, key_hash, keys.key_prefix(secret_key), now)
+        merchant_rows.expire_keys(conn, merchant.id, now + int(overlap_seconds), key_hash)
+    return secret_key
+
+
 def rotate_public_key(db, merchant_id) -> str:
     """Replace the public key at once: the old one stops working (pages embedding it must change)."""
     with db.transaction() as conn:
@@ -86,13 +108,23 @@ def rotate_public_key(db, merchant_id) -> str:
     return public_key
 
 
-def rotate_webhook_secret(db, merchant_id) -> str:
-    """Replace the webhook signing secret at once. Events are signed when they are sent, so every
-    delivery from now on, retries of older events included, carries the new signature."""
+def rotate_webhook_secret(db, merchant_id, now, overlap_seconds=0) -> str:
+    """Replace the webhook signing secret; returns the new one. Events are signed when they are
+    sent, so every delivery from now on, retries of older events included, is signed with the new
+    secret and, for `overlap_seconds` (KEY_ROLL_OVERLAP_HOURS), with the old one too (two `v1,`
+    signatures): a receiver verifies with either while it changes its configuration. 0 swaps at
+    once. Rolling again during an overlap drops the oldest secret: only the last two sign."""
+    if overlap_seconds < 0:
+        raise MerchantError("The overlap must not be negative.")
+    now = int(now)
     with db.transaction() as conn:
-        _existing(conn, merchant_id)
+        merchant = _existing(conn, merchant_id)
         secret = new_webhook_secret()
-        merchant_rows.set_webhook_secret(conn, merchant_id, secret)
+        if overlap_seconds:
+            merchant_rows.set_webhook_secret(conn, merchant_id, secret, merchant.webhook_secret,
+                                             now + int(overlap_seconds))
+        else:
+            merchant_rows.set_webhook_secret(conn, merchant_id, secret)
     return secret
 
 
@@ -151,6 +183,10 @@ def delivery_refusal(url, livemode) -> str | None:
 
 def list_all(db):
     return merchant_rows.list_all(db.connection())
+
+
+def get(db, merchant_id) -> Merchant:
+    return _existing(db.connection(), merchant_id)
 
 
 def keys_of(db, merchant_id):

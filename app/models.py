@@ -17,10 +17,20 @@ class Merchant:
     webhook_url: str | None
     disabled_at: int | None
     created_at: int
+    # The secret replaced by the last roll, still signing beside the new one until `_until`.
+    previous_webhook_secret: str | None = None
+    previous_webhook_secret_until: int | None = None
 
     @property
     def disabled(self):
         return self.disabled_at is not None
+
+    def signing_secrets(self, now) -> list[str]:
+        """The webhook secrets a delivery at `now` is signed with: the current one, then the
+        rolled one while its overlap lasts."""
+        if self.previous_webhook_secret and now < (self.previous_webhook_secret_until or 0):
+            return [self.webhook_secret, self.previous_webhook_secret]
+        return [self.webhook_secret]
 
     def __repr__(self):  # never print the webhook secret by accident
         return f"Merchant(id={self.id!r}, name={self.name!r}, livemode={self.livemode})"
@@ -33,6 +43,15 @@ class SecretKey:
     key_prefix: str
     created_at: int
     revoked_at: int | None
+    expires_at: int | None = None  # a rolled key works until then
+
+    def state(self, now) -> str:
+        """active, expiring (rolled, in its overlap), expired or revoked."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is None:
+            return "active"
+        return "expiring" if now < self.expires_at else "expired"
 
 
 @dataclass(frozen=True)
@@ -271,3 +290,36 @@ class PaymentView:
     the `payment` object of a Process shows."""
     payment: Payment
     transfers: tuple[Transfer, ...]
+
+
+REFUND_STATUSES = ("pending", "completed", "cancelled")
+
+
+@dataclass(frozen=True)
+class Refund:
+    """A refund the merchant pays from its own wallet to the customer's address, in the payment's
+    token on its network; amounts in that token's base units. The settling transfer's fields are
+    set once it is `completed` (app/chain/refunds.py)."""
+    id: str
+    process_id: str
+    merchant_id: str
+    status: str
+    asset_id: str
+    network_id: str
+    chain_id: int
+    token_contract: str  # EIP-55
+    decimals: int
+    amount: int
+    address: str  # EIP-55
+    reason: str | None
+    created_at: int
+    updated_at: int
+    scanned_block: int  # blocks up to this one were searched for its transfer
+    tx_hash: str | None = None
+    log_index: int | None = None
+    block_number: int | None = None
+    block_timestamp: int | None = None
+    transfer_amount: int | None = None
+
+    def __repr__(self):  # the reason may name the customer
+        return f"Refund(id={self.id!r}, process_id={self.process_id!r}, status={self.status!r})"

@@ -19,15 +19,17 @@ def _bool(value):
     return "true" if value else "false"
 
 
-def process_json(p, now, payment=None) -> str:
-    """The Process object; `payment` is its PaymentView (None: not confirmed, shown as null)."""
+def process_json(p, now, payment=None, refunds=()) -> str:
+    """The Process object; `payment` is its PaymentView (None: not confirmed, shown as null),
+    `refunds` its Refunds, oldest first."""
     status = p.effective_status(now)
     updated = p.effective_updated_at(now)
     return (
         f'{{"processId":"{p.id}","status":"{status}","amount":{p.amount},'
         f'"metadata":{p.metadata},"livemode":{_bool(p.livemode)},'
         f'"createdAt":"{iso(p.created_at)}","updatedAt":"{iso(updated)}",'
-        f'"expiresAt":"{iso(p.expires_at)}","payment":{payment_json(payment)}}}'
+        f'"expiresAt":"{iso(p.expires_at)}","payment":{payment_json(payment)},'
+        f'"refunds":[{",".join(refund_json(r) for r in refunds)}]}}'
     )
 
 
@@ -40,10 +42,12 @@ def public_process_json(p, now, payment=None) -> str:
     )
 
 
-def page_json(processes, has_more, now, payments=None) -> str:
-    """A page of Process objects; `payments` maps process ids to their PaymentView."""
-    payments = payments or {}
-    items = ",".join(process_json(p, now, payments.get(p.id)) for p in processes)
+def page_json(processes, has_more, now, payments=None, refunds=None) -> str:
+    """A page of Process objects; `payments` maps process ids to their PaymentView, `refunds` to
+    their lists of Refunds."""
+    payments, refunds = payments or {}, refunds or {}
+    items = ",".join(process_json(p, now, payments.get(p.id), refunds.get(p.id, ()))
+                     for p in processes)
     return f'{{"data":[{items}],"hasMore":{_bool(has_more)}}}'
 
 
@@ -75,6 +79,31 @@ def payment_json(view) -> str:
         f'"amountPending":"{format_units(pending, d)}","paymentUri":{json.dumps(uri)},'
         f'"transfers":[{transfers}]}}'
     )
+
+
+def refund_json(r) -> str:
+    """The Refund object. `amount` is a decimal string in token units, like the payment's amounts;
+    `paymentUri` (EIP-681) asks the merchant's wallet for exactly the refund; `transfers` holds
+    the confirmed transfer that settled it (empty until then)."""
+    uri = (f"ethereum:{r.token_contract}@{r.chain_id}/transfer?address={r.address}"
+           f"&uint256={r.amount}")
+    transfers = ""
+    if r.tx_hash is not None:
+        transfers = (f'{{"txHash":"{r.tx_hash}","logIndex":{r.log_index},'
+                     f'"blockNumber":{r.block_number},'
+                     f'"amount":"{format_units(r.transfer_amount, r.decimals)}"}}')
+    return (
+        f'{{"refundId":"{r.id}","processId":"{r.process_id}","status":"{r.status}",'
+        f'"amount":"{format_units(r.amount, r.decimals)}","assetId":{json.dumps(r.asset_id)},'
+        f'"networkId":{json.dumps(r.network_id)},"tokenContract":"{r.token_contract}",'
+        f'"address":"{r.address}","reason":{json.dumps(r.reason)},"paymentUri":{json.dumps(uri)},'
+        f'"createdAt":"{iso(r.created_at)}","updatedAt":"{iso(r.updated_at)}",'
+        f'"transfers":[{transfers}]}}'
+    )
+
+
+def refund_list_json(refunds) -> str:
+    return f'{{"data":[{",".join(refund_json(r) for r in refunds)}]}}'
 
 
 def _head(transfer, payment) -> int:

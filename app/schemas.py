@@ -131,3 +131,24 @@ class ConfirmSchema(Schema):
                          error_messages={"null": "Must be a JSON string, not null."})
     networkId = JSONString(required=True, validate=validate.Length(min=1, max=64),
                            error_messages={"null": "Must be a JSON string, not null."})
+
+
+class RefundAmount(fields.Field):
+    """A JSON number, loaded as its literal; its bounds and places depend on the payment (what was
+    paid, the token's decimals) and are checked by app/refunds.py."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, JSONNumber):
+            raise ValidationError("Must be a JSON number, not a string, boolean, array or object.")
+        return str(value)
+
+
+class RefundSchema(Schema):
+    class Meta:
+        unknown = RAISE
+
+    amount = RefundAmount(required=True, error_messages={"null": "Must be a JSON number, not null."})
+    address = JSONString(required=True, validate=validate.Length(
+        min=42, max=42, error="Must be 0x followed by 40 hexadecimal digits."),
+                         error_messages={"null": "Must be a JSON string, not null."})
+    reason = JSONString(validate=validate.Length(max=500))

@@ -44,7 +44,8 @@ _authenticate = os.environ.get("BENCH_FLOOR_AUTH") == "1"
 @app.post("/payment-button/process/preorder")
 def preorder():
     if _authenticate:
-        merchant_rows.by_secret_key_hash(_db.connection(), hash_key(request.headers.get("x-secret-key", "")))
+        merchant_rows.by_secret_key_hash(_db.connection(), hash_key(request.headers.get("x-secret-key", "")),
+                                        int(time.time()))
     process = floor_process(str(uuid.uuid4()), _merchant_id, int(time.time()),
                             metadata=request.get_data(as_text=True))
     with _db.transaction(sync_outside_lock=_sync_outside_lock) as conn:

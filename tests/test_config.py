@@ -24,6 +24,7 @@ def test_defaults(clean_env):
     assert app.config["AMOUNT_DECIMALS"] == 2
     assert app.config["METADATA_MAX_BYTES"] == 10_240
     assert app.config["PROCESS_TTL_SECONDS"] == 1800
+    assert app.config["KEY_ROLL_OVERLAP_HOURS"] == 24
     assert app.config["DEMO_SHOP"] is False
     assert app.config["WEBHOOK_RETRY_SCHEDULE"] == (0, 5, 300, 1800, 7200, 18000, 36000, 36000)
     assert app.config["DEMO_MERCHANT_FILE"].endswith("instance/demo-merchant.json")
@@ -68,7 +69,8 @@ def test_instance_config_then_environment(clean_env, tmp_path):
     "name,value",
     [("MAX_AMOUNT", "lots"), ("MAX_AMOUNT", "0"), ("AMOUNT_DECIMALS", "-1"), ("SQLITE_SYNCHRONOUS", "SOMETIMES"),
      ("POSTGRES_CONNECT_TIMEOUT_SECONDS", "0"), ("POSTGRES_CONNECT_TIMEOUT_SECONDS", "1"),
-     ("POSTGRES_CONNECT_TIMEOUT_SECONDS", "soon")],
+     ("POSTGRES_CONNECT_TIMEOUT_SECONDS", "soon"), ("KEY_ROLL_OVERLAP_HOURS", "-1"),
+     ("KEY_ROLL_OVERLAP_HOURS", "a day")],
 )
 def test_impossible_settings_are_refused_at_startup(clean_env, name, value):
     clean_env.setenv(f"FLASK_{name}", value)

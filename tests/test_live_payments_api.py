@@ -159,7 +159,7 @@ def test_assets_needs_the_public_key(client, wallet):
 
 def test_a_new_process_has_a_null_payment_everywhere(api, button, merchant):
     created = preorder(api)
-    assert list(created)[-1] == "payment" and created["payment"] is None
+    assert list(created)[-2:] == ["payment", "refunds"] and created["payment"] is None
     assert api.get(created["processId"]).get_json()["payment"] is None
     public = button.public(created["processId"]).get_json()
     assert list(public) == ["processId", "status", "amount", "expiresAt", "livemode", "payment"]
@@ -177,9 +177,9 @@ def test_confirm_gives_the_next_address_and_shows_the_payment(api, button, walle
     }
     body = button.confirm(second["processId"]).get_json()
     assert body["payment"] == usdc_local(ADDRESS_1, due="5", units=5_000_000)
-    # The merchant API, the list and the public view all show it, last in key order.
+    # The merchant API, the list and the public view all show it (last but the refunds in key order).
     got = api.get(first["processId"]).get_json()
-    assert list(got)[-1] == "payment" and got["payment"] == usdc_local(ADDRESS_0)
+    assert list(got)[-2:] == ["payment", "refunds"] and got["payment"] == usdc_local(ADDRESS_0)
     page = api.list().get_json()["data"]
     assert [p["payment"]["address"] for p in page] == [ADDRESS_1, ADDRESS_0]
     assert button.public(first["processId"]).get_json()["payment"] == usdc_local(ADDRESS_0)
@@ -363,7 +363,8 @@ def test_webhook_bodies_carry_the_payment(api, button, wallet, app, merchant):
         ).fetchone()[0]
     data = json.loads(payload)["data"]
     assert data["metadata"] == {"orderRef": "A-1"}
-    assert list(data)[-1] == "payment" and data["payment"] == usdc_local(ADDRESS_0)
+    assert list(data)[-2:] == ["payment", "refunds"] and data["payment"] == usdc_local(ADDRESS_0)
+    assert data["refunds"] == []
     other = preorder(api)["processId"]
     api.cancel(other)
     with db(app) as conn:

@@ -13,7 +13,7 @@ from app import config as settings
 from app.jsonutil import loads
 from app.routes.docs import DOCUMENT_PATH
 from app.schemas import (Amount, ConfirmSchema, JSONString, Limits, ListQuerySchema, Metadata,
-                         PreorderSchema, QueryInteger, SandboxPaySchema)
+                         PreorderSchema, QueryInteger, RefundAmount, RefundSchema, SandboxPaySchema)
 
 DEFAULT_LIMITS = Limits.from_config(settings.normalize(dict(settings.DEFAULTS)))
 
@@ -54,10 +54,11 @@ def request_schemas(document, limits=DEFAULT_LIMITS):
         ("SandboxPayRequest", components["SandboxPayRequest"], SandboxPaySchema()),
         ("list query", list_query_object(document), ListQuerySchema()),
         ("ConfirmRequest", components["ConfirmRequest"], ConfirmSchema()),
+        ("RefundRequest", components["RefundRequest"], RefundSchema()),
     ]
 
 
-_TYPES = {Amount: "number", Metadata: "object", QueryInteger: "integer", fields.String: "string",
+_TYPES = {Amount: "number", RefundAmount: "number", Metadata: "object", QueryInteger: "integer", fields.String: "string",
           JSONString: "string"}
 
 
@@ -96,6 +97,8 @@ def field_differences(prop, field, schema):
         limits = schema.limits
         expected = {"exclusiveMinimum": 0, "maximum": limits.max_amount,
                     "multipleOf": Decimal(1).scaleb(-limits.amount_decimals)}
+    elif isinstance(field, RefundAmount):  # its other bounds depend on the payment (app/refunds.py)
+        expected = {"exclusiveMinimum": 0}
     elif isinstance(field, Metadata):
         limits = schema.limits
         text = prop.get("description", "")
@@ -173,6 +176,16 @@ def test_the_documented_bounds_hold_in_the_marshmallow_schemas(document):
         assert not accepts(confirm, {key: "a" * (longest + 1), other: "x"})
         assert not accepts(confirm, {other: "x"})  # required
     assert not accepts(confirm, {"assetId": "x", "networkId": "y", "address": "z"})  # additionalProperties
+    refund = RefundSchema()
+    fields_ = components["RefundRequest"]["properties"]
+    address = "0x" + "a" * (fields_["address"]["minLength"] - 2)
+    assert accepts(refund, {"amount": number(1), "address": address,
+                            "reason": "r" * fields_["reason"]["maxLength"]})
+    assert not accepts(refund, {"amount": number(1), "address": address,
+                                "reason": "r" * (fields_["reason"]["maxLength"] + 1)})
+    assert not accepts(refund, {"amount": number(1), "address": address + "a"})
+    assert not accepts(refund, {"amount": number(1)})  # required
+    assert not accepts(refund, {"amount": number(1), "address": address, "memo": "x"})
 
 
 def test_a_drift_on_either_side_is_caught(document):
@@ -193,6 +206,8 @@ def test_a_drift_on_either_side_is_caught(document):
         lambda s: s["ConfirmRequest"]["properties"]["assetId"].__setitem__("maxLength", 128),
         lambda s: s["ConfirmRequest"]["properties"]["networkId"].__setitem__("type", "integer"),
         lambda s: s["ConfirmRequest"]["required"].remove("networkId"),
+        lambda s: s["RefundRequest"]["properties"]["reason"].__setitem__("maxLength", 1000),
+        lambda s: s["RefundRequest"]["required"].remove("address"),
     ]
     for edit in doc_drifts:
         changed = drifted(edit)

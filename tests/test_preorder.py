@@ -15,9 +15,10 @@ def test_preorder_returns_the_process_object(api):
     body = response.get_json()
     assert list(body) == [
         "processId", "status", "amount", "metadata", "livemode", "createdAt", "updatedAt", "expiresAt",
-        "payment",
+        "payment", "refunds",
     ]
     assert body["payment"] is None  # until the customer confirms a live payment
+    assert body["refunds"] == []
     assert uuid.UUID(body["processId"]).version == 4
     assert body["processId"] == str(uuid.UUID(body["processId"]))
     assert body["status"] == "pending"

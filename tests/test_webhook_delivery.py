@@ -661,7 +661,7 @@ def test_a_rotated_webhook_secret_signs_the_next_attempt(app, shop, receiver, wo
     receiver.reply(Reply(status=500))
     shop.cancelled()
     worker.run_once()
-    result = runner.invoke(args=["merchants", "rotate-webhook-secret", shop.id])
+    result = runner.invoke(args=["merchants", "rotate-webhook-secret", shop.id, "--overlap-hours", "0"])
     new_secret = result.output.split("(shown once): ")[1].split()[0]
     clock.advance(5)
     worker.run_once()

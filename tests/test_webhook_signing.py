@@ -201,3 +201,17 @@ def test_a_timestamp_of_thousands_of_digits_fails_verification_cleanly():
     headers = {"webhook-id": "evt_1", "webhook-timestamp": "9" * 5000, "webhook-signature": "v1,AAAA"}
     with pytest.raises(VerificationError):
         verify(secret, headers, b"{}", now=1_795_000_000)
+
+
+def test_two_secrets_give_two_signatures_each_verifying_alone():
+    """A rolled secret's overlap: one `v1,` signature per secret, new first, space-separated."""
+    new, old, now = new_secret(), new_secret(), int(time.time())
+    headers = webhook_headers([new, old], "evt_roll", now, BODY)
+    assert headers["webhook-signature"] == (
+        f"{sign(new, 'evt_roll', now, BODY)} {sign(old, 'evt_roll', now, BODY)}")
+    for secret in (new, old):
+        assert Webhook(secret).verify(BODY, headers)["type"] == "process.cancelled"
+        verify(secret, headers, BODY, now=now)
+    with pytest.raises(WebhookVerificationError):
+        Webhook(new_secret()).verify(BODY, headers)
+    assert webhook_headers([new], "evt_roll", now, BODY) == webhook_headers(new, "evt_roll", now, BODY)

@@ -36,6 +36,7 @@ One poll of a network (`poll_network`), every RPC call bounded by the client's t
      `payment.received_late` (the process is already final, or the transfer's block is after its
      expiry). Any other hash: the transfers are orphaned and the blocks are read again from the
      highest kept hash below them (checked by the next poll's step 2).
+  5. refunds: the merchants' transfers that pay pending refunds (app/chain/refunds.py).
 
 Faults (unreachable node, timeouts, HTTP errors, malformed answers, a head going backwards) end the
 poll of that network only: logged with the URL's host alone, retried after a backoff that doubles
@@ -51,6 +52,7 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import replace
 
+from app.chain import refunds
 from app.chain.rpc import Client, RpcError, redacted
 from app.data import payments as payment_rows
 from app.data import processes as process_rows
@@ -244,6 +246,8 @@ class Watcher:
             self._scan_step(client, network, head, watched)
             scanned = True
         self._confirm(client, network, head)
+        refunds.settle(self.db, client, network, head, int(self.clock()), max_range=self.max_range,
+                       max_addresses=self.max_addresses)
         if scanned:  # hashes were kept: forget the old ones
             with self.db.transaction() as conn:
                 transfer_rows.prune_blocks(conn, network.id,

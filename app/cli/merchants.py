@@ -2,6 +2,7 @@
 import json
 
 import click
+from flask import current_app
 from flask.cli import AppGroup
 
 from app import merchants as service
@@ -68,9 +69,13 @@ def list_():
 @click.argument("merchant_id")
 def keys(merchant_id):
     """List a merchant's secret keys (their first characters only)."""
+    current = now()
+    states = {"revoked": lambda k: "revoked " + when(k.revoked_at), "active": lambda k: "active",
+              "expiring": lambda k: "works until " + when(k.expires_at),
+              "expired": lambda k: "expired " + when(k.expires_at)}
     table(
         [
-            (k.key_prefix + "…", when(k.created_at), "revoked " + when(k.revoked_at) if k.revoked_at else "active")
+            (k.key_prefix + "…", when(k.created_at), states[k.state(current)](k))
             for k in _run(service.keys_of, merchant_id)
         ],
         ("KEY", "CREATED", "STATE"),
@@ -111,6 +116,29 @@ def rotate_key(merchant_id):
     click.echo("The previous keys still work: revoke them with `merchants revoke-key` once replaced.")
 
 
+def _overlap_option(command):
+    return click.option(
+        "--overlap-hours", type=click.IntRange(min=0), default=None,
+        help="Hours the old one keeps working beside the new one (default: KEY_ROLL_OVERLAP_HOURS,"
+             " 24; 0: it stops at once).")(command)
+
+
+def _until(overlap_seconds):
+    return "at once" if not overlap_seconds else f"until {when(now() + overlap_seconds)}"
+
+
+@merchants.command("roll-key")
+@click.argument("merchant_id")
+@_overlap_option
+def roll_key(merchant_id, overlap_hours):
+    """Replace the secret key: a new one now, the old ones ending after the overlap."""
+    overlap = service.roll_overlap_seconds(current_app.config, overlap_hours)
+    secret_key = _run(service.roll_key, merchant_id, now(), overlap)
+    click.echo(f"New secret key (shown once): {secret_key}")
+    click.echo(f"The previous keys stop working {_until(overlap)}: put the new one on your server"
+               " before then.")
+
+
 @merchants.command("rotate-public-key")
 @click.argument("merchant_id")
 def rotate_public_key(merchant_id):
@@ -122,11 +150,19 @@ def rotate_public_key(merchant_id):
 
 @merchants.command("rotate-webhook-secret")
 @click.argument("merchant_id")
-def rotate_webhook_secret(merchant_id):
-    """Replace the webhook signing secret; every delivery from now on is signed with the new one."""
-    secret = _run(service.rotate_webhook_secret, merchant_id)
+@_overlap_option
+def rotate_webhook_secret(merchant_id, overlap_hours):
+    """Replace the webhook signing secret; deliveries are signed with the old one too (a second
+    signature) until the overlap ends."""
+    overlap = service.roll_overlap_seconds(current_app.config, overlap_hours)
+    secret = _run(service.rotate_webhook_secret, merchant_id, now(), overlap)
     click.echo(f"New webhook secret (shown once): {secret}")
-    click.echo("Every delivery from now on, retries included, is signed with it: update your receiver now.")
+    if overlap:
+        click.echo(f"Deliveries carry a signature with the old secret too {_until(overlap)}:"
+                   " update your receiver before then.")
+    else:
+        click.echo("Every delivery from now on, retries included, is signed with it alone:"
+                   " update your receiver now.")
 
 
 @merchants.command("revoke-key")

@@ -2,7 +2,7 @@
 import click
 from flask.cli import AppGroup
 
-from app import events, payments
+from app import events, payments, refunds
 from app import processes as service
 from app.cli.common import table, when
 from app.clock import now
@@ -52,7 +52,8 @@ def show(process_id):
     except service.ProcessNotFound:
         raise click.ClickException(f"No process {process_id}.") from None
     payment = payments.view(db, process)
-    click.echo(dumps_pretty(loads(process_json(process, now(), payment).encode("utf-8"))))
+    its_refunds = refunds.of_processes(db, [process]).get(process.id, ())
+    click.echo(dumps_pretty(loads(process_json(process, now(), payment, its_refunds).encode("utf-8"))))
     its_events = events.for_process(db, process.id)
     click.echo(f"merchant: {process.merchant_id}")
     click.echo(f"events: {len(its_events)}")

@@ -3,8 +3,9 @@ from app.models import Merchant, SecretKey
 
 _MERCHANT_COLUMNS = (
     "m.id, m.name, m.livemode, m.public_key, m.webhook_secret, m.webhook_url, m.disabled_at, "
-    "m.created_at"
+    "m.created_at, m.previous_webhook_secret, m.previous_webhook_secret_until"
 )
+_KEY_COLUMNS = "id, merchant_id, key_prefix, created_at, revoked_at, expires_at"
 
 
 def _merchant(row):
@@ -17,6 +18,8 @@ def _merchant(row):
         webhook_url=row["webhook_url"],
         disabled_at=row["disabled_at"],
         created_at=row["created_at"],
+        previous_webhook_secret=row["previous_webhook_secret"],
+        previous_webhook_secret_until=row["previous_webhook_secret_until"],
     )
 
 
@@ -27,6 +30,7 @@ def _key(row):
         key_prefix=row["key_prefix"],
         created_at=row["created_at"],
         revoked_at=row["revoked_at"],
+        expires_at=row["expires_at"],
     )
 
 
@@ -55,12 +59,12 @@ def insert_key(conn, merchant_id, key_hash, key_prefix, now):
     )
 
 
-def by_secret_key_hash(conn, key_hash) -> Merchant | None:
-    """The merchant holding this unrevoked secret key."""
+def by_secret_key_hash(conn, key_hash, now) -> Merchant | None:
+    """The merchant holding this secret key, neither revoked nor past the end of its overlap."""
     row = conn.execute(
         f"SELECT {_MERCHANT_COLUMNS} FROM secret_keys k JOIN merchants m ON m.id = k.merchant_id"
-        " WHERE k.key_hash = ? AND k.revoked_at IS NULL",
-        (key_hash,),
+        " WHERE k.key_hash = ? AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > ?)",
+        (key_hash, now),
     ).fetchone()
     return _merchant(row) if row else None
 
@@ -111,8 +115,7 @@ def set_webhook_url(conn, merchant_id, url) -> bool:
 
 def keys(conn, merchant_id) -> list[SecretKey]:
     rows = conn.execute(
-        "SELECT id, merchant_id, key_prefix, created_at, revoked_at FROM secret_keys"
-        " WHERE merchant_id = ? ORDER BY id",
+        f"SELECT {_KEY_COLUMNS} FROM secret_keys WHERE merchant_id = ? ORDER BY id",
         (merchant_id,),
     )
     return [_key(row) for row in rows]
@@ -120,8 +123,7 @@ def keys(conn, merchant_id) -> list[SecretKey]:
 
 def key_by_hash(conn, merchant_id, key_hash) -> SecretKey | None:
     row = conn.execute(
-        "SELECT id, merchant_id, key_prefix, created_at, revoked_at FROM secret_keys"
-        " WHERE merchant_id = ? AND key_hash = ?",
+        f"SELECT {_KEY_COLUMNS} FROM secret_keys WHERE merchant_id = ? AND key_hash = ?",
         (merchant_id, key_hash),
     ).fetchone()
     return _key(row) if row else None
@@ -134,11 +136,26 @@ def revoke_key(conn, key_id, now) -> bool:
     return cur.rowcount == 1
 
 
+def expire_keys(conn, merchant_id, until, keep_hash) -> int:
+    """Every working key of the merchant but the one hashed `keep_hash` stops working at `until`
+    (a key already ending sooner keeps its end)."""
+    return conn.execute(
+        "UPDATE secret_keys SET expires_at = ? WHERE merchant_id = ? AND key_hash != ?"
+        " AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)",
+        (until, merchant_id, keep_hash, until),
+    ).rowcount
+
+
 def set_public_key(conn, merchant_id, public_key) -> bool:
     cur = conn.execute("UPDATE merchants SET public_key = ? WHERE id = ?", (public_key, merchant_id))
     return cur.rowcount == 1
 
 
-def set_webhook_secret(conn, merchant_id, secret) -> bool:
-    cur = conn.execute("UPDATE merchants SET webhook_secret = ? WHERE id = ?", (secret, merchant_id))
+def set_webhook_secret(conn, merchant_id, secret, previous=None, previous_until=None) -> bool:
+    """A new signing secret; `previous` keeps signing beside it until `previous_until`."""
+    cur = conn.execute(
+        "UPDATE merchants SET webhook_secret = ?, previous_webhook_secret = ?,"
+        " previous_webhook_secret_until = ? WHERE id = ?",
+        (secret, previous, previous_until, merchant_id),
+    )
     return cur.rowcount == 1

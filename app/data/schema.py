@@ -13,7 +13,7 @@ from importlib import resources
 TABLES = (
     "merchants", "secret_keys", "processes", "events", "delivery_attempts", "idempotency_keys",
     "networks", "assets", "merchant_wallets", "payments", "payment_choices", "transfers",
-    "chain_blocks",
+    "chain_blocks", "refunds",
     "pruned_events",
     "users", "console_sessions", "login_failures", "login_locks", "process_search",
 )

@@ -1,20 +1,21 @@
-"""The merchant API (x-secret-key): create, read, list and cancel payment processes."""
+"""The merchant API (x-secret-key): create, read, list and cancel payment processes; refund them."""
 from flask import Blueprint, current_app, g, request
 
-from app import payments, processes
+from app import payments, processes, refunds
 from app.auth import refuse_browsers, require_secret_key
 from app.clock import now
 from app.db import get_db
 from app.errors import validation_error
 from app.http import json_response, load, load_json_body, parse_process_id
-from app.representation import page_json, process_json
-from app.schemas import ListQuerySchema
+from app.representation import page_json, process_json, refund_json, refund_list_json
+from app.schemas import ListQuerySchema, RefundSchema
 
 bp = Blueprint("merchant_api", __name__, url_prefix="/payment-button")
 bp.before_request(refuse_browsers)
 
 DEFAULT_PAGE_SIZE = 20
 _list_query = ListQuerySchema()
+_refund = RefundSchema()
 
 
 def _idempotency_key():
@@ -55,7 +56,8 @@ def create_preorder():
 def get_process(process_id):
     db = get_db()
     process = processes.get(db, g.merchant.id, process_id)
-    return json_response(process_json(process, now(), payments.view(db, process)))
+    return json_response(process_json(process, now(), payments.view(db, process),
+                                      refunds.list_for_process(db, g.merchant.id, process_id)))
 
 
 @bp.get("/processes")
@@ -78,7 +80,9 @@ def list_processes():
         )
     except processes.ProcessNotFound:
         raise validation_error({"starting_after": ["No such process."]}) from None
-    return json_response(page_json(items, has_more, current, payments.views(get_db(), items)))
+    db = get_db()
+    return json_response(page_json(items, has_more, current, payments.views(db, items),
+                                   refunds.of_processes(db, items)))
 
 
 @bp.post("/process/<process_id:process_id>/cancel")
@@ -86,4 +90,38 @@ def list_processes():
 def cancel_process(process_id):
     db = get_db()
     process = processes.cancel(db, process_id, now(), merchant_id=g.merchant.id)
-    return json_response(process_json(process, process.updated_at, payments.view(db, process)))
+    return json_response(process_json(process, process.updated_at, payments.view(db, process),
+                                      refunds.list_for_process(db, g.merchant.id, process_id)))
+
+
+@bp.post("/process/<process_id:process_id>/refunds")
+@require_secret_key
+def create_refund(process_id):
+    idempotency_key = _idempotency_key()
+    fields = load_json_body(_refund)
+    asked = dict(amount=fields["amount"], address=fields["address"], reason=fields.get("reason"),
+                 now=now())
+    if idempotency_key is None:
+        return json_response(refund_json(refunds.create(get_db(), g.merchant.id, process_id,
+                                                        **asked)))
+    body, replayed = refunds.create_once(
+        get_db(), g.merchant.id, process_id, **asked, idempotency_key=idempotency_key,
+        idempotency_ttl=current_app.config["IDEMPOTENCY_TTL_SECONDS"])
+    response = json_response(body)
+    if replayed:
+        response.headers["Idempotent-Replayed"] = "true"
+    return response
+
+
+@bp.get("/process/<process_id:process_id>/refunds")
+@require_secret_key
+def list_refunds(process_id):
+    return json_response(refund_list_json(refunds.list_for_process(get_db(), g.merchant.id,
+                                                                   process_id)))
+
+
+@bp.delete("/process/<process_id:process_id>/refunds/<refund_id>")
+@require_secret_key
+def cancel_refund(process_id, refund_id):
+    refund = refunds.cancel(get_db(), g.merchant.id, process_id, refund_id, now())
+    return json_response(refund_json(refund))

@@ -1,6 +1,7 @@
 """One attempt of one claimed event (`send`), and its record (`write_records`, `log_records`).
 
-`send` signs the event's stored bytes with the merchant's current secret and POSTs them once to its
+`send` signs the event's stored bytes with the merchant's current secret (and a rolled one still in
+its overlap) and POSTs them once to its
 current URL (`transport.post`); it touches no database. `write_records` writes any number of
 attempts in the caller's transaction, each in a savepoint: a 2xx makes the event `delivered`
 whoever holds its lease (at least once); a failure schedules the next attempt (a longer Retry-After
@@ -56,7 +57,8 @@ def send(session, event, merchant, *, clock, settings) -> Sent:
     attempted_at = int(clock())
     body = event.payload.encode("utf-8")
     try:
-        headers = webhook_headers(merchant.webhook_secret, event.id, attempted_at, body)
+        headers = webhook_headers(merchant.signing_secrets(attempted_at), event.id, attempted_at,
+                                  body)
     except ValueError as e:  # a damaged stored secret: a failed attempt, not a poison event
         result = transport.AttemptResult(False, None, f"cannot sign: {e}", 0, None)
     else:

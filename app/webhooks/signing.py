@@ -97,12 +97,16 @@ def user_agent() -> str:
     return f"preorder-service-webhooks/{version}"
 
 
-def webhook_headers(secret: str, msg_id: str, timestamp: int, body: bytes) -> dict[str, str]:
-    """All headers of one delivery attempt (timestamp = time of this attempt)."""
+def webhook_headers(secrets, msg_id: str, timestamp: int, body: bytes) -> dict[str, str]:
+    """All headers of one delivery attempt (timestamp = time of this attempt). `secrets`: one
+    secret, or several (a rolled secret during its overlap): one space-separated `v1,` signature
+    each, in that order; a Standard Webhooks verifier accepts the delivery when any one matches."""
+    if isinstance(secrets, str):
+        secrets = [secrets]
     return {
         "webhook-id": msg_id,
         "webhook-timestamp": str(timestamp),
-        "webhook-signature": sign(secret, msg_id, timestamp, body),
+        "webhook-signature": " ".join(sign(s, msg_id, timestamp, body) for s in secrets),
         "Content-Type": "application/json",
         "User-Agent": user_agent(),
     }
