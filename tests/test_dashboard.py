@@ -5,10 +5,14 @@ import csv
 import io
 import json
 import re
+import time
+from datetime import datetime, timezone
 
 import pytest
+from standardwebhooks.webhooks import Webhook
 
 import dbutil
+from helpers import Api
 from receiver import Reply
 from app.data import events as event_rows
 
@@ -378,3 +382,55 @@ def test_failing_deliveries_are_listed_and_replayed_with_one_button(shop_console
     assert "2 failed event(s) queued for delivery again." in replayed.text
     worker.run_once()
     assert "Every delivery is going through." in console.get("/dashboard/webhooks").text
+
+
+# --- Keys ---------------------------------------------------------------------------------------------
+
+def test_roll_the_secret_key_the_old_one_works_until_the_overlap_ends(console, merchant, api, clock):
+    page = console.get("/dashboard/keys")
+    assert page.status_code == 200 and merchant["secretKey"][:20] + "…" in page.text
+    assert merchant["secretKey"] not in page.text  # never shown again
+    rolled = console.post("/dashboard/keys/roll", data={"csrf_token": csrf_of(page.text)})
+    assert rolled.status_code == 200 and rolled.headers["Cache-Control"] == "no-store"
+    new_key = re.search(r'<code id="new-secret-value">(sk_test_\w+)</code>', rolled.text).group(1)
+    assert "The previous keys keep working until 2026-11-19 11:06:40 UTC." in rolled.text
+    assert "works until 2026-11-19 11:06:40 UTC" in rolled.text
+    assert new_key not in console.get("/dashboard/keys").text  # the page that made it showed it once
+    fresh = Api(api.client, new_key)
+    assert fresh.list().status_code == 200 and api.list().status_code == 200
+    clock.advance(24 * 3600 - 1)
+    assert api.list().status_code == 200  # the last second of the overlap
+    clock.advance(1)
+    assert api.list().status_code == 401 and fresh.list().status_code == 200
+    log_in(console, "owner@shop.example")  # 24 h later: the 12-hour session has ended
+    assert "expired 2026-11-19 11:06:40 UTC" in console.get("/dashboard/keys").text
+
+
+def test_roll_the_webhook_secret_signs_with_both_during_the_overlap(shop_console, shop, receiver, worker, clock):
+    console = shop_console
+    clock.now = int(time.time())  # standardwebhooks checks the timestamp against the real time
+    log_in(console, "staff@shop.example")  # a week after the fixture's login: a new session
+    page = console.get("/dashboard/keys")
+    rolled = console.post("/dashboard/keys/roll-webhook-secret", data={"csrf_token": csrf_of(page.text)})
+    new_secret = re.search(r'<code id="new-secret-value">(whsec_[\w+/=]+)</code>', rolled.text).group(1)
+    until = datetime.fromtimestamp(clock.now + 24 * 3600, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert f"until {until}, with the previous one too." in rolled.text
+    assert new_secret not in console.get("/dashboard/keys").text
+    pid = shop.api.preorder().get_json()["processId"]
+    shop.api.cancel(pid)
+    worker.run_once()
+    (delivery,) = receiver.wait_for(1)
+    signatures = delivery.headers["webhook-signature"].split(" ")
+    assert len(signatures) == 2 and all(s.startswith("v1,") for s in signatures)
+    for secret in (new_secret, shop.keys["webhookSecret"]):
+        Webhook(secret).verify(delivery.body, delivery.headers)
+
+
+def test_a_viewer_sees_keys_but_cannot_roll_them(client, make_user, merchant, api):
+    make_user("viewer@shop.example", merchant["merchantId"], role="viewer")
+    log_in(client, "viewer@shop.example")
+    page = client.get("/dashboard/keys")
+    assert page.status_code == 200 and "Roll secret key" not in page.text and "Roll webhook secret" not in page.text
+    assert client.post("/dashboard/keys/roll", data={"csrf_token": csrf_of(page.text)}).status_code == 403
+    assert client.post("/dashboard/keys/roll").status_code == 400  # no token: refused before the role
+    assert api.list().status_code == 200

@@ -6,8 +6,11 @@
   GET  /dashboard/processes.csv             what the filters show, streamed
   GET  /dashboard/processes/<id>            one process: timeline, payment, events and attempts
   POST /dashboard/processes/<id>/cancel     POST .../events/<eventId>/resend
+  GET  /dashboard/processes/<id>/refund     the refund form; POST it: a pending refund
+  GET  /dashboard/processes/<id>/refunds/<refundId>   its QR code and wallet button; POST .../cancel
   GET  /dashboard/webhooks                  the URL, a test event, the failing deliveries
   POST /dashboard/webhooks/url, /test, /replay-failed
+  GET  /dashboard/keys                      keys; POST /dashboard/keys/roll, /roll-webhook-secret
 """
 import csv
 import io
@@ -17,18 +20,20 @@ from datetime import datetime, timezone
 from flask import (Blueprint, Response, current_app, g, redirect, render_template, request, send_file,
                    stream_with_context, url_for)
 
-from app import events, merchants, payments, processes
+from app import events, merchants, payments, processes, refunds
+from app.chain.rpc import transfer_calldata
 from app.clock import now
 from app.dashboard import accounts, security
 from app.dashboard.security import PageError, login_required, not_found, owner_required
 from app.data import merchants as merchant_rows
+from app.data import payments as payment_rows
 from app.data import processes as process_rows
 from app.db import get_db
 from app.http import parse_process_id
 from app.jsonutil import dumps_pretty, loads
 from app.models import STATUSES
 from app.money import format_units
-from app.representation import iso, payment_json
+from app.representation import iso, payment_json, refund_json
 from app.routes.button import load_button_script
 from app.webhooks import delivery
 
@@ -278,9 +283,13 @@ def process_page(process_id, notice=None, error=None, status=200):
     view = payments.view(db, process)
     payment = loads(payment_json(view).encode()) if view is not None else None
     event_list = [events.get_with_attempts(db, e.id) for e in events.for_process(db, process.id)]
+    refundable = refunds.refundable(db, g.merchant.id, process.id, current)
     return render_template(
         "dashboard/process.html", process=process, status=process.effective_status(current),
         updated_at=process.effective_updated_at(current), payment=payment,
+        symbol=_symbol(view.payment.asset_id, view.payment.network_id) if view else "",
+        refunds=refunds.list_for_process(db, g.merchant.id, process.id),
+        can_refund=refundable not in (None, "0"),
         metadata=dumps_pretty(loads(process.metadata.encode())), event_list=event_list,
         timeline=_timeline(process, view, event_list, current), notice=notice, error=error,
     ), status
@@ -310,6 +319,137 @@ def resend_event(process_id, event_id):
     except events.EventInFlight as e:
         return process_page(process.id, error=str(e), status=409)
     return process_page(process.id, notice=f"Event {event_id} is queued for delivery again.")
+
+
+# --- Refunds ---------------------------------------------------------------------------------------
+
+def _symbol(asset_id, network_id):
+    asset = payment_rows.get_asset(get_db().connection(), asset_id, network_id)
+    return asset.symbol if asset else asset_id
+
+
+@bp.app_template_filter("units")
+def _units(refund):
+    """A refund's amount in token units."""
+    return format_units(refund.amount, refund.decimals)
+
+
+def _refund_form(process, form, errors=None, error=None, status=200):
+    view = payments.view(get_db(), process)
+    remaining = refunds.refundable(get_db(), g.merchant.id, process.id, now())
+    if view is None or remaining is None:
+        return process_page(process.id, error="This process has no confirmed payment to refund.", status=409)
+    return render_template("dashboard/refund_new.html", process=process, form=form, errors=errors or {},
+                           error=error, remaining=remaining, network=view.payment.network_id,
+                           symbol=_symbol(view.payment.asset_id, view.payment.network_id)), status
+
+
+@bp.get("/processes/<process_id>/refund")
+@login_required
+@owner_required
+def refund_form(process_id):
+    return _refund_form(_process_or_404(process_id), {"amount": "", "address": "", "reason": ""})
+
+
+@bp.post("/processes/<process_id>/refund")
+@login_required
+@owner_required
+def create_refund(process_id):
+    process = _process_or_404(process_id)
+    form = {name: request.form.get(name, "").strip() for name in ("amount", "address", "reason")}
+    try:
+        refund = refunds.create(get_db(), g.merchant.id, process.id, amount=form["amount"] or "0",
+                                address=form["address"], reason=form["reason"] or None, now=now())
+    except refunds.RefundError as e:
+        return _refund_form(process, form, errors=e.errors, error="The refund was not created.", status=400)
+    except refunds.NotRefundable as e:
+        return process_page(process.id, error=str(e), status=409)
+    return redirect(url_for("dashboard.refund_page", process_id=process.id, refund_id=refund.id), 303)
+
+
+def _refund_or_404(process, refund_id):
+    for refund in refunds.list_for_process(get_db(), g.merchant.id, process.id):
+        if refund.id == refund_id:
+            return refund
+    raise not_found()
+
+
+@bp.get("/processes/<process_id>/refunds/<refund_id>")
+@login_required
+def refund_page(process_id, refund_id, notice=None):
+    refund = _refund_or_404(_process_or_404(process_id), refund_id)
+    uri = loads(refund_json(refund).encode())["paymentUri"]  # EIP-681, as the API shows it
+    return render_template("dashboard/refund.html", refund=refund, amount=_units(refund), notice=notice,
+                           symbol=_symbol(refund.asset_id, refund.network_id), payment_uri=uri,
+                           transfer_data=transfer_calldata(refund.address, refund.amount))
+
+
+@bp.post("/processes/<process_id>/refunds/<refund_id>/cancel")
+@login_required
+@owner_required
+def cancel_refund(process_id, refund_id):
+    process = _process_or_404(process_id)
+    refund = _refund_or_404(process, refund_id)
+    try:
+        refunds.cancel(get_db(), g.merchant.id, process.id, refund.id, now())
+    except refunds.NotRefundable as e:
+        return process_page(process.id, error=str(e), status=409)
+    return process_page(process.id, notice=f"Refund {refund.id} is cancelled.")
+
+
+# --- Keys ------------------------------------------------------------------------------------------
+
+def _overlap_seconds():
+    return current_app.config["KEY_ROLL_OVERLAP_HOURS"] * 3600
+
+
+@bp.get("/keys")
+@login_required
+def keys_page(new_secret=None):
+    current = now()
+    secret_keys = merchants.keys_of(get_db(), g.merchant.id)
+    states = {}
+    for k in secret_keys:
+        state = k.state(current)
+        states[k.id] = {"expiring": f"works until {_when(k.expires_at)}", "expired": f"expired {_when(k.expires_at)}",
+                        "revoked": f"revoked {_when(k.revoked_at)}"}.get(state, state)
+    if len(g.merchant.signing_secrets(current)) > 1:
+        secret_state = ("Deliveries are signed with the current secret and, until"
+                        f" {_when(g.merchant.previous_webhook_secret_until)}, with the previous one too.")
+    else:
+        secret_state = "One secret signs every delivery. It is shown once, when it is made."
+    return render_template("dashboard/keys.html", secret_keys=secret_keys, key_states=states,
+                           webhook_secret_state=secret_state, new_secret=new_secret,
+                           overlap_hours=current_app.config["KEY_ROLL_OVERLAP_HOURS"])
+
+
+def _until(overlap):
+    return "stop working now" if not overlap else f"keep working until {_when(now() + overlap)}"
+
+
+@bp.post("/keys/roll")
+@login_required
+@owner_required
+def roll_secret_key():
+    overlap = _overlap_seconds()
+    secret = merchants.roll_key(get_db(), g.merchant.id, now(), overlap)
+    return keys_page(new_secret={
+        "title": "New secret key", "value": secret,
+        "note": f"Copy it to your server now: it is shown this once. The previous keys {_until(overlap)}."})
+
+
+@bp.post("/keys/roll-webhook-secret")
+@login_required
+@owner_required
+def roll_webhook_secret():
+    overlap = _overlap_seconds()
+    secret = merchants.rotate_webhook_secret(get_db(), g.merchant.id, now(), overlap)
+    g.merchant = merchant_rows.get(get_db().connection(), g.merchant.id)
+    until = f"until {_when(now() + overlap)}" if overlap else "no longer"
+    return keys_page(new_secret={
+        "title": "New webhook signing secret", "value": secret,
+        "note": f"Put it in your webhook receiver now: it is shown this once. Deliveries carry a signature"
+                f" with the previous secret too {until}."})
 
 
 # --- Webhooks --------------------------------------------------------------------------------------
