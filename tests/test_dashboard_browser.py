@@ -249,3 +249,88 @@ def test_phone_width(page, live_server, shop, clock, screenshot):
     expect(page.get_by_role("button", name="Cancel", exact=True)).to_be_visible()
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     screenshot(page, "console-phone-process", full_page=True)
+
+
+def inject_wallet(page, chain):
+    """An EIP-1193 provider (window.ethereum) that forwards every request to the Hardhat node,
+    whose dev accounts are unlocked: the merchant's browser wallet, approving everything. Through
+    a Playwright binding, as a wallet extension talks to its page: not the page's network, so the
+    console's Content-Security-Policy (connect-src 'self') is not loosened for it."""
+    sent = []
+
+    def rpc(method, params):
+        if method == "eth_requestAccounts":
+            method = "eth_accounts"
+        result = chain.rpc(method, *params)
+        if method == "eth_sendTransaction":  # Hardhat mines it in a block of its own at once
+            sent.append(params[0])
+        return result
+
+    page.expose_function("__walletRpc", rpc)
+    page.add_init_script("""window.ethereum = {
+      request: ({method, params}) => window.__walletRpc(method, params || []),
+    };""")
+    return sent
+
+
+def paid_live_order(live_server, app, runner, chain, clock, make_merchant, receiver):  # noqa: F811
+    merchant = make_merchant(webhook_url=receiver.url("/hooks/chain"))
+    add_user(live_server, "owner@shop.example", merchant["merchantId"])
+    add_network(runner, chain, confirmations=CONFIRMATIONS)
+    client = app.test_client()
+    shop = Shop(app, Api(client, merchant["secretKey"]), runner, chain, clock, merchant, client)
+    shop.sync_clock()
+    pid, address = shop.order(19.99, {"orderRef": "A-2001"})
+    chain.transfer(address, 19_990_000)
+    chain.mine(CONFIRMATIONS - 1)
+    shop.watch()
+    assert shop.process(pid)["status"] == "completed"
+    return shop, pid
+
+
+def test_refund_paid_with_the_browser_wallet_is_shown_completed(page, live_server, app, runner, chain, clock,
+                                                                make_merchant, receiver, screenshot):  # noqa: F811
+    from qr_decode import qr_texts
+
+    shop, pid = paid_live_order(live_server, app, runner, chain, clock, make_merchant, receiver)
+    sent = inject_wallet(page, chain)
+    customer = chain.accounts[5]
+    log_in(page, live_server, "owner@shop.example")
+    page.goto(f"{live_server.url}/dashboard/processes/{pid}")
+    page.get_by_role("link", name="Refund", exact=True).click()
+    expect(page.locator("main")).to_contain_text("Up to 19.99 TUSD on hardhat can be refunded")
+    page.get_by_label("Amount (TUSD)").fill("20")
+    page.get_by_label("Customer's address").fill(customer)
+    page.get_by_role("button", name="Refund", exact=True).click()
+    expect(page.locator("#amount-error")).to_contain_text("Must be at most 19.99")
+
+    clock.now = chain.timestamp() + 10
+    created = clock.now
+    page.get_by_label("Amount (TUSD)").fill("5.25")
+    page.get_by_label("Customer's address").fill(customer.lower())
+    page.get_by_label("Reason (optional)").fill("Returned mug")
+    page.get_by_role("button", name="Refund", exact=True).click()
+    expect(page.locator("#refund-status")).to_have_text("pending")
+    (refund,) = shop.client.get(f"/payment-button/process/{pid}/refunds",
+                                headers=shop.api.headers()).get_json()["data"]
+    assert page.url == f"{live_server.url}/dashboard/processes/{pid}/refunds/{refund['refundId']}"
+    assert refund["amount"] == "5.25" and refund["reason"] == "Returned mug"
+    qr = page.locator("img.qr")
+    expect(qr).to_have_attribute("src", re.compile("^data:image/svg"))
+    page.set_viewport_size({"width": 1024, "height": 1100})
+    assert qr_texts(qr.screenshot()) == [refund["paymentUri"]]
+    screenshot(page, "console-refund", full_page=True)
+
+    chain.next_timestamp(created + 1)  # the wallet's transaction: in a block after createdAt
+    page.get_by_role("button", name="Pay with my wallet").click()
+    expect(page.locator("#wallet-result")).to_contain_text("Sent: transaction 0x")
+    (tx,) = sent
+    assert tx["to"].lower() == chain.token.lower() and tx["from"] == chain.accounts[0]
+    chain.mine(CONFIRMATIONS - 1)
+    shop.watch()
+    # The page follows the watcher by itself (it reads itself again every 5 s).
+    expect(page.locator("#refund-status")).to_have_text("completed", timeout=15_000)
+    expect(page.locator("main")).to_contain_text("Paid by")
+    page.goto(f"{live_server.url}/dashboard/processes/{pid}")
+    expect(page.locator("table.refunds tbody tr")).to_contain_text("completed")
+    expect(page.locator("article.event h3 code")).to_contain_text(["refund.created", "refund.completed"])
