@@ -24,21 +24,25 @@ written, not synced), releases the locks, and only then syncs the WAL itself (fd
 returning. The caller still goes on only once its commit is on disk, as under FULL; what changes is
 that the next writer runs meanwhile and concurrent syncs overlap (the kernel merges their flushes). The
 WAL is append-only until a checkpoint, and NORMAL syncs it before any checkpoint, so syncing it
-syncs this commit and every commit before it; a WAL file is never deleted while a connection (ours)
-is open on it. The difference from FULL: for the length of that sync other connections can already
-read the commit. Use it only where nobody can act on the new rows before the caller has answered
+syncs this commit and every commit before it; SQLite never deletes a WAL while a connection (ours)
+is open on it (one deleted by hand is seen, below). The difference from FULL: for the length of that
+sync other connections can already read the commit. Use it only where nobody can act on the new rows before the caller has answered
 (creating a preorder: nobody knows the new processId yet).
 
 Only `init-db` creates (`Database.init_schema`): it makes the directory and the file and marks the
 file as this service's (PRAGMA application_id). Every other connection opens an existing file
 (`mode=rw`: SQLite never creates one) and refuses a file without the mark. Each connection records
-the file's (device, inode) when it opens; the first use in a request (a stat) and the end of every
-write transaction (another stat, after COMMIT) compare it with the path's now. A file deleted
-(its directory removed) or replaced under open connections is thereby never written to with a
-success answered: the caller gets `DatabaseUnavailable` (a 503). A process keeps serving only the
-file it first opened (a replacement's stale WAL must never mix with it) until init-db, in that
-process, makes a new one; it holds a descriptor on that file, so that a new file cannot get the
-deleted one's inode number and pass for it. A restarted process opens whatever marked file the path
+the (device, inode) of the file, its WAL and its -shm index when it opens (`_OpenedFiles`); the
+first use in a request, the moment before COMMIT (under the write lock) and the moment after it
+compare them with the paths' now (a stat each). A file deleted (its directory removed) or replaced
+under open connections is thereby never written to with a success answered: the caller gets
+`DatabaseUnavailable` (a 503). A WAL or index deleted or replaced by hand never takes another commit
+(a connection opened later would not see it): the transaction is rolled back, and the commits the
+lost WAL holds are checkpointed into the database file through the connection that still reads it
+(`_lose`), so a kill -9 loses none of them. A process keeps serving only the files it first opened
+(a replacement's stale WAL must never mix with it) until init-db, in that process, makes a new
+database; it holds a descriptor on the database file, so that a new file cannot get the deleted
+one's inode number and pass for it. A restarted process opens whatever marked file the path
 holds. See docs/operations.md.
 """
 import fcntl
