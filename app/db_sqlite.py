@@ -26,8 +26,8 @@ that the next writer runs meanwhile and concurrent syncs overlap (the kernel mer
 WAL is append-only until a checkpoint, and NORMAL syncs it before any checkpoint, so syncing it
 syncs this commit and every commit before it; SQLite never deletes a WAL while a connection (ours)
 is open on it (one deleted by hand is seen, below). The difference from FULL: for the length of that
-sync other connections can already read the commit. Use it only where nobody can act on the new rows before the caller has answered
-(creating a preorder: nobody knows the new processId yet).
+sync other connections can already read the commit. Use it only where nobody can act on the new rows
+before the caller has answered (creating a preorder: nobody knows the new processId yet).
 
 Only `init-db` creates (`Database.init_schema`): it makes the directory and the file and marks the
 file as this service's (PRAGMA application_id). Every other connection opens an existing file
@@ -485,7 +485,7 @@ class SqliteDatabase:
                 else:
                     conn.execute("ROLLBACK")
                     if changed != "database":
-                        self._lose(state, changed)  # with the writer lock held: no writer of ours meanwhile
+                        self._lose(state, changed)  # the writer lock held: no writer of ours meanwhile
             except BaseException:
                 # Also when COMMIT itself fails (a deferred constraint, an I/O error): a connection
                 # left inside a transaction would hold SQLite's write lock for good.
