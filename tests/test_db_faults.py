@@ -6,6 +6,7 @@ its log and in /healthz, then every process is killed with SIGKILL (no clean clo
 and the stored rows are counted against the answers (docs/operations.md, "Failures and
 availability")."""
 import errno
+import fcntl
 import json
 import os
 import pathlib
@@ -16,6 +17,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
@@ -189,6 +191,42 @@ def test_a_deleted_wal_or_index_under_load_then_kill_9(tmp_path, companion, name
                                  headers={"x-secret-key": key})
         assert response.status_code == 200
     assert stored_ids(database) == acknowledged | {response.json()["processId"]}
+
+
+@pytest.mark.sqlite_only
+def test_a_write_waiting_for_the_lock_when_the_wal_is_deleted_is_rolled_back(tmp_path, clock):
+    # The request has passed its first check and waits in the writer queue while the WAL is
+    # deleted: checked again just before COMMIT, it is rolled back (503), never committed into the
+    # deleted WAL; the preorder answered before it is checkpointed into the database file.
+    database = tmp_path / "service.sqlite3"
+    app = create_app({"TESTING": True, "DATABASE": str(database), "CLOCK": clock})
+    with app.app_context():
+        init_db()
+    try:
+        keys = json.loads(app.test_cli_runner().invoke(
+            args=["merchants", "create", "--name", "Shop", "--json"]).stdout)
+        api = Api(app.test_client(), keys["secretKey"])
+        with ThreadPoolExecutor(1) as pool:  # one thread: its connection is reused
+            first = pool.submit(api.preorder).result()
+            assert first.status_code == 200
+            lock = os.open(f"{database}-writer.lock", os.O_RDWR)
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                in_flight = pool.submit(api.preorder)
+                time.sleep(0.3)
+                assert not in_flight.done()
+                os.unlink(f"{database}-wal")
+            finally:
+                os.close(lock)
+            assert_error(in_flight.result(), 503, "service_unavailable",
+                         "The service cannot reach its database; try again later.")
+        assert_error(app.test_client().get("/healthz"), 503, "unavailable",
+                     "The database cannot serve: the database's write-ahead log (-wal) was deleted or"
+                     " replaced while in use; its commits were copied into the database file;"
+                     " restart the service.")
+    finally:
+        app.extensions["db"].close_all()
+    assert stored_ids(database) == {first.get_json()["processId"]}
 
 
 @pytest.mark.sqlite_only
