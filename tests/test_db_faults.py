@@ -194,6 +194,31 @@ def test_a_deleted_wal_or_index_under_load_then_kill_9(tmp_path, companion, name
 
 
 @pytest.mark.sqlite_only
+def test_a_deleted_wal_noticed_by_a_health_probe_alone_then_kill_9(tmp_path):
+    # No write comes after the deletion: the probe notices, and its connection checkpoints the
+    # commits the deleted WAL holds, so the kill loses none of them.
+    database = tmp_path / "service.sqlite3"
+    env = service_env(database)
+    flask(env, "init-db")
+    key = create_merchant(env)["secretKey"]
+    started = []
+    with gunicorn(env, tmp_path / "gunicorn.log", workers=1, started=started) as base:
+        session = requests.Session()
+        acknowledged = {session.post(base + PREORDER, json={"amount": 5}, timeout=30,
+                                     headers={"x-secret-key": key}).json()["processId"]
+                        for _ in range(20)}
+        os.unlink(f"{database}-wal")
+        assert healthz(base) == (503, {
+            "code": "unavailable",
+            "message": "The database cannot serve: the database's write-ahead log (-wal) was deleted"
+                       " or replaced while in use; its commits were copied into the database file;"
+                       " restart the service.",
+        })
+        kill_9(started[0])
+    assert stored_ids(database) == acknowledged
+
+
+@pytest.mark.sqlite_only
 def test_a_write_waiting_for_the_lock_when_the_wal_is_deleted_is_rolled_back(tmp_path, clock):
     # The request has passed its first check and waits in the writer queue while the WAL is
     # deleted: checked again just before COMMIT, it is rolled back (503), never committed into the
