@@ -5,6 +5,7 @@ WAL or shared-memory index deleted, the disk filled); the service must answer 50
 its log and in /healthz, then every process is killed with SIGKILL (no clean close, no checkpoint)
 and the stored rows are counted against the answers (docs/operations.md, "Failures and
 availability")."""
+import contextlib
 import errno
 import fcntl
 import json
@@ -14,6 +15,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -109,6 +111,24 @@ def kill_9(master):
             time.sleep(0.01)
 
 
+@contextlib.contextmanager
+def another_reader(database):
+    """Another process with the database open (as the webhook worker would have it) until the
+    block ends with its SIGKILL: a worker's connection closed meanwhile is never the last one,
+    whose close SQLite would end with a checkpoint of its own."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1]);"
+         " c.execute('SELECT count(*) FROM processes').fetchall(); print('open', flush=True);"
+         " time.sleep(300)", str(database)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "open\n"
+        yield
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+
+
 def stored_ids(database):
     return {row[0] for row in dbutil.query(database, "SELECT id FROM processes")}
 
@@ -164,7 +184,7 @@ def test_a_deleted_wal_or_index_under_load_then_kill_9(tmp_path, companion, name
     started = []
     reason = (f"the database's {name} was deleted or replaced while in use; its commits were copied"
               " into the database file; restart the service")
-    with gunicorn(env, log_path, workers=2, started=started) as base:
+    with another_reader(database), gunicorn(env, log_path, workers=2, started=started) as base:
         with Load(base, key) as load:
             load.wait_for(200, at_least=50)
             os.unlink(str(database) + companion)
@@ -202,7 +222,8 @@ def test_a_deleted_wal_noticed_by_a_health_probe_alone_then_kill_9(tmp_path):
     flask(env, "init-db")
     key = create_merchant(env)["secretKey"]
     started = []
-    with gunicorn(env, tmp_path / "gunicorn.log", workers=1, started=started) as base:
+    with another_reader(database), \
+            gunicorn(env, tmp_path / "gunicorn.log", workers=1, started=started) as base:
         session = requests.Session()
         acknowledged = {session.post(base + PREORDER, json={"amount": 5}, timeout=30,
                                      headers={"x-secret-key": key}).json()["processId"]
@@ -210,9 +231,9 @@ def test_a_deleted_wal_noticed_by_a_health_probe_alone_then_kill_9(tmp_path):
         os.unlink(f"{database}-wal")
         assert healthz(base) == (503, {
             "code": "unavailable",
-            "message": "The database cannot serve: the database's write-ahead log (-wal) was deleted"
-                       " or replaced while in use; its commits were copied into the database file;"
-                       " restart the service.",
+            "message": "The database cannot serve: the database's write-ahead log (-wal) was"
+                       " deleted or replaced while in use; its commits were copied into the"
+                       " database file; restart the service.",
         })
         kill_9(started[0])
     assert stored_ids(database) == acknowledged
