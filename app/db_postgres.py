@@ -32,6 +32,7 @@ import psycopg_pool
 from psycopg import pq
 
 from app.data import schema as schema_rows
+from app.db_health import WriteFailures
 from app.errors import DatabaseUnavailable
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,19 @@ UNREACHABLE_WAIT_SECONDS = 0.5
 RECONNECT_TIMEOUT_SECONDS = 5.0
 
 ERRORS = (psycopg.Error, psycopg_pool.PoolTimeout, psycopg_pool.TooManyRequests)
+
+# SQLSTATE classes of a write the server could not store: insufficient resources (disk full, out of
+# memory) and system errors (I/O). /healthz reports them for a while (app/db_health.py).
+WRITE_FAILURE_CLASSES = ("53", "58")
+
+
+def write_failure(error: BaseException):
+    """The reason to report for a write that failed with `error` when the server could not store it
+    (the SQLSTATE and its name only: the server's message names its files); else None."""
+    sqlstate = getattr(error, "sqlstate", None)
+    if sqlstate is None or sqlstate[:2] not in WRITE_FAILURE_CLASSES:
+        return None
+    return f"the server could not store it ({type(error).__name__}, SQLSTATE {sqlstate})"
 
 _TOKENS = re.compile(r"'(?:[^']|'')*'|\"[^\"]*\"|::|:([A-Za-z_]\w*)|\?|%")
 _translated = {}
@@ -160,6 +174,7 @@ class PostgresDatabase:
         self._lock = threading.Lock()
         self._pool, self._pool_pid = None, None
         self.unreachable = False  # the pool's last attempt to connect failed
+        self.write_failures = WriteFailures()  # for /healthz (app/db_health.py)
 
     def _connect_args(self):
         return {"autocommit": True, "row_factory": _row_factory, "connect_timeout": self.connect_timeout}
@@ -259,7 +274,10 @@ class PostgresDatabase:
             try:
                 yield conn
                 conn.raw.execute("COMMIT")
-            except BaseException:
+            except BaseException as e:
+                reason = write_failure(e)
+                if reason is not None:
+                    self.write_failures.failed(reason)
                 try:
                     conn.rollback()
                 except psycopg.Error:
@@ -268,6 +286,7 @@ class PostgresDatabase:
         finally:
             if borrowed:
                 self.pool().putconn(conn.raw)
+        self.write_failures.succeeded()
 
     def listener(self, channel):
         """A connection of its own (not pooled) LISTENing on `channel`; the caller closes it."""
@@ -336,7 +355,8 @@ class PostgresDatabase:
 
     def check(self):
         """For /healthz: the server answers, holds our schema, and accepts writes (not a standby
-        or a read-only database)."""
+        or a read-only database, no write of this process refused by the server recently: a full
+        disk is seen by the writes, PostgreSQL offers no cheap probe of it)."""
         raw = self._getconn()
         try:
             conn = Connection(raw)
@@ -345,6 +365,9 @@ class PostgresDatabase:
                 raise DatabaseUnavailable("the database is read-only")
         finally:
             self.pool().putconn(raw)
+        failure = self.write_failures.recent()
+        if failure is not None:
+            raise DatabaseUnavailable(failure)
 
 
 def _durable(conn):

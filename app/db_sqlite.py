@@ -24,34 +24,43 @@ written, not synced), releases the locks, and only then syncs the WAL itself (fd
 returning. The caller still goes on only once its commit is on disk, as under FULL; what changes is
 that the next writer runs meanwhile and concurrent syncs overlap (the kernel merges their flushes). The
 WAL is append-only until a checkpoint, and NORMAL syncs it before any checkpoint, so syncing it
-syncs this commit and every commit before it; a WAL file is never deleted while a connection (ours)
-is open on it. The difference from FULL: for the length of that sync other connections can already
-read the commit. Use it only where nobody can act on the new rows before the caller has answered
-(creating a preorder: nobody knows the new processId yet).
+syncs this commit and every commit before it; SQLite never deletes a WAL while a connection (ours)
+is open on it (one deleted by hand is seen, below). The difference from FULL: for the length of that
+sync other connections can already read the commit. Use it only where nobody can act on the new rows
+before the caller has answered (creating a preorder: nobody knows the new processId yet).
 
 Only `init-db` creates (`Database.init_schema`): it makes the directory and the file and marks the
 file as this service's (PRAGMA application_id). Every other connection opens an existing file
 (`mode=rw`: SQLite never creates one) and refuses a file without the mark. Each connection records
-the file's (device, inode) when it opens; the first use in a request (a stat) and the end of every
-write transaction (another stat, after COMMIT) compare it with the path's now. A file deleted
-(its directory removed) or replaced under open connections is thereby never written to with a
-success answered: the caller gets `DatabaseUnavailable` (a 503). A process keeps serving only the
-file it first opened (a replacement's stale WAL must never mix with it) until init-db, in that
-process, makes a new one; it holds a descriptor on that file, so that a new file cannot get the
-deleted one's inode number and pass for it. A restarted process opens whatever marked file the path
+the (device, inode) of the file, its WAL and its -shm index when it opens (`_OpenedFiles`); the
+first use in a request, the moment before COMMIT (under the write lock) and the moment after it
+compare them with the paths' now (a stat each). A file deleted (its directory removed) or replaced
+under open connections is thereby never written to with a success answered: the caller gets
+`DatabaseUnavailable` (a 503). A WAL or index deleted or replaced by hand never takes another commit
+(a connection opened later would not see it): the transaction is rolled back, and the commits the
+lost WAL holds are checkpointed into the database file through the connection that still reads it
+(`_lose`), so a kill -9 loses none of them. A process keeps serving only the files it first opened
+(a replacement's stale WAL must never mix with it) until init-db, in that process, makes a new
+database; it holds a descriptor on the database file, so that a new file cannot get the deleted
+one's inode number and pass for it. A restarted process opens whatever marked file the path
 holds. See docs/operations.md.
 """
 import fcntl
+import logging
 import os
 import pathlib
 import queue
 import sqlite3
 import sys
 import threading
+import time
 from contextlib import contextmanager
 
 from app.data import schema as schema_rows
 from app import errors
+from app.db_health import WriteFailures, probe_space
+
+log = logging.getLogger(__name__)
 
 # Written by init-db into the file's header (PRAGMA application_id): "PREO". A file without it was not
 # made by init-db (an empty file, another program's database) and is never used.
@@ -87,27 +96,25 @@ class _ThreadState:
     """One thread's SQLite connection and writer-lock descriptor (with its waiter, made when the
     lock is first found held)."""
 
-    def __init__(self, pid, thread, conn, synchronous, identity, read_only=False):
+    def __init__(self, pid, thread, conn, synchronous, files, read_only=False):
         self.pid, self.thread, self.conn, self.lock_fd, self.waiter = pid, thread, conn, None, None
         # Opened while the database could not be written: SQLite then opens it read-only, and the
         # connection stays so after a repair; it is replaced as soon as the file can be written.
         self.read_only = read_only
-        # (st_dev, st_ino) of the file when the connection opened (None for ":memory:"), and whether
-        # the path still named it at this request's first use (reset at the end of each request).
-        self.identity, self.verified = identity, True
+        # The files the connection opened (_OpenedFiles; None for ":memory:"), and whether the path
+        # still named them at this request's first use (reset at the end of each request).
+        self.files, self.verified = files, True
         self.synchronous = synchronous  # the connection's PRAGMA synchronous
         # Whether SQLite could put the connection in WAL mode (not for an in-memory database).
         self.wal = conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        self.wal_fd = None  # the WAL's descriptor, opened by the first sync_outside_lock commit
 
     def close(self):
         try:
             self.conn.close()
         except sqlite3.ProgrammingError:
             pass
-        if self.wal_fd is not None:
-            _close_quietly(self.wal_fd)
-            self.wal_fd = None
+        if self.files is not None:
+            self.files.close()
         if self.waiter is not None:
             self.waiter.stop()  # it closes the descriptor once it is no longer waiting on it
             self.waiter = None
@@ -121,6 +128,54 @@ def _close_quietly(fd):
         os.close(fd)
     except OSError:
         pass
+
+
+def _identity(path):
+    """(st_dev, st_ino) of what `path` names now, or None."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+class _OpenedFiles:
+    """The files one connection opened, by (device, inode): the database file, its write-ahead log
+    and its shared-memory index (the WAL's and the index's when they existed at the open; SQLite
+    never deletes them while a connection is open, so for the connection's life the path must name
+    these very files). Also a descriptor of our own on the WAL, which sync_outside_lock commits
+    sync: taken right after SQLite opened it, so it is the same file."""
+
+    # What changed, as `changed()` names it, and how the reason says it.
+    NAMES = {"database": "database file", "wal": "write-ahead log (-wal)",
+             "shm": "shared-memory index (-shm)"}
+
+    def __init__(self, path, database):
+        self.path, self.database = path, database
+        self.shm = _identity(path + "-shm")
+        try:
+            self.wal_fd = os.open(path + "-wal", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:  # no WAL (a read-only connection that needed none): nothing to compare
+            self.wal_fd, self.wal = None, None
+        else:
+            st = os.fstat(self.wal_fd)
+            self.wal = st.st_dev, st.st_ino
+
+    def changed(self):
+        """None while the path names the files the connection opened; else which one it no longer
+        names: "database", "wal" or "shm" (three stats at most)."""
+        if _identity(self.path) != self.database:
+            return "database"
+        if self.wal is not None and _identity(self.path + "-wal") != self.wal:
+            return "wal"
+        if self.shm is not None and _identity(self.path + "-shm") != self.shm:
+            return "shm"
+        return None
+
+    def close(self):
+        if self.wal_fd is not None:
+            _close_quietly(self.wal_fd)
+            self.wal_fd = None
 
 
 class _Ticket:
@@ -207,6 +262,10 @@ class SqliteDatabase:
         # connections. The descriptor stays open so the file system cannot give a new file the
         # deleted one's inode number (which would pass for the same file).
         self._pinned = None
+        # (pid, reason) once a connection of this process found its WAL or shared-memory index
+        # deleted or replaced (_lose): the process then refuses until restarted (or init-db in it).
+        self._lost = None
+        self.write_failures = WriteFailures()  # for /healthz (app/db_health.py)
 
     def _state(self, create=False):
         """The calling thread's connection and writer-lock descriptor, made on first use (and again
@@ -214,12 +273,12 @@ class SqliteDatabase:
         `create` (init-db) may make the directory and the file."""
         state = getattr(self._local, "state", None)
         if state is not None and state.pid == os.getpid():
-            if (state.verified and not create) or self._same_file(state):
+            if (state.verified and not create) or self._unchanged(state):
                 return state
             self._drop(state)  # deleted or replaced: _connect refuses what the path holds now
         read_only = self._unwritable()
-        conn, identity = self._connect(create)
-        state = _ThreadState(os.getpid(), threading.current_thread(), conn, self.synchronous, identity,
+        conn, files = self._connect(create)
+        state = _ThreadState(os.getpid(), threading.current_thread(), conn, self.synchronous, files,
                              read_only)
         with self._lock:
             self._close_orphans()
@@ -245,16 +304,43 @@ class SqliteDatabase:
         return state
 
     def _identity(self):
-        try:
-            st = os.stat(self._abspath)
-        except OSError:
-            return None
-        return st.st_dev, st.st_ino
+        return _identity(self._abspath)
 
-    def _same_file(self, state):
-        """Whether the path still names the file the connection opened (one stat)."""
-        state.verified = state.identity is None or self._identity() == state.identity
+    def _unchanged(self, state):
+        """Whether the path still names the files the connection opened (_OpenedFiles.changed) and
+        this process has not lost its WAL or index since (through another connection). A lost WAL
+        or index is rescued first (_lose), while this connection can still read it."""
+        changed = None if state.files is None else state.files.changed()
+        if changed in ("wal", "shm"):
+            self._lose(state, changed)
+        lost = self._lost is not None and self._lost[0] == os.getpid()
+        state.verified = changed is None and not lost
         return state.verified
+
+    def _lose(self, state, what):
+        """The connection's WAL or shared-memory index is no longer the one at the path (deleted or
+        replaced by hand). Its commits since the last checkpoint live only in the WAL it still reads:
+        a checkpoint through it copies them into the database file (synced), before a kill or a
+        restart drops them. The WAL is also truncated and the index reset, so a connection opened
+        later reads the database file alone. From now on this process refuses (503, with the reason)
+        until restarted: its other connections still use the old files, which must never be mixed
+        with new ones. Another process doing the same at once makes SQLite answer busy: tried again
+        for the busy timeout. Returns whether every commit is now in the database file."""
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        try:
+            while (busy := state.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]) \
+                    and time.monotonic() < deadline:
+                time.sleep(0.01)
+            saved = not busy
+            outcome = ("its commits were copied into the database file" if saved else
+                       "its commits could not all be copied into the database file (busy)")
+        except sqlite3.Error as e:
+            saved, outcome = False, f"copying its commits into the database file failed ({e})"
+        reason = (f"the database's {_OpenedFiles.NAMES[what]} was deleted or replaced while in use;"
+                  f" {outcome}; restart the service")
+        log.error("%s", reason)
+        self._lost = (os.getpid(), reason)
+        return saved
 
     def _drop(self, state):
         """Close the calling thread's connection (its file was deleted or replaced)."""
@@ -288,9 +374,14 @@ class SqliteDatabase:
         if create:
             os.makedirs(os.path.dirname(self._abspath), exist_ok=True)
             conn = self._configure(self._open(self._abspath, uri=False))
+            conn.execute("PRAGMA application_id").fetchone()  # a read: SQLite opens the WAL now
             identity = self._identity()
             self._pin(identity)
-            return conn, identity
+            self._lost = None
+            return conn, _OpenedFiles(self._abspath, identity)
+        lost = self._lost
+        if lost is not None and lost[0] == os.getpid():
+            raise DatabaseUnavailable(lost[1])
         before = self._identity()
         if before is None:
             raise DatabaseUnavailable("the database file does not exist (run init-db)")
@@ -312,10 +403,11 @@ class SqliteDatabase:
                 raise DatabaseUnavailable("the database file was replaced while it was opened")
             if pinned is None or pinned[0] != os.getpid():
                 self._pin(before)
+            files = _OpenedFiles(self._abspath, before)  # the WAL is open: the mark was read
         except BaseException:
             conn.close()
             raise
-        return conn, before
+        return conn, files
 
     def _pin(self, identity):
         """Make `identity` the file this process serves, holding a descriptor on it."""
@@ -378,13 +470,22 @@ class SqliteDatabase:
         sync_after = sync_outside_lock and self.synchronous == "FULL" and state.wal
         self._synchronous(state, "NORMAL" if sync_after else self.synchronous)
         lock = self._acquire(state)
-        committed = False
+        committed, changed = False, None
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
-                conn.execute("COMMIT")
-                committed = True
+                # Under the write lock, just before COMMIT: a WAL or index deleted or replaced by hand
+                # must never take another commit (a connection opened later would not see it), and a
+                # deleted database file is not worth writing to. Rolled back instead: a 503.
+                changed = None if state.files is None else state.files.changed()
+                if changed is None:
+                    conn.execute("COMMIT")
+                    committed = True
+                else:
+                    conn.execute("ROLLBACK")
+                    if changed != "database":
+                        self._lose(state, changed)  # the writer lock held: no writer of ours meanwhile
             except BaseException:
                 # Also when COMMIT itself fails (a deferred constraint, an I/O error): a connection
                 # left inside a transaction would hold SQLite's write lock for good.
@@ -396,29 +497,45 @@ class SqliteDatabase:
             # a write-protected file read-only), so the next use opens a new one, which works as
             # soon as the operator has repaired the file. Busy and locked are left alone.
             if is_unavailable(e) and getattr(e, "sqlite_errorcode", 0) & 0xFF not in _TRANSIENT:
+                self.write_failures.failed(e)
                 fcntl.flock(lock, fcntl.LOCK_UN)
                 self._drop(state)
             raise
         finally:
             if state.lock_fd is not None:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+        if changed is not None:
+            self._drop(state)
+            raise DatabaseUnavailable(self._lost[1] if changed != "database" else
+                                      "the database file was deleted or replaced; nothing was written")
         if sync_after and committed:
             self._sync_wal(state)
-        # The commit is in the file the connection opened: is that still the database? (A directory
-        # removed or a file replaced meanwhile: the rows went to a file nobody will read again.)
-        if committed and not self._same_file(state):
+        # The commit is in the files the connection opened: are they still the database's? A
+        # directory removed or a file replaced meanwhile: the rows went to a file nobody will read
+        # again. A WAL deleted between the check above and COMMIT: this commit is in it, and is
+        # answered as a success only once _lose has copied it into the database file.
+        after = None if state.files is None else state.files.changed()
+        if after is not None:
+            # (A lost index: this commit is in the WAL at the path, synced; the rescue is for the rest.)
+            saved = after != "database" and (self._lose(state, after) or after == "shm")
             self._drop(state)
-            raise DatabaseUnavailable("the database file was deleted or replaced; the write is lost")
+            if not saved:
+                raise DatabaseUnavailable(self._lost[1] if after != "database" else
+                                          "the database file was deleted or replaced; the write is lost")
+        self.write_failures.succeeded()
 
     def _sync_wal(self, state):
         """fdatasync the WAL: every commit written to it so far is then on disk, this one included
         (the kernel merges concurrent syncs from other writers)."""
+        files = state.files
         try:
-            if state.wal_fd is None:
-                state.wal_fd = os.open(os.fspath(self.path) + "-wal", os.O_RDONLY | os.O_CLOEXEC)
-            os.fdatasync(state.wal_fd)
+            if files.wal_fd is None:
+                files.wal_fd = os.open(files.path + "-wal", os.O_RDONLY | os.O_CLOEXEC)
+            os.fdatasync(files.wal_fd)
         except OSError as e:  # the commit may not be on disk: never answered as a success
-            raise DatabaseUnavailable(f"the write-ahead log cannot be synced: {e.strerror}") from None
+            reason = f"the write-ahead log cannot be synced: {e.strerror}"
+            self.write_failures.failed(reason)
+            raise DatabaseUnavailable(reason) from None
 
     def _acquire(self, state):
         """Take the thread's writer-queue flock within the queue timeout (see the module
@@ -475,14 +592,19 @@ class SqliteDatabase:
         return schema_rows.ping(self.connection())
 
     def check(self):
-        """For /healthz: DatabaseUnavailable unless the path names a file init-db made (not deleted
-        or replaced since this thread's connection opened), that answers with our schema and can
-        be written (the file, its directory and its WAL, as this process's user sees them; a
-        connection opened read-only is replaced by the next write)."""
+        """For /healthz: DatabaseUnavailable unless the path names a file init-db made and the WAL
+        and index this thread's connection opened (none deleted or replaced since), that answers
+        with our schema and can be written: the file, its directory and its WAL pass access(W_OK)
+        for this process's user (a connection opened read-only is replaced by the next write), no
+        the disk gives room and no write of this process failed recently (app/db_health.py)."""
         state = self._state()
-        if not self._same_file(state):
+        if not self._unchanged(state):
             self._drop(state)
-            state = self._state()  # DatabaseUnavailable: this process's file is no longer there
+            state = self._state()  # DatabaseUnavailable: this process's files are no longer there
         schema_rows.ping(state.conn)
         if self._unwritable():
             raise DatabaseUnavailable("the database cannot be written (read-only)")
+        failure = None if self._memory else probe_space(os.path.dirname(self._abspath))
+        failure = failure or self.write_failures.recent()
+        if failure is not None:
+            raise DatabaseUnavailable(failure)

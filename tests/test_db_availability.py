@@ -152,7 +152,10 @@ def test_a_database_made_read_only_under_open_connections(tmp_path):
             _make_read_only(directory, True)
             health = requests.get(base + "/healthz", timeout=30)
             assert health.status_code == 503
-            assert health.json() == {"code": "unavailable", "message": "The database does not answer."}
+            assert health.json() == {
+                "code": "unavailable",
+                "message": "The database cannot serve: the database cannot be written (read-only).",
+            }
             assert [preorder().status_code for _ in range(3)] == [200] * 3
             assert count_processes(database) == 6
 

@@ -12,7 +12,7 @@ from flask import Blueprint, Response
 from app.clock import now
 from app.data import maintenance
 from app.db import database_errors, get_db
-from app.errors import ApiError
+from app.errors import ApiError, DatabaseUnavailable
 from app.http import json_response
 from app.operations import metrics_text
 
@@ -25,10 +25,15 @@ bp = Blueprint("ops", __name__)
 def healthz():
     try:
         db = get_db()
-        # Answering, with our schema, writable (for SQLite: the file init-db made, not deleted or
-        # replaced under us).
+        # Answering, with our schema, writable (for SQLite: the file, WAL and index init-db made and
+        # this worker opened, not deleted or replaced under us; room on the disk), no recent write
+        # failure.
         db.check()
         backlog = maintenance.outbox_backlog(db.connection(), int(now()))
+    except DatabaseUnavailable as e:
+        # The reason is ours (no path, host or SQL in it): the body says it, for the operator.
+        log.warning("healthz: database unavailable: %s", e)
+        raise ApiError(503, "unavailable", f"The database cannot serve: {e}.") from None
     except (*database_errors(), OSError) as e:
         log.warning("healthz: database unavailable: %s", e)
         raise ApiError(503, "unavailable", "The database does not answer.") from None
