@@ -334,3 +334,17 @@ def test_refund_paid_with_the_browser_wallet_is_shown_completed(page, live_serve
     page.goto(f"{live_server.url}/dashboard/processes/{pid}")
     expect(page.locator("table.refunds tbody tr")).to_contain_text("completed")
     expect(page.locator("article.event h3 code")).to_contain_text(["refund.created", "refund.completed"])
+
+
+def test_roll_the_secret_key_in_the_browser(page, live_server, shop, screenshot):
+    log_in(page, live_server, "owner@shop.example")
+    page.get_by_role("link", name="Keys").click()
+    page.get_by_role("button", name="Roll secret key").click()
+    key = page.locator("#new-secret-value").inner_text()
+    assert key.startswith("sk_test_") and key != shop["secretKey"]
+    expect(page.get_by_role("status")).to_contain_text("The previous keys keep working until")
+    screenshot(page, "console-keys", full_page=True)
+    assert live_server.merchant_api(key).get(shop["api"].preorder()["processId"])["status"] == "pending"
+    page.get_by_role("link", name="Keys").click()  # the same page, read again: the key is gone
+    expect(page.locator("#new-secret-value")).to_have_count(0)
+    assert key not in page.content()
