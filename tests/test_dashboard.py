@@ -434,3 +434,15 @@ def test_a_viewer_sees_keys_but_cannot_roll_them(client, make_user, merchant, ap
     assert client.post("/dashboard/keys/roll", data={"csrf_token": csrf_of(page.text)}).status_code == 403
     assert client.post("/dashboard/keys/roll").status_code == 400  # no token: refused before the role
     assert api.list().status_code == 200
+
+
+def test_no_refund_without_confirmed_money(console, api):
+    pid = api.preorder().get_json()["processId"]
+    page = console.get(f"/dashboard/processes/{pid}")
+    assert ">Refund</a>" not in page.text
+    form = console.get(f"/dashboard/processes/{pid}/refund")
+    assert form.status_code == 409 and "no confirmed payment to refund" in form.text
+    posted = console.post(f"/dashboard/processes/{pid}/refund", data={
+        "csrf_token": csrf_of(page.text), "amount": "1", "address": "0x" + "ab" * 20})
+    assert posted.status_code == 409 and "has no confirmed payment to refund." in posted.text
+    assert console.get(f"/dashboard/processes/{pid}/refunds/rf_{'0' * 32}").status_code == 404
