@@ -12,8 +12,8 @@ from importlib import resources
 # Every table, parents before children (the order copy-db inserts in); schema_version is not copied.
 TABLES = (
     "merchants", "secret_keys", "processes", "events", "delivery_attempts", "idempotency_keys",
-    "networks", "assets", "merchant_wallets", "payments", "payment_choices", "transfers",
-    "chain_blocks",
+    "networks", "assets", "merchant_wallets", "merchant_payouts", "network_factories", "payments",
+    "payment_choices", "transfers", "chain_blocks", "collections", "collection_items",
     "pruned_events",
 )
 
