@@ -1,0 +1,83 @@
+"""The payout mode's deposit addresses: CREATE2 addresses of the forwarder factory.
+
+The contract is app/chain/contracts/ForwarderFactory.sol; its compiled form (ABI, creation and
+runtime code, and the Forwarder's creation code that every deposit address is computed from) is
+the committed app/chain/contracts/ForwarderFactory.json, which tests/chain/compile-forwarder.js
+reproduces byte for byte. docs/payments.md says what the contract can and cannot do.
+
+A deposit address is keccak256(0xff ‖ factory ‖ salt ‖ keccak256(init code))[12:] (EIP-1014), the
+init code being the Forwarder's creation code followed by abi.encode(payout): the payout address is
+part of the address, the token does not take part, so one process has one address whatever the
+customer pays with. Pure computation: no node is needed.
+"""
+import json
+from functools import lru_cache
+from pathlib import Path
+
+from eth_abi import encode
+
+from app.chain.addresses import keccak256, to_checksum_address
+
+BUILD = Path(__file__).resolve().parent / "contracts" / "ForwarderFactory.json"
+COLLECT_SIGNATURE = "collect(address[],(address,bytes32)[])"
+
+
+@lru_cache(maxsize=1)
+def _build() -> dict:
+    return json.loads(BUILD.read_text())
+
+
+def _code(contract: str, kind: str) -> bytes:
+    return bytes.fromhex(_build()[contract][kind][2:])
+
+
+def _address_bytes(address: str) -> bytes:
+    """20 bytes of a 0x address (any casing; the caller checks EIP-55 where it matters)."""
+    return bytes.fromhex(to_checksum_address(address)[2:])
+
+
+def salt(process_id: str) -> bytes:
+    """The CREATE2 salt of a process: keccak256 of its id's UTF-8 bytes (32 bytes)."""
+    if not isinstance(process_id, str) or not process_id:
+        raise ValueError("A process id is a non-empty string.")
+    return keccak256(process_id.encode("utf-8"))
+
+
+def _check_salt(value: bytes) -> bytes:
+    if not isinstance(value, (bytes, bytearray)) or len(value) != 32:
+        raise ValueError("A salt is 32 bytes.")
+    return bytes(value)
+
+
+def forwarder_init_code(payout: str) -> bytes:
+    """The init code of the forwarder of `payout`'s deposit addresses: creation code ‖ abi.encode(payout)."""
+    return _code("Forwarder", "bytecode") + _address_bytes(payout).rjust(32, b"\0")
+
+
+def deposit_address(factory: str, payout: str, salt: bytes) -> str:
+    """The EIP-55 deposit address of (payout, salt) under `factory` (EIP-1014 CREATE2)."""
+    digest = keccak256(b"\xff" + _address_bytes(factory) + _check_salt(salt)
+                       + keccak256(forwarder_init_code(payout)))
+    return to_checksum_address("0x" + digest[12:].hex())
+
+
+def factory_creation_code() -> bytes:
+    """The transaction data that deploys the factory (no constructor arguments)."""
+    return _code("ForwarderFactory", "bytecode")
+
+
+def is_factory(runtime_code: bytes) -> bool:
+    """True when `runtime_code` (eth_getCode at an address) is exactly this factory's runtime code."""
+    return bytes(runtime_code) == _code("ForwarderFactory", "deployedBytecode")
+
+
+def collect_calldata(tokens: list[str], deposits: list[tuple[str, bytes]]) -> bytes:
+    """The data of one factory call moving each listed token's balance, and the gas coin, out of every
+    (payout, salt) deposit address to its payout address. Anyone may send it. A deposit listed twice
+    is listed once (the factory refuses the same address twice in one call); so is a token."""
+    token_list = list(dict.fromkeys(to_checksum_address(t) for t in tokens))
+    seen = {}
+    for payout, value in deposits:
+        seen.setdefault((to_checksum_address(payout), _check_salt(value)), None)
+    selector = keccak256(COLLECT_SIGNATURE.encode("ascii"))[:4]
+    return selector + encode(["address[]", "(address,bytes32)[]"], [token_list, list(seen)])
