@@ -142,13 +142,18 @@ def insert_collection(conn, c: Collection, items: list[Item]) -> int:
          str(c.max_fee_per_gas), c.created_at),
     ).fetchone()
     collection_id = row["id"]
-    conn.executemany(
-        "INSERT INTO collection_items (collection_id, address, token, process_id, merchant_id,"
-        " payout_address, amount) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [(collection_id, i.address, i.token, i.process_id, i.merchant_id, i.payout_address,
-          str(i.amount)) for i in items],
-    )
+    _insert_items(conn, collection_id, items)
     return collection_id
+
+
+def _insert_items(conn, collection_id, items):
+    if items:
+        conn.executemany(
+            "INSERT INTO collection_items (collection_id, address, token, process_id, merchant_id,"
+            " payout_address, amount) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(collection_id, i.address, i.token, i.process_id, i.merchant_id, i.payout_address,
+              str(i.amount)) for i in items],
+        )
 
 
 def open_collections(conn, network_id) -> list[Collection]:
@@ -161,9 +166,9 @@ def open_collections(conn, network_id) -> list[Collection]:
 
 
 def settle(conn, collection_id, *, status, block_number, gas_used, gas_price, error, now,
-           moved=None) -> bool:
-    """`sent` → `succeeded` or `failed`, once (guarded). `moved`: {(address, token): amount} the
-    receipt shows, replacing the amounts read before sending."""
+           items=None) -> bool:
+    """`sent` → `succeeded` or `failed`, once (guarded). `items` (on success): what the receipt
+    shows moved, replacing the amounts read before sending."""
     cur = conn.execute(
         "UPDATE collections SET status = ?, block_number = ?, gas_used = ?, gas_price = ?,"
         " error = ?, settled_at = ? WHERE id = ? AND status = 'sent'",
@@ -172,12 +177,9 @@ def settle(conn, collection_id, *, status, block_number, gas_used, gas_price, er
     )
     if cur.rowcount != 1:
         return False
-    for (address, token), amount in (moved or {}).items():
-        conn.execute(
-            "UPDATE collection_items SET amount = ? WHERE collection_id = ? AND address = ?"
-            " AND token = ?",
-            (str(amount), collection_id, address, token),
-        )
+    if items is not None:
+        conn.execute("DELETE FROM collection_items WHERE collection_id = ?", (collection_id,))
+        _insert_items(conn, collection_id, items)
     return True
 
 

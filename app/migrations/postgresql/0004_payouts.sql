@@ -19,15 +19,17 @@ CREATE TABLE IF NOT EXISTS network_factories (
 
 -- payments: address_index becomes NULL for payout-mode payments (their address is not an HD child),
 -- and three columns say which mode, payout address and factory the deposit address was made for.
+-- Written to apply again to a database from before versions (as 0001 is).
 ALTER TABLE payments ALTER COLUMN address_index DROP NOT NULL;
-ALTER TABLE payments ADD COLUMN mode TEXT NOT NULL DEFAULT 'xpub';
-ALTER TABLE payments ADD COLUMN payout_address TEXT;
-ALTER TABLE payments ADD COLUMN factory TEXT;
-ALTER TABLE payments ADD CHECK (
+ALTER TABLE payments ADD COLUMN IF NOT EXISTS mode TEXT NOT NULL DEFAULT 'xpub';
+ALTER TABLE payments ADD COLUMN IF NOT EXISTS payout_address TEXT;
+ALTER TABLE payments ADD COLUMN IF NOT EXISTS factory TEXT;
+ALTER TABLE payments DROP CONSTRAINT IF EXISTS payments_mode;
+ALTER TABLE payments ADD CONSTRAINT payments_mode CHECK (
     (mode = 'xpub' AND address_index IS NOT NULL AND payout_address IS NULL AND factory IS NULL)
     OR (mode = 'payout' AND address_index IS NULL AND payout_address IS NOT NULL
         AND factory IS NOT NULL));
-CREATE INDEX payments_payout ON payments (mode, factory);
+CREATE INDEX IF NOT EXISTS payments_payout ON payments (mode, factory);
 
 -- One transaction of `collect`: recorded (signed, with its hash) before it is broadcast, so a run
 -- interrupted after broadcasting is settled by the next run from its receipt. `sent` until then;
