@@ -19,7 +19,7 @@ from eth_abi import encode
 from app.chain.addresses import keccak256, to_checksum_address
 
 BUILD = Path(__file__).resolve().parent / "contracts" / "ForwarderFactory.json"
-COLLECT_SIGNATURE = "collect(address[],(address,bytes32)[])"
+COLLECT_SIGNATURE = "collect(address[],(address,bytes32[])[])"
 
 
 @lru_cache(maxsize=1)
@@ -37,10 +37,13 @@ def _address_bytes(address: str) -> bytes:
 
 
 def salt(process_id: str) -> bytes:
-    """The CREATE2 salt of a process: keccak256 of its id's UTF-8 bytes (32 bytes)."""
+    """The CREATE2 salt of a process: 16 zero bytes, then the first 16 bytes of keccak256 of the
+    id's UTF-8 bytes. 128 bits keep two processes of one payout address apart (a collision is
+    expected after about 2**64 of them); the zero half makes each salt cost 192 gas less in the
+    `collect` call's data (a zero byte of calldata costs 4 gas, any other 16)."""
     if not isinstance(process_id, str) or not process_id:
         raise ValueError("A process id is a non-empty string.")
-    return keccak256(process_id.encode("utf-8"))
+    return bytes(16) + keccak256(process_id.encode("utf-8"))[:16]
 
 
 def _check_salt(value: bytes) -> bytes:
@@ -73,11 +76,15 @@ def is_factory(runtime_code: bytes) -> bool:
 
 def collect_calldata(tokens: list[str], deposits: list[tuple[str, bytes]]) -> bytes:
     """The data of one factory call moving each listed token's balance, and the gas coin, out of every
-    (payout, salt) deposit address to its payout address. Anyone may send it. A deposit listed twice
-    is listed once (the factory refuses the same address twice in one call); so is a token."""
+    (payout, salt) deposit address to its payout address. Anyone may send it.
+
+    The call groups the salts by payout address (in the order first listed), so a batch of one
+    merchant's addresses carries its payout address once. A deposit or token listed twice is
+    listed once (the factory refuses to create the same address twice in one call)."""
     token_list = list(dict.fromkeys(to_checksum_address(t) for t in tokens))
-    seen = {}
+    groups: dict[str, dict[bytes, None]] = {}
     for payout, value in deposits:
-        seen.setdefault((to_checksum_address(payout), _check_salt(value)), None)
+        groups.setdefault(to_checksum_address(payout), {})[_check_salt(value)] = None
+    payouts = [(payout, list(salts)) for payout, salts in groups.items()]
     selector = keccak256(COLLECT_SIGNATURE.encode("ascii"))[:4]
-    return selector + encode(["address[]", "(address,bytes32)[]"], [token_list, list(seen)])
+    return selector + encode(["address[]", "(address,bytes32[])[]"], [token_list, payouts])

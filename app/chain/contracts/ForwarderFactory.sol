@@ -4,74 +4,87 @@
 // A process's deposit address is the CREATE2 address of (this factory, the process's salt, the
 // Forwarder's creation code followed by abi.encode(payout)). Nothing is deployed when the address
 // is handed out. `collect` creates the Forwarder there: its constructor moves the listed tokens'
-// balances and the gas coin to the payout address it was made for, and self-destructs in the same
-// transaction, so (EIP-6780) the address is empty again and a later payment is collected the same way.
-// No owner, no storage, no admin function: whoever calls, money at an address can only go to the
-// payout address in that address's own creation code.
+// balances and the gas coin to the payout address it was made for and self-destructs in the same
+// transaction, so (EIP-6780) the address is empty again and a later payment is collected the same
+// way. No owner, no storage, no admin function: whoever calls with whatever arguments, money at an
+// address can only go to the payout address written in that address's own creation code.
 pragma solidity 0.8.26;
+
+interface IERC20 {
+    function balanceOf(address holder) external view returns (uint256);
+    function transfer(address to, uint256 amount) external returns (bool);
+}
 
 contract ForwarderFactory {
     error Reentered();
+    error CreationFailed(address payout, bytes32 salt);
 
-    // Transient storage while `collect` runs: slot 0 holds the token count + 1 (non-zero: running),
-    // slot 1 + i the i-th token. Read back by each Forwarder's constructor through `tokens()`, so the
-    // token list is not part of the creation code and does not change the address.
-    uint256 private constant RUNNING = 0;
-
-    struct Deposit {
+    /// One payout address and the salts of its deposit addresses.
+    struct Payout {
         address payout;
-        bytes32 salt;
+        bytes32[] salts;
     }
+
+    // Transient storage while `collect` runs: slot 0 holds the token count + 1 (so non-zero while
+    // running, even with no token), slot 1 + i the i-th token. Each Forwarder's constructor reads the
+    // list back through `tokens()`: it is not part of the creation code, so not of the address.
+    uint256 private constant RUNNING = 0;
 
     /// Moves every listed token's balance, and the gas coin, out of each deposit address to its payout
     /// address. Anyone may call it: the arguments choose which addresses are emptied, never where the
-    /// money goes. A token whose balanceOf or transfer fails (reverts, returns false) is left where it
-    /// is; the other tokens and addresses are still collected. Each deposit may appear once per call.
-    function collect(address[] calldata tokens_, Deposit[] calldata deposits) external {
+    /// money goes. A token whose balanceOf or transfer fails (reverts, returns false) stays where it
+    /// is; the other tokens and addresses are collected. A deposit address may appear once per call.
+    function collect(address[] calldata tokens_, Payout[] calldata payouts) external {
         uint256 running;
-        assembly ("memory-safe") {
+        assembly {
             running := tload(RUNNING)
         }
         if (running != 0) revert Reentered();
-        assembly ("memory-safe") {
+        assembly {
             tstore(RUNNING, add(tokens_.length, 1))
         }
         for (uint256 i = 0; i < tokens_.length; i++) {
             address token = tokens_[i];
-            assembly ("memory-safe") {
+            assembly {
                 tstore(add(i, 1), token)
             }
         }
         bytes memory initCode = abi.encodePacked(type(Forwarder).creationCode, uint256(0));
-        for (uint256 i = 0; i < deposits.length; i++) {
-            address payout = deposits[i].payout;
-            bytes32 salt = deposits[i].salt;
-            address created;
+        for (uint256 i = 0; i < payouts.length; i++) {
+            address payout = payouts[i].payout;
+            bytes32[] calldata salts = payouts[i].salts;
             assembly ("memory-safe") {
-                // the last word of the init code is the constructor's argument: this deposit's payout
+                // the last word of the init code is the constructor's argument: the payout address
                 mstore(add(initCode, mload(initCode)), payout)
-                created := create2(0, add(initCode, 0x20), mload(initCode), salt)
             }
-            require(created != address(0), "forwarder creation failed");
+            for (uint256 j = 0; j < salts.length; j++) {
+                bytes32 salt;
+                address created;
+                assembly ("memory-safe") {
+                    salt := calldataload(add(salts.offset, shl(5, j)))
+                    created := create2(0, add(initCode, 0x20), mload(initCode), salt)
+                }
+                if (created == address(0)) revert CreationFailed(payout, salt);
+            }
         }
-        assembly ("memory-safe") {
+        assembly {
             tstore(RUNNING, 0)
         }
     }
 
-    /// The token list of the `collect` call running now (empty outside one).
-    function tokens() external view returns (address[] memory list) {
-        uint256 running;
-        assembly ("memory-safe") {
-            running := tload(RUNNING)
-        }
-        list = new address[](running == 0 ? 0 : running - 1);
-        for (uint256 i = 0; i < list.length; i++) {
-            address token;
-            assembly ("memory-safe") {
-                token := tload(add(i, 1))
+    /// The token list of the `collect` call running now (empty outside one), ABI-encoded.
+    function tokens() external view returns (address[] memory) {
+        assembly {
+            let count := tload(RUNNING)
+            if count {
+                count := sub(count, 1)
             }
-            list[i] = token;
+            mstore(0, 0x20)
+            mstore(0x20, count)
+            for { let i := 0 } lt(i, count) { i := add(i, 1) } {
+                mstore(add(0x40, shl(5, i)), tload(add(i, 1)))
+            }
+            return(0, add(0x40, shl(5, count)))
         }
     }
 
@@ -82,39 +95,54 @@ contract ForwarderFactory {
     }
 }
 
-/// Lives only during its creating transaction: moves what its address holds to `payout`, then
-/// self-destructs (the gas coin goes with SELFDESTRUCT, which no payout contract can refuse).
+/// Lives only during its creating transaction: moves what its address holds to the payout address,
+/// then self-destructs (the gas coin goes with SELFDESTRUCT, which no payout contract can refuse).
+/// Its init code is this creation code followed by one word, abi.encode(payout): the payout address
+/// is read from there (the constructor's only argument, read directly rather than ABI-decoded), so
+/// it is part of the CREATE2 address. Payable only to spare the value check: the factory sends none.
 contract Forwarder {
-    constructor(address payable payout) {
-        address[] memory list = ForwarderFactory(msg.sender).tokens();
-        for (uint256 i = 0; i < list.length; i++) {
-            uint256 amount = balanceOf(list[i]);
-            if (amount != 0) transfer(list[i], payout, amount);
+    constructor() payable {
+        address payout;
+        assembly {
+            codecopy(0, sub(codesize(), 0x20), 0x20)
+            payout := mload(0)
         }
-        selfdestruct(payout);
-    }
-
-    /// This address's balance of `token`; 0 when the call fails or answers less than a word.
-    function balanceOf(address token) private view returns (uint256 amount) {
-        assembly ("memory-safe") {
-            mstore(0, 0x70a08231) // balanceOf(address)
-            mstore(0x20, address())
-            let ok := staticcall(gas(), token, 28, 0x24, 0, 0x20)
-            if and(ok, gt(returndatasize(), 0x1f)) {
-                amount := mload(0)
+        bytes4 tokensCall = ForwarderFactory.tokens.selector;
+        bytes4 balanceOfCall = IERC20.balanceOf.selector;
+        bytes4 transferCall = IERC20.transfer.selector;
+        assembly {
+            // list := ForwarderFactory(msg.sender).tokens(): [0x20, count, token 0, token 1, ...]
+            mstore(0, tokensCall)
+            if iszero(staticcall(gas(), caller(), 0, 4, 0, 0)) {
+                revert(0, 0)
+            }
+            let list := mload(0x40)
+            returndatacopy(list, 0, returndatasize())
+            let count := 0
+            if gt(returndatasize(), 0x3f) {
+                count := mload(add(list, 0x20))
+            }
+            let args := add(list, returndatasize()) // room for the calls' arguments
+            for { let i := 0 } lt(i, count) { i := add(i, 1) } {
+                let token := mload(add(list, add(0x40, shl(5, i))))
+                // balanceOf(this); a failed call or an answer shorter than a word: nothing to move
+                mstore(args, balanceOfCall)
+                mstore(add(args, 4), address())
+                let ok := staticcall(gas(), token, args, 0x24, 0, 0x20)
+                if and(ok, gt(returndatasize(), 0x1f)) {
+                    let amount := mload(0)
+                    if amount {
+                        // transfer(payout, amount), whatever it answers: a token that returns nothing
+                        // (USDT) moves; one that reverts or returns false keeps its balance here for a
+                        // later collection, and the other tokens still move.
+                        mstore(args, transferCall)
+                        mstore(add(args, 4), payout)
+                        mstore(add(args, 0x24), amount)
+                        pop(call(gas(), token, 0, args, 0x44, 0, 0))
+                    }
+                }
             }
         }
-    }
-
-    /// transfer(payout, amount) whatever the token answers: a token that returns nothing (USDT) is
-    /// moved; one that reverts or returns false keeps its balance here for a later collection.
-    function transfer(address token, address payout, uint256 amount) private {
-        assembly ("memory-safe") {
-            let p := mload(0x40)
-            mstore(p, 0xa9059cbb) // transfer(address,uint256)
-            mstore(add(p, 0x20), payout)
-            mstore(add(p, 0x40), amount)
-            pop(call(gas(), token, 0, add(p, 28), 0x44, 0, 0))
-        }
+        selfdestruct(payable(payout));
     }
 }
