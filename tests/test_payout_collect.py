@@ -43,8 +43,9 @@ def new_address(label):
 class PayoutShop:
     """The operator's setup and the customers' payments of the payout mode."""
 
-    def __init__(self, app, client, runner, chain, make_merchant, keys):
+    def __init__(self, app, client, runner, chain, make_merchant, keys, clock):
         self.app, self.client, self.runner, self.chain, self.keys = app, client, runner, chain, keys
+        self.clock = clock
         self.make_merchant = make_merchant
         add_network(runner, chain)
         deployed = cli(runner, "networks", "deploy-factory", NETWORK, "--key-file", keys["operator"])
@@ -57,6 +58,7 @@ class PayoutShop:
         return merchant
 
     def order(self, merchant, amount):
+        self.clock.now = self.chain.timestamp()  # the app's clock at the chain's time
         api = Api(self.client, merchant["secretKey"])
         process_id = api.preorder({"amount": amount}).get_json()["processId"]
         confirmed = self.client.post(
@@ -94,8 +96,8 @@ class PayoutShop:
 
 
 @pytest.fixture
-def shop(app, client, runner, chain, make_merchant, keys):
-    return PayoutShop(app, client, runner, chain, make_merchant, keys)
+def shop(app, client, runner, chain, make_merchant, keys, clock):
+    return PayoutShop(app, client, runner, chain, make_merchant, keys, clock)
 
 
 def test_the_service_s_address_is_where_the_factory_deploys_and_collect_empties_it(shop, chain):
@@ -285,3 +287,65 @@ def test_a_collect_killed_between_batches_is_completed_by_the_next_run(shop, cha
     items = dbutil.query(database, "SELECT address FROM collection_items")
     assert sorted(items) == sorted((a,) for a in addresses)  # each address collected once
     assert [s for _, s in _collections(database)] == ["succeeded"] * 3
+
+
+def test_a_reverted_collection_is_recorded_failed_and_nothing_counts_as_collected(shop, chain, app):
+    """The factory's code is swapped for one that reverts after the batch was estimated and sent
+    (automine off, so the transaction waits in the pool): the run records the failure and exits 1;
+    with the factory back, the next run collects."""
+    payout = new_address("payout-revert")
+    merchant = shop.merchant(payout)
+    _, address = shop.order(merchant, 3)
+    chain.transfer(address, 3_000_000)
+    database = app.config["DATABASE"]
+    code = chain.rpc("eth_getCode", shop.factory, "latest")
+    chain.rpc("evm_setAutomine", False)
+    try:
+        proc = subprocess.Popen(
+            [str(BIN / "flask"), "--app", "app", "collect", NETWORK, "--key-file",
+             shop.keys["collector"]],
+            cwd=ROOT, env=service_env(database), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True)
+        try:
+            _wait(lambda: _collections(database) == [(1, "sent")])
+            _wait(lambda: chain.rpc("eth_getBlockByNumber", "pending", False)["transactions"])
+            chain.rpc("hardhat_setCode", shop.factory, "0x60006000fd")  # PUSH 0 PUSH 0 REVERT
+            chain.rpc("evm_mine")
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    finally:
+        chain.rpc("evm_setAutomine", True)
+        chain.rpc("hardhat_setCode", shop.factory, code)
+    assert proc.returncode == 1
+    [tx_hash] = [row[0] for row in dbutil.query(database, "SELECT tx_hash FROM collections")]
+    assert err.splitlines()[-1].startswith(f"Error: The collection {tx_hash} reverted (block ")
+    assert err.splitlines()[-1].endswith("): nothing in it moved.")
+    assert f"Transaction {tx_hash} (nonce " in out and "): failed, 1 address(es)" in out
+    assert _collections(database) == [(1, "failed")]
+    assert shop.records() == {} and shop.token_balance(address) == 3_000_000
+
+    report = shop.collect_json()
+    assert [(t["status"], t["earlierRun"]) for t in report["transactions"]] == [("succeeded", False)]
+    assert shop.token_balance(payout) == 3_000_000
+    assert shop.records() == {(address, chain.token.lower()): 3_000_000}
+
+
+def test_the_watcher_counts_payments_to_payout_mode_addresses_and_not_their_collection(shop, chain,
+                                                                                      runner):
+    merchant = shop.merchant(new_address("payout-watch"))
+    process_id, address = shop.order(merchant, 4)
+    shop.collect()  # nothing yet
+    chain.transfer(address, 4_000_000)
+    chain.mine(3)
+    assert runner.invoke(args=["watch-payments", "--once"]).exit_code == 0
+    api = Api(shop.client, merchant["secretKey"])
+    paid = api.get(process_id).get_json()
+    assert paid["status"] == "completed" and paid["payment"]["amountPaid"] == "4"
+    shop.collect()
+    chain.mine(3)
+    assert runner.invoke(args=["watch-payments", "--once"]).exit_code == 0
+    after = api.get(process_id).get_json()
+    assert after["payment"]["amountPaid"] == "4" and len(after["payment"]["transfers"]) == 1
