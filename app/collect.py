@@ -8,7 +8,8 @@ One run:
 2. reads every deposit address's balances from the chain (each token asset of the network, any
    `extra_tokens`, and the gas coin), at one block, in JSON-RPC batches;
 3. sends one factory call per batch of non-empty addresses: as many as fit in BLOCK_SHARE of the
-   block gas limit by eth_estimateGas (halved until they do; at most `max_batch`), each recorded
+   block gas limit by eth_estimateGas (sized from the estimates of 1 and PROBE addresses, halved until
+   they fit; at most `max_batch`), each recorded
    with its hash and signed bytes before it is broadcast, its receipt awaited, and only then its
    items recorded as collected, with the amounts its logs show moved.
 The chain is the record of what is left: a run stopped anywhere leaves addresses that the next run
@@ -31,6 +32,7 @@ TRANSFER_TOPIC = rpc.TRANSFER_TOPIC
 BLOCK_SHARE = 0.5
 GAS_MARGIN = 1.2  # the gas limit sent: the estimate plus 20 %
 MAX_BATCH = 500  # deposit addresses per transaction, whatever the gas allows
+PROBE = 10  # addresses whose estimate sizes the first batch
 READ_BATCH = 100  # calls per JSON-RPC batch when reading balances
 
 
@@ -171,6 +173,13 @@ def _send_batches(db, sender, network, factory, full, balances, report, *, dry_r
     tokens = sorted({t for b in balances.values() for t, a in b.items() if a and t != GAS_COIN})
     budget = int(sender.block_gas_limit() * BLOCK_SHARE)
     size = max(1, min(max_batch, len(full)))
+    if size > PROBE:  # sized from two small estimates: no estimate of a batch far too large
+        one = _estimate(sender, factory, _batch(full[:1], balances, tokens), budget)
+        few = _estimate(sender, factory, _batch(full[:PROBE], balances, tokens), budget)
+        if one is not None and few is not None and few > one:
+            per_address = (few - one) / (PROBE - 1)  # the call's fixed cost counted once
+            fits = int((budget / GAS_MARGIN - (one - per_address)) / per_address)
+            size = max(PROBE, min(size, fits))
     start = 0
     while start < len(full):
         batch = _batch(full[start:start + size], balances, tokens)

@@ -76,6 +76,7 @@ def deploy_factory(db, network_id, key_file, now, client_factory=rpc.Client):
     (factory address, tx hash, gas used)."""
     account = read_key_file(key_file)  # SignerError
     network = _network(db.connection(), network_id)
+    _check_replaceable(db.connection(), network_id, None)  # before spending gas on it
     sender = Sender(client_factory(network.rpc_url), network.chain_id, account)
     code = forwarder.factory_creation_code()
     try:
@@ -106,12 +107,16 @@ def _store_factory(db, network_id, factory, tx_hash, now):
     """Record the network's factory. Replacing one is refused while payout-mode deposit addresses
     made with it exist: they can only ever be collected through it."""
     with db.transaction() as conn:
-        current = payout_rows.get_factory(conn, network_id)
-        if current is not None and current != factory and payout_rows.deposits(conn, network_id, current):
-            raise SetupError(f"Network {network_id} already has the factory {current}, and deposit"
-                             " addresses made with it: they are collected through it only, so it"
-                             " stays.")
+        _check_replaceable(conn, network_id, factory)
         payout_rows.set_factory(conn, network_id, factory, tx_hash, now)
+
+
+def _check_replaceable(conn, network_id, factory):
+    current = payout_rows.get_factory(conn, network_id)
+    if current is not None and current != factory and payout_rows.deposits(conn, network_id, current):
+        raise SetupError(f"Network {network_id} already has the factory {current}, and deposit"
+                         " addresses made with it: they are collected through it only, so it"
+                         " stays.")
 
 
 def factories(db) -> dict[str, str]:

@@ -349,3 +349,34 @@ def test_the_watcher_counts_payments_to_payout_mode_addresses_and_not_their_coll
     assert runner.invoke(args=["watch-payments", "--once"]).exit_code == 0
     after = api.get(process_id).get_json()
     assert after["payment"]["amountPaid"] == "4" and len(after["payment"]["transfers"]) == 1
+
+
+def test_a_factory_with_deposit_addresses_is_not_replaced(shop, chain, runner):
+    merchant = shop.merchant(new_address("payout-keep"))
+    shop.order(merchant, 1)
+    again = runner.invoke(args=["networks", "deploy-factory", NETWORK, "--key-file", shop.keys["operator"]])
+    assert again.exit_code == 1
+    assert again.output == (f"Error: Network {NETWORK} already has the factory {shop.factory}, and"
+                            " deposit addresses made with it: they are collected through it only, so"
+                            " it stays.\n")
+
+
+def test_batches_fit_in_half_a_block(shop, chain):
+    """With a block gas limit of 1,500,000, a transaction may use 750,000 gas: 24 addresses of
+    about 43,000 gas each take two transactions, each within that."""
+    payout = new_address("payout-batches")
+    merchant = shop.merchant(payout)
+    for _ in range(24):
+        _, address = shop.order(merchant, 1)
+        chain.transfer(address, 1_000_000)
+    limit = int(chain.block()["gasLimit"], 16)
+    chain.rpc("evm_setBlockGasLimit", hex(1_500_000))
+    chain.mine()
+    try:
+        report = shop.collect_json()
+    finally:
+        chain.rpc("evm_setBlockGasLimit", hex(limit))
+    sizes = [t["addresses"] for t in report["transactions"]]
+    assert len(sizes) == 2 and sum(sizes) == 24, sizes
+    assert all(t["gasUsed"] <= 750_000 for t in report["transactions"])
+    assert shop.token_balance(payout) == 24_000_000
