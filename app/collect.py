@@ -180,6 +180,7 @@ def _send_batches(db, sender, network, factory, full, balances, report, *, dry_r
             per_address = (few - one) / (PROBE - 1)  # the call's fixed cost counted once
             fits = int((budget / GAS_MARGIN - (one - per_address)) / per_address)
             size = max(PROBE, min(size, fits))
+    size = -(-len(full) // -(-len(full) // size))  # as many batches, of even sizes
     start = 0
     while start < len(full):
         batch = _batch(full[start:start + size], balances, tokens)
