@@ -111,6 +111,16 @@ def _watcher_table(result):
     return lines + _target_lines(result["targets"])
 
 
+def collect_table(result):
+    lines = ["collect (gas per collected address; baseline: 21,000-gas top-up + one ERC-20 transfer out)",
+             f"    {'batch':>6}{'baseline':>10}{'factory':>10}{'no token':>10}{'ratio':>8}{'floor':>8}"]
+    for row in result["rows"]:
+        lines.append(f"    {row['batch']:>6}{row['baseline_gas_per_address']:>10.0f}"
+                     f"{row['factory_gas_per_address']:>10.0f}{row['no_token_gas_per_address']:>10.0f}"
+                     f"{row['ratio']:>8.3f}{row['floor_ratio']:>8.3f}")
+    return lines + _target_lines(result["targets"])
+
+
 def table(report):
     lines = []
     for result in report["scenarios"]:
@@ -119,7 +129,7 @@ def table(report):
         elif result.get("error"):
             lines.append(f"{result['scenario']}: ERROR: {result['error']}")
         else:
-            render = {"delivery": _delivery_table, "watcher": _watcher_table}.get(
+            render = {"delivery": _delivery_table, "watcher": _watcher_table, "collect": collect_table}.get(
                 result["scenario"], _preorder_table)
             lines += render(result)
         lines += [f"    FAILURE: {failure}" for failure in result.get("failures", [])]

@@ -18,12 +18,12 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as `python bench/run.py`: make the `bench` package importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import delivery, preorder, report, service, watcher, wrk  # noqa: E402
+from bench import collect, delivery, preorder, report, service, watcher, wrk  # noqa: E402
 
 # The storage floors are in the default run: the service's throughput targets are set against them.
 ALL = ("preorder", "preorder-floor", "preorder-9kb", "preorder-9kb-floor", "preorder-1m", "delivery", "watcher")
 # run only when named; the pg-* ones need Debian's postgresql (docs/storage.md)
-OPTIONAL = ("preorder-sync", "preorder-writer", "pg-preorder", "pg-sqlite", "pg-preorder-1m")
+OPTIONAL = ("preorder-sync", "preorder-writer", "pg-preorder", "pg-sqlite", "pg-preorder-1m", "collect")
 BASELINE_ONLY = ("preorder", "preorder-9kb", "delivery")  # watcher: its floor is in the scenario; preorder-1m needs the service's database
 
 
@@ -80,6 +80,8 @@ def run_scenario(name, opts, workdir):
             return delivery.run(opts, workdir)
         if name == "watcher":
             return watcher.run(opts, workdir)
+        if name == "collect":
+            return collect.run(opts, workdir)
         return preorder.run(name, opts, workdir)
     except NotImplementedError as seam:
         return {"scenario": name, "skipped": str(seam), "failures": []}
@@ -95,7 +97,7 @@ def failed(result, check_targets):
 
 def main(argv=None):
     opts = parse_args(argv)
-    if set(opts.scenarios) - {"watcher", "delivery"}:
+    if set(opts.scenarios) - {"watcher", "delivery", "collect"}:
         wrk.require_wrk()
     if not opts.only_baseline and not service.available():
         sys.exit("the service (wsgi.py, app/) is not in this checkout: use --only baseline")

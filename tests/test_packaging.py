@@ -54,6 +54,9 @@ assert web.test_cli_runner().invoke(args=["init-db"]).exit_code == 0
 client = web.test_client()
 for path in ("/healthz", "/payment-button/button.js", "/openapi.json", "/demo/webhooks"):
     assert client.get(path).status_code == 200, path
+from app.chain import forwarder  # the forwarder factory's committed build
+assert forwarder.BUILD.is_file() and forwarder.BUILD.is_relative_to(sys.argv[1]), forwarder.BUILD
+assert forwarder.is_factory(bytes.fromhex(forwarder._build()["ForwarderFactory"]["deployedBytecode"][2:]))
 print("ok")
 """
 
