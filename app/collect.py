@@ -58,10 +58,12 @@ class Report:
 
 
 def collect(db, network_id, key_file, *, merchant_id=None, dry_run=False, max_batch=MAX_BATCH,
-            extra_tokens=(), now, client_factory=rpc.Client, receipt_timeout=120) -> Report:
+            extra_tokens=(), now, client_factory=rpc.Client, receipt_timeout=120,
+            stopping=lambda: False) -> Report:
     """One collection run (see the module's docstring). SetupError for what the operator must fix
     before anything is read; otherwise a Report whose `error` says why the run stopped early, if it
-    did (exit status != 0): what it lists as moved did move."""
+    did (exit status != 0): what it lists as moved did move. `stopping()` true (SIGTERM): the
+    transaction in flight is awaited and recorded, no other is sent."""
     account = read_key_file(key_file)  # SignerError
     conn = db.connection()
     network = payment_rows.get_network(conn, network_id)
@@ -86,7 +88,7 @@ def collect(db, network_id, key_file, *, merchant_id=None, dry_run=False, max_ba
         full = [d for d in deposits if any(balances[d.address].values())]
         if full:
             _send_batches(db, sender, network, factory, full, balances, report, dry_run=dry_run,
-                          max_batch=max_batch, now=now, timeout=receipt_timeout)
+                          max_batch=max_batch, now=now, timeout=receipt_timeout, stopping=stopping)
     except ChainError as e:
         report.error = str(e)
     except rpc.RpcError as e:
@@ -169,7 +171,7 @@ def _estimate(sender, factory, batch, budget):
 
 
 def _send_batches(db, sender, network, factory, full, balances, report, *, dry_run, max_batch, now,
-                  timeout):
+                  timeout, stopping):
     tokens = sorted({t for b in balances.values() for t, a in b.items() if a and t != GAS_COIN})
     budget = int(sender.block_gas_limit() * BLOCK_SHARE)
     size = max(1, min(max_batch, len(full)))
@@ -183,6 +185,9 @@ def _send_batches(db, sender, network, factory, full, balances, report, *, dry_r
     size = -(-len(full) // -(-len(full) // size))  # as many batches, of even sizes
     start = 0
     while start < len(full):
+        if stopping():
+            raise ChainError(f"Stopped (SIGTERM) with {len(full) - start} address(es) not collected:"
+                             " run collect again for them.")
         batch = _batch(full[start:start + size], balances, tokens)
         gas = _estimate(sender, factory, batch, budget)
         if gas is None:

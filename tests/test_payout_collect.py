@@ -380,3 +380,42 @@ def test_batches_fit_in_half_a_block(shop, chain):
     assert len(sizes) == 2 and sum(sizes) == 24, sizes
     assert all(t["gasUsed"] <= 750_000 for t in report["transactions"])
     assert shop.token_balance(payout) == 24_000_000
+
+
+def test_sigterm_finishes_the_transaction_in_flight_and_sends_no_other(shop, chain, app):
+    payout = new_address("payout-term")
+    merchant = shop.merchant(payout)
+    addresses = []
+    for _ in range(3):
+        _, address = shop.order(merchant, 1)
+        chain.transfer(address, 1_000_000)
+        addresses.append(address)
+    database = app.config["DATABASE"]
+    chain.rpc("evm_setAutomine", False)
+    try:
+        proc = subprocess.Popen(
+            [str(BIN / "flask"), "--app", "app", "collect", NETWORK, "--key-file",
+             shop.keys["collector"], "--max-batch", "1"],
+            cwd=ROOT, env=service_env(database), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True)
+        try:
+            _wait(lambda: _collections(database) == [(1, "sent")])
+            proc.send_signal(signal.SIGTERM)
+            time.sleep(0.5)  # the signal is handled while the receipt is awaited
+            chain.rpc("evm_mine")
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    finally:
+        chain.rpc("evm_setAutomine", True)
+    assert proc.returncode == 1
+    assert err == ("Error: Stopped (SIGTERM) with 2 address(es) not collected: run collect again"
+                   " for them.\n")
+    assert "): succeeded, 1 address(es), " in out
+    assert _collections(database) == [(1, "succeeded")]
+    assert shop.token_balance(payout) == 1_000_000
+    shop.collect()
+    assert shop.token_balance(payout) == 3_000_000
+    assert all(shop.token_balance(a) == 0 for a in addresses)

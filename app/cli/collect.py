@@ -4,6 +4,8 @@
 Key files are read by the commands that send (deploy-factory, collect) and never printed.
 """
 import json
+import signal
+import threading
 from collections import defaultdict
 
 import click
@@ -90,9 +92,14 @@ def collect(network_id, key_file, merchant_id, dry_run, max_batch, extra_tokens,
     checked = []
     for token in extra_tokens:
         checked.append(_run(lambda db, t: payouts.check_address(t, "A --token"), token))
-    report = _run(collector.collect, network_id, key_file, merchant_id=merchant_id,
-                  dry_run=dry_run, max_batch=max_batch, extra_tokens=checked, now=now(),
-                  receipt_timeout=receipt_timeout)
+    stop = threading.Event()  # SIGTERM: the transaction in flight is awaited, no other is sent
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        report = _run(collector.collect, network_id, key_file, merchant_id=merchant_id,
+                      dry_run=dry_run, max_batch=max_batch, extra_tokens=checked, now=now(),
+                      receipt_timeout=receipt_timeout, stopping=stop.is_set)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     summary = _summary(report)
     if as_json:
         click.echo(json.dumps(summary))
