@@ -19,7 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from app.chain import forwarder, rpc
-from app.chain.signer import ChainError, Sender, read_key_file
+from app.chain.signer import GAS_MARGIN, ChainError, Sender, read_key_file
 from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
 from app.data.payouts import GAS_COIN, Collection, Item
@@ -30,7 +30,6 @@ TRANSFER_TOPIC = rpc.TRANSFER_TOPIC
 # A batch's transaction uses at most this share of the block gas limit: EIP-1559 aims blocks at half
 # the limit, and a transaction much larger than that waits for a block with room for it.
 BLOCK_SHARE = 0.5
-GAS_MARGIN = 1.2  # the gas limit sent: the estimate plus 20 %
 MAX_BATCH = 500  # deposit addresses per transaction, whatever the gas allows
 PROBE = 10  # addresses whose estimate sizes the first batch
 READ_BATCH = 100  # calls per JSON-RPC batch when reading balances

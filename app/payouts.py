@@ -5,7 +5,7 @@ is app/collect.py; the factory's contract and addresses are app/chain/forwarder.
 Decisions are in docs/payments.md ("Collecting the funds: the payout mode").
 """
 from app.chain import addresses, forwarder, rpc
-from app.chain.signer import ChainError, Sender, read_key_file
+from app.chain.signer import GAS_MARGIN, ChainError, Sender, read_key_file
 from app.data import merchants as merchant_rows
 from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
@@ -82,7 +82,7 @@ def deploy_factory(db, network_id, key_file, now, client_factory=rpc.Client):
     try:
         sender.check_chain()
         fees = sender.fees()
-        gas = int(sender.estimate(None, code) * 1.2)
+        gas = int(sender.estimate(None, code) * GAS_MARGIN)
         cost = gas * fees.max_fee_per_gas
         balance = sender.balance()
         if balance < cost:

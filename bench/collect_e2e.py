@@ -26,7 +26,6 @@ from pathlib import Path
 
 from app import create_app, payments, payouts, processes
 from app import merchants as merchant_service
-from app.chain import forwarder
 from app.db import get_db, init_db
 from bench.watcher import Node
 

@@ -3,7 +3,6 @@
 gas-coin transfers from funded dev accounts, `collect` and `collections list` through the CLI (and
 as a subprocess killed mid-way). Every amount is checked on the chain and in the records."""
 import json
-import os
 import signal
 import subprocess
 import time

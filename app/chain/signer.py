@@ -16,7 +16,7 @@ from app.chain import rpc
 
 KEY_PATTERN = re.compile(r"(?:0x)?([0-9a-fA-F]{64})")
 RECEIPT_TIMEOUT_SECONDS = 120
-GAS_MARGIN = 1.2  # the gas limit given: the node's estimate plus this much
+GAS_MARGIN = 1.2  # the gas limit sent: the node's estimate plus 20 % (state may change meanwhile)
 
 
 class SignerError(Exception):
@@ -42,7 +42,8 @@ def read_key_file(path):
         with open(path, encoding="ascii") as f:
             text = f.read(200).strip()
     except (OSError, UnicodeDecodeError) as e:
-        raise SignerError(f"Cannot read the key file {path}: {getattr(e, 'strerror', None) or 'not text'}.") from None
+        reason = getattr(e, "strerror", None) or "not text"
+        raise SignerError(f"Cannot read the key file {path}: {reason}.") from None
     match = KEY_PATTERN.fullmatch(text)
     if match is None:
         raise SignerError(f"The key file {path} must hold one hex private key (64 hex digits, with or"

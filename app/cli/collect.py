@@ -184,7 +184,8 @@ def _print_summary(s):
         click.echo(f"Nothing to collect on {s['networkId']}.")
     for m in s["merchants"]:
         for t in m["tokens"]:
-            amount = f"{t['amount']} {t['symbol']}" if t["symbol"] else f"{t['baseUnits']} base units of {t['token']}"
+            amount = (f"{t['amount']} {t['symbol']}" if t["symbol"]
+                      else f"{t['baseUnits']} base units of {t['token']}")
             click.echo(f"{verb} {amount} of {m['merchantId']} to {', '.join(m['payoutAddresses'])}"
                        f" from {len(t['addresses'])} address(es)"
                        + (f" in {', '.join(t['transactions'])}" if t["transactions"] else "") + ".")
@@ -195,7 +196,8 @@ def _print_summary(s):
         else:
             click.echo(f"Transaction {t['txHash']} (nonce {t['nonce']}"
                        + (", from an earlier run" if t["earlierRun"] else "") + f"): {t['status']}"
-                       + (f", {t['addresses']} address(es), {t['gasUsed']} gas" if t["gasUsed"] is not None else "")
+                       + (f", {t['addresses']} address(es), {t['gasUsed']} gas"
+                          if t["gasUsed"] is not None else "")
                        + (f" ({t['error']})" if t["error"] else "") + ".")
     if not s["dryRun"] and s["transactions"]:
         click.echo(f"Gas used: {s['gasUsed']}.")

@@ -247,10 +247,12 @@ def wallet_collect(process_id):
     _wallet()
     key_file = current_app.config.get("DEMO_COLLECT_KEY_FILE")
     if not key_file:
-        raise ApiError(404, "not_found", "Collecting is off: set DEMO_COLLECT_KEY_FILE (make demo-live does).")
+        raise ApiError(404, "not_found",
+                       "Collecting is off: set DEMO_COLLECT_KEY_FILE (make demo-live does).")
     view = _demo_payment(process_id)
     if view is None or view.payment.payout_address is None:
-        raise ApiError(409, "invalid_state", "This order's payment is not in the payout mode: nothing to collect.")
+        raise ApiError(409, "invalid_state",
+                       "This order's payment is not in the payout mode: nothing to collect.")
     p = view.payment
     try:
         report = collect.collect(get_db(), p.network_id, key_file, merchant_id=p.merchant_id, now=now())
