@@ -139,3 +139,61 @@ def test_deploy_factory_and_collect_refuse_a_bad_key_file_without_quoting_it(run
     zero = runner.invoke(args=["collect", "local", "--key-file", str(path)])
     assert zero.output == (f"Error: The key file {path} does not hold a valid secp256k1 private"
                            " key.\n")
+
+
+def test_version_4_keeps_every_payment_and_earlier_choice_and_their_constraints(make_database,
+                                                                                clock):
+    """A database at version 2 holding an xpub-mode payment with an earlier choice and a transfer:
+    init-db applies version 4 (on SQLite by rebuilding `payments` and `payment_choices`); every row
+    is kept, the payment is in the xpub mode, and the foreign keys and the mode's CHECK hold."""
+    from app import create_app
+    from app.data import schema as schema_rows
+    from app.db import init_db, is_postgres_url
+
+    database = make_database("v2")
+    kind = "postgresql" if is_postgres_url(database) else "sqlite"
+    conn = dbutil.open_connection(database)
+    try:
+        for number, filename, sql in schema_rows.migrations(kind)[:2]:
+            (conn.execute if kind == "postgresql" else conn.executescript)(sql)
+        conn.execute("CREATE TABLE schema_version (version BIGINT PRIMARY KEY, name TEXT NOT NULL,"
+                     " applied_at BIGINT NOT NULL)")
+        conn.execute("INSERT INTO schema_version VALUES (1, '0001_initial.sql', 0),"
+                     " (2, '0002_payment_choices.sql', 0)")
+        conn.execute("INSERT INTO merchants (id, name, livemode, public_key, webhook_secret,"
+                     " created_at) VALUES ('mer_1', 'Shop', 0, 'pk_test_1', 'whsec_x', 0)")
+        conn.execute("INSERT INTO processes (id, merchant_id, status, amount, metadata, livemode,"
+                     " created_at, updated_at, expires_at) VALUES ('p-1', 'mer_1', 'pending', '5',"
+                     " '{}', 0, 0, 0, 1800)")
+        conn.execute("INSERT INTO networks (id, name, chain_id, rpc_url, confirmations, start_block,"
+                     " scanned_block, head_block, created_at) VALUES ('local', 'L', 31337,"
+                     " 'http://127.0.0.1:1', 1, 1, 0, 0, 0)")
+        conn.execute("INSERT INTO payments (process_id, merchant_id, address_index, address,"
+                     " asset_id, network_id, chain_id, token_contract, decimals, amount_due,"
+                     " created_at, updated_at) VALUES ('p-1', 'mer_1', 7, ?, 'usdc', 'local', 31337,"
+                     " ?, 6, '5000000', 0, 1)", (PAYOUT, FACTORY))
+        conn.execute("INSERT INTO payment_choices VALUES ('p-1', 'local', ?, 18, 1)", (OTHER,))
+        conn.execute("INSERT INTO transfers VALUES (31337, '0xaa', 0, 'local', 'p-1', ?, '0xbb',"
+                     " '5000000', 5, '0xcc', 10, 'confirmed', 10, 10)", (FACTORY,))
+    finally:
+        conn.close()
+    app = create_app({"TESTING": True, "DATABASE": database, "CLOCK": clock})
+    with app.app_context():
+        before, after = init_db()
+    app.extensions["db"].close_all()
+    assert (before, after) == (2, schema_rows.latest_version(kind))
+    assert dbutil.query(database, "SELECT process_id, address_index, address, amount_due,"
+                                  " updated_at, mode, payout_address, factory FROM payments") == [
+        ("p-1", 7, PAYOUT, "5000000", 1, "xpub", None, None)]
+    assert dbutil.query(database, "SELECT * FROM payment_choices") == [("p-1", "local", OTHER, 18, 1)]
+    assert dbutil.query(database, "SELECT count(*) FROM transfers") == [(1,)]
+    for bad in ("INSERT INTO payment_choices VALUES ('nope', 'local', '0x1', 6, 1)",  # foreign key
+                "UPDATE payments SET mode = 'payout'",  # a payout-mode payment needs its payout
+                "UPDATE payments SET address_index = NULL"):  # an xpub-mode one its index
+        with dbutil.connect(database) as conn:
+            if kind == "sqlite":
+                conn.execute("PRAGMA foreign_keys = ON")  # as the service's connections have it
+                assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+            with pytest.raises(Exception) as refused:
+                conn.execute(bad)
+        assert "constraint" in str(refused.value).lower()
