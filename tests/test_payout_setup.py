@@ -141,11 +141,13 @@ def test_deploy_factory_and_collect_refuse_a_bad_key_file_without_quoting_it(run
                            " key.\n")
 
 
+@pytest.mark.parametrize("later", [False, True])
 def test_version_4_keeps_every_payment_and_earlier_choice_and_their_constraints(make_database,
-                                                                                clock):
+                                                                                clock, later):
     """A database at version 2 holding an xpub-mode payment with an earlier choice and a transfer:
     init-db applies version 4 (on SQLite by rebuilding `payments` and `payment_choices`); every row
-    is kept, the payment is in the xpub mode, and the foreign keys and the mode's CHECK hold."""
+    is kept, the payment is in the xpub mode, and the foreign keys and the mode's CHECK hold.
+    `later`: the database also has a version numbered after 4 (merged before it): 4 is applied."""
     from app import create_app
     from app.data import schema as schema_rows
     from app.db import init_db, is_postgres_url
@@ -160,6 +162,8 @@ def test_version_4_keeps_every_payment_and_earlier_choice_and_their_constraints(
                      " applied_at BIGINT NOT NULL)")
         conn.execute("INSERT INTO schema_version VALUES (1, '0001_initial.sql', 0),"
                      " (2, '0002_payment_choices.sql', 0)")
+        if later:
+            conn.execute("INSERT INTO schema_version VALUES (99, '0099_later.sql', 0)")
         conn.execute("INSERT INTO merchants (id, name, livemode, public_key, webhook_secret,"
                      " created_at) VALUES ('mer_1', 'Shop', 0, 'pk_test_1', 'whsec_x', 0)")
         conn.execute("INSERT INTO processes (id, merchant_id, status, amount, metadata, livemode,"
@@ -181,7 +185,8 @@ def test_version_4_keeps_every_payment_and_earlier_choice_and_their_constraints(
     with app.app_context():
         before, after = init_db()
     app.extensions["db"].close_all()
-    assert (before, after) == (2, schema_rows.latest_version(kind))
+    assert (before, after) == (99, 99) if later else (2, schema_rows.latest_version(kind))
+    assert (4, "0004_payouts.sql") in dbutil.query(database, "SELECT version, name FROM schema_version")
     assert dbutil.query(database, "SELECT process_id, address_index, address, amount_due,"
                                   " updated_at, mode, payout_address, factory FROM payments") == [
         ("p-1", 7, PAYOUT, "5000000", 1, "xpub", None, None)]
