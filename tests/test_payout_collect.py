@@ -418,3 +418,28 @@ def test_sigterm_finishes_the_transaction_in_flight_and_sends_no_other(shop, cha
     shop.collect()
     assert shop.token_balance(payout) == 3_000_000
     assert all(shop.token_balance(a) == 0 for a in addresses)
+
+
+def test_a_token_that_is_no_asset_is_collected_when_named(shop, chain, runner):
+    payout = new_address("payout-other-token")
+    merchant = shop.merchant(payout)
+    _, address = shop.order(merchant, 1)
+    other = chain.deploy_token()
+    chain.transfer(address, 5, token=other)  # sent by mistake: not an asset of the network
+    assert shop.collect().output == f"Nothing to collect on {NETWORK}.\n"
+    report = shop.collect_json("--token", other)
+    assert [(t["token"], t["symbol"], t["amount"], t["baseUnits"])
+            for t in report["merchants"][0]["tokens"]] == [(to_checksum_address(other), None, None, "5")]
+    assert shop.token_balance(payout, other) == 5 and shop.token_balance(address, other) == 0
+    bad = runner.invoke(args=["collect", NETWORK, "--key-file", shop.keys["collector"], "--token", "0x12"])
+    assert (bad.exit_code, bad.output) == (1, "Error: A --token must be 0x followed by 40 hexadecimal"
+                                              " digits.\n")
+
+
+def test_deploy_factory_with_a_key_without_gas(shop, runner, app):
+    dbutil.execute(app.config["DATABASE"], "DELETE FROM network_factories")
+    broke = runner.invoke(args=["networks", "deploy-factory", NETWORK, "--key-file", shop.keys["empty"]])
+    assert broke.exit_code == 1
+    assert broke.output.startswith("Error: The key's account 0x") and "holds 0 wei; deploying the" in broke.output
+    assert broke.output.endswith(" gas): fund it first.\n") and EMPTY_KEY[2:] not in broke.output
+    assert dbutil.query(app.config["DATABASE"], "SELECT count(*) FROM network_factories") == [(0,)]
