@@ -446,3 +446,14 @@ def test_no_refund_without_confirmed_money(console, api):
         "csrf_token": csrf_of(page.text), "amount": "1", "address": "0x" + "ab" * 20})
     assert posted.status_code == 409 and "has no confirmed payment to refund." in posted.text
     assert console.get(f"/dashboard/processes/{pid}/refunds/rf_{'0' * 32}").status_code == 404
+
+
+def test_payouts_page_without_a_payout_address_or_wallet(console, merchant, runner):
+    page = console.get("/dashboard/payouts")
+    assert page.status_code == 200 and "No payout address and no wallet is registered yet" in page.text
+    assert f"merchants set-payout {merchant['merchantId']} ADDRESS" in page.text
+    result = runner.invoke(args=["merchants", "set-payout", merchant["merchantId"], "0x" + "ab" * 20])
+    assert result.exit_code == 0, result.output
+    page = console.get("/dashboard/payouts")
+    assert "0xABaBaBaBABabABabAbAbABAbABabababaBaBABaB" in page.text  # EIP-55 form
+    assert 'class="panel network"' not in page.text  # no network has a forwarder factory

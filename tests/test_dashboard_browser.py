@@ -348,3 +348,55 @@ def test_roll_the_secret_key_in_the_browser(page, live_server, shop, screenshot)
     page.get_by_role("link", name="Keys").click()  # the same page, read again: the key is gone
     expect(page.locator("#new-secret-value")).to_have_count(0)
     assert key not in page.content()
+
+
+OPERATOR_KEY = "0xde9be858da4a475276426320d5e9262ecfc3ba460bfac56360bfa6c4c28b4ee0"  # Hardhat dev #18
+
+
+def test_collect_with_the_browser_wallet(page, live_server, app, runner, chain, clock, make_merchant,
+                                         tmp_path, screenshot):
+    from app.chain.addresses import keccak256, to_checksum_address
+    from chain_shop import NETWORK, cli
+
+    key_file = tmp_path / "operator.key"
+    key_file.write_text(OPERATOR_KEY + "\n")
+    key_file.chmod(0o600)
+    add_network(runner, chain)
+    cli(runner, "networks", "deploy-factory", NETWORK, "--key-file", str(key_file))
+    payout = to_checksum_address("0x" + keccak256(b"console payout wallet")[-20:].hex())
+    merchant = make_merchant()
+    cli(runner, "merchants", "set-payout", merchant["merchantId"], payout)
+    add_user(live_server, "owner@shop.example", merchant["merchantId"])
+    client = app.test_client()
+    deposits = []
+    for amount in (19.99, 5):
+        clock.now = chain.timestamp()
+        pid = Api(client, merchant["secretKey"]).preorder({"amount": amount}).get_json()["processId"]
+        confirmed = client.post(f"/payment-button/process/{pid}/confirm", content_type="application/json",
+                                data=json.dumps({"assetId": "tusd", "networkId": NETWORK}),
+                                headers={"x-public-key": merchant["publicKey"]})
+        deposits.append(confirmed.get_json()["payment"]["address"])
+    chain.transfer(deposits[0], 19_990_000)
+    chain.transfer(deposits[1], 5_000_000)
+
+    def token_balance(holder):
+        data = "0x70a08231" + holder[2:].lower().rjust(64, "0")
+        return int(chain.rpc("eth_call", {"to": chain.token, "data": data}, "latest"), 16)
+
+    sent = inject_wallet(page, chain)
+    log_in(page, live_server, "owner@shop.example")
+    page.get_by_role("link", name="Payouts").click()
+    expect(page.locator("#payout-address")).to_have_text(payout)
+    network = page.locator(f"#network-{NETWORK}")
+    expect(network).to_contain_text("Waiting in 2 deposit address(es):")
+    expect(network.locator("ul.waiting li")).to_have_text(["24.99 TUSD"])
+    expect(network).to_contain_text(f"flask --app app collect {NETWORK} --key-file PATH --merchant {merchant['merchantId']}")
+    screenshot(page, "console-payouts", full_page=True)
+
+    network.get_by_role("button", name="Collect with my wallet").click()
+    expect(network.locator(f"#collect-result-{NETWORK}")).to_contain_text("Sent: transaction 0x")
+    (tx,) = sent
+    assert tx["from"] == chain.accounts[0]  # the merchant's wallet pays the gas
+    assert token_balance(payout) == 24_990_000 and token_balance(deposits[0]) == token_balance(deposits[1]) == 0
+    page.reload()
+    expect(page.locator(f"#network-{NETWORK}")).to_contain_text("Nothing waits to be collected.")

@@ -11,6 +11,7 @@
   GET  /dashboard/webhooks                  the URL, a test event, the failing deliveries
   POST /dashboard/webhooks/url, /test, /replay-failed
   GET  /dashboard/keys                      keys; POST /dashboard/keys/roll, /roll-webhook-secret
+  GET  /dashboard/payouts                   payout address, what waits per network, collecting it
 """
 import csv
 import io
@@ -20,13 +21,15 @@ from datetime import datetime, timezone
 from flask import (Blueprint, Response, current_app, g, redirect, render_template, request, send_file,
                    stream_with_context, url_for)
 
-from app import events, merchants, payments, processes, refunds
+from app import collect, events, merchants, payments, processes, refunds
+from app.chain import rpc
 from app.chain.rpc import transfer_calldata
 from app.clock import now
 from app.dashboard import accounts, security
 from app.dashboard.security import PageError, login_required, not_found, owner_required
 from app.data import merchants as merchant_rows
 from app.data import payments as payment_rows
+from app.data import payouts as payout_rows
 from app.data import processes as process_rows
 from app.db import get_db
 from app.http import parse_process_id
@@ -450,6 +453,47 @@ def roll_webhook_secret():
         "title": "New webhook signing secret", "value": secret,
         "note": f"Put it in your webhook receiver now: it is shown this once. Deliveries carry a signature"
                 f" with the previous secret too {until}."})
+
+
+# --- Payouts ---------------------------------------------------------------------------------------
+
+GAS_COIN_DECIMALS = 18  # every EVM chain's gas coin (ETH, POL, ...)
+
+
+def _network_payouts(network, assets):
+    """What waits on one network for this merchant: a dict for the template."""
+    found = {"id": network.id, "name": network.name, "chain_id": network.chain_id, "error": None,
+             "waiting": [], "addresses": 0}
+    try:
+        held = collect.waiting(get_db(), network.id, g.merchant.id)
+    except rpc.RpcError:
+        found["error"] = "The network's node does not answer now, so what waits cannot be read: try again later."
+        return found
+    for asset in assets:
+        if held.totals.get(asset.contract):
+            found["waiting"].append((format_units(held.totals[asset.contract], asset.decimals), asset.symbol))
+    if held.totals.get(payout_rows.GAS_COIN):
+        found["waiting"].append((format_units(held.totals[payout_rows.GAS_COIN], GAS_COIN_DECIMALS),
+                                 "of the network's gas coin"))
+    found.update(factory=held.factory, addresses=len(held.deposits), calldata=held.calldata,
+                 batch=held.batch, capped=held.batch < len(held.deposits))
+    return found
+
+
+@bp.get("/payouts")
+@login_required
+def payouts_page():
+    conn = get_db().connection()
+    payout = payout_rows.get_payout(conn, g.merchant.id)
+    with_factory = payout_rows.networks_with_factory(conn)
+    assets = payment_rows.list_assets(conn)
+    networks = [
+        _network_payouts(n, [a for a in assets if a.network_id == n.id])
+        for n in payment_rows.list_networks(conn)
+        if n.id in with_factory and n.disabled_at is None and n.is_test != g.merchant.livemode
+    ] if payout else []
+    return render_template("dashboard/payouts.html", payout=payout, networks=networks,
+                           has_xpub=payment_rows.get_wallet(conn, g.merchant.id) is not None)
 
 
 # --- Webhooks --------------------------------------------------------------------------------------
