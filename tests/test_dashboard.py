@@ -275,6 +275,9 @@ def test_search_by_metadata_value_or_process_id(console, api, clock):
     assert listed(console.get("/dashboard/?q=%20buyer1@example.COM%20").text) == [ids[3], ids[1]]
     assert listed(console.get("/dashboard/?q=deep").text) == []  # top-level values only
     assert listed(console.get(f"/dashboard/?q={ids[0].upper()}").text) == [ids[0]]
+    customer_ref = "0f8fad5b-d9cb-469f-a165-70867728950e"  # a merchant's own UUID in its metadata
+    tagged = api.preorder({"amount": 1, "metadata": {"cartId": customer_ref}}).get_json()["processId"]
+    assert listed(console.get(f"/dashboard/?q={customer_ref}").text) == [tagged]
     assert listed(console.get("/dashboard/?q=A-2&status=cancelled").text) == []
     api.cancel(ids[2])
     assert listed(console.get("/dashboard/?q=A-2&status=cancelled").text) == [ids[2]]

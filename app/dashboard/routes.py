@@ -151,11 +151,10 @@ def _filters():
     elif form["mode"] and (form["mode"] == "live") != g.merchant.livemode:
         found = None  # a merchant's processes all have its mode
     if found is not None and form["q"]:
+        found["value"] = process_rows.search_value(form["q"])
         process_id = parse_process_id(form["q"])
-        if process_id is not None:
+        if process_id is not None:  # a process id, else a metadata value that looks like one
             found["process_id"] = process_id
-        else:
-            found["value"] = process_rows.search_value(form["q"])
     return found, form, errors
 
 
@@ -165,12 +164,13 @@ def _page(found, *, limit, before=None):
         return [], False
     found = dict(found)
     process_id = found.pop("process_id", None)
-    if process_id is not None:  # a process id: that one process, if it is this merchant's
+    if process_id is not None:  # that one process, if it is this merchant's
         try:
             process = processes.get(get_db(), g.merchant.id, process_id)
         except processes.ProcessNotFound:
-            return [], False
-        return [process] if _matches(process, found) else [], False
+            pass
+        else:
+            return [process] if _matches(process, found) else [], False
     before_seq = None
     if before:
         anchor = parse_process_id(before)
