@@ -138,7 +138,8 @@ def main(argv=None):
         sides = {"small": make_database(folder, args.small, now), "large": make_database(folder, args.processes, now)}
         timings = pages(sides, args.requests)
         result = {"processes": {"small": args.small, "large": args.processes}, "pages": {}, "csv": {}}
-        print(f"\n{'page':<22} {'small p50':>10} {'small p95':>10} {'large p50':>10} {'large p95':>10} {'p95 ratio':>10}")
+        heads = ("small p50", "small p95", "large p50", "large p95", "p95 ratio")
+        print(f"\n{'page':<22} " + " ".join(f"{h:>10}" for h in heads))
         for kind, by_side in timings.items():
             s50, s95 = p(by_side["small"], 50) * 1000, p(by_side["small"], 95) * 1000
             l50, l95 = p(by_side["large"], 50) * 1000, p(by_side["large"], 95) * 1000

@@ -390,7 +390,8 @@ def test_collect_with_the_browser_wallet(page, live_server, app, runner, chain, 
     network = page.locator(f"#network-{NETWORK}")
     expect(network).to_contain_text("Waiting in 2 deposit address(es):")
     expect(network.locator("ul.waiting li")).to_have_text(["24.99 TUSD"])
-    expect(network).to_contain_text(f"flask --app app collect {NETWORK} --key-file PATH --merchant {merchant['merchantId']}")
+    expect(network).to_contain_text(
+        f"flask --app app collect {NETWORK} --key-file PATH --merchant {merchant['merchantId']}")
     screenshot(page, "console-payouts", full_page=True)
 
     network.get_by_role("button", name="Collect with my wallet").click()
