@@ -214,6 +214,9 @@ def test_a_viewer_sees_no_buttons_and_a_forged_post_is_refused(client, make_user
     assert api.get(pid).get_json()["status"] == "pending"
     webhooks = client.get("/dashboard/webhooks")
     assert "Send test event" not in webhooks.text and "Save URL" not in webhooks.text
+    assert client.get(f"/dashboard/processes/{pid}/refund").status_code == 403
+    for path in ("/webhooks/test", "/webhooks/replay-failed", "/webhooks/url", f"/processes/{pid}/refund"):
+        assert client.post("/dashboard" + path, data={"csrf_token": token}).status_code == 403, path
 
 
 def test_another_merchants_process_is_the_console_404_page(console, make_shop):
