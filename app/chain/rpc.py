@@ -8,8 +8,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-CONNECT_TIMEOUT_SECONDS = 5
-READ_TIMEOUT_SECONDS = 20
+from app.config import DEFAULTS
 
 
 class RpcError(Exception):
@@ -27,13 +26,24 @@ def redacted(url: str) -> str:
     return f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")
 
 
+def _timeouts(config):
+    """(connect, read) seconds: the CHAIN_RPC_* settings."""
+    return (float(config["CHAIN_RPC_CONNECT_TIMEOUT_SECONDS"]),
+            float(config["CHAIN_RPC_READ_TIMEOUT_SECONDS"]))
+
+
 class Client:
-    def __init__(self, url, *, session=None, timeout=(CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS)):
+    def __init__(self, url, *, session=None, timeout=_timeouts(DEFAULTS)):
         self.url = url
         self.session = session or requests.Session()
         self.timeout = timeout
         self._next_id = 0
         self.calls = Counter()  # method -> calls made, for the watcher's summary line
+
+    @classmethod
+    def from_config(cls, url, config):
+        """A client with the app's CHAIN_RPC_* timeouts."""
+        return cls(url, timeout=_timeouts(config))
 
     def call(self, method, params=()):
         """One JSON-RPC call; its `result`, or RpcError."""

@@ -54,6 +54,7 @@ from dataclasses import replace
 
 from app.chain import refunds
 from app.chain.rpc import Client, RpcError, redacted
+from app.config import DEFAULTS
 from app.data import payments as payment_rows
 from app.data import processes as process_rows
 from app.data import transfers as transfer_rows
@@ -90,12 +91,12 @@ class _LostRace(Exception):
 class Watcher:
     def __init__(self, db, *, clock, monitoring_seconds=86_400, poll_interval=5.0,
                  max_range=MAX_RANGE, max_addresses=MAX_ADDRESSES, backoff_base=1.0,
-                 backoff_max=60.0, timeout=None):
+                 backoff_max=60.0, config=DEFAULTS):
         self.db, self.clock = db, clock
         self.monitoring_seconds = monitoring_seconds
         self.poll_interval, self.max_range, self.max_addresses = poll_interval, max_range, max_addresses
         self.backoff_base, self.backoff_max = backoff_base, backoff_max
-        self.timeout = timeout
+        self.config = config  # the CHAIN_RPC_* timeouts
         self.stopping = False
         self._wake = threading.Event()
         self._clients = {}
@@ -105,11 +106,8 @@ class Watcher:
     @classmethod
     def from_app(cls, app, **options):
         config = app.config
-        timeout = (float(config["CHAIN_RPC_CONNECT_TIMEOUT_SECONDS"]),
-                   float(config["CHAIN_RPC_READ_TIMEOUT_SECONDS"]))
         return cls(app.extensions["db"], clock=config["CLOCK"],
-                   monitoring_seconds=config["PAYMENT_MONITORING_SECONDS"], timeout=timeout,
-                   **options)
+                   monitoring_seconds=config["PAYMENT_MONITORING_SECONDS"], config=config, **options)
 
     # --- the loops -------------------------------------------------------------------------------
 
@@ -214,8 +212,7 @@ class Watcher:
     def _client(self, network):
         client = self._clients.get(network.rpc_url)
         if client is None:
-            options = {"timeout": self.timeout} if self.timeout else {}
-            client = self._clients[network.rpc_url] = Client(network.rpc_url, **options)
+            client = self._clients[network.rpc_url] = Client.from_config(network.rpc_url, self.config)
         return client
 
     def poll_network(self, network_id):
@@ -368,7 +365,7 @@ class Watcher:
         transfers = [Transfer(
             chain_id=network.chain_id, tx_hash=entry.tx_hash, log_index=entry.log_index,
             network_id=network.id, process_id=match.process_id, token_contract=entry.token,
-            from_address=entry.from_address, amount=str(entry.amount),
+            from_address=entry.from_address, amount=entry.amount,
             block_number=entry.block_number, block_hash=entry.block_hash,
             block_timestamp=(headers[entry.block_number].timestamp
                              if entry.block_number in headers else tip.timestamp),
@@ -544,4 +541,4 @@ def _in_time(process, transfers):
 
 
 def _paid(transfers) -> int:
-    return sum(int(t.amount) for t in transfers)
+    return sum(t.amount for t in transfers)
