@@ -59,7 +59,7 @@ from app.data import payments as payment_rows
 from app.data import processes as process_rows
 from app.data import transfers as transfer_rows
 from app.events import emit
-from app.models import Transfer
+from app.models import PaymentView, Transfer
 
 log = logging.getLogger(__name__)
 
@@ -362,6 +362,8 @@ class Watcher:
         for block in previous:
             if again[block.number] is None or again[block.number].hash != block.hash:
                 raise ChainMoved(f"block {block.number} was replaced: reorganisation")
+        # Built `confirmed` when deep enough (a catch-up's usual case), made `seen` below otherwise.
+        deep_enough = head - network.confirmations + 1
         transfers = [Transfer(
             chain_id=network.chain_id, tx_hash=entry.tx_hash, log_index=entry.log_index,
             network_id=network.id, process_id=match.process_id, token_contract=entry.token,
@@ -369,17 +371,17 @@ class Watcher:
             block_number=entry.block_number, block_hash=entry.block_hash,
             block_timestamp=(headers[entry.block_number].timestamp
                              if entry.block_number in headers else tip.timestamp),
-            status="seen", seen_at=now, confirmed_at=None,
+            status="confirmed" if entry.block_number <= deep_enough else "seen", seen_at=now,
+            confirmed_at=now if entry.block_number <= deep_enough else None,
         ) for entry, match in logs]
-        deep_enough = head - network.confirmations + 1
         try:
             with self.db.transaction() as conn:
                 completing = self._completing(conn, transfers, deep_enough)
                 confirmed = defaultdict(list)
                 for transfer in transfers:
                     deep = transfer.block_number <= deep_enough
-                    if deep and transfer.process_id in completing:
-                        transfer = replace(transfer, status="confirmed", confirmed_at=now)
+                    if deep and transfer.process_id not in completing:
+                        transfer = replace(transfer, status="seen", confirmed_at=None)
                     recorded = transfer_rows.record(conn, transfer)
                     if recorded and transfer.status == "confirmed":
                         confirmed[transfer.process_id].append(transfer)
@@ -524,8 +526,8 @@ def _outcomes(outcomes):
 
 def _with(view, transfers):
     """The view with `transfers` added, in the order views_of gives (block, then log index)."""
-    return replace(view, transfers=tuple(sorted(view.transfers + tuple(transfers),
-                                                key=lambda t: (t.block_number, t.log_index))))
+    return PaymentView(view.payment, tuple(sorted(view.transfers + tuple(transfers),
+                                                  key=lambda t: (t.block_number, t.log_index))))
 
 
 def _on_choice(payment, transfer) -> bool:
