@@ -141,14 +141,14 @@ class Client:
         return _parse_header(self.call("eth_getBlockByNumber", [hex(number), False]),
                              "eth_getBlockByNumber")
 
-    def transfer_logs(self, from_block, to_block, tokens, recipients) -> list:
-        """Transfer logs of `tokens` to `recipients` in [from_block, to_block], in as many
-        eth_getLogs calls as needed: a range the node refuses as too large (or whose result is)
-        is split in halves, down to single blocks."""
+    def transfer_logs(self, from_block, to_block, tokens, recipients, split=True) -> list:
+        """Transfer logs of `tokens` to `recipients` (None: to anyone) in [from_block, to_block],
+        in as many eth_getLogs calls as needed: a range the node refuses as too large (or whose
+        result is) is split in halves, down to single blocks (`split`; else the error is raised)."""
         try:
             return get_logs(self, from_block, to_block, tokens, recipients)
         except RpcError as e:
-            if from_block == to_block or not is_too_large(e):
+            if not split or from_block == to_block or not is_too_large(e):
                 raise
         middle = (from_block + to_block) // 2
         return (self.transfer_logs(from_block, middle, tokens, recipients)
@@ -274,12 +274,12 @@ def _parse_log(value) -> Log | None:
 
 
 def get_logs(client, from_block, to_block, tokens, recipients) -> list[Log]:
-    """One eth_getLogs call: Transfer logs of `tokens` to `recipients` in the range."""
+    """One eth_getLogs call: Transfer logs of `tokens` to `recipients` (None: anyone) in the range."""
+    topics = [TRANSFER_TOPIC] if recipients is None else [
+        TRANSFER_TOPIC, None, [topic_of(a) for a in recipients]]
     result = client.call("eth_getLogs", [{
-        "fromBlock": hex(from_block),
-        "toBlock": hex(to_block),
-        "address": list(tokens),
-        "topics": [TRANSFER_TOPIC, None, [topic_of(a) for a in recipients]],
+        "fromBlock": hex(from_block), "toBlock": hex(to_block), "address": list(tokens),
+        "topics": topics,
     }])
     if not isinstance(result, list):
         raise RpcError("eth_getLogs: the result is not a list")

@@ -53,7 +53,7 @@ from collections import Counter, defaultdict
 from dataclasses import replace
 
 from app.chain import refunds
-from app.chain.rpc import Client, RpcError, redacted
+from app.chain.rpc import Client, RpcError, is_too_large, redacted
 from app.config import DEFAULTS
 from app.data import payments as payment_rows
 from app.data import processes as process_rows
@@ -67,6 +67,7 @@ MAX_RANGE = 2_000  # blocks per eth_getLogs: providers refuse wider ranges (ofte
 MAX_ADDRESSES = 500  # deposit addresses per eth_getLogs (topic OR-list)
 KEEP_BLOCKS = 64  # block hashes kept below the unconfirmed window, to find a fork point
 CONFIRM_BATCH = 200  # processes settled per transaction (each with its event)
+LOCAL_FILTER_MAX = 10_000  # a range's token logs filtered here; more: ask by address chunks
 
 
 def _summary(error) -> str:
@@ -102,6 +103,7 @@ class Watcher:
         self._clients = {}
         self._failures = defaultdict(int)  # network id -> consecutive failed polls
         self._next_poll = {}  # network id -> time.monotonic() of its next poll
+        self._busy = set()  # networks whose token logs are too many to filter here
 
     @classmethod
     def from_app(cls, app, **options):
@@ -230,16 +232,17 @@ class Watcher:
             with self.db.transaction() as conn:
                 transfer_rows.set_head(conn, network.id, head)
         self._check_reorg(client, network, head)
-        # Read once for every step of the poll: an address handed out after this read is paid in a
-        # block after `head` (read before it), which the next poll scans.
-        watched = transfer_rows.watched_addresses(
-            self.db.connection(), network.id, int(self.clock()) - self.monitoring_seconds,
-            livemode=not network.is_test)
-        scanned = False
+        watched, scanned = None, False
         while not self.stopping:
             network = transfer_rows.network(self.db.connection(), network_id)
             if network.scanned_block >= head:
                 break
+            if watched is None:  # once a poll, and only when there are blocks to scan: an address
+                # handed out after this read is paid in a block after `head` (read before it),
+                # which the next poll scans
+                watched = _Watched(transfer_rows.watched_addresses(
+                    self.db.connection(), network.id, int(self.clock()) - self.monitoring_seconds,
+                    livemode=not network.is_test))
             self._scan_step(client, network, head, watched)
             scanned = True
         self._confirm(client, network, head)
@@ -325,16 +328,10 @@ class Watcher:
         if tip is None:
             raise ChainMoved(f"block {last} is gone")
         logs = []
-        if watched:
-            by_key = {(w.token_contract, w.address): w for w in watched}
-            tokens = sorted({w.token_contract for w in watched})
-            recipients = sorted({w.address for w in watched})
-            for i in range(0, len(recipients), self.max_addresses):
-                chunk = recipients[i:i + self.max_addresses]
-                for entry in client.transfer_logs(first, last, tokens, chunk):
-                    match = by_key.get((entry.token, entry.to_address))
-                    if match is not None:  # another token to the address does not pay this process
-                        logs.append((entry, match))
+        for entry in self._transfer_logs(client, network, first, last, watched):
+            match = watched.by_key.get((entry.token, entry.to_address))
+            if match is not None:  # another token to the address does not pay this process
+                logs.append((entry, match))
         # A transfer's block is at or below the step's last one, so its timestamp is at most the
         # last block's: when that is not after the process's expiry, the transfer is in time and
         # its block need not be read (the last block's timestamp is kept as its upper bound). The
@@ -400,6 +397,30 @@ class Watcher:
             settled = f"; settled {_outcomes(outcomes)}" if outcomes else ""
             log.info("watch %s: blocks %d-%d: %d transfers%s", network.id, first, last, len(logs),
                      settled)
+
+    def _transfer_logs(self, client, network, first, last, watched):
+        """The watched tokens' Transfer logs in the range that may pay a watched address. When the
+        addresses take more than one eth_getLogs call, one call for all the tokens' transfers,
+        filtered here, is tried first; a token busy enough that the node refuses it, or that
+        returns more than LOCAL_FILTER_MAX logs, is asked by address chunks from then on."""
+        if not watched.recipients:
+            return []
+        chunks = [watched.recipients[i:i + self.max_addresses]
+                  for i in range(0, len(watched.recipients), self.max_addresses)]
+        if len(chunks) > 1 and network.id not in self._busy:
+            try:
+                logs = client.transfer_logs(first, last, watched.tokens, None, split=False)
+            except RpcError as e:
+                if not is_too_large(e):
+                    raise
+                logs = None
+            if logs is None or len(logs) > LOCAL_FILTER_MAX:
+                log.info("watch %s: busy token: reading by deposit address", network.id)
+                self._busy.add(network.id)
+            if logs is not None:
+                return logs
+        return [entry for chunk in chunks
+                for entry in client.transfer_logs(first, last, watched.tokens, chunk)]
 
     def _confirm(self, client, network, head):
         deep_enough = head - network.confirmations + 1
@@ -516,6 +537,15 @@ class Watcher:
                 event = "payment.partial"
         emit(conn, event, process, now, payment=view)
         return event
+
+
+class _Watched:
+    """A poll's watched addresses and the lookup tables its steps use, built once."""
+
+    def __init__(self, rows):
+        self.by_key = {(w.token_contract, w.address): w for w in rows}
+        self.tokens = sorted({w.token_contract for w in rows})
+        self.recipients = sorted({w.address for w in rows})
 
 
 def _outcomes(outcomes):

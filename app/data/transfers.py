@@ -74,13 +74,14 @@ def watched_addresses(conn, network_id, final_since, livemode) -> list[WatchedAd
     `final_since` (late payments are still noticed for PAYMENT_MONITORING_SECONDS), with the token
     of the payment's choice, and of each earlier choice on the network (the customer may have paid
     with it before changing). Only processes of `livemode` merchants (the network's mode): a
-    payment on a network of the other mode (made before networks had modes) is never credited."""
+    payment on a network of the other mode (made before networks had modes) is never credited.
+    A choice made again appears twice (UNION ALL: no sort); the caller keeps one."""
     rows = conn.execute(
         "SELECT p.process_id, p.address, p.token_contract, pr.expires_at FROM payments p"
         " JOIN processes pr ON pr.id = p.process_id"
         " WHERE p.network_id = ? AND (pr.status = 'pending' OR pr.updated_at >= ?)"
         " AND pr.livemode = ?"
-        " UNION SELECT p.process_id, p.address, c.token_contract, pr.expires_at"
+        " UNION ALL SELECT p.process_id, p.address, c.token_contract, pr.expires_at"
         " FROM payment_choices c JOIN payments p ON p.process_id = c.process_id"
         " JOIN processes pr ON pr.id = c.process_id"
         " WHERE c.network_id = ? AND (pr.status = 'pending' OR pr.updated_at >= ?)"
