@@ -228,11 +228,8 @@ class Watcher:
         if head < network.head_block:
             raise RpcError(f"{redacted(network.rpc_url)} reports head {head}, below {network.head_block}"
                            " already seen (a lagging node?)")
-        if head > network.head_block:  # an idle poll commits nothing
-            with self.db.transaction() as conn:
-                transfer_rows.set_head(conn, network.id, head)
         self._check_reorg(client, network, head)
-        watched, scanned = None, False
+        watched = None
         while not self.stopping:
             network = transfer_rows.network(self.db.connection(), network_id)
             if network.scanned_block >= head:
@@ -244,14 +241,12 @@ class Watcher:
                     self.db.connection(), network.id, int(self.clock()) - self.monitoring_seconds,
                     livemode=not network.is_test))
             self._scan_step(client, network, head, watched)
-            scanned = True
+        if network.head_block < head:  # no step stored it (stopped, or another watcher's steps)
+            with self.db.transaction() as conn:
+                transfer_rows.set_head(conn, network.id, head)
         self._confirm(client, network, head)
         refunds.settle(self.db, client, network, head, int(self.clock()), max_range=self.max_range,
                        max_addresses=self.max_addresses)
-        if scanned:  # hashes were kept: forget the old ones
-            with self.db.transaction() as conn:
-                transfer_rows.prune_blocks(conn, network.id,
-                                           head - network.confirmations - KEEP_BLOCKS, KEEP_BLOCKS)
 
     def _check_reorg(self, client, network, head):
         kept = transfer_rows.blocks_from_top(self.db.connection(), network.id,
@@ -273,6 +268,7 @@ class Watcher:
         gone = self._left_the_chain(client, network, fork)
         now = int(self.clock())
         with self.db.transaction() as conn:
+            transfer_rows.set_head(conn, network.id, head)
             reversed_ = [t for t in gone if transfer_rows.reverse(conn, t)]
             for transfer in reversed_:  # each event shows the process without that transfer
                 emit(conn, "payment.reversed", process_rows.get(conn, transfer.process_id), now)
@@ -373,6 +369,7 @@ class Watcher:
         ) for entry, match in logs]
         try:
             with self.db.transaction() as conn:
+                transfer_rows.set_head(conn, network.id, head)  # before the events show it
                 completing = self._completing(conn, transfers, deep_enough)
                 confirmed = defaultdict(list)
                 for transfer in transfers:
@@ -388,6 +385,8 @@ class Watcher:
                 outcomes = self._settle_all(conn, confirmed, now, read=completing)
                 transfer_rows.save_block(conn, network.id, tip.number, tip.hash, tip.parent_hash,
                                          tip.timestamp)
+                transfer_rows.prune_blocks(conn, network.id,
+                                           head - network.confirmations - KEEP_BLOCKS, KEEP_BLOCKS)
                 if not transfer_rows.advance(conn, network.id, network.scanned_block, last):
                     raise _LostRace()
         except _LostRace:
