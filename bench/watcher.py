@@ -110,9 +110,8 @@ def floor_main(url, token, first, last, addresses_file, max_addresses):
     session, calls, logs = requests.Session(), 0, 0
     for start in range(first, last + 1, MAX_RANGE):
         end = min(last, start + MAX_RANGE - 1)
-        for i in range(0, len(recipients), max_addresses):
-            calls += 1
-            logs += len(_get_logs(session, url, token, start, end, recipients[i:i + max_addresses]))
+        found, made = _range_logs(session, url, token, start, end, recipients, max_addresses)
+        calls, logs = calls + made, logs + len(found)
     print(json.dumps({"calls": calls, "logs": logs, "seconds": time.perf_counter() - started}))
 
 
@@ -123,10 +122,18 @@ def _post(session, url, method, *params):
 
 
 def _get_logs(session, url, token, start, end, chunk):
+    topics = [TRANSFER_TOPIC] if chunk is None else [TRANSFER_TOPIC, None,
+                                                     [topic_of(a) for a in chunk]]
     return _post(session, url, "eth_getLogs", {"fromBlock": hex(start), "toBlock": hex(end),
-                                               "address": [token],
-                                               "topics": [TRANSFER_TOPIC, None,
-                                                          [topic_of(a) for a in chunk]]})
+                                               "address": [token], "topics": topics})
+
+
+def _range_logs(session, url, token, start, end, recipients, max_addresses):
+    """The watcher's eth_getLogs calls for a range: one per address chunk, or one for all the
+    token's transfers when the addresses take more than one (app/chain/watcher.py); (logs, calls)."""
+    if len(recipients) > max_addresses:
+        return _get_logs(session, url, token, start, end, None), 1
+    return _get_logs(session, url, token, start, end, recipients), 1
 
 
 def durable_floor_main(url, token, first, last, database, max_addresses, payload_bytes, many):
@@ -150,15 +157,15 @@ def durable_floor_main(url, token, first, last, database, max_addresses, payload
     for start in range(first, last + 1, MAX_RANGE):
         end = min(last, start + MAX_RANGE - 1)
         tip = _post(session, url, "eth_getBlockByNumber", hex(end), False)
-        found = []
-        for i in range(0, len(recipients), max_addresses):
-            calls += 1
-            found += _get_logs(session, url, token, start, end, recipients[i:i + max_addresses])
+        found, made = _range_logs(session, url, token, start, end, recipients, max_addresses)
+        calls += made
         if _post(session, url, "eth_getBlockByNumber", hex(end), False)["hash"] != tip["hash"]:
             raise RuntimeError("the chain moved")
         logs += len(found)
         transfers, processes, events = [], [], []
         for entry in found:
+            if "0x" + entry["topics"][2][-40:] not in watched:
+                continue
             process_id, merchant_id = watched["0x" + entry["topics"][2][-40:]]
             transfers.append((31337, entry["transactionHash"], int(entry["logIndex"], 16), "bench",
                               process_id, entry["address"], "0x" + entry["topics"][1][-40:],
