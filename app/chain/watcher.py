@@ -68,6 +68,8 @@ MAX_ADDRESSES = 500  # deposit addresses per eth_getLogs (topic OR-list)
 KEEP_BLOCKS = 64  # block hashes kept below the unconfirmed window, to find a fork point
 CONFIRM_BATCH = 200  # processes settled per transaction (each with its event)
 LOCAL_FILTER_MAX = 10_000  # a range's token logs filtered here; more: ask by address chunks
+FULL_READ_SECONDS = 600  # the watched set is read whole this often; in between, what was added
+CLOCK_MARGIN = 60  # seconds a payment's transaction may take between its clock and its commit
 
 
 def _summary(error) -> str:
@@ -104,6 +106,7 @@ class Watcher:
         self._failures = defaultdict(int)  # network id -> consecutive failed polls
         self._next_poll = {}  # network id -> time.monotonic() of its next poll
         self._busy = set()  # networks whose token logs are too many to filter here
+        self._watched = {}  # network id -> _Watched: kept between polls, never across a rewind
 
     @classmethod
     def from_app(cls, app, **options):
@@ -170,6 +173,7 @@ class Watcher:
             self.poll_network(network_id)
         except Exception as e:  # the loop never dies: RPC faults, a locked database, a bug
             self._failures[network_id] += 1
+            self._watched.pop(network_id, None)
             delay = self._backoff(self._failures[network_id])
             self._next_poll[network_id] = time.monotonic() + delay
             if isinstance(e, RpcError):  # its message names the URL's host only
@@ -237,9 +241,7 @@ class Watcher:
             if watched is None:  # once a poll, and only when there are blocks to scan: an address
                 # handed out after this read is paid in a block after `head` (read before it),
                 # which the next poll scans
-                watched = _Watched(transfer_rows.watched_addresses(
-                    self.db.connection(), network.id, int(self.clock()) - self.monitoring_seconds,
-                    livemode=not network.is_test))
+                watched = self._watched_set(network)
             self._scan_step(client, network, head, watched)
         if network.head_block < head:  # no step stored it (stopped, or another watcher's steps)
             with self.db.transaction() as conn:
@@ -275,6 +277,7 @@ class Watcher:
             orphaned = transfer_rows.orphan_above(conn, network.id, fork)
             transfer_rows.forget_blocks_above(conn, network.id, fork)
             transfer_rows.rewind(conn, network.id, fork)
+        self._watched.pop(network.id, None)
         if reversed_:  # the operator's confirmation depth was too shallow for this chain
             log.error("watch %s: reorganisation deeper than %d confirmations: %d confirmed transfers"
                       " left the chain (payment.reversed)", network.id, network.confirmations,
@@ -328,6 +331,10 @@ class Watcher:
             match = watched.by_key.get((entry.token, entry.to_address))
             if match is not None:  # another token to the address does not pay this process
                 logs.append((entry, match))
+        if logs:  # a kept process final for longer than the monitoring period is no longer watched
+            gone = transfer_rows.final_before(self.db.connection(), {m.process_id for _, m in logs},
+                                              now - self.monitoring_seconds)
+            logs = [(entry, match) for entry, match in logs if match.process_id not in gone]
         # A transfer's block is at or below the step's last one, so its timestamp is at most the
         # last block's: when that is not after the process's expiry, the transfer is in time and
         # its block need not be read (the last block's timestamp is kept as its upper bound). The
@@ -397,6 +404,22 @@ class Watcher:
             log.info("watch %s: blocks %d-%d: %d transfers%s", network.id, first, last, len(logs),
                      settled)
 
+    def _watched_set(self, network):
+        """The network's watched addresses: read whole after a start, a rewind or a failed poll
+        and every FULL_READ_SECONDS, else the kept set with the payments made or changed since
+        the last read (CLOCK_MARGIN earlier). A kept process that became final long ago is left
+        out when one of its transfers is found (final_before), not by reading the whole set."""
+        now, conn = int(self.clock()), self.db.connection()
+        kept = self._watched.get(network.id)
+        if kept is None or now < kept.read_at or time.monotonic() > kept.full_at + FULL_READ_SECONDS:
+            rows = transfer_rows.watched_addresses(conn, network.id, now - self.monitoring_seconds,
+                                                   livemode=not network.is_test)
+            kept = self._watched[network.id] = _Watched(rows, now)
+        else:
+            kept.add(transfer_rows.watched_since(conn, network.id, kept.read_at - CLOCK_MARGIN,
+                                                 livemode=not network.is_test), now)
+        return kept
+
     def _transfer_logs(self, client, network, first, last, watched):
         """The watched tokens' Transfer logs in the range that may pay a watched address. When the
         addresses take more than one eth_getLogs call, one call for all the tokens' transfers,
@@ -441,6 +464,7 @@ class Watcher:
                     below = transfer_rows.blocks_from_top(conn, network.id, transfer.block_number)
                     transfer_rows.rewind(conn, network.id, below[0].number if below
                                          else network.start_block - 1)
+                self._watched.pop(network.id, None)
                 log.warning("watch %s: block %d was replaced: transfer orphaned", network.id,
                             transfer.block_number)
         now = int(self.clock())
@@ -539,12 +563,19 @@ class Watcher:
 
 
 class _Watched:
-    """A poll's watched addresses and the lookup tables its steps use, built once."""
+    """Watched addresses and the lookup tables the steps use, built when rows are added."""
 
-    def __init__(self, rows):
-        self.by_key = {(w.token_contract, w.address): w for w in rows}
-        self.tokens = sorted({w.token_contract for w in rows})
-        self.recipients = sorted({w.address for w in rows})
+    def __init__(self, rows, read_at):
+        self.by_key, self.tokens, self.recipients = {}, [], []
+        self.full_at = time.monotonic()
+        self.add(rows, read_at)
+
+    def add(self, rows, read_at):
+        self.read_at = read_at
+        if rows:
+            self.by_key.update(((w.token_contract, w.address), w) for w in rows)
+            self.tokens = sorted({token for token, _ in self.by_key})
+            self.recipients = sorted({address for _, address in self.by_key})
 
 
 def _outcomes(outcomes):

@@ -92,6 +92,35 @@ def watched_addresses(conn, network_id, final_since, livemode) -> list[WatchedAd
                            row["expires_at"]) for row in rows]
 
 
+def watched_since(conn, network_id, since, livemode) -> list[WatchedAddress]:
+    """What watched_addresses adds for the payments made, or changed to another choice, at or after
+    `since` (a new payment's process is pending; one that became final is the caller's to check,
+    with final_before)."""
+    rows = conn.execute(
+        "SELECT p.process_id, p.address, p.token_contract, pr.expires_at FROM payments p"
+        " JOIN processes pr ON pr.id = p.process_id"
+        " WHERE p.network_id = ? AND p.updated_at >= ? AND pr.livemode = ?"
+        " UNION ALL SELECT p.process_id, p.address, c.token_contract, pr.expires_at"
+        " FROM payment_choices c JOIN payments p ON p.process_id = c.process_id"
+        " JOIN processes pr ON pr.id = c.process_id"
+        " WHERE c.network_id = ? AND c.created_at >= ? AND pr.livemode = ?",
+        (network_id, since, int(livemode), network_id, since, int(livemode)),
+    )
+    return [WatchedAddress(row["process_id"], row["address"].lower(), row["token_contract"].lower(),
+                           row["expires_at"]) for row in rows]
+
+
+def final_before(conn, process_ids, final_since) -> set[str]:
+    """Of these processes, those that became final before `final_since` (no longer watched)."""
+    ids = list(process_ids)
+    if not ids:
+        return set()
+    rows = conn.execute(
+        f"SELECT id FROM processes WHERE id IN ({','.join('?' * len(ids))})"
+        " AND status != 'pending' AND updated_at < ?", (*ids, final_since))
+    return {row["id"] for row in rows}
+
+
 # --- Transfers -----------------------------------------------------------------------------------
 
 def record(conn, t: Transfer) -> str | None:
