@@ -425,11 +425,9 @@ class Watcher:
         addresses take more than one eth_getLogs call, one call for all the tokens' transfers,
         filtered here, is tried first; a token busy enough that the node refuses it, or that
         returns more than LOCAL_FILTER_MAX logs, is asked by address chunks from then on."""
-        if not watched.recipients:
+        if not watched.by_key:
             return []
-        chunks = [watched.recipients[i:i + self.max_addresses]
-                  for i in range(0, len(watched.recipients), self.max_addresses)]
-        if len(chunks) > 1 and network.id not in self._busy:
+        if len(watched.by_key) > self.max_addresses and network.id not in self._busy:
             try:
                 logs = client.transfer_logs(first, last, watched.tokens, None, split=False)
             except RpcError as e:
@@ -441,8 +439,10 @@ class Watcher:
                 self._busy.add(network.id)
             if logs is not None:
                 return logs
-        return [entry for chunk in chunks
-                for entry in client.transfer_logs(first, last, watched.tokens, chunk)]
+        recipients = watched.recipients
+        return [entry for i in range(0, len(recipients), self.max_addresses)
+                for entry in client.transfer_logs(first, last, watched.tokens,
+                                                  recipients[i:i + self.max_addresses])]
 
     def _confirm(self, client, network, head):
         deep_enough = head - network.confirmations + 1
@@ -566,7 +566,7 @@ class _Watched:
     """Watched addresses and the lookup tables the steps use, built when rows are added."""
 
     def __init__(self, rows, read_at):
-        self.by_key, self.tokens, self.recipients = {}, [], []
+        self.by_key, self.tokens, self._recipients = {}, [], None
         self.full_at = time.monotonic()
         self.add(rows, read_at)
 
@@ -574,8 +574,15 @@ class _Watched:
         self.read_at = read_at
         if rows:
             self.by_key.update(((w.token_contract, w.address), w) for w in rows)
-            self.tokens = sorted({token for token, _ in self.by_key})
-            self.recipients = sorted({address for _, address in self.by_key})
+            self.tokens = sorted(set(self.tokens).union(w.token_contract for w in rows))
+            self._recipients = None
+
+    @property
+    def recipients(self):
+        """The addresses, sorted (for address chunks): built when first needed after a change."""
+        if self._recipients is None:
+            self._recipients = sorted({address for _, address in self.by_key})
+        return self._recipients
 
 
 def _outcomes(outcomes):
