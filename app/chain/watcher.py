@@ -2,48 +2,33 @@
 writes the payment events (`flask --app app watch-payments`, app/cli/watcher.py).
 
 One poll of a network (`poll_network`), every RPC call bounded by the client's timeouts:
-  0. chain: `eth_chainId`. A node answering for another chain than the network's (a misrouted load
-     balancer, a reused URL) ends the poll before anything else is asked, as a fault logged with
-     both chain ids: nothing it says is recorded, and the next poll of the right node goes on from
-     the position kept.
-  1. head: `eth_blockNumber`. A head below the one already seen (a lagging node behind a load
-     balancer) skips the poll, as a fault: nothing is counted from it.
-  2. reorganisation: the hash kept for the scan position (`chain_blocks`) is compared with the
-     node's block at that number. On a mismatch the kept hashes are walked down to the highest one
-     the node still has; unconfirmed transfers above it are `orphaned` (no event: see
-     docs/payments.md) and the scan position goes back to it, so the new blocks are read again.
-     When the node has none of them (only the last block of each step is kept), the fork may be
-     below them all: read again from the start block. Confirmed transfers above the fork whose
-     block the node no longer has (a reorganisation deeper than the confirmations) are `reversed`,
-     each with its `payment.reversed`, in the same transaction.
-  3. scan, in steps of at most `max_range` blocks up to the head: the step's last block is read
-     before and after its `eth_getLogs` calls (at most `max_addresses` deposit addresses a call;
-     the client halves a range the node finds too large). Only the blocks holding transfers whose
-     process's expiry is before the last block's timestamp are read (JSON-RPC batches), for their
-     timestamps; a log's block hash that differs from its header's, or from another log's in the
-     same block, means the chain moved under the step, which is then retried. Each step commits,
-     in one transaction: its new transfers (`seen`; one `payment.pending` each, unless already
-     deep enough to confirm: a watcher catching up reports the outcome only), the last block's
-     hash, and the scan position moved by compare-and-set (a watcher that lost the race rolls its
-     step back). Transfers already deep enough that complete their process (and a process with
-     none still `seen`) are recorded `confirmed` and settled in that same transaction, with its
-     `payment.completed`: a catch-up writes each such transfer once, not once seen and once
-     confirmed. Any other deep transfer waits, `seen`, for step 4.
-  4. confirm: `seen` transfers with `confirmations` blocks (their own included) whose block the node
-     still has under the same hash (read in JSON-RPC batches) become `confirmed`, each process with
-     its event in the same transaction (up to CONFIRM_BATCH processes a commit):
-     `payment.completed` (the in-time confirmed sum reaches the amount due), `payment.partial`, or
-     `payment.received_late` (the process is already final, or the transfer's block is after its
-     expiry). Any other hash: the transfers are orphaned and the blocks are read again from the
-     highest kept hash below them (checked by the next poll's step 2).
+  0. chain: `eth_chainId`; a node answering for another chain ends the poll as a fault (both ids
+     logged), nothing it says recorded.
+  1. head: `eth_blockNumber`; a head below the one already seen (a lagging node) skips the poll.
+  2. reorganisation: the kept hash of the scan position (`chain_blocks`) is compared with the
+     node's; on a mismatch the kept hashes are walked down to the highest the node still has (none:
+     the start block), unconfirmed transfers above it are `orphaned` (no event), confirmed ones
+     whose block is gone `reversed` (with `payment.reversed`), and the scan position goes back.
+  3. scan, in steps of at most `max_range` blocks up to the head. The watched addresses are kept
+     in memory between polls (read whole after a start, a rewind or a failure and every
+     FULL_READ_SECONDS; else only the payments made or changed since). The logs come from one
+     eth_getLogs for the tokens, filtered here, or by chunks of `max_addresses` addresses (one
+     chunk's worth, or a token too busy to filter here). The step's last block is read before
+     and after the logs; only the blocks of transfers that may be after their process's expiry
+     are read for their timestamps. One transaction a step: the head, the new transfers (`seen`,
+     with `payment.pending`), the last block's hash, the scan position by compare-and-set (a
+     watcher that lost the race rolls back). Transfers already deep enough that complete their
+     process are recorded `confirmed` and settled there (`payment.completed`): a catch-up writes
+     each transfer once. Any other deep transfer waits, `seen`, for step 4.
+  4. confirm: `seen` transfers with `confirmations` blocks whose block still has the same hash
+     become `confirmed`, each process with `payment.completed`, `payment.partial` or
+     `payment.received_late` (final already, or after its expiry), CONFIRM_BATCH a commit. A hash
+     that changed orphans them and rewinds to the highest kept hash below.
   5. refunds: the merchants' transfers that pay pending refunds (app/chain/refunds.py).
 
-Faults (unreachable node, timeouts, HTTP errors, malformed answers, a head going backwards) end the
-poll of that network only: logged with the URL's host alone, retried after a backoff that doubles
-up to `backoff_max`. Nothing half-done is committed; the loop never dies of them, nor of a
-database it cannot read (the same backoff).
-
-Signals: SIGTERM/SIGINT set a flag; the current step commits and the command exits 0.
+Faults (unreachable node, timeouts, HTTP errors, malformed answers) end the poll of that network
+only: logged with the URL's host alone, retried after a backoff doubling up to `backoff_max`.
+Nothing half-done is committed. SIGTERM/SIGINT: the current step commits, the command exits 0.
 """
 import logging
 import signal
