@@ -1,21 +1,25 @@
 """Chain watcher scenario, against a real Hardhat node on loopback (tests/chain, `npm ci` first):
 
-1. catch-up: 10,000 blocks holding 1,000 token transfers to 1,000 pending deposit addresses (one each);
-   `flask --app app watch-payments --once` from a fresh copy of the seeded database (service), and
-   the floor: a plain loop (`python -m bench.watcher floor`) making the same eth_getLogs calls
-   (same ranges, same address chunks) to the same node with a requests.Session, parsing the JSON and
-   nothing else. Rounds alternate floor / service. Rate = blocks / seconds from the first RPC call
-   to the end of the pass (measured inside each process: the watcher's summary line, the loop's
-   own clock); the wall-clock rate from process start to exit (start-up included, as under cron:
-   importing the app costs the service ~0.5 s more than `requests` costs the loop) is reported
-   beside it. The service must record every transfer once and complete every process (1,000
-   `payment.completed`).
-2. steady state: `watch-payments` looping with --poll-interval P; K times, a transfer is sent, then
-   the blocks that give it its confirmations are mined at once (t0); latency = when its
-   `payment.completed` event is in the database (read every 5 ms) - t0. Target: max ≤ P. Polls
-   start every P, so the wait for the next poll is at most P; the event is then written by that
-   poll's work (head, reorganisation check, step, commit), which min (≈ that work alone) shows, and
-   max - min (the wait alone) should stay under P.
+1. catch-up: `--watch-blocks` blocks (10,000) holding `--watch-transfers` token transfers (1,000), each
+   to its own pending deposit address, among `--watch-watched` watched addresses (as many; the
+   others are never paid), on `--watch-backend` (SQLite or PostgreSQL). Sides, alternated each
+   round, each on a fresh copy of the seeded database:
+   - service: `flask --app app watch-payments --once`;
+   - floor (durable): `python -m bench.watcher durable-floor`: the watcher's eth_getLogs calls, one
+     read of the watched addresses, each range's last header before and after its logs, then per
+     transfer an INSERT of the transfer, an UPDATE of its process and an outbox INSERT with a
+     payload of the real event's size, the scan position, one commit per range; on PostgreSQL
+     also `floor-many`, the same rows written with executemany;
+   - loop: `python -m bench.watcher floor`, the same eth_getLogs calls parsed, nothing else.
+   Rate = blocks / seconds from the first RPC call to the end of the pass (measured inside each
+   process); the wall clock and the processes' CPU seconds (start-up included) beside it. The
+   service must record every transfer once and complete every process.
+2. steady state (`--watch-samples` > 0, SQLite): `watch-payments` looping with --poll-interval P and
+   `--watch-idle` idle watched addresses; K times a transfer is sent, then its confirmations are
+   mined at once (t0); latency = when its `payment.completed` is in the database (read every 5 ms)
+   - t0. Polls start every P, so max - min (the wait for the next poll) should stay under P. Then
+   the poll's own work, timed in this process on the same database: the median of 10 polls that
+   each find one new (empty) block, and of 10 that find none.
 """
 import json
 import os
