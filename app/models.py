@@ -129,7 +129,7 @@ class Attempt:
 
 @dataclass(frozen=True)
 class Transfer:
-    """One ERC-20 Transfer log to a deposit address; amount in base units (decimal-integer text)."""
+    """One ERC-20 Transfer log to a deposit address; amount in base units."""
     chain_id: int
     tx_hash: str
     log_index: int
@@ -137,7 +137,7 @@ class Transfer:
     process_id: str
     token_contract: str
     from_address: str
-    amount: str
+    amount: int
     block_number: int
     block_hash: str
     block_timestamp: int
@@ -154,26 +154,6 @@ class ChainBlock:
     hash: str
     parent_hash: str
     timestamp: int
-
-
-@dataclass(frozen=True)
-class WatchedNetwork:
-    """A network as the watcher reads it: where to ask, how deep a transfer must be, where it is."""
-    id: str
-    chain_id: int
-    rpc_url: str
-    confirmations: int
-    start_block: int
-    scanned_block: int
-    head_block: int
-    testnet: bool = False
-
-    @property
-    def is_test(self) -> bool:
-        return is_test_network(self.chain_id, self.testnet)
-
-    def __repr__(self):  # the RPC URL may carry a provider's API key
-        return f"WatchedNetwork(id={self.id!r}, scanned_block={self.scanned_block})"
 
 
 @dataclass(frozen=True)

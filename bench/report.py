@@ -90,24 +90,27 @@ def _delivery_table(result):
 
 
 def _watcher_table(result):
-    lines = [f"watcher (catch-up over {result['blocks']} blocks, {result['transfers']} transfers, "
-             f"{len(result['rounds']['service'])} rounds, medians)"]
-    lines.append(f"    {'side':<9}{'pass s':>8}{'blocks/s':>10}{'wall s':>8}{'blocks/s':>10}   RPC calls")
-    for side in ("floor", "service"):
-        lines.append(f"    {side:<9}{result['median_seconds_inside'][side]:>8.2f}"
+    sides = list(result["rounds"])
+    lines = [f"watcher on {result.get('backend', 'sqlite')} (catch-up over {result['blocks']} blocks, "
+             f"{result['transfers']} transfers, {result.get('watched')} watched, "
+             f"{result.get('max_addresses')} addresses a call, {len(result['rounds']['service'])} "
+             "rounds, medians)"]
+    lines.append(f"    {'side':<11}{'pass s':>8}{'blocks/s':>10}{'wall s':>8}{'CPU s':>8}   RPC calls")
+    for side in sides:
+        cpu = sorted(result["cpu_seconds"][side])[len(result["cpu_seconds"][side]) // 2]
+        lines.append(f"    {side:<11}{result['median_seconds_inside'][side]:>8.3f}"
                      f"{result['blocks_per_second'][side]:>10.0f}{result['median_seconds'][side]:>8.2f}"
-                     f"{result['blocks_per_second_wall'][side]:>10.0f}   {result['rpc_calls'].get(side)}")
-    r = result["ratios"]
-    lines.append(f"    ratio service/floor: pass {_fmt(r['service_vs_floor'], '{:.3f}')}, "
-                 f"wall clock {_fmt(r['service_vs_floor_wall'], '{:.3f}')}")
-    if result.get("cpu_seconds"):
-        lines.append("    CPU s per round (start-up included): " + "; ".join(
-            f"{side} {', '.join(f'{c:.2f}' for c in result['cpu_seconds'][side])}"
-            for side in ("floor", "service")))
+                     f"{cpu:>8.2f}   {result['rpc_calls'].get(side)}")
+    lines.append("    ratios: " + ", ".join(f"{name} {_fmt(value, '{:.3f}')}"
+                                            for name, value in result["ratios"].items()))
     s = result["steady_state"]
-    lines.append(f"    steady state (--poll-interval {s['poll_interval_s']} s, {s['samples']} transfers): "
-                 f"confirmed -> payment.completed min {s.get('min_s')} s, p50 {s['p50_s']} s, "
-                 f"p90 {s['p90_s']} s, max {s['max_s']} s (max - min {s.get('max_minus_min_s')} s)")
+    if s:
+        lines.append(f"    steady state (--poll-interval {s['poll_interval_s']} s, {s['watched']} watched, "
+                     f"{s['samples']} transfers): confirmed -> payment.completed min {s['min_s']} s, "
+                     f"p50 {s['p50_s']} s, p90 {s['p90_s']} s, max {s['max_s']} s "
+                     f"(max - min {s['max_minus_min_s']} s); a poll: new block {s['poll_new_block_s']} s "
+                     f"(CPU {s['poll_new_block_cpu_s']}), no block {s['poll_no_block_s']} s "
+                     f"(CPU {s['poll_no_block_cpu_s']})")
     return lines + _target_lines(result["targets"])
 
 

@@ -45,7 +45,15 @@ def parse_args(argv):
     parser.add_argument("--watch-blocks", type=int, help="blocks the watcher catches up over (default 10000)")
     parser.add_argument("--watch-transfers", type=int, help="transfers in them, one per address (default 1000)")
     parser.add_argument("--watch-rounds", type=int, help="catch-up rounds per side (default 2)")
-    parser.add_argument("--watch-samples", type=int, help="steady-state transfers timed (default 30)")
+    parser.add_argument("--watch-watched", type=int,
+                        help="pending deposit addresses watched in the catch-up (default: --watch-transfers)")
+    parser.add_argument("--watch-idle", type=int, default=1000,
+                        help="idle watched addresses beside the steady-state ones (default 1000)")
+    parser.add_argument("--watch-max-addresses", type=int, default=500,
+                        help="the watcher's --max-addresses (default 500)")
+    parser.add_argument("--watch-backend", choices=["sqlite", "postgresql"], default="sqlite",
+                        help="the catch-up's database (default sqlite)")
+    parser.add_argument("--watch-samples", type=int, help="steady-state transfers timed (default 30; 0: no steady state)")
     parser.add_argument("--watch-poll-interval", type=float, default=1.0,
                         help="the steady-state watcher's --poll-interval (default 1 s)")
     parser.add_argument("--check-targets", action="store_true", help="exit 1 if a target is missed")
@@ -113,7 +121,8 @@ def main(argv=None):
                "settings": {key: getattr(opts, key) for key in (
                    "only", "scenarios", "duration", "rounds", "warmup", "events", "processes",
                    "delivery_args", "watch_blocks", "watch_transfers", "watch_rounds",
-                   "watch_samples", "watch_poll_interval")},
+                   "watch_samples", "watch_poll_interval", "watch_watched", "watch_idle",
+                   "watch_max_addresses", "watch_backend")},
                "scenarios": results,
                "seconds": round(time.monotonic() - started, 1),
                # Other work on the machine is what makes figures drift: keep it on record.

@@ -451,3 +451,25 @@ def test_a_deep_transfer_with_an_earlier_finer_token_counts_rescaled(shop, chain
     assert (payment["assetId"], payment["amountDue"], payment["amountPaid"],
             payment["amountPending"]) == ("tusd", "5", "0.000001", "0")
     assert shop.process(process_id)["status"] == "pending"
+
+
+def test_one_watcher_keeps_its_watched_set_across_polls(shop, chain, clock, app):
+    """A looping watcher keeps the watched set between polls: a payment made after a poll is
+    found by the next one, and a process final for longer than the monitoring period, still kept
+    from an earlier poll, is not credited (as a watcher reading the whole set would not)."""
+    from app.chain.watcher import Watcher
+
+    old_id, old_address = shop.order(5)
+    with app.app_context(), Watcher.from_app(app) as watcher:
+        chain.mine(1)
+        watcher.poll_network(NETWORK)  # the whole set: old_id pending
+        assert shop.api.cancel(old_id).status_code == 200
+        new_id, new_address = shop.order(5)
+        clock.advance(app.config["PAYMENT_MONITORING_SECONDS"] + 1)
+        chain.transfer(old_address, 5 * UNIT)
+        chain.transfer(new_address, 5 * UNIT)
+        chain.mine(CONFIRMATIONS)
+        watcher.poll_network(NETWORK)
+    assert shop.event_types(new_id) == ["payment.completed"]
+    assert shop.event_types(old_id) == ["process.cancelled"]
+    assert shop.transfers(old_id) == []

@@ -8,8 +8,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-CONNECT_TIMEOUT_SECONDS = 5
-READ_TIMEOUT_SECONDS = 20
+from app.config import DEFAULTS
 
 
 class RpcError(Exception):
@@ -27,13 +26,24 @@ def redacted(url: str) -> str:
     return f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")
 
 
+def _timeouts(config):
+    """(connect, read) seconds: the CHAIN_RPC_* settings."""
+    return (float(config["CHAIN_RPC_CONNECT_TIMEOUT_SECONDS"]),
+            float(config["CHAIN_RPC_READ_TIMEOUT_SECONDS"]))
+
+
 class Client:
-    def __init__(self, url, *, session=None, timeout=(CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS)):
+    def __init__(self, url, *, session=None, timeout=_timeouts(DEFAULTS)):
         self.url = url
         self.session = session or requests.Session()
         self.timeout = timeout
         self._next_id = 0
         self.calls = Counter()  # method -> calls made, for the watcher's summary line
+
+    @classmethod
+    def from_config(cls, url, config):
+        """A client with the app's CHAIN_RPC_* timeouts."""
+        return cls(url, timeout=_timeouts(config))
 
     def call(self, method, params=()):
         """One JSON-RPC call; its `result`, or RpcError."""
@@ -131,14 +141,14 @@ class Client:
         return _parse_header(self.call("eth_getBlockByNumber", [hex(number), False]),
                              "eth_getBlockByNumber")
 
-    def transfer_logs(self, from_block, to_block, tokens, recipients) -> list:
-        """Transfer logs of `tokens` to `recipients` in [from_block, to_block], in as many
-        eth_getLogs calls as needed: a range the node refuses as too large (or whose result is)
-        is split in halves, down to single blocks."""
+    def transfer_logs(self, from_block, to_block, tokens, recipients, split=True) -> list:
+        """Transfer logs of `tokens` to `recipients` (None: to anyone) in [from_block, to_block],
+        in as many eth_getLogs calls as needed: a range the node refuses as too large (or whose
+        result is) is split in halves, down to single blocks (`split`; else the error is raised)."""
         try:
             return get_logs(self, from_block, to_block, tokens, recipients)
         except RpcError as e:
-            if from_block == to_block or not is_too_large(e):
+            if not split or from_block == to_block or not is_too_large(e):
                 raise
         middle = (from_block + to_block) // 2
         return (self.transfer_logs(from_block, middle, tokens, recipients)
@@ -272,12 +282,12 @@ def _parse_log(value) -> Log | None:
 
 
 def get_logs(client, from_block, to_block, tokens, recipients) -> list[Log]:
-    """One eth_getLogs call: Transfer logs of `tokens` to `recipients` in the range."""
+    """One eth_getLogs call: Transfer logs of `tokens` to `recipients` (None: anyone) in the range."""
+    topics = [TRANSFER_TOPIC] if recipients is None else [
+        TRANSFER_TOPIC, None, [topic_of(a) for a in recipients]]
     result = client.call("eth_getLogs", [{
-        "fromBlock": hex(from_block),
-        "toBlock": hex(to_block),
-        "address": list(tokens),
-        "topics": [TRANSFER_TOPIC, None, [topic_of(a) for a in recipients]],
+        "fromBlock": hex(from_block), "toBlock": hex(to_block), "address": list(tokens),
+        "topics": topics,
     }])
     if not isinstance(result, list):
         raise RpcError("eth_getLogs: the result is not a list")

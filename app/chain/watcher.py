@@ -2,48 +2,33 @@
 writes the payment events (`flask --app app watch-payments`, app/cli/watcher.py).
 
 One poll of a network (`poll_network`), every RPC call bounded by the client's timeouts:
-  0. chain: `eth_chainId`. A node answering for another chain than the network's (a misrouted load
-     balancer, a reused URL) ends the poll before anything else is asked, as a fault logged with
-     both chain ids: nothing it says is recorded, and the next poll of the right node goes on from
-     the position kept.
-  1. head: `eth_blockNumber`. A head below the one already seen (a lagging node behind a load
-     balancer) skips the poll, as a fault: nothing is counted from it.
-  2. reorganisation: the hash kept for the scan position (`chain_blocks`) is compared with the
-     node's block at that number. On a mismatch the kept hashes are walked down to the highest one
-     the node still has; unconfirmed transfers above it are `orphaned` (no event: see
-     docs/payments.md) and the scan position goes back to it, so the new blocks are read again.
-     When the node has none of them (only the last block of each step is kept), the fork may be
-     below them all: read again from the start block. Confirmed transfers above the fork whose
-     block the node no longer has (a reorganisation deeper than the confirmations) are `reversed`,
-     each with its `payment.reversed`, in the same transaction.
-  3. scan, in steps of at most `max_range` blocks up to the head: the step's last block is read
-     before and after its `eth_getLogs` calls (at most `max_addresses` deposit addresses a call;
-     the client halves a range the node finds too large). Only the blocks holding transfers whose
-     process's expiry is before the last block's timestamp are read (JSON-RPC batches), for their
-     timestamps; a log's block hash that differs from its header's, or from another log's in the
-     same block, means the chain moved under the step, which is then retried. Each step commits,
-     in one transaction: its new transfers (`seen`; one `payment.pending` each, unless already
-     deep enough to confirm: a watcher catching up reports the outcome only), the last block's
-     hash, and the scan position moved by compare-and-set (a watcher that lost the race rolls its
-     step back). Transfers already deep enough that complete their process (and a process with
-     none still `seen`) are recorded `confirmed` and settled in that same transaction, with its
-     `payment.completed`: a catch-up writes each such transfer once, not once seen and once
-     confirmed. Any other deep transfer waits, `seen`, for step 4.
-  4. confirm: `seen` transfers with `confirmations` blocks (their own included) whose block the node
-     still has under the same hash (read in JSON-RPC batches) become `confirmed`, each process with
-     its event in the same transaction (up to CONFIRM_BATCH processes a commit):
-     `payment.completed` (the in-time confirmed sum reaches the amount due), `payment.partial`, or
-     `payment.received_late` (the process is already final, or the transfer's block is after its
-     expiry). Any other hash: the transfers are orphaned and the blocks are read again from the
-     highest kept hash below them (checked by the next poll's step 2).
+  0. chain: `eth_chainId`; a node answering for another chain ends the poll as a fault (both ids
+     logged), nothing it says recorded.
+  1. head: `eth_blockNumber`; a head below the one already seen (a lagging node) skips the poll.
+  2. reorganisation: the kept hash of the scan position (`chain_blocks`) is compared with the
+     node's; on a mismatch the kept hashes are walked down to the highest the node still has (none:
+     the start block), unconfirmed transfers above it are `orphaned` (no event), confirmed ones
+     whose block is gone `reversed` (with `payment.reversed`), and the scan position goes back.
+  3. scan, in steps of at most `max_range` blocks up to the head. The watched addresses are kept
+     in memory between polls (read whole after a start, a rewind or a failure and every
+     FULL_READ_SECONDS; else only the payments made or changed since). The logs come from one
+     eth_getLogs for the tokens, filtered here, or by chunks of `max_addresses` addresses (one
+     chunk's worth, or a token too busy to filter here). The step's last block is read before
+     and after the logs; only the blocks of transfers that may be after their process's expiry
+     are read for their timestamps. One transaction a step: the head, the new transfers (`seen`,
+     with `payment.pending`), the last block's hash, the scan position by compare-and-set (a
+     watcher that lost the race rolls back). Transfers already deep enough that complete their
+     process are recorded `confirmed` and settled there (`payment.completed`): a catch-up writes
+     each transfer once. Any other deep transfer waits, `seen`, for step 4.
+  4. confirm: `seen` transfers with `confirmations` blocks whose block still has the same hash
+     become `confirmed`, each process with `payment.completed`, `payment.partial` or
+     `payment.received_late` (final already, or after its expiry), CONFIRM_BATCH a commit. A hash
+     that changed orphans them and rewinds to the highest kept hash below.
   5. refunds: the merchants' transfers that pay pending refunds (app/chain/refunds.py).
 
-Faults (unreachable node, timeouts, HTTP errors, malformed answers, a head going backwards) end the
-poll of that network only: logged with the URL's host alone, retried after a backoff that doubles
-up to `backoff_max`. Nothing half-done is committed; the loop never dies of them, nor of a
-database it cannot read (the same backoff).
-
-Signals: SIGTERM/SIGINT set a flag; the current step commits and the command exits 0.
+Faults (unreachable node, timeouts, HTTP errors, malformed answers) end the poll of that network
+only: logged with the URL's host alone, retried after a backoff doubling up to `backoff_max`.
+Nothing half-done is committed. SIGTERM/SIGINT: the current step commits, the command exits 0.
 """
 import logging
 import signal
@@ -53,12 +38,13 @@ from collections import Counter, defaultdict
 from dataclasses import replace
 
 from app.chain import refunds
-from app.chain.rpc import Client, RpcError, redacted
+from app.chain.rpc import Client, RpcError, is_too_large, redacted
+from app.config import DEFAULTS
 from app.data import payments as payment_rows
 from app.data import processes as process_rows
 from app.data import transfers as transfer_rows
 from app.events import emit
-from app.models import Transfer
+from app.models import PaymentView, Transfer
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +52,9 @@ MAX_RANGE = 2_000  # blocks per eth_getLogs: providers refuse wider ranges (ofte
 MAX_ADDRESSES = 500  # deposit addresses per eth_getLogs (topic OR-list)
 KEEP_BLOCKS = 64  # block hashes kept below the unconfirmed window, to find a fork point
 CONFIRM_BATCH = 200  # processes settled per transaction (each with its event)
+LOCAL_FILTER_MAX = 10_000  # a range's token logs filtered here; more: ask by address chunks
+FULL_READ_SECONDS = 600  # the watched set is read whole this often; in between, what was added
+CLOCK_MARGIN = 60  # seconds a payment's transaction may take between its clock and its commit
 
 
 def _summary(error) -> str:
@@ -90,26 +79,25 @@ class _LostRace(Exception):
 class Watcher:
     def __init__(self, db, *, clock, monitoring_seconds=86_400, poll_interval=5.0,
                  max_range=MAX_RANGE, max_addresses=MAX_ADDRESSES, backoff_base=1.0,
-                 backoff_max=60.0, timeout=None):
+                 backoff_max=60.0, config=DEFAULTS):
         self.db, self.clock = db, clock
         self.monitoring_seconds = monitoring_seconds
         self.poll_interval, self.max_range, self.max_addresses = poll_interval, max_range, max_addresses
         self.backoff_base, self.backoff_max = backoff_base, backoff_max
-        self.timeout = timeout
+        self.config = config  # the CHAIN_RPC_* timeouts
         self.stopping = False
         self._wake = threading.Event()
         self._clients = {}
         self._failures = defaultdict(int)  # network id -> consecutive failed polls
         self._next_poll = {}  # network id -> time.monotonic() of its next poll
+        self._busy = set()  # networks whose token logs are too many to filter here
+        self._watched = {}  # network id -> _Watched: kept between polls, never across a rewind
 
     @classmethod
     def from_app(cls, app, **options):
         config = app.config
-        timeout = (float(config["CHAIN_RPC_CONNECT_TIMEOUT_SECONDS"]),
-                   float(config["CHAIN_RPC_READ_TIMEOUT_SECONDS"]))
         return cls(app.extensions["db"], clock=config["CLOCK"],
-                   monitoring_seconds=config["PAYMENT_MONITORING_SECONDS"], timeout=timeout,
-                   **options)
+                   monitoring_seconds=config["PAYMENT_MONITORING_SECONDS"], config=config, **options)
 
     # --- the loops -------------------------------------------------------------------------------
 
@@ -170,6 +158,7 @@ class Watcher:
             self.poll_network(network_id)
         except Exception as e:  # the loop never dies: RPC faults, a locked database, a bug
             self._failures[network_id] += 1
+            self._watched.pop(network_id, None)
             delay = self._backoff(self._failures[network_id])
             self._next_poll[network_id] = time.monotonic() + delay
             if isinstance(e, RpcError):  # its message names the URL's host only
@@ -214,8 +203,7 @@ class Watcher:
     def _client(self, network):
         client = self._clients.get(network.rpc_url)
         if client is None:
-            options = {"timeout": self.timeout} if self.timeout else {}
-            client = self._clients[network.rpc_url] = Client(network.rpc_url, **options)
+            client = self._clients[network.rpc_url] = Client.from_config(network.rpc_url, self.config)
         return client
 
     def poll_network(self, network_id):
@@ -229,29 +217,23 @@ class Watcher:
         if head < network.head_block:
             raise RpcError(f"{redacted(network.rpc_url)} reports head {head}, below {network.head_block}"
                            " already seen (a lagging node?)")
-        if head > network.head_block:  # an idle poll commits nothing
-            with self.db.transaction() as conn:
-                transfer_rows.set_head(conn, network.id, head)
         self._check_reorg(client, network, head)
-        # Read once for every step of the poll: an address handed out after this read is paid in a
-        # block after `head` (read before it), which the next poll scans.
-        watched = transfer_rows.watched_addresses(
-            self.db.connection(), network.id, int(self.clock()) - self.monitoring_seconds,
-            livemode=not network.is_test)
-        scanned = False
+        watched = None
         while not self.stopping:
             network = transfer_rows.network(self.db.connection(), network_id)
             if network.scanned_block >= head:
                 break
+            if watched is None:  # once a poll, and only when there are blocks to scan: an address
+                # handed out after this read is paid in a block after `head` (read before it),
+                # which the next poll scans
+                watched = self._watched_set(network)
             self._scan_step(client, network, head, watched)
-            scanned = True
+        if network.head_block < head:  # no step stored it (stopped, or another watcher's steps)
+            with self.db.transaction() as conn:
+                transfer_rows.set_head(conn, network.id, head)
         self._confirm(client, network, head)
         refunds.settle(self.db, client, network, head, int(self.clock()), max_range=self.max_range,
                        max_addresses=self.max_addresses)
-        if scanned:  # hashes were kept: forget the old ones
-            with self.db.transaction() as conn:
-                transfer_rows.prune_blocks(conn, network.id,
-                                           head - network.confirmations - KEEP_BLOCKS, KEEP_BLOCKS)
 
     def _check_reorg(self, client, network, head):
         kept = transfer_rows.blocks_from_top(self.db.connection(), network.id,
@@ -273,12 +255,14 @@ class Watcher:
         gone = self._left_the_chain(client, network, fork)
         now = int(self.clock())
         with self.db.transaction() as conn:
+            transfer_rows.set_head(conn, network.id, head)
             reversed_ = [t for t in gone if transfer_rows.reverse(conn, t)]
             for transfer in reversed_:  # each event shows the process without that transfer
                 emit(conn, "payment.reversed", process_rows.get(conn, transfer.process_id), now)
             orphaned = transfer_rows.orphan_above(conn, network.id, fork)
             transfer_rows.forget_blocks_above(conn, network.id, fork)
             transfer_rows.rewind(conn, network.id, fork)
+        self._watched.pop(network.id, None)
         if reversed_:  # the operator's confirmation depth was too shallow for this chain
             log.error("watch %s: reorganisation deeper than %d confirmations: %d confirmed transfers"
                       " left the chain (payment.reversed)", network.id, network.confirmations,
@@ -328,16 +312,14 @@ class Watcher:
         if tip is None:
             raise ChainMoved(f"block {last} is gone")
         logs = []
-        if watched:
-            by_key = {(w.token_contract, w.address): w for w in watched}
-            tokens = sorted({w.token_contract for w in watched})
-            recipients = sorted({w.address for w in watched})
-            for i in range(0, len(recipients), self.max_addresses):
-                chunk = recipients[i:i + self.max_addresses]
-                for entry in client.transfer_logs(first, last, tokens, chunk):
-                    match = by_key.get((entry.token, entry.to_address))
-                    if match is not None:  # another token to the address does not pay this process
-                        logs.append((entry, match))
+        for entry in self._transfer_logs(client, network, first, last, watched):
+            match = watched.by_key.get((entry.token, entry.to_address))
+            if match is not None:  # another token to the address does not pay this process
+                logs.append((entry, match))
+        if logs:  # a kept process final for longer than the monitoring period is no longer watched
+            gone = transfer_rows.final_before(self.db.connection(), {m.process_id for _, m in logs},
+                                              now - self.monitoring_seconds)
+            logs = [(entry, match) for entry, match in logs if match.process_id not in gone]
         # A transfer's block is at or below the step's last one, so its timestamp is at most the
         # last block's: when that is not after the process's expiry, the transfer is in time and
         # its block need not be read (the last block's timestamp is kept as its upper bound). The
@@ -365,24 +347,27 @@ class Watcher:
         for block in previous:
             if again[block.number] is None or again[block.number].hash != block.hash:
                 raise ChainMoved(f"block {block.number} was replaced: reorganisation")
+        # Built `confirmed` when deep enough (a catch-up's usual case), made `seen` below otherwise.
+        deep_enough = head - network.confirmations + 1
         transfers = [Transfer(
             chain_id=network.chain_id, tx_hash=entry.tx_hash, log_index=entry.log_index,
             network_id=network.id, process_id=match.process_id, token_contract=entry.token,
-            from_address=entry.from_address, amount=str(entry.amount),
+            from_address=entry.from_address, amount=entry.amount,
             block_number=entry.block_number, block_hash=entry.block_hash,
             block_timestamp=(headers[entry.block_number].timestamp
                              if entry.block_number in headers else tip.timestamp),
-            status="seen", seen_at=now, confirmed_at=None,
+            status="confirmed" if entry.block_number <= deep_enough else "seen", seen_at=now,
+            confirmed_at=now if entry.block_number <= deep_enough else None,
         ) for entry, match in logs]
-        deep_enough = head - network.confirmations + 1
         try:
             with self.db.transaction() as conn:
+                transfer_rows.set_head(conn, network.id, head)  # before the events show it
                 completing = self._completing(conn, transfers, deep_enough)
                 confirmed = defaultdict(list)
                 for transfer in transfers:
                     deep = transfer.block_number <= deep_enough
-                    if deep and transfer.process_id in completing:
-                        transfer = replace(transfer, status="confirmed", confirmed_at=now)
+                    if deep and transfer.process_id not in completing:
+                        transfer = replace(transfer, status="seen", confirmed_at=None)
                     recorded = transfer_rows.record(conn, transfer)
                     if recorded and transfer.status == "confirmed":
                         confirmed[transfer.process_id].append(transfer)
@@ -392,6 +377,8 @@ class Watcher:
                 outcomes = self._settle_all(conn, confirmed, now, read=completing)
                 transfer_rows.save_block(conn, network.id, tip.number, tip.hash, tip.parent_hash,
                                          tip.timestamp)
+                transfer_rows.prune_blocks(conn, network.id,
+                                           head - network.confirmations - KEEP_BLOCKS, KEEP_BLOCKS)
                 if not transfer_rows.advance(conn, network.id, network.scanned_block, last):
                     raise _LostRace()
         except _LostRace:
@@ -401,6 +388,46 @@ class Watcher:
             settled = f"; settled {_outcomes(outcomes)}" if outcomes else ""
             log.info("watch %s: blocks %d-%d: %d transfers%s", network.id, first, last, len(logs),
                      settled)
+
+    def _watched_set(self, network):
+        """The network's watched addresses: read whole after a start, a rewind or a failed poll
+        and every FULL_READ_SECONDS, else the kept set with the payments made or changed since
+        the last read (CLOCK_MARGIN earlier). A kept process that became final long ago is left
+        out when one of its transfers is found (final_before), not by reading the whole set."""
+        now, conn = int(self.clock()), self.db.connection()
+        kept = self._watched.get(network.id)
+        if kept is None or now < kept.read_at or time.monotonic() > kept.full_at + FULL_READ_SECONDS:
+            rows = transfer_rows.watched_addresses(conn, network.id, now - self.monitoring_seconds,
+                                                   livemode=not network.is_test)
+            kept = self._watched[network.id] = _Watched(rows, now)
+        else:
+            kept.add(transfer_rows.watched_since(conn, network.id, kept.read_at - CLOCK_MARGIN,
+                                                 livemode=not network.is_test), now)
+        return kept
+
+    def _transfer_logs(self, client, network, first, last, watched):
+        """The watched tokens' Transfer logs in the range that may pay a watched address. When the
+        addresses take more than one eth_getLogs call, one call for all the tokens' transfers,
+        filtered here, is tried first; a token busy enough that the node refuses it, or that
+        returns more than LOCAL_FILTER_MAX logs, is asked by address chunks from then on."""
+        if not watched.by_key:
+            return []
+        if len(watched.by_key) > self.max_addresses and network.id not in self._busy:
+            try:
+                logs = client.transfer_logs(first, last, watched.tokens, None, split=False)
+            except RpcError as e:
+                if not is_too_large(e):
+                    raise
+                logs = None
+            if logs is None or len(logs) > LOCAL_FILTER_MAX:
+                log.info("watch %s: busy token: reading by deposit address", network.id)
+                self._busy.add(network.id)
+            if logs is not None:
+                return logs
+        recipients = watched.recipients
+        return [entry for i in range(0, len(recipients), self.max_addresses)
+                for entry in client.transfer_logs(first, last, watched.tokens,
+                                                  recipients[i:i + self.max_addresses])]
 
     def _confirm(self, client, network, head):
         deep_enough = head - network.confirmations + 1
@@ -422,6 +449,7 @@ class Watcher:
                     below = transfer_rows.blocks_from_top(conn, network.id, transfer.block_number)
                     transfer_rows.rewind(conn, network.id, below[0].number if below
                                          else network.start_block - 1)
+                self._watched.pop(network.id, None)
                 log.warning("watch %s: block %d was replaced: transfer orphaned", network.id,
                             transfer.block_number)
         now = int(self.clock())
@@ -519,6 +547,29 @@ class Watcher:
         return event
 
 
+class _Watched:
+    """Watched addresses and the lookup tables the steps use, built when rows are added."""
+
+    def __init__(self, rows, read_at):
+        self.by_key, self.tokens, self._recipients = {}, [], None
+        self.full_at = time.monotonic()
+        self.add(rows, read_at)
+
+    def add(self, rows, read_at):
+        self.read_at = read_at
+        if rows:
+            self.by_key.update(((w.token_contract, w.address), w) for w in rows)
+            self.tokens = sorted(set(self.tokens).union(w.token_contract for w in rows))
+            self._recipients = None
+
+    @property
+    def recipients(self):
+        """The addresses, sorted (for address chunks): built when first needed after a change."""
+        if self._recipients is None:
+            self._recipients = sorted({address for _, address in self.by_key})
+        return self._recipients
+
+
 def _outcomes(outcomes):
     """'in 4 processes: 3 payment.completed, 1 payment.partial', for the log."""
     return (f"in {sum(outcomes.values())} processes: "
@@ -527,8 +578,8 @@ def _outcomes(outcomes):
 
 def _with(view, transfers):
     """The view with `transfers` added, in the order views_of gives (block, then log index)."""
-    return replace(view, transfers=tuple(sorted(view.transfers + tuple(transfers),
-                                                key=lambda t: (t.block_number, t.log_index))))
+    return PaymentView(view.payment, tuple(sorted(view.transfers + tuple(transfers),
+                                                  key=lambda t: (t.block_number, t.log_index))))
 
 
 def _on_choice(payment, transfer) -> bool:
@@ -544,4 +595,4 @@ def _in_time(process, transfers):
 
 
 def _paid(transfers) -> int:
-    return sum(int(t.amount) for t in transfers)
+    return sum(t.amount for t in transfers)

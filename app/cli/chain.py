@@ -5,10 +5,11 @@ RPC URLs may hold a provider's API key: they are printed as scheme and host only
 import json
 
 import click
+from flask import current_app
 from flask.cli import AppGroup
 
 from app import payments as service
-from app.chain.rpc import redacted
+from app.chain.rpc import Client, redacted
 from app.cli.common import table, when
 from app.clock import now
 from app.db import get_db
@@ -75,7 +76,8 @@ def networks_add(network_id, name, chain_id, rpc_url, confirmations, start_block
                    f" {redacted(n.rpc_url)}; {n.confirmations} confirmations; reading from block"
                    f" {n.start_block}.",
          network_id=network_id, name=name, chain_id=chain_id, rpc_url=rpc_url,
-         confirmations=confirmations, start_block=start_block, testnet=testnet)
+         confirmations=confirmations, start_block=start_block, testnet=testnet,
+         client_factory=lambda url: Client.from_config(url, current_app.config))
 
 
 @networks.command("list")

@@ -248,9 +248,10 @@ def transfers_of(conn, process_ids) -> dict[str, list[Transfer]]:
     found: dict[str, list[Transfer]] = {}
     for r in rows:
         transfer = Transfer(**{k: r[k] for k in _TRANSFER_FIELDS}, head_block=r["head_block"])
+        transfer = replace(transfer, amount=int(r["amount"]))
         if r["earlier_decimals"] is not None:  # an earlier choice's token (back to it: unchanged)
-            amount = _rescaled(int(r["amount"]), r["earlier_decimals"], r["chosen_decimals"])
-            transfer = replace(transfer, amount=str(amount))
+            transfer = replace(transfer, amount=_rescaled(transfer.amount, r["earlier_decimals"],
+                                                          r["chosen_decimals"]))
         found.setdefault(r["process_id"], []).append(transfer)
     return found
 

@@ -8,35 +8,31 @@ watcher whose view is stale rolls its step back instead of overwriting another's
 transfer whose block left the chain (a reorganisation deeper than the confirmations) is `reversed`,
 also by a guarded UPDATE.
 """
+from app.data.payments import _NETWORK_COLUMNS, _network
 from app.data.schema import dialect
-from app.models import ChainBlock, Transfer, WatchedAddress, WatchedNetwork
+from app.models import ChainBlock, Network, Transfer, WatchedAddress
 
-_NETWORK = "id, chain_id, rpc_url, confirmations, start_block, scanned_block, head_block, testnet"
 _TRANSFER = (
     "chain_id, tx_hash, log_index, network_id, process_id, token_contract, from_address, amount,"
     " block_number, block_hash, block_timestamp, status, seen_at, confirmed_at"
 )
 
 
-def _network(row):
-    values = {name: row[name] for name in row.keys()}
-    values["testnet"] = bool(values["testnet"])
-    return WatchedNetwork(**values)
-
-
 def _transfer(row):
-    return Transfer(**{name: row[name] for name in row.keys()})
+    values = {name: row[name] for name in row.keys()}
+    values["amount"] = int(values["amount"])
+    return Transfer(**values)
 
 
 # --- Networks and the scan position --------------------------------------------------------------
 
-def enabled_networks(conn) -> list[WatchedNetwork]:
-    rows = conn.execute(f"SELECT {_NETWORK} FROM networks WHERE disabled_at IS NULL ORDER BY id")
+def enabled_networks(conn) -> list[Network]:
+    rows = conn.execute(f"SELECT {_NETWORK_COLUMNS} FROM networks WHERE disabled_at IS NULL ORDER BY id")
     return [_network(row) for row in rows]
 
 
-def network(conn, network_id) -> WatchedNetwork | None:
-    row = conn.execute(f"SELECT {_NETWORK} FROM networks WHERE id = ?", (network_id,)).fetchone()
+def network(conn, network_id) -> Network | None:
+    row = conn.execute(f"SELECT {_NETWORK_COLUMNS} FROM networks WHERE id = ?", (network_id,)).fetchone()
     return _network(row) if row else None
 
 
@@ -78,13 +74,14 @@ def watched_addresses(conn, network_id, final_since, livemode) -> list[WatchedAd
     `final_since` (late payments are still noticed for PAYMENT_MONITORING_SECONDS), with the token
     of the payment's choice, and of each earlier choice on the network (the customer may have paid
     with it before changing). Only processes of `livemode` merchants (the network's mode): a
-    payment on a network of the other mode (made before networks had modes) is never credited."""
+    payment on a network of the other mode (made before networks had modes) is never credited.
+    A choice made again appears twice (UNION ALL: no sort); the caller keeps one."""
     rows = conn.execute(
         "SELECT p.process_id, p.address, p.token_contract, pr.expires_at FROM payments p"
         " JOIN processes pr ON pr.id = p.process_id"
         " WHERE p.network_id = ? AND (pr.status = 'pending' OR pr.updated_at >= ?)"
         " AND pr.livemode = ?"
-        " UNION SELECT p.process_id, p.address, c.token_contract, pr.expires_at"
+        " UNION ALL SELECT p.process_id, p.address, c.token_contract, pr.expires_at"
         " FROM payment_choices c JOIN payments p ON p.process_id = c.process_id"
         " JOIN processes pr ON pr.id = c.process_id"
         " WHERE c.network_id = ? AND (pr.status = 'pending' OR pr.updated_at >= ?)"
@@ -93,6 +90,35 @@ def watched_addresses(conn, network_id, final_since, livemode) -> list[WatchedAd
     )
     return [WatchedAddress(row["process_id"], row["address"].lower(), row["token_contract"].lower(),
                            row["expires_at"]) for row in rows]
+
+
+def watched_since(conn, network_id, since, livemode) -> list[WatchedAddress]:
+    """What watched_addresses adds for the payments made, or changed to another choice, at or after
+    `since` (a new payment's process is pending; one that became final is the caller's to check,
+    with final_before)."""
+    rows = conn.execute(
+        "SELECT p.process_id, p.address, p.token_contract, pr.expires_at FROM payments p"
+        " JOIN processes pr ON pr.id = p.process_id"
+        " WHERE p.network_id = ? AND p.updated_at >= ? AND pr.livemode = ?"
+        " UNION ALL SELECT p.process_id, p.address, c.token_contract, pr.expires_at"
+        " FROM payment_choices c JOIN payments p ON p.process_id = c.process_id"
+        " JOIN processes pr ON pr.id = c.process_id"
+        " WHERE c.network_id = ? AND c.created_at >= ? AND pr.livemode = ?",
+        (network_id, since, int(livemode), network_id, since, int(livemode)),
+    )
+    return [WatchedAddress(row["process_id"], row["address"].lower(), row["token_contract"].lower(),
+                           row["expires_at"]) for row in rows]
+
+
+def final_before(conn, process_ids, final_since) -> set[str]:
+    """Of these processes, those that became final before `final_since` (no longer watched)."""
+    ids = list(process_ids)
+    if not ids:
+        return set()
+    rows = conn.execute(
+        f"SELECT id FROM processes WHERE id IN ({','.join('?' * len(ids))})"
+        " AND status != 'pending' AND updated_at < ?", (*ids, final_since))
+    return {row["id"] for row in rows}
 
 
 # --- Transfers -----------------------------------------------------------------------------------
@@ -105,7 +131,7 @@ def record(conn, t: Transfer) -> str | None:
         f"INSERT INTO transfers ({_TRANSFER})"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
         (t.chain_id, t.tx_hash, t.log_index, t.network_id, t.process_id, t.token_contract,
-         t.from_address, t.amount, t.block_number, t.block_hash, t.block_timestamp, t.status,
+         t.from_address, str(t.amount), t.block_number, t.block_hash, t.block_timestamp, t.status,
          t.seen_at, t.confirmed_at),
     )
     if cur.rowcount == 1:
@@ -118,16 +144,6 @@ def record(conn, t: Transfer) -> str | None:
          t.chain_id, t.tx_hash, t.log_index),
     )
     return "revived" if cur.rowcount == 1 else None
-
-
-def seen_blocks(conn, network_id) -> list[tuple[int, str]]:
-    """(number, hash) of the blocks holding transfers not yet confirmed."""
-    rows = conn.execute(
-        "SELECT DISTINCT block_number, block_hash FROM transfers"
-        " WHERE network_id = ? AND status = 'seen' ORDER BY block_number",
-        (network_id,),
-    )
-    return [(row["block_number"], row["block_hash"]) for row in rows]
 
 
 def orphan_block(conn, network_id, number, block_hash) -> int:
