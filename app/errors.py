@@ -5,13 +5,10 @@ import logging
 from flask import Response, request
 from werkzeug.exceptions import HTTPException
 
+from app import payments, processes, refunds
+from app.db import database_errors, is_unavailable
+
 log = logging.getLogger(__name__)
-
-
-class DatabaseUnavailable(Exception):
-    """The database cannot serve: gone, replaced by a file init-db did not make, read-only, an I/O
-    error, locked past the busy timeout, a server that does not answer. The API answers it 503
-    service_unavailable."""
 
 
 class ApiError(Exception):
@@ -82,9 +79,8 @@ RETRY_AFTER_SECONDS = 5
 
 def _database_error(e: Exception):
     """A database that cannot serve (gone, replaced, read-only, I/O error, locked past the busy
-    timeout, a server stopped or unreachable) is 503 service_unavailable with Retry-After; any other database error is a bug (500)."""
-    from app.db import is_unavailable
-
+    timeout, a server stopped or unreachable) is 503 service_unavailable with Retry-After; any
+    other database error is a bug (500)."""
     if not is_unavailable(e):
         return _unexpected(e)
     # The operator's problem, not the client's and not a bug: one ERROR line, no traceback.
@@ -97,8 +93,6 @@ def _database_error(e: Exception):
 
 def _domain_errors():
     """Errors raised below the HTTP layer, and the API error each one is."""
-    from app import payments, processes, refunds
-
     return {
         payments.PaymentMethodUnavailable: lambda e: error_response(
             409, "payment_method_unavailable", str(e)
@@ -120,8 +114,6 @@ def init_app(app):
     app.register_error_handler(ApiError, _api_error)
     for exc_class, handler in _domain_errors().items():
         app.register_error_handler(exc_class, handler)
-    from app.db import database_errors
-
     for error_class in database_errors():
         app.register_error_handler(error_class, _database_error)
     app.register_error_handler(HTTPException, _http_error)

@@ -11,8 +11,8 @@ from flask import Blueprint, Response
 
 from app.clock import now
 from app.data import maintenance
-from app.db import database_errors, get_db
-from app.errors import ApiError, DatabaseUnavailable
+from app.db import DatabaseUnavailable, database_errors, get_db
+from app.errors import ApiError
 from app.http import json_response
 from app.operations import metrics_text
 
