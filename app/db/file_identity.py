@@ -1,7 +1,7 @@
 """The SQLite file-identity guard: which files a connection opened, by (device, inode), so that a
 database file, write-ahead log or shared-memory index deleted or replaced by hand under open
-connections is noticed before a commit is answered as stored (docs/operations.md, "Deleted or
-replaced database files"; what the checks cost: bench/README.md, "Storage")."""
+connections is noticed before a commit is answered as stored (docs/operations.md, "When the
+database cannot serve"; what the checks cost: bench/README.md, "Storage")."""
 import os
 
 
