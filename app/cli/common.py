@@ -2,6 +2,7 @@
 import os
 import signal
 import time
+from contextlib import contextmanager
 
 import click
 
@@ -24,13 +25,15 @@ def table(rows, headers):
 STOP_AGAIN_SECONDS = 1.0  # a signal this soon after the first is the same stop
 
 
+@contextmanager
 def stop_on_signals(stop):
-    """Every long-running command's handling of SIGTERM/SIGINT: the first calls `stop` (it only
-    sets a flag: the command finishes the step under way, commits, and exits 0); another one
-    STOP_AGAIN_SECONDS or more after it exits at once, what was not committed rolled back as after a
-    crash. One stop often delivers two signals (a process group's SIGTERM, then the starting
-    script's own). A SIGINT ignored at start (a shell's background job, as under `make run`) stays
-    ignored. Main thread only."""
+    """Every long-running command's handling of SIGTERM/SIGINT, for the length of the block: the
+    first calls `stop` (it only sets a flag: the command finishes the step under way, commits, and
+    exits 0); another one STOP_AGAIN_SECONDS or more after it exits at once, what was not committed
+    rolled back as after a crash. One stop often delivers two signals (a process group's SIGTERM,
+    then the starting script's own). A SIGINT ignored at start (a shell's background job, as under
+    `make run`) stays ignored. After the block the previous handlers are put back, unless a signal
+    came (a late second one of the same stop must still find this handler). Main thread only."""
     first = []
 
     def handle(signum, frame):
@@ -39,6 +42,13 @@ def stop_on_signals(stop):
         first[:] = first or [time.monotonic()]
         stop()
 
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
     signal.signal(signal.SIGTERM, handle)
-    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+    if previous[signal.SIGINT] is not signal.SIG_IGN:
         signal.signal(signal.SIGINT, handle)
+    try:
+        yield
+    finally:
+        if not first:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)

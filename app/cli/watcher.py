@@ -28,8 +28,7 @@ def watch_payments(once, poll_interval, backoff_max, max_range, max_addresses):
     watcher = Watcher.from_app(current_app._get_current_object(), poll_interval=poll_interval,
                                backoff_max=backoff_max, max_range=max_range,
                                max_addresses=max_addresses)
-    stop_on_signals(watcher.stop)
-    with watcher:
+    with stop_on_signals(watcher.stop), watcher:
         if once:
             if not watcher.run_once():
                 sys.exit(1)
