@@ -58,9 +58,11 @@ $(CHAIN)/node_modules/.installed: $(CHAIN)/package.json $(CHAIN)/package-lock.js
 
 ## demo-live: the demo shop taking live stablecoin payments on this machine (docs/payment-button.md):
 ##      a local Hardhat node with a test token (TUSD), added with the operator CLI (networks add,
-##      assets add, merchants set-xpub with the published BIP39 test seed phrase's xpub), the chain
-##      watcher and the webhook worker alongside; the shop's "Test wallet" panel pays. A fresh chain
-##      and database (in DEMO_DIR) each time; Ctrl-C stops everything.
+##      assets add, networks deploy-factory, merchants set-payout: the payout mode, the payout wallet
+##      being the node's dev account #1, the operator's gas key dev account #2's, both published
+##      Hardhat test keys), the chain watcher and the webhook worker alongside; the shop's "Test
+##      wallet" panel pays, and collects to the payout wallet (or run the `collect` command it
+##      prints). A fresh chain and database (in DEMO_DIR) each time; Ctrl-C stops everything.
 DEMO_DIR           ?= $(CURDIR)/instance/demo-live
 DEMO_RPC_PORT      ?= 8545
 DEMO_CONFIRMATIONS ?= 3
@@ -84,11 +86,16 @@ demo-live: $(VENV)/.installed $(CHAIN)/node_modules/.installed
 	$(FLASK) assets add tusd --network local --symbol TUSD --name "Test USD" --contract $$token --decimals 6; \
 	$(FLASK) demo-merchant --webhook-url http://$(HOST):$(PORT)/demo/webhooks; \
 	merchant=$$($(FLASK) demo-merchant --json | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["merchantId"])'); \
-	$(BIN)/python -c 'from app.demo.merchant import DEMO_XPUB; print(DEMO_XPUB)' | $(FLASK) merchants set-xpub $$merchant -; \
+	(umask 077 && $(BIN)/python -c 'from app.demo.merchant import DEMO_OPERATOR_KEY; print(DEMO_OPERATOR_KEY)' \
+		>$(DEMO_DIR)/operator.key); \
+	$(FLASK) networks deploy-factory local --key-file $(DEMO_DIR)/operator.key; \
+	$(FLASK) merchants set-payout $$merchant $$($(BIN)/python -c 'from app.demo.merchant import DEMO_PAYOUT_ADDRESS; print(DEMO_PAYOUT_ADDRESS)'); \
 	$(FLASK) deliver-webhooks & worker=$$!; \
 	$(FLASK) watch-payments --poll-interval 1 & watcher=$$!; \
 	echo "Live demo shop: http://$(HOST):$(PORT)/  (local node $$rpc; Ctrl-C stops everything)"; \
-	FLASK_DEMO_SHOP=1 FLASK_DEMO_WALLET_RPC_URL=$$rpc $(FLASK) run --host $(HOST) --port $(PORT)
+	echo "Collect the payments to the payout wallet: FLASK_DATABASE=$$FLASK_DATABASE $(FLASK) collect local --key-file $(DEMO_DIR)/operator.key"; \
+	FLASK_DEMO_SHOP=1 FLASK_DEMO_WALLET_RPC_URL=$$rpc FLASK_DEMO_COLLECT_KEY_FILE=$(DEMO_DIR)/operator.key \
+		$(FLASK) run --host $(HOST) --port $(PORT)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

@@ -261,10 +261,12 @@ class Wallet:
 @dataclass(frozen=True)
 class Payment:
     """The customer's choice for a live process and its deposit address. `head_block` is read with
-    it from its network (the head when last asked), to count the confirmations of its transfers."""
+    it from its network (the head when last asked), to count the confirmations of its transfers.
+    Mode `xpub`: the address is the merchant wallet's child `address_index`. Mode `payout`: it is
+    `factory`'s CREATE2 address for (`payout_address`, the process), `address_index` None."""
     process_id: str
     merchant_id: str
-    address_index: int
+    address_index: int | None
     address: str
     asset_id: str
     network_id: str
@@ -275,6 +277,9 @@ class Payment:
     created_at: int
     updated_at: int
     head_block: int = 0
+    mode: str = "xpub"
+    payout_address: str | None = None
+    factory: str | None = None
 
 
 @dataclass(frozen=True)

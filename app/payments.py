@@ -1,6 +1,8 @@
 """Live payments, the merchant and operator side: networks, assets, merchants' xpubs, what a
 customer may pay with, and confirming a customer's choice (which gives the process its deposit
-address). The chain watcher (app/chain/watcher.py) takes it from there.
+address: a child of the merchant's xpub, or in the payout mode the CREATE2 address of the network's
+forwarder factory for the merchant's payout address; app/payouts.py sets those up). The chain
+watcher (app/chain/watcher.py) takes it from there.
 
 Decisions are in docs/payments.md ("Addresses and the API").
 """
@@ -8,10 +10,12 @@ import re
 from dataclasses import replace
 
 from app.chain import addresses
+from app.chain import forwarder
 from app.chain import rpc
 from app.chain.testnets import is_test_network
 from app.data import merchants as merchant_rows
 from app.data import payments as payment_rows
+from app.data import payouts as payout_rows
 from app.data import processes as process_rows
 from app.models import Asset, Network, Payment
 from app.money import AmountError, to_base_units
@@ -31,8 +35,8 @@ class SetupError(ValueError):
 class PaymentMethodUnavailable(Exception):
     """The merchant cannot take live payments; str() says why (never quoting the xpub)."""
 
-    def __init__(self, message="This merchant cannot take live payments yet: no wallet (xpub) is"
-                               " registered."):
+    def __init__(self, message="This merchant cannot take live payments yet: no payout address"
+                               " or wallet (xpub) is registered."):
         super().__init__(message)
 
 
@@ -178,14 +182,19 @@ def set_xpub(db, merchant_id, text, now) -> str:
 
 def payable_assets(db, merchant) -> list[dict]:
     """What the customer may pay with: every enabled asset on every enabled network of the
-    merchant's mode (test networks for test mode, live networks for live mode), grouped by asset
-    id; nothing for a merchant without an xpub (it cannot take live payments)."""
+    merchant's mode (test networks for test mode, live networks for live mode), grouped by asset id;
+    for a payout-mode merchant, on the networks with a forwarder factory only; nothing for a merchant
+    with neither a payout address nor an xpub (it cannot take live payments)."""
     conn = db.connection()
-    if payment_rows.get_wallet(conn, merchant.id) is None:
+    if payout_rows.get_payout(conn, merchant.id) is not None:
+        usable = payout_rows.networks_with_factory(conn).__contains__
+    elif payment_rows.get_wallet(conn, merchant.id) is not None:
+        usable = lambda network_id: True  # noqa: E731
+    else:
         return []
     grouped: dict[str, dict] = {}
     for asset, network_name, chain_id, confirmations, testnet in payment_rows.payable_assets(conn):
-        if is_test_network(chain_id, testnet) == merchant.livemode:
+        if is_test_network(chain_id, testnet) == merchant.livemode or not usable(asset.network_id):
             continue
         entry = grouped.setdefault(
             asset.id, {"id": asset.id, "symbol": asset.symbol, "name": asset.name, "networks": []}
@@ -206,8 +215,12 @@ def views(db, processes):
 def confirm(db, merchant, process_id, *, asset_id, network_id, now):
     """The customer's choice of asset and network for a pending process: (process, PaymentView).
 
-    The first confirm gives the process the next address of the merchant's wallet; later ones keep
-    it and may change the choice until a transfer to it is recorded. All in one write transaction
+    The first confirm gives the process its deposit address: in the payout mode (a merchant with a
+    payout address, even one that also has an xpub) the CREATE2 address of the chosen network's
+    factory for the payout address and the process, else the next address of the merchant's
+    wallet. Later ones keep it and may change the choice until a transfer to it is recorded (in
+    the payout mode, to a network whose factory is the same contract address: the deposit address
+    is that factory's). All in one write transaction
     (BEGIN IMMEDIATE), so concurrent confirms, from any number of processes, queue: the index read
     and its guarded increment cannot interleave."""
     now = int(now)
@@ -219,10 +232,22 @@ def confirm(db, merchant, process_id, *, asset_id, network_id, now):
         status = process.effective_status(now)
         if status != "pending" or now >= process.expires_at:
             raise InvalidState(process_id, "expired" if status == "pending" else status, "paid")
+        existing = payment_rows.get_payment(conn, process_id)
+        payout = payout_rows.get_payout(conn, merchant.id)
         wallet = payment_rows.get_wallet(conn, merchant.id)
-        if wallet is None:
+        if existing is None and payout is None and wallet is None:
             raise PaymentMethodUnavailable()
         asset, network = _payable(conn, merchant, asset_id, network_id)
+        payout_mode = existing.mode == "payout" if existing is not None else payout is not None
+        factory = payout_rows.get_factory(conn, network.id) if payout_mode else None
+        if payout_mode and factory is None:
+            raise PaymentMethodUnavailable(
+                f"This merchant's payments are collected by a forwarder contract, which network"
+                f" {network.id} does not offer yet: choose another network.")
+        if existing is not None and existing.mode == "payout" and factory != existing.factory:
+            raise PaymentMethodUnavailable(
+                f"This payment's address was made with another network's forwarder factory, which"
+                f" is not at the same address on network {network.id}: choose another network.")
         try:
             amount_due = to_base_units(process.amount, asset.decimals)
         except AmountError:
@@ -230,7 +255,6 @@ def confirm(db, merchant, process_id, *, asset_id, network_id, now):
                 f"The amount {process.amount} cannot be paid in {asset.symbol}: the token has"
                 f" {asset.decimals} decimal places. Choose another asset."
             ]}) from None
-        existing = payment_rows.get_payment(conn, process_id)
         choice = dict(asset_id=asset.id, network_id=network.id, chain_id=network.chain_id,
                       token_contract=asset.contract, decimals=asset.decimals, amount_due=amount_due)
         if existing is not None:
@@ -239,6 +263,15 @@ def confirm(db, merchant, process_id, *, asset_id, network_id, now):
                 changed = replace(existing, **choice, updated_at=now)
                 if not payment_rows.change_choice(conn, changed):
                     raise ChoiceLocked(process_id)
+        elif payout_mode:
+            address = forwarder.deposit_address(factory, payout, forwarder.salt(process_id))
+            if payment_rows.address_taken(conn, address):  # a salt is the process's: never
+                raise PaymentMethodUnavailable("This payment's deposit address is already taken.")
+            payment_rows.insert_payment(conn, Payment(
+                process_id=process_id, merchant_id=merchant.id, address_index=None,
+                address=address, **choice, created_at=now, updated_at=now, mode="payout",
+                payout_address=payout, factory=factory,
+            ))
         else:
             index, address = _allocate(conn, merchant.id, wallet.xpub)
             payment_rows.insert_payment(conn, Payment(

@@ -3,7 +3,7 @@ with the test token, the operator CLI setup, the chain watcher and the webhook w
 the demo shop with its test wallet. A person's session in Chromium: an order, the coin, the QR code
 (decoded with zbar), the test wallet's transfer, confirmations arriving by themselves (a block every
 3 s: the watcher, polling every second, sees the transfer before it is deep enough), the payment
-received, the verified webhooks; then Ctrl-C (SIGINT to the terminal's process group) stops every
+received, the verified webhooks, the payout mode's collection arriving in the payout wallet; then Ctrl-C (SIGINT to the terminal's process group) stops every
 process the command started.
 """
 import json
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import requests
 
-from app.demo.merchant import DEMO_FIRST_ADDRESS
+from app.chain import forwarder
+from app.demo.merchant import DEMO_OPERATOR_KEY, DEMO_PAYOUT_ADDRESS
 from qr_decode import qr_texts
 from servers import free_port, wait_for
 
@@ -72,7 +73,10 @@ def test_make_demo_live_takes_a_payment_end_to_end(page, tmp_path, screenshot):
         expect(choice).to_have_text(["TUSD on Local HardhatTest USD"])  # one asset, one network
         choice.click()
         expect(page.locator("payment-button .send-amount")).to_have_text("12.34 TUSD")
-        expect(page.locator("payment-button .address")).to_have_text(DEMO_FIRST_ADDRESS)
+        factory = re.search(r"Deployed the forwarder factory of network local at (0x[0-9a-fA-F]{40})",
+                            log_path.read_text()).group(1)
+        deposit = forwarder.deposit_address(factory, DEMO_PAYOUT_ADDRESS, forwarder.salt(pid))
+        expect(page.locator("payment-button .address")).to_have_text(deposit)
         public = requests.get(f"{shop}/payment-button/process/{pid}/public",
                               headers={"x-public-key": keys["publicKey"]}, timeout=10).json()
         assert qr_texts(page.locator("payment-button .qr").screenshot()) == [public["payment"]["paymentUri"]]
@@ -82,6 +86,15 @@ def test_make_demo_live_takes_a_payment_end_to_end(page, tmp_path, screenshot):
         expect(page.locator("payment-button .pay-status")).to_have_text(
             re.compile(r"^Payment seen, waiting for confirmations \([12] of 3\)\.$"))
         expect(page.locator("payment-button .outcome-title")).to_have_text("Payment received", timeout=20_000)
+        wallet = page.locator("#test-wallet")
+        expect(wallet.locator("#payout-address")).to_have_text(DEMO_PAYOUT_ADDRESS)
+        expect(wallet.locator("#deposit-balance")).to_have_text("12.34")
+        expect(wallet.locator("#payout-balance")).to_have_text("0")  # dev account #1 holds no TUSD
+        wallet.get_by_role("button", name="Collect to the payout wallet").click()
+        expect(page.locator("#wallet-log li").first).to_have_text(
+            re.compile(r"Collected 12\.34 to the payout wallet \(tx 0x[0-9a-f]{8}…\)"))
+        expect(wallet.locator("#deposit-balance")).to_have_text("0")
+        expect(wallet.locator("#payout-balance")).to_have_text("12.34")
         screenshot(page, "demo-live-paid", full_page=True)
 
         page.goto(shop + "/demo/webhooks")
@@ -104,5 +117,6 @@ def test_make_demo_live_takes_a_payment_end_to_end(page, tmp_path, screenshot):
         time.sleep(0.2)
     assert not _group_alive(make.pid), "a process of make demo-live outlived Ctrl-C"
     output = log_path.read_text()
-    assert "xpub6" not in output  # the wallet's xpub is never printed
-    assert f"Its first deposit address (m/44'/60'/0'/0/0) is {DEMO_FIRST_ADDRESS}" in output
+    assert DEMO_OPERATOR_KEY[2:] not in output  # the key file is read, never printed
+    assert f"Payout address of {keys['merchantId']} set to {DEMO_PAYOUT_ADDRESS}." in output
+    assert " collect local --key-file " in output

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from app.demo.merchant import DEMO_FIRST_ADDRESS, DEMO_XPUB
+from app.demo.merchant import DEMO_FIRST_ADDRESS, DEMO_OPERATOR_KEY, DEMO_PAYOUT_ADDRESS, DEMO_XPUB
 from helpers import assert_error
 from servers import free_port
 
@@ -130,3 +130,50 @@ def test_without_a_node_there_is_no_test_wallet(client, runner):
     assert "Test wallet" not in response.get_data(as_text=True)
     body = assert_error(client.post("/demo/wallet/mine", json={"blocks": 1}), 404, "not_found")
     assert body["message"] == "The test wallet is off: set DEMO_WALLET_RPC_URL (make demo-live does)."
+
+
+@pytest.fixture
+def payout_shop(runner, app, chain, clock, tmp_path):
+    """The demo merchant in the payout mode, as `make demo-live` sets it up: the factory deployed
+    with the published dev key, dev account #1 as the payout wallet."""
+    clock.now = chain.timestamp()
+    key_file = tmp_path / "operator.key"
+    key_file.write_text(DEMO_OPERATOR_KEY + "\n")
+    app.config["DEMO_COLLECT_KEY_FILE"] = str(key_file)
+    for args in (["networks", "add", "hardhat", "--name", "Local Hardhat", "--chain-id", "31337",
+                  "--rpc-url", chain.url, "--confirmations", "3"],
+                 ["assets", "add", "tusd", "--network", "hardhat", "--symbol", "TUSD", "--name", "Test USD",
+                  "--contract", chain.token, "--decimals", "6"],
+                 ["networks", "deploy-factory", "hardhat", "--key-file", str(key_file)],
+                 ["demo-merchant"]):
+        result = runner.invoke(args=args)
+        assert result.exit_code == 0, result.output
+    with open(app.config["DEMO_MERCHANT_FILE"]) as f:
+        keys = json.load(f)
+    assert runner.invoke(args=["merchants", "set-payout", keys["merchantId"], DEMO_PAYOUT_ADDRESS]).exit_code == 0
+    return keys
+
+
+def test_collect_moves_the_payment_to_the_payout_wallet(client, payout_shop):
+    pid = order(client, "7.5")
+    assert_error(client.post(f"/demo/wallet/{pid}/collect"), 409, "invalid_state",
+                 "This order's payment is not in the payout mode: nothing to collect.")
+    payment = confirm(client, payout_shop, pid)
+    assert payment["address"] != DEMO_FIRST_ADDRESS
+    assert send(client, pid, "full").status_code == 200
+    state = client.get(f"/demo/wallet/{pid}").get_json()
+    assert state["payout"] == {"address": DEMO_PAYOUT_ADDRESS, "balance": "0", "atDepositAddress": "7.5"}
+    collected = client.post(f"/demo/wallet/{pid}/collect")
+    assert collected.status_code == 200, collected.get_data(as_text=True)
+    body = collected.get_json()
+    assert (body["amount"], body["to"], len(body["transactions"])) == ("7.5", DEMO_PAYOUT_ADDRESS, 1)
+    state = client.get(f"/demo/wallet/{pid}").get_json()
+    assert state["payout"] == {"address": DEMO_PAYOUT_ADDRESS, "balance": "7.5", "atDepositAddress": "0"}
+    again = client.post(f"/demo/wallet/{pid}/collect").get_json()
+    assert again == {"amount": "0", "transactions": [], "to": DEMO_PAYOUT_ADDRESS}
+
+
+def test_collect_without_a_key_file_is_404(client, shop):
+    pid = order(client)
+    body = assert_error(client.post(f"/demo/wallet/{pid}/collect"), 404, "not_found")
+    assert body["message"] == "Collecting is off: set DEMO_COLLECT_KEY_FILE (make demo-live does)."

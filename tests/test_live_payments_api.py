@@ -252,7 +252,8 @@ def test_large_amounts_of_an_18_decimal_token_stay_exact(api, button, wallet):
 def test_confirm_without_xpub_is_payment_method_unavailable(api, button, chains):
     pid = preorder(api)["processId"]
     assert_error(button.confirm(pid), 409, "payment_method_unavailable",
-                 "This merchant cannot take live payments yet: no wallet (xpub) is registered.")
+                 "This merchant cannot take live payments yet: no payout address or wallet (xpub)"
+                 " is registered.")
 
 
 def test_a_wallet_whose_address_indexes_are_used_up_is_payment_method_unavailable(

@@ -3,6 +3,7 @@
 
 def init_app(app):
     from app.cli.chain import assets, networks
+    from app.cli.collect import collect, collections  # also merchants set-payout, networks *-factory
     from app.cli.events import events
     from app.cli.maintenance import backup_db, prune
     from app.cli.merchants import merchants
@@ -21,3 +22,5 @@ def init_app(app):
     app.cli.add_command(backup_db)
     app.cli.add_command(networks)
     app.cli.add_command(assets)
+    app.cli.add_command(collect)
+    app.cli.add_command(collections)

@@ -13,7 +13,8 @@ _NETWORK_COLUMNS = (
 _ASSET_COLUMNS = "id, network_id, symbol, name, contract, decimals, disabled_at, created_at"
 _PAYMENT_COLUMNS = (
     "p.process_id, p.merchant_id, p.address_index, p.address, p.asset_id, p.network_id, p.chain_id,"
-    " p.token_contract, p.decimals, p.amount_due, p.created_at, p.updated_at, n.head_block"
+    " p.token_contract, p.decimals, p.amount_due, p.created_at, p.updated_at, n.head_block, p.mode,"
+    " p.payout_address, p.factory"
 )
 _TRANSFER_FIELDS = (
     "chain_id", "tx_hash", "log_index", "network_id", "process_id", "token_contract", "from_address",
@@ -193,10 +194,11 @@ def address_taken(conn, address) -> bool:
 def insert_payment(conn, p: Payment):
     conn.execute(
         "INSERT INTO payments (process_id, merchant_id, address_index, address, asset_id, network_id,"
-        " chain_id, token_contract, decimals, amount_due, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " chain_id, token_contract, decimals, amount_due, created_at, updated_at, mode,"
+        " payout_address, factory) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (p.process_id, p.merchant_id, p.address_index, p.address, p.asset_id, p.network_id,
-         p.chain_id, p.token_contract, p.decimals, str(p.amount_due), p.created_at, p.updated_at),
+         p.chain_id, p.token_contract, p.decimals, str(p.amount_due), p.created_at, p.updated_at,
+         p.mode, p.payout_address, p.factory),
     )
 
 

@@ -12,8 +12,8 @@ from importlib import resources
 # Every table, parents before children (the order copy-db inserts in); schema_version is not copied.
 TABLES = (
     "merchants", "secret_keys", "processes", "events", "delivery_attempts", "idempotency_keys",
-    "networks", "assets", "merchant_wallets", "payments", "payment_choices", "transfers",
-    "chain_blocks", "refunds",
+    "networks", "assets", "merchant_wallets", "merchant_payouts", "network_factories", "payments",
+    "payment_choices", "transfers", "chain_blocks", "refunds", "collections", "collection_items",
     "pruned_events",
 )
 
@@ -57,8 +57,16 @@ def version(conn) -> int:
     return conn.execute("SELECT COALESCE(max(version), 0) FROM schema_version").fetchone()[0]
 
 
+def _applied(conn) -> set[int]:
+    if not _has_table(conn, "schema_version"):
+        return set()
+    return {row[0] for row in conn.execute("SELECT version FROM schema_version")}
+
+
 def upgrade(conn, now=None) -> tuple[int, int]:
-    """Apply every migration the database lacks, in one transaction. (version before, after)."""
+    """Apply every migration the database lacks, in one transaction. (version before, after).
+    "Lacks" is by number, not only above the highest applied: versions developed side by side may
+    be merged out of order (a database at 5 that lacks 4 gets 4)."""
     import time
 
     now = int(time.time() if now is None else now)
@@ -69,8 +77,8 @@ def upgrade(conn, now=None) -> tuple[int, int]:
             # Two init-db at once: the second waits, then finds the schema up to date.
             conn.execute("SELECT pg_advisory_xact_lock(7101)")
             conn.execute(_VERSION_TABLE)
-            before = version(conn)
-            pending = [m for m in migrations(name) if m[0] > before]
+            before, applied = version(conn), _applied(conn)
+            pending = [m for m in migrations(name) if m[0] not in applied]
             for number, filename, sql in pending:
                 conn.execute(sql)
                 conn.execute("INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)",
@@ -79,10 +87,10 @@ def upgrade(conn, now=None) -> tuple[int, int]:
         except BaseException:
             conn.rollback()
             raise
-        return before, pending[-1][0] if pending else before
+        return before, max(before, pending[-1][0]) if pending else before
     # SQLite: executescript commits any open transaction first, so the script carries its own.
-    before = version(conn)
-    pending = [m for m in migrations(name) if m[0] > before]
+    before, applied = version(conn), _applied(conn)
+    pending = [m for m in migrations(name) if m[0] not in applied]
     if not pending:
         return before, before
     script = ["BEGIN IMMEDIATE;", _VERSION_TABLE + ";"]
@@ -97,7 +105,7 @@ def upgrade(conn, now=None) -> tuple[int, int]:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
-    return before, pending[-1][0]
+    return before, max(before, pending[-1][0])
 
 
 def ping(conn) -> bool:

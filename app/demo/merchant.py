@@ -17,6 +17,13 @@ DEMO_XPUB = ("xpub6DCoCpSuQZB2jawqnGMEPS63ePKWkwWPH4TU45Q7LPXWuNd8TMtVxRrgjtEshu
              "GFZaM6si3yZdUsT8ddYM3PwnATt")
 DEMO_FIRST_ADDRESS = "0x9858EfFD232B4033E47d90003D41EC34EcaEda94"
 
+# The live demo's payout mode: the merchant's payout wallet is the local node's second dev account
+# (Hardhat's published "test test … junk" accounts, #1), and the operator's key, which deploys the
+# forwarder factory and pays the gas of `collect`, is dev account #2's published private key.
+# Anyone can spend from both: local test chains only.
+DEMO_PAYOUT_ADDRESS = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+DEMO_OPERATOR_KEY = "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a"
+
 
 def read_keys(path):
     """The saved keys {merchantId, secretKey, publicKey, webhookSecret, livemode}, or None."""

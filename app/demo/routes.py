@@ -15,6 +15,10 @@ wallet (wallet.py) for the live payment of the order on the page:
                                       payment's address of what is outstanding, half of it, or
                                       one token more
   POST /demo/wallet/mine              {"blocks": n}: mine n blocks (1-100)
+  POST /demo/wallet/<processId>/collect  a payout-mode payment (`make demo-live`): runs `collect`
+                                      for the demo merchant on the payment's network, the gas paid
+                                      from DEMO_COLLECT_KEY_FILE (a published dev key); the state
+                                      above then shows the payout wallet's balance
 
 The demo merchant's keys come from DEMO_MERCHANT_FILE, written by `flask --app app demo-merchant`.
 """
@@ -22,9 +26,10 @@ import json
 
 from flask import Blueprint, current_app, render_template, request, url_for
 
-from app import payments, processes
+from app import collect, payments, processes
 from app.auth import merchant_for_secret_key
 from app.chain.rpc import RpcError
+from app.chain.signer import SignerError
 from app.clock import now
 from app.db import get_db
 from app.demo.merchant import read_keys
@@ -33,6 +38,7 @@ from app.errors import ApiError, validation_error
 from app.http import json_response, load, read_json_body
 from app.jsonutil import InvalidJSON, JSONNumber, dumps_pretty, loads
 from app.money import format_units
+from app.payments import SetupError
 from app.representation import iso
 from app.webhooks.signing import VerificationError, verify
 
@@ -187,6 +193,14 @@ def wallet_state(process_id):
                 "balance": format_units(wallet.balance(p.token_contract, account), p.decimals),
                 "full": format_units(_outstanding(view), p.decimals),
             }
+            if p.payout_address is not None:  # the payout mode: what collect moves, and where to
+                state["payout"] = {
+                    "address": p.payout_address,
+                    "balance": format_units(wallet.balance(p.token_contract, p.payout_address),
+                                            p.decimals),
+                    "atDepositAddress": format_units(wallet.balance(p.token_contract, p.address),
+                                                     p.decimals),
+                }
     except RpcError as e:
         raise _node_error(e) from None
     return json_response(json.dumps(state))
@@ -225,3 +239,30 @@ def wallet_mine():
     except RpcError as e:
         raise _node_error(e) from None
     return json_response(json.dumps({"head": head}))
+
+
+@bp.post("/demo/wallet/<process_id:process_id>/collect")
+def wallet_collect(process_id):
+    """`collect` for the demo merchant on the payment's network, as the operator runs it."""
+    _wallet()
+    key_file = current_app.config.get("DEMO_COLLECT_KEY_FILE")
+    if not key_file:
+        raise ApiError(404, "not_found",
+                       "Collecting is off: set DEMO_COLLECT_KEY_FILE (make demo-live does).")
+    view = _demo_payment(process_id)
+    if view is None or view.payment.payout_address is None:
+        raise ApiError(409, "invalid_state",
+                       "This order's payment is not in the payout mode: nothing to collect.")
+    p = view.payment
+    try:
+        report = collect.collect(get_db(), p.network_id, key_file, merchant_id=p.merchant_id, now=now())
+    except (SetupError, SignerError) as e:
+        raise ApiError(503, "not_set_up", str(e)) from None
+    if report.error:
+        raise ApiError(503, "collect_failed", report.error)
+    moved = sum(i.amount for b in report.batches for i in b.moved if i.token == p.token_contract)
+    moved += sum(i.amount for _, items in report.settled for i in items if i.token == p.token_contract)
+    return json_response(json.dumps({
+        "amount": format_units(moved, p.decimals),
+        "transactions": [b.collection.tx_hash for b in report.batches if b.collection is not None],
+        "to": p.payout_address}))

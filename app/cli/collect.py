@@ -1,0 +1,257 @@
+"""The payout mode's operator commands: `merchants set-payout`, `networks deploy-factory` and
+`set-factory`, `collect`, `collections list` (the service side: app/payouts.py, app/collect.py).
+
+Key files are read by the commands that send (deploy-factory, collect) and never printed.
+"""
+import json
+import threading
+from collections import defaultdict
+
+import click
+from flask.cli import AppGroup, with_appcontext
+
+from app import collect as collector
+from app import payouts
+from app.chain.signer import ChainError, SignerError
+from app.cli.chain import networks
+from app.cli.common import stop_on_signals, table, when
+from app.cli.merchants import merchants
+from app.clock import now
+from app.data import payments as payment_rows
+from app.data import payouts as payout_rows
+from app.data.payouts import GAS_COIN
+from app.db import get_db
+from app.money import format_units
+from app.payments import SetupError
+
+collections = AppGroup("collections", help="Transactions that moved deposits to payout addresses.")
+
+
+def _run(action, *args, **kwargs):
+    try:
+        return action(get_db(), *args, **kwargs)
+    except (SetupError, SignerError, ChainError) as e:
+        raise click.ClickException(str(e)) from None
+
+
+@merchants.command("set-payout")
+@click.argument("merchant_id")
+@click.argument("address")
+def set_payout(merchant_id, address):
+    """Set the wallet address (EOA or smart account, the same on every network) that this
+    merchant's payout-mode deposit addresses pay; processes confirmed from now on use it."""
+    address, previous = _run(payouts.set_payout, merchant_id, address, now())
+    click.echo(f"Payout address of {merchant_id} set to {address}. New payments' deposit addresses"
+               " forward to it" + (f"; those already handed out keep forwarding to {previous}."
+                                   if previous and previous != address else "."))
+
+
+@networks.command("deploy-factory")
+@click.argument("network_id")
+@click.option("--key-file", required=True, type=click.Path(dir_okay=False),
+              help="A file holding one hex private key of an account with the network's gas coin;"
+                   " used for this transaction only, never stored.")
+def deploy_factory(network_id, key_file):
+    """Deploy the forwarder factory of the payout mode on a network, and use it."""
+    factory, tx_hash, gas_used = _run(payouts.deploy_factory, network_id, key_file, now())
+    click.echo(f"Deployed the forwarder factory of network {network_id} at {factory} (transaction"
+               f" {tx_hash}, {gas_used} gas).")
+
+
+@networks.command("set-factory")
+@click.argument("network_id")
+@click.argument("address")
+def set_factory(network_id, address):
+    """Use the forwarder factory already deployed at ADDRESS (its code is checked)."""
+    factory = _run(payouts.set_factory, network_id, address, now())
+    click.echo(f"Network {network_id} uses the forwarder factory at {factory}.")
+
+
+# --- collect ---------------------------------------------------------------------------------
+
+@click.command("collect")
+@click.argument("network_id")
+@click.option("--key-file", required=True, type=click.Path(dir_okay=False),
+              help="A file holding one hex private key of the account that pays the gas (it needs"
+                   " only the gas coin, and cannot redirect anything).")
+@click.option("--merchant", "merchant_id", default=None, help="Only this merchant's addresses.")
+@click.option("--dry-run", is_flag=True, help="Read and estimate; send nothing.")
+@click.option("--max-batch", default=collector.MAX_BATCH, show_default=True,
+              type=click.IntRange(1, 10_000), help="Deposit addresses per transaction at most.")
+@click.option("--token", "extra_tokens", multiple=True,
+              help="Also move this ERC-20 contract's balance (a token that is no asset here,"
+                   " sent by mistake); repeatable.")
+@click.option("--receipt-timeout", default=120, show_default=True, type=click.IntRange(1, 3600),
+              help="Seconds to wait for each transaction's receipt.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@with_appcontext
+def collect(network_id, key_file, merchant_id, dry_run, max_batch, extra_tokens, receipt_timeout,
+            as_json):
+    """Move what payout-mode deposit addresses hold on a network to their payout addresses."""
+    checked = []
+    for token in extra_tokens:
+        checked.append(_run(lambda db, t: payouts.check_address(t, "A --token"), token))
+    stop = threading.Event()  # a signal: the transaction in flight is awaited, no other is sent
+    with stop_on_signals(stop.set):
+        report = _run(collector.collect, network_id, key_file, merchant_id=merchant_id,
+                      dry_run=dry_run, max_batch=max_batch, extra_tokens=checked, now=now(),
+                      receipt_timeout=receipt_timeout, stopping=stop.is_set)
+    summary = _summary(report)
+    if as_json:
+        click.echo(json.dumps(summary))
+    else:
+        _print_summary(summary)
+    if report.error:
+        raise click.ClickException(report.error)
+
+
+def _units(db, network_id):
+    """token -> (symbol, decimals) for the network's assets and its gas coin."""
+    units = {GAS_COIN: ("gas coin", 18)}
+    for a in payment_rows.list_assets(db.connection()):
+        if a.network_id == network_id:
+            units[a.contract] = (a.symbol, a.decimals)
+    return units
+
+
+def _summary(report) -> dict:
+    units = _units(get_db(), report.network_id)
+    moved = defaultdict(lambda: {"amount": 0, "addresses": set(), "transactions": set()})
+    payouts_of = defaultdict(set)
+    transactions = []
+
+    def add(items, tx_hash):
+        for i in items:
+            entry = moved[(i.merchant_id, i.token)]
+            entry["amount"] += i.amount
+            entry["addresses"].add(i.address)
+            if tx_hash:
+                entry["transactions"].add(tx_hash)
+            payouts_of[i.merchant_id].add(i.payout_address)
+
+    for collection, items in report.settled:
+        add(items, collection.tx_hash)
+        transactions.append(_tx_json(collection, len({i.address for i in items}), earlier=True))
+    for batch in report.batches:
+        if report.dry_run or batch.collection is None:
+            planned = [payout_rows.Item(0, d.address, token, d.process_id, d.merchant_id,
+                                        d.payout_address, amount)
+                       for d in batch.deposits for token, amount in batch.balances[d.address].items()
+                       if amount]
+            if report.dry_run:
+                add(planned, None)
+                transactions.append({"txHash": None, "status": "planned",
+                                     "addresses": len(batch.deposits), "gasEstimated": batch.gas,
+                                     "maxFeePerGas": str(report.max_fee_per_gas)})
+            continue
+        if batch.collection.status == "succeeded":
+            add(batch.moved, batch.collection.tx_hash)
+        transactions.append(_tx_json(batch.collection, len(batch.deposits), earlier=False))
+    merchants_json = []
+    for merchant_id in sorted(payouts_of):
+        tokens = []
+        for (mid, token), entry in sorted(moved.items()):
+            if mid != merchant_id:
+                continue
+            symbol, decimals = units.get(token, (None, None))
+            tokens.append({
+                "token": token, "symbol": symbol,
+                "amount": format_units(entry["amount"], decimals) if decimals is not None else None,
+                "baseUnits": str(entry["amount"]), "addresses": sorted(entry["addresses"]),
+                "transactions": sorted(entry["transactions"]),
+            })
+        merchants_json.append({"merchantId": merchant_id,
+                               "payoutAddresses": sorted(payouts_of[merchant_id]), "tokens": tokens})
+    return {"networkId": report.network_id, "sender": report.sender, "dryRun": report.dry_run,
+            "merchants": merchants_json, "transactions": transactions,
+            "gasUsed": sum(t.get("gasUsed") or 0 for t in transactions), "error": report.error}
+
+
+def _tx_json(c, addresses, *, earlier):
+    return {"txHash": c.tx_hash, "status": c.status, "nonce": c.nonce, "addresses": addresses,
+            "blockNumber": c.block_number, "gasUsed": c.gas_used,
+            "fee": str(c.gas_used * c.gas_price) if c.gas_used is not None else None,
+            "earlierRun": earlier, "error": c.error}
+
+
+def _print_summary(s):
+    verb = "Would move" if s["dryRun"] else "Moved"
+    if not s["merchants"] and not s["transactions"]:
+        click.echo(f"Nothing to collect on {s['networkId']}.")
+    for m in s["merchants"]:
+        for t in m["tokens"]:
+            amount = (f"{t['amount']} {t['symbol']}" if t["symbol"]
+                      else f"{t['baseUnits']} base units of {t['token']}")
+            click.echo(f"{verb} {amount} of {m['merchantId']} to {', '.join(m['payoutAddresses'])}"
+                       f" from {len(t['addresses'])} address(es)"
+                       + (f" in {', '.join(t['transactions'])}" if t["transactions"] else "") + ".")
+    for t in s["transactions"]:
+        if t["txHash"] is None:
+            click.echo(f"Planned transaction: {t['addresses']} address(es), about {t['gasEstimated']}"
+                       f" gas at up to {t['maxFeePerGas']} wei per gas.")
+        else:
+            click.echo(f"Transaction {t['txHash']} (nonce {t['nonce']}"
+                       + (", from an earlier run" if t["earlierRun"] else "") + f"): {t['status']}"
+                       + (f", {t['addresses']} address(es), {t['gasUsed']} gas"
+                          if t["gasUsed"] is not None else "")
+                       + (f" ({t['error']})" if t["error"] else "") + ".")
+    if not s["dryRun"] and s["transactions"]:
+        click.echo(f"Gas used: {s['gasUsed']}.")
+
+
+# --- collections list ----------------------------------------------------------------------
+
+@collections.command("list")
+@click.option("--network", "network_id", default=None, help="Only this network's.")
+@click.option("--merchant", "merchant_id", default=None, help="Only those moving this merchant's funds.")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array, with each item.")
+def collections_list(network_id, merchant_id, limit, as_json):
+    """List collections, newest first."""
+    db = get_db()
+    conn = db.connection()
+    rows = payout_rows.list_collections(conn, network_id=network_id, merchant_id=merchant_id,
+                                        limit=limit)
+    items = payout_rows.items_of(conn, [c.id for c in rows])
+    units = {}
+    for c in rows:
+        if c.network_id not in units:
+            units[c.network_id] = _units(db, c.network_id)
+    if as_json:
+        click.echo(json.dumps([_collection_json(c, items.get(c.id, []), units[c.network_id], merchant_id)
+                               for c in rows]))
+        return
+    table([(c.id, c.network_id, c.tx_hash, c.status, len({i.address for i in items.get(c.id, [])
+                                                            if merchant_id in (None, i.merchant_id)}),
+             _amounts(items.get(c.id, []), units[c.network_id], merchant_id),
+             c.gas_used if c.gas_used is not None else "-", when(c.created_at)) for c in rows],
+          ("ID", "NETWORK", "TRANSACTION", "STATUS", "ADDRESSES", "AMOUNTS", "GAS", "CREATED"))
+
+
+def _amount(token, amount, units):
+    symbol, decimals = units.get(token, (None, None))
+    return f"{format_units(amount, decimals)} {symbol}" if decimals is not None else f"{amount} of {token}"
+
+
+def _amounts(items, units, merchant_id):
+    totals = defaultdict(int)
+    for i in items:
+        if merchant_id in (None, i.merchant_id):
+            totals[i.token] += i.amount
+    return ", ".join(_amount(t, a, units) for t, a in sorted(totals.items())) or "-"
+
+
+def _collection_json(c, items, units, merchant_id):
+    return {
+        "id": c.id, "networkId": c.network_id, "chainId": c.chain_id, "factory": c.factory,
+        "sender": c.sender, "nonce": c.nonce, "txHash": c.tx_hash, "status": c.status,
+        "blockNumber": c.block_number, "gasUsed": c.gas_used,
+        "gasPrice": None if c.gas_price is None else str(c.gas_price), "error": c.error,
+        "createdAt": when(c.created_at), "settledAt": when(c.settled_at) if c.settled_at else None,
+        "items": [{"merchantId": i.merchant_id, "processId": i.process_id, "address": i.address,
+                   "payoutAddress": i.payout_address, "token": i.token,
+                   "symbol": units.get(i.token, (None, None))[0],
+                   "amount": (format_units(i.amount, units[i.token][1]) if i.token in units else None),
+                   "baseUnits": str(i.amount)}
+                  for i in items if merchant_id in (None, i.merchant_id)],
+    }
