@@ -6,7 +6,7 @@ from flask import Response, request
 from werkzeug.exceptions import HTTPException
 
 from app import payments, processes, refunds
-from app.db import database_errors, is_unavailable
+from app.db import database_errors, get_db, is_unavailable
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def _database_error(e: Exception):
     """A database that cannot serve (gone, replaced, read-only, I/O error, locked past the busy
     timeout, a server stopped or unreachable) is 503 service_unavailable with Retry-After; any
     other database error is a bug (500)."""
-    if not is_unavailable(e):
+    if not is_unavailable(get_db(), e):
         return _unexpected(e)
     # The operator's problem, not the client's and not a bug: one ERROR line, no traceback.
     log.error("database unavailable on %s %s: %s", request.method, request.path, e)
@@ -110,11 +110,12 @@ def _domain_errors():
     }
 
 
-def init_app(app):
+def init_app(app, db):
+    """The handlers, `db`'s failures among them (the app's database, opened first)."""
     app.register_error_handler(ApiError, _api_error)
     for exc_class, handler in _domain_errors().items():
         app.register_error_handler(exc_class, handler)
-    for error_class in database_errors():
+    for error_class in database_errors(db):
         app.register_error_handler(error_class, _database_error)
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _unexpected)

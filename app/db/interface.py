@@ -12,6 +12,11 @@ class DatabaseUnavailable(Exception):
 
 class Database(Protocol):
     dialect: str  # "sqlite" or "postgresql": the few statements app/data/ writes twice
+    errors: tuple  # the driver's exception classes: a database failure, not a bug of ours
+
+    @staticmethod
+    def is_unavailable(error: BaseException) -> bool:
+        """Whether one of `errors` means the database cannot serve now (503), not a bug (500)."""
 
     def connection(self) -> Any:
         """The calling thread's connection for reads (rows by index and column name), kept until

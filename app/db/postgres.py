@@ -165,6 +165,8 @@ class Connection:
 
 class PostgresDatabase:
     dialect = "postgresql"
+    errors = ERRORS
+    is_unavailable = staticmethod(is_unavailable)
 
     def __init__(self, url, *, pool_min=1, pool_max=10, pool_timeout=10.0, connect_timeout=2):
         self.url = url

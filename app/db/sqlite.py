@@ -91,6 +91,8 @@ class _ThreadState:
 
 class SqliteDatabase:
     dialect = "sqlite"
+    errors = (sqlite3.Error,)
+    is_unavailable = staticmethod(is_unavailable)
 
     def __init__(self, path, *, busy_timeout_ms=30_000, synchronous="FULL", queue_timeout_ms=None):
         self.path = path
