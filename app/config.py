@@ -51,6 +51,8 @@ DEFAULTS = {
     "DEMO_SHOP": False,
     # The demo shop's test wallet: a local node's URL (make demo-live sets it); None: no test wallet.
     "DEMO_WALLET_RPC_URL": None,
+    # The merchant console (/dashboard/): how long a login lasts
+    "DASHBOARD_SESSION_HOURS": 12,
     # The clock: unix seconds. Tests inject their own so nothing sleeps.
     "CLOCK": time.time,
 }
@@ -83,6 +85,7 @@ def normalize(config):
         "POSTGRES_POOL_MAX",
         "POSTGRES_CONNECT_TIMEOUT_SECONDS",
         "RETENTION_DAYS",
+        "DASHBOARD_SESSION_HOURS",
         "KEY_ROLL_OVERLAP_HOURS",
     ):
         try:

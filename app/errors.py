@@ -2,7 +2,7 @@
 import json
 import logging
 
-from flask import Response, request
+from flask import Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
 from app import payments, processes, refunds
@@ -47,7 +47,16 @@ _HTTP_CODES = {
 }
 
 
+def _console_page(e):
+    """The merchant console answers its errors with pages (app/dashboard/security.py), not JSON."""
+    hook = current_app.extensions.get("html_errors")
+    return hook(e) if hook else None
+
+
 def _http_error(e: HTTPException):
+    page = _console_page(e)
+    if page is not None:
+        return page
     code, message = _HTTP_CODES.get(e.code, (None, None))
     headers = {}
     if e.code == 405:
@@ -69,7 +78,7 @@ def _api_error(e: ApiError):
 def _unexpected(e: Exception):
     # The traceback goes to the log (it holds code lines, not request data); the body says nothing.
     log.exception("unhandled error on %s %s", request.method, request.path)
-    return error_response(500, "internal_error", "An internal error occurred; it has been logged.")
+    return _console_page(e) or error_response(500, "internal_error", "An internal error occurred; it has been logged.")
 
 
 # Seconds a client is asked to wait before retrying when the database cannot serve (an operator has
@@ -85,6 +94,9 @@ def _database_error(e: Exception):
         return _unexpected(e)
     # The operator's problem, not the client's and not a bug: one ERROR line, no traceback.
     log.error("database unavailable on %s %s: %s", request.method, request.path, e)
+    page = _console_page(e)
+    if page is not None:
+        return page[0], 503, {"Retry-After": str(RETRY_AFTER_SECONDS)}
     return error_response(
         503, "service_unavailable", "The service cannot reach its database; try again later.",
         headers={"Retry-After": str(RETRY_AFTER_SECONDS)},

@@ -94,3 +94,8 @@ def replay_where(db, now, *, statuses, merchant_id=None, since=None) -> list[str
 def for_process(db, process_id):
     """Every event of one process, oldest first."""
     return event_rows.for_process(db.connection(), process_id)
+
+
+def failing(db, merchant_id, limit=50):
+    """A merchant's events whose delivery is failing (failed, or retrying), newest first."""
+    return event_rows.failing(db.connection(), merchant_id, limit)

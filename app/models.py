@@ -77,6 +77,13 @@ class Process:
             return "expired"
         return self.status
 
+    def effective_updated_at(self, now):
+        """When it last changed as shown: an expired process that the sweep has not marked yet
+        changed at its expiry."""
+        if self.status == "pending" and self.effective_status(now) == "expired":
+            return self.expires_at
+        return self.updated_at
+
     def __repr__(self):  # metadata may hold personal data: keep it out of logs and tracebacks
         return f"Process(id={self.id!r}, status={self.status!r}, amount={self.amount!r})"
 

@@ -23,7 +23,7 @@ def process_json(p, now, payment=None, refunds=()) -> str:
     """The Process object; `payment` is its PaymentView (None: not confirmed, shown as null),
     `refunds` its Refunds, oldest first."""
     status = p.effective_status(now)
-    updated = p.expires_at if status == "expired" and p.status == "pending" else p.updated_at
+    updated = p.effective_updated_at(now)
     return (
         f'{{"processId":"{p.id}","status":"{status}","amount":{p.amount},'
         f'"metadata":{p.metadata},"livemode":{_bool(p.livemode)},'

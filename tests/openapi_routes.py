@@ -1,7 +1,8 @@
 """The routes the app registers and the operations app/openapi.json describes, in one comparable
 form: {(path template with "{}" for each parameter, METHOD)}.
 
-HEAD and OPTIONS are left out on both sides: Flask adds them to every route by itself.
+HEAD and OPTIONS are left out on both sides: Flask adds them to every route by itself. The merchant
+console's pages (/dashboard/, docs/console.md) are web pages for people, not API operations.
 """
 import json
 import re
@@ -25,7 +26,7 @@ def app_operations(app):
     return {
         (template(rule.rule), method)
         for rule in app.url_map.iter_rules()
-        if rule.endpoint != "static"
+        if rule.endpoint != "static" and not rule.endpoint.startswith("dashboard.")
         for method in rule.methods - IMPLICIT_METHODS
     }
 

@@ -53,7 +53,8 @@ assert app.__file__.startswith(sys.argv[1]), app.__file__  # the installed copy,
 web = create_app({"DATABASE": sys.argv[2], "DEMO_SHOP": True})
 assert web.test_cli_runner().invoke(args=["init-db"]).exit_code == 0
 client = web.test_client()
-for path in ("/healthz", "/payment-button/button.js", "/openapi.json", "/demo/webhooks"):
+for path in ("/healthz", "/payment-button/button.js", "/openapi.json", "/demo/webhooks",
+             "/dashboard/login", "/dashboard/static/console.css", "/dashboard/static/console.js"):
     assert client.get(path).status_code == 200, path
 from app.chain import forwarder  # the forwarder factory's committed build
 assert forwarder.BUILD.is_file() and forwarder.BUILD.is_relative_to(sys.argv[1]), forwarder.BUILD

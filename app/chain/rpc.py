@@ -218,6 +218,14 @@ def topic_of(address: str) -> str:
     return "0x" + "0" * 24 + address[2:].lower()
 
 
+TRANSFER_SELECTOR = "a9059cbb"  # transfer(address,uint256)
+
+
+def transfer_calldata(to: str, amount: int) -> str:
+    """The call data of an ERC-20 `transfer(to, amount)` (amount in base units)."""
+    return "0x" + TRANSFER_SELECTOR + to[2:].lower().rjust(64, "0") + format(amount, "x").rjust(64, "0")
+
+
 def _parse_header(value, what) -> Header | None:
     if value is None:
         return None

@@ -9,6 +9,7 @@ def init_app(app):
     from app.cli.merchants import merchants
     from app.cli.processes import processes
     from app.cli.storage import copy_db_command
+    from app.cli.users import users
     from app.cli.watcher import watch_payments
     from app.cli.worker import deliver_webhooks
 
@@ -24,3 +25,4 @@ def init_app(app):
     app.cli.add_command(assets)
     app.cli.add_command(collect)
     app.cli.add_command(collections)
+    app.cli.add_command(users)

@@ -202,6 +202,17 @@ def list_recent(conn, *, limit, status=None, merchant_id=None) -> list[Event]:
     return [_event(row) for row in rows]
 
 
+def failing(conn, merchant_id, limit) -> list[Event]:
+    """A merchant's events whose delivery is failing, newest first: `failed` (retries exhausted)
+    and `pending` ones whose last attempt failed (retrying)."""
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM events WHERE merchant_id = ? AND (status = 'failed'"
+        " OR (status = 'pending' AND last_error IS NOT NULL)) ORDER BY seq DESC LIMIT ?",
+        (merchant_id, limit),
+    )
+    return [_event(row) for row in rows]
+
+
 def attempts_of(conn, event_id) -> list[Attempt]:
     rows = conn.execute(
         "SELECT id, event_id, attempted_at, url, status_code, error, duration_ms"

@@ -1,5 +1,10 @@
 """SQL for payment processes. Transitions are single guarded UPDATEs: the row changes only if it is
-still in the state the caller saw, so of two racing transitions exactly one touches the row."""
+still in the state the caller saw, so of two racing transitions exactly one touches the row.
+
+The console's search reads `process_search`: each top-level scalar value of a process's metadata,
+trimmed and lowercased (`search_values`), written with the process in the same transaction."""
+import json
+from itertools import islice
 from app.data.schema import dialect
 from app.models import Process
 
@@ -51,8 +56,42 @@ def _values(p: Process):
             p.updated_at, p.expires_at)
 
 
+# What the console's search indexes of one process: enough for order references, e-mails and
+# customer ids, while a large metadata object (line items) costs a preorder no more than a few rows.
+SEARCH_MAX_VALUES = 32
+SEARCH_MAX_LENGTH = 200
+
+
+def search_value(text) -> str:
+    """A value as the search index keeps it (and as a search box's text is looked up)."""
+    return text.strip().lower()
+
+
+def search_values(metadata: str) -> list[str]:
+    """The distinct searchable values of a metadata JSON text: its top-level strings and numbers
+    (the number's literal text), trimmed, lowercased, at most SEARCH_MAX_LENGTH characters."""
+    if metadata == "{}":
+        return []
+    data = json.loads(metadata, parse_float=str, parse_int=str)  # numbers keep their literal text
+    found = []
+    for value in data.values():
+        if isinstance(value, str):
+            value = search_value(value)
+            if value and len(value) <= SEARCH_MAX_LENGTH and value not in found:
+                found.append(value)
+                if len(found) == SEARCH_MAX_VALUES:
+                    break
+    return found
+
+
 def insert(conn, p: Process):
-    conn.execute(_INSERT, _values(p))
+    values = search_values(p.metadata)
+    if not values:
+        conn.execute(_INSERT, _values(p))
+        return
+    seq = conn.execute(_INSERT + " RETURNING seq", _values(p)).fetchone()[0]
+    conn.executemany("INSERT INTO process_search (merchant_id, value, seq) VALUES (?, ?, ?)",
+                     [(p.merchant_id, value, seq) for value in values])
 
 
 def get(conn, process_id) -> Process | None:
@@ -97,20 +136,38 @@ def _status_clause(status, now):
     return " AND status = ?", (status,)
 
 
-def list_page(conn, *, now, limit, merchant_id=None, status=None, before_seq=None):
-    """Newest first; `limit + 1` rows are read so the caller can tell whether there is more."""
+def list_page(conn, *, now, limit, merchant_id=None, status=None, before_seq=None, value=None,
+              created_from=None, created_before=None):
+    """Newest first; `limit + 1` rows are read so the caller can tell whether there is more.
+    The console's filters: `value`, a metadata value as `search_value` writes it (the merchant's
+    processes holding it, through the process_search index); `created_from` <= created_at <
+    `created_before` (unix seconds)."""
+    source, order = "processes", "seq"
     where, params = "WHERE 1 = 1", []
+    if value is not None:  # the index's rows in its own order, each joined to its process
+        source = "process_search s JOIN processes ON processes.seq = s.seq"
+        order = "s.seq"
+        where += " AND s.merchant_id = ? AND s.value = ?"
+        params += [merchant_id, value]
     if merchant_id is not None:
-        where += " AND merchant_id = ?"
+        where += " AND merchant_id = ?" if value is None else " AND processes.merchant_id = ?"
         params.append(merchant_id)
     clause, extra = _status_clause(status, now)
     where += clause
     params.extend(extra)
+    if created_from is not None:
+        where += " AND created_at >= ?"
+        params.append(created_from)
+    if created_before is not None:
+        where += " AND created_at < ?"
+        params.append(created_before)
     if before_seq is not None:
-        where += " AND seq < ?"
+        where += f" AND {order} < ?"
         params.append(before_seq)
+    columns = _COLUMNS if value is None else _COLUMNS.replace(
+        "seq, id, merchant_id,", "processes.seq, id, processes.merchant_id,", 1)
     rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM processes {where} ORDER BY seq DESC LIMIT ?",
+        f"SELECT {columns} FROM {source} {where} ORDER BY {order} DESC LIMIT ?",
         (*params, limit + 1),
     ).fetchall()
     return [_process(row) for row in rows[:limit]], len(rows) > limit
@@ -160,5 +217,15 @@ def due_for_expiry(conn, now, limit) -> list[str]:
 
 
 def insert_many(conn, processes) -> int:
-    """Bulk insert (an iterable of Process): for loading data, e.g. the 1M-process benchmark."""
-    return conn.executemany(_INSERT, map(_values, processes)).rowcount
+    """Bulk insert (an iterable of Process), search rows included, in chunks (constant memory): for
+    loading data, e.g. the 1M-process benchmarks."""
+    count, processes = 0, iter(processes)
+    while chunk := list(islice(processes, 10_000)):
+        last = conn.execute("SELECT COALESCE(max(seq), 0) FROM processes").fetchone()[0]
+        count += conn.executemany(_INSERT, map(_values, chunk)).rowcount
+        seqs = {row[1]: row[0] for row in conn.execute("SELECT seq, id FROM processes WHERE seq > ?", (last,))}
+        conn.executemany(
+            "INSERT INTO process_search (merchant_id, value, seq) VALUES (?, ?, ?)",
+            [(p.merchant_id, value, seqs[p.id]) for p in chunk for value in search_values(p.metadata)],
+        )
+    return count

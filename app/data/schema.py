@@ -15,6 +15,7 @@ TABLES = (
     "networks", "assets", "merchant_wallets", "merchant_payouts", "network_factories", "payments",
     "payment_choices", "transfers", "chain_blocks", "refunds", "collections", "collection_items",
     "pruned_events",
+    "users", "console_sessions", "login_failures", "login_locks", "process_search",
 )
 
 _VERSION_TABLE = (

@@ -8,9 +8,8 @@ never point it at a real network.
 import json
 from dataclasses import dataclass
 
-from app.chain.rpc import Client, RpcError
+from app.chain.rpc import Client, RpcError, transfer_calldata
 
-TRANSFER = "a9059cbb"  # transfer(address,uint256)
 BALANCE_OF = "70a08231"  # balanceOf(address)
 SENDER_INDEX = 0  # the dev account that deployed the test token holds its supply
 DEMO_TOKEN_SUPPLY = 10**15  # base units: a billion tokens of 6 decimals
@@ -49,7 +48,7 @@ class DemoWallet:
 
     def transfer(self, token: str, to: str, amount: int) -> Sent:
         """An ERC-20 transfer of `amount` base units from the dev account, mined by the node."""
-        data = "0x" + TRANSFER + _word(to[2:].lower()) + _word(format(amount, "x"))
+        data = transfer_calldata(to, amount)
         return self._send({"from": self.sender(), "to": token, "data": data})
 
     def mine(self, blocks=1) -> int:

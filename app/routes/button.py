@@ -107,10 +107,11 @@ class Script:
 STATIC = Path(__file__).resolve().parent.parent / "static"
 
 
-def load_button_script(folder=STATIC):
+def load_button_script(folder=STATIC, names=("qr.js", "button.js")):
     """button.js as served: the QR encoder (qr.js, declarations only) and the component (button.js)
-    in one function scope, so that merchants keep one <script> and the page's globals stay clean."""
-    sources = [folder / "qr.js", folder / "button.js"]
+    in one function scope, so that merchants keep one <script> and the page's globals stay clean.
+    (The merchant console serves qr.js with its own renderer the same way: `names`.)"""
+    sources = [folder / name for name in names]
     parts = [path.read_text(encoding="utf-8") for path in sources]
     text = "(() => {\n'use strict';\n" + "\n".join(parts) + "})();\n"
     body = text.encode("utf-8")

@@ -1,0 +1,144 @@
+"""The console's guards: the logged-in user (`login_required`), the CSRF token of every form,
+the owner role for changes, the security headers of every page, and errors as readable pages.
+
+CSRF: a token bound to the server-side session (a random value in its row) is a hidden field of
+every form and compared in constant time on every POST; the login form, before any session exists,
+uses a double-submit token (the same random value in a SameSite=Strict cookie and in the form)."""
+import secrets
+from functools import wraps
+
+from flask import current_app, g, redirect, render_template, request, url_for
+from werkzeug.exceptions import HTTPException
+
+from app.clock import now
+from app.dashboard import accounts
+from app.data import merchants as merchant_rows
+from app.db import get_db
+
+PREFIX = "/dashboard"
+SESSION_COOKIE = "console_session"
+LOGIN_CSRF_COOKIE = "console_login_csrf"
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
+       " connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none';"
+       " object-src 'none'")
+
+
+class PageError(HTTPException):
+    """An error the console answers with its own page: `code`, a title and a message."""
+
+    def __init__(self, code, title, message, headers=None):
+        super().__init__(message)
+        self.code, self.title, self.message, self.extra_headers = code, title, message, headers or {}
+
+
+def not_found():
+    return PageError(404, "Not found", "There is no such page or process in this merchant's console.")
+
+
+def login_required(view):
+    """Sets g.user, g.csrf_token and g.merchant, or sends the visitor to the login page. On POST,
+    the form's CSRF token must be the session's."""
+
+    @wraps(view)
+    def guarded(*args, **kwargs):
+        found = accounts.session(get_db(), request.cookies.get(SESSION_COOKIE), now())
+        if found is None:
+            if request.method != "GET":
+                raise PageError(401, "Logged out", "Your session has ended: log in again.")
+            return redirect(url_for("dashboard.login"))
+        g.user, g.csrf_token = found
+        g.merchant = merchant_rows.get(get_db().connection(), g.user.merchant_id)
+        if request.method == "POST" and not accounts.same_token(g.csrf_token, request.form.get("csrf_token")):
+            raise csrf_refused()
+        return view(*args, **kwargs)
+
+    return guarded
+
+
+def csrf_refused():
+    return PageError(400, "Form refused", "This form's security token is missing or out of date:"
+                     " go back, reload the page and try again.")
+
+
+def owner_required(view):
+    """After login_required: a viewer sees but changes nothing."""
+
+    @wraps(view)
+    def guarded(*args, **kwargs):
+        if g.user.role != "owner":
+            raise PageError(403, "Not allowed", "Your role (viewer) can see this console but not change"
+                            " anything: ask an owner of this merchant.")
+        return view(*args, **kwargs)
+
+    return guarded
+
+
+# The documented layout puts nginx on the same host (deploy/nginx.conf sets X-Forwarded-For to the
+# client's address): a request from loopback carries the client's address in that header. The same
+# addresses gunicorn trusts for X-Forwarded-Proto (gunicorn.conf.py).
+TRUSTED_PROXIES = ("127.0.0.1", "::1")
+
+
+def client_address():
+    """The client's address, for the per-client login throttle."""
+    peer = request.remote_addr or "-"
+    forwarded = request.headers.get("X-Forwarded-For")
+    if peer in TRUSTED_PROXIES and forwarded:
+        return forwarded.split(",")[-1].strip()
+    return peer
+
+
+def new_login_csrf():
+    return secrets.token_urlsafe(32)
+
+
+def session_cookie(response, token, max_age):
+    response.set_cookie(SESSION_COOKIE, token, max_age=max_age, path=PREFIX, httponly=True,
+                        samesite="Lax", secure=request.is_secure)
+
+
+def _is_console():
+    return request.path == PREFIX or request.path.startswith(PREFIX + "/")
+
+
+def _headers(response):
+    if _is_console():
+        response.headers["Content-Security-Policy"] = CSP
+        response.headers["X-Frame-Options"] = "DENY"
+        response.headers["Referrer-Policy"] = "no-referrer"
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        if not request.path.startswith(PREFIX + "/static/"):
+            # Pages hold customers' data and, once, a new key: never kept by a browser or a proxy.
+            response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def error_page(code, title, message, headers=None):
+    user = getattr(g, "user", None)
+    body = render_template("dashboard/error.html", code=code, title=title, message=message, user=user)
+    return body, code, headers or {}
+
+
+def html_error(e):
+    """For the app's error handlers: a console request's error as a page, else None."""
+    if not _is_console():
+        return None
+    if isinstance(e, PageError):
+        return error_page(e.code, e.title, e.message, e.extra_headers)
+    if isinstance(e, HTTPException):
+        titles = {404: "Not found", 405: "Not allowed", 413: "Too large"}
+        if e.code == 404:
+            e = not_found()
+            return error_page(404, e.title, e.message)
+        return error_page(e.code, titles.get(e.code, e.name), e.description or e.name)
+    return error_page(500, "Something went wrong", "An internal error occurred; it has been logged."
+                      " Try again, or ask the operator of this service.")
+
+
+def init_app(app):
+    app.after_request(_headers)
+    app.extensions["html_errors"] = html_error
+
+
+def session_hours():
+    return current_app.config["DASHBOARD_SESSION_HOURS"]
