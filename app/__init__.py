@@ -31,8 +31,8 @@ def create_app(test_config=None):
     # A doubled slash is no path of the API: 404 not_found in the envelope, not werkzeug's HTML 308
     # (a redirect is a routing exception Flask answers without the error handlers).
     app.url_map.merge_slashes = False
-    db.init_app(app)
-    errors.init_app(app)
+    database = db.init_app(app)
+    errors.init_app(app, database)
     cli.init_app(app)
     app.extensions["preorder_schema"] = PreorderSchema(Limits.from_config(app.config))
     app.extensions["openapi_document"] = docs.load_document(app.config)

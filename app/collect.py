@@ -61,7 +61,7 @@ def collect(db, network_id, key_file, *, merchant_id=None, dry_run=False, max_ba
             stopping=lambda: False) -> Report:
     """One collection run (see the module's docstring). SetupError for what the operator must fix
     before anything is read; otherwise a Report whose `error` says why the run stopped early, if it
-    did (exit status != 0): what it lists as moved did move. `stopping()` true (SIGTERM): the
+    did (exit status != 0): what it lists as moved did move. `stopping()` true (SIGTERM/SIGINT): the
     transaction in flight is awaited and recorded, no other is sent."""
     account = read_key_file(key_file)  # SignerError
     conn = db.connection()
@@ -221,7 +221,7 @@ def _send_batches(db, sender, network, factory, full, balances, report, *, dry_r
     start = 0
     while start < len(full):
         if stopping():
-            raise ChainError(f"Stopped (SIGTERM) with {len(full) - start} address(es) not collected:"
+            raise ChainError(f"Stopped (SIGTERM/SIGINT) with {len(full) - start} address(es) not collected:"
                              " run collect again for them.")
         batch = _batch(full[start:start + size], balances, tokens)
         gas = _estimate(sender, factory, batch, budget)

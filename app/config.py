@@ -49,6 +49,8 @@ DEFAULTS = {
     # Demo shop for local testers (off unless asked). Its merchant's keys are read from
     # DEMO_MERCHANT_FILE, default instance/demo-merchant.json (instance-relative: set by app/demo).
     "DEMO_SHOP": False,
+    # The demo shop's test wallet: a local node's URL (make demo-live sets it); None: no test wallet.
+    "DEMO_WALLET_RPC_URL": None,
     # The merchant console (/dashboard/): how long a login lasts
     "DASHBOARD_SESSION_HOURS": 12,
     # The clock: unix seconds. Tests inject their own so nothing sleeps.

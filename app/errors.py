@@ -5,13 +5,10 @@ import logging
 from flask import Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
+from app import payments, processes, refunds
+from app.db import database_errors, get_db, is_unavailable
+
 log = logging.getLogger(__name__)
-
-
-class DatabaseUnavailable(Exception):
-    """The database cannot serve: gone, replaced by a file init-db did not make, read-only, an I/O
-    error, locked past the busy timeout, a server that does not answer. The API answers it 503
-    service_unavailable."""
 
 
 class ApiError(Exception):
@@ -91,10 +88,9 @@ RETRY_AFTER_SECONDS = 5
 
 def _database_error(e: Exception):
     """A database that cannot serve (gone, replaced, read-only, I/O error, locked past the busy
-    timeout, a server stopped or unreachable) is 503 service_unavailable with Retry-After; any other database error is a bug (500)."""
-    from app.db import is_unavailable
-
-    if not is_unavailable(e):
+    timeout, a server stopped or unreachable) is 503 service_unavailable with Retry-After; any
+    other database error is a bug (500)."""
+    if not is_unavailable(get_db(), e):
         return _unexpected(e)
     # The operator's problem, not the client's and not a bug: one ERROR line, no traceback.
     log.error("database unavailable on %s %s: %s", request.method, request.path, e)
@@ -109,8 +105,6 @@ def _database_error(e: Exception):
 
 def _domain_errors():
     """Errors raised below the HTTP layer, and the API error each one is."""
-    from app import payments, processes, refunds
-
     return {
         payments.PaymentMethodUnavailable: lambda e: error_response(
             409, "payment_method_unavailable", str(e)
@@ -128,13 +122,12 @@ def _domain_errors():
     }
 
 
-def init_app(app):
+def init_app(app, db):
+    """The handlers, `db`'s failures among them (the app's database, opened first)."""
     app.register_error_handler(ApiError, _api_error)
     for exc_class, handler in _domain_errors().items():
         app.register_error_handler(exc_class, handler)
-    from app.db import database_errors
-
-    for error_class in database_errors():
+    for error_class in database_errors(db):
         app.register_error_handler(error_class, _database_error)
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _unexpected)

@@ -27,16 +27,13 @@ def new_event_id() -> str:
 _LOAD = object()
 
 
-def emit(conn, event_type, process, now, payment=_LOAD, payment_json=None) -> str:
+def emit(conn, event_type, process, now, payment=_LOAD) -> str:
     """Write one event about `process` (as it is after the change) and return its id. Its data
     carries the process's payment: `payment` (a PaymentView, or None), read with `conn` unless
-    given, or `payment_json`, the object already rendered by the caller; and its refunds, read
-    with `conn` (only a process with a payment can have any)."""
+    given; and its refunds, read with `conn` (only a process with a payment can have any)."""
     if event_type not in EVENT_TYPES:
         raise ValueError(f"unknown event type {event_type!r}")
-    if payment_json is not None:
-        payment = payment_json
-    elif payment is _LOAD:
+    if payment is _LOAD:
         payment = payment_rows.view_of(conn, process.id)
     refunds = refund_rows.of_process(conn, process.id) if payment is not None else ()
     event_id = new_event_id()

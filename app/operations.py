@@ -12,7 +12,7 @@ from app.data import maintenance
 from app.models import Pruned
 
 DAY = 86_400
-PRUNE_BATCH = 200  # events looked at per transaction: about 20-60 ms of write lock on 2 busy cores
+PRUNE_BATCH = 200  # events looked at per transaction: a short hold of the write lock (bench/README.md)
 
 
 def prune(db, now, *, older_than_days, idempotency_ttl, batch_size=PRUNE_BATCH, max_batches=None):

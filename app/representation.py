@@ -58,8 +58,6 @@ def payment_json(view) -> str:
     what was paid or seen, 0 when nothing is (the button then shows progress, not a code)."""
     if view is None:
         return "null"
-    if isinstance(view, str):  # rendered already (events.emit's payment_json)
-        return view
     p, d = view.payment, view.payment.decimals
     amounts = [(t, int(t.amount)) for t in view.transfers]  # base units: decimal-integer text
     paid = sum(a for t, a in amounts if t.status == "confirmed")

@@ -10,7 +10,7 @@ This module is both halves, measured by `python -m bench.run --scenarios preorde
 the bare baseline (`preorder-floor` gives the in-process floor in the same way):
 - `python -m bench.writer_floor --socket PATH`: the writer. One thread, a selector over the
   workers' connections; each turn it takes every message already waiting, inserts them in one
-  transaction through the service's data layer (`app.db_sqlite.SqliteDatabase.transaction(sync_outside_lock=True)`,
+  transaction through the service's data layer (`app.db.sqlite.SqliteDatabase.transaction(sync_outside_lock=True)`,
   `app.data.processes.insert`, as the service commits a preorder), then answers each.
 - `app`: the baseline's route plus that round trip (no authentication, parsing or validation, as in
   floor_app). Each gunicorn worker opens its own connection after the fork.
@@ -34,7 +34,7 @@ from flask import Flask
 
 from app.config import DEFAULTS
 from app.data import processes as process_rows
-from app.db_sqlite import SqliteDatabase as Database
+from app.db.sqlite import SqliteDatabase as Database
 from bench.seed import floor_process
 
 MESSAGE_BYTES = 64  # a request is the process id (36 bytes); an answer is b"ok"

@@ -7,7 +7,7 @@ import psycopg
 
 from app.data import schema
 from app.db import is_postgres_url
-from app.db_postgres import Connection
+from app.db.postgres import Connection
 
 
 def open_connection(database):

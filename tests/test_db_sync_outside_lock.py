@@ -1,4 +1,4 @@
-"""`transaction(sync_outside_lock=True)` (app/db.py): under SYNCHRONOUS=FULL the commit is written
+"""`transaction(sync_outside_lock=True)` (app/db/sqlite.py): under SYNCHRONOUS=FULL the commit is written
 at NORMAL and the WAL is fdatasynced after the writer lock is released, before the transaction
 returns. The spy records each fdatasync the process makes and still makes it (the sync is real)."""
 import fcntl
@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from app.db_sqlite import SqliteDatabase as Database
+from app.db.sqlite import SqliteDatabase as Database
 
 pytestmark = pytest.mark.sqlite_only  # SQLite's own machinery: the file, its locks, its WAL
 

@@ -1,4 +1,4 @@
-"""Writers queue on the writer lock (app/db_sqlite.py) instead of polling SQLite's busy lock: with SQLite's
+"""Writers queue on the writer lock (app/db/sqlite.py) instead of polling SQLite's busy lock: with SQLite's
 busy timeout at 0, where any collision on SQLite's lock would fail at once, concurrent writers from
 threads and from processes all succeed (they wait in the queue instead). The queue's own wait is
 bounded: a writer stuck behind a held transaction fails after the timeout, it does not hang."""
@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from app.db_sqlite import SqliteDatabase as Database
+from app.db.sqlite import SqliteDatabase as Database
 
 pytestmark = pytest.mark.sqlite_only  # SQLite's own machinery: the file, its locks, its WAL
 

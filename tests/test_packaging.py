@@ -1,9 +1,10 @@
 """How the project is installed and started: setup.cfg's runtime floors admit no version that lacks
 what the code uses (an install at the floor must not fail at the first pinned HTTPS delivery), a
 regular (non-editable) install carries every file the service reads at run time, and `make run`
-takes the address the README says."""
+takes the address the README says, and the documents' links lead to files of the repository."""
 import configparser
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -71,3 +72,20 @@ def test_a_regular_install_has_what_the_service_reads(tmp_path):
     result = subprocess.run([sys.executable, "-c", CHECK, str(target), str(tmp_path / "x.sqlite3")],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+
+
+def test_every_relative_link_of_the_documents_names_a_file_of_the_repository():
+    # On GitHub a link that leaves the repository (../shared/API.md) or names a moved file is dead.
+    pages = [ROOT / "README.md", ROOT / "bench" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    dead = []
+    for page in pages:
+        text = page.read_text()
+        # Markdown links, and paths named in code spans that climb out of the page's folder.
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)|`(\.\./[^`\s]+)`", text):
+            target = target[0] or target[1]
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            path = (page.parent / target).resolve()
+            if not path.exists() or ROOT not in path.parents:
+                dead.append(f"{page.relative_to(ROOT)}: {target}")
+    assert dead == []

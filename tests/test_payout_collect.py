@@ -410,7 +410,7 @@ def test_sigterm_finishes_the_transaction_in_flight_and_sends_no_other(shop, cha
     finally:
         chain.rpc("evm_setAutomine", True)
     assert proc.returncode == 1
-    assert err == ("Error: Stopped (SIGTERM) with 2 address(es) not collected: run collect again"
+    assert err == ("Error: Stopped (SIGTERM/SIGINT) with 2 address(es) not collected: run collect again"
                    " for them.\n")
     assert "): succeeded, 1 address(es), " in out
     assert _collections(database) == [(1, "succeeded")]

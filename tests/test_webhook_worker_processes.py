@@ -15,7 +15,7 @@ from standardwebhooks.webhooks import Webhook
 from app import create_app
 from app import processes as process_service
 from app.data import merchants as merchant_rows
-from app.cli.worker import STOP_AGAIN_SECONDS
+from app.cli.common import STOP_AGAIN_SECONDS
 from receiver import Reply, receiver  # noqa: F401  (fixture)
 from servers import BIN, ROOT, create_merchant, flask, service_env
 from helpers import count

@@ -4,7 +4,6 @@
 Key files are read by the commands that send (deploy-factory, collect) and never printed.
 """
 import json
-import signal
 import threading
 from collections import defaultdict
 
@@ -15,7 +14,7 @@ from app import collect as collector
 from app import payouts
 from app.chain.signer import ChainError, SignerError
 from app.cli.chain import networks
-from app.cli.common import table, when
+from app.cli.common import stop_on_signals, table, when
 from app.cli.merchants import merchants
 from app.clock import now
 from app.data import payments as payment_rows
@@ -92,14 +91,11 @@ def collect(network_id, key_file, merchant_id, dry_run, max_batch, extra_tokens,
     checked = []
     for token in extra_tokens:
         checked.append(_run(lambda db, t: payouts.check_address(t, "A --token"), token))
-    stop = threading.Event()  # SIGTERM: the transaction in flight is awaited, no other is sent
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
+    stop = threading.Event()  # a signal: the transaction in flight is awaited, no other is sent
+    with stop_on_signals(stop.set):
         report = _run(collector.collect, network_id, key_file, merchant_id=merchant_id,
                       dry_run=dry_run, max_batch=max_batch, extra_tokens=checked, now=now(),
                       receipt_timeout=receipt_timeout, stopping=stop.is_set)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     summary = _summary(report)
     if as_json:
         click.echo(json.dumps(summary))

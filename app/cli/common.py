@@ -1,4 +1,9 @@
 """Helpers shared by the operator commands."""
+import os
+import signal
+import time
+from contextlib import contextmanager
+
 import click
 
 from app.representation import iso
@@ -15,3 +20,35 @@ def table(rows, headers):
     click.echo("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
     for row in rows:
         click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+STOP_AGAIN_SECONDS = 1.0  # a signal this soon after the first is the same stop
+
+
+@contextmanager
+def stop_on_signals(stop):
+    """Every long-running command's handling of SIGTERM/SIGINT, for the length of the block: the
+    first calls `stop` (it only sets a flag: the command finishes the step under way, commits, and
+    exits 0); another one STOP_AGAIN_SECONDS or more after it exits at once, what was not committed
+    rolled back as after a crash. One stop often delivers two signals (a process group's SIGTERM,
+    then the starting script's own). A SIGINT ignored at start (a shell's background job, as under
+    `make run`) stays ignored. After the block the previous handlers are put back, unless a signal
+    came (a late second one of the same stop must still find this handler). Main thread only."""
+    first = []
+
+    def handle(signum, frame):
+        if first and time.monotonic() - first[0] >= STOP_AGAIN_SECONDS:
+            os._exit(128 + signum)
+        first[:] = first or [time.monotonic()]
+        stop()
+
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    signal.signal(signal.SIGTERM, handle)
+    if previous[signal.SIGINT] is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, handle)
+    try:
+        yield
+    finally:
+        if not first:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)

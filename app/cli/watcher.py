@@ -6,6 +6,7 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 from app.chain.watcher import MAX_ADDRESSES, MAX_RANGE, Watcher
+from app.cli.common import stop_on_signals
 
 
 @click.command("watch-payments")
@@ -23,12 +24,11 @@ from app.chain.watcher import MAX_ADDRESSES, MAX_RANGE, Watcher
 @with_appcontext
 def watch_payments(once, poll_interval, backoff_max, max_range, max_addresses):
     """Watch the enabled networks for payments until stopped (SIGTERM/Ctrl-C: the current step
-    commits, then exit 0)."""
+    commits, then exit 0; a second signal a second later exits at once)."""
     watcher = Watcher.from_app(current_app._get_current_object(), poll_interval=poll_interval,
                                backoff_max=backoff_max, max_range=max_range,
                                max_addresses=max_addresses)
-    watcher.install_signal_handlers()
-    with watcher:
+    with stop_on_signals(watcher.stop), watcher:
         if once:
             if not watcher.run_once():
                 sys.exit(1)

@@ -1,12 +1,9 @@
 """`flask --app app deliver-webhooks`: the delivery worker (see app/webhooks/worker.py)."""
-import os
-import signal
-import time
-
 import click
 from flask import current_app
 from flask.cli import with_appcontext
 
+from app.cli.common import stop_on_signals
 from app.webhooks.worker import POLL_MIN_SECONDS, Worker
 
 
@@ -28,27 +25,6 @@ def deliver_webhooks(once, batch_size, concurrency, per_merchant, poll_max):
     """Deliver webhook events until stopped (SIGTERM/Ctrl-C: finish attempts in flight, exit)."""
     worker = Worker(current_app._get_current_object(), batch_size=batch_size,
                     concurrency=concurrency, per_merchant=per_merchant, poll_max=poll_max)
-    stop_on_signals(worker)
-    with worker:
+    with stop_on_signals(worker.stop), worker:
         worker.run(until_idle=once)
 
-
-STOP_AGAIN_SECONDS = 1.0  # a signal this soon after the first is the same stop
-
-
-def stop_on_signals(worker):
-    """SIGTERM/SIGINT stop the worker (it drains, the command exits 0); another one
-    STOP_AGAIN_SECONDS or more after the first exits at once, its leases expiring as after a crash.
-    One stop often delivers two signals (a process group's SIGTERM, then the starting script's
-    own). A SIGINT ignored at start (a shell's background job, as under `make run`) stays ignored."""
-    first = []
-
-    def handle(signum, frame):
-        if first and time.monotonic() - first[0] >= STOP_AGAIN_SECONDS:
-            os._exit(128 + signum)
-        first[:] = first or [time.monotonic()]
-        worker.stop()
-
-    signal.signal(signal.SIGTERM, handle)
-    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-        signal.signal(signal.SIGINT, handle)

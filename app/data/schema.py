@@ -25,7 +25,7 @@ _VERSION_TABLE = (
 
 
 def dialect(conn) -> str:
-    """'postgresql' for app/db_postgres.py's connections, 'sqlite' for sqlite3's."""
+    """'postgresql' for app/db/postgres.py's connections, 'sqlite' for sqlite3's."""
     return getattr(conn, "dialect", "sqlite")
 
 

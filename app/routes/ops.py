@@ -11,8 +11,8 @@ from flask import Blueprint, Response
 
 from app.clock import now
 from app.data import maintenance
-from app.db import database_errors, get_db
-from app.errors import ApiError, DatabaseUnavailable
+from app.db import DatabaseUnavailable, database_errors, get_db
+from app.errors import ApiError
 from app.http import json_response
 from app.operations import metrics_text
 
@@ -34,7 +34,7 @@ def healthz():
         # The reason is ours (no path, host or SQL in it): the body says it, for the operator.
         log.warning("healthz: database unavailable: %s", e)
         raise ApiError(503, "unavailable", f"The database cannot serve: {e}.") from None
-    except (*database_errors(), OSError) as e:
+    except (*database_errors(get_db()), OSError) as e:
         log.warning("healthz: database unavailable: %s", e)
         raise ApiError(503, "unavailable", "The database does not answer.") from None
     return json_response(json.dumps({
@@ -48,6 +48,6 @@ def healthz():
 def metrics():
     try:
         snapshot = maintenance.snapshot(get_db().connection(), int(now()))
-    except (*database_errors(), OSError):
+    except (*database_errors(get_db()), OSError):
         raise ApiError(503, "unavailable", "The database does not answer.") from None
     return Response(metrics_text(snapshot), content_type="text/plain; version=0.0.4; charset=utf-8")

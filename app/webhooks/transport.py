@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import requests
 from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.util import parse_url
 
@@ -142,7 +143,7 @@ class _PinningAdapter(HTTPAdapter):
     def __init__(self):
         super().__init__(pool_connections=DESTINATIONS, pool_maxsize=CONNECTIONS_PER_DESTINATION,
                          max_retries=0)
-        self.poolmanager.pool_classes_by_scheme = _WATCHED_POOLS
+        self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
 
     def build_connection_pool_key_attributes(self, request, verify, cert=None):
         host_params, pool_kwargs = super().build_connection_pool_key_attributes(
@@ -155,23 +156,44 @@ class _PinningAdapter(HTTPAdapter):
 
 
 class _Watched:
-    """Hands each connection's socket, right before the request is sent on it (new or kept), to
-    the attempt's watch (this thread's). The TLS handshake before that needs no watch: Python's
-    ssl bounds a whole handshake by the socket's timeout, the time left to the attempt."""
+    """A connection that hands its socket, right before each request is sent on it (new or kept),
+    to the attempt's watch (this thread's). It extends two public methods of urllib3's connections,
+    `connect` and `request`. The TLS handshake needs no watch: Python's ssl bounds a whole handshake
+    by the socket's timeout, the time left to the attempt."""
 
-    def _validate_conn(self, conn):
-        new = conn.sock is None
-        super()._validate_conn(conn)  # HTTPS: connects a new connection
-        if conn.sock is None:
-            conn.connect()  # plain HTTP: now rather than inside the request
+    _fresh = False  # connected since the last request
+
+    def connect(self):
+        super().connect()
+        self._fresh = True
+
+    def request(self, *args, **kwargs):
+        if self.is_closed:  # plain HTTP (HTTPS pools connect first): now rather than inside
+            self.connect()
         watch = getattr(_local, "watch", None)
         if watch is not None:
-            watch.connected |= new
-            watch.add(conn.sock)
+            watch.connected |= self._fresh
+            watch.add(self.sock)
+        self._fresh = False
+        return super().request(*args, **kwargs)
 
 
-_WATCHED_POOLS = {"http": type("_HTTPPool", (_Watched, HTTPConnectionPool), {}),
-                  "https": type("_HTTPSPool", (_Watched, HTTPSConnectionPool), {})}
+class _HTTPConnection(_Watched, HTTPConnection):
+    pass
+
+
+class _HTTPSConnection(_Watched, HTTPSConnection):
+    pass
+
+
+class _HTTPPool(HTTPConnectionPool):
+    ConnectionCls = _HTTPConnection
+
+
+class _HTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _HTTPSConnection
+
+
 _local = threading.local()  # .watch: the attempt this thread is making
 
 
@@ -189,8 +211,8 @@ class _Watch:
 
 class _Watchdog:
     """One thread per process (started again after a fork) that shuts down, at their deadline,
-    the sockets of the attempts still running, then again every TICK until they end. Starting a
-    thread per attempt instead cost a tenth of a delivery's CPU."""
+    the sockets of the attempts still running, then again every TICK until they end (one thread
+    for all attempts: a thread started per attempt costs each delivery far more)."""
 
     TICK = 0.05
 

@@ -1,8 +1,9 @@
 """The delivery worker: attempts due webhook events in a pool of threads and records them in batches.
 
-One thread drives a worker (`run`; `run_once` is one poll). Each poll sweeps expired processes, then
-in one transaction records the attempts that ended since the last poll, releases the claims that did
-not start, and leases more due events with their merchants, so attempts touch no database.
+One thread drives a worker (`run`; `run_once` is one poll). Each poll, in one transaction, records
+the attempts that ended since the last poll, releases the claims that did not start, and leases more
+due events with their merchants, so attempts touch no database. Around it the poll runs the chores
+that are due (app/chores.py: expiring processes first, so their events go out in the same poll).
 - Leases: an attempt starts only while timeout + LEASE_MARGIN_SECONDS of its lease remain, so no
   other worker claims an event while it is attempted. A killed worker's leases expire and its events
   are attempted again: at least once, receivers deduplicate on webhook-id.
@@ -10,7 +11,6 @@ not start, and leases more due events with their merchants, so attempts touch no
   holds at most `per_merchant` threads; fast endpoints are never capped.
 - `stop()` (what the command's SIGTERM/SIGINT handler calls: it only sets a flag) ends claiming;
   attempts in flight finish and are recorded, unstarted claims are released.
-- Idempotency keys are purged each minute, final events older than RETENTION_DAYS pruned each hour.
 """
 import logging
 import math
@@ -22,11 +22,9 @@ import time
 from collections import Counter
 from concurrent import futures
 
-from app import operations
+from app.chores import Chores
 from app.data import events as event_rows
-from app.data import idempotency as idempotency_rows
 from app.data import merchants as merchant_rows
-from app.processes import expire_due
 from app.webhooks import delivery, transport
 from app.webhooks.schedule import LEASE_MARGIN_SECONDS
 
@@ -34,9 +32,6 @@ log = logging.getLogger(__name__)
 
 POLL_MIN_SECONDS = 0.2  # the most an event due while attempts are in flight waits for a poll
 SLOW_MEMORY_SECONDS = 300  # how long a merchant whose attempt was slow stays capped
-PURGE_EVERY_SECONDS = 60
-PRUNE_EVERY_SECONDS = 3600
-PRUNE_BATCHES = 25  # per poll that prunes: at most 5,000 events, then deliveries go on
 
 
 class Worker:
@@ -45,8 +40,7 @@ class Worker:
         self.db, self.clock = app.extensions["db"], config["CLOCK"]
         self.settings = delivery.Settings.from_config(config)
         self.lease_seconds = config["WEBHOOK_LEASE_SECONDS"]
-        self.idempotency_ttl, self.retention_days = (config["IDEMPOTENCY_TTL_SECONDS"],
-                                                     config["RETENTION_DAYS"])
+        self.chores = Chores(self.db, config)
         self.batch_size, self.concurrency, self.poll_max = batch_size, concurrency, poll_max
         self.per_merchant = per_merchant or max(1, concurrency // 2)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
@@ -58,7 +52,6 @@ class Worker:
         self._slow_until = {}  # merchant id -> until when it counts as slow
         self._ended = threading.Condition()  # `_wait` sleeps on it until `_ended_count` is enough
         self._ended_count = self._enough = 0
-        self._last = {}  # chore ("sweep", "purge", "prune") -> when it last ran
 
     def run(self, *, until_idle=False):
         """Poll until stop() (`until_idle`: until nothing is due or in flight, cron's `--once`),
@@ -90,12 +83,11 @@ class Worker:
     def run_once(self, now=None, *, wait=True):
         """One poll; with `wait`, then finish and record every attempt in flight."""
         now = self.clock() if now is None else now
-        if self._due("sweep", POLL_MIN_SECONDS, now):  # a write transaction: not at every poll
-            expire_due(self.db, now)
+        self.chores.sweep(now)
         self._settle(None if self.stopping else now)
         if wait:
             self.drain()
-        self._purge(now)
+        self.chores.purge(now)
 
     def drain(self):
         """Wait for every attempt in flight, record them, release the claims that did not start."""
@@ -109,7 +101,7 @@ class Worker:
         unstarted = self._reap(now)
         limit = 0
         if now is not None:  # free threads, plus a batch queued behind them while all in flight are
-            # younger than POLL_MIN_SECONDS (filling only free threads cost a quarter of the rate)
+            # younger than POLL_MIN_SECONDS, so a thread that ends starts the next attempt at once
             young = all(now - since < POLL_MIN_SECONDS for _, since in self._in_flight.values())
             limit = self.concurrency + (self.batch_size if young else 0) - len(self._in_flight)
             limit = max(0, min(self.batch_size, limit))
@@ -199,30 +191,6 @@ class Worker:
         deadline = time.monotonic() + seconds
         while not self.stopping and time.monotonic() < deadline:
             time.sleep(0.05)
-
-    def _due(self, chore, seconds, now) -> bool:
-        """Whether `chore` ran `seconds` or more ago (or the clock went back); if so, it runs now."""
-        if 0 <= now - self._last.get(chore, -math.inf) < seconds:
-            return False
-        self._last[chore] = now
-        return True
-
-    def _purge(self, now):
-        """Each minute; old final events each hour, in bounded batches: any left at the next purge."""
-        if not self._due("purge", PURGE_EVERY_SECONDS, now):
-            return
-        with self.db.transaction() as conn:
-            purged = idempotency_rows.purge(conn, int(now) - self.idempotency_ttl)
-        if purged:
-            log.info("purged %d idempotency keys older than %d s", purged, self.idempotency_ttl)
-        if self.retention_days and self._due("prune", PRUNE_EVERY_SECONDS, now):
-            pruned = operations.prune(self.db, now, older_than_days=self.retention_days,
-                                      idempotency_ttl=self.idempotency_ttl, max_batches=PRUNE_BATCHES)
-            if pruned.more:
-                del self._last["prune"]
-            if pruned.events:
-                log.info("pruned %d events older than %d days (%d delivery attempts)",
-                         pruned.events, self.retention_days, pruned.attempts)
 
     def stop(self):
         self.stopping = True

@@ -1,64 +1,34 @@
 """The SQLite backend: one connection per process and thread, reused across requests.
 
-`SqliteDatabase` owns the connections of one database file (app/db.py picks the backend). Every write runs inside `transaction()`, which
-opens with BEGIN IMMEDIATE so that concurrent writers queue on SQLite's lock (bounded by the busy
-timeout) instead of failing half-way.
+Every write runs inside `transaction()`: BEGIN IMMEDIATE, after the connection's place in the writer
+queue (writer_queue.py), so concurrent writers queue instead of failing half-way; the busy timeout
+bounds the wait. `transaction(sync_outside_lock=True)`, under SYNCHRONOUS=FULL: the commit is made
+at NORMAL (the WAL written, not synced), the locks are released, and the WAL is then fdatasynced
+before the call returns. The caller goes on only once its commit is on disk, as under FULL, while
+the next writer already runs; other connections can read the commit during that sync, so it is for
+writes nobody can act on before the caller answers (a new preorder). The WAL is append-only until
+a checkpoint, which NORMAL syncs first, so syncing it syncs every commit before.
 
-Writer queue: before BEGIN IMMEDIATE, `transaction()` takes an exclusive flock(2) on
-`<database>-writer.lock` (one descriptor per connection, so threads queue too). SQLite's own busy
-handler polls a held write lock by sleeping 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100 ms between
-tries: with several gunicorn workers and a commit that waits for fsync, writers slept through whole
-ladders while the lock sat free (p99 in the tens of ms, throughput lost). A writer that finds the
-flock held waits for it in the kernel (a blocking flock), so it is woken the moment the previous
-writer unlocks: no polling, and the lock never sits free while writers sleep. The blocking call runs
-in a small per-connection helper thread (`_LockWaiter`) so that the caller's wait stays bounded by
-the busy timeout: past it the writer fails with "database is locked" (a 500 for a request), exactly
-as SQLite's own wait would, instead of queueing for ever behind a stuck writer. Writers that do not
-take the flock (an operator's sqlite3 shell, another program) are still covered by SQLite's busy
-timeout. A crashed holder's flock is released by the kernel.
-
-Sync outside the lock (`transaction(sync_outside_lock=True)`): with SYNCHRONOUS=FULL, SQLite waits for
-the WAL's fsync inside the commit, while it holds the one write lock, so every writer queues behind
-each fsync in turn. A transaction opened this way commits with the connection at NORMAL (the WAL is
-written, not synced), releases the locks, and only then syncs the WAL itself (fdatasync) before
-returning. The caller still goes on only once its commit is on disk, as under FULL; what changes is
-that the next writer runs meanwhile and concurrent syncs overlap (the kernel merges their flushes). The
-WAL is append-only until a checkpoint, and NORMAL syncs it before any checkpoint, so syncing it
-syncs this commit and every commit before it; SQLite never deletes a WAL while a connection (ours)
-is open on it (one deleted by hand is seen, below). The difference from FULL: for the length of that
-sync other connections can already read the commit. Use it only where nobody can act on the new rows
-before the caller has answered (creating a preorder: nobody knows the new processId yet).
-
-Only `init-db` creates (`Database.init_schema`): it makes the directory and the file and marks the
-file as this service's (PRAGMA application_id). Every other connection opens an existing file
-(`mode=rw`: SQLite never creates one) and refuses a file without the mark. Each connection records
-the (device, inode) of the file, its WAL and its -shm index when it opens (`_OpenedFiles`); the
-first use in a request, the moment before COMMIT (under the write lock) and the moment after it
-compare them with the paths' now (a stat each). A file deleted (its directory removed) or replaced
-under open connections is thereby never written to with a success answered: the caller gets
-`DatabaseUnavailable` (a 503). A WAL or index deleted or replaced by hand never takes another commit
-(a connection opened later would not see it): the transaction is rolled back, and the commits the
-lost WAL holds are checkpointed into the database file through the connection that still reads it
-(`_lose`), so a kill -9 loses none of them. A process keeps serving only the files it first opened
-(a replacement's stale WAL must never mix with it) until init-db, in that process, makes a new
-database; it holds a descriptor on the database file, so that a new file cannot get the deleted
-one's inode number and pass for it. A restarted process opens whatever marked file the path
-holds. See docs/operations.md.
+Only init-db (`init_schema`) creates the file and marks it (PRAGMA application_id); every other
+connection opens an existing, marked file. Each connection records the files it opened
+(file_identity.py) and compares them with the path's at a request's first use, before COMMIT and
+after it: a database deleted or replaced is answered 503, never a success; a WAL or index lost by
+hand is checkpointed into the database file through the connection that still reads it (`_lose`)
+and the process refuses until restarted. See docs/operations.md.
 """
-import fcntl
 import logging
 import os
 import pathlib
-import queue
 import sqlite3
-import sys
 import threading
 import time
 from contextlib import contextmanager
 
 from app.data import schema as schema_rows
-from app import errors
-from app.db_health import WriteFailures, probe_space
+from app.db import interface
+from app.db.file_identity import OpenedFiles, identity
+from app.db.health import WriteFailures, probe_space
+from app.db.writer_queue import WriterLock
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +50,8 @@ UNAVAILABLE_CODES = frozenset(
 _TRANSIENT = frozenset((sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED))
 
 
-class DatabaseUnavailable(errors.DatabaseUnavailable, sqlite3.OperationalError):
-    """errors.DatabaseUnavailable (a 503), raised by this backend's own checks; also an sqlite3 error
+class DatabaseUnavailable(interface.DatabaseUnavailable, sqlite3.OperationalError):
+    """interface.DatabaseUnavailable (a 503), raised by this backend's own checks; also an sqlite3 error
     as SQLite's own "database is locked" is, so a caller catching one catches both."""
 
 
@@ -93,15 +63,14 @@ def is_unavailable(error: BaseException) -> bool:
 
 
 class _ThreadState:
-    """One thread's SQLite connection and writer-lock descriptor (with its waiter, made when the
-    lock is first found held)."""
+    """One thread's SQLite connection and its place in the writer queue (made at its first write)."""
 
     def __init__(self, pid, thread, conn, synchronous, files, read_only=False):
-        self.pid, self.thread, self.conn, self.lock_fd, self.waiter = pid, thread, conn, None, None
+        self.pid, self.thread, self.conn, self.writer = pid, thread, conn, None
         # Opened while the database could not be written: SQLite then opens it read-only, and the
         # connection stays so after a repair; it is replaced as soon as the file can be written.
         self.read_only = read_only
-        # The files the connection opened (_OpenedFiles; None for ":memory:"), and whether the path
+        # The files the connection opened (OpenedFiles; None for ":memory:"), and whether the path
         # still named them at this request's first use (reset at the end of each request).
         self.files, self.verified = files, True
         self.synchronous = synchronous  # the connection's PRAGMA synchronous
@@ -115,135 +84,15 @@ class _ThreadState:
             pass
         if self.files is not None:
             self.files.close()
-        if self.waiter is not None:
-            self.waiter.stop()  # it closes the descriptor once it is no longer waiting on it
-            self.waiter = None
-        elif self.lock_fd is not None:
-            _close_quietly(self.lock_fd)
-        self.lock_fd = None
-
-
-def _close_quietly(fd):
-    try:
-        os.close(fd)
-    except OSError:
-        pass
-
-
-def _identity(path):
-    """(st_dev, st_ino) of what `path` names now, or None."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
-class _OpenedFiles:
-    """The files one connection opened, by (device, inode): the database file, its write-ahead log
-    and its shared-memory index (the WAL's and the index's when they existed at the open; SQLite
-    never deletes them while a connection is open, so for the connection's life the path must name
-    these very files). Also a descriptor of our own on the WAL, which sync_outside_lock commits
-    sync: taken right after SQLite opened it, so it is the same file."""
-
-    # What changed, as `changed()` names it, and how the reason says it.
-    NAMES = {"database": "database file", "wal": "write-ahead log (-wal)",
-             "shm": "shared-memory index (-shm)"}
-
-    def __init__(self, path, database):
-        self.path, self.database = path, database
-        self.shm = _identity(path + "-shm")
-        try:
-            self.wal_fd = os.open(path + "-wal", os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:  # no WAL (a read-only connection that needed none): nothing to compare
-            self.wal_fd, self.wal = None, None
-        else:
-            st = os.fstat(self.wal_fd)
-            self.wal = st.st_dev, st.st_ino
-
-    def changed(self):
-        """None while the path names the files the connection opened; else which one it no longer
-        names: "database", "wal" or "shm" (three stats at most)."""
-        if _identity(self.path) != self.database:
-            return "database"
-        if self.wal is not None and _identity(self.path + "-wal") != self.wal:
-            return "wal"
-        if self.shm is not None and _identity(self.path + "-shm") != self.shm:
-            return "shm"
-        return None
-
-    def close(self):
-        if self.wal_fd is not None:
-            _close_quietly(self.wal_fd)
-            self.wal_fd = None
-
-
-class _Ticket:
-    __slots__ = ("granted", "abandoned", "ready")
-
-    def __init__(self):
-        # `ready` is taken now and released by the waiter: a C-level lock is far cheaper to wait on
-        # than a threading.Event (this is on the path of every contended write).
-        self.granted, self.abandoned, self.ready = False, False, threading.Lock()
-        self.ready.acquire()
-
-
-class _LockWaiter:
-    """Waits in a blocking flock on one descriptor for its owner thread, which waits for it with
-    a timeout. Of the two outcomes exactly one wins, under `_mutex`: the owner gives up before
-    the lock is granted (the waiter then unlocks as soon as it gets it), or the lock is granted
-    before the owner gives up (the owner then holds it, as after a non-blocking flock)."""
-
-    _STOP = object()
-
-    def __init__(self, fd):
-        self.fd = fd
-        self._mutex = threading.Lock()
-        self._requests = queue.SimpleQueue()
-        self._outstanding = 0  # tickets not yet granted or handed back (an abandoned one, at most)
-        threading.Thread(target=self._run, name="sqlite-writer-queue", daemon=True).start()
-
-    @property
-    def busy(self):
-        """Still blocked for an abandoned ticket: the owner must not flock the descriptor itself,
-        or the waiter's flock would succeed on the owner's lock and its hand-back release it."""
-        with self._mutex:
-            return self._outstanding > 0
-
-    def acquire(self, timeout):
-        ticket = _Ticket()
-        with self._mutex:
-            self._outstanding += 1
-        self._requests.put(ticket)
-        if ticket.ready.acquire(timeout=timeout):
-            return True
-        with self._mutex:
-            if ticket.granted:
-                return True
-            ticket.abandoned = True
-            return False
-
-    def stop(self):
-        self._requests.put(self._STOP)
-
-    def _run(self):
-        while True:
-            ticket = self._requests.get()
-            if ticket is self._STOP:
-                os.close(self.fd)
-                return
-            fcntl.flock(self.fd, fcntl.LOCK_EX)
-            with self._mutex:
-                self._outstanding -= 1
-                if ticket.abandoned:
-                    fcntl.flock(self.fd, fcntl.LOCK_UN)
-                else:
-                    ticket.granted = True
-            ticket.ready.release()
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
 
 
 class SqliteDatabase:
     dialect = "sqlite"
+    errors = (sqlite3.Error,)
+    is_unavailable = staticmethod(is_unavailable)
 
     def __init__(self, path, *, busy_timeout_ms=30_000, synchronous="FULL", queue_timeout_ms=None):
         self.path = path
@@ -265,7 +114,7 @@ class SqliteDatabase:
         # (pid, reason) once a connection of this process found its WAL or shared-memory index
         # deleted or replaced (_lose): the process then refuses until restarted (or init-db in it).
         self._lost = None
-        self.write_failures = WriteFailures()  # for /healthz (app/db_health.py)
+        self.write_failures = WriteFailures()  # for /healthz (health.py)
 
     def _state(self, create=False):
         """The calling thread's connection and writer-lock descriptor, made on first use (and again
@@ -304,10 +153,10 @@ class SqliteDatabase:
         return state
 
     def _identity(self):
-        return _identity(self._abspath)
+        return identity(self._abspath)
 
     def _unchanged(self, state):
-        """Whether the path still names the files the connection opened (_OpenedFiles.changed) and
+        """Whether the path still names the files the connection opened (OpenedFiles.changed) and
         this process has not lost its WAL or index since (through another connection). A lost WAL
         or index is rescued first (_lose), while this connection can still read it."""
         changed = None if state.files is None else state.files.changed()
@@ -336,7 +185,7 @@ class SqliteDatabase:
                        "its commits could not all be copied into the database file (busy)")
         except sqlite3.Error as e:
             saved, outcome = False, f"copying its commits into the database file failed ({e})"
-        reason = (f"the database's {_OpenedFiles.NAMES[what]} was deleted or replaced while in use;"
+        reason = (f"the database's {OpenedFiles.NAMES[what]} was deleted or replaced while in use;"
                   f" {outcome}; restart the service")
         log.error("%s", reason)
         self._lost = (os.getpid(), reason)
@@ -354,18 +203,6 @@ class SqliteDatabase:
         """The calling thread's connection, opened on first use (and again after a fork)."""
         return self._state().conn
 
-    def _writer_lock(self, state):
-        """The thread's descriptor of the writer-queue lock file (see the module docstring), made
-        next to the database (which exists: the connection opened it) when it is missing."""
-        if state.lock_fd is None:
-            try:
-                state.lock_fd = os.open(
-                    os.fspath(self.path) + "-writer.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
-                )
-            except OSError as e:
-                raise DatabaseUnavailable(f"the writer lock cannot be opened: {e.strerror}") from None
-        return state.lock_fd
-
     def _connect(self, create):
         """A new connection and the (device, inode) of the file it opened. Without `create` the file
         must exist and carry init-db's mark (DatabaseUnavailable otherwise)."""
@@ -378,7 +215,7 @@ class SqliteDatabase:
             identity = self._identity()
             self._pin(identity)
             self._lost = None
-            return conn, _OpenedFiles(self._abspath, identity)
+            return conn, OpenedFiles(self._abspath, identity)
         lost = self._lost
         if lost is not None and lost[0] == os.getpid():
             raise DatabaseUnavailable(lost[1])
@@ -403,7 +240,7 @@ class SqliteDatabase:
                 raise DatabaseUnavailable("the database file was replaced while it was opened")
             if pinned is None or pinned[0] != os.getpid():
                 self._pin(before)
-            files = _OpenedFiles(self._abspath, before)  # the WAL is open: the mark was read
+            files = OpenedFiles(self._abspath, before)  # the WAL is open: the mark was read
         except BaseException:
             conn.close()
             raise
@@ -469,7 +306,7 @@ class SqliteDatabase:
         conn = state.conn
         sync_after = sync_outside_lock and self.synchronous == "FULL" and state.wal
         self._synchronous(state, "NORMAL" if sync_after else self.synchronous)
-        lock = self._acquire(state)
+        writer = self._acquire(state)
         committed, changed = False, None
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -498,12 +335,12 @@ class SqliteDatabase:
             # soon as the operator has repaired the file. Busy and locked are left alone.
             if is_unavailable(e) and getattr(e, "sqlite_errorcode", 0) & 0xFF not in _TRANSIENT:
                 self.write_failures.failed(e)
-                fcntl.flock(lock, fcntl.LOCK_UN)
+                writer.release()
                 self._drop(state)
             raise
         finally:
-            if state.lock_fd is not None:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+            if state.writer is not None:
+                writer.release()
         if changed is not None:
             self._drop(state)
             raise DatabaseUnavailable(self._lost[1] if changed != "database" else
@@ -538,20 +375,15 @@ class SqliteDatabase:
             raise DatabaseUnavailable(reason) from None
 
     def _acquire(self, state):
-        """Take the thread's writer-queue flock within the queue timeout (see the module
-        docstring); returns its descriptor."""
-        fd = self._writer_lock(state)
-        if state.waiter is None or not state.waiter.busy:
+        """The thread's place in the writer queue, taken within the queue timeout."""
+        if state.writer is None:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return fd
-            except BlockingIOError:
-                pass
-        if state.waiter is None:
-            state.waiter = _LockWaiter(fd)
-        if not state.waiter.acquire(self.queue_timeout_ms / 1000):
+                state.writer = WriterLock(os.fspath(self.path) + "-writer.lock")
+            except OSError as e:
+                raise DatabaseUnavailable(f"the writer lock cannot be opened: {e.strerror}") from None
+        if not state.writer.acquire(self.queue_timeout_ms / 1000):
             raise DatabaseUnavailable("database is locked (writer queue)")
-        return fd
+        return state.writer
 
     def release(self):
         """End of a request: never leave a transaction open on a reused connection; the next
@@ -588,15 +420,12 @@ class SqliteDatabase:
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         return versions
 
-    def ping(self):
-        return schema_rows.ping(self.connection())
-
     def check(self):
         """For /healthz: DatabaseUnavailable unless the path names a file init-db made and the WAL
         and index this thread's connection opened (none deleted or replaced since), that answers
         with our schema and can be written: the file, its directory and its WAL pass access(W_OK)
         for this process's user (a connection opened read-only is replaced by the next write), no
-        the disk gives room and no write of this process failed recently (app/db_health.py)."""
+        the disk gives room and no write of this process failed recently (health.py)."""
         state = self._state()
         if not self._unchanged(state):
             self._drop(state)

@@ -1,67 +1,59 @@
 """The database: a SQLite file (the embedded default) or a PostgreSQL server, behind one interface.
 
-`FLASK_DATABASE` is a file path or a `postgresql://` URL. Both backends offer the same few calls,
-which is all the rest of the code uses: `transaction()` (a write transaction, committed on success),
-`connection()` (the calling thread's connection for reads, until the request ends), rows readable
-by column name, `check()` for /healthz, `init_schema()` for init-db. The SQL itself lives in
-app/data/, written once for both where the semantics agree. The SQLite machinery (writer queue,
-sync outside the lock, file identity checks) is in app/db_sqlite.py; psycopg's pool and placeholder
-translation in app/db_postgres.py. See docs/storage.md.
+`FLASK_DATABASE` is a file path or a `postgresql://` URL. Both backends satisfy `Database`
+(interface.py), which is all the rest of the code uses; the SQL itself lives in app/data/. This
+module opens the backend, runs init-db, and says which exceptions of the open backend are database
+failures and which of those mean "cannot serve now" (503) rather than a bug (500). The backends:
+sqlite.py (with writer_queue.py and file_identity.py), postgres.py; health.py holds /healthz's
+write signals. See docs/storage.md.
 """
-import sqlite3
 import sys
 
 import click
 from flask import current_app
 from flask.cli import with_appcontext
 
-from app.errors import DatabaseUnavailable
+from app.db.interface import Database, DatabaseUnavailable
+from app.db.sqlite import SqliteDatabase
+
+__all__ = ["Database", "DatabaseUnavailable", "database_errors", "get_db", "init_app", "init_db",
+           "is_postgres_url", "is_unavailable", "open_database"]
 
 
 def is_postgres_url(target) -> bool:
     return str(target).startswith(("postgresql://", "postgres://"))
 
 
-def open_database(target, config):
+def open_database(target, config) -> Database:
     """The backend for `target` (a path or a postgresql:// URL), set up from the app's config."""
     if is_postgres_url(target):
-        from app.db_postgres import PostgresDatabase
+        # Imported for a PostgreSQL URL only (not to dodge a circle: postgres.py imports nothing of
+        # this module): psycopg and its pool would weigh on every SQLite worker's memory.
+        from app.db.postgres import PostgresDatabase
 
         return PostgresDatabase(
             str(target), pool_min=config["POSTGRES_POOL_MIN"], pool_max=config["POSTGRES_POOL_MAX"],
             pool_timeout=config["POSTGRES_POOL_TIMEOUT_SECONDS"],
             connect_timeout=config["POSTGRES_CONNECT_TIMEOUT_SECONDS"],
         )
-    from app.db_sqlite import SqliteDatabase
-
     return SqliteDatabase(
         target, busy_timeout_ms=config["SQLITE_BUSY_TIMEOUT_MS"],
         synchronous=config["SQLITE_SYNCHRONOUS"],
     )
 
 
-def database_errors() -> tuple:
-    """Every exception class a backend raises for a database failure."""
-    errors = (sqlite3.Error, DatabaseUnavailable)
-    if "app.db_postgres" in sys.modules:
-        errors += sys.modules["app.db_postgres"].ERRORS
-    return errors
+def database_errors(db: Database) -> tuple:
+    """Every exception class `db` raises for a database failure."""
+    return (DatabaseUnavailable, *db.errors)
 
 
-def is_unavailable(error: BaseException) -> bool:
-    """Whether a database error says the database cannot serve now (503), not that a statement is
-    wrong (a bug, 500)."""
-    if isinstance(error, DatabaseUnavailable):
-        return True
-    if isinstance(error, sqlite3.Error):
-        from app.db_sqlite import is_unavailable as sqlite_unavailable
-
-        return sqlite_unavailable(error)
-    postgres = sys.modules.get("app.db_postgres")
-    return postgres is not None and postgres.is_unavailable(error)
+def is_unavailable(db: Database, error: BaseException) -> bool:
+    """Whether a database error of `db` says the database cannot serve now (503), not that a
+    statement is wrong (a bug, 500)."""
+    return isinstance(error, DatabaseUnavailable) or db.is_unavailable(error)
 
 
-def get_db():
+def get_db() -> Database:
     return current_app.extensions["db"]
 
 
@@ -85,7 +77,9 @@ def init_db_command(reset):
         click.echo(f"{done} the database (schema version {after}).")
 
 
-def init_app(app):
-    app.extensions["db"] = open_database(app.config["DATABASE"], app.config)
+def init_app(app) -> Database:
+    """Open the app's database (returned, for the error handlers), released after each request."""
+    db = app.extensions["db"] = open_database(app.config["DATABASE"], app.config)
     app.teardown_appcontext(lambda exc: app.extensions["db"].release())
     app.cli.add_command(init_db_command)
+    return db

@@ -32,8 +32,8 @@ import psycopg_pool
 from psycopg import pq
 
 from app.data import schema as schema_rows
-from app.db_health import WriteFailures
-from app.errors import DatabaseUnavailable
+from app.db.health import WriteFailures
+from app.db.interface import DatabaseUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ RECONNECT_TIMEOUT_SECONDS = 5.0
 ERRORS = (psycopg.Error, psycopg_pool.PoolTimeout, psycopg_pool.TooManyRequests)
 
 # SQLSTATE classes of a write the server could not store: insufficient resources (disk full, out of
-# memory) and system errors (I/O). /healthz reports them for a while (app/db_health.py).
+# memory) and system errors (I/O). /healthz reports them for a while (health.py).
 WRITE_FAILURE_CLASSES = ("53", "58")
 
 
@@ -165,6 +165,8 @@ class Connection:
 
 class PostgresDatabase:
     dialect = "postgresql"
+    errors = ERRORS
+    is_unavailable = staticmethod(is_unavailable)
 
     def __init__(self, url, *, pool_min=1, pool_max=10, pool_timeout=10.0, connect_timeout=2):
         self.url = url
@@ -174,7 +176,7 @@ class PostgresDatabase:
         self._lock = threading.Lock()
         self._pool, self._pool_pid = None, None
         self.unreachable = False  # the pool's last attempt to connect failed
-        self.write_failures = WriteFailures()  # for /healthz (app/db_health.py)
+        self.write_failures = WriteFailures()  # for /healthz (health.py)
 
     def _connect_args(self):
         return {"autocommit": True, "row_factory": _row_factory, "connect_timeout": self.connect_timeout}
@@ -348,10 +350,6 @@ class PostgresDatabase:
         except BaseException:
             conn.rollback()
             raise
-
-    def ping(self):
-        with self.transaction() as conn:
-            return schema_rows.ping(conn)
 
     def check(self):
         """For /healthz: the server answers, holds our schema, and accepts writes (not a standby
