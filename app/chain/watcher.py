@@ -31,7 +31,6 @@ only: logged with the URL's host alone, retried after a backoff doubling up to `
 Nothing half-done is committed. SIGTERM/SIGINT: the current step commits, the command exits 0.
 """
 import logging
-import signal
 import threading
 import time
 from collections import Counter, defaultdict
@@ -178,15 +177,6 @@ class Watcher:
     def stop(self):
         self.stopping = True
         self._wake.set()
-
-    def install_signal_handlers(self):
-        """Main thread only: the handler sets a flag; the step in progress commits first."""
-        def handle(signum, frame):
-            self.stop()
-
-        signal.signal(signal.SIGTERM, handle)
-        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-            signal.signal(signal.SIGINT, handle)
 
     def close(self):
         for client in self._clients.values():
