@@ -37,7 +37,7 @@ test: $(VENV)/.installed-test $(CHAIN)/node_modules/.installed
 FUZZ_EXAMPLES ?= 1000
 fuzz: $(VENV)/.installed-test
 	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) HYPOTHESIS_PROFILE=fuzz \
-		$(BIN)/pytest -q -p no:cacheprovider tests/test_fuzz.py tests/test_properties.py
+		$(BIN)/pytest -q -p no:cacheprovider tests/api/test_fuzz.py tests/api/test_properties.py
 
 ## bench: the benchmarks of bench/README.md (needs Debian's wrk); BENCH_ARGS="--quick" for a smoke run
 bench: $(VENV)/.installed-test

@@ -7,7 +7,7 @@ header value (400), an unknown transfer coding (501). gunicorn's own answer is a
 gunicorn has no setting or hook for these pages; a worker class is its supported extension point
 (`worker_class`). `Worker.handle_error` picks the status, logs, and writes the page: here it does
 all of that unchanged, except that the page goes to a buffer, and the client gets the envelope
-under the status line gunicorn chose. tests/test_gunicorn_limits.py holds it to the real gunicorn.
+under the status line gunicorn chose. tests/deploy/test_gunicorn_limits.py holds it to the real gunicorn.
 
 A top-level module, not part of `app`: the gunicorn master imports the worker class, and importing
 the application there would keep its code from being reloaded on SIGHUP.

@@ -1,11 +1,11 @@
 """The upkeep a delivery worker does beside its polls, each chore once its interval has passed:
 expire processes past their expiry (so their `process.expired` events go out), purge Idempotency-Key
-records past IDEMPOTENCY_TTL_SECONDS, prune final events older than RETENTION_DAYS (app/operations.py).
+records past IDEMPOTENCY_TTL_SECONDS, prune final events older than RETENTION_DAYS (app/ops.py).
 Every worker may run them at once: each is a guarded write that one of them wins per row."""
 import logging
 import math
 
-from app import operations
+from app import ops
 from app.data import idempotency as idempotency_rows
 from app.processes import expire_due
 
@@ -39,7 +39,7 @@ class Chores:
         if purged:
             log.info("purged %d idempotency keys older than %d s", purged, self.idempotency_ttl)
         if self.retention_days and self._due("prune", PRUNE_EVERY_SECONDS, now):
-            pruned = operations.prune(self.db, now, older_than_days=self.retention_days,
+            pruned = ops.prune(self.db, now, older_than_days=self.retention_days,
                                       idempotency_ttl=self.idempotency_ttl, max_batches=PRUNE_BATCHES)
             if pruned.more:
                 del self._last["prune"]

@@ -4,7 +4,7 @@ from dataclasses import replace
 
 from app import keys
 from app.data import merchants as merchant_rows
-from app.models import Merchant
+from app.records import Merchant
 from app.webhooks.signing import new_secret as new_webhook_secret
 from app.webhooks import ssrf
 

@@ -17,7 +17,7 @@ from app.data import merchants as merchant_rows
 from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
 from app.data import processes as process_rows
-from app.models import Asset, Network, Payment
+from app.records import Asset, Network, Payment
 from app.money import AmountError, to_base_units
 from app.processes import InvalidState, ProcessNotFound
 

@@ -10,8 +10,8 @@ from dataclasses import replace
 
 from app.data import idempotency as idempotency_rows
 from app.data import processes as process_rows
-from app.events import emit
-from app.models import Process
+from app.outbox import emit
+from app.records import Process
 from app.representation import process_json
 
 

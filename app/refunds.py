@@ -19,8 +19,8 @@ from app.data import idempotency as idempotency_rows
 from app.data import payments as payment_rows
 from app.data import processes as process_rows
 from app.data import refunds as refund_rows
-from app.events import emit
-from app.models import FINAL_STATUSES, Refund
+from app.outbox import emit
+from app.records import FINAL_STATUSES, Refund
 from app.money import format_units, significant_places, to_base_units
 from app.processes import IdempotencyKeyReused, InvalidState, ProcessNotFound
 from app.representation import refund_json

@@ -11,7 +11,7 @@ from decimal import Decimal
 from marshmallow import RAISE, Schema, ValidationError, fields, validate
 
 from app.jsonutil import JSONNumber, TooDeep, dumps_compact
-from app.models import STATUSES
+from app.records import STATUSES
 from app.money import AmountError, parse_amount
 
 

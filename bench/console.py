@@ -29,7 +29,7 @@ from app.dashboard import accounts
 from app.data import processes as process_rows
 from app.db import init_db, open_database
 from app.merchants import create as create_merchant
-from app.models import Process
+from app.records import Process
 
 PASSWORD = "bench password 1"
 STATUSES = ("completed", "completed", "cancelled", "expired", "pending")

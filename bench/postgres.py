@@ -1,4 +1,4 @@
-"""The PostgreSQL server of a benchmark run: the tests' helper (tests/postgres_server.py, Debian's
+"""The PostgreSQL server of a benchmark run: the tests' helper (tests/support/postgres_server.py, Debian's
 postgresql package, initdb + pg_ctl on loopback), started once on first use, durable (fsync and
 synchronous_commit on, as in production), stopped when the run exits."""
 import atexit
@@ -14,7 +14,7 @@ def database_url():
     global _server
     if _server is None:
         sys.path.insert(0, str(ROOT / "tests"))
-        from postgres_server import PostgresServer
+        from support.postgres_server import PostgresServer
 
         _server = PostgresServer(durable=True)
         _server.start()

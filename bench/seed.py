@@ -18,8 +18,8 @@ from dataclasses import replace
 from app.config import DEFAULTS
 from app.data import processes as process_rows
 from app.db import open_database
-from app.events import emit
-from app.models import Process
+from app.outbox import emit
+from app.records import Process
 
 METADATA = '{"orderRef":"A-1042","email":"buyer@example.com"}'
 STATUSES = ("completed", "completed", "cancelled", "expired", "pending")
@@ -59,7 +59,7 @@ def prefill_processes(db_path, merchant_id, n):
 
 def seed_events(db_path, merchant, n):
     """Create `n` cancelled processes and their `process.cancelled` events, due now, through the
-    service's own event writer (app.events.emit), in one transaction."""
+    service's own event writer (app.outbox.emit), in one transaction."""
     db = open_database(str(db_path), DEFAULTS)
     now = int(time.time())
     try:
@@ -78,7 +78,7 @@ def seed_payments(db_path, merchant_id, rpc_url, token, start_block, addresses, 
     decimals) to that address (the row confirm writes; the addresses are the harness's own, so no
     xpub is needed). Returns the process ids, in the order of `addresses`."""
     from app.data import payments as payment_rows
-    from app.models import Network, Payment
+    from app.records import Network, Payment
 
     db = open_database(str(db_path), DEFAULTS)
     now = int(time.time())
@@ -106,7 +106,7 @@ def seed_payments(db_path, merchant_id, rpc_url, token, start_block, addresses, 
 
 
 def has_event(db_path, process_id, event_type):
-    from app.data import events as event_rows
+    from app.data import outbox as event_rows
 
     db = _readers.get(str(db_path))
     if db is None:
@@ -121,7 +121,7 @@ def watch_outcome(db_path, process_ids):
     """Transfers recorded and events written, counted over every process (each transfer once)."""
     from collections import Counter
 
-    from app.data import events as event_rows
+    from app.data import outbox as event_rows
     from app.data import payments as payment_rows
 
     db = open_database(str(db_path), DEFAULTS)

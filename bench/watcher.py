@@ -242,7 +242,7 @@ class _Databases:
 
 def _payload_bytes(db, process_ids):
     from app.config import DEFAULTS
-    from app.data import events as event_rows
+    from app.data import outbox as event_rows
     from app.db import open_database
 
     database = open_database(db, DEFAULTS)

@@ -1,4 +1,4 @@
-"""Fixtures. Helpers that tests import are in tests/helpers.py."""
+"""Fixtures. Helpers that tests import are in tests/support/helpers.py."""
 import json
 import os
 
@@ -8,11 +8,11 @@ from hypothesis import settings
 from app import create_app
 from app.db import init_db
 from app.webhooks.worker import Worker
-from helpers import Api, FakeClock, Shop
+from support.helpers import Api, FakeClock, Shop
 
 # Browser fixtures (Debian's Chromium through Playwright); the app served over real HTTP; the
 # webhook receivers (`receiver`, `tls`).
-pytest_plugins = ["browser", "live_server", "receiver", "chain_node"]
+pytest_plugins = ["support.browser", "support.live_server", "support.receiver", "support.chain_node"]
 
 # The backend the suite runs against: TEST_DATABASE=sqlite (the default) or postgresql. `make test`
 # runs the suite once with each. Tests marked sqlite_only (SQLite's own machinery) run only in the
@@ -38,8 +38,8 @@ def pytest_report_header(config):
 
 @pytest.fixture(scope="session")
 def postgres():
-    """The PostgreSQL server of the session (tests/postgres_server.py)."""
-    from postgres_server import PostgresServer
+    """The PostgreSQL server of the session (tests/support/postgres_server.py)."""
+    from support.postgres_server import PostgresServer
 
     server = PostgresServer()
     try:
@@ -177,7 +177,7 @@ def shop(make_shop, receiver):
 
 
 def pytest_terminal_summary(terminalreporter):
-    import fuzz_totals
+    from support import fuzz_totals
 
     summary = fuzz_totals.summary()
     if summary:

@@ -18,7 +18,7 @@ import logging
 from app.chain.rpc import RpcError
 from app.data import processes as process_rows
 from app.data import refunds as refund_rows
-from app.events import emit
+from app.outbox import emit
 
 log = logging.getLogger(__name__)
 

@@ -42,8 +42,8 @@ from app.config import DEFAULTS
 from app.data import payments as payment_rows
 from app.data import processes as process_rows
 from app.data import transfers as transfer_rows
-from app.events import emit
-from app.models import PaymentView, Transfer
+from app.outbox import emit
+from app.records import PaymentView, Transfer
 
 log = logging.getLogger(__name__)
 

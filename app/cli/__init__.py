@@ -5,7 +5,7 @@ def init_app(app):
     from app.cli.chain import assets, networks
     from app.cli.collect import collect, collections  # also merchants set-payout, networks *-factory
     from app.cli.events import events
-    from app.cli.maintenance import backup_db, prune
+    from app.cli.ops import backup_db, prune
     from app.cli.merchants import merchants
     from app.cli.processes import processes
     from app.cli.storage import copy_db_command

@@ -2,14 +2,14 @@
 import click
 from flask.cli import AppGroup
 
-from app import events, payments, refunds
+from app import outbox, payments, refunds
 from app import processes as service
 from app.cli.common import table, when
 from app.clock import now
 from app.db import get_db
 from app.http import parse_process_id
 from app.jsonutil import dumps_pretty, loads
-from app.models import STATUSES
+from app.records import STATUSES
 from app.representation import process_json
 
 processes = AppGroup("processes", help="Inspect payment processes; complete one by hand.")
@@ -54,7 +54,7 @@ def show(process_id):
     payment = payments.view(db, process)
     its_refunds = refunds.of_processes(db, [process]).get(process.id, ())
     click.echo(dumps_pretty(loads(process_json(process, now(), payment, its_refunds).encode("utf-8"))))
-    its_events = events.for_process(db, process.id)
+    its_events = outbox.for_process(db, process.id)
     click.echo(f"merchant: {process.merchant_id}")
     click.echo(f"events: {len(its_events)}")
     for e in its_events:

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from flask import (Blueprint, Response, current_app, g, redirect, render_template, request, send_file,
                    stream_with_context, url_for)
 
-from app import collect, events, merchants, payments, processes, refunds
+from app import collect, outbox, merchants, payments, processes, refunds
 from app.chain import rpc
 from app.chain.rpc import transfer_calldata
 from app.clock import now
@@ -34,7 +34,7 @@ from app.data import processes as process_rows
 from app.db import get_db
 from app.http import parse_process_id
 from app.jsonutil import dumps_pretty, loads
-from app.models import STATUSES
+from app.records import STATUSES
 from app.money import format_units
 from app.representation import iso, payment_json, refund_json
 from app.routes.button import load_button_script
@@ -285,7 +285,7 @@ def process_page(process_id, notice=None, error=None, status=200):
     db, current = get_db(), now()
     view = payments.view(db, process)
     payment = loads(payment_json(view).encode()) if view is not None else None
-    event_list = [events.get_with_attempts(db, e.id) for e in events.for_process(db, process.id)]
+    event_list = [outbox.get_with_attempts(db, e.id) for e in outbox.for_process(db, process.id)]
     refundable = refunds.refundable(db, g.merchant.id, process.id, current)
     return render_template(
         "dashboard/process.html", process=process, status=process.effective_status(current),
@@ -315,11 +315,11 @@ def cancel_process(process_id):
 @owner_required
 def resend_event(process_id, event_id):
     process = _process_or_404(process_id)
-    if event_id not in {e.id for e in events.for_process(get_db(), process.id)}:
+    if event_id not in {e.id for e in outbox.for_process(get_db(), process.id)}:
         raise not_found()
     try:
-        events.replay(get_db(), event_id, now())
-    except events.EventInFlight as e:
+        outbox.replay(get_db(), event_id, now())
+    except outbox.EventInFlight as e:
         return process_page(process.id, error=str(e), status=409)
     return process_page(process.id, notice=f"Event {event_id} is queued for delivery again.")
 
@@ -501,7 +501,7 @@ def payouts_page():
 @bp.get("/webhooks")
 @login_required
 def webhooks_page(notice=None, error=None, sent=None, status=200):
-    failing = events.failing(get_db(), g.merchant.id)
+    failing = outbox.failing(get_db(), g.merchant.id)
     return render_template("dashboard/webhooks.html", failing=failing, webhook_url=g.merchant.webhook_url,
                            notice=notice, error=error, sent=sent), status
 
@@ -536,7 +536,7 @@ def send_test_event():
 @login_required
 @owner_required
 def replay_failed():
-    replayed = events.replay_where(get_db(), now(), statuses=["failed"], merchant_id=g.merchant.id)
+    replayed = outbox.replay_where(get_db(), now(), statuses=["failed"], merchant_id=g.merchant.id)
     return webhooks_page(notice=f"{len(replayed)} failed event(s) queued for delivery again.")
 
 

@@ -6,7 +6,7 @@ trimmed and lowercased (`search_values`), written with the process in the same t
 import json
 from itertools import islice
 from app.data.schema import dialect
-from app.models import Process
+from app.records import Process
 
 _STORED = (
     "seq, id, merchant_id, status, amount, metadata, livemode, created_at, updated_at, expires_at"

@@ -2,7 +2,7 @@
 watcher settles (app/chain/refunds.py). Amounts are base units, decimal-integer TEXT in the
 database and `int` in the models. Every change is a guarded UPDATE from `pending`: of a cancel and
 a settlement racing, exactly one touches the row."""
-from app.models import Refund
+from app.records import Refund
 
 _COLUMNS = (
     "id, process_id, merchant_id, status, asset_id, network_id, chain_id, token_contract, decimals,"

@@ -10,7 +10,7 @@ also by a guarded UPDATE.
 """
 from app.data.payments import _NETWORK_COLUMNS, _network
 from app.data.schema import dialect
-from app.models import ChainBlock, Network, Transfer, WatchedAddress
+from app.records import ChainBlock, Network, Transfer, WatchedAddress
 
 _TRANSFER = (
     "chain_id, tx_hash, log_index, network_id, process_id, token_contract, from_address, amount,"

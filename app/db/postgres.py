@@ -9,7 +9,7 @@ and by index, `release()` at the end of a request), so the SQL in app/data/ is w
 - Transactions: connections run in autocommit and `transaction()` issues BEGIN/COMMIT itself, as the
   SQLite backend does; READ COMMITTED. The data layer's guarded UPDATEs are correct under it (a
   second writer waits for the row and re-checks the WHERE); the two places that relied on SQLite's
-  single writer take a row or advisory lock instead (app/data/idempotency.py, app/data/events.py).
+  single writer take a row or advisory lock instead (app/data/idempotency.py, app/data/outbox.py).
 - A request's reads use one pooled connection (`connection()`), given back by `release()` when the
   request ends; a transaction uses that connection when the thread holds one, else borrows one for
   its own length.

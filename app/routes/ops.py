@@ -10,11 +10,11 @@ import logging
 from flask import Blueprint, Response
 
 from app.clock import now
-from app.data import maintenance
+from app.data import ops
 from app.db import DatabaseUnavailable, database_errors, get_db
 from app.errors import ApiError
 from app.http import json_response
-from app.operations import metrics_text
+from app.ops import metrics_text
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ def healthz():
         # this worker opened, not deleted or replaced under us; room on the disk), no recent write
         # failure.
         db.check()
-        backlog = maintenance.outbox_backlog(db.connection(), int(now()))
+        backlog = ops.outbox_backlog(db.connection(), int(now()))
     except DatabaseUnavailable as e:
         # The reason is ours (no path, host or SQL in it): the body says it, for the operator.
         log.warning("healthz: database unavailable: %s", e)
@@ -47,7 +47,7 @@ def healthz():
 @bp.get("/metrics")
 def metrics():
     try:
-        snapshot = maintenance.snapshot(get_db().connection(), int(now()))
+        snapshot = ops.snapshot(get_db().connection(), int(now()))
     except (*database_errors(get_db()), OSError):
         raise ApiError(503, "unavailable", "The database does not answer.") from None
     return Response(metrics_text(snapshot), content_type="text/plain; version=0.0.4; charset=utf-8")

@@ -8,7 +8,7 @@
  *
  * Hand-written because showing a payment address must send nothing to a third party (no QR image
  * service, nothing the merchant's Content-Security-Policy must allow) and the button has no
- * dependency and no build step. tests/test_button_qr.py decodes its output with zbar.
+ * dependency and no build step. tests/button/test_button_qr.py decodes its output with zbar.
  *
  * This file is declarations only: the route (app/routes/button.py) serves it and button.js inside
  * one function scope, so none of these names reaches the page's globals.

@@ -13,8 +13,8 @@ import logging
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from app.data import events as event_rows
-from app.models import Event
+from app.data import outbox as event_rows
+from app.records import Event
 from app.webhooks import transport
 from app.webhooks.schedule import next_attempt_delay
 from app.webhooks.signing import webhook_headers
@@ -74,7 +74,7 @@ def send_test(merchant, *, clock, settings) -> Sent:
     """POST one test event to the merchant's endpoint now, signed like every event, and return
     the attempt (the console's "Send test event"). It is not stored: nothing retries it, and the
     merchant's event list stays what happened to its processes."""
-    from app.events import new_event_id
+    from app.outbox import new_event_id
     from app.representation import iso
 
     now = int(clock())

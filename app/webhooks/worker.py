@@ -23,7 +23,7 @@ from collections import Counter
 from concurrent import futures
 
 from app.chores import Chores
-from app.data import events as event_rows
+from app.data import outbox as event_rows
 from app.data import merchants as merchant_rows
 from app.webhooks import delivery, transport
 from app.webhooks.schedule import LEASE_MARGIN_SECONDS

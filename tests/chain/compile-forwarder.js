@@ -1,7 +1,7 @@
 // Compiles app/chain/contracts/ForwarderFactory.sol with the pinned solc-js (package.json) and the
 // settings below, and prints {"compiler", "settings", "ForwarderFactory": {abi, bytecode,
 // deployedBytecode}, "Forwarder": {abi, bytecode}} as JSON: what app/chain/contracts/ForwarderFactory.json
-// must hold byte for byte (tests/test_forwarder_contract.py checks it). `--write` updates that file.
+// must hold byte for byte (tests/chain/test_forwarder_contract.py checks it). `--write` updates that file.
 // The settings are part of the deposit addresses (the Forwarder's creation code is hashed into each):
 // the CBOR metadata is left out so that a comment or a path does not change the bytes.
 const fs = require("fs");

@@ -182,7 +182,7 @@ CREATE TABLE IF NOT EXISTS chain_blocks (
     PRIMARY KEY (network_id, number)
 );
 
--- Retention (app/data/maintenance.py): final events are pruned oldest first by creation time; the
+-- Retention (app/data/ops.py): final events are pruned oldest first by creation time; the
 -- pruned ones are counted here by status, so the delivery totals of /metrics never go down.
 CREATE INDEX IF NOT EXISTS events_created ON events (created_at);
 CREATE TABLE IF NOT EXISTS pruned_events (

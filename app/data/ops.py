@@ -1,0 +1,108 @@
+"""SQL for operating the service: the figures of /metrics and /healthz, and retention (pruning).
+
+Figures are counted from the database on every call, so every gunicorn worker gives the same ones.
+Each count walks an index: the pending part of `events_due` for the backlog, `events_due` for
+events by status, `processes_status_expiry` for processes by status.
+"""
+from app.data.processes import HELD
+from app.data.schema import dialect
+from app.records import FINAL_EVENT_STATUSES, OutboxBacklog, Snapshot, STATUSES
+
+
+def outbox_backlog(conn, now) -> OutboxBacklog:
+    """Pending events: due (waiting for a worker), in flight (leased), waiting for a retry; and how
+    long the oldest due one (in flight or not) has been due."""
+    row = conn.execute(
+        "SELECT"
+        " count(*) FILTER (WHERE lease_expires_at > :now) AS in_flight,"
+        " count(*) FILTER (WHERE next_attempt_at <= :now"
+        "   AND (lease_expires_at IS NULL OR lease_expires_at <= :now)) AS due,"
+        " count(*) FILTER (WHERE next_attempt_at > :now"
+        "   AND (lease_expires_at IS NULL OR lease_expires_at <= :now)) AS retrying,"
+        " min(next_attempt_at) FILTER (WHERE next_attempt_at <= :now) AS oldest_due"
+        " FROM events WHERE status = 'pending'",
+        {"now": now},
+    ).fetchone()
+    oldest = row["oldest_due"]
+    return OutboxBacklog(due=row["due"], in_flight=row["in_flight"], retrying=row["retrying"],
+                         oldest_due_age=max(0, now - oldest) if oldest is not None else 0)
+
+
+def snapshot(conn, now) -> Snapshot:
+    """Everything /metrics shows, read in one transaction (a consistent view: on PostgreSQL that
+    takes REPEATABLE READ, its READ COMMITTED gives each statement its own snapshot)."""
+    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ" if dialect(conn) == "postgresql" else "BEGIN")
+    try:
+        backlog = outbox_backlog(conn, now)
+        events = dict.fromkeys(("pending",) + FINAL_EVENT_STATUSES, 0)
+        events.update(conn.execute("SELECT status, count(*) FROM events GROUP BY status").fetchall())
+        pruned = dict.fromkeys(FINAL_EVENT_STATUSES, 0)
+        pruned.update(conn.execute("SELECT status, count FROM pruned_events").fetchall())
+        processes = dict.fromkeys(STATUSES, 0)
+        processes.update(conn.execute("SELECT status, count(*) FROM processes GROUP BY status").fetchall())
+        # A pending process past its expiry is expired, as the API shows it, swept or not (unless
+        # held by HELD: then it is pending, as the API shows it).
+        unswept = conn.execute(
+            "SELECT count(*) FROM processes WHERE status = 'pending' AND expires_at <= ?"
+            f" AND NOT {HELD}", (now,)
+        ).fetchone()[0]
+    finally:
+        conn.execute("COMMIT")
+    processes["pending"] -= unswept
+    processes["expired"] += unswept
+    return Snapshot(
+        backlog=backlog,
+        events=events,
+        deliveries={status: events[status] + pruned[status] for status in FINAL_EVENT_STATUSES},
+        processes=processes,
+    )
+
+
+# --- Retention -----------------------------------------------------------------------------------
+# Only events in a final status go, with their attempts; never a pending event, never a process.
+# Each batch is its own short transaction (the caller's), so the write lock is never held long.
+
+def prune_events(conn, created_before, limit, after=(-1, -1)) -> tuple[int, int, tuple]:
+    """Look at up to `limit` events created before `created_before`, oldest first from the
+    (created_at, seq) `after`; delete the final ones with their delivery attempts, each counted in
+    `pruned_events` (so /metrics' delivery totals never go down). Pending ones are stepped over:
+    pass the returned cursor as `after` to go on. Returns (events deleted, attempts deleted, cursor;
+    None once fewer than `limit` were left). Call inside a write transaction."""
+    rows = conn.execute(
+        "SELECT seq, id, status, created_at FROM events"
+        " WHERE created_at < ? AND (created_at, seq) > (?, ?) ORDER BY created_at, seq LIMIT ?",
+        (created_before, *after, limit),
+    ).fetchall()
+    cursor = (rows[-1]["created_at"], rows[-1]["seq"]) if len(rows) == limit else None
+    final = [row for row in rows if row["status"] in FINAL_EVENT_STATUSES]
+    if not final:
+        return 0, 0, cursor
+    ids = [row["id"] for row in final]
+    id_marks = ", ".join("?" * len(ids))
+    attempts = conn.execute(
+        f"DELETE FROM delivery_attempts WHERE event_id IN ({id_marks})", ids
+    ).rowcount
+    # Re-checked: only a final event goes, whatever happened since it was read.
+    marks = ", ".join("?" * len(FINAL_EVENT_STATUSES))
+    events = conn.execute(
+        f"DELETE FROM events WHERE id IN ({id_marks}) AND status IN ({marks})",
+        (*ids, *FINAL_EVENT_STATUSES),
+    ).rowcount
+    counts = {}
+    for row in final:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    conn.executemany(
+        "INSERT INTO pruned_events (status, count) VALUES (?, ?)"
+        " ON CONFLICT (status) DO UPDATE SET count = pruned_events.count + excluded.count",
+        counts.items(),
+    )
+    return events, attempts, cursor
+
+
+def prune_idempotency_keys(conn, created_before, limit) -> int:
+    """Delete up to `limit` Idempotency-Key records created before `created_before`."""
+    return conn.execute(
+        "DELETE FROM idempotency_keys WHERE (merchant_id, key) IN (SELECT merchant_id, key"
+        " FROM idempotency_keys WHERE created_at < ? ORDER BY created_at LIMIT ?)",
+        (created_before, limit),
+    ).rowcount

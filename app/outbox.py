@@ -1,0 +1,101 @@
+"""Webhook events: the one place they are written (`emit`), and what operators do with them.
+
+The `events` table is the outbox: `emit` is called inside the write transaction that made the
+change it reports, so the change and its event commit together or not at all; the delivery worker
+(app/webhooks/worker.py) sends them. Operators list them, look at their attempts and replay them.
+"""
+import uuid
+
+from app.data import outbox as event_rows
+from app.data import payments as payment_rows
+from app.data import refunds as refund_rows
+from app.representation import event_json, process_json
+
+EVENT_TYPES = (
+    "payment.completed", "payment.failed", "process.cancelled", "process.expired",
+    # Live payments, written by the chain watcher (app/chain/watcher.py).
+    "payment.pending", "payment.partial", "payment.received_late", "payment.reversed",
+    # Refunds (app/refunds.py; refund.completed by the chain watcher, app/chain/refunds.py).
+    "refund.created", "refund.completed", "refund.cancelled",
+)
+
+
+def new_event_id() -> str:
+    return "evt_" + uuid.uuid4().hex
+
+
+_LOAD = object()
+
+
+def emit(conn, event_type, process, now, payment=_LOAD) -> str:
+    """Write one event about `process` (as it is after the change) and return its id. Its data
+    carries the process's payment: `payment` (a PaymentView, or None), read with `conn` unless
+    given; and its refunds, read with `conn` (only a process with a payment can have any)."""
+    if event_type not in EVENT_TYPES:
+        raise ValueError(f"unknown event type {event_type!r}")
+    if payment is _LOAD:
+        payment = payment_rows.view_of(conn, process.id)
+    refunds = refund_rows.of_process(conn, process.id) if payment is not None else ()
+    event_id = new_event_id()
+    event_rows.insert(
+        conn,
+        id=event_id,
+        merchant_id=process.merchant_id,
+        process_id=process.id,
+        type=event_type,
+        payload=event_json(event_type, now, process_json(process, now, payment, refunds)),
+        now=now,
+    )
+    return event_id
+
+
+class EventNotFound(LookupError):
+    pass
+
+
+class EventInFlight(ValueError):
+    """The event is leased by a worker attempting it right now."""
+
+
+def list_recent(db, *, limit, status=None, merchant_id=None):
+    return event_rows.list_recent(db.connection(), limit=limit, status=status, merchant_id=merchant_id)
+
+
+def get_with_attempts(db, event_id):
+    """(event, attempts oldest first)."""
+    conn = db.connection()
+    event = event_rows.get(conn, event_id)
+    if event is None:
+        raise EventNotFound(event_id)
+    return event, event_rows.attempts_of(conn, event_id)
+
+
+def replay(db, event_id, now):
+    """Re-queue one event, whatever its status, for an attempt at once.
+
+    Its attempt history is kept; its attempt count starts from zero, so the whole retry schedule
+    applies again."""
+    now = int(now)
+    with db.transaction() as conn:
+        if event_rows.get(conn, event_id) is None:
+            raise EventNotFound(event_id)
+        if not event_rows.requeue(conn, event_id, now):
+            raise EventInFlight(f"Event {event_id} is being attempted right now; try again shortly.")
+    return event_rows.get(db.connection(), event_id)
+
+
+def replay_where(db, now, *, statuses, merchant_id=None, since=None) -> list[str]:
+    """Re-queue every event in one of `statuses`; returns their ids."""
+    with db.transaction() as conn:
+        return event_rows.requeue_where(conn, int(now), statuses=statuses, merchant_id=merchant_id,
+                                        since=since)
+
+
+def for_process(db, process_id):
+    """Every event of one process, oldest first."""
+    return event_rows.for_process(db.connection(), process_id)
+
+
+def failing(db, merchant_id, limit=50):
+    """A merchant's events whose delivery is failing (failed, or retrying), newest first."""
+    return event_rows.failing(db.connection(), merchant_id, limit)

@@ -1,0 +1,214 @@
+"""Schemathesis drives every operation of app/openapi.json against the app (WSGI, in process) with
+a real SQLite file and a real merchant, running all its checks (server errors, status codes,
+content types, response schemas and headers, auth enforcement, negative data rejected, positive
+data accepted, unsupported methods...).
+
+FUZZ_EXAMPLES sets the generated cases per operation (default 50, derandomised so the suite is
+stable); `make fuzz` runs thousands with fresh randomness and prints the totals.
+"""
+import json
+import os
+import re
+import tempfile
+import uuid
+
+import schemathesis
+from hypothesis import HealthCheck, settings
+
+from app import create_app
+from app.db import init_db
+from support.helpers import FakeClock
+from support.fuzz_totals import record
+
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "50"))
+
+_tmp = tempfile.TemporaryDirectory(prefix="preorder-fuzz-")
+clock = FakeClock()
+# SQLITE_SYNCHRONOUS OFF: a throwaway file needs no fsync per commit (only durability changes).
+app = create_app({"DATABASE": os.path.join(_tmp.name, "fuzz.sqlite3"), "CLOCK": clock,
+                  "SQLITE_SYNCHRONOUS": "OFF"})
+with app.app_context():
+    init_db()
+_created = app.test_cli_runner().invoke(args=["merchants", "create", "--name", "Fuzz", "--json"])
+assert _created.exit_code == 0, _created.output
+MERCHANT = json.loads(_created.output)
+_client = app.test_client()
+
+# Live payments: a network (added without asking a node), a 6-decimal token on it, and the
+# merchant's wallet, so that confirm's 200 and 409 branches are fuzzed too.
+CHOICE = {"assetId": "usdc", "networkId": "local"}
+CHOICE_CONTRACT = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
+for _args in (
+    ["networks", "add", "local", "--name", "Local", "--chain-id", "31337", "--rpc-url",
+     "http://127.0.0.1:1/", "--start-block", "1"],
+    ["assets", "add", "usdc", "--network", "local", "--symbol", "USDC", "--name", "USD Coin",
+     "--contract", CHOICE_CONTRACT, "--decimals", "6"],
+    ["merchants", "set-xpub", MERCHANT["merchantId"],
+     "xpub6DCoCpSuQZB2jawqnGMEPS63ePKWkwWPH4TU45Q7LPXWuNd8TMtVxRrgjtEshuqpK3mdhaWHPFsBngh5GFZaM6si3"
+     "yZdUsT8ddYM3PwnATt"],
+):
+    _result = app.test_cli_runner().invoke(args=_args)
+    assert _result.exit_code == 0, _result.output
+
+# The merchant's keys go in as the document's security schemes, so schemathesis knows them: it
+# leaves them out on purpose in its negative auth cases and probes that auth is enforced.
+CONFIG = schemathesis.Config.from_dict(
+    {"auth": {"openapi": {"secretKey": {"api_key": MERCHANT["secretKey"]},
+                          "publicKey": {"api_key": MERCHANT["publicKey"]}}}}
+)
+# Every operation, /openapi.json included (schemathesis leaves the schema's own URL out unless a
+# filter selects it explicitly).
+schema = schemathesis.openapi.from_wsgi("/openapi.json", app, config=CONFIG).include(path_regex="^/")
+
+
+def _fresh_process_id():
+    response = _client.post(
+        "/payment-button/process/preorder",
+        json={"amount": 19.99, "metadata": {"orderRef": "fuzz"}},
+        headers={"x-secret-key": MERCHANT["secretKey"]},
+    )
+    assert response.status_code == 200, response.get_data(as_text=True)
+    return response.get_json()["processId"]
+
+
+ANCHOR_PROCESS_ID = _fresh_process_id()
+CUSTOMER = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+
+
+def _paid_process_id():
+    """A completed process paid by a confirmed transfer (recorded as the chain watcher records
+    one), so that creating and cancelling refunds reach their 200 branches."""
+    from app.data import transfers as transfer_rows
+    from app.records import Transfer
+
+    process_id = _fresh_process_id()
+    confirmed = _client.post(f"/payment-button/process/{process_id}/confirm", json=CHOICE,
+                             headers={"x-public-key": MERCHANT["publicKey"]})
+    assert confirmed.status_code == 200, confirmed.get_data(as_text=True)
+    with app.app_context():
+        with app.extensions["db"].transaction() as conn:
+            transfer_rows.record(conn, Transfer(
+                chain_id=31337, tx_hash="0x" + "ab" * 32, log_index=0, network_id="local",
+                process_id=process_id, token_contract=CHOICE_CONTRACT, from_address=CUSTOMER.lower(),
+                amount="19990000", block_number=2, block_hash="0x" + "cd" * 32,
+                block_timestamp=clock(), status="confirmed", seen_at=clock(), confirmed_at=clock()))
+    completed = app.test_cli_runner().invoke(args=["processes", "complete", process_id])
+    assert completed.exit_code == 0, completed.output
+    return process_id
+
+
+PAID_PROCESS_ID = _paid_process_id()
+
+
+def _well_formed_id(value):
+    try:
+        return isinstance(value, str) and len(value) == 36 and bool(uuid.UUID(value))
+    except ValueError:
+        return False
+
+
+def _aim_at_a_real_process(case):
+    """Random UUIDs name no process: in half of the cases a well-formed processId is swapped for
+    a fresh pending process of this merchant (or, for refunds, mostly for the paid one), so the 200 and 409 branches are fuzzed and not only
+    the 404 one. A valid id replaces a valid id: the case stays as positive or negative as it was
+    generated. (Stateful runs follow the document's links to real ids instead.)"""
+    path = case.path_parameters or {}
+    if _well_formed_id(path.get("processId")) and path["processId"][0] in "02468ace":
+        # Refunds: the paid process (200), or a pending one (409) in a quarter of the cases.
+        refunds = "/refunds" in case.operation.path and path["processId"][1] in "0123456789ab"
+        path["processId"] = PAID_PROCESS_ID if refunds else _fresh_process_id()
+
+
+def _refunds_name_real_ones(case):
+    """A refund needs the customer's real address and, to be cancelled, a real refund id, which a
+    schema cannot say: a well-formed address in a refund body becomes a valid one, a positive amount
+    a small one (so that the paid process is not refunded in full early on): valid values replace
+    valid values, the case stays as positive or negative as it was generated. Half of the cancels
+    name a pending refund of the paid process."""
+    body, path = case.body, case.path_parameters or {}
+    if (case.operation.path.endswith("/refunds") and case.method.upper() == "POST"
+            and isinstance(body, dict)):
+        if isinstance(body.get("address"), str) and re.fullmatch(r"0x[0-9a-fA-F]{40}", body["address"]):
+            body["address"] = CUSTOMER
+        amount = body.get("amount")
+        if isinstance(amount, (int, float)) and not isinstance(amount, bool) and amount > 0:
+            body["amount"] = 0.01
+    if path.get("refundId") is not None and path.get("processId") == PAID_PROCESS_ID:
+        if len(path["refundId"]) % 2 == 0:
+            created = _client.post(f"/payment-button/process/{PAID_PROCESS_ID}/refunds",
+                                   json={"amount": 0.01, "address": CUSTOMER},
+                                   headers={"x-secret-key": MERCHANT["secretKey"]})
+            assert created.status_code == 200, created.get_data(as_text=True)
+            path["refundId"] = created.get_json()["refundId"]
+
+
+def _confirm_names_a_real_choice(case):
+    """Which assets exist is the operator's data, which a schema cannot say: a well-formed choice
+    naming none is a 400 by design (tests/chain/test_live_payments_api.py), not a finding. So a
+    well-formed confirm body names the real asset and network."""
+    body = case.body
+    if (case.operation.path.endswith("/confirm") and isinstance(body, dict) and set(body) == set(CHOICE)
+            and all(isinstance(v, str) and 1 <= len(v) <= 64 for v in body.values())):
+        body.update(CHOICE)
+
+
+def _starting_after_names_a_real_process(case):
+    """`starting_after` must name one of the caller's processes, which a schema cannot say: an
+    unknown one is a 400 by design (tests/api/test_processes_api.py), not a finding. So a well-formed
+    one becomes a real process id, in every phase and in stateful runs."""
+    query = case.query or {}
+    if _well_formed_id(query.get("starting_after")):
+        query["starting_after"] = ANCHOR_PROCESS_ID
+
+
+@schema.parametrize()
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize="FUZZ_EXAMPLES" not in os.environ,
+    suppress_health_check=list(HealthCheck),
+)
+def test_api_conforms_to_its_openapi_document(case):
+    _aim_at_a_real_process(case)
+    _starting_after_names_a_real_process(case)
+    _confirm_names_a_real_choice(case)
+    _refunds_name_real_ones(case)
+    response = case.call()
+    failed = True
+    try:
+        case.validate_response(response, transport_kwargs={})
+        failed = False
+    finally:
+        record(case.operation.label, response.status_code, failed)
+
+
+# Sequences along the document's links (create a preorder, then read it, cancel it, cancel it
+# again...), with every check on every response.
+class LinkedCalls(schema.as_state_machine()):
+    def setup(self):
+        # Each scenario starts a day later: the Idempotency-Keys of earlier scenarios have
+        # expired, so a scenario replays the same way when Hypothesis runs it again.
+        clock.advance(app.config["IDEMPOTENCY_TTL_SECONDS"] + 1)
+
+    def before_call(self, case):
+        _starting_after_names_a_real_process(case)
+        _confirm_names_a_real_choice(case)
+        _refunds_name_real_ones(case)
+
+    def validate_response(self, response, case, additional_checks=None, **kwargs):
+        failed = True
+        try:
+            super().validate_response(response, case, additional_checks, **kwargs)
+            failed = False
+        finally:
+            record(f"stateful {case.operation.label}", response.status_code, failed)
+
+
+TestStatefulAlongLinks = LinkedCalls.TestCase
+TestStatefulAlongLinks.settings = settings(
+    max_examples=max(5, EXAMPLES // 5),
+    stateful_step_count=6,
+    deadline=None,
+    derandomize="FUZZ_EXAMPLES" not in os.environ,
+    suppress_health_check=list(HealthCheck),
+)

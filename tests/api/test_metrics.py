@@ -1,0 +1,136 @@
+"""GET /metrics (Prometheus text format, parsed with prometheus_client's parser) and the backlog in
+/healthz: exact figures as processes, events and attempts go through their states."""
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from app.data import outbox as event_rows
+from support.helpers import assert_error
+from app.webhooks.worker import Worker
+from support.servers import create_merchant, flask, gunicorn, service_env
+
+
+def metrics(client):
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    found = {}
+    for family in text_string_to_metric_families(response.get_data(as_text=True)):
+        for sample in family.samples:
+            labels = tuple(sorted(sample.labels.values()))
+            found[(sample.name, *labels)] = sample.value
+    return found
+
+
+def figures(found, name):
+    return {key[1]: value for key, value in found.items() if key[0] == name and len(key) == 2}
+
+
+def expect(client, *, backlog, age, events, deliveries, processes):
+    found = metrics(client)
+    assert figures(found, "preorder_outbox_backlog") == backlog
+    assert found[("preorder_outbox_oldest_due_age_seconds",)] == age
+    assert figures(found, "preorder_webhook_events") == events
+    assert figures(found, "preorder_webhook_deliveries_total") == deliveries
+    assert figures(found, "preorder_processes") == processes
+    assert len(found) == 3 + 1 + 4 + 3 + 4  # nothing else
+    pending = sum(backlog.values())
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.get_json() == {"status": "ok", "outbox": {
+        "pending": pending, "due": backlog["due"], "oldestDueAgeSeconds": age}}
+
+
+def test_metrics_follow_processes_events_and_deliveries(app, client, api, make_merchant, clock):
+    zero = {"delivered": 0, "failed": 0, "no_endpoint": 0}
+    expect(client, backlog={"due": 0, "in_flight": 0, "retrying": 0}, age=0,
+           events={"pending": 0, **zero}, deliveries=zero,
+           processes={"pending": 0, "completed": 0, "cancelled": 0, "expired": 0})
+
+    ids = [api.preorder().get_json()["processId"] for _ in range(3)]
+    for process_id in ids[:2]:
+        assert api.cancel(process_id).status_code == 200
+    clock.advance(7)
+    expect(client, backlog={"due": 2, "in_flight": 0, "retrying": 0}, age=7,
+           events={"pending": 2, **zero}, deliveries=zero,
+           processes={"pending": 1, "completed": 0, "cancelled": 2, "expired": 0})
+
+    # A worker's lease makes one of them in flight; the oldest due age still counts it.
+    db = app.extensions["db"]
+    with db.transaction() as conn:
+        [leased] = event_rows.claim_due(conn, owner="w", now=clock(), lease_until=clock() + 60, limit=1)
+    expect(client, backlog={"due": 1, "in_flight": 1, "retrying": 0}, age=7,
+           events={"pending": 2, **zero}, deliveries=zero,
+           processes={"pending": 1, "completed": 0, "cancelled": 2, "expired": 0})
+    with db.transaction() as conn:
+        event_rows.release(conn, [leased.id], "w")
+
+    # Past its expiry the third process counts as expired before the sweep, as the API shows it.
+    clock.advance(1800)
+    expect(client, backlog={"due": 2, "in_flight": 0, "retrying": 0}, age=1807,
+           events={"pending": 2, **zero}, deliveries=zero,
+           processes={"pending": 0, "completed": 0, "cancelled": 2, "expired": 1})
+
+    # The merchant has no webhook URL: the worker sweeps (one more event) and marks all three.
+    with Worker(app) as worker:
+        worker.run_once()
+    expect(client, backlog={"due": 0, "in_flight": 0, "retrying": 0}, age=0,
+           events={"pending": 0, "delivered": 0, "failed": 0, "no_endpoint": 3},
+           deliveries={"delivered": 0, "failed": 0, "no_endpoint": 3},
+           processes={"pending": 0, "completed": 0, "cancelled": 2, "expired": 1})
+
+    # A refused connection is a failed attempt: the event waits for its retry (not due).
+    other = make_merchant(name="Closed port", webhook_url="http://127.0.0.1:9/hook")
+    process_id = api.__class__(client, other["secretKey"]).preorder().get_json()["processId"]
+    assert api.__class__(client, other["secretKey"]).cancel(process_id).status_code == 200
+    with Worker(app) as worker:
+        worker.run_once()
+    expect(client, backlog={"due": 0, "in_flight": 0, "retrying": 1}, age=0,
+           events={"pending": 1, "delivered": 0, "failed": 0, "no_endpoint": 3},
+           deliveries={"delivered": 0, "failed": 0, "no_endpoint": 3},
+           processes={"pending": 0, "completed": 0, "cancelled": 3, "expired": 1})
+    clock.advance(5 + 3)
+    expect(client, backlog={"due": 1, "in_flight": 0, "retrying": 0}, age=3,
+           events={"pending": 1, "delivered": 0, "failed": 0, "no_endpoint": 3},
+           deliveries={"delivered": 0, "failed": 0, "no_endpoint": 3},
+           processes={"pending": 0, "completed": 0, "cancelled": 3, "expired": 1})
+
+
+def test_metrics_methods(client):
+    response = client.post("/metrics")
+    assert response.status_code == 405
+    assert response.get_json()["code"] == "method_not_allowed"
+
+
+def test_every_gunicorn_worker_gives_the_same_figures(tmp_path):
+    """Counted from the database on each scrape: 40 scrapes over fresh connections to 4 workers
+    show one text, with the figures of what was done through the API and the worker."""
+    env = service_env(tmp_path / "metrics.sqlite3")
+    flask(env, "init-db")
+    key = create_merchant(env)["secretKey"]
+    with gunicorn(env, tmp_path / "gunicorn.log", workers=4) as base:
+        headers = {"x-secret-key": key}
+        ids = [requests.post(base + "/payment-button/process/preorder", json={"amount": 5},
+                             headers=headers, timeout=30).json()["processId"] for _ in range(5)]
+        for process_id in ids[:2]:
+            assert requests.post(f"{base}/payment-button/process/{process_id}/cancel",
+                                 headers=headers, timeout=30).status_code == 200
+        flask(env, "deliver-webhooks", "--once")  # no webhook URL: both events no_endpoint
+        texts = {requests.get(base + "/metrics", headers={"Connection": "close"}, timeout=30).text
+                 for _ in range(40)}
+    assert len(texts) == 1
+    found = {}
+    for family in text_string_to_metric_families(texts.pop()):
+        for sample in family.samples:
+            found[(sample.name, *sample.labels.values())] = sample.value
+    assert found[("preorder_processes", "pending")] == 3
+    assert found[("preorder_processes", "cancelled")] == 2
+    assert found[("preorder_webhook_deliveries_total", "no_endpoint")] == 2
+    assert found[("preorder_outbox_backlog", "due")] == 0
+
+
+def test_metrics_on_a_database_without_the_schema(tmp_path, clock):
+    from app import create_app
+
+    app = create_app({"TESTING": True, "DATABASE": str(tmp_path / "typo.sqlite3"), "CLOCK": clock})
+    assert_error(app.test_client().get("/metrics"), 503, "unavailable", "The database does not answer.")
+    app.extensions["db"].close_all()

@@ -1,0 +1,445 @@
+"""The payout mode on the real Hardhat node, driven as in production: `networks deploy-factory`,
+`merchants set-payout`, confirms through the Button API (the CREATE2 deposit address), token and
+gas-coin transfers from funded dev accounts, `collect` and `collections list` through the CLI (and
+as a subprocess killed mid-way). Every amount is checked on the chain and in the records."""
+import json
+import signal
+import subprocess
+import time
+
+import pytest
+
+from support import dbutil
+from app.chain import forwarder
+from app.chain.addresses import keccak256, to_checksum_address
+from support.chain_shop import NETWORK, add_network, cli
+from support.helpers import Api
+from support.servers import BIN, ROOT, service_env
+
+# Hardhat's published dev keys ("test test … junk"): accounts #18 and #19 pay the gas here.
+OPERATOR_KEY = "0xde9be858da4a475276426320d5e9262ecfc3ba460bfac56360bfa6c4c28b4ee0"
+COLLECTOR_KEY = "0xdf57089febbacf7ba0bc227dafbffa9fc08a93fdc68e1e42411a14efcf23656e"
+EMPTY_KEY = "0x" + "42" * 32  # an account that never held anything
+ETHER = 10**18
+
+
+@pytest.fixture
+def keys(tmp_path):
+    paths = {}
+    for name, key in (("operator", OPERATOR_KEY), ("collector", COLLECTOR_KEY), ("empty", EMPTY_KEY)):
+        path = tmp_path / f"{name}.key"
+        path.write_text(key + "\n")
+        path.chmod(0o600)
+        paths[name] = str(path)
+    return paths
+
+
+def new_address(label):
+    """A fresh address nobody holds funds at (the payout wallets)."""
+    return to_checksum_address("0x" + keccak256(label.encode())[-20:].hex())
+
+
+class PayoutShop:
+    """The operator's setup and the customers' payments of the payout mode."""
+
+    def __init__(self, app, client, runner, chain, make_merchant, keys, clock):
+        self.app, self.client, self.runner, self.chain, self.keys = app, client, runner, chain, keys
+        self.clock = clock
+        self.make_merchant = make_merchant
+        add_network(runner, chain)
+        deployed = cli(runner, "networks", "deploy-factory", NETWORK, "--key-file", keys["operator"])
+        self.factory = deployed.output.split(" at ")[1].split(" ")[0]
+        assert OPERATOR_KEY[2:] not in deployed.output
+
+    def merchant(self, payout):
+        merchant = self.make_merchant()
+        cli(self.runner, "merchants", "set-payout", merchant["merchantId"], payout)
+        return merchant
+
+    def order(self, merchant, amount):
+        self.clock.now = self.chain.timestamp()  # the app's clock at the chain's time
+        api = Api(self.client, merchant["secretKey"])
+        process_id = api.preorder({"amount": amount}).get_json()["processId"]
+        confirmed = self.client.post(
+            f"/payment-button/process/{process_id}/confirm",
+            data=json.dumps({"assetId": "tusd", "networkId": NETWORK}),
+            content_type="application/json", headers={"x-public-key": merchant["publicKey"]})
+        assert confirmed.status_code == 200, confirmed.get_data(as_text=True)
+        return process_id, confirmed.get_json()["payment"]["address"]
+
+    def token_balance(self, holder, token=None):
+        data = "0x70a08231" + holder[2:].lower().rjust(64, "0")
+        return int(self.chain.rpc("eth_call", {"to": token or self.chain.token, "data": data},
+                                  "latest"), 16)
+
+    def coin_balance(self, holder):
+        return int(self.chain.rpc("eth_getBalance", holder, "latest"), 16)
+
+    def collect(self, *args, key="collector", exit_code=0):
+        result = self.runner.invoke(args=["collect", NETWORK, "--key-file", self.keys[key], *args])
+        assert result.exit_code == exit_code, result.output
+        return result
+
+    def collect_json(self, *args, key="collector", exit_code=0):
+        return json.loads(self.collect("--json", *args, key=key, exit_code=exit_code).stdout)
+
+    def records(self):
+        """{(address, token): total amount} of every succeeded collection's items."""
+        rows = dbutil.query(self.app.config["DATABASE"],
+                            "SELECT i.address, i.token, i.amount FROM collection_items i JOIN"
+                            " collections c ON c.id = i.collection_id WHERE c.status = 'succeeded'")
+        totals = {}
+        for address, token, amount in rows:
+            totals[(address, token.lower())] = totals.get((address, token.lower()), 0) + int(amount)
+        return totals
+
+
+@pytest.fixture
+def shop(app, client, runner, chain, make_merchant, keys, clock):
+    return PayoutShop(app, client, runner, chain, make_merchant, keys, clock)
+
+
+def test_the_service_s_address_is_where_the_factory_deploys_and_collect_empties_it(shop, chain):
+    payout = new_address("payout-1")
+    merchant = shop.merchant(payout.lower())  # all lower case is accepted, stored EIP-55
+    process_id, address = shop.order(merchant, 19.99)
+    salt = forwarder.salt(process_id)
+    data = ("0x" + keccak256(b"depositAddress(address,bytes32)")[:4].hex()
+            + payout[2:].lower().rjust(64, "0") + salt.hex())
+    on_chain = chain.rpc("eth_call", {"to": shop.factory, "data": data}, "latest")
+    assert to_checksum_address("0x" + on_chain[-40:]) == address
+    assert address == forwarder.deposit_address(shop.factory, payout, salt)
+    assert chain.rpc("eth_getCode", address, "latest") == "0x"  # handed out: no transaction
+
+    chain.transfer(address, 19_990_000)
+    report = shop.collect_json()
+    assert report["error"] is None and report["dryRun"] is False
+    [tx] = report["transactions"]
+    assert tx["status"] == "succeeded" and tx["addresses"] == 1 and tx["gasUsed"] > 0
+    assert report["merchants"] == [{
+        "merchantId": merchant["merchantId"], "payoutAddresses": [payout],
+        "tokens": [{"token": to_checksum_address(chain.token), "symbol": "TUSD", "amount": "19.99",
+                    "baseUnits": "19990000", "addresses": [address],
+                    "transactions": [tx["txHash"]]}]}]
+    assert shop.token_balance(address) == 0 and shop.token_balance(payout) == 19_990_000
+    assert chain.rpc("eth_getCode", address, "latest") == "0x"  # the forwarder destroyed itself
+
+
+def test_partial_over_late_payments_gas_coin_and_two_merchants(shop, chain, runner):
+    payout_a, payout_b = new_address("payout-a"), new_address("payout-b")
+    a, b = shop.merchant(payout_a), shop.merchant(payout_b)
+    _, partial = shop.order(a, 10)
+    _, over = shop.order(a, 5)
+    _, late = shop.order(a, 2)
+    _, other = shop.order(b, 7)
+    _, unpaid = shop.order(b, 3)
+    chain.transfer(partial, 4_000_000)
+    chain.transfer(over, 6_000_000)
+    chain.transfer(late, 2_000_000)
+    chain.transfer(other, 7_000_000)
+    chain.send(chain.accounts[1], other, value=ETHER)  # the gas coin, sent by mistake
+
+    dry = shop.collect_json("--dry-run")
+    assert dry["dryRun"] is True and dry["error"] is None
+    assert [t["status"] for t in dry["transactions"]] == ["planned"]
+    assert shop.token_balance(partial) == 4_000_000  # nothing moved
+    assert dbutil.scalar(shop.app.config["DATABASE"], "SELECT count(*) FROM collections") == 0
+
+    only_b = shop.collect_json("--merchant", b["merchantId"])
+    assert [m["merchantId"] for m in only_b["merchants"]] == [b["merchantId"]]
+    assert shop.token_balance(payout_b) == 7_000_000 and shop.coin_balance(payout_b) == ETHER
+    assert shop.token_balance(payout_a) == 0 and shop.token_balance(partial) == 4_000_000
+
+    report = shop.collect_json()
+    [m] = report["merchants"]
+    assert m["merchantId"] == a["merchantId"] and m["payoutAddresses"] == [payout_a]
+    assert [(t["symbol"], t["amount"], t["addresses"]) for t in m["tokens"]] == [
+        ("TUSD", "12", sorted([partial, over, late]))]
+    assert shop.token_balance(payout_a) == 12_000_000 and shop.token_balance(payout_b) == 7_000_000
+    assert all(shop.token_balance(x) == 0 for x in (partial, over, late, other, unpaid))
+    assert shop.coin_balance(other) == 0
+
+    # Paid again after the collection (late): the next run moves only that.
+    chain.transfer(late, 1_500_000)
+    again = shop.collect_json()
+    assert [(t["amount"], t["addresses"]) for t in again["merchants"][0]["tokens"]] == [
+        ("1.5", [late])]
+    assert shop.token_balance(payout_a) == 13_500_000
+    nothing = shop.collect()
+    assert nothing.output == f"Nothing to collect on {NETWORK}.\n"
+
+    token = chain.token.lower()
+    assert shop.records() == {
+        (partial, token): 4_000_000, (over, token): 6_000_000, (late, token): 3_500_000,
+        (other, token): 7_000_000, (other, "0xeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"): ETHER}
+    listed = json.loads(cli(runner, "collections", "list", "--json", "--merchant",
+                            b["merchantId"]).output)
+    assert [(c["status"], [(i["address"], i["symbol"], i["amount"]) for i in c["items"]])
+            for c in listed] == [("succeeded", [(other, "TUSD", "7"), (other, "gas coin", "1")])]
+    table = cli(runner, "collections", "list").output.splitlines()
+    assert table[0].split() == ["ID", "NETWORK", "TRANSACTION", "STATUS", "ADDRESSES", "AMOUNTS",
+                                "GAS", "CREATED"]
+    assert len(table) == 4 and all(" succeeded " in line for line in table[1:])
+
+
+def test_a_new_payout_address_leaves_old_deposit_addresses_paying_the_old_one(shop, chain, runner):
+    old, new = new_address("old-wallet"), new_address("new-wallet")
+    merchant = shop.merchant(old)
+    _, first = shop.order(merchant, 1)
+    changed = cli(runner, "merchants", "set-payout", merchant["merchantId"], new)
+    assert changed.output == (f"Payout address of {merchant['merchantId']} set to {new}. New payments'"
+                              f" deposit addresses forward to it; those already handed out keep"
+                              f" forwarding to {old}.\n")
+    _, second = shop.order(merchant, 2)
+    chain.transfer(first, 1_000_000)
+    chain.transfer(second, 2_000_000)
+    report = shop.collect_json()
+    assert report["merchants"][0]["payoutAddresses"] == sorted([old, new])
+    assert shop.token_balance(old) == 1_000_000 and shop.token_balance(new) == 2_000_000
+
+
+def test_a_key_without_gas_an_unreachable_node_and_no_factory(shop, chain, app):
+    merchant = shop.merchant(new_address("payout-gas"))
+    _, address = shop.order(merchant, 1)
+    chain.transfer(address, 1_000_000)
+    broke = shop.collect(key="empty", exit_code=1)
+    assert "holds 0 wei, less than the" in broke.output
+    assert "Nothing more was sent." in broke.output and EMPTY_KEY[2:] not in broke.output
+    assert shop.token_balance(address) == 1_000_000
+    assert dbutil.scalar(app.config["DATABASE"], "SELECT count(*) FROM collections") == 0
+
+    dbutil.execute(app.config["DATABASE"], "UPDATE networks SET rpc_url = 'http://127.0.0.1:1/k'")
+    down = shop.collect(exit_code=1)
+    assert down.output.splitlines()[-1] == (
+        "Error: The node did not answer as expected: eth_chainId: http://127.0.0.1:1 unreachable"
+        " (ConnectionError)")
+    dbutil.execute(app.config["DATABASE"], "DELETE FROM network_factories")
+    none = shop.collect(exit_code=1)
+    assert none.output == (f"Error: Network {NETWORK} has no forwarder factory: networks"
+                           " deploy-factory or set-factory first.\n")
+
+
+def test_set_factory_checks_the_code(shop, chain, runner):
+    token = to_checksum_address(chain.token)
+    refused = runner.invoke(args=["networks", "set-factory", NETWORK, token])
+    assert refused.exit_code == 1
+    assert refused.output == (f"Error: The code at {token} on network {NETWORK} is not this"
+                              " service's forwarder factory (networks deploy-factory deploys one).\n")
+    again = cli(runner, "networks", "set-factory", NETWORK, shop.factory.lower())
+    assert again.output == f"Network {NETWORK} uses the forwarder factory at {shop.factory}.\n"
+
+
+def _collections(database):
+    return dbutil.query(database, "SELECT id, status FROM collections ORDER BY id")
+
+
+def _wait(predicate, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def test_a_collect_killed_between_batches_is_completed_by_the_next_run(shop, chain, app):
+    payout = new_address("payout-kill")
+    merchant = shop.merchant(payout)
+    addresses = []
+    for i in range(5):
+        _, address = shop.order(merchant, 1)
+        chain.transfer(address, 1_000_000 + i)
+        addresses.append(address)
+    database = app.config["DATABASE"]
+    env = service_env(database)
+    chain.rpc("evm_setAutomine", False)
+    try:
+        proc = subprocess.Popen(
+            [str(BIN / "flask"), "--app", "app", "collect", NETWORK, "--key-file",
+             shop.keys["collector"], "--max-batch", "2"],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            _wait(lambda: _collections(database) == [(1, "sent")])  # signed, recorded, broadcast
+            chain.rpc("evm_mine")
+            # The first batch's receipt: recorded as succeeded; the second batch goes out.
+            _wait(lambda: _collections(database) == [(1, "succeeded"), (2, "sent")])
+            _wait(lambda: chain.rpc("eth_getBlockByNumber", "pending", False)["transactions"])
+            proc.send_signal(signal.SIGKILL)
+        finally:
+            proc.wait(timeout=30)
+        assert proc.returncode == -signal.SIGKILL
+        chain.rpc("evm_mine")  # the second batch, broadcast before the kill, is mined
+    finally:
+        chain.rpc("evm_setAutomine", True)
+    held = [a for a in addresses if shop.token_balance(a)]
+    assert len(held) == 1  # two batches of two moved; the third was never sent
+    assert shop.token_balance(payout) == 5_000_010 - shop.token_balance(held[0])
+
+    report = shop.collect_json("--max-batch", "2")
+    assert [(t["earlierRun"], t["status"], t["addresses"]) for t in report["transactions"]] == [
+        (True, "succeeded", 2), (False, "succeeded", 1)]
+    assert shop.token_balance(payout) == 5_000_010
+    assert all(shop.token_balance(a) == 0 for a in addresses)
+    token = chain.token.lower()
+    assert shop.records() == {(a, token): 1_000_000 + i for i, a in enumerate(addresses)}
+    items = dbutil.query(database, "SELECT address FROM collection_items")
+    assert sorted(items) == sorted((a,) for a in addresses)  # each address collected once
+    assert [s for _, s in _collections(database)] == ["succeeded"] * 3
+
+
+def test_a_reverted_collection_is_recorded_failed_and_nothing_counts_as_collected(shop, chain, app):
+    """The factory's code is swapped for one that reverts after the batch was estimated and sent
+    (automine off, so the transaction waits in the pool): the run records the failure and exits 1;
+    with the factory back, the next run collects."""
+    payout = new_address("payout-revert")
+    merchant = shop.merchant(payout)
+    _, address = shop.order(merchant, 3)
+    chain.transfer(address, 3_000_000)
+    database = app.config["DATABASE"]
+    code = chain.rpc("eth_getCode", shop.factory, "latest")
+    chain.rpc("evm_setAutomine", False)
+    try:
+        proc = subprocess.Popen(
+            [str(BIN / "flask"), "--app", "app", "collect", NETWORK, "--key-file",
+             shop.keys["collector"]],
+            cwd=ROOT, env=service_env(database), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True)
+        try:
+            _wait(lambda: _collections(database) == [(1, "sent")])
+            _wait(lambda: chain.rpc("eth_getBlockByNumber", "pending", False)["transactions"])
+            chain.rpc("hardhat_setCode", shop.factory, "0x60006000fd")  # PUSH 0 PUSH 0 REVERT
+            chain.rpc("evm_mine")
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    finally:
+        chain.rpc("evm_setAutomine", True)
+        chain.rpc("hardhat_setCode", shop.factory, code)
+    assert proc.returncode == 1
+    [tx_hash] = [row[0] for row in dbutil.query(database, "SELECT tx_hash FROM collections")]
+    assert err.splitlines()[-1].startswith(f"Error: The collection {tx_hash} reverted (block ")
+    assert err.splitlines()[-1].endswith("): nothing in it moved.")
+    assert f"Transaction {tx_hash} (nonce " in out and "): failed, 1 address(es)" in out
+    assert _collections(database) == [(1, "failed")]
+    assert shop.records() == {} and shop.token_balance(address) == 3_000_000
+
+    report = shop.collect_json()
+    assert [(t["status"], t["earlierRun"]) for t in report["transactions"]] == [("succeeded", False)]
+    assert shop.token_balance(payout) == 3_000_000
+    assert shop.records() == {(address, chain.token.lower()): 3_000_000}
+
+
+def test_the_watcher_counts_payments_to_payout_mode_addresses_and_not_their_collection(shop, chain,
+                                                                                      runner):
+    merchant = shop.merchant(new_address("payout-watch"))
+    process_id, address = shop.order(merchant, 4)
+    shop.collect()  # nothing yet
+    chain.transfer(address, 4_000_000)
+    chain.mine(3)
+    assert runner.invoke(args=["watch-payments", "--once"]).exit_code == 0
+    api = Api(shop.client, merchant["secretKey"])
+    paid = api.get(process_id).get_json()
+    assert paid["status"] == "completed" and paid["payment"]["amountPaid"] == "4"
+    shop.collect()
+    chain.mine(3)
+    assert runner.invoke(args=["watch-payments", "--once"]).exit_code == 0
+    after = api.get(process_id).get_json()
+    assert after["payment"]["amountPaid"] == "4" and len(after["payment"]["transfers"]) == 1
+
+
+def test_a_factory_with_deposit_addresses_is_not_replaced(shop, chain, runner):
+    merchant = shop.merchant(new_address("payout-keep"))
+    shop.order(merchant, 1)
+    again = runner.invoke(args=["networks", "deploy-factory", NETWORK, "--key-file", shop.keys["operator"]])
+    assert again.exit_code == 1
+    assert again.output == (f"Error: Network {NETWORK} already has the factory {shop.factory}, and"
+                            " deposit addresses made with it: they are collected through it only, so"
+                            " it stays.\n")
+
+
+def test_batches_fit_in_half_a_block(shop, chain):
+    """With a block gas limit of 1,500,000, a transaction may use 750,000 gas: 24 addresses of
+    about 43,000 gas each take two transactions, each within that."""
+    payout = new_address("payout-batches")
+    merchant = shop.merchant(payout)
+    for _ in range(24):
+        _, address = shop.order(merchant, 1)
+        chain.transfer(address, 1_000_000)
+    limit = int(chain.block()["gasLimit"], 16)
+    chain.rpc("evm_setBlockGasLimit", hex(1_500_000))
+    chain.mine()
+    try:
+        report = shop.collect_json()
+    finally:
+        chain.rpc("evm_setBlockGasLimit", hex(limit))
+    sizes = [t["addresses"] for t in report["transactions"]]
+    assert len(sizes) == 2 and sum(sizes) == 24, sizes
+    assert all(t["gasUsed"] <= 750_000 for t in report["transactions"])
+    assert shop.token_balance(payout) == 24_000_000
+
+
+def test_sigterm_finishes_the_transaction_in_flight_and_sends_no_other(shop, chain, app):
+    payout = new_address("payout-term")
+    merchant = shop.merchant(payout)
+    addresses = []
+    for _ in range(3):
+        _, address = shop.order(merchant, 1)
+        chain.transfer(address, 1_000_000)
+        addresses.append(address)
+    database = app.config["DATABASE"]
+    chain.rpc("evm_setAutomine", False)
+    try:
+        proc = subprocess.Popen(
+            [str(BIN / "flask"), "--app", "app", "collect", NETWORK, "--key-file",
+             shop.keys["collector"], "--max-batch", "1"],
+            cwd=ROOT, env=service_env(database), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True)
+        try:
+            _wait(lambda: _collections(database) == [(1, "sent")])
+            proc.send_signal(signal.SIGTERM)
+            time.sleep(0.5)  # the signal is handled while the receipt is awaited
+            chain.rpc("evm_mine")
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    finally:
+        chain.rpc("evm_setAutomine", True)
+    assert proc.returncode == 1
+    assert err == ("Error: Stopped (SIGTERM/SIGINT) with 2 address(es) not collected: run collect again"
+                   " for them.\n")
+    assert "): succeeded, 1 address(es), " in out
+    assert _collections(database) == [(1, "succeeded")]
+    assert shop.token_balance(payout) == 1_000_000
+    shop.collect()
+    assert shop.token_balance(payout) == 3_000_000
+    assert all(shop.token_balance(a) == 0 for a in addresses)
+
+
+def test_a_token_that_is_no_asset_is_collected_when_named(shop, chain, runner):
+    payout = new_address("payout-other-token")
+    merchant = shop.merchant(payout)
+    _, address = shop.order(merchant, 1)
+    other = chain.deploy_token()
+    chain.transfer(address, 5, token=other)  # sent by mistake: not an asset of the network
+    assert shop.collect().output == f"Nothing to collect on {NETWORK}.\n"
+    report = shop.collect_json("--token", other)
+    assert [(t["token"], t["symbol"], t["amount"], t["baseUnits"])
+            for t in report["merchants"][0]["tokens"]] == [(to_checksum_address(other), None, None, "5")]
+    assert shop.token_balance(payout, other) == 5 and shop.token_balance(address, other) == 0
+    bad = runner.invoke(args=["collect", NETWORK, "--key-file", shop.keys["collector"], "--token", "0x12"])
+    assert (bad.exit_code, bad.output) == (1, "Error: A --token must be 0x followed by 40 hexadecimal"
+                                              " digits.\n")
+
+
+def test_deploy_factory_with_a_key_without_gas(shop, runner, app):
+    dbutil.execute(app.config["DATABASE"], "DELETE FROM network_factories")
+    broke = runner.invoke(args=["networks", "deploy-factory", NETWORK, "--key-file", shop.keys["empty"]])
+    assert broke.exit_code == 1
+    assert broke.output.startswith("Error: The key's account 0x") and "holds 0 wei; deploying the" in broke.output
+    assert broke.output.endswith(" gas): fund it first.\n") and EMPTY_KEY[2:] not in broke.output
+    assert dbutil.query(app.config["DATABASE"], "SELECT count(*) FROM network_factories") == [(0,)]

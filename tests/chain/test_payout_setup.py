@@ -1,0 +1,204 @@
+"""The payout mode's setup and the Button API in it, without a node: `merchants set-payout` and its
+checks, what `GET /payment-button/assets` offers a payout-mode merchant, confirm's CREATE2 address
+(made for the payout stored with the payment, never the merchant's current one) and its 409s.
+Factories are written as `networks set-factory` writes them after checking the code on the node
+(tested against the real node in tests/chain/test_payout_collect.py)."""
+import pytest
+
+from support import dbutil
+from app.chain import forwarder
+from support.helpers import Api, assert_error
+from test_live_payments_api import MNEMONIC_XPUB, Button, chains, cli, preorder  # noqa: F401
+
+PAYOUT = "0x52908400098527886E0F7030069857D2E4169EE7"  # EIP-55's own test vector
+OTHER = "0x8617E340B3D01FA5F11F306F4090FD50E238070D"
+FACTORY = "0x5FC8d32690cc91D4c39d9d3abcBD16989F875707"
+
+
+@pytest.fixture
+def button(client, merchant):
+    return Button(client, merchant["publicKey"])
+
+
+@pytest.fixture
+def api(client, merchant):
+    return Api(client, merchant["secretKey"])
+
+
+def set_factory(app, network_id, address=FACTORY):
+    dbutil.execute(app.config["DATABASE"], "INSERT INTO network_factories (network_id, address,"
+                   " tx_hash, created_at) VALUES (?, ?, NULL, 0)", network_id, address)
+
+
+def rows(app, sql, *params):
+    return dbutil.query(app.config["DATABASE"], sql, *params)
+
+
+@pytest.mark.parametrize("address, message", [
+    (PAYOUT.replace("E", "e", 1), "mixes upper and lower case but its EIP-55 checksum is wrong"),
+    ("0x" + "0" * 40, "must not be the zero address"),
+    (PAYOUT[:-1], "must be 0x followed by 40 hexadecimal digits."),
+    ("52908400098527886E0F7030069857D2E4169EE7", "must be 0x followed by 40 hexadecimal digits."),
+    ("0x52908400098527886E0F7030069857D2E4169EZ7", "must be 0x followed by 40 hexadecimal digits."),
+])
+def test_set_payout_refuses_what_is_not_a_checked_address(runner, merchant, app, address, message):
+    result = runner.invoke(args=["merchants", "set-payout", merchant["merchantId"], address])
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: The payout address") and message in result.output
+    assert rows(app, "SELECT count(*) FROM merchant_payouts") == [(0,)]
+
+
+def test_set_payout_accepts_lower_case_and_stores_eip55(runner, merchant, app):
+    result = cli(runner, "merchants", "set-payout", merchant["merchantId"], PAYOUT.lower())
+    assert result.output == (f"Payout address of {merchant['merchantId']} set to {PAYOUT}. New"
+                             " payments' deposit addresses forward to it.\n")
+    assert rows(app, "SELECT merchant_id, payout_address FROM merchant_payouts") == [
+        (merchant["merchantId"], PAYOUT)]
+    unknown = runner.invoke(args=["merchants", "set-payout", "mer_nope", PAYOUT])
+    assert (unknown.exit_code, unknown.output) == (1, "Error: No merchant mer_nope.\n")
+
+
+def test_assets_offer_only_networks_with_a_factory(runner, merchant, button, app, chains):  # noqa: F811
+    cli(runner, "merchants", "set-payout", merchant["merchantId"], PAYOUT)
+    assert button.assets().get_json() == {"data": []}  # no factory anywhere yet
+    set_factory(app, "testnet")
+    assert button.assets().get_json() == {"data": [
+        {"id": "usdc", "symbol": "USDC", "name": "USD Coin",
+         "networks": [{"id": "testnet", "name": "Test net", "chainId": 11155111,
+                       "confirmations": 12}]}]}
+
+
+def test_confirm_without_a_factory_is_payment_method_unavailable(runner, merchant, api, button,
+                                                                 app, chains):  # noqa: F811
+    cli(runner, "merchants", "set-payout", merchant["merchantId"], PAYOUT)
+    cli(runner, "merchants", "set-xpub", merchant["merchantId"], MNEMONIC_XPUB)  # both: payout mode
+    pid = preorder(api)["processId"]
+    assert_error(button.confirm(pid), 409, "payment_method_unavailable",
+                 "This merchant's payments are collected by a forwarder contract, which network"
+                 " local does not offer yet: choose another network.")
+    assert rows(app, "SELECT count(*) FROM payments") == [(0,)]
+    assert_error(button.confirm(pid, network_id="nowhere"), 400, "validation_error")
+
+
+def test_confirm_gives_the_create2_address_of_the_payout_it_was_made_for(runner, merchant, api,
+                                                                         button, app, chains):  # noqa: F811
+    cli(runner, "merchants", "set-payout", merchant["merchantId"], PAYOUT)
+    set_factory(app, "local")
+    set_factory(app, "testnet", OTHER)  # another factory address on the other network
+    first = preorder(api)["processId"]
+    confirmed = button.confirm(first)
+    assert confirmed.status_code == 200
+    address = confirmed.get_json()["payment"]["address"]
+    assert address == forwarder.deposit_address(FACTORY, PAYOUT, forwarder.salt(first))
+    # The same address whatever the choice, on networks with the same factory.
+    dai = button.confirm(first, asset_id="dai")
+    assert dai.status_code == 200 and dai.get_json()["payment"]["address"] == address
+    assert_error(button.confirm(first, network_id="testnet"), 409, "payment_method_unavailable",
+                 "This payment's address was made with another network's forwarder factory, which"
+                 " is not at the same address on network testnet: choose another network.")
+
+    cli(runner, "merchants", "set-payout", merchant["merchantId"], OTHER)
+    second = preorder(api)["processId"]
+    other = button.confirm(second).get_json()["payment"]["address"]
+    assert other == forwarder.deposit_address(FACTORY, OTHER, forwarder.salt(second))
+    again = button.confirm(first, asset_id="usdc")  # confirmed before the change: unchanged
+    assert again.get_json()["payment"]["address"] == address
+    assert set(rows(app, "SELECT process_id, mode, address_index, payout_address, factory"
+                         " FROM payments")) == {(first, "payout", None, PAYOUT, FACTORY),
+                                                (second, "payout", None, OTHER, FACTORY)}
+
+    refused = runner.invoke(args=["merchants", "set-payout", merchant["merchantId"], address])
+    assert refused.exit_code == 1 and "is a deposit address of this service" in refused.output
+
+
+def test_xpub_payments_stay_xpub_when_a_payout_address_comes(runner, merchant, api, button, app,
+                                                             chains):  # noqa: F811
+    cli(runner, "merchants", "set-xpub", merchant["merchantId"], MNEMONIC_XPUB)
+    pid = preorder(api)["processId"]
+    address = button.confirm(pid).get_json()["payment"]["address"]
+    cli(runner, "merchants", "set-payout", merchant["merchantId"], PAYOUT)
+    changed = button.confirm(pid, asset_id="dai")  # no factory needed: an xpub address
+    assert changed.status_code == 200 and changed.get_json()["payment"]["address"] == address
+    assert rows(app, "SELECT mode, address_index, payout_address FROM payments") == [
+        ("xpub", 0, None)]
+
+
+def test_deploy_factory_and_collect_refuse_a_bad_key_file_without_quoting_it(runner, tmp_path,
+                                                                             chains):  # noqa: F811
+    path = tmp_path / "key"
+    path.write_text("0x" + "ab" * 31 + "zz\n")
+    for args in (["networks", "deploy-factory", "local"], ["collect", "local"]):
+        result = runner.invoke(args=[*args, "--key-file", str(path)])
+        assert result.exit_code == 1
+        assert result.output == (f"Error: The key file {path} must hold one hex private key (64"
+                                 " hex digits, with or without 0x) and nothing else.\n")
+    missing = runner.invoke(args=["collect", "local", "--key-file", str(tmp_path / "none")])
+    assert missing.exit_code == 1
+    assert missing.output == f"Error: Cannot read the key file {tmp_path / 'none'}: No such file or directory.\n"
+    path.write_text("0x" + "00" * 32)
+    zero = runner.invoke(args=["collect", "local", "--key-file", str(path)])
+    assert zero.output == (f"Error: The key file {path} does not hold a valid secp256k1 private"
+                           " key.\n")
+
+
+@pytest.mark.parametrize("later", [False, True])
+def test_version_4_keeps_every_payment_and_earlier_choice_and_their_constraints(make_database,
+                                                                                clock, later):
+    """A database at version 2 holding an xpub-mode payment with an earlier choice and a transfer:
+    init-db applies version 4 (on SQLite by rebuilding `payments` and `payment_choices`); every row
+    is kept, the payment is in the xpub mode, and the foreign keys and the mode's CHECK hold.
+    `later`: the database also has a version numbered after 4 (merged before it): 4 is applied."""
+    from app import create_app
+    from app.data import schema as schema_rows
+    from app.db import init_db, is_postgres_url
+
+    database = make_database("v2")
+    kind = "postgresql" if is_postgres_url(database) else "sqlite"
+    conn = dbutil.open_connection(database)
+    try:
+        for number, filename, sql in schema_rows.migrations(kind)[:2]:
+            (conn.execute if kind == "postgresql" else conn.executescript)(sql)
+        conn.execute("CREATE TABLE schema_version (version BIGINT PRIMARY KEY, name TEXT NOT NULL,"
+                     " applied_at BIGINT NOT NULL)")
+        conn.execute("INSERT INTO schema_version VALUES (1, '0001_initial.sql', 0),"
+                     " (2, '0002_payment_choices.sql', 0)")
+        if later:
+            conn.execute("INSERT INTO schema_version VALUES (99, '0099_later.sql', 0)")
+        conn.execute("INSERT INTO merchants (id, name, livemode, public_key, webhook_secret,"
+                     " created_at) VALUES ('mer_1', 'Shop', 0, 'pk_test_1', 'whsec_x', 0)")
+        conn.execute("INSERT INTO processes (id, merchant_id, status, amount, metadata, livemode,"
+                     " created_at, updated_at, expires_at) VALUES ('p-1', 'mer_1', 'pending', '5',"
+                     " '{}', 0, 0, 0, 1800)")
+        conn.execute("INSERT INTO networks (id, name, chain_id, rpc_url, confirmations, start_block,"
+                     " scanned_block, head_block, created_at) VALUES ('local', 'L', 31337,"
+                     " 'http://127.0.0.1:1', 1, 1, 0, 0, 0)")
+        conn.execute("INSERT INTO payments (process_id, merchant_id, address_index, address,"
+                     " asset_id, network_id, chain_id, token_contract, decimals, amount_due,"
+                     " created_at, updated_at) VALUES ('p-1', 'mer_1', 7, ?, 'usdc', 'local', 31337,"
+                     " ?, 6, '5000000', 0, 1)", (PAYOUT, FACTORY))
+        conn.execute("INSERT INTO payment_choices VALUES ('p-1', 'local', ?, 18, 1)", (OTHER,))
+        conn.execute("INSERT INTO transfers VALUES (31337, '0xaa', 0, 'local', 'p-1', ?, '0xbb',"
+                     " '5000000', 5, '0xcc', 10, 'confirmed', 10, 10)", (FACTORY,))
+    finally:
+        conn.close()
+    app = create_app({"TESTING": True, "DATABASE": database, "CLOCK": clock})
+    with app.app_context():
+        before, after = init_db()
+    app.extensions["db"].close_all()
+    assert (before, after) == (99, 99) if later else (2, schema_rows.latest_version(kind))
+    assert (4, "0004_payouts.sql") in dbutil.query(database, "SELECT version, name FROM schema_version")
+    assert dbutil.query(database, "SELECT process_id, address_index, address, amount_due,"
+                                  " updated_at, mode, payout_address, factory FROM payments") == [
+        ("p-1", 7, PAYOUT, "5000000", 1, "xpub", None, None)]
+    assert dbutil.query(database, "SELECT * FROM payment_choices") == [("p-1", "local", OTHER, 18, 1)]
+    assert dbutil.query(database, "SELECT count(*) FROM transfers") == [(1,)]
+    for bad in ("INSERT INTO payment_choices VALUES ('nope', 'local', '0x1', 6, 1)",  # foreign key
+                "UPDATE payments SET mode = 'payout'",  # a payout-mode payment needs its payout
+                "UPDATE payments SET address_index = NULL"):  # an xpub-mode one its index
+        with dbutil.connect(database) as conn:
+            if kind == "sqlite":
+                conn.execute("PRAGMA foreign_keys = ON")  # as the service's connections have it
+                assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+            with pytest.raises(Exception) as refused:
+                conn.execute(bad)
+        assert "constraint" in str(refused.value).lower()

@@ -1,0 +1,274 @@
+"""Refunds through the merchant API: POST/GET/DELETE /payment-button/process/<id>/refunds, the
+Refund object, the `refunds` list of every Process object and event, and the refund events.
+
+Confirmed transfers are rows the chain watcher writes: written here into the real database as the
+watcher would (tests/chain/test_live_payments_api.py does the same); settlement on a real node is in
+tests/chain/test_refunds_chain.py."""
+import json
+import threading
+
+import pytest
+
+from support.helpers import Api, assert_error, events_of
+from test_live_payments_api import (ADDRESS_0, USDC_LOCAL, add_transfer, button, chains,  # noqa: F401
+                                    cli, db, preorder, set_head, wallet)
+
+CUSTOMER = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"  # Hardhat's second dev account
+
+
+def refunds_url(process_id, refund_id=None):
+    url = f"/payment-button/process/{process_id}/refunds"
+    return url if refund_id is None else f"{url}/{refund_id}"
+
+
+def post_refund(api, process_id, body, raw=None):
+    return api.client.post(refunds_url(process_id), data=raw if raw is not None else json.dumps(body),
+                           content_type="application/json", headers=api.headers())
+
+
+def refund_body(amount=5, address=CUSTOMER, **extra):
+    return {"amount": amount, "address": address, **extra}
+
+
+@pytest.fixture
+def paid(api, button, wallet, app, runner):
+    """A completed process paid 19.99 USDC (6 decimals) by one confirmed transfer."""
+    process = preorder(api)
+    pid = process["processId"]
+    assert button.confirm(pid).status_code == 200
+    add_transfer(app, pid, "aa", 0, 19_990_000, 10, "confirmed")
+    set_head(app, 14)
+    cli(runner, "processes", "complete", pid)
+    return pid
+
+
+def test_a_refund_is_created_listed_and_shown_in_the_process(api, paid, clock, app, runner):
+    response = post_refund(api, paid, refund_body(amount=5.5, reason="Damaged in transit"))
+    assert response.status_code == 200, response.get_data(as_text=True)
+    refund = response.get_json()
+    assert refund["refundId"].startswith("rf_") and len(refund["refundId"]) == 35
+    created = "2026-11-18T11:06:40Z"
+    assert refund == {
+        "refundId": refund["refundId"], "processId": paid, "status": "pending", "amount": "5.5",
+        "assetId": "usdc", "networkId": "local", "tokenContract": USDC_LOCAL, "address": CUSTOMER,
+        "reason": "Damaged in transit",
+        "paymentUri": f"ethereum:{USDC_LOCAL}@31337/transfer?address={CUSTOMER}&uint256=5500000",
+        "createdAt": created, "updatedAt": created, "transfers": [],
+    }
+    assert list(refund) == ["refundId", "processId", "status", "amount", "assetId", "networkId",
+                            "tokenContract", "address", "reason", "paymentUri", "createdAt",
+                            "updatedAt", "transfers"]
+    listed = api.client.get(refunds_url(paid), headers=api.headers())
+    assert listed.status_code == 200 and listed.get_json() == {"data": [refund]}
+    process = api.get(paid).get_json()
+    assert list(process)[-2:] == ["payment", "refunds"] and process["refunds"] == [refund]
+    assert api.list().get_json()["data"][0]["refunds"] == [refund]
+    assert events_of(runner, paid) == ["payment.completed", "refund.created"]
+    shown = runner.invoke(args=["processes", "show", paid]).output  # the operator's view too
+    assert f'"refundId": "{refund["refundId"]}"' in shown
+    conn = app.extensions["db"].connection()
+    from app.data import outbox as event_rows
+    event = json.loads(event_rows.for_process(conn, paid)[-1].payload)
+    assert event["type"] == "refund.created"
+    assert event["data"]["refunds"] == [refund]
+    assert event["data"]["payment"]["amountPaid"] == "19.99"
+
+
+def test_a_process_without_a_payment_shows_an_empty_refunds_list(api):
+    created = preorder(api)
+    assert created["refunds"] == []
+    assert api.get(created["processId"]).get_json()["refunds"] == []
+
+
+def test_refunds_add_up_to_what_was_paid_and_a_cancelled_one_frees_its_amount(api, paid, runner):
+    first = post_refund(api, paid, refund_body(amount=15)).get_json()
+    over = post_refund(api, paid, refund_body(amount=4.991))
+    body = assert_error(over, 400, "validation_error")
+    assert body["errors"] == {"amount": [
+        "Must be at most 4.99: what was paid less every refund not cancelled."]}
+    rest = post_refund(api, paid, refund_body(amount=4.99))
+    assert rest.status_code == 200 and rest.get_json()["amount"] == "4.99"
+    assert_error(post_refund(api, paid, refund_body(amount=0.000001)), 400, "validation_error")
+
+    cancelled = api.client.delete(refunds_url(paid, first["refundId"]), headers=api.headers())
+    assert cancelled.status_code == 200
+    assert cancelled.get_json() == {**first, "status": "cancelled"}
+    again = api.client.delete(refunds_url(paid, first["refundId"]), headers=api.headers())
+    assert assert_error(again, 409, "invalid_state")["message"] == (
+        f"Refund {first['refundId']} is cancelled; only a pending refund can be cancelled.")
+    assert post_refund(api, paid, refund_body(amount=15)).status_code == 200
+    assert events_of(runner, paid) == ["payment.completed", "refund.created", "refund.created",
+                                       "refund.cancelled", "refund.created"]
+    statuses = [r["status"] for r in api.get(paid).get_json()["refunds"]]
+    assert statuses == ["cancelled", "pending", "pending"]
+
+
+@pytest.mark.parametrize("raw, errors", [
+    ('{"amount": 0, "address": "%s"}', {"amount": ["Must be greater than 0."]}),
+    ('{"amount": -1, "address": "%s"}', {"amount": ["Must be greater than 0."]}),
+    ('{"amount": 1.0000001, "address": "%s"}',
+     {"amount": ["Must have at most 6 decimal places (the token's)."]}),
+    ('{"amount": 1e999999999, "address": "%s"}',
+     {"amount": ["Must be at most 19.99: what was paid less every refund not cancelled."]}),
+    ('{"amount": 1e-999999999, "address": "%s"}',
+     {"amount": ["Must have at most 6 decimal places (the token's)."]}),
+    ('{"amount": "5", "address": "%s"}',
+     {"amount": ["Must be a JSON number, not a string, boolean, array or object."]}),
+    ('{"amount": null, "address": "%s"}', {"amount": ["Must be a JSON number, not null."]}),
+    ('{"address": "%s"}', {"amount": ["Missing data for required field."]}),
+    ('{"amount": 5, "address": "%s", "reason": 7}', {"reason": ["Must be a JSON string."]}),
+    ('{"amount": 5, "address": "%s", "ammount": 7}', {"ammount": ["Unknown field."]}),
+])
+def test_bad_amounts_and_fields_are_400(api, paid, raw, errors):
+    response = post_refund(api, paid, None, raw=raw % CUSTOMER)
+    assert assert_error(response, 400, "validation_error")["errors"] == errors
+
+
+BAD_CHECKSUM = CUSTOMER[:-1] + "c"  # mixed case, one letter's case wrong
+
+
+@pytest.mark.parametrize("address, message", [
+    (BAD_CHECKSUM, "Must be 0x followed by 40 hexadecimal digits, with a valid EIP-55 checksum"
+                   " when it mixes upper and lower case."),
+    ("0x" + "g" * 40, "Must be 0x followed by 40 hexadecimal digits, with a valid EIP-55 checksum"
+                      " when it mixes upper and lower case."),
+    ("0x1234", "Must be 0x followed by 40 hexadecimal digits."),
+    ("0x" + "0" * 40, "Must not be the zero address: tokens sent there are lost."),
+    (ADDRESS_0, "Must be the customer's address, not the payment's deposit address or token"
+                " contract."),
+    (USDC_LOCAL.lower(), "Must be the customer's address, not the payment's deposit address or"
+                         " token contract."),
+])
+def test_bad_addresses_are_400(api, paid, address, message):
+    response = post_refund(api, paid, refund_body(address=address))
+    assert assert_error(response, 400, "validation_error")["errors"] == {"address": [message]}
+
+
+def test_a_lowercase_address_is_stored_in_its_checksum_form(api, paid):
+    response = post_refund(api, paid, refund_body(address=CUSTOMER.lower()))
+    assert response.status_code == 200 and response.get_json()["address"] == CUSTOMER
+
+
+def test_a_reason_of_500_characters_is_the_most(api, paid):
+    assert post_refund(api, paid, refund_body(reason="é" * 500)).get_json()["reason"] == "é" * 500
+    response = post_refund(api, paid, refund_body(reason="x" * 501))
+    assert assert_error(response, 400, "validation_error")["errors"] == {
+        "reason": ["Longer than maximum length 500."]}
+
+
+def test_only_a_final_process_with_confirmed_money_can_be_refunded(api, button, wallet, app, runner,
+                                                                    clock):
+    def refused(pid, message):
+        body = assert_error(post_refund(api, pid, refund_body()), 409, "invalid_state")
+        assert body["message"] == message
+
+    sandbox = preorder(api)["processId"]  # completed without any payment
+    cli(runner, "processes", "complete", sandbox)
+    refused(sandbox, f"Process {sandbox} has no confirmed payment to refund.")
+
+    seen_only = preorder(api)["processId"]  # completed by hand, its transfer not yet confirmed
+    button.confirm(seen_only)
+    add_transfer(app, seen_only, "bb", 0, 19_990_000, 10, "seen")
+    cli(runner, "processes", "complete", seen_only)
+    refused(seen_only, f"Process {seen_only} has no confirmed payment to refund.")
+
+    partial = preorder(api)["processId"]  # pending, partly paid: it may still be paid in full
+    button.confirm(partial)
+    add_transfer(app, partial, "cc", 0, 5_000_000, 10, "confirmed")
+    refused(partial, f"Process {partial} is pending: its payment can be refunded once it is"
+                     " completed, cancelled or expired.")
+    clock.advance(1800)  # expired with its partial payment, once the watcher read past the expiry
+    refused(partial, f"Process {partial} is pending: its payment can be refunded once it is"
+                     " completed, cancelled or expired.")
+    with db(app) as conn:
+        conn.execute("INSERT INTO chain_blocks (network_id, number, hash, parent_hash, timestamp)"
+                     " SELECT 'local', scanned_block, ?, ?, ? FROM networks WHERE id = 'local'",
+                     ("0x" + "ee" * 32, "0x" + "ef" * 32, clock.now + 1))
+    assert post_refund(api, partial, refund_body(amount=5)).status_code == 200
+
+    late = preorder(api)["processId"]  # cancelled, then paid: received late
+    button.confirm(late)
+    assert api.cancel(late).status_code == 200
+    add_transfer(app, late, "dd", 0, 19_990_000, 10, "confirmed")
+    assert post_refund(api, late, refund_body(amount=19.99)).status_code == 200
+
+
+def test_another_merchants_process_and_unknown_refunds_are_404(api, paid, make_merchant, client):
+    other = Api(client, make_merchant(name="Other")["secretKey"])
+    assert_error(post_refund(other, paid, refund_body()), 404, "not_found")
+    assert_error(other.client.get(refunds_url(paid), headers=other.headers()), 404, "not_found")
+    refund = post_refund(api, paid, refund_body()).get_json()
+    assert_error(other.client.delete(refunds_url(paid, refund["refundId"]), headers=other.headers()),
+                 404, "not_found")
+    for refund_id in ("rf_" + "0" * 32, "nope", refund["refundId"].upper()):
+        response = api.client.delete(refunds_url(paid, refund_id), headers=api.headers())
+        assert assert_error(response, 404, "not_found")["message"] == "No such refund."
+    unknown = "00000000-0000-4000-8000-000000000000"
+    assert_error(api.client.get(refunds_url(unknown), headers=api.headers()), 404, "not_found")
+
+
+def test_refunds_need_the_secret_key_and_no_browser(api, paid, merchant):
+    response = api.client.post(refunds_url(paid), data=json.dumps(refund_body()),
+                               content_type="application/json")
+    assert_error(response, 401, "missing_secret_key")
+    response = api.client.get(refunds_url(paid), headers={"x-secret-key": merchant["publicKey"]})
+    assert_error(response, 401, "invalid_secret_key")
+    response = api.client.get(refunds_url(paid), headers={**api.headers(), "Origin": "https://x.example"})
+    assert_error(response, 403, "browser_request_forbidden")
+    assert "Access-Control-Allow-Origin" not in response.headers
+    response = api.client.post(refunds_url(paid), data="amount=5", headers=api.headers(),
+                               content_type="application/x-www-form-urlencoded")
+    assert_error(response, 415, "unsupported_media_type")
+    response = api.client.put(refunds_url(paid), headers=api.headers())
+    assert_error(response, 405, "method_not_allowed")
+
+
+def test_concurrent_refunds_never_exceed_what_was_paid(app, api, paid, merchant, runner):
+    """Eight requests at once, each for 6 of the 19.99 paid: three fit, the others are refused."""
+    barrier = threading.Barrier(8)
+    statuses = []
+
+    def refund():
+        client = app.test_client()
+        barrier.wait()
+        response = post_refund(Api(client, merchant["secretKey"]), paid, refund_body(amount=6))
+        statuses.append(response.status_code)
+
+    threads = [threading.Thread(target=refund) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(statuses) == [200] * 3 + [400] * 5
+    refunds = api.get(paid).get_json()["refunds"]
+    assert [r["amount"] for r in refunds] == ["6"] * 3
+    assert events_of(runner, paid).count("refund.created") == 3
+
+
+def test_an_idempotency_key_replays_the_first_refund(api, paid, runner):
+    headers = {**api.headers(), "Idempotency-Key": "refund-A-1"}
+
+    def post(body):
+        return api.client.post(refunds_url(paid), data=json.dumps(body),
+                               content_type="application/json", headers=headers)
+
+    first = post(refund_body(amount=5))
+    assert first.status_code == 200 and "Idempotent-Replayed" not in first.headers
+    again = post(refund_body(amount=5))
+    assert again.status_code == 200 and again.headers["Idempotent-Replayed"] == "true"
+    assert again.get_data() == first.get_data()
+    assert_error(post(refund_body(amount=6)), 409, "idempotency_key_reused")
+    assert events_of(runner, paid).count("refund.created") == 1
+    assert len(api.get(paid).get_json()["refunds"]) == 1
+    # A refused request is not remembered: the same key may be used again once it is right.
+    headers["Idempotency-Key"] = "refund-A-2"
+    assert_error(post(refund_body(amount=50)), 400, "validation_error")
+    assert post(refund_body(amount=1)).status_code == 200
+    # Preorders and refunds share the merchant's keys.
+    reused = api.preorder(headers={"Idempotency-Key": "refund-A-1"})
+    assert_error(reused, 409, "idempotency_key_reused")
+    blank = api.client.post(refunds_url(paid), data=json.dumps(refund_body()),
+                            content_type="application/json",
+                            headers={**api.headers(), "Idempotency-Key": " "})
+    assert assert_error(blank, 400, "validation_error")["errors"] == {
+        "Idempotency-Key": ["Must be 1 to 255 characters, not blank."]}

@@ -1,0 +1,403 @@
+"""The merchant console in real Chromium against the real service over HTTP (``live_server``): log in,
+a wrong password and the lock-out (injected clock); the processes list, its filter, metadata search,
+pages and CSV export (compared with the Merchant API's list); a process page after a live payment
+on the Hardhat node, with its transfer and events, and a resend making a new attempt; cancel; a
+viewer's pages; keyboard-only use; a 390-px-wide phone. Screenshots: tests/artifacts/console-*.png
+(the ones in docs/ are copies of these)."""
+import csv
+import io
+import json
+import re
+
+import pytest
+
+from support.chain_shop import Shop, add_network
+from support.helpers import Api
+from support.receiver import receiver  # noqa: F401  (fixture)
+
+try:
+    from playwright.sync_api import expect
+except ImportError:  # the page fixture (tests/support/browser.py) skips, or fails in CI, before it is used
+    expect = None
+
+PASSWORD = "correct horse battery"
+
+
+def add_user(live_server, email, merchant_id, role="owner"):
+    result = live_server.app.test_cli_runner().invoke(
+        args=["users", "create", email, "--merchant", merchant_id, "--role", role], input=PASSWORD + "\n")
+    assert result.exit_code == 0, result.output
+
+
+def log_in(page, live_server, email, password=PASSWORD):
+    page.goto(live_server.url + "/dashboard/")
+    expect(page).to_have_url(live_server.url + "/dashboard/login")
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Log in").click()
+
+
+@pytest.fixture
+def shop(live_server, make_merchant, receiver):  # noqa: F811
+    """A test-mode merchant whose webhooks reach `receiver`, its owner and the API as its backend."""
+    keys = make_merchant(webhook_url=receiver.url("/hooks/preorder"))
+    add_user(live_server, "owner@shop.example", keys["merchantId"])
+    keys["api"] = live_server.merchant_api(keys["secretKey"])
+    return keys
+
+
+def test_log_in_wrong_password_then_lock_out(page, live_server, shop, clock, screenshot):
+    log_in(page, live_server, "owner@shop.example", "not my password")
+    expect(page.get_by_role("alert")).to_have_text("Wrong email or password.")
+    screenshot(page, "console-login-wrong", full_page=True)
+    for _ in range(9):
+        clock.advance(20)  # past each slow-down wait
+        page.get_by_label("Password").fill("still not it")
+        page.get_by_role("button", name="Log in").click()
+    clock.advance(20)
+    page.get_by_label("Password").fill(PASSWORD)  # the right one: locked all the same
+    with page.expect_response(lambda r: r.url.endswith("/dashboard/login") and r.request.method == "POST") as sent:
+        page.get_by_role("button", name="Log in").click()
+    assert sent.value.status == 429
+    expect(page.get_by_role("alert")).to_contain_text("this account is locked for 15 more minute(s)")
+    screenshot(page, "console-locked", full_page=True)
+    clock.advance(15 * 60)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page).to_have_url(live_server.url + "/dashboard/")
+    expect(page.get_by_role("heading", name="Processes")).to_be_visible()
+
+
+def processes(shop, clock, n, start=0):
+    ids = []
+    for i in range(start, start + n):
+        ids.append(shop["api"].preorder(f"{10 + i}.50", {"orderRef": f"A-{1000 + i}",
+                                                         "email": f"buyer{i}@example.com"})["processId"])
+        clock.advance(37)
+    return ids
+
+
+def listed(page):
+    return [re.sub(r"\s", "", t) for t in page.locator("table.processes tbody td:first-child a").all_inner_texts()]
+
+
+def test_list_filter_search_pages_and_csv(page, live_server, shop, clock, screenshot):
+    ids = processes(shop, clock, 53)
+    shop["api"].cancel(ids[7])
+    log_in(page, live_server, "owner@shop.example")
+    assert listed(page) == ids[::-1][:50]
+    screenshot(page, "console-processes", full_page=False)
+    page.get_by_role("link", name="Next page").click()
+    assert listed(page) == ids[::-1][50:]
+
+    page.get_by_label("Status").select_option("cancelled")
+    page.get_by_role("button", name="Filter").click()
+    assert listed(page) == [ids[7]]
+    page.get_by_label("Status").select_option("")
+    page.get_by_role("searchbox").fill("buyer12@example.com")
+    page.get_by_role("button", name="Filter").click()
+    assert listed(page) == [ids[12]]
+    expect(page.locator("table.processes tbody tr")).to_contain_text("orderRef: A-1012")
+
+    page.get_by_role("searchbox").fill("")
+    page.get_by_role("button", name="Filter").click()
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Export CSV").click()
+    rows = list(csv.DictReader(io.StringIO(open(download.value.path(), encoding="utf-8").read())))
+    api = Api(live_server.app.test_client(), shop["secretKey"])
+    listed_by_api = api.list("?limit=100").get_json()["data"]
+    assert len(rows) == len(listed_by_api) == 53
+    assert [(r["processId"], r["status"], r["amount"], r["createdAt"], json.loads(r["metadata"]))
+            for r in rows] == [(p["processId"], p["status"], f'{p["amount"]:.2f}', p["createdAt"], p["metadata"])
+                               for p in listed_by_api]
+
+
+def test_cancel_and_a_viewer_changes_nothing(page, live_server, shop, screenshot):
+    pid = shop["api"].preorder("5.00", {"orderRef": "A-1"})["processId"]
+    add_user(live_server, "viewer@shop.example", shop["merchantId"], role="viewer")
+    log_in(page, live_server, "viewer@shop.example")
+    page.get_by_role("link", name=pid).click()
+    expect(page.locator("#status")).to_have_text("pending")
+    expect(page.get_by_role("button", name="Cancel", exact=True)).to_have_count(0)
+    expect(page.get_by_role("button", name="Resend")).to_have_count(0)
+    # A forged POST from this viewer's own page (its session, its token) is refused.
+    status = page.evaluate("""async (pid) => {
+        const token = document.querySelector('input[name=csrf_token]').value;
+        const r = await fetch(`/dashboard/processes/${pid}/cancel`, {method: 'POST',
+          headers: {'Content-Type': 'application/x-www-form-urlencoded'}, body: 'csrf_token=' + token});
+        return r.status; }""", pid)
+    assert status == 403
+    assert shop["api"].get(pid)["status"] == "pending"
+
+    page.get_by_role("button", name="Log out").click()
+    log_in(page, live_server, "owner@shop.example")
+    page.get_by_role("link", name=pid).click()
+    page.get_by_role("button", name="Cancel", exact=True).click()
+    expect(page.get_by_role("status")).to_have_text(
+        "The process is cancelled; its process.cancelled event is queued.")
+    expect(page.locator("#status")).to_have_text("cancelled")
+    expect(page.get_by_role("button", name="Cancel", exact=True)).to_have_count(0)
+    assert shop["api"].get(pid)["status"] == "cancelled"
+
+
+def test_another_merchants_process_is_the_404_page(page, live_server, shop, make_merchant):
+    other = make_merchant(name="Other shop")
+    pid = live_server.merchant_api(other["secretKey"]).preorder()["processId"]
+    log_in(page, live_server, "owner@shop.example")
+    response = page.goto(f"{live_server.url}/dashboard/processes/{pid}")
+    assert response.status == 404
+    expect(page.get_by_role("heading", name="Not found")).to_be_visible()
+
+
+CONFIRMATIONS = 2
+
+
+def test_process_page_after_a_live_payment_and_resend(page, live_server, app, runner, chain, clock,
+                                                      make_merchant, receiver, worker, screenshot):  # noqa: F811
+    merchant = make_merchant(webhook_url=receiver.url("/hooks/chain"))
+    add_user(live_server, "owner@shop.example", merchant["merchantId"])
+    add_network(runner, chain, confirmations=CONFIRMATIONS)
+    client = app.test_client()
+    shop = Shop(app, Api(client, merchant["secretKey"]), runner, chain, clock, merchant, client)
+    shop.sync_clock()
+    pid, address = shop.order(19.99, {"orderRef": "A-1042", "email": "buyer@example.com"})
+    tx_hash, block = chain.transfer(address, 19_990_000)
+    shop.watch()
+    chain.mine(CONFIRMATIONS - 1)
+    shop.watch()
+    worker.run_once()
+    assert [e[0] for e in shop.events(pid)] == ["payment.pending", "payment.completed"]
+
+    log_in(page, live_server, "owner@shop.example")
+    page.get_by_role("searchbox").fill("A-1042")
+    page.get_by_role("button", name="Filter").click()
+    page.get_by_role("link", name=pid).click()
+    expect(page.locator("#status")).to_have_text("completed")
+    expect(page.locator("#amount-paid")).to_have_text("19.99")
+    transfer = page.locator("table.transfers tbody tr")
+    expect(transfer).to_have_text(re.compile(rf"{tx_hash}\s*{block}\s*19.99\s*{CONFIRMATIONS}"))
+    events = page.locator("article.event")
+    expect(events.locator("h3 code")).to_have_text(["payment.pending", "payment.completed"])
+    expect(events.locator("table.attempts tbody tr")).to_have_count(2)
+    expect(page.locator(".timeline")).to_contain_text("Delivery attempt of payment.completed")
+    expect(page.locator(".timeline")).to_contain_text(f"Transfer confirmed 19.99 in block {block}, tx {tx_hash}")
+    screenshot(page, "console-process", full_page=True)
+
+    completed = events.filter(has_text="payment.completed")
+    completed.get_by_role("button", name="Resend").click()
+    expect(page.get_by_role("status")).to_contain_text("is queued for delivery again.")
+    worker.run_once()
+    page.reload()
+    expect(page.locator("article.event").filter(has_text="payment.completed")
+           .locator("table.attempts tbody tr")).to_have_count(2)
+    assert len(receiver.wait_for(3)) == 3
+
+
+def test_webhooks_page_test_event_and_replay(page, live_server, shop, receiver, worker, screenshot):  # noqa: F811
+    from support.receiver import Reply
+
+    receiver.default = Reply(status=500)
+    pid = shop["api"].preorder("5.00")["processId"]
+    shop["api"].cancel(pid)
+    worker.run_once()
+    log_in(page, live_server, "owner@shop.example")
+    page.get_by_role("link", name="Webhooks").click()
+    expect(page.locator("table.failing tbody tr")).to_contain_text("HTTP 500")
+    receiver.default = Reply(status=204)
+    page.get_by_role("button", name="Send test event").click()
+    expect(page.locator("#test-result")).to_contain_text("HTTP 204")
+    screenshot(page, "console-webhooks", full_page=True)
+
+
+def test_keyboard_only(page, live_server, shop):
+    pid = shop["api"].preorder("7.00", {"orderRef": "K-1"})["processId"]
+    page.goto(live_server.url + "/dashboard/")
+    expect(page.locator(":focus")).to_have_attribute("id", "email")  # autofocus
+    page.keyboard.type("owner@shop.example")
+    page.keyboard.press("Tab")
+    page.keyboard.type(PASSWORD)
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="Processes")).to_be_visible()
+    link = page.get_by_role("link", name=pid)
+    for _ in range(30):  # Tab along the page until the process's link has the focus
+        page.keyboard.press("Tab")
+        if link.evaluate("el => el === document.activeElement"):
+            break
+    else:
+        raise AssertionError("the process link is not reachable with Tab")
+    page.keyboard.press("Enter")
+    expect(page.locator("#status")).to_have_text("pending")
+    cancel = page.get_by_role("button", name="Cancel", exact=True)
+    for _ in range(30):
+        page.keyboard.press("Tab")
+        if cancel.evaluate("el => el === document.activeElement"):
+            break
+    else:
+        raise AssertionError("the Cancel button is not reachable with Tab")
+    page.keyboard.press("Enter")
+    expect(page.locator("#status")).to_have_text("cancelled")
+
+
+def test_phone_width(page, live_server, shop, clock, screenshot):
+    ids = processes(shop, clock, 3)
+    page.set_viewport_size({"width": 390, "height": 844})
+    log_in(page, live_server, "owner@shop.example")
+    expect(page.get_by_role("link", name="Export CSV")).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    screenshot(page, "console-phone-processes", full_page=True)
+    page.get_by_role("link", name=ids[0]).click()
+    expect(page.get_by_role("button", name="Cancel", exact=True)).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    screenshot(page, "console-phone-process", full_page=True)
+
+
+def inject_wallet(page, chain):
+    """An EIP-1193 provider (window.ethereum) that forwards every request to the Hardhat node,
+    whose dev accounts are unlocked: the merchant's browser wallet, approving everything. Through
+    a Playwright binding, as a wallet extension talks to its page: not the page's network, so the
+    console's Content-Security-Policy (connect-src 'self') is not loosened for it."""
+    sent = []
+
+    def rpc(method, params):
+        if method == "eth_requestAccounts":
+            method = "eth_accounts"
+        result = chain.rpc(method, *params)
+        if method == "eth_sendTransaction":  # Hardhat mines it in a block of its own at once
+            sent.append(params[0])
+        return result
+
+    page.expose_function("__walletRpc", rpc)
+    page.add_init_script("""window.ethereum = {
+      request: ({method, params}) => window.__walletRpc(method, params || []),
+    };""")
+    return sent
+
+
+def paid_live_order(live_server, app, runner, chain, clock, make_merchant, receiver):  # noqa: F811
+    merchant = make_merchant(webhook_url=receiver.url("/hooks/chain"))
+    add_user(live_server, "owner@shop.example", merchant["merchantId"])
+    add_network(runner, chain, confirmations=CONFIRMATIONS)
+    client = app.test_client()
+    shop = Shop(app, Api(client, merchant["secretKey"]), runner, chain, clock, merchant, client)
+    shop.sync_clock()
+    pid, address = shop.order(19.99, {"orderRef": "A-2001"})
+    chain.transfer(address, 19_990_000)
+    chain.mine(CONFIRMATIONS - 1)
+    shop.watch()
+    assert shop.process(pid)["status"] == "completed"
+    return shop, pid
+
+
+def test_refund_paid_with_the_browser_wallet_is_shown_completed(page, live_server, app, runner, chain, clock,
+                                                                make_merchant, receiver, screenshot):  # noqa: F811
+    from support.qr_decode import qr_texts
+
+    shop, pid = paid_live_order(live_server, app, runner, chain, clock, make_merchant, receiver)
+    sent = inject_wallet(page, chain)
+    customer = chain.accounts[5]
+    log_in(page, live_server, "owner@shop.example")
+    page.goto(f"{live_server.url}/dashboard/processes/{pid}")
+    page.get_by_role("link", name="Refund", exact=True).click()
+    expect(page.locator("main")).to_contain_text("Up to 19.99 TUSD on hardhat can be refunded")
+    page.get_by_label("Amount (TUSD)").fill("20")
+    page.get_by_label("Customer's address").fill(customer)
+    page.get_by_role("button", name="Refund", exact=True).click()
+    expect(page.locator("#amount-error")).to_contain_text("Must be at most 19.99")
+
+    clock.now = chain.timestamp() + 10
+    created = clock.now
+    page.get_by_label("Amount (TUSD)").fill("5.25")
+    page.get_by_label("Customer's address").fill(customer.lower())
+    page.get_by_label("Reason (optional)").fill("Returned mug")
+    page.get_by_role("button", name="Refund", exact=True).click()
+    expect(page.locator("#refund-status")).to_have_text("pending")
+    (refund,) = shop.client.get(f"/payment-button/process/{pid}/refunds",
+                                headers=shop.api.headers()).get_json()["data"]
+    assert page.url == f"{live_server.url}/dashboard/processes/{pid}/refunds/{refund['refundId']}"
+    assert refund["amount"] == "5.25" and refund["reason"] == "Returned mug"
+    qr = page.locator("img.qr")
+    expect(qr).to_have_attribute("src", re.compile("^data:image/svg"))
+    page.set_viewport_size({"width": 1024, "height": 1100})
+    assert qr_texts(qr.screenshot()) == [refund["paymentUri"]]
+    screenshot(page, "console-refund", full_page=True)
+
+    chain.next_timestamp(created + 1)  # the wallet's transaction: in a block after createdAt
+    page.get_by_role("button", name="Pay with my wallet").click()
+    expect(page.locator("#wallet-result")).to_contain_text("Sent: transaction 0x")
+    (tx,) = sent
+    assert tx["to"].lower() == chain.token.lower() and tx["from"] == chain.accounts[0]
+    chain.mine(CONFIRMATIONS - 1)
+    shop.watch()
+    # The page follows the watcher by itself (it reads itself again every 5 s).
+    expect(page.locator("#refund-status")).to_have_text("completed", timeout=15_000)
+    expect(page.locator("main")).to_contain_text("Paid by")
+    page.goto(f"{live_server.url}/dashboard/processes/{pid}")
+    expect(page.locator("table.refunds tbody tr")).to_contain_text("completed")
+    expect(page.locator("article.event h3 code")).to_contain_text(["refund.created", "refund.completed"])
+
+
+def test_roll_the_secret_key_in_the_browser(page, live_server, shop, screenshot):
+    log_in(page, live_server, "owner@shop.example")
+    page.get_by_role("link", name="Keys").click()
+    page.get_by_role("button", name="Roll secret key").click()
+    key = page.locator("#new-secret-value").inner_text()
+    assert key.startswith("sk_test_") and key != shop["secretKey"]
+    expect(page.get_by_role("status")).to_contain_text("The previous keys keep working until")
+    screenshot(page, "console-keys", full_page=True)
+    assert live_server.merchant_api(key).get(shop["api"].preorder()["processId"])["status"] == "pending"
+    page.get_by_role("link", name="Keys").click()  # the same page, read again: the key is gone
+    expect(page.locator("#new-secret-value")).to_have_count(0)
+    assert key not in page.content()
+
+
+OPERATOR_KEY = "0xde9be858da4a475276426320d5e9262ecfc3ba460bfac56360bfa6c4c28b4ee0"  # Hardhat dev #18
+
+
+def test_collect_with_the_browser_wallet(page, live_server, app, runner, chain, clock, make_merchant,
+                                         tmp_path, screenshot):
+    from app.chain.addresses import keccak256, to_checksum_address
+    from support.chain_shop import NETWORK, cli
+
+    key_file = tmp_path / "operator.key"
+    key_file.write_text(OPERATOR_KEY + "\n")
+    key_file.chmod(0o600)
+    add_network(runner, chain)
+    cli(runner, "networks", "deploy-factory", NETWORK, "--key-file", str(key_file))
+    payout = to_checksum_address("0x" + keccak256(b"console payout wallet")[-20:].hex())
+    merchant = make_merchant()
+    cli(runner, "merchants", "set-payout", merchant["merchantId"], payout)
+    add_user(live_server, "owner@shop.example", merchant["merchantId"])
+    client = app.test_client()
+    deposits = []
+    for amount in (19.99, 5):
+        clock.now = chain.timestamp()
+        pid = Api(client, merchant["secretKey"]).preorder({"amount": amount}).get_json()["processId"]
+        confirmed = client.post(f"/payment-button/process/{pid}/confirm", content_type="application/json",
+                                data=json.dumps({"assetId": "tusd", "networkId": NETWORK}),
+                                headers={"x-public-key": merchant["publicKey"]})
+        deposits.append(confirmed.get_json()["payment"]["address"])
+    chain.transfer(deposits[0], 19_990_000)
+    chain.transfer(deposits[1], 5_000_000)
+
+    def token_balance(holder):
+        data = "0x70a08231" + holder[2:].lower().rjust(64, "0")
+        return int(chain.rpc("eth_call", {"to": chain.token, "data": data}, "latest"), 16)
+
+    sent = inject_wallet(page, chain)
+    log_in(page, live_server, "owner@shop.example")
+    page.get_by_role("link", name="Payouts").click()
+    expect(page.locator("#payout-address")).to_have_text(payout)
+    network = page.locator(f"#network-{NETWORK}")
+    expect(network).to_contain_text("Waiting in 2 deposit address(es):")
+    expect(network.locator("ul.waiting li")).to_have_text(["24.99 TUSD"])
+    expect(network).to_contain_text(
+        f"flask --app app collect {NETWORK} --key-file PATH --merchant {merchant['merchantId']}")
+    screenshot(page, "console-payouts", full_page=True)
+
+    network.get_by_role("button", name="Collect with my wallet").click()
+    expect(network.locator(f"#collect-result-{NETWORK}")).to_contain_text("Sent: transaction 0x")
+    (tx,) = sent
+    assert tx["from"] == chain.accounts[0]  # the merchant's wallet pays the gas
+    assert token_balance(payout) == 24_990_000 and token_balance(deposits[0]) == token_balance(deposits[1]) == 0
+    page.reload()
+    expect(page.locator(f"#network-{NETWORK}")).to_contain_text("Nothing waits to be collected.")

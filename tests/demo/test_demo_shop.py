@@ -1,0 +1,191 @@
+"""The demo shop routes (DEMO_SHOP on), through the Flask test client: the shop's server side and the
+built-in webhook receiver. The same pages in Chromium, with the whole loop: tests/demo/test_demo_e2e.py."""
+import json
+import re
+from markupsafe import escape
+
+import pytest
+
+from support.helpers import Api, assert_error, events_of
+from app.webhooks.signing import webhook_headers
+
+AMOUNT_FORMAT = "Enter the amount as a number, e.g. 19.99."
+NOT_SET_UP = "The demo merchant is not set up: run `flask --app app demo-merchant`"
+
+
+@pytest.fixture
+def app_config():
+    return {"DEMO_SHOP": True}
+
+
+@pytest.fixture
+def demo(runner, app):
+    result = runner.invoke(args=["demo-merchant", "--webhook-url", "http://127.0.0.1:5000/demo/webhooks"])
+    assert result.exit_code == 0, result.output
+    with open(app.config["DEMO_MERCHANT_FILE"]) as f:
+        return json.load(f)
+
+
+def checkout(client, amount, order_ref=""):
+    return client.post("/", data={"amount": amount, "order_ref": order_ref})
+
+
+def button_attrs(html):
+    return re.findall(r'<payment-button process-id="([^"]*)" public-key="([^"]*)"', html)
+
+
+@pytest.mark.parametrize("app_config", [{}])
+@pytest.mark.parametrize("method, path", [("GET", "/"), ("POST", "/"), ("GET", "/demo/webhooks"),
+                                          ("POST", "/demo/webhooks")])
+def test_off_by_default_the_demo_routes_do_not_exist(client, method, path):
+    assert_error(client.open(path, method=method), 404, "not_found")
+
+
+def test_shop_page_has_the_form_and_no_button_yet(client, demo):
+    response = client.get("/")
+    html = response.get_data(as_text=True)
+    assert response.status_code == 200 and response.mimetype == "text/html"
+    assert '<input id="amount" name="amount"' in html and '<input id="order_ref" name="order_ref"' in html
+    assert button_attrs(html) == []
+    assert '<iframe src="/demo/webhooks"' in html
+
+
+def test_shop_without_its_merchant_says_how_to_set_it_up(client):
+    for response in (client.get("/"), checkout(client, "5")):
+        assert response.status_code == 503
+        assert escape(NOT_SET_UP) in response.get_data(as_text=True)
+
+
+def test_checkout_creates_the_preorder_server_side_and_renders_the_button(client, runner, demo):
+    response = checkout(client, " 19.90 ", "A-1001")
+    html = response.get_data(as_text=True)
+    assert response.status_code == 200
+    [(process_id, public_key)] = button_attrs(html)
+    assert public_key == demo["publicKey"]
+    assert demo["secretKey"] not in html and demo["webhookSecret"] not in html
+    assert '<script src="/payment-button/button.js"></script>' in html
+    process = Api(client, demo["secretKey"]).get(process_id)
+    assert '"amount":19.90,"metadata":{"orderRef":"A-1001"},"livemode":false' in process.get_data(as_text=True)
+    assert process.get_json()["status"] == "pending"
+    assert events_of(runner, process_id) == []
+
+
+def test_checkout_without_an_order_reference_sends_empty_metadata(client, demo):
+    [(process_id, _)] = button_attrs(checkout(client, "1e2").get_data(as_text=True))
+    body = Api(client, demo["secretKey"]).get(process_id).get_json()
+    assert (body["amount"], body["metadata"]) == (100, {})
+
+
+@pytest.mark.parametrize("amount, order_ref, field, message", [
+    ("", "A-1", "amount", AMOUNT_FORMAT),
+    ("abc", "A-1", "amount", AMOUNT_FORMAT),
+    ("19,99", "A-1", "amount", AMOUNT_FORMAT),
+    ('"5"', "A-1", "amount", AMOUNT_FORMAT),
+    ("true", "A-1", "amount", AMOUNT_FORMAT),
+    ("NaN", "A-1", "amount", AMOUNT_FORMAT),
+    ("5 5", "A-1", "amount", AMOUNT_FORMAT),
+    ("0", "A-1", "amount", "Must be greater than 0."),
+    ("-1", "A-1", "amount", "Must be greater than 0."),
+    ("1.999", "A-1", "amount", "Must have at most 2 decimal places."),
+    ("0.30000000000000004", "A-1", "amount", "Must have at most 2 decimal places."),
+    ("1000000.01", "A-1", "amount", "Must be less than or equal to 1000000."),
+    ("5", "x" * 10_240, "order_ref", "Must be at most 10240 bytes as compact UTF-8 JSON (got 10255)."),
+])
+def test_checkout_shows_validation_errors_next_to_their_field(client, demo, amount, order_ref, field, message):
+    response = checkout(client, amount, order_ref)
+    html = response.get_data(as_text=True)
+    assert response.status_code == 400
+    error_id = {"amount": "amount-error", "order_ref": "order-ref-error"}[field]
+    assert f'<p class="field-error" id="{error_id}">{escape(message)}</p>' in html
+    field_name = {"amount": "amount", "order_ref": "order reference"}[field]
+    assert f'<p class="error" role="alert">The preorder was not created: check the {field_name}.</p>' in html
+    assert f'value="{escape(amount.strip())}"' in html  # what was typed, shown again
+    assert button_attrs(html) == []
+    assert Api(client, demo["secretKey"]).list().get_json() == {"data": [], "hasMore": False}
+
+
+def test_checkout_after_the_database_was_reset_says_how_to_recover(client, runner, demo):
+    assert runner.invoke(args=["init-db", "--reset"]).exit_code == 0
+    response = checkout(client, "5")
+    assert response.status_code == 503
+    assert f"Invalid secret key. {escape(NOT_SET_UP)}" in response.get_data(as_text=True)
+
+
+# --- the built-in webhook receiver -----------------------------------------------------------------
+
+BODY = (b'{"type":"payment.completed","timestamp":"2026-11-18T11:06:40Z","data":{"processId":"p-1",'
+        b'"status":"completed","amount":1234.50,"metadata":{"orderRef":"A-1001"}}}')
+
+
+def deliver(client, secret, msg_id, now, body=BODY, **header_changes):
+    headers = webhook_headers(secret, msg_id, now, body)
+    headers.update(header_changes)
+    return client.post("/demo/webhooks", data=body, headers=headers)
+
+
+def listed(client):
+    html = client.get("/demo/webhooks").get_data(as_text=True)
+    return re.findall(r'<li class="delivery (verified|unverified)" data-webhook-id="([^"]*)">', html), html
+
+
+def test_receiver_verifies_and_lists_a_delivery_with_its_exact_body(client, demo, clock):
+    response = deliver(client, demo["webhookSecret"], "evt_1", clock())
+    assert response.status_code == 204 and response.data == b""
+    deliveries, html = listed(client)
+    assert deliveries == [("verified", "evt_1")]
+    assert '<code class="type">payment.completed</code>' in html
+    assert "Signature verified" in html
+    assert '<time class="when" datetime="2026-11-18T11:06:40Z">' in html
+    assert escape('"amount": 1234.50,\n    "metadata": {\n      "orderRef": "A-1001"\n    }') in html
+    assert '<span id="count">1</span>' in html
+
+
+@pytest.mark.parametrize("change, reason", [
+    ({"webhook-signature": "v1,AAAA"}, "no matching v1 signature"),
+    ({"webhook-id": "evt_2"}, "no matching v1 signature"),
+    ({"webhook-timestamp": "1795000001"}, "no matching v1 signature"),
+    ({"webhook-signature": ""}, "missing webhook-id, webhook-timestamp or webhook-signature header"),
+])
+def test_receiver_refuses_and_flags_what_does_not_verify(client, demo, clock, change, reason):
+    response = deliver(client, demo["webhookSecret"], "evt_1", clock(), **change)
+    body = assert_error(response, 400, "invalid_signature")
+    assert body["message"] == f"The webhook signature did not verify: {reason}."
+    deliveries, html = listed(client)
+    assert len(deliveries) == 1 and deliveries[0][0] == "unverified"
+    assert "Signature INVALID" in html and f'<span class="reason">{escape(reason)}</span>' in html
+
+
+def test_receiver_refuses_another_secret_and_stale_timestamps(client, demo, make_merchant, clock):
+    other = make_merchant()
+    assert deliver(client, other["webhookSecret"], "evt_1", clock()).status_code == 400
+    signed_at = clock()
+    clock.advance(301)
+    response = deliver(client, demo["webhookSecret"], "evt_2", signed_at)
+    assert response.get_json()["message"] == (
+        "The webhook signature did not verify: webhook-timestamp is more than 300 s from now.")
+    assert [d[0] for d in listed(client)[0]] == ["unverified", "unverified"]
+
+
+def test_receiver_deduplicates_verified_redeliveries_on_webhook_id(client, demo, clock):
+    assert deliver(client, demo["webhookSecret"], "evt_1", clock()).status_code == 204
+    clock.advance(5)  # a retry: same id and body, new timestamp and signature
+    assert deliver(client, demo["webhookSecret"], "evt_1", clock()).status_code == 204
+    deliveries, html = listed(client)
+    assert deliveries == [("verified", "evt_1")]
+    assert "delivered 2 times (deduplicated on webhook-id)" in html
+
+
+def test_receiver_keeps_the_last_100_newest_first(client, demo, clock):
+    for n in range(101):
+        clock.advance(1)
+        assert deliver(client, demo["webhookSecret"], f"evt_{n}", clock()).status_code == 204
+    deliveries, html = listed(client)
+    assert [d[1] for d in deliveries] == [f"evt_{n}" for n in range(100, 0, -1)]
+    assert '<span id="count">100</span>' in html
+
+
+def test_receiver_shows_a_body_that_is_not_json_as_text(client, demo, clock):
+    body = b"<b>not json</b>"
+    assert deliver(client, demo["webhookSecret"], "evt_x", clock(), body=body).status_code == 204
+    _, html = listed(client)
+    assert '<code class="type">(no type)</code>' in html and escape("<b>not json</b>") in html

@@ -1,0 +1,309 @@
+"""Schema versions (init-db upgrades an earlier release's database in place, keeping every row) and
+copy-db (every row into an empty database of either kind; the copy serves the same answers)."""
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+from standardwebhooks.webhooks import Webhook
+
+from support import dbutil
+from app import create_app
+from app import merchants as merchant_service
+from app import processes as process_service
+from app.data import outbox as event_rows
+from app.data import schema as schema_rows
+from app.db import init_db
+from app.webhooks.worker import Worker
+from conftest import BACKEND
+from support.helpers import Api, FakeClock
+from support.receiver import receiver  # noqa: F401  (fixture)
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+LATEST = {name: schema_rows.latest_version(name) for name in ("sqlite", "postgresql")}
+# The numbers of the migration files (several engineers number theirs at once: gaps are fine).
+VERSIONS = {name: [m[0] for m in schema_rows.migrations(name)] for name in ("sqlite", "postgresql")}
+
+
+@pytest.fixture
+def clock():
+    """Starts at the real time: standardwebhooks refuses timestamps more than 5 minutes off."""
+    return FakeClock(int(time.time()))
+
+
+class _OldRelease:
+    """An earlier release's database as its own code wrote it: a plain connection, BEGIN/COMMIT."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        # Today's preorder also writes the console's search rows, which no earlier release had: a
+        # temporary table takes them and vanishes with the connection (init-db builds them again).
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS process_search (merchant_id TEXT, value TEXT, seq INTEGER)")
+
+    def transaction(self, **_):
+        import contextlib
+
+        @contextlib.contextmanager
+        def tx():
+            self.conn.execute("BEGIN")
+            yield self.conn
+            self.conn.execute("COMMIT")
+
+        return tx()
+
+    def connection(self):
+        return self.conn
+
+
+def _fill(db, now, webhook_url, old=False):
+    """A merchant, two processes (one with an Idempotency-Key, one cancelled: a pending event).
+    `old`: the cancel as a release without the payment tables wrote it (today's reads them)."""
+    merchant, secret = merchant_service.create(db, name="Old shop", livemode=False,
+                                               webhook_url=webhook_url, now=now)
+    kept, _ = process_service.create_preorder(db, merchant, amount="19.99",
+                                              metadata='{"orderRef":"A-1"}', now=now, ttl=1800,
+                                              idempotency_key="order-1")
+    other, _ = process_service.create_preorder(db, merchant, amount="5", metadata="{}", now=now,
+                                               ttl=1800)
+    if old:
+        other_id = json.loads(other)["processId"]
+        with db.transaction() as conn:
+            conn.execute("UPDATE processes SET status = 'cancelled', updated_at = ? WHERE id = ?",
+                         (now, other_id))
+            event_rows.insert(conn, id="evt_" + "0" * 32, merchant_id=merchant.id,
+                              process_id=other_id, type="process.cancelled", now=now,
+                              payload=json.dumps({"type": "process.cancelled", "data": {
+                                  "processId": other_id}}))
+    else:
+        process_service.cancel(db, json.loads(other)["processId"], now)
+    return merchant, secret, json.loads(kept)["processId"], json.loads(other)["processId"]
+
+
+def _counts(database):
+    present = set(dbutil.query(database, "SELECT name FROM sqlite_master WHERE type = 'table'")
+                  if not str(database).startswith("postgresql") else
+                  dbutil.query(database, "SELECT tablename FROM pg_tables"
+                               " WHERE schemaname = current_schema()"))
+    return {t: dbutil.scalar(database, f"SELECT count(*) FROM {t}")
+            for t in schema_rows.TABLES if (t,) in present}
+
+
+def _serves_the_old_rows(database, clock, secret, kept, cancelled):
+    app = create_app({"TESTING": True, "DATABASE": database, "CLOCK": clock})
+    try:
+        api = Api(app.test_client(), secret)
+        got = api.get(kept)
+        assert got.status_code == 200 and got.get_json()["metadata"] == {"orderRef": "A-1"}
+        assert api.get(cancelled).get_json()["status"] == "cancelled"
+        replay = api.preorder({"amount": 19.99, "metadata": {"orderRef": "A-1"}},
+                              headers={"Idempotency-Key": "order-1"})
+        assert replay.status_code == 200 and replay.headers["Idempotent-Replayed"] == "true"
+        assert replay.get_json()["processId"] == kept
+        fresh = api.preorder()
+        assert fresh.status_code == 200
+        listed = [p["processId"] for p in api.list().get_json()["data"]]
+        assert listed == [fresh.get_json()["processId"], cancelled, kept]  # newest first
+    finally:
+        app.extensions["db"].close_all()
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize("release", ["71fdeb4", "0399af2"])
+def test_init_db_upgrades_an_earlier_releases_sqlite_database_in_place(tmp_path, clock, release):
+    """71fdeb4: the schema with the live payment tables; 0399af2: the first release, without them.
+    Neither had schema_version nor init-db's file mark."""
+    database = str(tmp_path / f"{release}.sqlite3")
+    conn = sqlite3.connect(database, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    conn.executescript((DATA / f"schema-{release}.sql").read_text())
+    _, secret, kept, cancelled = _fill(_OldRelease(conn), clock(), "http://127.0.0.1:1/hook",
+                                       old=True)
+    networks = release == "71fdeb4"  # the release with live payments: its networks get a mode
+    if networks:
+        for network_id, chain_id in (("local", 31337), ("polygon", 137)):
+            conn.execute("INSERT INTO networks VALUES (?, ?, ?, 'http://127.0.0.1:1/', 3, 1, 0, 0,"
+                         " NULL, 1)", (network_id, network_id.title(), chain_id))
+    conn.close()
+    before = _counts(database)
+
+    app = create_app({"TESTING": True, "DATABASE": database, "CLOCK": clock})
+    with app.app_context():
+        assert init_db() == (0, LATEST["sqlite"])
+        assert init_db() == (LATEST["sqlite"], LATEST["sqlite"])  # a second run changes nothing
+    app.extensions["db"].close_all()
+
+    after = _counts(database)
+    assert {t: after[t] for t in before} == before  # every row kept
+    assert set(after) == set(schema_rows.TABLES)  # what the release lacked now exists
+    assert dbutil.query(database, "SELECT version, name FROM schema_version ORDER BY version") == [
+        (m[0], m[1]) for m in schema_rows.migrations("sqlite")]
+    # The console's search index is built for the processes already there.
+    assert dbutil.query(database, "SELECT value FROM process_search JOIN processes USING (seq)"
+                        " WHERE id = ?", kept) == [("a-1",)]
+    if networks:  # classed by chain id (docs/payments.md, "Test and live networks")
+        listed = app.test_cli_runner().invoke(args=["networks", "list", "--json"])
+        assert {n["id"]: n["testnet"] for n in json.loads(listed.output)} == {
+            "local": True, "polygon": False}
+    _serves_the_old_rows(database, clock, secret, kept, cancelled)
+
+
+@pytest.mark.postgres_only
+def test_init_db_upgrades_a_postgresql_database_from_before_versions(make_database, clock):
+    """A database whose schema predates versions (no schema_version, no retention table): init-db
+    brings it to the newest version in place."""
+    database = make_database("old")
+    app = create_app({"TESTING": True, "DATABASE": database, "CLOCK": clock})
+    with app.app_context():
+        assert init_db() == (0, LATEST["postgresql"])
+    _, secret, kept, cancelled = _fill(app.extensions["db"], clock(), "http://127.0.0.1:1/hook")
+    app.extensions["db"].close_all()
+    dbutil.execute(database, "DROP TABLE schema_version")
+    dbutil.execute(database, "DROP TABLE pruned_events")
+    dbutil.execute(database, "DROP INDEX events_created")
+    before = _counts(database)
+
+    app = create_app({"TESTING": True, "DATABASE": database, "CLOCK": clock})
+    with app.app_context():
+        assert init_db() == (0, LATEST["postgresql"])
+    app.extensions["db"].close_all()
+    after = _counts(database)
+    assert {t: after[t] for t in before} == before and set(after) == set(schema_rows.TABLES)
+    _serves_the_old_rows(database, clock, secret, kept, cancelled)
+
+
+def test_init_db_reports_the_version_and_a_second_run_changes_nothing(app, runner):
+    result = runner.invoke(args=["init-db"])
+    assert result.exit_code == 0
+    assert result.output == f"Initialised the database (schema version {LATEST[BACKEND]}).\n"
+    assert dbutil.query(app.config["DATABASE"], "SELECT version FROM schema_version ORDER BY version") == [
+        (v,) for v in VERSIONS[BACKEND]]  # a row per version
+
+
+# --- copy-db -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("target_kind", ["sqlite", "postgresql"])
+def test_copy_db_moves_every_row_and_the_copy_serves_the_same(app, client, runner, clock,
+                                                               make_database, receiver, target_kind):
+    db = app.extensions["db"]
+    merchant, secret, kept, cancelled = _fill(db, clock(), receiver.url("/hook"))
+    source = app.config["DATABASE"]
+    target = make_database("copy", backend=target_kind)
+    api = Api(client, secret)
+    answers = {pid: api.get(pid).get_data(as_text=True) for pid in (kept, cancelled)}
+
+    result = runner.invoke(args=["copy-db", target])
+    assert result.exit_code == 0, result.output
+    assert result.output.endswith(f"Copied {sum(_counts(source).values())} rows into the new database.\n")
+    assert _counts(target) == _counts(source)
+    assert dbutil.query(target, "SELECT version FROM schema_version ORDER BY version") == [
+        (v,) for v in VERSIONS[target_kind]]
+
+    # Refused once the target holds rows, whatever it holds.
+    again = runner.invoke(args=["copy-db", target])
+    assert again.exit_code == 1
+    assert "TARGET is not empty (merchants has rows" in again.output
+
+    copy = create_app({"TESTING": True, "DATABASE": target, "CLOCK": clock})
+    try:
+        copied = Api(copy.test_client(), secret)  # the same secret key authenticates
+        assert {pid: copied.get(pid).get_data(as_text=True) for pid in answers} == answers
+        public = copy.test_client().get(f"/payment-button/process/{kept}/public",
+                                        headers={"x-public-key": merchant.public_key})
+        assert public.status_code == 200 and public.get_json()["processId"] == kept
+        replay = copied.preorder({"amount": 19.99, "metadata": {"orderRef": "A-1"}},
+                                 headers={"Idempotency-Key": "order-1"})
+        assert replay.headers["Idempotent-Replayed"] == "true"
+        assert replay.get_json()["processId"] == kept
+        fresh = copied.preorder().get_json()["processId"]
+        assert [p["processId"] for p in copied.list().get_json()["data"]] == [fresh, cancelled, kept]
+        # The pending event is delivered from the new database, signed as before.
+        with Worker(copy) as worker:
+            worker.run_once()
+        [request] = receiver.wait_for(1)
+        body = Webhook(merchant.webhook_secret).verify(request.body, request.headers)
+        assert (body["type"], body["data"]["processId"]) == ("process.cancelled", cancelled)
+        assert dbutil.query(target, "SELECT status FROM events") == [("delivered",)]
+        assert dbutil.query(source, "SELECT status FROM events") == [("pending",)]
+    finally:
+        copy.extensions["db"].close_all()
+
+
+def test_copy_db_refuses_a_target_with_tables_of_another_program(runner, make_database, tmp_path):
+    other = str(tmp_path / "other.sqlite3")
+    dbutil.execute(other, "CREATE TABLE notes (text TEXT)")
+    result = runner.invoke(args=["copy-db", other])
+    assert result.exit_code == 1
+    assert "TARGET is not empty (table notes is not the service's)" in result.output
+    assert dbutil.query(other, "SELECT name FROM sqlite_master") == [("notes",)]
+
+
+def test_copy_db_refuses_the_configured_database_itself(app, runner):
+    result = runner.invoke(args=["copy-db", app.config["DATABASE"]])
+    assert result.exit_code == 1 and "TARGET is the configured database itself" in result.output
+
+
+def test_both_backends_have_the_same_tables_and_columns_and_copy_db_knows_every_table(
+        make_database, clock):
+    """A schema change made to one backend's migrations only, or a new table copy-db would leave
+    behind, fails here."""
+    shapes = {}
+    for kind in ("sqlite", "postgresql"):
+        database = make_database(f"shape-{kind}", backend=kind)
+        app = create_app({"TESTING": True, "DATABASE": database, "CLOCK": clock})
+        with app.app_context():
+            init_db()
+            conn = app.extensions["db"].connection()
+            shapes[kind] = {table: schema_rows.columns(conn, table)
+                            for table in schema_rows.tables(conn)}
+        app.extensions["db"].close_all()
+    assert shapes["sqlite"] == shapes["postgresql"]
+    assert set(shapes["sqlite"]) == set(schema_rows.TABLES) | {"schema_version"}
+
+
+def test_init_db_upgrade_classes_existing_networks_by_chain_id_and_keeps_transfers(
+        make_database, clock):
+    """A database at version 2 (the release before test networks): its networks keep testnet = 0
+    and are classed by their chain id alone (31337 and Sepolia test, 137 live); its transfers are
+    kept, and a transfer may now be `reversed`."""
+    database = make_database("v2")
+    kind = "postgresql" if database.startswith("postgresql") else "sqlite"
+    with dbutil.connect(database) as conn:
+        for number, name, sql in schema_rows.migrations(kind)[:2]:
+            conn.executescript(sql) if kind == "sqlite" else conn.execute(sql)
+        conn.execute("CREATE TABLE schema_version (version BIGINT PRIMARY KEY, name TEXT NOT NULL,"
+                     " applied_at BIGINT NOT NULL)")
+        conn.execute("INSERT INTO schema_version VALUES (1, '0001_initial.sql', 1), "
+                     "(2, '0002_payment_choices.sql', 1)")
+        for network_id, chain_id in (("local", 31337), ("sepolia", 11155111), ("polygon", 137)):
+            conn.execute("INSERT INTO networks (id, name, chain_id, rpc_url, confirmations,"
+                         " start_block, scanned_block, head_block, created_at)"
+                         " VALUES (?, ?, ?, 'http://127.0.0.1:1/', 3, 1, 0, 0, 1)",
+                         (network_id, network_id.title(), chain_id))
+        merchant, _ = merchant_service.create(_OldRelease(conn), name="Old shop", livemode=True,
+                                              webhook_url=None, now=clock())
+        process, _ = process_service.create_preorder(_OldRelease(conn), merchant, amount="5",
+                                                     metadata="{}", now=clock(), ttl=1800)
+        process_id = json.loads(process)["processId"]
+        transfer = (137, "0x" + "aa" * 32, 0, "polygon", process_id, "0x" + "11" * 20,
+                    "0x" + "22" * 20, "5000000", 9, "0x" + "bb" * 32, 1, "confirmed", 1, 2)
+        conn.execute("INSERT INTO transfers (chain_id, tx_hash, log_index, network_id, process_id,"
+                     " token_contract, from_address, amount, block_number, block_hash,"
+                     " block_timestamp, status, seen_at, confirmed_at)"
+                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", transfer)
+
+    app = create_app({"TESTING": True, "DATABASE": database, "CLOCK": clock})
+    with app.app_context():
+        assert init_db() == (2, LATEST[kind])
+    listed = app.test_cli_runner().invoke(args=["networks", "list", "--json"])
+    app.extensions["db"].close_all()
+    assert {n["id"]: n["testnet"] for n in json.loads(listed.output)} == {
+        "local": True, "sepolia": True, "polygon": False}
+    assert dbutil.query(database, "SELECT id, testnet FROM networks ORDER BY id") == [
+        ("local", 0), ("polygon", 0), ("sepolia", 0)]
+    columns = ("chain_id, tx_hash, log_index, network_id, process_id, token_contract, from_address,"
+               " amount, block_number, block_hash, block_timestamp, status, seen_at, confirmed_at")
+    assert dbutil.query(database, f"SELECT {columns} FROM transfers") == [transfer]
+    dbutil.execute(database, "UPDATE transfers SET status = 'reversed'")
+    with pytest.raises(Exception, match="(?i)check"):
+        dbutil.execute(database, "UPDATE transfers SET status = 'gone'")

@@ -1,0 +1,98 @@
+"""Debian's nginx as a normal process in front of a test's gunicorn, with the shipped site config.
+
+`deploy/nginx.conf` is the file an operator installs in /etc/nginx/conf.d/; `render_site` changes
+only its addresses and certificate paths (each replacement must apply, so the test follows the file).
+The main config around it stands in for Debian's /etc/nginx/nginx.conf: everything in a temp dir,
+`daemon off`, so the test owns the process.
+"""
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+SITE = ROOT / "deploy" / "nginx.conf"
+
+
+def nginx_binary():
+    """The nginx executable; a test that needs it fails (never skips) when it is missing."""
+    path = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+    assert path, "nginx is not installed (apt-get install nginx; .ci/run installs it)"
+    return path
+
+
+def render_site(*, upstream, https_port, http_port, cert, key):
+    text = SITE.read_text()
+    replacements = [
+        ("server 127.0.0.1:8000;", f"server {upstream};"),
+        ("listen 443 ssl default_server;", f"listen 127.0.0.1:{https_port} ssl default_server;"),
+        ("listen [::]:443 ssl default_server;\n", ""),
+        ("listen 80;", f"listen 127.0.0.1:{http_port};"),
+        ("listen [::]:80;\n", ""),
+        ("/etc/letsencrypt/live/pay.example.com/fullchain.pem", str(cert)),
+        ("/etc/letsencrypt/live/pay.example.com/privkey.pem", str(key)),
+    ]
+    for old, new in replacements:
+        assert text.count(old) == 1, f"deploy/nginx.conf no longer has {old!r} exactly once"
+        text = text.replace(old, new)
+    return text
+
+
+MAIN = """\
+{user}daemon off;
+worker_processes 1;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    default_type application/octet-stream;
+    access_log {dir}/access.log;
+    client_body_temp_path {dir}/client_body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    include {dir}/preorder.conf;
+}}
+"""
+
+
+def _port_open(port):
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@contextlib.contextmanager
+def nginx(directory, *, upstream, https_port, http_port, cert, key):
+    """nginx on 127.0.0.1:https_port (TLS with cert/key) and :http_port, proxying to `upstream`."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "preorder.conf").write_text(
+        render_site(upstream=upstream, https_port=https_port, http_port=http_port, cert=cert, key=key))
+    # Run as root (as tests do), its workers would become `nobody`, who cannot enter the temp dir.
+    user = "user root root;\n" if os.geteuid() == 0 else ""
+    (directory / "nginx.conf").write_text(MAIN.format(user=user, dir=directory))
+    binary = nginx_binary()
+    command = [binary, "-p", str(directory), "-c", str(directory / "nginx.conf"),
+               "-e", str(directory / "error.log")]
+    check = subprocess.run(command + ["-t"], capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 10
+        while not _port_open(https_port):
+            assert proc.poll() is None, (directory / "error.log").read_text()
+            assert time.monotonic() < deadline, "nginx did not listen within 10 s"
+            time.sleep(0.05)
+        yield proc
+    finally:
+        proc.terminate()  # SIGTERM: nginx's fast shutdown
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

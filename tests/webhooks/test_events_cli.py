@@ -1,0 +1,147 @@
+"""`flask --app app events ...` and `deliver-webhooks` through Flask's CLI runner."""
+import re
+import time
+
+import pytest
+
+from app.data import outbox as event_rows
+from app.representation import iso
+from support.receiver import Reply, receiver  # noqa: F401  (fixture)
+from support.helpers import FakeClock, only_event
+
+
+@pytest.fixture
+def clock():
+    """Starts at the real time: standardwebhooks refuses timestamps more than 5 minutes off."""
+    return FakeClock(int(time.time()))
+
+
+def invoke(runner, *args):
+    return runner.invoke(args=list(args))
+
+
+def test_list_filters_by_status_and_merchant(app, make_shop, receiver, worker, runner):
+    one = make_shop(webhook_url=receiver.url())
+    two = make_shop(webhook_url=None)
+    delivered, _ = one.cancelled()
+    no_endpoint, _ = two.cancelled()
+    worker.run_once()
+    pending, _ = one.cancelled()
+    ids = {p: only_event(app, p).id for p in (delivered, no_endpoint, pending)}
+
+    output = invoke(runner, "events", "list").output
+    lines = output.splitlines()
+    assert lines[0].split() == ["EVENT", "ID", "TYPE", "STATUS", "ATTEMPTS", "NEXT", "MERCHANT",
+                                "PROCESS", "CREATED"]
+    assert [line.split()[0] for line in lines[1:]] == [ids[pending], ids[no_endpoint], ids[delivered]]
+    assert lines[3].split()[1:4] == ["process.cancelled", "delivered", "1"]
+
+    def listed(*args):
+        return [line.split()[0] for line in invoke(runner, "events", "list", *args).output.splitlines()[1:]]
+
+    assert listed("--status", "no_endpoint") == [ids[no_endpoint]]
+    assert listed("--status", "pending", "--merchant", one.id) == [ids[pending]]
+    assert listed("--merchant", two.id) == [ids[no_endpoint]]
+    assert listed("--status", "failed") == []
+    assert "'lost' is not one of 'pending', 'delivered', 'failed', 'no_endpoint'" in invoke(
+        runner, "events", "list", "--status", "lost").output
+
+
+def test_show_prints_the_body_and_every_attempt(app, shop, receiver, worker, clock, runner):
+    receiver.reply(Reply(status=503, headers={"Retry-After": "30"}))
+    process_id, _ = shop.cancelled('{"orderRef":"A-7"}')
+    worker.run_once()
+    first = clock.now
+    clock.advance(30)
+    worker.run_once()
+    event = only_event(app, process_id)
+
+    output = invoke(runner, "events", "show", event.id).output
+    head, attempts = output.split("delivery attempts: 2\n")
+    assert f"event:     {event.id}\n" in head
+    assert "status:    delivered\n" in head
+    assert f"process:   {process_id}\n" in head
+    assert f"payload:\n{event.payload}\n" in head  # the exact bytes sent
+    rows = attempts.splitlines()
+    assert rows[0].split() == ["#", "TIME", "STATUS", "RESULT", "DURATION", "URL"]
+    assert re.fullmatch(rf"1 +{iso(first)} +503 +HTTP 503 +\d+ ms +{re.escape(receiver.url('/hooks/preorder'))}",
+                        rows[1])
+    assert re.fullmatch(rf"2 +{iso(first + 30)} +200 +ok +\d+ ms +\S+", rows[2])
+
+
+def test_show_unknown_event(runner):
+    result = invoke(runner, "events", "show", "evt_nope")
+    assert (result.exit_code, result.output) == (1, "Error: No event evt_nope.\n")
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "Give either EVENT_ID or --failed/--no-endpoint."),
+    (["evt_1", "--failed"], "Give either EVENT_ID or --failed/--no-endpoint."),
+    (["evt_1", "--merchant", "mer_1"], "--merchant and --since go with --failed/--no-endpoint."),
+    (["--failed", "--since", "yesterday"], "not an ISO 8601 time"),
+])
+def test_replay_usage_errors(runner, args, message):
+    result = invoke(runner, "events", "replay", *args)
+    assert result.exit_code == 2 and message in result.output
+
+
+def test_replay_unknown_event(runner):
+    result = invoke(runner, "events", "replay", "evt_nope")
+    assert (result.exit_code, result.output) == (1, "Error: No event evt_nope.\n")
+
+
+def test_replay_refuses_an_event_being_attempted(app, shop, clock, runner):
+    process_id, _ = shop.cancelled()
+    with app.extensions["db"].transaction() as conn:
+        event_rows.claim_due(conn, owner="busy", now=clock.now, lease_until=clock.now + 60, limit=1)
+    event = only_event(app, process_id)
+    result = invoke(runner, "events", "replay", event.id)
+    assert (result.exit_code, result.output) == (
+        1, f"Error: Event {event.id} is being attempted right now; try again shortly.\n")
+    clock.advance(60)  # the lease ran out: its worker is presumed dead
+    assert invoke(runner, "events", "replay", event.id).exit_code == 0
+    assert only_event(app, process_id).lease_owner is None
+
+
+def test_replay_a_delivered_event_sends_it_again(app, shop, receiver, worker, clock, runner):
+    process_id, _ = shop.cancelled()
+    worker.run_once()
+    event = only_event(app, process_id)
+    clock.advance(10)
+    assert invoke(runner, "events", "replay", event.id).exit_code == 0
+    assert (only_event(app, process_id).status, only_event(app, process_id).delivered_at) == (
+        "pending", None)
+    worker.run_once()
+    first, second = receiver.wait_for(2)
+    assert first.headers["webhook-id"] == second.headers["webhook-id"] == event.id
+    assert first.body == second.body
+    assert only_event(app, process_id).delivered_at == clock.now
+
+
+@pytest.mark.parametrize("app_config", [{"WEBHOOK_RETRY_SCHEDULE": "0"}])
+def test_replay_since_accepts_offsets_and_naive_utc(app, shop, receiver, worker, clock, runner):
+    receiver.default = Reply(status=410)
+    process_id, _ = shop.cancelled()
+    worker.run_once()
+    assert only_event(app, process_id).status == "failed"
+    after = iso(clock.now + 1)
+    an_hour_earlier = iso(clock.now + 1)[:-1] + "+01:00"
+    for since, count in [(after, 0), (after.replace("Z", "+00:00"), 0),
+                         (after.rstrip("Z").replace("T", " "), 0), (an_hour_earlier, 1)]:
+        result = invoke(runner, "events", "replay", "--failed", "--since", since)
+        assert result.exit_code == 0, result.output
+        assert result.output.startswith(f"Re-queued {count} event"), (since, result.output)
+
+
+def test_deliver_webhooks_once_through_the_cli(app, shop, receiver, runner):
+    shop.cancelled()
+    shop.cancelled()
+    result = invoke(runner, "deliver-webhooks", "--once", "--batch-size", "1", "--concurrency", "2")
+    assert result.exit_code == 0, result.output
+    assert len(receiver.wait_for(2)) == 2
+    assert invoke(runner, "events", "list", "--status", "pending").output.count("\n") == 1
+
+
+@pytest.mark.parametrize("args", [["--batch-size", "0"], ["--concurrency", "0"], ["--poll-max", "0.1"]])
+def test_deliver_webhooks_option_ranges(runner, args):
+    assert invoke(runner, "deliver-webhooks", "--once", *args).exit_code == 2

@@ -1,0 +1,154 @@
+import ipaddress
+import socket
+
+import pytest
+
+from app.webhooks import transport
+from app.webhooks.ssrf import UnsafeURL, check_url, unsafe_reason
+from support.receiver import receiver  # noqa: F401  (fixture)
+
+PUBLIC = "93.184.216.34"
+
+
+def resolver(*addresses):
+    """A stand-in for socket.getaddrinfo answering `addresses` (no network)."""
+    def resolve(host, port, type=0, **kwargs):
+        return [
+            (socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "",
+             (a, port, 0, 0) if ":" in a else (a, port))
+            for a in addresses
+        ]
+    return resolve
+
+
+def no_dns(host, port, **kwargs):
+    raise AssertionError(f"resolver must not be called for {host}")
+
+
+def failing_dns(host, port, **kwargs):
+    raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+
+# (url, resolver, expected reason fragment): live mode must refuse all of these.
+LIVE_REFUSED = [
+    ("https://127.0.0.1/hook", no_dns, "127.0.0.1 (loopback)"),
+    ("https://127.1.2.3:8443/hook", no_dns, "loopback"),
+    ("https://10.0.0.1/hook", no_dns, "10.0.0.1 (private)"),
+    ("https://172.16.5.4/", no_dns, "private"),
+    ("https://192.168.1.1/", no_dns, "private"),
+    ("https://[::1]/hook", no_dns, "::1 (loopback)"),
+    ("https://169.254.169.254/latest/meta-data/", no_dns, "link-local"),
+    ("https://[fe80::1]/", no_dns, "link-local"),
+    ("https://[fd00::1]/", no_dns, "private"),
+    ("https://[::ffff:127.0.0.1]/", no_dns, "wraps 127.0.0.1, loopback"),
+    ("https://[::ffff:10.1.2.3]/", no_dns, "wraps 10.1.2.3, private"),
+    ("https://[::ffff:169.254.169.254]/", no_dns, "wraps 169.254.169.254, link-local"),
+    ("https://[2002:7f00:1::]/", no_dns, "wraps 127.0.0.1, loopback"),   # 6to4
+    ("https://[64:ff9b::a00:1]/", no_dns, "wraps 10.0.0.1, private"),   # NAT64
+    ("https://[::127.0.0.1]/", no_dns, "wraps 127.0.0.1, loopback"),    # IPv4-compatible
+    ("https://[::5db8:d822]/", no_dns, "IPv4-compatible IPv6 (deprecated)"),
+    ("https://100.64.0.1/", no_dns, "shared address space"),
+    ("https://0.0.0.0/", no_dns, "unspecified"),
+    ("https://[::]/", no_dns, "unspecified"),
+    ("https://224.0.0.1/", no_dns, "multicast"),
+    ("https://[ff02::1]/", no_dns, "multicast"),
+    ("https://240.0.0.1/", no_dns, "reserved"),
+    ("https://255.255.255.255/", no_dns, ""),
+    ("https://192.0.2.10/", no_dns, ""),
+    ("https://[2001:db8::1]/", no_dns, ""),
+    ("https://localhost/hook", socket.getaddrinfo, ""),    # /etc/hosts, no network
+    ("https://hooks.example/", resolver("127.0.0.1"), "hooks.example resolves to 127.0.0.1"),
+    ("https://hooks.example/", resolver("::1"), "loopback"),
+    ("https://hooks.example/", resolver(PUBLIC, "10.0.0.7"), "10.0.0.7 (private)"),
+    ("https://hooks.example/", resolver("fe80::1%eth0"), "link-local"),
+    ("https://hooks.example/", failing_dns, "cannot resolve hooks.example"),
+    ("https://hooks.example/", resolver(), "cannot resolve hooks.example"),
+    ("http://example.com/hook", no_dns, "must use https"),
+    ("http://93.184.216.34/hook", no_dns, "must use https"),
+    ("ftp://example.com/", no_dns, "scheme 'ftp' is not allowed"),
+    ("file:///etc/passwd", no_dns, "scheme 'file' is not allowed"),
+    ("gopher://example.com/", no_dns, "not allowed"),
+    ("example.com/hook", no_dns, "scheme"),
+    ("https:///hook", no_dns, "no host"),
+    ("https://user:pass@example.com/", no_dns, "credentials in the URL"),
+    ("https://example.com@127.0.0.1/", no_dns, "credentials in the URL"),
+    ("https://example.com:99999/", no_dns, "malformed URL"),
+    ("https://exa mple.com/", no_dns, "whitespace"),
+    ("", no_dns, "no webhook URL"),
+]
+
+
+@pytest.mark.parametrize("url, resolve, reason", LIVE_REFUSED)
+def test_live_mode_refuses(url, resolve, reason):
+    with pytest.raises(UnsafeURL) as info:
+        check_url(url, True, resolve=resolve)
+    assert reason in str(info.value)
+
+
+@pytest.mark.parametrize("url, resolve, expected", [
+    ("https://hooks.example/webhooks", resolver(PUBLIC), [PUBLIC]),
+    ("https://hooks.example:8443/x?y=1", resolver(PUBLIC, PUBLIC), [PUBLIC]),
+    ("https://HOOKS.example/", resolver(PUBLIC, "2606:2800:220:1:248:1893:25c8:1946"),
+     [PUBLIC, "2606:2800:220:1:248:1893:25c8:1946"]),
+    ("https://93.184.216.34/hook", no_dns, [PUBLIC]),
+    ("https://[::ffff:93.184.216.34]/", no_dns, ["::ffff:93.184.216.34"]),
+    ("https://[64:ff9b::5db8:d822]/", no_dns, ["64:ff9b::5db8:d822"]),  # NAT64 of PUBLIC
+])
+def test_live_mode_allows_public_addresses(url, resolve, expected):
+    assert check_url(url, True, resolve=resolve) == [ipaddress.ip_address(a) for a in expected]
+
+
+def test_live_mode_resolves_with_the_url_port():
+    seen = []
+
+    def resolve(host, port, **kwargs):
+        seen.append((host, port, kwargs.get("type")))
+        return resolver(PUBLIC)(host, port)
+
+    check_url("https://hooks.example/a", True, resolve=resolve)
+    check_url("https://hooks.example:8443/a", True, resolve=resolve)
+    assert seen == [("hooks.example", 443, socket.SOCK_STREAM),
+                    ("hooks.example", 8443, socket.SOCK_STREAM)]
+
+
+@pytest.mark.parametrize("url", [
+    "http://127.0.0.1:5001/hook",
+    "http://localhost:5000/webhooks",
+    "https://localhost/hook",
+    "http://10.0.0.1/hook",
+    "https://hooks.example/",
+])
+def test_test_mode_allows_any_host_without_resolving(url):
+    assert check_url(url, False, resolve=no_dns) == []
+
+
+@pytest.mark.parametrize("url, reason", [
+    ("ftp://127.0.0.1/", "not allowed"),
+    ("http:///x", "no host"),
+    ("http://u:p@localhost/", "credentials"),
+    ("javascript:alert(1)", "not allowed"),
+])
+def test_test_mode_still_refuses(url, reason):
+    with pytest.raises(UnsafeURL, match=reason):
+        check_url(url, False, resolve=no_dns)
+
+
+def test_unsafe_reason_accepts_public_addresses():
+    for addr in (PUBLIC, "8.8.8.8", "2606:4700:4700::1111"):
+        assert unsafe_reason(ipaddress.ip_address(addr)) is None
+
+
+def test_live_transport_refuses_loopback_without_contacting_receiver(receiver):
+    url = f"https://127.0.0.1:{receiver.port}/hook"
+    result = transport.post(transport.new_session(), url, b"{}", {}, timeout=2, livemode=True)
+    assert (result.ok, result.status_code, result.retry_after) == (False, None, None)
+    assert result.error == "unsafe url: 127.0.0.1 (loopback), only public addresses are allowed"
+    http_url = receiver.url("/hook")
+    result = transport.post(transport.new_session(), http_url, b"{}", {}, timeout=2,
+                            livemode=True)
+    assert result.error == "unsafe url: live-mode webhook URLs must use https"
+    # A name that resolves to loopback at delivery time is refused too.
+    result = transport.post(transport.new_session(), f"https://hooks.example:{receiver.port}/",
+                            b"{}", {}, timeout=2, livemode=True, resolve=resolver("127.0.0.1"))
+    assert result.error.startswith("unsafe url: hooks.example resolves to 127.0.0.1 (loopback)")
+    assert receiver.requests == []
