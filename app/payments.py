@@ -12,7 +12,7 @@ from dataclasses import replace
 from app.chain import addresses
 from app.chain import forwarder
 from app.chain import rpc
-from app.chain.testnets import is_test_network
+from app.testnets import is_test_network
 from app.data import merchants as merchant_rows
 from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
@@ -73,7 +73,7 @@ def add_network(db, *, network_id, name, chain_id, rpc_url, confirmations, start
     of another chain is refused), and, without `start_block`, for its head: the watcher then reads
     from the next block on. With `start_block` a node that cannot be asked now is accepted (it may
     be down for a while): the watcher checks its chain id on every poll. `testnet`: a test network
-    (test-mode merchants only); a well-known test chain id is one anyway (app/chain/testnets.py)."""
+    (test-mode merchants only); a well-known test chain id is one anyway (app/testnets.py)."""
     _check_id(network_id, "The network id")
     if not name or not name.strip():
         raise SetupError("The network's name must not be empty.")

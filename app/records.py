@@ -1,7 +1,7 @@
 """Plain records passed between the data layer and the rest: no SQL types leak past app/data/."""
 from dataclasses import dataclass
 
-from app.chain.testnets import is_test_network
+from app.testnets import is_test_network
 
 FINAL_STATUSES = ("completed", "cancelled", "expired")
 STATUSES = ("pending",) + FINAL_STATUSES
