@@ -9,6 +9,7 @@ Throttling over a 15-minute window: from an email's 5th failure on, its next att
 from one place) locks that address; while locked every attempt, the right password included, is
 refused.
 """
+import functools
 import hashlib
 import hmac
 import re
@@ -26,9 +27,15 @@ SLOW_AFTER = 5            # failures in the window before each attempt must wait
 EMAIL_LOCK_AFTER = 10     # failures of one email in the window that lock it
 CLIENT_LOCK_AFTER = 50    # failures from one client address in the window that lock it
 LOCK_SECONDS = 15 * 60
-# Checked when the email is unknown, so that an unknown email costs the same time as a wrong password.
-_DUMMY_HASH = generate_password_hash("not a password of anyone", method="scrypt")
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    """Checked when the email is unknown, so that an unknown email costs the same time as a wrong
+    password. Made at the first such login, not at import: a scrypt hash takes 32 MiB of memory,
+    which every process importing the app (web workers, delivery worker, watcher) would pay."""
+    return generate_password_hash("not a password of anyone", method="scrypt")
 
 
 class AccountError(ValueError):
@@ -128,7 +135,7 @@ def log_in(db, *, email, password, client, now, session_hours):
     _throttle(conn, email, client, now)
     user = user_rows.by_email(conn, email) if email else None
     # The hash is always checked, so an unknown email costs as long as a wrong password.
-    good = check_password_hash(user.password_hash if user else _DUMMY_HASH, password)
+    good = check_password_hash(user.password_hash if user else _dummy_hash(), password)
     admitted = (good and user is not None and user.disabled_at is None
                 and not merchant_rows.get(conn, user.merchant_id).disabled)
     if not admitted:
