@@ -22,6 +22,7 @@ from app.outbox import emit
 from app.records import Process
 
 METADATA = '{"orderRef":"A-1042","email":"buyer@example.com"}'
+SEEDED_BEFORE = 300  # seconds: the watcher scenario's payments are older than this
 STATUSES = ("completed", "completed", "cancelled", "expired", "pending")
 
 
@@ -85,20 +86,25 @@ def seed_payments(db_path, merchant_id, rpc_url, token, start_block, addresses, 
     ids = []
     try:
         with db.transaction() as conn:
+            # Made over the last hour, none in the last SEEDED_BEFORE seconds, as a shop's watched
+            # set builds up: all made at once would be "changed since the last poll" for the
+            # watcher's margin (app/chain/watcher.py, CLOCK_MARGIN) and read again every poll.
+            span = 3600 - SEEDED_BEFORE
             payment_rows.insert_network(conn, Network(
                 id="bench", name="Bench", chain_id=31337, rpc_url=rpc_url,
                 confirmations=confirmations, start_block=start_block,
                 scanned_block=start_block - 1, head_block=start_block - 1, disabled_at=None,
                 created_at=now))
             for i, address in enumerate(addresses):
-                process = replace(_process(merchant_id, i, now), amount="1", created_at=now,
-                                  updated_at=now, expires_at=now + 86_400)
+                made = now - 3600 + span * i // max(1, len(addresses))
+                process = replace(_process(merchant_id, i, now), amount="1", created_at=made,
+                                  updated_at=made, expires_at=now + 86_400)
                 process_rows.insert(conn, process)
                 payment_rows.insert_payment(conn, Payment(
                     process_id=process.id, merchant_id=merchant_id, address_index=i,
                     address=address, asset_id="tusd", network_id="bench", chain_id=31337,
-                    token_contract=token, decimals=6, amount_due=10**6, created_at=now,
-                    updated_at=now))
+                    token_contract=token, decimals=6, amount_due=10**6, created_at=made,
+                    updated_at=made))
                 ids.append(process.id)
     finally:
         db.close_all()

@@ -374,7 +374,8 @@ def _steady_state(node, workdir, opts):
     latencies = []
     try:
         time.sleep(2 * poll)
-        while _scanned_block(db) < node.head():  # the first poll reads the watched set
+        node.mine(1)  # the first poll with a block to scan reads the whole watched set: start-up
+        while _scanned_block(db) < node.head():
             time.sleep(0.05)
         for i, (address, process_id) in enumerate(zip(addresses, process_ids)):
             node.transfer(address, 10**6)
