@@ -12,6 +12,7 @@ from support.framing import BODY, BROKEN_CHUNKED, count_processes
 from support.servers import create_merchant, flask, flask_run, gunicorn, read_answer, service_env
 
 PREORDER = "/payment-button/process/preorder"
+METADATA = "M3tadata-c0ntent"
 
 
 def exchange(base, path, headers, body):
@@ -45,6 +46,7 @@ def server(request, tmp_path):
         yield base, keys, env
     log = log_path.read_text()
     assert "Traceback" not in log and " ERROR " not in log, log
+    assert METADATA not in log, log
 
 
 def test_malformed_chunked_bodies_are_400_invalid_request_framing(server):
@@ -53,6 +55,10 @@ def test_malformed_chunked_bodies_are_400_invalid_request_framing(server):
                 "Transfer-Encoding": "chunked"}
     for name, body in BROKEN_CHUNKED.items():
         assert_framing_error(*exchange(base, PREORDER, merchant, body))
+    # A body sent as it is under Transfer-Encoding: chunked: its first line is read as a chunk size.
+    # The log names the error, never the text the server quotes from the body (its metadata).
+    unchunked = json.dumps({"amount": 5, "metadata": {"note": METADATA}}).encode() + b"\r\n0\r\n\r\n"
+    assert_framing_error(*exchange(base, PREORDER, merchant, unchunked))
     assert count_processes(env) == 0
 
     # The button's sandbox payment, on a process that exists: the process stays as it was.
