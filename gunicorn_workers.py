@@ -9,12 +9,20 @@ gunicorn has no setting or hook for these pages; a worker class is its supported
 all of that unchanged, except that the page goes to a buffer, and the client gets the envelope
 under the status line gunicorn chose. tests/deploy/test_gunicorn_limits.py holds it to the real gunicorn.
 
+gunicorn logs each refusal as "Invalid request from ip=...: <str(exc)>", and its parse errors quote
+what the client sent: a header line without a colon ("x-secret-key sk_live_..."), a header name, a
+request line with its query string. A secret key must never reach the log, so gunicorn is handed the
+same exception (class and attributes, from which it picks the status and the access-log line) whose
+str() is only its class name: "Invalid request from ip=...: InvalidHeader".
+
 A top-level module, not part of `app`: the gunicorn master imports the worker class, and importing
 the application there would keep its code from being reloaded on SIGHUP.
 """
+import functools
 import json
 
 from gunicorn import util
+from gunicorn.http.errors import ParseException
 from gunicorn.workers.gthread import ThreadWorker as _ThreadWorker
 from gunicorn.workers.sync import SyncWorker as _SyncWorker
 
@@ -44,6 +52,23 @@ def answer(status, reason, cfg):
         limit_request_field_size=cfg.limit_request_field_size)
 
 
+@functools.cache
+def _named_only(cls):
+    """A subclass of gunicorn's exception class `cls` whose str() is the class's name."""
+    return type(cls.__name__, (cls,), {"__str__": lambda self: cls.__name__})
+
+
+def without_request_content(exc):
+    """`exc` as gunicorn may log it: one of gunicorn's parse errors (every one may quote the request)
+    as the same exception named only; anything else as it is."""
+    if not isinstance(exc, ParseException):
+        return exc
+    named = _named_only(type(exc))
+    quiet = named.__new__(named)
+    quiet.__dict__.update(vars(exc))
+    return quiet
+
+
 class _Buffer:
     """The client socket, except that what gunicorn sends is kept instead."""
 
@@ -59,11 +84,12 @@ class _Buffer:
 
 
 class EnvelopedErrors:
-    """gunicorn's handle_error (status, log lines, access log), its page sent as the envelope."""
+    """gunicorn's handle_error (status, log lines, access log), its page sent as the envelope and
+    its log line without the request's content."""
 
     def handle_error(self, req, client, addr, exc):
         page = _Buffer(client)
-        super().handle_error(req, page, addr, exc)
+        super().handle_error(req, page, addr, without_request_content(exc))
         status_line = page.sent.partition(b"\r\n")[0].decode("latin-1")  # "HTTP/1.1 431 Request ..."
         version, _, rest = status_line.partition(" ")
         status, _, reason = rest.partition(" ")

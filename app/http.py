@@ -55,9 +55,10 @@ def read_json_body():
                 if environ["wsgi.input"].read(1):
                     raise RequestEntityTooLarge()
     except _FRAMING_ERRORS as e:
-        # The client's fault, not ours: a 400, logged as one line without a traceback.
-        log.info("malformed request body on %s %s: %s: %s", request.method, request.path,
-                 type(e).__name__, e)
+        # The client's fault, not ours: a 400, logged as one line without a traceback, naming the
+        # error only: its text may quote the body (gunicorn's InvalidChunkSize holds the line read as
+        # a chunk size, a whole JSON body when it was sent unchunked), and metadata is never logged.
+        log.info("malformed request body on %s %s: %s", request.method, request.path, type(e).__name__)
         raise framing_error("The request body's framing is broken (chunked encoding or length).") from None
     try:
         return loads(data)

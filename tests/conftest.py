@@ -8,19 +8,12 @@ from hypothesis import settings
 from app import create_app
 from app.db import init_db
 from app.webhooks.worker import Worker
+from support.dbutil import BACKEND
 from support.helpers import Api, FakeClock, Shop
 
 # Browser fixtures (Debian's Chromium through Playwright); the app served over real HTTP; the
 # webhook receivers (`receiver`, `tls`).
 pytest_plugins = ["support.browser", "support.live_server", "support.receiver", "support.chain_node"]
-
-# The backend the suite runs against: TEST_DATABASE=sqlite (the default) or postgresql. `make test`
-# runs the suite once with each. Tests marked sqlite_only (SQLite's own machinery) run only in the
-# SQLite pass, those marked postgres_only only in the PostgreSQL pass.
-BACKEND = os.environ.get("TEST_DATABASE", "sqlite")
-if BACKEND not in ("sqlite", "postgresql"):
-    raise RuntimeError(f"TEST_DATABASE must be sqlite or postgresql, not {BACKEND!r}")
-
 
 def pytest_collection_modifyitems(config, items):
     other = "postgres_only" if BACKEND == "sqlite" else "sqlite_only"

@@ -8,85 +8,10 @@ import json
 
 import pytest
 
-from support import dbutil
+from support.chain_shop import XPUB, cli
 from support.helpers import Api, assert_error
-
-MNEMONIC_XPUB = ("xpub6DCoCpSuQZB2jawqnGMEPS63ePKWkwWPH4TU45Q7LPXWuNd8TMtVxRrgjtEshuqpK3mdhaWHPFsBn"
-                 "gh5GFZaM6si3yZdUsT8ddYM3PwnATt")
-# m/44'/60'/0'/0/0, /1 and /2 of the BIP39 test mnemonic ("abandon … about").
-ADDRESS_0 = "0x9858EfFD232B4033E47d90003D41EC34EcaEda94"
-ADDRESS_1 = "0x6Fac4D18c912343BF86fa7049364Dd4E424Ab9C0"
-ADDRESS_2 = "0xb6716976A3ebe8D39aCEB04372f22Ff8e6802D7A"
-USDC_LOCAL = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
-USDC_TEST = "0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512"
-DAI_LOCAL = "0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0"
-ZERO_DEC_LOCAL = "0xCf7Ed3AccA5a467e9e704C703E8D87F634fB0Fc9"
-
-
-def cli(runner, *args, ok=True):
-    result = runner.invoke(args=list(args))
-    if ok:
-        assert result.exit_code == 0, result.output
-    return result
-
-
-@pytest.fixture
-def chains(runner):
-    """Two enabled networks and one disabled, USDC on two of them, DAI (18 decimals), a 0-decimal
-    token; added without asking a node (--start-block)."""
-    cli(runner, "networks", "add", "local", "--name", "Local chain", "--chain-id", "31337",
-        "--rpc-url", "http://127.0.0.1:1/rpc", "--confirmations", "3", "--start-block", "1")
-    cli(runner, "networks", "add", "testnet", "--name", "Test net", "--chain-id", "11155111",
-        "--rpc-url", "https://rpc.example/v3/SECRETKEY", "--start-block", "100")
-    cli(runner, "networks", "add", "gone", "--name", "Gone", "--chain-id", "5",
-        "--rpc-url", "https://rpc.example/", "--start-block", "1")
-    cli(runner, "assets", "add", "usdc", "--network", "local", "--symbol", "USDC", "--name",
-        "USD Coin", "--contract", USDC_LOCAL.lower(), "--decimals", "6")
-    cli(runner, "assets", "add", "usdc", "--network", "testnet", "--symbol", "USDC", "--name",
-        "USD Coin", "--contract", USDC_TEST, "--decimals", "6")
-    cli(runner, "assets", "add", "dai", "--network", "local", "--symbol", "DAI", "--name", "Dai",
-        "--contract", DAI_LOCAL, "--decimals", "18")
-    cli(runner, "assets", "add", "whole", "--network", "local", "--symbol", "WHL", "--name",
-        "Whole token", "--contract", ZERO_DEC_LOCAL, "--decimals", "0")
-    cli(runner, "assets", "add", "usdc", "--network", "gone", "--symbol", "USDC", "--name",
-        "USD Coin", "--contract", USDC_TEST, "--decimals", "6")
-    cli(runner, "networks", "disable", "gone")
-
-
-@pytest.fixture
-def wallet(runner, merchant, chains):
-    cli(runner, "merchants", "set-xpub", merchant["merchantId"], MNEMONIC_XPUB)
-    return merchant
-
-
-class Button:
-    def __init__(self, client, public_key):
-        self.client, self.public_key = client, public_key
-
-    def headers(self):
-        return {"x-public-key": self.public_key, "Origin": "https://shop.example"}
-
-    def assets(self):
-        return self.client.get("/payment-button/assets", headers=self.headers())
-
-    def confirm(self, process_id, asset_id="usdc", network_id="local", body=None):
-        data = json.dumps({"assetId": asset_id, "networkId": network_id} if body is None else body)
-        return self.client.post(f"/payment-button/process/{process_id}/confirm", data=data,
-                                content_type="application/json", headers=self.headers())
-
-    def public(self, process_id):
-        return self.client.get(f"/payment-button/process/{process_id}/public", headers=self.headers())
-
-
-@pytest.fixture
-def button(client, merchant):
-    return Button(client, merchant["publicKey"])
-
-
-def preorder(api, amount=19.99):
-    response = api.preorder({"amount": amount, "metadata": {"orderRef": "A-1"}})
-    assert response.status_code == 200, response.get_data(as_text=True)
-    return response.get_json()
+from support.live_payments import (ADDRESS_0, ADDRESS_1, DAI_LOCAL, USDC_LOCAL, USDC_TEST, Button,
+                                   add_transfer, db, preorder, set_head)
 
 
 def usdc_local(address, due="19.99", units=19_990_000, paid="0", pending="0", outstanding=None,
@@ -98,28 +23,6 @@ def usdc_local(address, due="19.99", units=19_990_000, paid="0", pending="0", ou
                       f"&uint256={units if outstanding is None else outstanding}",
         "transfers": list(transfers),
     }
-
-
-def db(app):
-    return dbutil.connect(app.config["DATABASE"])
-
-
-def add_transfer(app, process_id, tx, log_index, amount, block, status, timestamp=1_795_000_100):
-    """A transfer as the chain watcher records it."""
-    with db(app) as conn:
-        conn.execute(
-            "INSERT INTO transfers (chain_id, tx_hash, log_index, network_id, process_id,"
-            " token_contract, from_address, amount, block_number, block_hash, block_timestamp,"
-            " status, seen_at, confirmed_at) VALUES (31337, ?, ?, 'local', ?, ?, ?, ?, ?, ?, ?, ?,"
-            " ?, ?)",
-            ("0x" + tx * 32, log_index, process_id, USDC_LOCAL, "0x" + "ab" * 20, str(amount), block,
-             "0x" + "cd" * 32, timestamp, status, timestamp, timestamp if status == "confirmed" else None),
-        )
-
-
-def set_head(app, head):
-    with db(app) as conn:
-        conn.execute("UPDATE networks SET head_block = ? WHERE id = 'local'", (head,))
 
 
 # GET /payment-button/assets
@@ -381,7 +284,7 @@ def test_an_address_already_given_out_is_skipped(api, button, wallet, app, make_
     other = make_merchant(name="Other")
     with db(app) as conn:  # what an operator's hand-edit could leave: the same xpub twice
         conn.execute("INSERT INTO merchant_wallets (merchant_id, xpub, next_index, updated_at)"
-                     " VALUES (?, ?, 0, 0)", (other["merchantId"], MNEMONIC_XPUB))
+                     " VALUES (?, ?, 0, 0)", (other["merchantId"], XPUB))
     pid = preorder(Api(client, other["secretKey"]))["processId"]
     payment = Button(client, other["publicKey"]).confirm(pid).get_json()["payment"]
     assert payment["address"] == ADDRESS_1
@@ -392,7 +295,7 @@ def test_an_address_already_given_out_is_skipped(api, button, wallet, app, make_
 
 def test_replacing_the_xpub_never_reuses_an_index(api, button, wallet, runner, app):
     button.confirm(preorder(api)["processId"])
-    cli(runner, "merchants", "set-xpub", wallet["merchantId"], MNEMONIC_XPUB)
+    cli(runner, "merchants", "set-xpub", wallet["merchantId"], XPUB)
     assert button.confirm(preorder(api)["processId"]).get_json()["payment"]["address"] == ADDRESS_1
     with db(app) as conn:
         assert conn.execute("SELECT next_index FROM merchant_wallets").fetchone()[0] == 2

@@ -7,22 +7,13 @@ import pytest
 
 from support import dbutil
 from app.chain import forwarder
-from support.helpers import Api, assert_error
-from test_live_payments_api import MNEMONIC_XPUB, Button, chains, cli, preorder  # noqa: F401
+from support.chain_shop import XPUB, cli
+from support.helpers import assert_error
+from support.live_payments import preorder
 
 PAYOUT = "0x52908400098527886E0F7030069857D2E4169EE7"  # EIP-55's own test vector
 OTHER = "0x8617E340B3D01FA5F11F306F4090FD50E238070D"
 FACTORY = "0x5FC8d32690cc91D4c39d9d3abcBD16989F875707"
-
-
-@pytest.fixture
-def button(client, merchant):
-    return Button(client, merchant["publicKey"])
-
-
-@pytest.fixture
-def api(client, merchant):
-    return Api(client, merchant["secretKey"])
 
 
 def set_factory(app, network_id, address=FACTORY):
@@ -58,7 +49,7 @@ def test_set_payout_accepts_lower_case_and_stores_eip55(runner, merchant, app):
     assert (unknown.exit_code, unknown.output) == (1, "Error: No merchant mer_nope.\n")
 
 
-def test_assets_offer_only_networks_with_a_factory(runner, merchant, button, app, chains):  # noqa: F811
+def test_assets_offer_only_networks_with_a_factory(runner, merchant, button, app, chains):
     cli(runner, "merchants", "set-payout", merchant["merchantId"], PAYOUT)
     assert button.assets().get_json() == {"data": []}  # no factory anywhere yet
     set_factory(app, "testnet")
@@ -69,9 +60,9 @@ def test_assets_offer_only_networks_with_a_factory(runner, merchant, button, app
 
 
 def test_confirm_without_a_factory_is_payment_method_unavailable(runner, merchant, api, button,
-                                                                 app, chains):  # noqa: F811
+                                                                 app, chains):
     cli(runner, "merchants", "set-payout", merchant["merchantId"], PAYOUT)
-    cli(runner, "merchants", "set-xpub", merchant["merchantId"], MNEMONIC_XPUB)  # both: payout mode
+    cli(runner, "merchants", "set-xpub", merchant["merchantId"], XPUB)  # both: payout mode
     pid = preorder(api)["processId"]
     assert_error(button.confirm(pid), 409, "payment_method_unavailable",
                  "This merchant's payments are collected by a forwarder contract, which network"
@@ -81,7 +72,7 @@ def test_confirm_without_a_factory_is_payment_method_unavailable(runner, merchan
 
 
 def test_confirm_gives_the_create2_address_of_the_payout_it_was_made_for(runner, merchant, api,
-                                                                         button, app, chains):  # noqa: F811
+                                                                         button, app, chains):
     cli(runner, "merchants", "set-payout", merchant["merchantId"], PAYOUT)
     set_factory(app, "local")
     set_factory(app, "testnet", OTHER)  # another factory address on the other network
@@ -112,8 +103,8 @@ def test_confirm_gives_the_create2_address_of_the_payout_it_was_made_for(runner,
 
 
 def test_xpub_payments_stay_xpub_when_a_payout_address_comes(runner, merchant, api, button, app,
-                                                             chains):  # noqa: F811
-    cli(runner, "merchants", "set-xpub", merchant["merchantId"], MNEMONIC_XPUB)
+                                                             chains):
+    cli(runner, "merchants", "set-xpub", merchant["merchantId"], XPUB)
     pid = preorder(api)["processId"]
     address = button.confirm(pid).get_json()["payment"]["address"]
     cli(runner, "merchants", "set-payout", merchant["merchantId"], PAYOUT)
@@ -124,7 +115,7 @@ def test_xpub_payments_stay_xpub_when_a_payout_address_comes(runner, merchant, a
 
 
 def test_deploy_factory_and_collect_refuse_a_bad_key_file_without_quoting_it(runner, tmp_path,
-                                                                             chains):  # noqa: F811
+                                                                             chains):
     path = tmp_path / "key"
     path.write_text("0x" + "ab" * 31 + "zz\n")
     for args in (["networks", "deploy-factory", "local"], ["collect", "local"]):

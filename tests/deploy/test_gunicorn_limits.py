@@ -5,6 +5,7 @@ limits)."""
 import json
 import socket
 
+import pytest
 import requests
 
 from support.servers import create_merchant, flask, gunicorn, read_answer, service_env
@@ -14,9 +15,10 @@ TOO_MANY_FIELDS = "The request has more than 100 header fields, or one longer th
 NOT_HTTP = ("HTTP/1.1 400 Bad Request", "bad_request", "The request is not valid HTTP.")
 
 
-def request_line(length):
-    """A GET of /healthz whose request line (without its CRLF) is `length` bytes long."""
-    query = b"a" * (length - len(b"GET /healthz? HTTP/1.1"))
+def request_line(length, start=b""):
+    """A GET of /healthz whose request line (without its CRLF) is `length` bytes long, its query
+    string starting with `start`."""
+    query = start + b"a" * (length - len(b"GET /healthz? HTTP/1.1") - len(start))
     return b"GET /healthz?" + query + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
 
 
@@ -119,3 +121,40 @@ def test_the_gthread_worker_answers_in_the_envelope_too(tmp_path):
             assert (line, headers["content-type"]) == (status_line, "application/json"), body
             assert json.loads(body) == {"code": code, "message": message}
     assert "Using worker: gunicorn_workers.ThreadWorker" in (tmp_path / "gunicorn.log").read_text()
+
+
+SECRET = b"sk_live_" + b"S3cr3tK3y" * 3
+URI_TOO_LONG = ("HTTP/1.1 414 URI Too Long", "uri_too_long", "The request line is longer than 8190 bytes.")
+# Requests gunicorn refuses whose offending line holds a secret key: the refusal, and the name of
+# gunicorn's exception, which is all its log says of the request (gunicorn_workers.py).
+SECRET_REFUSALS = [
+    (b"GET /payment-button/processes HTTP/1.1\r\nHost: x\r\nx-secret-key " + SECRET + b"\r\n\r\n",
+     *NOT_HTTP, "InvalidHeader"),
+    (b"GET /payment-button/processes HTTP/1.1\r\nHost: x\r\nx-secret-key=" + SECRET + b": 1\r\n\r\n",
+     *NOT_HTTP, "InvalidHeaderName"),
+    (b"x-secret-key: " + SECRET + b"\r\n\r\n", *NOT_HTTP, "InvalidRequestLine"),
+    (b"GET /payment-button/processes?secretKey=" + SECRET + b"\r\nHost: x\r\n\r\n",
+     *NOT_HTTP, "InvalidRequestLine"),
+    (b"GET /payment-button/processes HTTP/1.1 x-secret-key: " + SECRET + b"\r\nHost: x\r\n\r\n",
+     *NOT_HTTP, "InvalidHTTPVersion"),
+    (request_line(8191, start=b"secretKey=" + SECRET + b"&pad="), *URI_TOO_LONG, "LimitRequestLine"),
+]
+
+
+@pytest.mark.parametrize("worker_class", ["gunicorn_workers.SyncWorker", "gunicorn_workers.ThreadWorker"])
+def test_gunicorns_log_never_holds_the_request_line_or_header_it_refused(tmp_path, worker_class):
+    env = service_env(tmp_path / "refusals.sqlite3", GUNICORN_WORKER_CLASS=worker_class)
+    flask(env, "init-db")
+    log_path = tmp_path / "gunicorn.log"
+    with gunicorn(env, log_path, workers=1) as base:
+        port = int(base.rsplit(":", 1)[1])
+        for data, status_line, code, message, _ in SECRET_REFUSALS:
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+                sock.sendall(data)
+                line, headers, body = read_answer(sock)
+            assert (line, headers["content-type"]) == (status_line, "application/json"), body
+            assert json.loads(body) == {"code": code, "message": message}
+    log = log_path.read_text()
+    assert SECRET.decode() not in log and "S3cr3tK3y" not in log, log
+    warnings = [line.split("] ", 3)[-1] for line in log.splitlines() if "[WARNING]" in line]
+    assert warnings == [f"Invalid request from ip=127.0.0.1: {name}" for *_, name in SECRET_REFUSALS]

@@ -17,9 +17,9 @@ import pytest
 import requests
 import trustme
 
+from support.framing import BODY, BROKEN_CHUNKED, count_processes
 from support.nginx import nginx
 from support.servers import create_merchant, flask, free_port, gunicorn, read_answer, service_env
-from test_request_framing import BODY, BROKEN_CHUNKED, count_processes
 
 PREORDER = "/payment-button/process/preorder"
 SLOW_CLIENTS = 50

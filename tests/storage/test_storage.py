@@ -16,7 +16,6 @@ from app.data import outbox as event_rows
 from app.data import schema as schema_rows
 from app.db import init_db
 from app.webhooks.worker import Worker
-from conftest import BACKEND
 from support.helpers import Api, FakeClock
 from support.receiver import receiver  # noqa: F401  (fixture)
 
@@ -175,9 +174,9 @@ def test_init_db_upgrades_a_postgresql_database_from_before_versions(make_databa
 def test_init_db_reports_the_version_and_a_second_run_changes_nothing(app, runner):
     result = runner.invoke(args=["init-db"])
     assert result.exit_code == 0
-    assert result.output == f"Initialised the database (schema version {LATEST[BACKEND]}).\n"
+    assert result.output == f"Initialised the database (schema version {LATEST[dbutil.BACKEND]}).\n"
     assert dbutil.query(app.config["DATABASE"], "SELECT version FROM schema_version ORDER BY version") == [
-        (v,) for v in VERSIONS[BACKEND]]  # a row per version
+        (v,) for v in VERSIONS[dbutil.BACKEND]]  # a row per version
 
 
 # --- copy-db -------------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """Direct access to a test database of either backend (a SQLite path or a postgresql:// URL), as an
-operator's shell would have it: outside the service, each call committed. SQL in sqlite3's `?` style."""
+operator's shell would have it: outside the service, each call committed. SQL in sqlite3's `?` style.
+Also the backend the suite runs against (`BACKEND`)."""
 import contextlib
+import os
 import sqlite3
 
 import psycopg
@@ -8,6 +10,13 @@ import psycopg
 from app.data import schema
 from app.db import is_postgres_url
 from app.db.postgres import Connection
+
+# The backend the suite runs against: TEST_DATABASE=sqlite (the default) or postgresql. `make test`
+# runs the suite once with each. Tests marked sqlite_only (SQLite's own machinery) run only in the
+# SQLite pass, those marked postgres_only only in the PostgreSQL pass (tests/conftest.py).
+BACKEND = os.environ.get("TEST_DATABASE", "sqlite")
+if BACKEND not in ("sqlite", "postgresql"):
+    raise RuntimeError(f"TEST_DATABASE must be sqlite or postgresql, not {BACKEND!r}")
 
 
 def open_connection(database):
