@@ -27,15 +27,18 @@ def new_event_id() -> str:
 _LOAD = object()
 
 
-def emit(conn, event_type, process, now, payment=_LOAD) -> str:
+def emit(conn, event_type, process, now, payment=_LOAD, refunds=_LOAD) -> str:
     """Write one event about `process` (as it is after the change) and return its id. Its data
-    carries the process's payment: `payment` (a PaymentView, or None), read with `conn` unless
-    given; and its refunds, read with `conn` (only a process with a payment can have any)."""
+    carries the process's payment: `payment` (a PaymentView, or None) and its `refunds` (oldest
+    first), each read with `conn` unless given (only a process with a payment can have refunds)."""
     if event_type not in EVENT_TYPES:
         raise ValueError(f"unknown event type {event_type!r}")
     if payment is _LOAD:
         payment = payment_rows.view_of(conn, process.id)
-    refunds = refund_rows.of_process(conn, process.id) if payment is not None else ()
+    if payment is None:
+        refunds = ()
+    elif refunds is _LOAD:
+        refunds = refund_rows.of_process(conn, process.id)
     event_id = new_event_id()
     event_rows.insert(
         conn,

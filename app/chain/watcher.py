@@ -41,6 +41,7 @@ from app.chain.rpc import Client, RpcError, is_too_large, redacted
 from app.config import DEFAULTS
 from app.data import payments as payment_rows
 from app.data import processes as process_rows
+from app.data import refunds as refund_rows
 from app.data import transfers as transfer_rows
 from app.outbox import emit
 from app.records import PaymentView, Transfer
@@ -471,8 +472,10 @@ class Watcher:
             processes = {process_id: read[process_id][0] for process_id in confirmed}
             views = {process_id: _with(read[process_id][1], done)
                      for process_id, done in confirmed.items()}
+        refunds = refund_rows.of_processes(conn, confirmed)  # for the events: one query
         for process_id, done in confirmed.items():
-            outcomes[self._settle(conn, processes[process_id], views[process_id], done, now)] += 1
+            outcomes[self._settle(conn, processes[process_id], views[process_id], done, now,
+                                  refunds.get(process_id, ()))] += 1
         return outcomes
 
     def _canonical(self, client, network, transfers):
@@ -518,7 +521,7 @@ class Watcher:
                 completing[process_id] = (process, view)
         return completing
 
-    def _settle(self, conn, process, view, confirmed, now):
+    def _settle(self, conn, process, view, confirmed, now, refunds):
         """The event for transfers just confirmed (same transaction), and completion when paid;
         `process` and `view` as they are after the confirmations."""
         process_id = process.id
@@ -533,7 +536,7 @@ class Watcher:
                 event = "payment.completed"
             else:
                 event = "payment.partial"
-        emit(conn, event, process, now, payment=view)
+        emit(conn, event, process, now, payment=view, refunds=refunds)
         return event
 
 
