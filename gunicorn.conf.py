@@ -51,12 +51,13 @@ limit_request_fields = _env("GUNICORN_LIMIT_REQUEST_FIELDS", 100, int)
 limit_request_field_size = _env("GUNICORN_LIMIT_REQUEST_FIELD_SIZE", 16384, int)
 
 # Logging: one access line per request. The default format carries no header values, so no secret
-# key is ever written.
+# key is ever written, and the path without its query string (%(U)s, not the request line %(r)s): a
+# console search's query holds customers' e-mails and order references, metadata never logged.
 accesslog = _env("GUNICORN_ACCESSLOG", "-")
 errorlog = _env("GUNICORN_ERRORLOG", "-")
 loglevel = _env("GUNICORN_LOGLEVEL", "info")
 access_log_format = _env(
-    "GUNICORN_ACCESS_LOG_FORMAT", '%(h)s "%(r)s" %(s)s %(b)s %(M)sms'
+    "GUNICORN_ACCESS_LOG_FORMAT", '%(h)s "%(m)s %(U)s %(H)s" %(s)s %(b)s %(M)sms'
 )
 
 # Process naming

@@ -6,6 +6,7 @@ over raw sockets (exact status line, Content-Type and body); the service's own e
 byte for byte. A missing nginx fails this test (.ci/run installs it)."""
 import http.client
 import json
+import re
 import socket
 import ssl
 import threading
@@ -23,6 +24,7 @@ from support.servers import create_merchant, flask, free_port, gunicorn, read_an
 
 PREORDER = "/payment-button/process/preorder"
 SLOW_CLIENTS = 50
+PASSWORD = "correct horse battery"
 
 
 def slow_client(port, tls, stop, sent, index):
@@ -47,6 +49,7 @@ def layout(tmp_path_factory):
     env = service_env(tmp / "proxy.sqlite3")
     flask(env, "init-db")
     keys = create_merchant(env)
+    flask(env, "users", "create", "staff@shop.example", "--merchant", keys["merchantId"], input=PASSWORD + "\n")
     write_certificates(tmp)
     https_port, http_port = free_port(), free_port()
     with gunicorn(env, tmp / "gunicorn.log", workers=5) as direct:
@@ -54,7 +57,8 @@ def layout(tmp_path_factory):
                    http_port=http_port, cert=tmp / "cert.pem", key=tmp / "key.pem"):
             yield SimpleNamespace(
                 env=env, key=keys["secretKey"], direct=direct, https_port=https_port,
-                http_port=http_port, ca=tmp / "ca.pem",
+                http_port=http_port, ca=tmp / "ca.pem", gunicorn_log=tmp / "gunicorn.log",
+                nginx_log=tmp / "nginx" / "access.log",
                 tls=ssl.create_default_context(cafile=str(tmp / "ca.pem")))
     log = (tmp / "gunicorn.log").read_text()
     assert "WORKER TIMEOUT" not in log and "Traceback" not in log
@@ -354,6 +358,48 @@ def test_nginx_answers_502_in_json_when_gunicorn_is_down_and_limits_bursts(tmp_p
         assert session().post(url, json={"amount": 5}, timeout=10).status_code == 502
 
 
+SEARCHED = "buyer-secret@example.com"
+
+
+def test_the_access_logs_hold_the_path_never_the_query_string(layout):
+    """A console search's query string is a metadata value (a customer's e-mail): neither nginx's
+    nor gunicorn's access log keeps it (nor a Referer holding it), in any encoding; both keep the
+    method, path and status."""
+    session = https_session(layout.https_port, layout.ca)
+    base = "https://pay.example.com"
+    created = session.post(base + PREORDER, json={"amount": 5, "metadata": {"email": SEARCHED}},
+                           headers={"x-secret-key": layout.key}, timeout=10)
+    assert created.status_code == 200, created.text
+    process_id = created.json()["processId"]
+    form = session.get(base + "/dashboard/login", timeout=10)
+    token = re.search(r'name="csrf_token" value="([^"]+)"', form.text).group(1)
+    logged_in = session.post(base + "/dashboard/login", timeout=10, allow_redirects=False, data={
+        "email": "staff@shop.example", "password": PASSWORD, "csrf_token": token})
+    assert (logged_in.status_code, logged_in.headers["Location"]) == (303, "/dashboard/")
+
+    found = session.get(base + "/dashboard/", params={"q": SEARCHED}, timeout=10)
+    assert found.status_code == 200 and process_id in found.text
+    assert found.request.path_url == "/dashboard/?q=buyer-secret%40example.com"
+    # The search page's URL as the Referer, as a browser without the console's no-referrer sends it.
+    exported = session.get(base + "/dashboard/processes.csv", params={"q": SEARCHED}, timeout=10,
+                           headers={"Referer": found.url})
+    assert exported.status_code == 200 and SEARCHED in exported.text
+    # nginx's own answer: logged with the path asked, not its /_errors/ location.
+    assert_envelope(session.get(base + "/metrics", params={"q": SEARCHED}, timeout=10), 404, "not_found")
+
+    nginx_log, gunicorn_log = layout.nginx_log.read_text(), layout.gunicorn_log.read_text()
+    for log in (nginx_log, gunicorn_log):
+        assert "buyer-secret" not in log, log
+    # Whole lines: nginx's in combined's layout (Referer "-"), gunicorn's as nginx asked it (HTTP/1.0).
+    for path, status in (("/dashboard/", 200), ("/dashboard/processes.csv", 200), ("/metrics", 404)):
+        line = (r'^127\.0\.0\.1 - - \[[^]]+\] "GET ' + re.escape(path)
+                + rf' HTTP/1\.1" {status} \d+ "-" "python-requests/[\d.]+"$')
+        assert re.search(line, nginx_log, re.MULTILINE), nginx_log
+    for path in ("/dashboard/", "/dashboard/processes.csv"):
+        line = r'^127\.0\.0\.1 "GET ' + re.escape(path) + r' HTTP/1\.0" 200 \d+ \d+ms$'
+        assert re.search(line, gunicorn_log, re.MULTILINE), gunicorn_log
+
+
 def assert_envelope(response, status, code, message=None):
     assert response.status_code == status, response.text
     assert response.headers["Content-Type"] == "application/json"
@@ -372,9 +418,15 @@ class _PinnedHost(requests.adapters.HTTPAdapter):
         super().__init__()
 
     def send(self, request, **kwargs):
-        request.url = request.url.replace("https://pay.example.com", f"https://127.0.0.1:{self.port}", 1)
+        url = request.url
+        request.url = url.replace("https://pay.example.com", f"https://127.0.0.1:{self.port}", 1)
         request.headers["Host"] = "pay.example.com"
-        return super().send(request, **kwargs)
+        try:
+            response = super().send(request, **kwargs)
+        finally:
+            request.url = url  # the session keeps cookies and follows redirects for pay.example.com
+        response.url = url
+        return response
 
     def init_poolmanager(self, *args, **kwargs):
         kwargs["server_hostname"] = "pay.example.com"

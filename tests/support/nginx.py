@@ -1,7 +1,8 @@
 """Debian's nginx as a normal process in front of a test's gunicorn, with the shipped site config.
 
 `deploy/nginx.conf` is the file an operator installs in /etc/nginx/conf.d/; `render_site` changes
-only its addresses and certificate paths (each replacement must apply, so the test follows the file).
+only its addresses, certificate paths and access log's path (each replacement must apply, so the
+test follows the file); the access log is `access.log` in the test's directory.
 The main config around it stands in for Debian's /etc/nginx/nginx.conf: everything in a temp dir,
 `daemon off`, so the test owns the process.
 """
@@ -24,7 +25,7 @@ def nginx_binary():
     return path
 
 
-def render_site(*, upstream, https_port, http_port, cert, key):
+def render_site(*, upstream, https_port, http_port, cert, key, access_log):
     text = SITE.read_text()
     replacements = [
         ("server 127.0.0.1:8000;", f"server {upstream};"),
@@ -34,6 +35,7 @@ def render_site(*, upstream, https_port, http_port, cert, key):
         ("listen [::]:80;\n", ""),
         ("/etc/letsencrypt/live/pay.example.com/fullchain.pem", str(cert)),
         ("/etc/letsencrypt/live/pay.example.com/privkey.pem", str(key)),
+        ("access_log /var/log/nginx/access.log ", f"access_log {access_log} "),
     ]
     for old, new in replacements:
         assert text.count(old) == 1, f"deploy/nginx.conf no longer has {old!r} exactly once"
@@ -72,7 +74,8 @@ def nginx(directory, *, upstream, https_port, http_port, cert, key):
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "preorder.conf").write_text(
-        render_site(upstream=upstream, https_port=https_port, http_port=http_port, cert=cert, key=key))
+        render_site(upstream=upstream, https_port=https_port, http_port=http_port, cert=cert, key=key,
+                    access_log=directory / "access.log"))
     # Run as root (as tests do), its workers would become `nobody`, who cannot enter the temp dir.
     user = "user root root;\n" if os.geteuid() == 0 else ""
     (directory / "nginx.conf").write_text(MAIN.format(user=user, dir=directory))

@@ -28,11 +28,12 @@ def service_env(database, **extra):
     return env
 
 
-def flask(env, *args, check=True):
-    """Run `flask --app app ARGS` as an operator would; returns the completed process."""
+def flask(env, *args, check=True, input=None):
+    """Run `flask --app app ARGS` as an operator would (`input`: its standard input); returns the
+    completed process."""
     return subprocess.run(
         [str(BIN / "flask"), "--app", "app", *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=check,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=check, input=input,
     )
 
 
