@@ -110,7 +110,8 @@ def _watcher_table(result):
                      f"p50 {s['p50_s']} s, p90 {s['p90_s']} s, max {s['max_s']} s "
                      f"(max - min {s['max_minus_min_s']} s); a poll: new block {s['poll_new_block_s']} s "
                      f"(CPU {s['poll_new_block_cpu_s']}), no block {s['poll_no_block_s']} s "
-                     f"(CPU {s['poll_no_block_cpu_s']})")
+                     f"(CPU {s['poll_no_block_cpu_s']}); a minimal poller: new block "
+                     f"{s['minimal_poll_new_block_s']} s, no block {s['minimal_poll_no_block_s']} s")
     return lines + _target_lines(result["targets"])
 
 
