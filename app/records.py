@@ -1,5 +1,6 @@
 """Plain records passed between the data layer and the rest: no SQL types leak past app/data/."""
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from app.testnets import is_test_network
 
@@ -156,10 +157,11 @@ class ChainBlock:
     timestamp: int
 
 
-@dataclass(frozen=True)
-class WatchedAddress:
+class WatchedAddress(NamedTuple):
     """A deposit address the watcher looks for, with the token it must be paid in (lowercase), and
-    its process's expiry (a transfer in a block no later than one at or before it is in time)."""
+    its process's expiry (a transfer in a block no later than one at or before it is in time).
+    A named tuple: a watcher builds one per watched address at its start (100,000 of them as frozen
+    dataclasses took a third of a second more)."""
     process_id: str
     address: str
     token_contract: str

@@ -551,8 +551,8 @@ class _Watched:
     def add(self, rows, read_at):
         self.read_at = read_at
         if rows:
-            self.by_key.update(((w.token_contract, w.address), w) for w in rows)
-            self.tokens = sorted(set(self.tokens).union(w.token_contract for w in rows))
+            self.by_key.update({(w.token_contract, w.address): w for w in rows})
+            self.tokens = sorted(set(self.tokens) | {w.token_contract for w in rows})
             self._recipients = None
 
     @property
