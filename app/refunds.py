@@ -64,7 +64,7 @@ def _process(conn, merchant_id, process_id):
 def _paid(view) -> int:
     """Confirmed money, in the base units of the payment's token (views_of rescales transfers of
     an earlier choice)."""
-    return sum(int(t.amount) for t in view.transfers if t.status == "confirmed")
+    return sum(t.amount for t in view.transfers if t.status == "confirmed")
 
 
 def _remaining(conn, view, process_id) -> int:

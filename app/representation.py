@@ -59,15 +59,14 @@ def payment_json(view) -> str:
     if view is None:
         return "null"
     p, d = view.payment, view.payment.decimals
-    amounts = [(t, int(t.amount)) for t in view.transfers]  # base units: decimal-integer text
-    paid = sum(a for t, a in amounts if t.status == "confirmed")
-    pending = sum(a for t, a in amounts if t.status == "seen")
+    paid = sum(t.amount for t in view.transfers if t.status == "confirmed")
+    pending = sum(t.amount for t in view.transfers if t.status == "seen")
     outstanding = max(p.amount_due - paid - pending, 0)
     transfers = ",".join(
         f'{{"txHash":"{t.tx_hash}","logIndex":{t.log_index},"blockNumber":{t.block_number},'
-        f'"amount":"{format_units(a, d)}",'
+        f'"amount":"{format_units(t.amount, d)}",'
         f'"confirmations":{max(0, _head(t, p) - t.block_number + 1)}}}'
-        for t, a in amounts
+        for t in view.transfers
     )
     uri = f"ethereum:{p.token_contract}@{p.chain_id}/transfer?address={p.address}&uint256={outstanding}"
     return (

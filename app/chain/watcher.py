@@ -146,7 +146,7 @@ class Watcher:
     def _networks(self, retry_in=None):
         """The enabled networks, or None when the database cannot be read (logged on one line)."""
         try:
-            return transfer_rows.enabled_networks(self.db.connection())
+            return payment_rows.enabled_networks(self.db.connection())
         except Exception as e:
             then = "" if retry_in is None else f"; retry in {retry_in:.1f}s"
             log.warning("watch: cannot read the networks (%s)%s", _summary(e), then)
@@ -199,7 +199,7 @@ class Watcher:
 
     def poll_network(self, network_id):
         """Steps 0-4 of the module docstring for one network; RpcError on a fault."""
-        network = transfer_rows.network(self.db.connection(), network_id)
+        network = payment_rows.get_network(self.db.connection(), network_id)
         if network is None:
             return
         client = self._client(network)
@@ -211,7 +211,7 @@ class Watcher:
         self._check_reorg(client, network, head)
         watched = None
         while not self.stopping:
-            network = transfer_rows.network(self.db.connection(), network_id)
+            network = payment_rows.get_network(self.db.connection(), network_id)
             if network.scanned_block >= head:
                 break
             if watched is None:  # once a poll, and only when there are blocks to scan: an address

@@ -259,7 +259,7 @@ def _timeline(process, view, event_list, current):
     """What happened to a process, oldest first: (time, title, detail, kind)."""
     items = [(process.created_at, "Created", f"Amount {process.amount}", "created")]
     for t in view.transfers if view is not None else ():
-        amount = format_units(int(t.amount), view.payment.decimals)
+        amount = format_units(t.amount, view.payment.decimals)
         detail = f"{amount} in block {t.block_number}, tx {t.tx_hash}"
         items.append((t.seen_at, "Transfer seen", detail, "transfer"))
         if t.confirmed_at is not None:

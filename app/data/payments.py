@@ -2,7 +2,6 @@
 read of a process's transfers for display. (The chain watcher writes transfers: app/data/transfers.py.)
 
 Amounts in base units are decimal-integer TEXT in the database and `int` in the models."""
-from dataclasses import replace
 
 from app.records import Asset, Network, Payment, PaymentView, Transfer, Wallet
 
@@ -63,6 +62,12 @@ def network_with_chain_id(conn, chain_id) -> Network | None:
 def list_networks(conn) -> list[Network]:
     rows = conn.execute(f"SELECT {_NETWORK_COLUMNS} FROM networks ORDER BY id").fetchall()
     return [_network(r) for r in rows]
+
+
+def enabled_networks(conn) -> list[Network]:
+    """The networks the chain watcher reads."""
+    rows = conn.execute(f"SELECT {_NETWORK_COLUMNS} FROM networks WHERE disabled_at IS NULL ORDER BY id")
+    return [_network(row) for row in rows]
 
 
 def disable_network(conn, network_id, now) -> bool:
@@ -247,11 +252,11 @@ def transfers_of(conn, process_ids) -> dict[str, list[Transfer]]:
     ).fetchall()
     found: dict[str, list[Transfer]] = {}
     for r in rows:
-        transfer = Transfer(**{k: r[k] for k in _TRANSFER_FIELDS}, head_block=r["head_block"])
-        transfer = replace(transfer, amount=int(r["amount"]))
+        amount = int(r["amount"])  # base units, stored as decimal text
         if r["earlier_decimals"] is not None:  # an earlier choice's token (back to it: unchanged)
-            transfer = replace(transfer, amount=_rescaled(transfer.amount, r["earlier_decimals"],
-                                                          r["chosen_decimals"]))
+            amount = _rescaled(amount, r["earlier_decimals"], r["chosen_decimals"])
+        values = {k: r[k] for k in _TRANSFER_FIELDS}
+        transfer = Transfer(**dict(values, amount=amount), head_block=r["head_block"])
         found.setdefault(r["process_id"], []).append(transfer)
     return found
 

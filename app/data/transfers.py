@@ -8,9 +8,8 @@ watcher whose view is stale rolls its step back instead of overwriting another's
 transfer whose block left the chain (a reorganisation deeper than the confirmations) is `reversed`,
 also by a guarded UPDATE.
 """
-from app.data.payments import _NETWORK_COLUMNS, _network
 from app.data.schema import dialect
-from app.records import ChainBlock, Network, Transfer, WatchedAddress
+from app.records import ChainBlock, Transfer, WatchedAddress
 
 _TRANSFER = (
     "chain_id, tx_hash, log_index, network_id, process_id, token_contract, from_address, amount,"
@@ -25,16 +24,6 @@ def _transfer(row):
 
 
 # --- Networks and the scan position --------------------------------------------------------------
-
-def enabled_networks(conn) -> list[Network]:
-    rows = conn.execute(f"SELECT {_NETWORK_COLUMNS} FROM networks WHERE disabled_at IS NULL ORDER BY id")
-    return [_network(row) for row in rows]
-
-
-def network(conn, network_id) -> Network | None:
-    row = conn.execute(f"SELECT {_NETWORK_COLUMNS} FROM networks WHERE id = ?", (network_id,)).fetchone()
-    return _network(row) if row else None
-
 
 def advance(conn, network_id, expected, scanned_block) -> bool:
     """Move the scan position from `expected` to `scanned_block`; False when another watcher moved

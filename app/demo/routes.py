@@ -175,7 +175,7 @@ def _node_error(e):
 def _outstanding(view):
     """What the payment still asks for (the amount due less what was seen or confirmed), or the
     whole amount due again once nothing is (a second payment: over the amount, or late)."""
-    received = sum(int(t.amount) for t in view.transfers if t.status in ("seen", "confirmed"))  # base units
+    received = sum(t.amount for t in view.transfers if t.status in ("seen", "confirmed"))  # base units
     left = view.payment.amount_due - received
     return left if left > 0 else view.payment.amount_due
 
