@@ -59,6 +59,7 @@ loglevel = _env("GUNICORN_LOGLEVEL", "info")
 access_log_format = _env(
     "GUNICORN_ACCESS_LOG_FORMAT", '%(h)s "%(m)s %(U)s %(H)s" %(s)s %(b)s %(M)sms'
 )
+logger_class = "gunicorn_workers.AccessLogger"  # %(U)s as sent, never decoded (a %0A forges a line)
 
 # Process naming
 proc_name = _env("GUNICORN_PROC_NAME", "preorder-service")

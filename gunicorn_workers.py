@@ -15,13 +15,21 @@ request line with its query string. A secret key must never reach the log, so gu
 same exception (class and attributes, from which it picks the status and the access-log line) whose
 str() is only its class name: "Invalid request from ip=...: InvalidHeader".
 
+Two more places where gunicorn would write what a client sent: an error the application raises
+while its answer streams is logged with the request's URI, query string included (a console
+search's query holds customers' e-mails), so the worker hands gunicorn the request with its path
+alone; and the access log's %(U)s is the percent-decoded path, where %0A writes a forged line, so
+`AccessLogger` logs the path as it was sent (gunicorn.conf.py's logger_class).
+
 A top-level module, not part of `app`: the gunicorn master imports the worker class, and importing
 the application there would keep its code from being reloaded on SIGHUP.
 """
+import copy
 import functools
 import json
 
 from gunicorn import util
+from gunicorn.glogging import Logger
 from gunicorn.http.errors import ParseException
 from gunicorn.workers.gthread import ThreadWorker as _ThreadWorker
 from gunicorn.workers.sync import SyncWorker as _SyncWorker
@@ -69,6 +77,25 @@ def without_request_content(exc):
     return quiet
 
 
+def without_query(req):
+    """The request as gunicorn may log it: its URI without the query string."""
+    if req is None or "?" not in (getattr(req, "uri", None) or ""):
+        return req
+    quiet = copy.copy(req)
+    quiet.uri = req.uri.partition("?")[0]
+    return quiet
+
+
+class AccessLogger(Logger):
+    """gunicorn's logger, %(U)s the path as the client sent it (percent-encoded, no query string)
+    rather than decoded: a decoded %0A would start a forged line in the access log."""
+
+    def atoms(self, resp, req, environ, request_time):
+        atoms = super().atoms(resp, req, environ, request_time)
+        atoms["U"] = environ.get("RAW_URI", "").partition("?")[0]
+        return atoms
+
+
 class _Buffer:
     """The client socket, except that what gunicorn sends is kept instead."""
 
@@ -89,7 +116,7 @@ class EnvelopedErrors:
 
     def handle_error(self, req, client, addr, exc):
         page = _Buffer(client)
-        super().handle_error(req, page, addr, without_request_content(exc))
+        super().handle_error(without_query(req), page, addr, without_request_content(exc))
         status_line = page.sent.partition(b"\r\n")[0].decode("latin-1")  # "HTTP/1.1 431 Request ..."
         version, _, rest = status_line.partition(" ")
         status, _, reason = rest.partition(" ")

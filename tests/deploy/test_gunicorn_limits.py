@@ -158,3 +158,19 @@ def test_gunicorns_log_never_holds_the_request_line_or_header_it_refused(tmp_pat
     assert SECRET.decode() not in log and "S3cr3tK3y" not in log, log
     warnings = [line.split("] ", 3)[-1] for line in log.splitlines() if "[WARNING]" in line]
     assert warnings == [f"Invalid request from ip=127.0.0.1: {name}" for *_, name in SECRET_REFUSALS]
+
+
+def test_the_access_log_holds_each_path_as_sent_on_one_line(tmp_path):
+    """A percent-encoded line break in the path is logged encoded: no forged access line; and the
+    query string, which may hold a searched e-mail, is never logged."""
+    env = service_env(tmp_path / "access.sqlite3")
+    flask(env, "init-db")
+    log_path = tmp_path / "gunicorn.log"
+    forged = "/healthz%0A6.6.6.6%20%22GET%20/forged%20HTTP/1.1%22%20200"
+    with gunicorn(env, log_path, workers=1) as base:
+        assert requests.get(base + forged + "?q=buyer%40example.com", timeout=30).status_code == 404
+        assert requests.get(base + "/healthz?q=buyer%40example.com", timeout=30).status_code == 200
+    log = log_path.read_text()
+    assert "buyer" not in log and "6.6.6.6" not in log.replace(forged, ""), log
+    assert [line.split(" ", 3)[:3] for line in log.splitlines() if line.startswith("127.0.0.1 ")][-2:] == [
+        ["127.0.0.1", '"GET', forged], ["127.0.0.1", '"GET', "/healthz"]]
