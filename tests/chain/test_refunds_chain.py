@@ -132,3 +132,27 @@ def test_one_transfer_settles_one_refund_the_oldest(app, client, runner, chain, 
     shop.watch()
     shown = refunds_of(shop, process_id)[second["refundId"]]
     assert shown["status"] == "completed" and shown["transfers"][0]["amount"] == "3"
+
+
+def test_a_late_payments_event_carries_its_own_process_refunds(app, client, runner, chain, clock,
+                                                                make_merchant):
+    """Two completed processes paid again, settled in one confirm batch: each payment.received_late
+    carries its own process's refunds (the watcher reads them once for the batch)."""
+    merchant = make_merchant()
+    add_network(runner, chain, confirmations=CONFIRMATIONS)
+    shop = Shop(app, Api(client, merchant["secretKey"]), runner, chain, clock, merchant, client)
+    shop.sync_clock()
+    refunded, other = paid_order(shop, chain), paid_order(shop, chain)
+    clock.now = chain.timestamp() + 10
+    made = refund(shop, refunded, 5, chain.accounts[5])
+    for process_id in (refunded, other):
+        chain.transfer(shop.process(process_id)["payment"]["address"], 1_000_000)
+    chain.mine(CONFIRMATIONS - 1)
+    clock.advance(30)
+    shop.watch()
+    late = {process_id: [data for kind, data in shop.events(process_id)
+                         if kind == "payment.received_late"] for process_id in (refunded, other)}
+    [refunded_event], [other_event] = late[refunded], late[other]
+    assert refunded_event["data"]["refunds"] == [dict(made, transfers=[])]
+    assert other_event["data"]["refunds"] == []
+    assert refunded_event["data"]["payment"]["amountPaid"] == "20.99"
