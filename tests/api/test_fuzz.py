@@ -90,7 +90,7 @@ def _paid_process_id():
             transfer_rows.record(conn, Transfer(
                 chain_id=31337, tx_hash="0x" + "ab" * 32, log_index=0, network_id="local",
                 process_id=process_id, token_contract=CHOICE_CONTRACT, from_address=CUSTOMER.lower(),
-                amount="19990000", block_number=2, block_hash="0x" + "cd" * 32,
+                amount=19_990_000, block_number=2, block_hash="0x" + "cd" * 32,
                 block_timestamp=clock(), status="confirmed", seen_at=clock(), confirmed_at=clock()))
     completed = app.test_cli_runner().invoke(args=["processes", "complete", process_id])
     assert completed.exit_code == 0, completed.output
