@@ -146,6 +146,11 @@ def log_in(db, *, email, password, client, now, session_hours):
                     user_rows.lock(conn, subject, now + LOCK_SECONDS)
         raise BadCredentials()
     with db.transaction() as conn:
+        # Attempts made at once all pass _throttle before any failure is recorded: a lock that
+        # one of them set meanwhile still refuses this one.
+        until = user_rows.locked_until(conn, _subjects(email, client), now)
+        if until is not None:
+            raise LoginRefused(until - now, locked=True)
         user_rows.clear_failures(conn, f"email:{email}")
         user_rows.delete_expired_sessions(conn, now)
         token = secrets.token_urlsafe(32)
