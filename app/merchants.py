@@ -185,10 +185,6 @@ def list_all(db):
     return merchant_rows.list_all(db.connection())
 
 
-def get(db, merchant_id) -> Merchant:
-    return _existing(db.connection(), merchant_id)
-
-
 def keys_of(db, merchant_id):
     conn = db.connection()
     _existing(conn, merchant_id)

@@ -402,10 +402,6 @@ def cancel_refund(process_id, refund_id):
 
 # --- Keys ------------------------------------------------------------------------------------------
 
-def _overlap_seconds():
-    return current_app.config["KEY_ROLL_OVERLAP_HOURS"] * 3600
-
-
 @bp.get("/keys")
 @login_required
 def keys_page(new_secret=None):
@@ -434,7 +430,7 @@ def _until(overlap):
 @login_required
 @owner_required
 def roll_secret_key():
-    overlap = _overlap_seconds()
+    overlap = merchants.roll_overlap_seconds(current_app.config)
     secret = merchants.roll_key(get_db(), g.merchant.id, now(), overlap)
     return keys_page(new_secret={
         "title": "New secret key", "value": secret,
@@ -445,7 +441,7 @@ def roll_secret_key():
 @login_required
 @owner_required
 def roll_webhook_secret():
-    overlap = _overlap_seconds()
+    overlap = merchants.roll_overlap_seconds(current_app.config)
     secret = merchants.rotate_webhook_secret(get_db(), g.merchant.id, now(), overlap)
     g.merchant = merchant_rows.get(get_db().connection(), g.merchant.id)
     until = f"until {_when(now() + overlap)}" if overlap else "no longer"
@@ -465,7 +461,8 @@ def _network_payouts(network, assets):
     found = {"id": network.id, "name": network.name, "chain_id": network.chain_id, "error": None,
              "waiting": [], "addresses": 0}
     try:
-        held = collect.waiting(get_db(), network.id, g.merchant.id)
+        held = collect.waiting(get_db(), network.id, g.merchant.id, client_factory=lambda url:
+                               rpc.Client.from_config(url, current_app.config))
     except rpc.RpcError:
         found["error"] = "The network's node does not answer now, so what waits cannot be read: try again later."
         return found

@@ -123,13 +123,12 @@ def html_error(e):
     """For the app's error handlers: a console request's error as a page, else None."""
     if not _is_console():
         return None
+    if isinstance(e, HTTPException) and e.code == 404:
+        e = not_found()
     if isinstance(e, PageError):
         return error_page(e.code, e.title, e.message, e.extra_headers)
     if isinstance(e, HTTPException):
-        titles = {404: "Not found", 405: "Not allowed", 413: "Too large"}
-        if e.code == 404:
-            e = not_found()
-            return error_page(404, e.title, e.message)
+        titles = {405: "Not allowed", 413: "Too large"}
         return error_page(e.code, titles.get(e.code, e.name), e.description or e.name)
     return error_page(500, "Something went wrong", "An internal error occurred; it has been logged."
                       " Try again, or ask the operator of this service.")
