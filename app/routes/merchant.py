@@ -30,6 +30,14 @@ def _idempotency_key():
     return key
 
 
+def _answer(body, replayed):
+    """An idempotent request's answer: a replayed one says so (API.md, Idempotency-Key)."""
+    response = json_response(body)
+    if replayed:
+        response.headers["Idempotent-Replayed"] = "true"
+    return response
+
+
 @bp.post("/process/preorder")
 @require_secret_key
 def create_preorder():
@@ -45,10 +53,7 @@ def create_preorder():
         idempotency_key=idempotency_key,
         idempotency_ttl=current_app.config["IDEMPOTENCY_TTL_SECONDS"],
     )
-    response = json_response(body)
-    if replayed:
-        response.headers["Idempotent-Replayed"] = "true"
-    return response
+    return _answer(body, replayed)
 
 
 @bp.get("/process/<process_id:process_id>")
@@ -107,10 +112,7 @@ def create_refund(process_id):
     body, replayed = refunds.create_once(
         get_db(), g.merchant.id, process_id, **asked, idempotency_key=idempotency_key,
         idempotency_ttl=current_app.config["IDEMPOTENCY_TTL_SECONDS"])
-    response = json_response(body)
-    if replayed:
-        response.headers["Idempotent-Replayed"] = "true"
-    return response
+    return _answer(body, replayed)
 
 
 @bp.get("/process/<process_id:process_id>/refunds")
