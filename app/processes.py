@@ -38,6 +38,7 @@ def create_preorder(db, merchant, *, amount, metadata, now, ttl, idempotency_key
     """Create a pending process. Returns (response_body, replayed)."""
     now = int(now)
     fingerprint = request_fingerprint(amount, metadata) if idempotency_key else None
+    search = process_rows.search_values(metadata)  # parsed before the write lock is taken
     # Nobody knows the new processId before this answer, so the commit's sync may wait outside the
     # write lock (app/db/sqlite.py); a replayed answer syncs too, so it never reports an unsynced process.
     with db.transaction(sync_outside_lock=True) as conn:
@@ -63,7 +64,7 @@ def create_preorder(db, merchant, *, amount, metadata, now, ttl, idempotency_key
             updated_at=now,
             expires_at=now + ttl,
         )
-        process_rows.insert(conn, process)
+        process_rows.insert(conn, process, search)
         body = process_json(process, now)
         if idempotency_key:
             idempotency_rows.save(conn, merchant.id, idempotency_key, fingerprint, process.id, body, now)

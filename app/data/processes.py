@@ -84,8 +84,10 @@ def search_values(metadata: str) -> list[str]:
     return found
 
 
-def insert(conn, p: Process):
-    values = search_values(p.metadata)
+def insert(conn, p: Process, search=None):
+    """Insert the process and its search rows (`search`: its search_values, when the caller made
+    them before taking the write lock)."""
+    values = search_values(p.metadata) if search is None else search
     if not values:
         conn.execute(_INSERT, _values(p))
         return
