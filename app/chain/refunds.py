@@ -8,7 +8,9 @@ refund's createdAt; one transfer settles one refund, the oldest refund first. Th
 
 Only blocks already `confirmations` deep are read (`eth_getLogs` by topic2 = the refund addresses,
 for their tokens), so nothing read can be reorganised away short of a reorganisation deeper than
-the confirmation depth, which the payments side does not survive either. Each refund keeps the
+the confirmation depth. Payments report that case (`payment.reversed`); a completed refund whose
+transfer leaves the chain that way stays `completed`: the merchant's own wallet sent it, and sees
+it gone. Each refund keeps the
 block it was searched up to (`scanned_block`), so a poll reads only the new deep blocks; blocks are
 read in steps of at most `max_range`, each step committed with the position it reached. Several
 watchers may run at once: the completion is a guarded UPDATE from `pending`, and a transfer that
