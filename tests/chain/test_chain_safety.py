@@ -10,6 +10,7 @@ import pytest
 
 from support import dbutil
 from app.processes import expire_due
+from app.chain.watcher import Watcher
 from support.chain_shop import NETWORK, OTHER_XPUB, Shop, add_network, cli
 from support.fake_rpc import FaultyRpc
 from support.helpers import Api
@@ -186,8 +187,9 @@ def test_each_mode_is_offered_and_paid_on_its_own_networks_only(two_modes, runne
 
 
 def test_test_tokens_never_pay_a_live_process(app, client, runner, chain, clock, make_merchant):
-    """A live process whose payment is on a test network (chosen before networks had modes, as an
-    earlier release allowed) is never credited by transfers there."""
+    """A live process whose payment row is on a test network (a database from before networks had
+    modes) is never credited by transfers there: by a watcher reading the whole watched set, or
+    by one that reads only what was added since its last poll."""
     add_network(runner, chain, confirmations=CONFIRMATIONS)
     live = _shop(app, client, runner, chain, clock, make_merchant("Live shop", live=True))
     assert _assets(live) == []
@@ -195,17 +197,22 @@ def test_test_tokens_never_pay_a_live_process(app, client, runner, chain, clock,
     refused = live.confirm(process_id)
     assert refused.status_code == 400 and list(refused.get_json()["errors"]) == ["networkId"]
 
-    # The earlier release's confirm: the same row the test merchant's confirm writes.
+    # Such a database's confirm: the same row the test merchant's confirm writes.
     address = "0x9858EfFD232B4033E47d90003D41EC34EcaEda94"  # m/44'/60'/0'/0/0 of chain_shop.XPUB
-    dbutil.execute(
-        app.config["DATABASE"],
-        "INSERT INTO payments (process_id, merchant_id, address_index, address, asset_id, network_id,"
-        " chain_id, token_contract, decimals, amount_due, created_at, updated_at)"
-        " VALUES (?, ?, 0, ?, 'tusd', ?, 31337, ?, 6, '6000000', ?, ?)",
-        process_id, live.merchant["merchantId"], address, NETWORK, chain.token, clock(), clock())
-    chain.transfer(address, 6 * UNIT)
-    chain.mine(CONFIRMATIONS)
-    live.watch()
+    with app.app_context(), Watcher.from_app(app) as watcher:
+        chain.mine(1)
+        watcher.poll_network(NETWORK)  # the whole set, read before the row exists
+        dbutil.execute(
+            app.config["DATABASE"],
+            "INSERT INTO payments (process_id, merchant_id, address_index, address, asset_id,"
+            " network_id, chain_id, token_contract, decimals, amount_due, created_at, updated_at)"
+            " VALUES (?, ?, 0, ?, 'tusd', ?, 31337, ?, 6, '6000000', ?, ?)",
+            process_id, live.merchant["merchantId"], address, NETWORK, chain.token, clock(), clock())
+        chain.transfer(address, 6 * UNIT)
+        chain.mine(CONFIRMATIONS)
+        watcher.poll_network(NETWORK)  # reads the rows added since: this one is not watched
+    assert live.event_types(process_id) == [] and live.transfers(process_id) == []
+    live.watch()  # a watcher of its own, reading the whole set
     assert live.event_types(process_id) == [] and live.transfers(process_id) == []
     process = live.process(process_id)
     assert process["status"] == "pending" and process["payment"]["amountPaid"] == "0"

@@ -215,7 +215,9 @@ def test_a_viewer_sees_no_buttons_and_a_forged_post_is_refused(client, make_user
     webhooks = client.get("/dashboard/webhooks")
     assert "Send test event" not in webhooks.text and "Save URL" not in webhooks.text
     assert client.get(f"/dashboard/processes/{pid}/refund").status_code == 403
-    for path in ("/webhooks/test", "/webhooks/replay-failed", "/webhooks/url", f"/processes/{pid}/refund"):
+    for path in ("/webhooks/test", "/webhooks/replay-failed", "/webhooks/url", f"/processes/{pid}/refund",
+                 "/keys/roll", "/keys/roll-webhook-secret", f"/processes/{pid}/events/evt_x/resend",
+                 f"/processes/{pid}/refunds/re_x/cancel"):
         assert client.post("/dashboard" + path, data={"csrf_token": token}).status_code == 403, path
 
 

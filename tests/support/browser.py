@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from support.helpers import unavailable
+
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
@@ -47,9 +49,7 @@ def chromium_path():
 
 
 def _unavailable(reason):
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason}; CI must run the browser tests. {SKIP_MESSAGE}", pytrace=False)
-    pytest.skip(SKIP_MESSAGE)
+    unavailable(SKIP_MESSAGE, f"{reason}; CI must run the browser tests. {SKIP_MESSAGE}")
 
 
 def pytest_configure(config):
