@@ -412,8 +412,6 @@ def _minimal_poll(session, url, token, database, scanned):
     if head > scanned:
         _get_logs(session, url, token, scanned + 1, head, None)
     with database.transaction() as conn:
-        conn.execute("CREATE TABLE IF NOT EXISTS bench_minimal_poller"
-                     " (id INTEGER PRIMARY KEY, scanned_block INTEGER NOT NULL)")
         conn.execute("INSERT INTO bench_minimal_poller (id, scanned_block) VALUES (1, ?)"
                      " ON CONFLICT (id) DO UPDATE SET scanned_block = excluded.scanned_block", (head,))
     return head
@@ -431,6 +429,8 @@ def _poll_work(node, db, opts, samples=10):
     watcher = Watcher(database, clock=time.time, max_addresses=opts.watch_max_addresses)
     watcher.poll_network("bench")  # a restart: whatever it keeps in memory is read once
     session, scanned = requests.Session(), node.head()
+    with database.transaction() as conn:  # the minimal poller's own scan position
+        conn.execute("CREATE TABLE bench_minimal_poller (id INTEGER PRIMARY KEY, scanned_block INTEGER)")
     figures = {}
     try:
         for name, mine in (("poll_new_block", 1), ("poll_no_block", 0)):
