@@ -138,7 +138,8 @@ def _settle_earlier(db, sender, network_id, report, *, may_send, now, timeout):
         receipt = sender.receipt(c.tx_hash)
         if receipt is None and may_send:
             if not sender.known(c.tx_hash):
-                used = _int(sender.client.call("eth_getTransactionCount", [c.sender, "latest"]))
+                used = rpc.quantity(sender.client.call("eth_getTransactionCount", [c.sender, "latest"]),
+                                    "eth_getTransactionCount")
                 if used > c.nonce:  # another transaction of the sender took its nonce
                     _record_outcome(db, sender, c, None, now, report.settled,
                                     error="never mined: its nonce was used by another transaction")
@@ -155,12 +156,6 @@ def _settle_earlier(db, sender, network_id, report, *, may_send, now, timeout):
 
 # --- 2. balances -----------------------------------------------------------------------------
 
-def _int(value):
-    if not isinstance(value, str) or not value.startswith("0x"):
-        raise rpc.RpcError("not a hex quantity")
-    return int(value, 16) if len(value) > 2 else 0
-
-
 def _balances(client, deposits, tokens) -> dict:
     """{address: {token or GAS_COIN: amount}} of every deposit, read at one block."""
     block = hex(client.block_number())
@@ -176,7 +171,8 @@ def _balances(client, deposits, tokens) -> dict:
     for i in range(0, len(calls), READ_BATCH):
         results = client.batch(calls[i:i + READ_BATCH])
         for (address, token), value in zip(keys[i:i + READ_BATCH], results):
-            found[address][token] = _int(value)
+            found[address][token] = (rpc.quantity(value, "eth_getBalance") if token == GAS_COIN
+                                      else rpc.word(value, "balanceOf"))
     return found
 
 
@@ -295,7 +291,7 @@ def _moved(sender, collection, items, receipt) -> list:
             continue
         token = next((i.token for i in items if i.token.lower() == log["address"].lower()),
                      log["address"])
-        tokens[(item.address, token)] += _int(log.get("data"))
+        tokens[(item.address, token)] += rpc.word(log.get("data"), "a Transfer log's data")
     moved = []
     seen = set()
     for i in items:

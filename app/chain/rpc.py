@@ -3,6 +3,7 @@
 The URL is operator-set and may carry a provider's API key in its path or query: it is never
 logged or put in an error message (`redacted(url)` gives the scheme and host only).
 """
+import re
 from collections import Counter
 from urllib.parse import urlsplit
 
@@ -92,10 +93,10 @@ class Client:
         return answer["result"]
 
     def block_number(self) -> int:
-        return _quantity(self.call("eth_blockNumber"), "eth_blockNumber")
+        return quantity(self.call("eth_blockNumber"), "eth_blockNumber")
 
     def chain_id(self) -> int:
-        return _quantity(self.call("eth_chainId"), "eth_chainId")
+        return quantity(self.call("eth_chainId"), "eth_chainId")
 
     def batch(self, calls):
         """Several calls in one JSON-RPC batch request (one HTTP round trip): their results, in
@@ -155,14 +156,25 @@ class Client:
                 + self.transfer_logs(middle + 1, to_block, tokens, recipients))
 
 
-def _quantity(value, what) -> int:
-    """A JSON-RPC QUANTITY ("0x1a") as an int, or RpcError."""
-    if not isinstance(value, str) or not value.startswith("0x") or len(value) > 66:
+_HEX_DIGITS = re.compile(r"[0-9a-fA-F]+")
+
+
+def quantity(value, what) -> int:
+    """A JSON-RPC QUANTITY ("0x1a": `0x` then 1 to 64 hex digits, nothing else) as an int, or
+    RpcError. Python's int(…, 16) alone would take a sign, spaces or underscores."""
+    if (not isinstance(value, str) or not value.startswith("0x") or not 2 < len(value) <= 66
+            or not _HEX_DIGITS.fullmatch(value, 2)):
         raise RpcError(f"{what}: not a hex quantity")
-    try:
-        return int(value, 16)
-    except ValueError:
-        raise RpcError(f"{what}: not a hex quantity") from None
+    return int(value[2:], 16)
+
+
+def word(value, what) -> int:
+    """One ABI word (`0x` then exactly 64 hex digits: a uint256, e.g. a Transfer log's `data` or a
+    `balanceOf` answer) as an int, or RpcError."""
+    if (not isinstance(value, str) or len(value) != 66 or not value.startswith("0x")
+            or not _HEX_DIGITS.fullmatch(value, 2)):
+        raise RpcError(f"{what}: not one 32-byte ABI word")
+    return int(value[2:], 16)
 
 
 # --- Blocks and logs: what the chain watcher reads -----------------------------------------------
@@ -206,12 +218,9 @@ class Log:
 
 def _hex(value, chars, what, kind):
     """`value` as lowercase 0x-hex of exactly `chars` characters (the 0x included), else RpcError."""
-    if not isinstance(value, str) or len(value) != chars or not value.startswith("0x"):
+    if (not isinstance(value, str) or len(value) != chars or not value.startswith("0x")
+            or not _HEX_DIGITS.fullmatch(value, 2)):
         raise RpcError(f"{what}: not {kind}")
-    try:
-        int(value[2:], 16)
-    except ValueError:
-        raise RpcError(f"{what}: not {kind}") from None
     return value.lower()
 
 
@@ -242,10 +251,10 @@ def _parse_header(value, what) -> Header | None:
     if not isinstance(value, dict):
         raise RpcError(f"{what}: not a block object")
     return Header(
-        number=_quantity(value.get("number"), what + ".number"),
+        number=quantity(value.get("number"), what + ".number"),
         hash=_hash32(value.get("hash"), what + ".hash"),
         parent_hash=_hash32(value.get("parentHash"), what + ".parentHash"),
-        timestamp=_quantity(value.get("timestamp"), what + ".timestamp"),
+        timestamp=quantity(value.get("timestamp"), what + ".timestamp"),
     )
 
 
@@ -275,8 +284,8 @@ def _parse_log(value) -> Log | None:
         to_address="0x" + _hash32(topics[2], what + ".topics")[-40:],
         amount=amount,
         tx_hash=_hash32(value.get("transactionHash"), what + ".transactionHash"),
-        log_index=_quantity(value.get("logIndex"), what + ".logIndex"),
-        block_number=_quantity(value.get("blockNumber"), what + ".blockNumber"),
+        log_index=quantity(value.get("logIndex"), what + ".logIndex"),
+        block_number=quantity(value.get("blockNumber"), what + ".blockNumber"),
         block_hash=_hash32(value.get("blockHash"), what + ".blockHash"),
     )
 

@@ -79,12 +79,6 @@ class Receipt:
     logs: list
 
 
-def _int(value, what):
-    if not isinstance(value, str) or not value.startswith("0x"):
-        raise rpc.RpcError(f"{what}: not a hex quantity")
-    return int(value, 16)
-
-
 class Sender:
     """One key's transactions on one network's node."""
 
@@ -102,32 +96,32 @@ class Sender:
                              f" {node_chain}, not {self.chain_id}: nothing sent.")
 
     def balance(self, address=None, block="latest") -> int:
-        return _int(self.client.call("eth_getBalance", [address or self.address, block]),
+        return rpc.quantity(self.client.call("eth_getBalance", [address or self.address, block]),
                     "eth_getBalance")
 
     def nonce(self) -> int:
-        return _int(self.client.call("eth_getTransactionCount", [self.address, "pending"]),
+        return rpc.quantity(self.client.call("eth_getTransactionCount", [self.address, "pending"]),
                     "eth_getTransactionCount")
 
     def mined_nonce(self) -> int:
-        return _int(self.client.call("eth_getTransactionCount", [self.address, "latest"]),
+        return rpc.quantity(self.client.call("eth_getTransactionCount", [self.address, "latest"]),
                     "eth_getTransactionCount")
 
     def block_gas_limit(self) -> int:
         block = self.client.call("eth_getBlockByNumber", ["latest", False])
-        return _int(block.get("gasLimit") if isinstance(block, dict) else None, "gasLimit")
+        return rpc.quantity(block.get("gasLimit") if isinstance(block, dict) else None, "gasLimit")
 
     def fees(self) -> Fees:
         """maxFeePerGas = 2 × the latest base fee + the tip: room for six full blocks of base fee
         rises (12.5 % each) before the transaction waits; only what is used is paid."""
         block = self.client.call("eth_getBlockByNumber", ["latest", False])
-        base = _int(block.get("baseFeePerGas") if isinstance(block, dict) else None,
+        base = rpc.quantity(block.get("baseFeePerGas") if isinstance(block, dict) else None,
                     "baseFeePerGas (an EIP-1559 network is needed)")
         try:
-            tip = _int(self.client.call("eth_maxPriorityFeePerGas"), "eth_maxPriorityFeePerGas")
+            tip = rpc.quantity(self.client.call("eth_maxPriorityFeePerGas"), "eth_maxPriorityFeePerGas")
         except rpc.RpcError:
             history = self.client.call("eth_feeHistory", [hex(5), "latest", [50]])
-            rewards = [_int(r[0], "eth_feeHistory") for r in (history or {}).get("reward") or [] if r]
+            rewards = [rpc.quantity(r[0], "eth_feeHistory") for r in (history or {}).get("reward") or [] if r]
             tip = sorted(rewards)[len(rewards) // 2] if rewards else 10**9
         return Fees(max_fee_per_gas=2 * base + tip, max_priority_fee_per_gas=tip)
 
@@ -135,7 +129,7 @@ class Sender:
         tx = {"from": self.address, "data": "0x" + data.hex()}
         if to is not None:
             tx["to"] = to
-        return _int(self.client.call("eth_estimateGas", [tx]), "eth_estimateGas")
+        return rpc.quantity(self.client.call("eth_estimateGas", [tx]), "eth_estimateGas")
 
     def sign(self, *, to, data: bytes, gas_limit: int, fees: Fees, nonce: int) -> Signed:
         tx = {"type": 2, "chainId": self.chain_id, "nonce": nonce, "value": 0, "data": data,
@@ -163,10 +157,10 @@ class Sender:
         if value is None:
             return None
         return Receipt(
-            status=_int(value.get("status"), "receipt.status"),
-            block_number=_int(value.get("blockNumber"), "receipt.blockNumber"),
-            gas_used=_int(value.get("gasUsed"), "receipt.gasUsed"),
-            gas_price=_int(value.get("effectiveGasPrice"), "receipt.effectiveGasPrice"),
+            status=rpc.quantity(value.get("status"), "receipt.status"),
+            block_number=rpc.quantity(value.get("blockNumber"), "receipt.blockNumber"),
+            gas_used=rpc.quantity(value.get("gasUsed"), "receipt.gasUsed"),
+            gas_price=rpc.quantity(value.get("effectiveGasPrice"), "receipt.effectiveGasPrice"),
             contract_address=value.get("contractAddress"),
             logs=value.get("logs") or [],
         )

@@ -8,7 +8,7 @@ never point it at a real network.
 import json
 from dataclasses import dataclass
 
-from app.chain.rpc import Client, RpcError, transfer_calldata
+from app.chain.rpc import Client, RpcError, quantity, transfer_calldata, word
 
 BALANCE_OF = "70a08231"  # balanceOf(address)
 SENDER_INDEX = 0  # the dev account that deployed the test token holds its supply
@@ -40,11 +40,7 @@ class DemoWallet:
 
     def balance(self, token: str, owner: str) -> int:
         data = "0x" + BALANCE_OF + _word(owner[2:].lower())
-        result = self.client.call("eth_call", [{"to": token, "data": data}, "latest"])
-        try:
-            return int(result, 16)
-        except (TypeError, ValueError):
-            raise RpcError("eth_call balanceOf: not a number") from None
+        return word(self.client.call("eth_call", [{"to": token, "data": data}, "latest"]), "balanceOf")
 
     def transfer(self, token: str, to: str, amount: int) -> Sent:
         """An ERC-20 transfer of `amount` base units from the dev account, mined by the node."""
@@ -66,7 +62,7 @@ class DemoWallet:
 
     def _send(self, tx) -> Sent:
         receipt = self._receipt(self.client.call("eth_sendTransaction", [tx]))
-        return Sent(tx_hash=receipt["transactionHash"], block_number=int(receipt["blockNumber"], 16))
+        return Sent(tx_hash=receipt["transactionHash"], block_number=quantity(receipt["blockNumber"], "blockNumber"))
 
     def _receipt(self, tx_hash):
         receipt = self.client.call("eth_getTransactionReceipt", [tx_hash])
