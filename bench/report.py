@@ -112,6 +112,10 @@ def _watcher_table(result):
                      f"(CPU {s['poll_new_block_cpu_s']}), no block {s['poll_no_block_s']} s "
                      f"(CPU {s['poll_no_block_cpu_s']}); a minimal poller: new block "
                      f"{s['minimal_poll_new_block_s']} s, no block {s['minimal_poll_no_block_s']} s")
+        if "poll_new_block_rpc_calls" in s:
+            lines.append(f"    a poll's RPC calls (HTTP requests): new block {s['poll_new_block_rpc_calls']} "
+                         f"({s['poll_new_block_round_trips']}), no block {s['poll_no_block_rpc_calls']} "
+                         f"({s['poll_no_block_round_trips']})")
     return lines + _target_lines(result["targets"])
 
 

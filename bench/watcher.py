@@ -20,7 +20,8 @@
    - t0. Polls start every P, so max - min (the wait for the next poll) should stay under P. Then
    the poll's own work, timed in this process on the same database: the median of 10 polls that
    each find one new (empty) block, and of 10 that find none; alternated with them, a minimal
-   poller's (the head, eth_getLogs of the new blocks, the position written, one commit).
+   poller's (the head, eth_getLogs of the new blocks, the position written, one commit), and the
+   RPC calls (a batch's each) and HTTP requests of each kind of poll.
 """
 import json
 import os
@@ -428,6 +429,8 @@ def _poll_work(node, db, opts, samples=10):
     database = open_database(db, DEFAULTS)
     watcher = Watcher(database, clock=time.time, max_addresses=opts.watch_max_addresses)
     watcher.poll_network("bench")  # a restart: whatever it keeps in memory is read once
+    client = next(iter(watcher._clients.values()))
+    posts = _count_posts(client.session)
     session, scanned = requests.Session(), node.head()
     with database.transaction() as conn:  # the minimal poller's own scan position
         conn.execute("CREATE TABLE bench_minimal_poller (id INTEGER PRIMARY KEY, scanned_block INTEGER)")
@@ -435,6 +438,7 @@ def _poll_work(node, db, opts, samples=10):
     try:
         for name, mine in (("poll_new_block", 1), ("poll_no_block", 0)):
             timed = {"": ([], []), "minimal_": ([], [])}
+            calls, trips = [], []  # the watcher's RPC calls (a batch's each) and HTTP requests
             for sample in range(samples):
                 if mine:  # the same new block for both, each side first in turn
                     node.mine(mine)
@@ -444,12 +448,17 @@ def _poll_work(node, db, opts, samples=10):
                     if side:
                         scanned = _minimal_poll(session, node.url, node.token, database, scanned)
                     else:
+                        calls_before, posts_before = sum(client.calls.values()), posts[0]
                         watcher.poll_network("bench")
+                        calls.append(sum(client.calls.values()) - calls_before)
+                        trips.append(posts[0] - posts_before)
                     wall.append(time.perf_counter() - started)
                     cpu.append(time.process_time() - started_cpu)
             for side, (wall, cpu) in timed.items():
                 figures[f"{side}{name}_s"] = round(sorted(wall)[samples // 2], 4)
                 figures[f"{side}{name}_cpu_s"] = round(sorted(cpu)[samples // 2], 4)
+            figures[f"{name}_rpc_calls"] = max(calls)
+            figures[f"{name}_round_trips"] = max(trips)
     finally:
         watcher.close()
         database.close_all()
@@ -457,6 +466,18 @@ def _poll_work(node, db, opts, samples=10):
     figures["poll_work_vs_minimal"] = round(figures["poll_new_block_s"]
                                             / figures["minimal_poll_new_block_s"], 2)
     return figures
+
+
+def _count_posts(session):
+    """Count the HTTP requests made through `session` (one per JSON-RPC call or batch): [count]."""
+    count, post = [0], session.post
+
+    def counted(*args, **kwargs):
+        count[0] += 1
+        return post(*args, **kwargs)
+
+    session.post = counted
+    return count
 
 
 def _scanned_block(db):
