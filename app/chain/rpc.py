@@ -20,6 +20,25 @@ class RpcError(Exception):
         self.code = code  # the JSON-RPC error code, when the node sent one
 
 
+class Malformed(RpcError):
+    """A value of the node's answer is not what the protocol says (a quantity with a sign, a log
+    that is not an ERC-20 Transfer…). Whether that is a fault is the caller's decision."""
+
+
+class ChainMoved(RpcError):
+    """The node's answers disagree about a block (a reorganisation, a node on another fork, a log
+    marked removed): read the step again."""
+
+
+class WrongChain(RpcError):
+    """The node answers for another chain than the network's: read nothing from it."""
+
+
+def wrong_chain(url, reported, expected) -> WrongChain:
+    return WrongChain(f"{redacted(url)} answers for chain id {reported}, not the network's chain"
+                      f" id {expected}: nothing read from it")
+
+
 def redacted(url: str) -> str:
     """The URL without its path, query or credentials: safe to log."""
     parts = urlsplit(url)
@@ -98,9 +117,11 @@ class Client:
     def chain_id(self) -> int:
         return quantity(self.call("eth_chainId"), "eth_chainId")
 
-    def batch(self, calls):
+    def batch(self, calls, what=None):
         """Several calls in one JSON-RPC batch request (one HTTP round trip): their results, in
-        order, or RpcError when any failed or the answer does not match the request."""
+        order, or RpcError when any failed or the answer does not match the request. `what` names
+        the request in an error (default: its first call's method); a failed call is named by its
+        own method."""
         calls = list(calls)
         if not calls:
             return []
@@ -110,31 +131,49 @@ class Client:
                    for i, (method, params) in enumerate(calls)]
         for method, _ in calls:
             self.calls[method] += 1
-        what = f"batch of {len(calls)} {calls[0][0]}"
+        what = what or calls[0][0]
         body = self._post(what, payload)
         if not isinstance(body, list) or not all(isinstance(item, dict) for item in body):
             raise RpcError(f"{what}: {redacted(self.url)} answered a non-batch")
         by_id = {item.get("id"): item for item in body}
         results = []
-        for i in range(len(calls)):
+        for i, (method, _) in enumerate(calls):
             item = by_id.get(first + i)
             if item is None:
                 raise RpcError(f"{what}: {redacted(self.url)} left a call unanswered")
-            results.append(self._result(what, item))
+            results.append(self._result(method, item))
         return results
 
-    def headers(self, numbers, batch_size=50) -> dict:
-        """{number: Header or None} for several blocks, in batches of at most `batch_size`."""
+    def pinned(self, calls, pins, what=None):
+        """`calls` in one batch after the calls of `pins`, so that one node answers them all: their
+        results, once the pins' answers are checked (WrongChain, ChainMoved)."""
+        calls = list(calls)
+        ahead = pins.calls()
+        results = self.batch(ahead + calls, what=what or (calls[0][0] if calls else None))
+        pins.check(self.url, results[:len(ahead)])
+        return results[len(ahead):]
+
+    def headers(self, numbers, batch_size=50, pins=None) -> dict:
+        """{number: Header or None} for several blocks, in batches of at most `batch_size` calls;
+        with `pins`, each batch carries them (`pinned`), and a pinned block is their header."""
         numbers = sorted(set(numbers))
+        pinned = [n for n in numbers if pins is not None and n in pins.blocks]
+        numbers = [n for n in numbers if n not in pinned]
+        if pins is not None:
+            batch_size -= len(pins.calls())
         found = {}
         for i in range(0, len(numbers), batch_size):
             chunk = numbers[i:i + batch_size]
-            results = self.batch(("eth_getBlockByNumber", [hex(n), False]) for n in chunk)
+            calls = [("eth_getBlockByNumber", [hex(n), False]) for n in chunk]
+            results = self.batch(calls) if pins is None else self.pinned(calls, pins)
             for number, value in zip(chunk, results):
                 header = _parse_header(value, "eth_getBlockByNumber")
                 if header is not None and header.number != number:
-                    raise RpcError("eth_getBlockByNumber: a block of another number")
+                    raise Malformed("eth_getBlockByNumber: a block of another number")
                 found[number] = header
+        if pinned:
+            pins.read(self)
+            found.update((n, pins.headers[n]) for n in pinned)
         return found
 
     def header(self, number) -> "Header | None":
@@ -142,18 +181,20 @@ class Client:
         return _parse_header(self.call("eth_getBlockByNumber", [hex(number), False]),
                              "eth_getBlockByNumber")
 
-    def transfer_logs(self, from_block, to_block, tokens, recipients, split=True) -> list:
+    def transfer_logs(self, from_block, to_block, tokens, recipients, split=True,
+                      pins=None) -> list:
         """Transfer logs of `tokens` to `recipients` (None: to anyone) in [from_block, to_block],
         in as many eth_getLogs calls as needed: a range the node refuses as too large (or whose
-        result is) is split in halves, down to single blocks (`split`; else the error is raised)."""
+        result is) is split in halves, down to single blocks (`split`; else the error is raised).
+        With `pins`, each call is sent in a batch with them (`get_logs`)."""
         try:
-            return get_logs(self, from_block, to_block, tokens, recipients)
+            return get_logs(self, from_block, to_block, tokens, recipients, pins)
         except RpcError as e:
             if not split or from_block == to_block or not is_too_large(e):
                 raise
         middle = (from_block + to_block) // 2
-        return (self.transfer_logs(from_block, middle, tokens, recipients)
-                + self.transfer_logs(middle + 1, to_block, tokens, recipients))
+        return (self.transfer_logs(from_block, middle, tokens, recipients, pins=pins)
+                + self.transfer_logs(middle + 1, to_block, tokens, recipients, pins=pins))
 
 
 _HEX_DIGITS = re.compile(r"[0-9a-fA-F]+")
@@ -161,19 +202,19 @@ _HEX_DIGITS = re.compile(r"[0-9a-fA-F]+")
 
 def quantity(value, what) -> int:
     """A JSON-RPC QUANTITY ("0x1a": `0x` then 1 to 64 hex digits, nothing else) as an int, or
-    RpcError. Python's int(…, 16) alone would take a sign, spaces or underscores."""
+    Malformed (an RpcError). Python's int(…, 16) alone would take a sign, spaces or underscores."""
     if (not isinstance(value, str) or not value.startswith("0x") or not 2 < len(value) <= 66
             or not _HEX_DIGITS.fullmatch(value, 2)):
-        raise RpcError(f"{what}: not a hex quantity")
+        raise Malformed(f"{what}: not a hex quantity")
     return int(value[2:], 16)
 
 
 def word(value, what) -> int:
     """One ABI word (`0x` then exactly 64 hex digits: a uint256, e.g. a Transfer log's `data` or a
-    `balanceOf` answer) as an int, or RpcError."""
+    `balanceOf` answer) as an int, or Malformed (an RpcError)."""
     if (not isinstance(value, str) or len(value) != 66 or not value.startswith("0x")
             or not _HEX_DIGITS.fullmatch(value, 2)):
-        raise RpcError(f"{what}: not one 32-byte ABI word")
+        raise Malformed(f"{what}: not one 32-byte ABI word")
     return int(value[2:], 16)
 
 
@@ -217,10 +258,10 @@ class Log:
 
 
 def _hex(value, chars, what, kind):
-    """`value` as lowercase 0x-hex of exactly `chars` characters (the 0x included), else RpcError."""
+    """`value` as lowercase 0x-hex of exactly `chars` characters (the 0x included), else Malformed."""
     if (not isinstance(value, str) or len(value) != chars or not value.startswith("0x")
             or not _HEX_DIGITS.fullmatch(value, 2)):
-        raise RpcError(f"{what}: not {kind}")
+        raise Malformed(f"{what}: not {kind}")
     return value.lower()
 
 
@@ -249,7 +290,7 @@ def _parse_header(value, what) -> Header | None:
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise RpcError(f"{what}: not a block object")
+        raise Malformed(f"{what}: not a block object")
     return Header(
         number=quantity(value.get("number"), what + ".number"),
         hash=_hash32(value.get("hash"), what + ".hash"),
@@ -258,31 +299,72 @@ def _parse_header(value, what) -> Header | None:
     )
 
 
-def _parse_log(value) -> Log | None:
-    """A Transfer log, or None for a log that is not an ERC-20 Transfer (e.g. ERC-721's, whose
-    amount is an indexed token id) or that the node marks as removed."""
+class Pins:
+    """What every batch of one step must agree on: the block at each pinned number (under its hash
+    when known, else the step's first answer's; it must exist) and, when no block is pinned under a
+    hash kept from earlier steps (which names the chain), the network's chain id. Sent ahead of the
+    step's calls in each of its batches (`Client.pinned`): a node that answers a batch proves it
+    holds these very blocks, so the logs and headers it gives in the same batch are of the chain
+    through them (a block's hash commits to every block below it). `headers`: {number: Header}."""
+
+    def __init__(self, chain_id, blocks):
+        self.chain_id = chain_id  # None: not asked
+        self.blocks = dict(blocks)  # number -> the hash it must have, or None: the first answer's
+        self.headers = {}
+
+    def calls(self):
+        asked = [] if self.chain_id is None else [("eth_chainId", [])]
+        return asked + [("eth_getBlockByNumber", [hex(n), False]) for n in self.blocks]
+
+    def check(self, url, results):
+        """WrongChain or ChainMoved unless `results` (of `calls()`) agree with the pins."""
+        if self.chain_id is not None:
+            reported = quantity(results[0], "eth_chainId")
+            if reported != self.chain_id:
+                raise wrong_chain(url, reported, self.chain_id)
+            results = results[1:]
+        for (number, expected), value in zip(self.blocks.items(), results):
+            header = _parse_header(value, "eth_getBlockByNumber")
+            if header is None:
+                raise ChainMoved(f"block {number}: not on the node that answered")
+            if header.number != number:
+                raise Malformed("eth_getBlockByNumber: a block of another number")
+            if expected is None and number in self.headers:
+                expected = self.headers[number].hash
+            if expected is not None and header.hash != expected:
+                raise ChainMoved(f"block {number} is {header.hash}, not {expected}: the chain moved"
+                                 " or the node is on another fork")
+            self.headers.setdefault(number, header)
+
+    def read(self, client):
+        """The pinned blocks alone, in one batch, unless a batch already read them."""
+        if len(self.headers) < len(self.blocks):
+            client.pinned([], self, what="eth_getBlockByNumber")
+
+
+def parse_transfer_log(value) -> Log:
+    """An ERC-20 Transfer log (3 topics, the amount one 32-byte word in `data`), parsed strictly:
+    Malformed for anything else (another event, an ERC-721 Transfer, a sign or a space in a
+    number), ChainMoved for a log the node marks `"removed": true` (its block left the chain while
+    it answered). Whether a malformed log is a fault is the caller's decision."""
     what = "eth_getLogs"
     if not isinstance(value, dict):
-        raise RpcError(f"{what}: a log is not an object")
+        raise Malformed(f"{what}: a log is not an object")
+    removed = value.get("removed", False)
+    if removed is True:
+        raise ChainMoved(f"{what}: a log marked removed (its block left the chain)")
+    if removed is not False:
+        raise Malformed(f"{what}: a log's removed is not a boolean")
     topics = value.get("topics")
-    if not isinstance(topics, list):
-        raise RpcError(f"{what}: a log has no topics")
-    if value.get("removed") is True:
-        return None
-    if len(topics) != 3 or str(topics[0]).lower() != TRANSFER_TOPIC:
-        return None
-    data = value.get("data")
-    if not isinstance(data, str) or not data.startswith("0x") or len(data) != 66:
-        return None  # not the ERC-20 shape (the amount is one 32-byte word)
-    try:
-        amount = int(data[2:], 16)
-    except ValueError:
-        raise RpcError(f"{what}: a log's data is not hex") from None
+    if not isinstance(topics, list) or len(topics) != 3:
+        raise Malformed(f"{what}: a log that is not an ERC-20 Transfer (not 3 topics)")
+    if _hash32(topics[0], what + ".topics") != TRANSFER_TOPIC:
+        raise Malformed(f"{what}: a log that is not a Transfer")
     return Log(
         token=_address(value.get("address"), what + ".address"),
-        from_address="0x" + _hash32(topics[1], what + ".topics")[-40:],
-        to_address="0x" + _hash32(topics[2], what + ".topics")[-40:],
-        amount=amount,
+        from_address=_topic_address(topics[1]),
+        to_address=_topic_address(topics[2]),
+        amount=word(value.get("data"), what + ".data"),
         tx_hash=_hash32(value.get("transactionHash"), what + ".transactionHash"),
         log_index=quantity(value.get("logIndex"), what + ".logIndex"),
         block_number=quantity(value.get("blockNumber"), what + ".blockNumber"),
@@ -290,19 +372,33 @@ def _parse_log(value) -> Log | None:
     )
 
 
-def get_logs(client, from_block, to_block, tokens, recipients) -> list[Log]:
-    """One eth_getLogs call: Transfer logs of `tokens` to `recipients` (None: anyone) in the range."""
+def _topic_address(value):
+    """An indexed address: 12 zero bytes, then the address."""
+    topic = _hash32(value, "eth_getLogs.topics")
+    if not topic.startswith("0x" + "0" * 24):
+        raise Malformed("eth_getLogs.topics: not an address")
+    return "0x" + topic[-40:]
+
+
+def get_logs(client, from_block, to_block, tokens, recipients, pins=None) -> list[Log]:
+    """One eth_getLogs call: Transfer logs of `tokens` to `recipients` (None: anyone) in the range;
+    with `pins`, in one batch after them (`Client.pinned`). Only registered tokens are asked for,
+    so every log must be a well-formed Transfer of one of them in the range (else RpcError: a
+    fault)."""
     topics = [TRANSFER_TOPIC] if recipients is None else [
         TRANSFER_TOPIC, None, [topic_of(a) for a in recipients]]
-    result = client.call("eth_getLogs", [{
+    call = ("eth_getLogs", [{
         "fromBlock": hex(from_block), "toBlock": hex(to_block), "address": list(tokens),
         "topics": topics,
     }])
+    result = client.call(*call) if pins is None else client.pinned([call], pins)[0]
     if not isinstance(result, list):
-        raise RpcError("eth_getLogs: the result is not a list")
-    logs = [log for log in map(_parse_log, result) if log is not None]
+        raise Malformed("eth_getLogs: the result is not a list")
+    logs = [parse_transfer_log(value) for value in result]
+    asked = {token.lower() for token in tokens}
     for log in logs:
         if not from_block <= log.block_number <= to_block:
-            raise RpcError("eth_getLogs: a log outside the range asked for")
+            raise Malformed("eth_getLogs: a log outside the range asked for")
+        if log.token not in asked:
+            raise Malformed("eth_getLogs: a log of a contract not asked for")
     return logs
-

@@ -37,7 +37,8 @@ from collections import Counter, defaultdict
 from dataclasses import replace
 
 from app.chain import refunds
-from app.chain.rpc import Client, RpcError, is_too_large, redacted
+from app.chain.rpc import (ChainMoved, Client, Pins, RpcError, WrongChain, is_too_large,
+                           redacted, wrong_chain)
 from app.config import DEFAULTS
 from app.data import payments as payment_rows
 from app.data import processes as process_rows
@@ -62,14 +63,6 @@ def _summary(error) -> str:
     go on with the statement's text)."""
     lines = str(error).splitlines()
     return f"{type(error).__name__}: {lines[0][:200] if lines else ''}"
-
-
-class ChainMoved(RpcError):
-    """The chain changed while a step read it: retry the step."""
-
-
-class WrongChain(RpcError):
-    """The node answers for another chain than the network's: read nothing from it."""
 
 
 class _LostRace(Exception):
@@ -219,9 +212,6 @@ class Watcher:
                 # which the next poll scans
                 watched = self._watched_set(network)
             self._scan_step(client, network, head, watched)
-        if network.head_block < head:  # no step stored it (stopped, or another watcher's steps)
-            with self.db.transaction() as conn:
-                transfer_rows.set_head(conn, network.id, head)
         self._confirm(client, network, head)
         refunds.settle(self.db, client, network, head, int(self.clock()), max_range=self.max_range,
                        max_addresses=self.max_addresses)
@@ -231,19 +221,23 @@ class Watcher:
                                              min(network.scanned_block, head))
         if not kept:
             return
-        fork = None
-        for index, block in enumerate(kept):
-            header = client.header(block.number)
-            if header is not None and header.hash == block.hash:
-                fork = block.number
-                break
-            if index == 0:
-                log.warning("watch %s: block %d was replaced: reorganisation", network.id, block.number)
+        header = client.header(kept[0].number)  # an idle poll's one read besides the head
+        if header is not None and header.hash == kept[0].hash:
+            return
+        # Replaced, or not on the node that answered (a lagging one, one on another fork): one
+        # node that has the head answers for every kept block at once, in one batch.
+        pins = Pins(network.chain_id, {head: None})
+        found = client.headers([block.number for block in kept], pins=pins)
+        fork = next((block.number for block in kept if found[block.number] is not None
+                     and found[block.number].hash == block.hash), None)
         if fork == kept[0].number:
             return
+        log.warning("watch %s: block %d was replaced: reorganisation", network.id, kept[0].number)
         if fork is None:
             fork = self._below_every_kept_hash(network, kept)
-        gone = self._left_the_chain(client, network, fork)
+        else:  # the transfers' blocks are asked of a node on the same chain as the fork's
+            pins = Pins(None, {head: pins.headers[head].hash, fork: found[fork].hash})
+        gone = self._left_the_chain(client, network, fork, pins)
         now = int(self.clock())
         with self.db.transaction() as conn:
             transfer_rows.set_head(conn, network.id, head)
@@ -264,23 +258,19 @@ class Watcher:
     def _check_chain(self, client, network):
         reported = client.chain_id()
         if reported != network.chain_id:
-            raise WrongChain(f"{redacted(network.rpc_url)} answers for chain id {reported}, not the"
-                             f" network's chain id {network.chain_id}: nothing read from it")
+            raise wrong_chain(network.rpc_url, reported, network.chain_id)
 
-    def _left_the_chain(self, client, network, fork):
+    def _left_the_chain(self, client, network, fork, pins):
         """The confirmed transfers above `fork` whose block the node no longer has under their
-        hash (kept hashes are sparse: a block above the fork may still be the node's). When there
-        are some, the node is asked its chain id again: one switched under the poll (WrongChain)
-        must not reverse anything."""
+        hash (kept hashes are sparse: a block above the fork may still be the node's), asked in
+        batches carrying `pins` (the chain id, the head's block and the fork's): a node switched
+        to another chain or fork under the poll reverses nothing."""
         counted = transfer_rows.confirmed_above(self.db.connection(), network.id, fork)
         if not counted:
             return []
-        canonical = client.headers(t.block_number for t in counted)
-        gone = [t for t in counted if canonical[t.block_number] is None
+        canonical = client.headers((t.block_number for t in counted), pins=pins)
+        return [t for t in counted if canonical[t.block_number] is None
                 or canonical[t.block_number].hash != t.block_hash]
-        if gone:
-            self._check_chain(client, network)
-        return gone
 
     def _below_every_kept_hash(self, network, kept):
         """The fork point when every kept hash was replaced. A kept hash is a step's last block
@@ -299,45 +289,14 @@ class Watcher:
         first = network.scanned_block + 1
         last = min(head, first + self.max_range - 1)
         now = int(self.clock())
-        tip = client.header(last)
+        tip = client.header(last)  # before the logs, from whichever node: the batches must agree
         if tip is None:
             raise ChainMoved(f"block {last} is gone")
-        logs = []
-        for entry in self._transfer_logs(client, network, first, last, watched):
-            match = watched.by_key.get((entry.token, entry.to_address))
-            if match is not None:  # another token to the address does not pay this process
-                logs.append((entry, match))
-        if logs:  # a kept process final for longer than the monitoring period is no longer watched
-            gone = transfer_rows.final_before(self.db.connection(), {m.process_id for _, m in logs},
-                                              now - self.monitoring_seconds)
-            logs = [(entry, match) for entry, match in logs if match.process_id not in gone]
-        # A transfer's block is at or below the step's last one, so its timestamp is at most the
-        # last block's: when that is not after the process's expiry, the transfer is in time and
-        # its block need not be read (the last block's timestamp is kept as its upper bound). The
-        # others' blocks are read for their timestamps, and their hashes checked against the logs'.
-        unsure = {entry.block_number for entry, match in logs if tip.timestamp > match.expires_at}
-        headers = client.headers(unsure - {last})
-        headers[last] = tip
-        hashes = {}  # block number -> the hash its first log carried
-        for entry, _ in logs:
-            if entry.block_number in headers:
-                header = headers[entry.block_number]
-                moved = header is None or header.hash != entry.block_hash
-            else:
-                moved = hashes.setdefault(entry.block_number, entry.block_hash) != entry.block_hash
-            if moved:
-                raise ChainMoved(f"block {entry.block_number} changed during the scan")
-        # The step's last block again and, in the same batch, the previous step's last block: the
-        # new blocks must extend the kept ones (else a reorganisation: the next poll walks back).
-        previous = transfer_rows.blocks_from_top(self.db.connection(), network.id,
-                                                 network.scanned_block)[:1]
-        previous = [b for b in previous if b.number == network.scanned_block]
-        again = client.headers([last] + [b.number for b in previous])
-        if again[last] is None or again[last].hash != tip.hash:
-            raise ChainMoved(f"block {last} changed during the scan")
-        for block in previous:
-            if again[block.number] is None or again[block.number].hash != block.hash:
-                raise ChainMoved(f"block {block.number} was replaced: reorganisation")
+        pins = self._pins(network, head, tip)
+        logs = self._paying(network, self._transfer_logs(client, network, first, last, watched,
+                                                         pins), watched, now)
+        pins.read(client)  # when no eth_getLogs call carried them (nothing watched)
+        headers = self._proven(client, pins, logs)
         # Built `confirmed` when deep enough (a catch-up's usual case), made `seen` below otherwise.
         deep_enough = head - network.confirmations + 1
         transfers = [Transfer(
@@ -345,8 +304,7 @@ class Watcher:
             network_id=network.id, process_id=match.process_id, token_contract=entry.token,
             from_address=entry.from_address, amount=entry.amount,
             block_number=entry.block_number, block_hash=entry.block_hash,
-            block_timestamp=(headers[entry.block_number].timestamp
-                             if entry.block_number in headers else tip.timestamp),
+            block_timestamp=headers[entry.block_number].timestamp,
             status="confirmed" if entry.block_number <= deep_enough else "seen", seen_at=now,
             confirmed_at=now if entry.block_number <= deep_enough else None,
         ) for entry, match in logs]
@@ -380,6 +338,46 @@ class Watcher:
             log.info("watch %s: blocks %d-%d: %d transfers%s", network.id, first, last, len(logs),
                      settled)
 
+    def _pins(self, network, head, tip):
+        """What every batch of a step must agree on (rpc.Pins): the step's last block as read
+        before its logs (`tip`), the previous step's last block under its kept hash (the new blocks
+        extend the kept chain; without one, the chain id names the chain), and the head's block
+        (the chain that answers is as long as the head the depths are counted from)."""
+        blocks = {tip.number: tip.hash}
+        previous = transfer_rows.blocks_from_top(self.db.connection(), network.id,
+                                                 network.scanned_block)[:1]
+        kept = bool(previous) and previous[0].number == network.scanned_block
+        if kept:
+            blocks[previous[0].number] = previous[0].hash
+        blocks.setdefault(head, None)
+        return Pins(None if kept else network.chain_id, blocks)
+
+    def _paying(self, network, entries, watched, now):
+        """(log, watched address) of the logs that pay a watched process: its token, to its
+        address, of a value above 0 (a transfer of 0 is no payment: no record, no event)."""
+        logs = []
+        for entry in entries:
+            match = watched.by_key.get((entry.token, entry.to_address))
+            if match is not None and entry.amount > 0:  # another token does not pay this process
+                logs.append((entry, match))
+        if logs:  # a kept process final for longer than the monitoring period is no longer watched
+            gone = transfer_rows.final_before(self.db.connection(), {m.process_id for _, m in logs},
+                                              now - self.monitoring_seconds)
+            logs = [(entry, match) for entry, match in logs if match.process_id not in gone]
+        return logs
+
+    def _proven(self, client, pins, logs):
+        """{block number: header} of the blocks holding `logs`, read in batches carrying the step's
+        pins, and every log's block hash equal to its block's header: else ChainMoved (a log from a
+        node on another fork or chain, or the chain moved), nothing of the step recorded."""
+        headers = client.headers({entry.block_number for entry, _ in logs}, pins=pins)
+        for entry, _ in logs:
+            header = headers[entry.block_number]
+            if header is None or header.hash != entry.block_hash:
+                raise ChainMoved(f"a log's block {entry.block_number} {entry.block_hash} is not"
+                                 " that of the step's chain")
+        return headers
+
     def _watched_set(self, network):
         """The network's watched addresses: read whole after a start, a rewind or a failed poll
         and every FULL_READ_SECONDS, else the kept set with the payments made or changed since
@@ -396,16 +394,19 @@ class Watcher:
                                                  livemode=not network.is_test), now)
         return kept
 
-    def _transfer_logs(self, client, network, first, last, watched):
-        """The watched tokens' Transfer logs in the range that may pay a watched address. When the
-        addresses take more than one eth_getLogs call, one call for all the tokens' transfers,
-        filtered here, is tried first; a token busy enough that the node refuses it, or that
-        returns more than LOCAL_FILTER_MAX logs, is asked by address chunks from then on."""
+    def _transfer_logs(self, client, network, first, last, watched, pins):
+        """The watched tokens' Transfer logs in the range that may pay a watched address, each
+        eth_getLogs call in one batch with the step's pins (so the node that gives the logs holds
+        the step's blocks: its logs are all of them). When the addresses take more than one call,
+        one call for all the tokens' transfers, filtered here, is tried first; a token busy enough
+        that the node refuses it, or that returns more than LOCAL_FILTER_MAX logs, is asked by
+        address chunks from then on."""
         if not watched.by_key:
             return []
         if len(watched.by_key) > self.max_addresses and network.id not in self._busy:
             try:
-                logs = client.transfer_logs(first, last, watched.tokens, None, split=False)
+                logs = client.transfer_logs(first, last, watched.tokens, None, split=False,
+                                            pins=pins)
             except RpcError as e:
                 if not is_too_large(e):
                     raise
@@ -418,19 +419,21 @@ class Watcher:
         recipients = watched.recipients
         return [entry for i in range(0, len(recipients), self.max_addresses)
                 for entry in client.transfer_logs(first, last, watched.tokens,
-                                                  recipients[i:i + self.max_addresses])]
+                                                  recipients[i:i + self.max_addresses], pins=pins)]
 
     def _confirm(self, client, network, head):
         deep_enough = head - network.confirmations + 1
         due = transfer_rows.seen_up_to(self.db.connection(), network.id, deep_enough)
         if not due:
             return
-        canonical = self._canonical(client, network, due)
+        canonical = client.headers({t.block_number for t in due},
+                                   pins=self._confirm_pins(network, head))
         by_process = defaultdict(list)
         for transfer in due:
-            if canonical[transfer.block_number] == transfer.block_hash:
+            header = canonical[transfer.block_number]
+            if header is not None and header.hash == transfer.block_hash:
                 by_process[transfer.process_id].append(transfer)
-            else:  # its block left the chain after the last reorganisation check
+            else:  # not on the kept chain (a transfer recorded without proof by an earlier release)
                 # The blocks below it may have gone too: read again from the highest kept hash
                 # below it, which the next poll checks (walking down when it is gone as well).
                 with self.db.transaction() as conn:
@@ -447,6 +450,7 @@ class Watcher:
         pending, outcomes = list(by_process.items()), Counter()
         for i in range(0, len(pending), CONFIRM_BATCH):  # one commit (one sync) per batch
             with self.db.transaction() as conn:
+                transfer_rows.set_head(conn, network.id, head)  # before the events show it
                 confirmed = {}
                 for process_id, transfers in pending[i:i + CONFIRM_BATCH]:
                     done = [t for t in transfers if transfer_rows.confirm(conn, t, now)]
@@ -478,19 +482,16 @@ class Watcher:
                                   refunds.get(process_id, ()))] += 1
         return outcomes
 
-    def _canonical(self, client, network, transfers):
-        """{block number: the node's hash} for the transfers' blocks. Every kept block hash extends
-        the one before it (checked by each scan step) and every transfer was read in a step whose
-        last block (kept) did not change while its logs were read, so when the newest kept block
-        is still on the chain, so are all the transfers at or below it: one call, not one a block."""
+    def _confirm_pins(self, network, head):
+        """The confirm phase's pins: the chain id, the newest kept block under its kept hash (the
+        chain every `seen` transfer was proven on), and the head's block (that chain is as long as
+        the head the depths are counted from)."""
+        blocks = {head: None}
         newest = transfer_rows.blocks_from_top(self.db.connection(), network.id,
                                                network.scanned_block)[:1]
-        if newest and all(t.block_number <= newest[0].number for t in transfers):
-            header = client.header(newest[0].number)
-            if header is not None and header.hash == newest[0].hash:
-                return {t.block_number: t.block_hash for t in transfers}
-        return {number: header.hash if header else None for number, header in
-                client.headers(t.block_number for t in transfers).items()}
+        if newest:
+            blocks[newest[0].number] = newest[0].hash
+        return Pins(None if newest else network.chain_id, blocks)
 
     def _completing(self, conn, transfers, deep_enough) -> dict:
         """The processes that the step's transfers already deep enough complete (a watcher catching

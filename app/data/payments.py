@@ -209,8 +209,9 @@ def insert_payment(conn, p: Payment):
 
 def change_choice(conn, p: Payment) -> bool:
     """A new asset/network for a payment (same address), only while no transfer to it is recorded
-    other than orphaned or reversed ones (no longer on the chain): the check and the change are one
-    statement. The choice it replaces
+    other than orphaned or reversed ones (no longer on the chain) or of value 0 (no payment; an
+    earlier release recorded them): the check and the change are one statement. The choice it
+    replaces
     is kept in payment_choices (still watched); the caller rolls back when this returns False."""
     conn.execute(
         "INSERT INTO payment_choices (process_id, network_id, token_contract, decimals, created_at)"
@@ -222,7 +223,8 @@ def change_choice(conn, p: Payment) -> bool:
         "UPDATE payments SET asset_id = ?, network_id = ?, chain_id = ?, token_contract = ?,"
         " decimals = ?, amount_due = ?, updated_at = ?"
         " WHERE process_id = ? AND NOT EXISTS (SELECT 1 FROM transfers t"
-        "  WHERE t.process_id = payments.process_id AND t.status IN ('seen', 'confirmed'))",
+        "  WHERE t.process_id = payments.process_id AND t.status IN ('seen', 'confirmed')"
+        "  AND t.amount <> '0')",
         (p.asset_id, p.network_id, p.chain_id, p.token_contract, p.decimals, str(p.amount_due),
          p.updated_at, p.process_id),
     )

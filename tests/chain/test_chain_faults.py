@@ -257,7 +257,8 @@ def test_once_with_a_database_error_exits_1_without_a_traceback(shop, app, caplo
 def test_a_reorganisation_met_while_confirming_reads_again_from_a_kept_hash(shop, chain, fake):
     """The chain is reorganised after the poll checked its kept hashes, just before it confirms:
     the transfer's block is gone, and so are the blocks below it down to the last kept hash K. The
-    new branch pays in one of those blocks; it is read again from K, so that payment counts."""
+    confirm phase's batch no longer finds the newest kept block: a fault, nothing confirmed. The
+    next poll finds the fork at K; the new branch pays in a block above it, and that counts."""
     process_id, address = shop.order(4)
     shop.watch()  # keeps the hash of block K
     fork = chain.snapshot()
@@ -274,11 +275,13 @@ def test_a_reorganisation_met_while_confirming_reads_again_from_a_kept_hash(shop
         paid["tx"], paid["block"] = chain.transfer(address, 5 * UNIT)  # another tx, in K+1'
         chain.mine(CONFIRMATIONS + 2)
 
-    # The next poll's single-block reads: its kept hash (b), its step's last block (b+1), then,
-    # confirming, the newest kept hash (b+1): the reorganisation comes just before that one.
-    fake.before("eth_getBlockByNumber", 2, reorganise)
-    shop.watch()
+    # The next poll's requests for blocks: its kept hash (b), its step's last block (b+1), the
+    # step's batch (b+1, b and the logs), then the confirm phase's batch (b+1, the head, b): the
+    # reorganisation comes just before that one.
+    fake.before("eth_getBlockByNumber", 3, reorganise)
+    shop.watch(exit_code=1)
     assert "tx" in paid and paid["block"] < orphan_block
+    assert shop.event_types(process_id) == ["payment.pending"]
     shop.watch()
     assert shop.transfers(process_id) == [
         {"tx_hash": paid["tx"], "status": "confirmed", "amount": str(5 * UNIT),

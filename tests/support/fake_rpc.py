@@ -1,7 +1,14 @@
-"""A JSON-RPC endpoint on loopback in front of the real test node that misbehaves on demand: down
-(`down()`: its port refuses connections until `up()`), hanging or slow calls, HTTP errors, JSON-RPC
-errors, malformed JSON, a head going backwards, "result too large" for wide eth_getLogs ranges.
-Every call it does not spoil goes to the real node unchanged."""
+"""A JSON-RPC endpoint on loopback in front of the real test node that misbehaves on demand, as one
+URL in front of a provider's pool of nodes would: down (`down()`: its port refuses connections
+until `up()`), hanging or slow calls, HTTP errors, JSON-RPC errors, malformed JSON, a head going
+backwards, "result too large" for wide eth_getLogs ranges, logs marked `"removed": true` or whose
+`data` word is hostile (`fail`, once; `always`, until `clear`), and requests answered by another
+node (`route`): another real node (another chain's), or a node left on an abandoned fork
+(`StaleFork`, recorded from the real node before a reorganisation).
+
+A JSON-RPC batch is one request, answered by one node, as a provider's load balancer does; a fault
+of a method applies to each of its calls, alone or in a batch (an HTTP-level fault to the whole
+request). Every call it does not spoil goes to the real node unchanged."""
 import json
 import threading
 import time
@@ -10,17 +17,30 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import requests
 
+# Faults that spoil the whole HTTP request; the others spoil the answer of their call only.
+REQUEST_FAULTS = ("hang", "slow", "http500", "http400", "malformed")
+# `data` words a lying node may send for a log: each still 66 characters, each taken by int(…, 16).
+HOSTILE_DATA = {
+    "data-minus": lambda digits: "0x-" + digits[1:],
+    "data-plus": lambda digits: "0x+" + digits[1:],
+    "data-underscore": lambda digits: "0x" + digits[1:-6] + "_" + digits[-6:],
+    "data-space": lambda digits: "0x " + digits[1:],
+}
+
 
 class FaultyRpc:
     def __init__(self, upstream, path="/v3/SECRET-PROJECT-KEY"):
         self.upstream = upstream
         self.queued = defaultdict(list)  # method -> faults for its next calls, in order
+        self.sticky = {}  # method -> a fault for every call until `clear`
+        self.routes = []  # [method or None, node, calls left (None: always), every, seen]
         self.max_log_range = None  # eth_getLogs over more blocks than this: "too many results"
         self.too_large_status = 200  # the HTTP status of that refusal (some providers send 400/413)
         self.calls = Counter()
+        self.requests = 0
         self.lock = threading.Lock()
         self.slow_started = threading.Event()  # set when a "slow" call arrives
-        self.hooks = {}  # method -> [calls to let through first, function run before the next]
+        self.hooks = {}  # method -> [requests with it to let through first, function run before]
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -60,61 +80,106 @@ class FaultyRpc:
         self.listening = False
 
     def fail(self, method, *faults):
+        """Spoil the next calls of `method`, one fault each, in order."""
         with self.lock:
             self.queued[method].extend(faults)
 
+    def always(self, method, fault):
+        """Spoil every call of `method` until `clear()`."""
+        with self.lock:
+            self.sticky[method] = fault
+
+    def route(self, node, method=None, times=None, every=1):
+        """Let `node` (another node's URL, or a StaleFork) answer the requests holding a call of
+        `method` (None: any request): the next `times` of them (None: all), every `every`-th one
+        (2: every other, starting with the next)."""
+        with self.lock:
+            self.routes.append([method, node, times, every, 0])
+
+    def clear(self):
+        """Honest again: no fault, every request to the real node."""
+        with self.lock:
+            self.queued.clear()
+            self.sticky.clear()
+            self.routes.clear()
+
     def before(self, method, after, function):
-        """Run `function` (e.g. a reorganisation of the node) before passing on the single call of
-        `method` that follows the next `after` ones."""
+        """Run `function` (e.g. a reorganisation of the node) before passing on the request that
+        holds a call of `method` and follows the next `after` such requests."""
         with self.lock:
             self.hooks[method] = [after, function]
 
-    def answer(self, body):
-        if isinstance(body, list):  # a batch: counted per call, passed through unspoiled
-            with self.lock:
-                self.calls.update(item["method"] for item in body)
-            return 200, self._json(requests.post(self.upstream, json=body, timeout=30).json())
-        method = body["method"]
-        with self.lock:
-            self.calls[method] += 1
-            fault = self.queued[method].pop(0) if self.queued[method] else None
+    def _take(self, items):
+        """Under the lock: each call's fault, the hooks to run, the node that answers."""
+        methods = [item["method"] for item in items]
+        self.calls.update(methods)
+        self.requests += 1
+        faults = []
+        for method in methods:
+            fault = self.queued[method].pop(0) if self.queued[method] else self.sticky.get(method)
+            faults.append(fault)
+        hooks = []
+        for method in set(methods):
             hook = self.hooks.get(method)
-            if hook is not None and hook[0] == 0:
+            if hook is None:
+                continue
+            if hook[0] == 0:
                 del self.hooks[method]
-                hook = hook[1]
+                hooks.append(hook[1])
             else:
-                if hook is not None:
-                    hook[0] -= 1
-                hook = None
-        if hook is not None:
+                hook[0] -= 1
+        node = self.upstream
+        for route in self.routes:
+            method, target, left, every, seen = route
+            if method is not None and method not in methods:
+                continue
+            route[4] += 1
+            if left is not None and left <= 0:
+                continue
+            if seen % every == 0:
+                if left is not None:
+                    route[2] -= 1
+                node = target
+                break
+        return faults, hooks, node
+
+    def answer(self, body):
+        batch = isinstance(body, list)
+        items = body if batch else [body]
+        with self.lock:
+            faults, hooks, node = self._take(items)
+        for hook in hooks:
             hook()
-        if fault == "hang":
+        request_fault = next((f for f in faults if f in REQUEST_FAULTS), None)
+        if request_fault == "hang":
             time.sleep(3)
-        elif fault == "slow":  # answered, after two seconds
+        elif request_fault == "slow":  # answered, after two seconds
             self.slow_started.set()
             time.sleep(2)
-        elif fault == "http500":
+        elif request_fault == "http500":
             return 500, b"<html>Internal Server Error</html>"
-        elif fault == "http400":  # a JSON-RPC error on an HTTP error status, as some providers send
-            return 400, self._json({"jsonrpc": "2.0", "id": body["id"],
+        elif request_fault == "http400":  # a JSON-RPC error on an HTTP error status
+            return 400, self._json({"jsonrpc": "2.0", "id": None if batch else body["id"],
                                     "error": {"code": -32602, "message": "invalid params"}})
-        elif fault == "malformed":
+        elif request_fault == "malformed":
             return 200, b'{"jsonrpc": "2.0", "id": 1, "result": '
-        elif fault == "error":
-            return 200, self._json({"jsonrpc": "2.0", "id": body["id"],
-                                    "error": {"code": -32000, "message": "header not found"}})
-        elif fault == "garbage-result":
-            return 200, self._json({"jsonrpc": "2.0", "id": body["id"], "result": {"oops": 1}})
-        if method == "eth_getLogs" and self.max_log_range is not None:
-            query = body["params"][0]
-            if int(query["toBlock"], 16) - int(query["fromBlock"], 16) + 1 > self.max_log_range:
-                return self.too_large_status, self._json({
-                    "jsonrpc": "2.0", "id": body["id"], "error": {
-                        "code": -32005, "message": "query returned more than 10000 results"}})
-        answer = requests.post(self.upstream, json=body, timeout=30).json()
-        if fault == "backwards":
-            answer["result"] = hex(max(0, int(answer["result"], 16) - 5))
-        return 200, self._json(answer)
+        refused = [self._too_large(item) for item in items]
+        if self.too_large_status != 200 and any(refused):
+            return self.too_large_status, self._json(next(r for r in refused if r))
+        answers = _ask(node, items)
+        for i, (item, fault) in enumerate(zip(items, faults)):
+            answers[i] = refused[i] or _spoiled(item, answers[i], fault)
+        return 200, self._json(answers if batch else answers[0])
+
+    def _too_large(self, item):
+        """The node's refusal of an eth_getLogs over more than `max_log_range` blocks, or None."""
+        if item["method"] != "eth_getLogs" or self.max_log_range is None:
+            return None
+        query = item["params"][0]
+        if int(query["toBlock"], 16) - int(query["fromBlock"], 16) + 1 <= self.max_log_range:
+            return None
+        return {"jsonrpc": "2.0", "id": item["id"], "error": {
+            "code": -32005, "message": "query returned more than 10000 results"}}
 
     @staticmethod
     def _json(value):
@@ -123,3 +188,92 @@ class FaultyRpc:
     def close(self):
         if self.listening:
             self.down()
+
+
+def _ask(node, items):
+    """The answers of `node` (a URL: in one request, a batch when several; or a StaleFork)."""
+    if isinstance(node, StaleFork):
+        return [node.answer(item) for item in items]
+    if len(items) == 1:
+        return [requests.post(node, json=items[0], timeout=30).json()]
+    by_id = {a["id"]: a for a in requests.post(node, json=items, timeout=30).json()}
+    return [by_id[item["id"]] for item in items]
+
+
+def _spoiled(item, answer, fault):
+    """`answer` as the fault makes it (unchanged without one)."""
+    if fault is None or fault in REQUEST_FAULTS or "result" not in answer:
+        return answer
+    answer = dict(answer)
+    if fault == "error":
+        del answer["result"]
+        answer["error"] = {"code": -32000, "message": "header not found"}
+    elif fault == "garbage-result":
+        answer["result"] = {"oops": 1}
+    elif fault == "backwards":
+        answer["result"] = hex(max(0, int(answer["result"], 16) - 5))
+    elif fault == "removed":  # the node reorganising while it answers
+        answer["result"] = [dict(log, removed=True) for log in answer["result"]]
+    elif fault in HOSTILE_DATA:
+        answer["result"] = [dict(log, data=HOSTILE_DATA[fault](log["data"][2:]))
+                            for log in answer["result"]]
+    else:
+        raise ValueError(f"unknown fault {fault!r} for {item['method']}")
+    return answer
+
+
+class StaleFork:
+    """A node left on an abandoned fork: it answers as the real node did while the blocks above
+    `base` up to its head then were its chain (recorded before the real node is reverted to a
+    snapshot), and as the real node for the blocks at or below `base`, the history both share."""
+
+    def __init__(self, upstream, base):
+        self.upstream, self.base = upstream, base
+        self.top = int(self._real("eth_blockNumber"), 16)
+        self.blocks = {n: self._real("eth_getBlockByNumber", hex(n), False)
+                       for n in range(base + 1, self.top + 1)}
+        self.logs = self._real("eth_getLogs", {"fromBlock": hex(base + 1), "toBlock": hex(self.top)})
+
+    def _real(self, method, *params):
+        answer = requests.post(self.upstream, json={"jsonrpc": "2.0", "id": 1, "method": method,
+                                                    "params": list(params)}, timeout=30).json()
+        return answer["result"]
+
+    def answer(self, item):
+        method, params = item["method"], item["params"]
+        if method == "eth_blockNumber":
+            result = hex(self.top)
+        elif method == "eth_getBlockByNumber" and params[0].startswith("0x"):
+            number = int(params[0], 16)
+            result = (self.blocks.get(number) if number > self.base
+                      else self._real(method, *params))
+        elif method == "eth_getLogs":
+            result = self._logs(params[0])
+        else:
+            result = self._real(method, *params)
+        return {"jsonrpc": "2.0", "id": item["id"], "result": result}
+
+    def _logs(self, query):
+        first, last = int(query["fromBlock"], 16), min(int(query["toBlock"], 16), self.top)
+        shared = (self._real("eth_getLogs", dict(query, toBlock=hex(min(last, self.base))))
+                  if first <= self.base else [])
+        return shared + [log for log in self.logs
+                         if max(first, self.base + 1) <= int(log["blockNumber"], 16) <= last
+                         and _matches(log, query)]
+
+
+def _matches(log, query):
+    """Whether `log` is one eth_getLogs with `query` (its address list and topics) returns."""
+    addresses = query.get("address")
+    if addresses is not None:
+        addresses = [addresses] if isinstance(addresses, str) else addresses
+        if log["address"].lower() not in {a.lower() for a in addresses}:
+            return False
+    for position, wanted in enumerate(query.get("topics") or []):
+        if wanted is None:
+            continue
+        wanted = [wanted] if isinstance(wanted, str) else wanted
+        if position >= len(log["topics"]) or log["topics"][position].lower() not in {
+                w.lower() for w in wanted}:
+            return False
+    return True
