@@ -1,0 +1,182 @@
+"""Nothing is credited on one node's word (API.md, "Live payments": an RPC provider is a pool of
+nodes). The network's URL is the proxy of tests/support/fake_rpc.py in front of the real Hardhat
+node; some of its requests are answered by a node left on an abandoned fork (recorded from the real
+node before a reorganisation), by the chain-137 node (another chain, the same token address), or
+spoiled: logs marked `"removed": true`, a hostile `data` word. Each such read is a fault of the
+poll, nothing of it recorded; honest answers then credit the real payment, and only it. A transfer
+of value 0 is no payment: no record, no event, no lock of the customer's choice."""
+import json
+
+import pytest
+
+from support.chain_shop import NETWORK, Shop, add_network, cli
+from support.fake_rpc import HOSTILE_DATA, FaultyRpc, StaleFork
+from support.helpers import Api
+
+CONFIRMATIONS = 3
+UNIT = 10**6
+
+
+@pytest.fixture
+def proxy(chain):
+    proxy = FaultyRpc(chain.url)
+    yield proxy
+    proxy.close()
+
+
+@pytest.fixture
+def shop(app, client, runner, chain, clock, make_merchant, proxy):
+    merchant = make_merchant()
+    add_network(runner, chain, confirmations=CONFIRMATIONS, rpc_url=proxy.url)
+    shop = Shop(app, Api(client, merchant["secretKey"]), runner, chain, clock, merchant, client)
+    shop.sync_clock()
+    return shop
+
+
+def _polls(shop, count=1):
+    """`count` polls (--once) under attack: their exit statuses, checked after what they recorded."""
+    return [shop.runner.invoke(args=["watch-payments", "--once"]).exit_code for _ in range(count)]
+
+
+def _nothing_recorded(shop, process_id):
+    assert shop.event_types(process_id) == [] and shop.transfers(process_id) == []
+    payment = shop.process(process_id)["payment"]
+    assert (payment["amountPaid"], payment["amountPending"], payment["transfers"]) == ("0", "0", [])
+
+
+def _pays_for_real(shop, chain, process_id, address, amount=6):
+    """The customer pays on the real chain; honest answers credit that transfer, and only it."""
+    tx_hash, _ = chain.transfer(address, amount * UNIT)
+    chain.mine(CONFIRMATIONS - 1)
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.completed"]
+    payment = shop.events(process_id)[0][1]["data"]["payment"]
+    assert payment["amountPaid"] == str(amount)
+    assert [t["txHash"] for t in payment["transfers"]] == [tx_hash]
+    assert [t["status"] for t in shop.transfers(process_id)] == ["confirmed"]
+
+
+def _stale_fork(chain, address):
+    """A reorganisation: the block the customer's transfer was in, and the one above it, are
+    replaced by two without it. Returns the node left on the abandoned blocks (a log below the
+    step's last block is not compared with that block's header)."""
+    fork = chain.snapshot()
+    base = chain.head()
+    chain.transfer(address, 6 * UNIT)
+    chain.mine(1)
+    stale = StaleFork(chain.url, base)
+    chain.revert(fork)
+    chain.mine(2)  # the new blocks at the same heights, without the transfer
+    return stale
+
+
+def test_a_stale_forks_logs_answered_once_are_not_credited(shop, chain, proxy):
+    process_id, address = shop.order(6)
+    shop.watch()  # keeps the hash of the block the fork starts above
+    stale = _stale_fork(chain, address)
+    proxy.route(stale, method="eth_getLogs", times=1)
+    attacked = _polls(shop)
+    chain.mine(CONFIRMATIONS + 2)  # the abandoned block would be deep by now
+    honest = _polls(shop, 2)
+    _nothing_recorded(shop, process_id)
+    assert (attacked, honest) == ([1], [0, 0])
+    _pays_for_real(shop, chain, process_id, address)
+
+
+def test_a_stale_forks_logs_answered_always_are_never_credited(shop, chain, proxy):
+    process_id, address = shop.order(6)
+    shop.watch()
+    stale = _stale_fork(chain, address)
+    proxy.route(stale, method="eth_getLogs")
+    chain.mine(CONFIRMATIONS + 2)
+    attacked = _polls(shop, 3)
+    _nothing_recorded(shop, process_id)
+    assert attacked == [1, 1, 1]  # the logs cannot be proven: each poll is a fault
+    proxy.clear()
+    _pays_for_real(shop, chain, process_id, address)
+
+
+def test_another_chains_node_answering_every_other_request_is_never_credited(
+        shop, chain, live_chain, proxy):
+    """The chain-137 node holds the same token (same address) and pays the deposit address there;
+    every other request of the URL reaches it. Nothing is recorded from it, whichever requests it
+    gets: here before the network's first block hash is kept, when only the chain id names the
+    chain."""
+    process_id, address = shop.order(6)
+    live_chain.mine(max(0, chain.head() - live_chain.head()) + 1)
+    live_chain.transfer(address, 6 * UNIT)
+    live_chain.mine(CONFIRMATIONS)
+    chain.mine(max(0, live_chain.head() - chain.head()) + 2)
+    proxy.route(live_chain.url, every=2)
+    attacked = _polls(shop, 6)
+    _nothing_recorded(shop, process_id)
+    assert attacked == [1] * 6
+    proxy.clear()
+    _pays_for_real(shop, chain, process_id, address)
+
+
+def test_a_log_marked_removed_is_a_fault_and_the_honest_answer_credits_it(shop, chain, proxy):
+    process_id, address = shop.order(6)
+    tx_hash, _ = chain.transfer(address, 6 * UNIT)
+    chain.mine(CONFIRMATIONS - 1)
+    proxy.fail("eth_getLogs", "removed")
+    attacked = _polls(shop)
+    _nothing_recorded(shop, process_id)
+    assert attacked == [1]
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.completed"]
+    payment = shop.events(process_id)[0][1]["data"]["payment"]
+    assert payment["amountPaid"] == "6" and [t["txHash"] for t in payment["transfers"]] == [tx_hash]
+
+
+@pytest.mark.parametrize("fault", sorted(HOSTILE_DATA))
+def test_a_hostile_data_word_is_a_fault_of_the_poll(shop, chain, proxy, fault):
+    """`0x-0…5b8d80`, `0x+…`, `…_5b8d80`, `0x 0…`: each 66 characters that int(…, 16) takes (the
+    minus sign recorded −6,000,000 base units). Answered once, then always: nothing recorded; the
+    honest answer records 6."""
+    process_id, address = shop.order(6)
+    tx_hash, _ = chain.transfer(address, 6 * UNIT)
+    chain.mine(CONFIRMATIONS - 1)
+    proxy.fail("eth_getLogs", fault)
+    attacked = _polls(shop)
+    _nothing_recorded(shop, process_id)
+    proxy.always("eth_getLogs", fault)
+    attacked += _polls(shop, 2)
+    _nothing_recorded(shop, process_id)
+    assert attacked == [1, 1, 1]
+    proxy.clear()
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.completed"]
+    payment = shop.events(process_id)[0][1]["data"]["payment"]
+    assert payment["amountPaid"] == "6" and [t["txHash"] for t in payment["transfers"]] == [tx_hash]
+    assert payment["paymentUri"].endswith("&uint256=0")
+    assert [t["amount"] for t in shop.transfers(process_id)] == [str(6 * UNIT)]
+
+
+def test_zero_value_transfers_leave_no_trace_no_lock_and_no_late_events(shop, chain, runner):
+    other_token = chain.deploy_token()
+    cli(runner, "assets", "add", "tusd2", "--network", NETWORK, "--symbol", "TUS2", "--name",
+        "Test USD 2", "--contract", other_token, "--decimals", "6")
+    waiting_id, waiting_address = shop.order(6)
+    paid_id, paid_address = shop.order(6)
+    chain.transfer(paid_address, 6 * UNIT)
+    chain.mine(CONFIRMATIONS)
+    shop.watch()
+    assert shop.event_types(paid_id) == ["payment.completed"]
+
+    for _ in range(3):  # anyone may send 0 tokens to any address, as often as they like
+        chain.transfer(waiting_address, 0)
+        chain.transfer(paid_address, 0)
+        shop.watch()
+    chain.mine(CONFIRMATIONS)
+    shop.watch()
+    _nothing_recorded(shop, waiting_id)
+    assert shop.event_types(paid_id) == ["payment.completed"]
+    assert [t["amount"] for t in shop.transfers(paid_id)] == [str(6 * UNIT)]
+
+    changed = shop.client.post(
+        f"/payment-button/process/{waiting_id}/confirm",
+        data=json.dumps({"assetId": "tusd2", "networkId": NETWORK}),
+        content_type="application/json", headers={"x-public-key": shop.merchant["publicKey"]})
+    assert changed.status_code == 200, changed.get_data(as_text=True)
+    assert changed.get_json()["payment"]["tokenContract"].lower() == other_token
