@@ -226,6 +226,9 @@ def test_the_choice_is_locked_once_a_transfer_is_seen(api, button, wallet, app):
     add_transfer(app, pid, "aa", 0, 1_000_000, 10, "orphaned")
     assert button.confirm(pid, "usdc", "testnet").status_code == 200  # orphaned ones do not lock
     button.confirm(pid)
+    add_transfer(app, pid, "cc", 0, 0, 10, "confirmed")  # value 0, as an earlier release recorded
+    assert button.confirm(pid, "usdc", "testnet").status_code == 200  # no payment: no lock
+    button.confirm(pid)
     add_transfer(app, pid, "bb", 0, 1_000_000, 11, "seen")
     assert_error(button.confirm(pid, "usdc", "testnet"), 409, "invalid_state",
                  f"A payment to process {pid}'s address has already been seen on chain: its asset"
