@@ -1,29 +1,38 @@
 """The chain watcher: finds token transfers to deposit addresses, counts their confirmations, and
 writes the payment events (`flask --app app watch-payments`, app/cli/watcher.py).
 
-One poll of a network (`poll_network`), every RPC call bounded by the client's timeouts:
+One poll of a network (`poll_network`), every RPC call bounded by the client's timeouts. A
+provider's URL is a pool of nodes, each call may reach another one (lagging, on an abandoned fork,
+of another chain): nothing is recorded on one answer alone. What a step records is proven by
+batches that carry its pins (rpc.Pins), answered whole by one node; docs/payments.md, "What a poll
+reads", says what each check defends against.
   0. chain: `eth_chainId`; a node answering for another chain ends the poll as a fault (both ids
      logged), nothing it says recorded.
   1. head: `eth_blockNumber`; a head below the one already seen (a lagging node) skips the poll.
   2. reorganisation: the kept hash of the scan position (`chain_blocks`) is compared with the
-     node's; on a mismatch the kept hashes are walked down to the highest the node still has (none:
-     the start block), unconfirmed transfers above it are `orphaned` (no event), confirmed ones
-     whose block is gone `reversed` (with `payment.reversed`), and the scan position goes back.
+     node's; on a mismatch every kept block is asked again of one node that also has the head's
+     block, the highest it still has is the fork (none: the start block), unconfirmed transfers
+     above it are `orphaned` (no event), confirmed ones whose block is gone on that chain
+     `reversed` (with `payment.reversed`), and the scan position goes back.
   3. scan, in steps of at most `max_range` blocks up to the head. The watched addresses are kept
      in memory between polls (read whole after a start, a rewind or a failure and every
-     FULL_READ_SECONDS; else only the payments made or changed since). The logs come from one
-     eth_getLogs for the tokens, filtered here, or by chunks of `max_addresses` addresses (one
-     chunk's worth, or a token too busy to filter here). The step's last block is read before
-     and after the logs; only the blocks of transfers that may be after their process's expiry
-     are read for their timestamps. One transaction a step: the head, the new transfers (`seen`,
-     with `payment.pending`), the last block's hash, the scan position by compare-and-set (a
-     watcher that lost the race rolls back). Transfers already deep enough that complete their
-     process are recorded `confirmed` and settled there (`payment.completed`): a catch-up writes
-     each transfer once. Any other deep transfer waits, `seen`, for step 4.
-  4. confirm: `seen` transfers with `confirmations` blocks whose block still has the same hash
-     become `confirmed`, each process with `payment.completed`, `payment.partial` or
-     `payment.received_late` (final already, or after its expiry), CONFIRM_BATCH a commit. A hash
-     that changed orphans them and rewinds to the highest kept hash below.
+     FULL_READ_SECONDS; else only the payments made or changed since). The step's last block is
+     read first; each eth_getLogs call (one for the tokens, filtered here, or by chunks of
+     `max_addresses` addresses) is sent in a batch with the pins: that block under that hash, the
+     previous step's last block under its kept hash (or, without one, the chain id), the head's
+     block. Logs must be well-formed Transfers, none `removed`; the headers of the blocks holding
+     the payments are read with the pins again and each log's block hash must be its block's.
+     Any mismatch is a fault, nothing of the step recorded. A transfer of value 0 is no payment.
+     One transaction a step: the head, the new transfers (`seen`, with `payment.pending`), the
+     last block's hash, the scan position by compare-and-set (a watcher that lost the race rolls
+     back). Transfers already deep enough that complete their process are recorded `confirmed`
+     and settled there (`payment.completed`): a catch-up writes each transfer once. Any other deep
+     transfer waits, `seen`, for step 4.
+  4. confirm: `seen` transfers with `confirmations` blocks become `confirmed` when one node that
+     has the newest kept block under its hash and the head's block has theirs under their hash,
+     each process with `payment.completed`, `payment.partial` or `payment.received_late` (final
+     already, or after its expiry), CONFIRM_BATCH a commit. A transfer whose block that node does
+     not have is orphaned, and reading goes back to the highest kept hash below it.
   5. refunds: the merchants' transfers that pay pending refunds (app/chain/refunds.py).
 
 Faults (unreachable node, timeouts, HTTP errors, malformed answers) end the poll of that network
@@ -483,9 +492,9 @@ class Watcher:
         return outcomes
 
     def _confirm_pins(self, network, head):
-        """The confirm phase's pins: the chain id, the newest kept block under its kept hash (the
-        chain every `seen` transfer was proven on), and the head's block (that chain is as long as
-        the head the depths are counted from)."""
+        """The confirm phase's pins: the newest kept block under its kept hash (the chain every
+        `seen` transfer was proven on; without one, the chain id), and the head's block (that chain
+        is as long as the head the depths are counted from)."""
         blocks = {head: None}
         newest = transfer_rows.blocks_from_top(self.db.connection(), network.id,
                                                network.scanned_block)[:1]
@@ -496,8 +505,8 @@ class Watcher:
     def _completing(self, conn, transfers, deep_enough) -> dict:
         """The processes that the step's transfers already deep enough complete (a watcher catching
         up): these are recorded `confirmed` and settled in the step's own transaction, as the
-        confirm phase would settle them (the step's last block, unchanged while the logs were read,
-        vouches for their blocks). Any other outcome (partial, late), or a process with a transfer
+        confirm phase would settle them (the step's pins prove their blocks and depth). Any other
+        outcome (partial, late), or a process with a transfer
         still `seen` from an earlier step, waits for the confirm phase at the end of the poll, which
         settles each process's deep transfers together: one event, the outcome only.
         {process id: (process, view)}, as read before the step records anything."""
