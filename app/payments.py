@@ -12,7 +12,7 @@ from dataclasses import replace
 from app.chain import addresses
 from app.chain import forwarder
 from app.chain import rpc
-from app.testnets import is_test_network
+from app.testnets import LIVE_CHAIN_IDS, TEST_CHAIN_IDS, is_test_network
 from app.data import merchants as merchant_rows
 from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
@@ -128,6 +128,34 @@ def disable_network(db, network_id, now) -> Network:
         if not payment_rows.disable_network(conn, network_id, now):
             raise SetupError(f"Network {network_id} is already disabled.")
     return replace(network, disabled_at=now)
+
+
+def set_network_mode(db, network_id, mode) -> tuple[Network, int]:
+    """Make a network a test (`mode` "test") or a live one ("live"; refused for a well-known test
+    chain id, which is test whatever the flag). (The network as it is now, the pending processes of
+    the other mode chosen on it, whose payments there the watcher no longer credits.)"""
+    with db.transaction() as conn:
+        network = payment_rows.get_network(conn, network_id)
+        if network is None:
+            raise SetupError(f"No network {network_id}.")
+        if mode == "live" and network.chain_id in TEST_CHAIN_IDS:
+            raise SetupError(f"Network {network_id} is on chain id {network.chain_id}, a well-known"
+                             " test chain: it stays a test network.")
+        testnet = mode == "test"
+        payment_rows.set_testnet(conn, network_id, testnet)
+        network = replace(network, testnet=testnet)
+        stranded = payment_rows.pending_chosen_on(conn, network_id, livemode=network.is_test)
+    return network, stranded
+
+
+def networks_of_unknown_mode(db, version_before) -> list[Network]:
+    """After init-db upgraded a database from a release without test and live modes (before
+    version 3): the networks it kept out of live mode, their chain id being neither a well-known
+    test chain's nor a well-known live one's (app/data/schema.py)."""
+    if version_before >= 3:
+        return []
+    return [n for n in payment_rows.list_networks(db.connection())
+            if n.testnet and n.chain_id not in TEST_CHAIN_IDS | LIVE_CHAIN_IDS]
 
 
 def add_asset(db, *, asset_id, network_id, symbol, name, contract, decimals, now) -> Asset:

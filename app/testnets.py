@@ -2,9 +2,11 @@
 merchants live networks only, and the watcher credits a payment only on a network of its merchant's
 mode: free test tokens never pay a live process (docs/payments.md, "Test and live networks").
 
-A network is a test network when the operator added it with `networks add --testnet`, or when its
-chain id is one of TEST_CHAIN_IDS, whatever the flag: an operator cannot turn a well-known test
-chain into a live one by forgetting it.
+A network is a test network when the operator added it with `networks add --testnet` (or set it so
+with `networks set-mode`), or when its chain id is one of TEST_CHAIN_IDS, whatever the flag: an
+operator cannot turn a well-known test chain into a live one by forgetting it. LIVE_CHAIN_IDS are
+the well-known live chains: a database upgraded from a release without modes keeps a network of
+any other chain id out of live mode (app/data/schema.py) until the operator says.
 """
 
 # EIP-155 chain ids of well-known development chains and public testnets (chainlist.org). Extend
@@ -29,6 +31,30 @@ TEST_CHAIN_IDS = frozenset({
     59141,     # Linea Sepolia
     534351,    # Scroll Sepolia
     10200,     # Gnosis Chiado
+})
+
+
+# EIP-155 chain ids of well-known live networks (chainlist.org), whose tokens are real money.
+LIVE_CHAIN_IDS = frozenset({
+    1,       # Ethereum
+    10,      # OP Mainnet (Optimism)
+    25,      # Cronos
+    56,      # BNB Smart Chain
+    100,     # Gnosis
+    137,     # Polygon PoS
+    250,     # Fantom Opera
+    324,     # zkSync Era
+    1101,    # Polygon zkEVM
+    1284,    # Moonbeam
+    5000,    # Mantle
+    8453,    # Base
+    42161,   # Arbitrum One
+    42170,   # Arbitrum Nova
+    42220,   # Celo
+    43114,   # Avalanche C-Chain
+    59144,   # Linea
+    81457,   # Blast
+    534352,  # Scroll
 })
 
 

@@ -388,16 +388,18 @@ class Watcher:
         return headers
 
     def _watched_set(self, network):
-        """The network's watched addresses: read whole after a start, a rewind or a failed poll
-        and every FULL_READ_SECONDS, else the kept set with the payments made or changed since
-        the last read (CLOCK_MARGIN earlier). A kept process that became final long ago is left
-        out when one of its transfers is found (final_before), not by reading the whole set."""
+        """The network's watched addresses: read whole after a start, a rewind, a failed poll or
+        a change of the network's mode, and every FULL_READ_SECONDS, else the kept set with the
+        payments made or changed since the last read (CLOCK_MARGIN earlier). A kept process that
+        became final long ago is left out when one of its transfers is found (final_before), not
+        by reading the whole set."""
         now, conn = int(self.clock()), self.db.connection()
         kept = self._watched.get(network.id)
-        if kept is None or now < kept.read_at or time.monotonic() > kept.full_at + FULL_READ_SECONDS:
+        if (kept is None or now < kept.read_at or kept.is_test != network.is_test  # set-mode
+                or time.monotonic() > kept.full_at + FULL_READ_SECONDS):
             rows = transfer_rows.watched_addresses(conn, network.id, now - self.monitoring_seconds,
                                                    livemode=not network.is_test)
-            kept = self._watched[network.id] = _Watched(rows, now)
+            kept = self._watched[network.id] = _Watched(rows, now, network.is_test)
         else:
             kept.add(transfer_rows.watched_since(conn, network.id, kept.read_at - CLOCK_MARGIN,
                                                  livemode=not network.is_test), now)
@@ -553,8 +555,9 @@ class Watcher:
 class _Watched:
     """Watched addresses and the lookup tables the steps use, built when rows are added."""
 
-    def __init__(self, rows, read_at):
+    def __init__(self, rows, read_at, is_test):
         self.by_key, self.tokens, self._recipients = {}, [], None
+        self.is_test = is_test  # the network's mode when read: the processes of that mode
         self.full_at = time.monotonic()
         self.add(rows, read_at)
 

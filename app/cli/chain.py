@@ -101,6 +101,21 @@ def networks_disable(network_id):
     click.echo(f"Disabled network {network_id}: customers can no longer choose it.")
 
 
+@networks.command("set-mode")
+@click.argument("network_id")
+@click.argument("mode", type=click.Choice(["test", "live"]))
+def networks_set_mode(network_id, mode):
+    """Make a network a test network (test-mode merchants only) or a live one (live merchants
+    only). A well-known test chain id stays test."""
+    network, stranded = _run(service.set_network_mode, network_id, mode)
+    click.echo(f"Network {network.id} (chain id {network.chain_id}) is a {mode} network: offered"
+               f" to {mode}-mode merchants only.")
+    if stranded:
+        other = "live" if mode == "test" else "test"
+        click.echo(f"Warning: {stranded} pending {other}-mode processes chose it: their payments on"
+                   " it are no longer credited.")
+
+
 @assets.command("add")
 @click.argument("asset_id")
 @click.option("--network", "network_id", required=True, help="The network's id.")

@@ -77,6 +77,23 @@ def disable_network(conn, network_id, now) -> bool:
     return cur.rowcount == 1
 
 
+def set_testnet(conn, network_id, testnet: bool) -> bool:
+    """The operator's test flag (`networks set-mode`); False when no such network."""
+    return conn.execute("UPDATE networks SET testnet = ? WHERE id = ?",
+                        (int(testnet), network_id)).rowcount == 1
+
+
+def pending_chosen_on(conn, network_id, livemode) -> int:
+    """Pending processes of `livemode` merchants whose payment was chosen on the network (now or
+    as an earlier choice): the watcher credits them there only while its mode is theirs."""
+    return conn.execute(
+        "SELECT count(*) FROM processes pr JOIN payments p ON p.process_id = pr.id"
+        " WHERE pr.status = 'pending' AND pr.livemode = ? AND (p.network_id = ? OR EXISTS"
+        "  (SELECT 1 FROM payment_choices c WHERE c.process_id = p.process_id"
+        "   AND c.network_id = ?))",
+        (int(livemode), network_id, network_id)).fetchone()[0]
+
+
 # Assets
 
 def insert_asset(conn, a: Asset):

@@ -75,6 +75,13 @@ def init_db_command(reset):
         click.echo(f"Upgraded the database from schema version {before} to {after}.")
     else:
         click.echo(f"{done} the database (schema version {after}).")
+    from app.payments import networks_of_unknown_mode  # the service layer: imported when needed
+
+    for network in networks_of_unknown_mode(get_db(), before):
+        click.echo(f"Network {network.id} (chain id {network.chain_id}) is now a test network: the"
+                   " release it was added with had no test and live modes, and its chain id is"
+                   " neither a well-known test chain nor a well-known live one. If it takes real"
+                   f" payments: flask --app app networks set-mode {network.id} live")
 
 
 def init_app(app) -> Database:

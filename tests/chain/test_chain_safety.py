@@ -317,3 +317,30 @@ def test_a_pending_transfer_orphaned_before_confirming_gets_no_event_of_its_own(
     expired = shop.events(process_id)[-1][1]["data"]
     assert expired["status"] == "expired"
     assert (expired["payment"]["amountPending"], expired["payment"]["transfers"]) == ("0", [])
+
+
+def test_set_mode_takes_a_network_from_a_mode_at_once_even_for_a_running_watcher(
+        two_modes, app, runner, live_chain):
+    """The live network (chain 137) made a test network: the operator is told which pending live
+    processes chose it, and a watcher that keeps its watched set between polls no longer credits
+    them there (what arrived meanwhile was paid on a test network); made live again, it does."""
+    _, live = two_modes
+    process_id, address = live.order(5, network=LIVE)
+    with app.app_context(), Watcher.from_app(app) as watcher:
+        live_chain.mine(1)
+        watcher.poll_network(LIVE)  # reads the watched set, kept for the polls that follow
+        result = cli(runner, "networks", "set-mode", LIVE, "test")
+        assert result.output.splitlines()[1:] == [
+            "Warning: 1 pending live-mode processes chose it: their payments on it are no longer"
+            " credited."]
+        live_chain.transfer(address, 2 * UNIT)
+        live_chain.mine(CONFIRMATIONS)
+        watcher.poll_network(LIVE)
+        assert live.event_types(process_id) == [] and live.transfers(process_id) == []
+
+        assert len(cli(runner, "networks", "set-mode", LIVE, "live").output.splitlines()) == 1
+        tx_hash, _ = live_chain.transfer(address, 5 * UNIT)
+        live_chain.mine(CONFIRMATIONS)
+        watcher.poll_network(LIVE)
+    assert live.event_types(process_id) == ["payment.completed"]
+    assert [t["tx_hash"] for t in live.transfers(process_id)] == [tx_hash]

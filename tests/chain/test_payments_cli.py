@@ -135,10 +135,12 @@ def test_networks_add_testnet_by_flag_or_well_known_chain_id(runner, node, app, 
 
 
 def test_the_well_known_test_chain_ids():
-    """The constant API.md's list names, and the common public testnets."""
-    from app.testnets import TEST_CHAIN_IDS
+    """The constant API.md's list names, and the common public testnets; the well-known live
+    chains (the mainnets) are none of them."""
+    from app.testnets import LIVE_CHAIN_IDS, TEST_CHAIN_IDS
     assert {31337, 1337, 11155111, 17000, 560048, 80002, 84532, 421614, 11155420, 97} <= TEST_CHAIN_IDS
-    assert not {1, 10, 56, 137, 8453, 42161, 43114} & TEST_CHAIN_IDS  # mainnets
+    assert {1, 10, 56, 137, 8453, 42161, 43114} <= LIVE_CHAIN_IDS
+    assert not LIVE_CHAIN_IDS & TEST_CHAIN_IDS
 
 
 @pytest.mark.parametrize("mode, chain_id, message", [
@@ -204,6 +206,41 @@ def test_networks_duplicates_list_and_disable(runner, app):
     assert twice.exit_code == 1 and "Network local is already disabled." in twice.output
     unknown = invoke(runner, "networks", "disable", "nope")
     assert unknown.exit_code == 1 and "No network nope." in unknown.output
+
+
+def test_networks_set_mode(runner, app):
+    """Either way for a chain id that is not a well-known test chain's; a well-known test chain
+    stays test."""
+    assert invoke(runner, "networks", "add", "private", "--name", "Private", "--chain-id", "424242",
+                  "--rpc-url", "https://rpc.example/", "--start-block", "5").exit_code == 0
+    assert add_local(runner, "https://rpc.example/KEY", "--start-block", "5").exit_code == 0
+
+    def modes():
+        return {n["id"]: n["testnet"] for n in
+                json.loads(invoke(runner, "networks", "list", "--json").output)}
+
+    assert modes() == {"local": True, "private": False}
+    test = invoke(runner, "networks", "set-mode", "private", "test")
+    assert (test.exit_code, test.output) == (0, "Network private (chain id 424242) is a test"
+                                                " network: offered to test-mode merchants only.\n")
+    assert modes() == {"local": True, "private": True}
+    assert rows(app, "SELECT id, testnet FROM networks ORDER BY id") == [("local", 0),
+                                                                          ("private", 1)]
+    live = invoke(runner, "networks", "set-mode", "private", "live")
+    assert (live.exit_code, live.output) == (0, "Network private (chain id 424242) is a live"
+                                                " network: offered to live-mode merchants only.\n")
+    assert modes() == {"local": True, "private": False}
+
+    refused = invoke(runner, "networks", "set-mode", "local", "live")
+    assert (refused.exit_code, refused.output) == (1, "Error: Network local is on chain id 31337, a"
+                                                      " well-known test chain: it stays a test"
+                                                      " network.\n")
+    assert modes() == {"local": True, "private": False}
+    assert invoke(runner, "networks", "set-mode", "local", "test").exit_code == 0
+    unknown = invoke(runner, "networks", "set-mode", "nope", "test")
+    assert (unknown.exit_code, unknown.output) == (1, "Error: No network nope.\n")
+    wrong = invoke(runner, "networks", "set-mode", "private", "mainnet")
+    assert wrong.exit_code == 2 and "'mainnet' is not one of 'test', 'live'" in wrong.output
 
 
 def test_assets_add_and_list(runner, app):

@@ -171,6 +171,54 @@ def test_init_db_upgrades_a_postgresql_database_from_before_versions(make_databa
     _serves_the_old_rows(database, clock, secret, kept, cancelled)
 
 
+def test_init_db_keeps_networks_of_unknown_mode_out_of_live_mode(make_database, clock):
+    """A database of release 7695e4b (schema version 2, the last without test and live networks):
+    a network of a well-known test chain becomes test, one of a well-known live chain stays live,
+    one of any other chain id (the operator's private chain, say) is made test, and init-db says
+    so; the operator then sets its mode."""
+    database = make_database("release-7695e4b")
+    script = (DATA / ("schema-7695e4b.sql" if dbutil.BACKEND == "sqlite"
+                      else "schema-7695e4b.postgresql.sql")).read_text()
+    if dbutil.BACKEND == "sqlite":
+        with dbutil.connect(database) as conn:
+            conn.executescript(script)
+    else:
+        import psycopg
+
+        with psycopg.connect(database, autocommit=True) as conn:
+            conn.execute(script)
+    for network_id, chain_id in (("local", 31337), ("polygon", 137), ("private", 424242)):
+        dbutil.execute(database, "INSERT INTO networks (id, name, chain_id, rpc_url, confirmations,"
+                       " start_block, scanned_block, head_block, disabled_at, created_at)"
+                       " VALUES (?, ?, ?, 'http://127.0.0.1:1/', 3, 1, 0, 0, NULL, 1)",
+                       network_id, network_id.title(), chain_id)
+
+    app = create_app({"TESTING": True, "DATABASE": database, "CLOCK": clock})
+    try:
+        runner = app.test_cli_runner()
+        upgraded = runner.invoke(args=["init-db"])
+        assert upgraded.exit_code == 0, upgraded.output
+        assert upgraded.output.splitlines() == [
+            f"Upgraded the database from schema version 2 to {LATEST[dbutil.BACKEND]}.",
+            "Network private (chain id 424242) is now a test network: the release it was added with"
+            " had no test and live modes, and its chain id is neither a well-known test chain nor a"
+            " well-known live one. If it takes real payments: flask --app app networks set-mode"
+            " private live"]
+
+        def modes():
+            listed = runner.invoke(args=["networks", "list", "--json"]).output
+            return {n["id"]: n["testnet"] for n in json.loads(listed)}
+
+        assert modes() == {"local": True, "polygon": False, "private": True}
+        again = runner.invoke(args=["init-db"])  # says nothing more, changes nothing
+        assert again.output == f"Initialised the database (schema version {LATEST[dbutil.BACKEND]}).\n"
+        assert runner.invoke(args=["networks", "set-mode", "private", "live"]).exit_code == 0
+        assert runner.invoke(args=["init-db"]).output == again.output
+        assert modes() == {"local": True, "polygon": False, "private": False}
+    finally:
+        app.extensions["db"].close_all()
+
+
 def test_init_db_reports_the_version_and_a_second_run_changes_nothing(app, runner):
     result = runner.invoke(args=["init-db"])
     assert result.exit_code == 0
