@@ -1,0 +1,92 @@
+"""The one strict parser of what a node sends (app/chain/rpc.py): quantities, ABI words, ERC-20
+Transfer logs, and the pins every batch of a watcher's step must agree on. No node: the values are
+what a lying or broken one could answer."""
+import pytest
+
+from app.chain.rpc import (TRANSFER_TOPIC, ChainMoved, Malformed, Pins, WrongChain,
+                           parse_transfer_log, quantity, topic_of, word)
+
+TOKEN = "0x5fbdb2315678afecb367f032d93f642f64180aa3"
+SENDER, RECIPIENT = "0x" + "11" * 20, "0x" + "22" * 20
+SIX = "0x" + format(6_000_000, "064x")
+
+
+def _log(**changes):
+    value = {"address": TOKEN, "topics": [TRANSFER_TOPIC, topic_of(SENDER), topic_of(RECIPIENT)],
+             "data": SIX, "blockNumber": "0x10", "blockHash": "0x" + "ab" * 32,
+             "transactionHash": "0x" + "cd" * 32, "logIndex": "0x0", "removed": False}
+    value.update(changes)
+    return value
+
+
+@pytest.mark.parametrize("text, value", [("0x0", 0), ("0x1a", 26), ("0x" + "f" * 64, 2**256 - 1)])
+def test_a_quantity(text, value):
+    assert quantity(text, "q") == value
+
+
+@pytest.mark.parametrize("text", ["0x", "1a", "0x-1", "0x+1", "0x1_0", " 0x1", "0x 1", "0X1",
+                                  "0x" + "1" * 65, 26, None])
+def test_not_a_quantity(text):
+    with pytest.raises(Malformed, match="q: not a hex quantity"):
+        quantity(text, "q")
+
+
+@pytest.mark.parametrize("text", [SIX[:-1], SIX + "0", "0x-" + SIX[3:], "0x+" + SIX[3:],
+                                  "0x " + SIX[3:], SIX[:-7] + "_" + SIX[-6:], SIX.upper()[2:]])
+def test_not_a_word(text):
+    with pytest.raises(Malformed, match="not one 32-byte ABI word"):
+        word(text, "w")
+
+
+def test_a_transfer_log():
+    log = parse_transfer_log(_log(address=TOKEN.upper().replace("0X", "0x")))
+    assert (log.token, log.from_address, log.to_address, log.amount) == (
+        TOKEN, SENDER, RECIPIENT, 6_000_000)
+    assert (log.block_number, log.log_index, log.block_hash) == (16, 0, "0x" + "ab" * 32)
+    assert parse_transfer_log({k: v for k, v in _log().items() if k != "removed"}).amount == 6_000_000
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"data": "0x-" + SIX[3:]}, "eth_getLogs.data: not one 32-byte ABI word"),
+    ({"data": "0x"}, "eth_getLogs.data: not one 32-byte ABI word"),  # not the ERC-20 shape
+    ({"topics": [TRANSFER_TOPIC, topic_of(SENDER), topic_of(RECIPIENT), "0x" + "00" * 32]},
+     "not an ERC-20 Transfer"),  # ERC-721's Transfer: the token id indexed
+    ({"topics": ["0x" + "ee" * 32, topic_of(SENDER), topic_of(RECIPIENT)]}, "not a Transfer"),
+    ({"topics": [TRANSFER_TOPIC, topic_of(SENDER), "0x" + "ff" * 12 + RECIPIENT[2:]]},
+     "not an address"),  # two topics would name one address
+    ({"blockNumber": "0x-10"}, "blockNumber: not a hex quantity"),
+    ({"removed": "false"}, "removed is not a boolean"),
+])
+def test_a_malformed_log_raises_for_the_caller_to_decide(changes, message):
+    with pytest.raises(Malformed, match=message):
+        parse_transfer_log(_log(**changes))
+
+
+def test_a_log_marked_removed_is_a_moved_chain_not_a_malformed_log():
+    with pytest.raises(ChainMoved, match="marked removed") as raised:
+        parse_transfer_log(_log(removed=True))
+    assert not isinstance(raised.value, Malformed)
+
+
+def _header(number, digit):
+    return {"number": hex(number), "hash": "0x" + digit * 64, "parentHash": "0x" + "0" * 64,
+            "timestamp": "0x1"}
+
+
+def test_pins_hold_every_batch_of_a_step_to_one_chain():
+    pins = Pins(31337, {10: "0x" + "a" * 64, 12: None})
+    assert pins.calls() == [("eth_chainId", []), ("eth_getBlockByNumber", ["0xa", False]),
+                            ("eth_getBlockByNumber", ["0xc", False])]
+    pins.check("http://node.example/KEY", ["0x7a69", _header(10, "a"), _header(12, "c")])
+    assert pins.headers[12].hash == "0x" + "c" * 64  # the first answer's: later ones must agree
+    pins.check("http://node.example/KEY", ["0x7a69", _header(10, "a"), _header(12, "c")])
+    for answer, error, message in [
+            (["0x89", _header(10, "a"), _header(12, "c")], WrongChain,
+             "http://node.example answers for chain id 137, not the network's chain id 31337"),
+            (["0x7a69", _header(10, "b"), _header(12, "c")], ChainMoved, "block 10 is 0xbbb"),
+            (["0x7a69", _header(10, "a"), _header(12, "d")], ChainMoved, "block 12 is 0xddd"),
+            (["0x7a69", _header(10, "a"), None], ChainMoved, "block 12: not on the node"),
+            (["0x7a69", _header(10, "a"), _header(13, "c")], Malformed, "another number")]:
+        with pytest.raises(error, match=message):
+            pins.check("http://node.example/KEY", answer)
+    assert Pins(None, {10: "0x" + "a" * 64}).calls() == [("eth_getBlockByNumber", ["0xa", False])]
