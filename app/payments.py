@@ -257,6 +257,8 @@ def confirm(db, merchant, process_id, *, asset_id, network_id, now):
             ]}) from None
         choice = dict(asset_id=asset.id, network_id=network.id, chain_id=network.chain_id,
                       token_contract=asset.contract, decimals=asset.decimals, amount_due=amount_due)
+        # The merchant's tolerance when the payment is made: a later change leaves it as it was.
+        tolerance = merchant_rows.get_tolerance(conn, merchant.id) or "0"
         if existing is not None:
             same = all(getattr(existing, k) == v for k, v in choice.items())
             if not same:
@@ -270,13 +272,13 @@ def confirm(db, merchant, process_id, *, asset_id, network_id, now):
             payment_rows.insert_payment(conn, Payment(
                 process_id=process_id, merchant_id=merchant.id, address_index=None,
                 address=address, **choice, created_at=now, updated_at=now, mode="payout",
-                payout_address=payout, factory=factory,
+                payout_address=payout, factory=factory, tolerance=tolerance,
             ))
         else:
             index, address = _allocate(conn, merchant.id, wallet.xpub)
             payment_rows.insert_payment(conn, Payment(
                 process_id=process_id, merchant_id=merchant.id, address_index=index,
-                address=address, **choice, created_at=now, updated_at=now,
+                address=address, **choice, created_at=now, updated_at=now, tolerance=tolerance,
             ))
         return process, payment_rows.view_of(conn, process_id)
 
