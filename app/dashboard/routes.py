@@ -479,7 +479,7 @@ def _network_payouts(network, assets):
 
 @bp.get("/payouts")
 @login_required
-def payouts_page():
+def payouts_page(notice=None, error=None, status=200):
     conn = get_db().connection()
     payout = payout_rows.get_payout(conn, g.merchant.id)
     with_factory = payout_rows.networks_with_factory(conn)
@@ -490,7 +490,22 @@ def payouts_page():
         if n.id in with_factory and n.disabled_at is None and n.is_test != g.merchant.livemode
     ] if payout else []
     return render_template("dashboard/payouts.html", payout=payout, networks=networks,
-                           has_xpub=payment_rows.get_wallet(conn, g.merchant.id) is not None)
+                           has_xpub=payment_rows.get_wallet(conn, g.merchant.id) is not None,
+                           tolerance=merchants.tolerance_of(get_db(), g.merchant.id),
+                           notice=notice, error=error), status
+
+
+@bp.post("/settings/tolerance")
+@login_required
+@owner_required
+def set_tolerance():
+    """The underpayment tolerance (merchants set-tolerance): a form on the payouts page."""
+    try:
+        tolerance = merchants.set_tolerance(get_db(), g.merchant.id, request.form.get("tolerance", ""))
+    except merchants.MerchantError as e:
+        return payouts_page(error=str(e), status=400)
+    return payouts_page(notice=f"Underpayment tolerance set to {tolerance} %: payments confirmed from"
+                               " now on complete at the amount due less that.")
 
 
 # --- Webhooks --------------------------------------------------------------------------------------
