@@ -102,15 +102,15 @@ def recover(domain: Domain, authorization: Authorization) -> str | None:
     """The EIP-55 address whose key signed `authorization` under `domain`; None when the signature
     recovers no address (malformed, or s in the upper half of the curve order, which the token
     refuses as well)."""
-    from eth_account.messages import encode_typed_data
-
     from app.chain.signer import _account_class
+    account = _account_class()  # first: it puts back the recursion limit eth-account's import raises
+    from eth_account.messages import encode_typed_data
     v, r, s = authorization.vrs()
     if v not in (27, 28) or int.from_bytes(s, "big") > _HALF_ORDER:
         return None
     try:
         message = encode_typed_data(full_message=authorization.typed_data(domain))
-        return _account_class().recover_message(message, vrs=(v, r, s))
+        return account.recover_message(message, vrs=(v, r, s))
     except Exception:  # eth-keys' BadSignature, ValidationError: no address
         return None
 

@@ -2,15 +2,14 @@
 token's EIP-712 domain, as a wallet's eth_signTypedData_v4 would (eth-account)."""
 import os
 
-from eth_account import Account
-
+from app.chain.addresses import keccak256
 from app.chain.eip3009 import Authorization, Domain
+from app.chain.signer import _account_class  # eth-account, the interpreter's recursion limit kept
 
 
 def payer(seed: str):
     """A fresh account (no gas coin on the node): its key is keccak of `seed`, so runs repeat."""
-    from app.chain.addresses import keccak256
-    return Account.from_key(keccak256(seed.encode()))
+    return _account_class().from_key(keccak256(seed.encode()))
 
 
 def sign(account, domain: Domain, *, to, value, valid_after=0, valid_before, nonce=None,
