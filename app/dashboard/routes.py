@@ -48,7 +48,7 @@ CSV_BATCH = 500
 # The payment button's QR encoder and the console's renderer of <img data-qr>, in one scope.
 QR_SCRIPT = load_button_script(names=("qr.js", "console/qr-images.js"))
 CSV_COLUMNS = ("processId", "status", "amount", "livemode", "createdAt", "updatedAt", "expiresAt",
-               "metadata")
+               "metadata", "assetId", "networkId", "amountDue", "amountPaid")
 
 
 @bp.app_template_filter("when")
@@ -230,10 +230,11 @@ def processes_csv():
         while True:
             batch, more = _page(found, limit=CSV_BATCH, before=before)
             current = now()
+            views = payments.views(get_db(), batch)  # what was paid against what was due
             for p in batch:
                 writer.writerow((p.id, p.effective_status(current), p.amount, "true" if p.livemode else "false",
                                  iso(p.created_at), iso(p.effective_updated_at(current)), iso(p.expires_at),
-                                 p.metadata))
+                                 p.metadata, *_paid_against_due(views.get(p.id))))
             yield out.getvalue()
             out.seek(0)
             out.truncate()
@@ -243,6 +244,16 @@ def processes_csv():
 
     return Response(stream_with_context(rows()), mimetype="text/csv",
                     headers={"Content-Disposition": 'attachment; filename="processes.csv"'})
+
+
+def _paid_against_due(view):
+    """The CSV's payment columns: asset, network, amount due and confirmed amount paid, in token
+    units (a payment completed under the merchant's tolerance shows paid below due); empty without."""
+    if view is None:
+        return ("", "", "", "")
+    p = view.payment
+    paid = sum(t.amount for t in view.transfers if t.status == "confirmed")
+    return (p.asset_id, p.network_id, format_units(p.amount_due, p.decimals), format_units(paid, p.decimals))
 
 
 def _process_or_404(process_id):

@@ -1,6 +1,10 @@
 """The underpayment tolerance (`merchants set-tolerance`), on a real node: a payment completes at the
 amount due less the merchant's percent, rounded up to a whole base unit (never more forgone than the
 percent), and below it stays partly paid; each payment keeps the tolerance it was confirmed under."""
+import csv
+import io
+import re
+
 import pytest
 
 from support.chain_shop import Shop, add_network, cli
@@ -16,6 +20,20 @@ def shop(app, client, runner, chain, clock, make_merchant):
     shop = Shop(app, Api(client, merchant["secretKey"]), runner, chain, clock, merchant, client)
     shop.sync_clock()
     return shop
+
+
+def console_csv(shop):
+    password = "correct horse battery"
+    created = shop.runner.invoke(args=["users", "create", "owner@shop.example", "--merchant",
+                                       shop.merchant["merchantId"]], input=password + "\n")
+    assert created.exit_code == 0, created.output
+    page = shop.client.get("/dashboard/login").text
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+    shop.client.post("/dashboard/login", data={"email": "owner@shop.example", "password": password,
+                                               "csrf_token": token})
+    export = shop.client.get("/dashboard/processes.csv")
+    assert export.status_code == 200
+    return list(csv.DictReader(io.StringIO(export.get_data(as_text=True))))
 
 
 def set_tolerance(shop, percent):
@@ -50,6 +68,12 @@ def test_within_the_tolerance_completes_and_shows_paid_against_due(shop, chain):
     chain.mine(CONFIRMATIONS)
     shop.watch()
     assert shop.event_types(short_id) == ["payment.partial", "payment.completed"]
+
+    # The console's export: what was paid against what was due.
+    rows = {r["processId"]: r for r in console_csv(shop)}
+    assert {k: rows[exact_id][k] for k in ("status", "assetId", "networkId", "amountDue", "amountPaid")} == {
+        "status": "completed", "assetId": "tusd", "networkId": "hardhat", "amountDue": "19.99",
+        "amountPaid": "19.89005"}
 
 
 def test_rounding_never_forgoes_more_than_the_percent(shop, chain):
