@@ -17,8 +17,12 @@
  * asset, then the network (a step with one choice is skipped), and the button confirms the choice
  * (POST …/confirm), then shows the exact amount and the address (each with a copy button), the
  * network, a QR code of the EIP-681 payment URI and a link opening it in a wallet app, and follows
- * the payment as the service sees it (polled every second while shown). Test-mode merchants also
- * get the sandbox ("Simulate a payment").
+ * the payment as the service sees it (polled every second while shown). Beside them, one "Pay with
+ * NAME" button per browser wallet (EIP-6963 announcements; a bare EIP-1193 window.ethereum when none
+ * announces itself): the wallet is switched to the payment's network, the chain id read again, and
+ * one transfer of exactly what is due is asked for; for an ERC-3009 token that the service's relayer
+ * serves, "Pay without gas" asks the wallet to sign the authorization instead (POST …/authorization).
+ * Test-mode merchants also get the sandbox ("Simulate a payment").
  *
  * Events (CustomEvent, bubbles, composed, fired on the element):
  *   payment-success    detail: the public process {processId, status, amount, expiresAt, livemode,
@@ -37,7 +41,7 @@
  *
  * Styling hooks: CSS custom properties --payment-button-accent, --payment-button-radius,
  * --payment-button-font on the element; shadow parts card, amount, pay-button, test-badge, outcome,
- * methods, instructions, qr.
+ * methods, instructions, qr, wallets.
  *
  * customElements.get('payment-button').qrSvg(text) returns the SVG markup of a QR code of `text`.
  *
