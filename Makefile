@@ -57,12 +57,14 @@ $(CHAIN)/node_modules/.installed: $(CHAIN)/package.json $(CHAIN)/package-lock.js
 	touch $@
 
 ## demo-live: the demo shop taking live stablecoin payments on this machine (docs/payment-button.md):
-##      a local Hardhat node with a test token (TUSD), added with the operator CLI (networks add,
-##      assets add, networks deploy-factory, merchants set-payout: the payout mode, the payout wallet
-##      being the node's dev account #1, the operator's gas key dev account #2's, both published
+##      a local Hardhat node with a test token (TUSD, ERC-3009: payable without gas), added with the
+##      operator CLI (networks add, assets add --eip3009, networks deploy-factory, merchants
+##      set-payout: the payout mode, the payout wallet being the node's dev account #1, the
+##      operator's gas key dev account #2's, the relayer's (RELAYER_KEY_FILE) #3's, all published
 ##      Hardhat test keys), the chain watcher and the webhook worker alongside; the shop's "Test
-##      wallet" panel pays, and collects to the payout wallet (or run the `collect` command it
-##      prints). A fresh chain and database (in DEMO_DIR) each time; Ctrl-C stops everything.
+##      wallet" panel pays, is announced to the button as a browser wallet ("Pay with Demo test
+##      wallet", "Pay without gas"), and collects to the payout wallet (or run the `collect` command
+##      it prints). A fresh chain and database (in DEMO_DIR) each time; Ctrl-C stops everything.
 DEMO_DIR           ?= $(CURDIR)/instance/demo-live
 DEMO_RPC_PORT      ?= 8545
 DEMO_CONFIRMATIONS ?= 3
@@ -79,15 +81,17 @@ demo-live: $(VENV)/.installed $(CHAIN)/node_modules/.installed
 	trap 'exit 130' INT TERM; \
 	set -e; \
 	$(FLASK) init-db; \
-	token=$$($(FLASK) demo-chain --rpc-url $$rpc --token-build $(CHAIN)/build/TestUSD.json \
+	token=$$($(FLASK) demo-chain --rpc-url $$rpc --token-build $(CHAIN)/build/TestUSDC.json \
 		--block-seconds $(DEMO_BLOCK_SECONDS)); \
 	$(FLASK) networks add local --name "Local Hardhat" --chain-id 31337 --testnet --rpc-url $$rpc \
 		--confirmations $(DEMO_CONFIRMATIONS); \
-	$(FLASK) assets add tusd --network local --symbol TUSD --name "Test USD" --contract $$token --decimals 6; \
+	$(FLASK) assets add tusd --network local --symbol TUSD --name "Test USD" --contract $$token --decimals 6 --eip3009; \
 	$(FLASK) demo-merchant --webhook-url http://$(HOST):$(PORT)/demo/webhooks; \
 	merchant=$$($(FLASK) demo-merchant --json | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["merchantId"])'); \
 	(umask 077 && $(BIN)/python -c 'from app.demo.merchant import DEMO_OPERATOR_KEY; print(DEMO_OPERATOR_KEY)' \
 		>$(DEMO_DIR)/operator.key); \
+	(umask 077 && $(BIN)/python -c 'from app.demo.merchant import DEMO_RELAYER_KEY; print(DEMO_RELAYER_KEY)' \
+		>$(DEMO_DIR)/relayer.key); \
 	$(FLASK) networks deploy-factory local --key-file $(DEMO_DIR)/operator.key; \
 	$(FLASK) merchants set-payout $$merchant $$($(BIN)/python -c 'from app.demo.merchant import DEMO_PAYOUT_ADDRESS; print(DEMO_PAYOUT_ADDRESS)'); \
 	$(FLASK) deliver-webhooks & worker=$$!; \
@@ -95,6 +99,7 @@ demo-live: $(VENV)/.installed $(CHAIN)/node_modules/.installed
 	echo "Live demo shop: http://$(HOST):$(PORT)/  (local node $$rpc; Ctrl-C stops everything)"; \
 	echo "Collect the payments to the payout wallet: FLASK_DATABASE=$$FLASK_DATABASE $(FLASK) collect local --key-file $(DEMO_DIR)/operator.key"; \
 	FLASK_DEMO_SHOP=1 FLASK_DEMO_WALLET_RPC_URL=$$rpc FLASK_DEMO_COLLECT_KEY_FILE=$(DEMO_DIR)/operator.key \
+		FLASK_RELAYER_KEY_FILE=$(DEMO_DIR)/relayer.key \
 		$(FLASK) run --host $(HOST) --port $(PORT)
 
 $(BIN)/python:

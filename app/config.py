@@ -39,6 +39,11 @@ DEFAULTS = {
     # The chain watcher's JSON-RPC calls: seconds to connect, and to wait for an answer
     "CHAIN_RPC_CONNECT_TIMEOUT_SECONDS": 5,
     "CHAIN_RPC_READ_TIMEOUT_SECONDS": 20,
+    # Payments without gas (ERC-3009): the relayer's key file (one hex private key of an account
+    # holding only the network's gas coin; read when used, never stored or logged; None: no
+    # relayer, the option is not offered), and how many transactions it may send per hour.
+    "RELAYER_KEY_FILE": None,
+    "RELAYER_MAX_PER_HOUR": 100,
     # Rolling a secret key or the webhook secret: hours the old one keeps working beside the new
     # one (0: it stops at once)
     "KEY_ROLL_OVERLAP_HOURS": 24,
@@ -87,6 +92,7 @@ def normalize(config):
         "RETENTION_DAYS",
         "DASHBOARD_SESSION_HOURS",
         "KEY_ROLL_OVERLAP_HOURS",
+        "RELAYER_MAX_PER_HOUR",
     ):
         try:
             config[name] = int(config[name])

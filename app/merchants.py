@@ -4,6 +4,7 @@ from dataclasses import replace
 
 from app import keys
 from app.data import merchants as merchant_rows
+from app.money import AmountError, parse_tolerance
 from app.records import Merchant
 from app.webhooks.signing import new_secret as new_webhook_secret
 from app.webhooks import ssrf
@@ -159,6 +160,24 @@ def disable(db, merchant_id, now):
         _existing(conn, merchant_id)
         if not merchant_rows.disable(conn, merchant_id, int(now)):
             raise MerchantError(f"Merchant {merchant_id} is already disabled.")
+
+
+def set_tolerance(db, merchant_id, percent) -> str:
+    """Set the merchant's underpayment tolerance (percent, a decimal from 0 to 5, app/money.py);
+    the value stored. It applies to payments confirmed from now on: each keeps the one it was made
+    under, so a change never completes or reopens a payment already under way."""
+    try:
+        tolerance = parse_tolerance(percent)
+    except AmountError as e:
+        raise MerchantError(str(e)) from None
+    with db.transaction() as conn:
+        _existing(conn, merchant_id)
+        merchant_rows.set_tolerance(conn, merchant_id, tolerance)
+    return tolerance
+
+
+def tolerance_of(db, merchant_id) -> str:
+    return merchant_rows.get_tolerance(db.connection(), merchant_id) or "0"
 
 
 def set_webhook_url(db, merchant_id, url):

@@ -67,3 +67,36 @@ def format_units(units: int, decimals: int) -> str:
         text += "." + str(fraction).rjust(decimals, "0").rstrip("0")
     return "-" + text if units < 0 else text
 
+
+
+# The underpayment tolerance: percent of the amount due a merchant forgoes (exchanges and some
+# wallets deduct their fee from what they send).
+MAX_TOLERANCE = Decimal(5)
+TOLERANCE_PLACES = 2
+
+
+def parse_tolerance(text) -> str:
+    """A tolerance in percent as given ("0.5", "1", "0.25"): a decimal from 0 to 5 with at most two
+    decimal places, parsed exactly; returned without trailing zeros ("0.50" -> "0.5"). AmountError
+    with the rule otherwise."""
+    rule = f"The tolerance must be a percentage from 0 to {MAX_TOLERANCE}, with at most" \
+           f" {TOLERANCE_PLACES} decimal places (e.g. 0.5)."
+    if not isinstance(text, str) or not text.strip():
+        raise AmountError(rule)
+    try:
+        value = Decimal(text.strip())
+    except InvalidOperation:
+        raise AmountError(rule) from None
+    if (not value.is_finite() or value < 0 or value > MAX_TOLERANCE
+            or significant_places(value) > TOLERANCE_PLACES):
+        raise AmountError(rule)
+    return format(value.normalize(), "f") if value else "0"
+
+
+def minimum_paid(amount_due: int, tolerance: str) -> int:
+    """The least sum (base units) that completes a payment of `amount_due` under `tolerance`
+    percent: amount_due × (1 − tolerance/100), rounded UP to a whole base unit, so the merchant
+    never forgoes more than the percent. Exact rational arithmetic, never a float."""
+    numerator, denominator = Decimal(tolerance).as_integer_ratio()
+    scale = 100 * denominator
+    return -(-amount_due * (scale - numerator) // scale)

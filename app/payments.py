@@ -10,6 +10,7 @@ import re
 from dataclasses import replace
 
 from app.chain import addresses
+from app.chain import eip3009
 from app.chain import forwarder
 from app.chain import rpc
 from app.testnets import LIVE_CHAIN_IDS, TEST_CHAIN_IDS, is_test_network
@@ -115,6 +116,10 @@ def add_network(db, *, network_id, name, chain_id, rpc_url, confirmations, start
     return network
 
 
+def network(db, network_id) -> Network | None:
+    return payment_rows.get_network(db.connection(), network_id)
+
+
 def list_networks(db):
     return payment_rows.list_networks(db.connection())
 
@@ -158,7 +163,11 @@ def networks_of_unknown_mode(db, version_before) -> list[Network]:
             if n.testnet and n.chain_id not in TEST_CHAIN_IDS | LIVE_CHAIN_IDS]
 
 
-def add_asset(db, *, asset_id, network_id, symbol, name, contract, decimals, now) -> Asset:
+def add_asset(db, *, asset_id, network_id, symbol, name, contract, decimals, now, eip3009=False,
+              client_factory=rpc.Client) -> Asset:
+    """Let customers pay with a token on a network. `eip3009`: payable without gas (ERC-3009): the
+    token's EIP-712 domain is read from the contract through the network's node and checked
+    (app/chain/eip3009.py); a contract that is not an ERC-3009 token is refused."""
     _check_id(asset_id, "The asset id")
     if not symbol or not symbol.strip() or len(symbol) > 16:
         raise SetupError("The symbol must be 1-16 characters.")
@@ -170,8 +179,10 @@ def add_asset(db, *, asset_id, network_id, symbol, name, contract, decimals, now
         raise SetupError("The contract must be 0x followed by 40 hexadecimal digits, with a valid"
                          " EIP-55 checksum when it mixes upper and lower case.")
     contract = addresses.to_checksum_address(contract)
+    domain = _eip3009_domain(db, network_id, contract, client_factory) if eip3009 else None
     asset = Asset(id=asset_id, network_id=network_id, symbol=symbol.strip(), name=name.strip(),
-                  contract=contract, decimals=decimals, disabled_at=None, created_at=now)
+                  contract=contract, decimals=decimals, disabled_at=None, created_at=now,
+                  eip3009_name=domain and domain.name, eip3009_version=domain and domain.version)
     with db.transaction() as conn:
         network = payment_rows.get_network(conn, network_id)
         if network is None:
@@ -182,6 +193,23 @@ def add_asset(db, *, asset_id, network_id, symbol, name, contract, decimals, now
             raise SetupError(f"Contract {contract} is already an asset on network {network_id}.")
         payment_rows.insert_asset(conn, asset)
     return asset
+
+
+def _eip3009_domain(db, network_id, contract, client_factory):
+    network = payment_rows.get_network(db.connection(), network_id)
+    if network is None:
+        raise SetupError(f"No network {network_id} (networks add it first).")
+    client = client_factory(network.rpc_url)
+    try:
+        node_chain_id = client.chain_id()
+        if node_chain_id != network.chain_id:
+            raise SetupError(f"The node at {rpc.redacted(network.rpc_url)} serves chain id"
+                             f" {node_chain_id}, not {network.chain_id}: --eip3009 not checked.")
+        return eip3009.read_domain(client, contract, network.chain_id)
+    except eip3009.Eip3009Error as e:
+        raise SetupError(f"--eip3009 refused: {e}") from None
+    except rpc.RpcError as e:
+        raise SetupError(f"Could not read the token's EIP-712 domain from the node: {e}.") from None
 
 
 def list_assets(db):
@@ -227,8 +255,12 @@ def payable_assets(db, merchant) -> list[dict]:
         entry = grouped.setdefault(
             asset.id, {"id": asset.id, "symbol": asset.symbol, "name": asset.name, "networks": []}
         )
-        entry["networks"].append({"id": asset.network_id, "name": network_name, "chainId": chain_id,
-                                  "confirmations": confirmations})
+        network = {"id": asset.network_id, "name": network_name, "chainId": chain_id,
+                   "confirmations": confirmations}
+        if asset.eip3009:  # payable without gas when a relayer serves it (app/relayer.py)
+            network["eip712Domain"] = {"name": asset.eip3009_name, "version": asset.eip3009_version,
+                                       "chainId": chain_id, "verifyingContract": asset.contract}
+        entry["networks"].append(network)
     return list(grouped.values())
 
 
@@ -285,6 +317,8 @@ def confirm(db, merchant, process_id, *, asset_id, network_id, now):
             ]}) from None
         choice = dict(asset_id=asset.id, network_id=network.id, chain_id=network.chain_id,
                       token_contract=asset.contract, decimals=asset.decimals, amount_due=amount_due)
+        # The merchant's tolerance when the payment is made: a later change leaves it as it was.
+        tolerance = merchant_rows.get_tolerance(conn, merchant.id) or "0"
         if existing is not None:
             same = all(getattr(existing, k) == v for k, v in choice.items())
             if not same:
@@ -298,13 +332,13 @@ def confirm(db, merchant, process_id, *, asset_id, network_id, now):
             payment_rows.insert_payment(conn, Payment(
                 process_id=process_id, merchant_id=merchant.id, address_index=None,
                 address=address, **choice, created_at=now, updated_at=now, mode="payout",
-                payout_address=payout, factory=factory,
+                payout_address=payout, factory=factory, tolerance=tolerance,
             ))
         else:
             index, address = _allocate(conn, merchant.id, wallet.xpub)
             payment_rows.insert_payment(conn, Payment(
                 process_id=process_id, merchant_id=merchant.id, address_index=index,
-                address=address, **choice, created_at=now, updated_at=now,
+                address=address, **choice, created_at=now, updated_at=now, tolerance=tolerance,
             ))
         return process, payment_rows.view_of(conn, process_id)
 

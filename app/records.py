@@ -2,6 +2,7 @@
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from app.money import minimum_paid
 from app.testnets import is_test_network
 
 FINAL_STATUSES = ("completed", "cancelled", "expired")
@@ -232,6 +233,13 @@ class Asset:
     decimals: int
     disabled_at: int | None
     created_at: int
+    # Added with --eip3009 (payable without gas): its EIP-712 domain's name and version.
+    eip3009_name: str | None = None
+    eip3009_version: str | None = None
+
+    @property
+    def eip3009(self) -> bool:
+        return self.eip3009_name is not None
 
 
 @dataclass(frozen=True)
@@ -268,6 +276,12 @@ class Payment:
     mode: str = "xpub"
     payout_address: str | None = None
     factory: str | None = None
+    tolerance: str = "0"  # underpayment tolerance in percent, the merchant's at the first confirm
+
+    def covered_by(self, paid: int) -> bool:
+        """Whether `paid` (base units) completes the payment: the amount due less the tolerance
+        (app/money.py minimum_paid). The chain watcher's completion rule."""
+        return paid >= minimum_paid(self.amount_due, self.tolerance)
 
 
 @dataclass(frozen=True)

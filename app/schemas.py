@@ -152,3 +152,66 @@ class RefundSchema(Schema):
         min=42, max=42, error="Must be 0x followed by 40 hexadecimal digits."),
                          error_messages={"null": "Must be a JSON string, not null."})
     reason = JSONString(validate=validate.Length(max=500))
+
+
+class EvmAddress(JSONString):
+    """0x and 40 hex digits, a valid EIP-55 checksum when it mixes cases; loads to its EIP-55 form."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        from app.chain.addresses import is_checksum_valid, to_checksum_address
+        text = super()._deserialize(value, attr, data, **kwargs)
+        if not is_checksum_valid(text):
+            raise ValidationError("Must be 0x followed by 40 hexadecimal digits, with a valid EIP-55"
+                                  " checksum when it mixes upper and lower case.")
+        return to_checksum_address(text)
+
+
+class HexString(JSONString):
+    """0x and exactly 2 × `size` hex digits."""
+
+    def __init__(self, size, **kwargs):
+        super().__init__(**kwargs)
+        self.size = size
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        text = super()._deserialize(value, attr, data, **kwargs)
+        if not re.fullmatch(r"0x[0-9a-fA-F]{%d}" % (2 * self.size), text):
+            raise ValidationError(f"Must be 0x followed by {2 * self.size} hexadecimal digits"
+                                  f" ({self.size} bytes).")
+        return text
+
+
+class Uint256String(JSONString):
+    """A whole number of base units as a decimal string (a JSON string: too large for a number)."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        text = super()._deserialize(value, attr, data, **kwargs)
+        if not re.fullmatch(r"0|[1-9][0-9]{0,77}", text) or int(text) >= 2**256:
+            raise ValidationError("Must be a whole number of base units as a decimal string, e.g."
+                                  " \"12340000\".")
+        return int(text)
+
+
+class UnixSeconds(fields.Field):
+    """A JSON integer (no fraction, no exponent) from 0 to 2^63 − 1."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, JSONNumber) or not re.fullmatch(r"0|[1-9][0-9]{0,18}", value) \
+                or int(value) >= 2**63:
+            raise ValidationError("Must be a JSON integer: unix seconds.")
+        return int(value)
+
+
+class AuthorizationSchema(Schema):
+    """POST …/authorization: an ERC-3009 TransferWithAuthorization and its signature."""
+    class Meta:
+        unknown = RAISE
+
+    _null = {"null": "Must not be null."}
+    from_ = EvmAddress(required=True, data_key="from", error_messages=_null)
+    to = EvmAddress(required=True, error_messages=_null)
+    value = Uint256String(required=True, error_messages=_null)
+    validAfter = UnixSeconds(required=True, error_messages=_null)
+    validBefore = UnixSeconds(required=True, error_messages=_null)
+    nonce = HexString(32, required=True, error_messages=_null)
+    signature = HexString(65, required=True, error_messages=_null)

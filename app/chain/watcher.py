@@ -528,8 +528,8 @@ class Watcher:
             if (process.status == "pending" and _in_time(process, new)
                     and all(_on_choice(view.payment, t) for t in new)  # else: rescaled later
                     and all(t.status == "confirmed" for t in view.transfers)
-                    and _paid(_in_time(process, view.transfers + tuple(new)))
-                    >= view.payment.amount_due):
+                    and view.payment.covered_by(
+                        _paid(_in_time(process, view.transfers + tuple(new))))):
                 completing[process_id] = (process, view)
         return completing
 
@@ -541,7 +541,7 @@ class Watcher:
             event = "payment.received_late"
         else:
             counted = [t for t in view.transfers if t.status == "confirmed"]
-            if _paid(_in_time(process, counted)) >= view.payment.amount_due:
+            if view.payment.covered_by(_paid(_in_time(process, counted))):
                 if not process_rows.complete_paid(conn, process_id, now):
                     raise RuntimeError("a pending process could not be completed")  # rolls back
                 process = replace(process, status="completed", updated_at=now)

@@ -50,7 +50,8 @@ def _network_json(n):
 def _asset_json(a):
     return {"id": a.id, "networkId": a.network_id, "symbol": a.symbol, "name": a.name,
             "contract": a.contract, "decimals": a.decimals, "enabled": a.disabled_at is None,
-            "createdAt": when(a.created_at)}
+            "createdAt": when(a.created_at),
+            "eip3009": {"name": a.eip3009_name, "version": a.eip3009_version} if a.eip3009 else None}
 
 
 @networks.command("add")
@@ -123,14 +124,24 @@ def networks_set_mode(network_id, mode):
 @click.option("--name", required=True, help="E.g. 'USD Coin'.")
 @click.option("--contract", required=True, help="The ERC-20 contract address (0x…).")
 @click.option("--decimals", required=True, type=int, help="The token's decimals (USDC: 6).")
+@click.option("--eip3009", is_flag=True,
+              help="The token implements ERC-3009 (transferWithAuthorization, as USDC and EURC do):"
+                   " payers without the network's gas coin may pay through the relayer"
+                   " (RELAYER_KEY_FILE). Its EIP-712 domain is read from the contract and checked.")
 @click.option("--json", "as_json", is_flag=True, help="Print the created asset as JSON.")
-def assets_add(asset_id, network_id, symbol, name, contract, decimals, as_json):
+def assets_add(asset_id, network_id, symbol, name, contract, decimals, eip3009, as_json):
     """Let customers pay with a token on a network."""
-    _add(service.add_asset, as_json, _asset_json,
-         lambda a: f"Added asset {a.id} ({a.symbol}, {a.decimals} decimals) on {a.network_id}:"
-                   f" contract {a.contract}.",
-         asset_id=asset_id, network_id=network_id, symbol=symbol, name=name, contract=contract,
-         decimals=decimals)
+    def describe(a):
+        text = (f"Added asset {a.id} ({a.symbol}, {a.decimals} decimals) on {a.network_id}:"
+                f" contract {a.contract}.")
+        if a.eip3009:
+            text += (f" Payable without gas (ERC-3009, EIP-712 domain {a.eip3009_name!r} version"
+                     f" {a.eip3009_version!r}) when RELAYER_KEY_FILE is set.")
+        return text
+
+    _add(service.add_asset, as_json, _asset_json, describe, asset_id=asset_id,
+         network_id=network_id, symbol=symbol, name=name, contract=contract, decimals=decimals,
+         eip3009=eip3009)
 
 
 @assets.command("list")

@@ -192,3 +192,16 @@ def set_xpub(merchant_id, xpub):
     click.echo(f"Registered the wallet of {merchant_id}. Its first deposit address"
                f" ({ADDRESS_PATH.format(index=0)}) is {first}: check that your wallet shows the same"
                " address for the first account of this seed phrase.")
+
+
+@merchants.command("set-tolerance")
+@click.argument("merchant_id")
+@click.argument("percent")
+def set_tolerance(merchant_id, percent):
+    """Let a payment complete when at least the amount due less PERCENT percent arrived (exchanges
+    and some wallets deduct their fee from what they send): a decimal from 0 (the default) to 5,
+    e.g. 0.5. Applies to payments confirmed from now on."""
+    tolerance = _run(service.set_tolerance, merchant_id, percent)
+    click.echo(f"Underpayment tolerance of {merchant_id}: {tolerance} %. Payments confirmed from now"
+               f" on complete at the amount due less {tolerance} % (rounded up to the token's"
+               " smallest unit).")

@@ -48,7 +48,7 @@ CSV_BATCH = 500
 # The payment button's QR encoder and the console's renderer of <img data-qr>, in one scope.
 QR_SCRIPT = load_button_script(names=("qr.js", "console/qr-images.js"))
 CSV_COLUMNS = ("processId", "status", "amount", "livemode", "createdAt", "updatedAt", "expiresAt",
-               "metadata")
+               "metadata", "assetId", "networkId", "amountDue", "amountPaid")
 
 
 @bp.app_template_filter("when")
@@ -230,10 +230,11 @@ def processes_csv():
         while True:
             batch, more = _page(found, limit=CSV_BATCH, before=before)
             current = now()
+            views = payments.views(get_db(), batch)  # what was paid against what was due
             for p in batch:
                 writer.writerow((p.id, p.effective_status(current), p.amount, "true" if p.livemode else "false",
                                  iso(p.created_at), iso(p.effective_updated_at(current)), iso(p.expires_at),
-                                 p.metadata))
+                                 p.metadata, *_paid_against_due(views.get(p.id))))
             yield out.getvalue()
             out.seek(0)
             out.truncate()
@@ -243,6 +244,16 @@ def processes_csv():
 
     return Response(stream_with_context(rows()), mimetype="text/csv",
                     headers={"Content-Disposition": 'attachment; filename="processes.csv"'})
+
+
+def _paid_against_due(view):
+    """The CSV's payment columns: asset, network, amount due and confirmed amount paid, in token
+    units (a payment completed under the merchant's tolerance shows paid below due); empty without."""
+    if view is None:
+        return ("", "", "", "")
+    p = view.payment
+    paid = sum(t.amount for t in view.transfers if t.status == "confirmed")
+    return (p.asset_id, p.network_id, format_units(p.amount_due, p.decimals), format_units(paid, p.decimals))
 
 
 def _process_or_404(process_id):
@@ -479,7 +490,7 @@ def _network_payouts(network, assets):
 
 @bp.get("/payouts")
 @login_required
-def payouts_page():
+def payouts_page(notice=None, error=None, status=200):
     conn = get_db().connection()
     payout = payout_rows.get_payout(conn, g.merchant.id)
     with_factory = payout_rows.networks_with_factory(conn)
@@ -490,7 +501,22 @@ def payouts_page():
         if n.id in with_factory and n.disabled_at is None and n.is_test != g.merchant.livemode
     ] if payout else []
     return render_template("dashboard/payouts.html", payout=payout, networks=networks,
-                           has_xpub=payment_rows.get_wallet(conn, g.merchant.id) is not None)
+                           has_xpub=payment_rows.get_wallet(conn, g.merchant.id) is not None,
+                           tolerance=merchants.tolerance_of(get_db(), g.merchant.id),
+                           notice=notice, error=error), status
+
+
+@bp.post("/settings/tolerance")
+@login_required
+@owner_required
+def set_tolerance():
+    """The underpayment tolerance (merchants set-tolerance): a form on the payouts page."""
+    try:
+        tolerance = merchants.set_tolerance(get_db(), g.merchant.id, request.form.get("tolerance", ""))
+    except merchants.MerchantError as e:
+        return payouts_page(error=str(e), status=400)
+    return payouts_page(notice=f"Underpayment tolerance set to {tolerance} %: payments confirmed from"
+                               " now on complete at the amount due less that.")
 
 
 # --- Webhooks --------------------------------------------------------------------------------------

@@ -159,3 +159,16 @@ def set_webhook_secret(conn, merchant_id, secret, previous=None, previous_until=
         (secret, previous, previous_until, merchant_id),
     )
     return cur.rowcount == 1
+
+
+def get_tolerance(conn, merchant_id) -> str | None:
+    """The merchant's underpayment tolerance in percent (decimal text); None: no such merchant."""
+    row = conn.execute("SELECT underpayment_tolerance FROM merchants WHERE id = ?",
+                       (merchant_id,)).fetchone()
+    return row[0] if row else None
+
+
+def set_tolerance(conn, merchant_id, tolerance: str) -> bool:
+    cur = conn.execute("UPDATE merchants SET underpayment_tolerance = ? WHERE id = ?",
+                       (tolerance, merchant_id))
+    return cur.rowcount == 1

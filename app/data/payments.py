@@ -9,11 +9,14 @@ _NETWORK_COLUMNS = (
     "id, name, chain_id, rpc_url, confirmations, start_block, scanned_block, head_block,"
     " disabled_at, created_at, testnet"
 )
-_ASSET_COLUMNS = "id, network_id, symbol, name, contract, decimals, disabled_at, created_at"
+_ASSET_COLUMNS = (
+    "id, network_id, symbol, name, contract, decimals, disabled_at, created_at, eip3009_name,"
+    " eip3009_version"
+)
 _PAYMENT_COLUMNS = (
     "p.process_id, p.merchant_id, p.address_index, p.address, p.asset_id, p.network_id, p.chain_id,"
     " p.token_contract, p.decimals, p.amount_due, p.created_at, p.updated_at, n.head_block, p.mode,"
-    " p.payout_address, p.factory"
+    " p.payout_address, p.factory, p.tolerance"
 )
 _TRANSFER_FIELDS = (
     "chain_id", "tx_hash", "log_index", "network_id", "process_id", "token_contract", "from_address",
@@ -98,8 +101,9 @@ def pending_chosen_on(conn, network_id, livemode) -> int:
 
 def insert_asset(conn, a: Asset):
     conn.execute(
-        f"INSERT INTO assets ({_ASSET_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (a.id, a.network_id, a.symbol, a.name, a.contract, a.decimals, a.disabled_at, a.created_at),
+        f"INSERT INTO assets ({_ASSET_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (a.id, a.network_id, a.symbol, a.name, a.contract, a.decimals, a.disabled_at, a.created_at,
+         a.eip3009_name, a.eip3009_version),
     )
 
 
@@ -128,7 +132,8 @@ def payable_assets(conn) -> list[tuple[Asset, str, int, int, bool]]:
     name, its chain id, its confirmations, its --testnet flag)."""
     rows = conn.execute(
         "SELECT a.id AS a_id, a.network_id, a.symbol, a.name AS a_name, a.contract, a.decimals,"
-        " a.created_at AS a_created_at, n.name AS n_name, n.chain_id, n.confirmations, n.testnet"
+        " a.created_at AS a_created_at, a.eip3009_name, a.eip3009_version, n.name AS n_name,"
+        " n.chain_id, n.confirmations, n.testnet"
         " FROM assets a JOIN networks n ON n.id = a.network_id"
         " WHERE a.disabled_at IS NULL AND n.disabled_at IS NULL ORDER BY a.id, a.network_id"
     ).fetchall()
@@ -136,7 +141,8 @@ def payable_assets(conn) -> list[tuple[Asset, str, int, int, bool]]:
         (
             Asset(id=r["a_id"], network_id=r["network_id"], symbol=r["symbol"], name=r["a_name"],
                   contract=r["contract"], decimals=r["decimals"], disabled_at=None,
-                  created_at=r["a_created_at"]),
+                  created_at=r["a_created_at"], eip3009_name=r["eip3009_name"],
+                  eip3009_version=r["eip3009_version"]),
             r["n_name"],
             r["chain_id"],
             r["confirmations"],
@@ -217,10 +223,11 @@ def insert_payment(conn, p: Payment):
     conn.execute(
         "INSERT INTO payments (process_id, merchant_id, address_index, address, asset_id, network_id,"
         " chain_id, token_contract, decimals, amount_due, created_at, updated_at, mode,"
-        " payout_address, factory) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " payout_address, factory, tolerance)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (p.process_id, p.merchant_id, p.address_index, p.address, p.asset_id, p.network_id,
          p.chain_id, p.token_contract, p.decimals, str(p.amount_due), p.created_at, p.updated_at,
-         p.mode, p.payout_address, p.factory),
+         p.mode, p.payout_address, p.factory, p.tolerance),
     )
 
 

@@ -16,7 +16,7 @@ TABLES = (
     "merchants", "secret_keys", "processes", "events", "delivery_attempts", "idempotency_keys",
     "networks", "assets", "merchant_wallets", "merchant_payouts", "network_factories", "payments",
     "payment_choices", "transfers", "chain_blocks", "refunds", "collections", "collection_items",
-    "pruned_events",
+    "pruned_events", "relayed_authorizations",
     "users", "console_sessions", "login_failures", "login_locks", "process_search",
 )
 

@@ -23,6 +23,9 @@ DEMO_FIRST_ADDRESS = "0x9858EfFD232B4033E47d90003D41EC34EcaEda94"
 # Anyone can spend from both: local test chains only.
 DEMO_PAYOUT_ADDRESS = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
 DEMO_OPERATOR_KEY = "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a"
+# The relayer of payments without gas (RELAYER_KEY_FILE): dev account #3's published key, which holds
+# the node's gas coin and no token.
+DEMO_RELAYER_KEY = "0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6"
 
 
 def read_keys(path):

@@ -15,6 +15,9 @@ wallet (wallet.py) for the live payment of the order on the page:
                                       payment's address of what is outstanding, half of it, or
                                       one token more
   POST /demo/wallet/mine              {"blocks": n}: mine n blocks (1-100)
+  POST /demo/wallet/rpc               {"method", "params"}: the same account as a browser wallet
+                                      (EIP-1193), which the shop's page announces (EIP-6963) to the
+                                      payment button: {"result"} or {"error": {"code", "message"}}
   POST /demo/wallet/<processId>/collect  a payout-mode payment (`make demo-live`): runs `collect`
                                       for the demo merchant on the payment's network, the gas paid
                                       from DEMO_COLLECT_KEY_FILE (a published dev key); the state
@@ -33,7 +36,7 @@ from app.chain.signer import SignerError
 from app.clock import now
 from app.db import get_db
 from app.demo.merchant import read_keys
-from app.demo.wallet import DemoWallet
+from app.demo.wallet import DemoWallet, WalletRequestError
 from app.errors import ApiError, validation_error
 from app.http import json_response, load, read_json_body
 from app.jsonutil import InvalidJSON, JSONNumber, dumps_pretty, loads
@@ -239,6 +242,24 @@ def wallet_mine():
     except RpcError as e:
         raise _node_error(e) from None
     return json_response(json.dumps({"head": head}))
+
+
+@bp.post("/demo/wallet/rpc")
+def wallet_rpc():
+    """One EIP-1193 request of the shop's browser wallet (app/demo/wallet.py DemoWallet.request)."""
+    body = read_json_body()
+    method = body.get("method") if isinstance(body, dict) else None
+    params = body.get("params", []) if isinstance(body, dict) else None
+    if not isinstance(method, str) or not isinstance(params, list):
+        raise validation_error({"method": ["Must be a JSON string, with `params` a JSON array."]})
+    wallet = _wallet()
+    try:
+        answer = {"result": wallet.request(method, params)}
+    except WalletRequestError as e:
+        answer = {"error": {"code": e.code, "message": str(e)}}
+    except RpcError as e:
+        answer = {"error": {"code": -32603, "message": str(e)}}
+    return json_response(json.dumps(answer))
 
 
 @bp.post("/demo/wallet/<process_id:process_id>/collect")

@@ -15,6 +15,14 @@ SENDER_INDEX = 0  # the dev account that deployed the test token holds its suppl
 DEMO_TOKEN_SUPPLY = 10**15  # base units: a billion tokens of 6 decimals
 
 
+class WalletRequestError(Exception):
+    """An EIP-1193 error of the shop's browser wallet: `code` as a wallet gives it."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
 @dataclass(frozen=True)
 class Sent:
     tx_hash: str
@@ -46,6 +54,26 @@ class DemoWallet:
         """An ERC-20 transfer of `amount` base units from the dev account, mined by the node."""
         data = transfer_calldata(to, amount)
         return self._send({"from": self.sender(), "to": token, "data": data})
+
+    def request(self, method, params):
+        """The shop's browser wallet (EIP-1193, announced to the page by EIP-6963): the few requests
+        the payment button makes, answered for the dev account on the node's own chain. The node
+        signs (its dev accounts are unlocked); nothing is sent from any other account."""
+        if method in ("eth_requestAccounts", "eth_accounts"):
+            return [self.sender()]
+        if method == "eth_chainId":
+            return hex(self.client.chain_id())
+        if method == "wallet_switchEthereumChain":
+            wanted = params[0].get("chainId") if params and isinstance(params[0], dict) else None
+            if wanted != hex(self.client.chain_id()):
+                raise WalletRequestError(4902, f"The test wallet knows only chain {self.client.chain_id()}.")
+            return None
+        if method == "eth_sendTransaction" and params and isinstance(params[0], dict):
+            tx = {"from": self.sender(), "to": params[0].get("to"), "data": params[0].get("data")}
+            return self._send(tx).tx_hash
+        if method == "eth_signTypedData_v4" and len(params) == 2:
+            return self.client.call("eth_signTypedData_v4", [self.sender(), params[1]])
+        raise WalletRequestError(4200, f"The test wallet does not support {method}.")
 
     def mine(self, blocks=1) -> int:
         self.client.call("hardhat_mine", [hex(blocks)])

@@ -12,14 +12,16 @@ from pathlib import Path
 
 from flask import Blueprint, g, request, send_file
 
-from app import payments, processes
+from flask import current_app
+
+from app import payments, processes, relayer
 from app.auth import require_public_key
 from app.clock import now
 from app.db import get_db
 from app.errors import ApiError
 from app.http import json_response, load_json_body
 from app.representation import public_process_json
-from app.schemas import ConfirmSchema, SandboxPaySchema
+from app.schemas import AuthorizationSchema, ConfirmSchema, SandboxPaySchema
 
 bp = Blueprint("button_api", __name__, url_prefix="/payment-button")
 
@@ -32,11 +34,12 @@ CORS_HEADERS = {
 }
 _sandbox_pay = SandboxPaySchema()
 _confirm = ConfirmSchema()
+_authorization = AuthorizationSchema()
 
 
 # The button's paths, also when the router itself answers (a 405 or 404 never reaches the blueprint).
 BUTTON_PATHS = re.compile(
-    r"/payment-button/(?:process/[^/]+/(?:public|sandbox/pay|confirm)|button\.js|assets)"
+    r"/payment-button/(?:process/[^/]+/(?:public|sandbox/pay|confirm|authorization)|button\.js|assets)"
 )
 
 
@@ -59,9 +62,21 @@ def public_process(process_id):
 @bp.get("/assets")
 @require_public_key
 def assets():
-    """What the customer may pay with (empty for a merchant without an xpub)."""
-    return json_response(json.dumps({"data": payments.payable_assets(get_db(), g.merchant)},
-                                    ensure_ascii=False, separators=(",", ":")))
+    """What the customer may pay with (empty for a merchant without an xpub). A network entry of
+    an ERC-3009 asset also carries its `eip712Domain` and whether it can be paid without gas now
+    (`gasless`: a relayer is set, below its hourly cap, with gas on that network)."""
+    db, current = get_db(), now()
+    data = payments.payable_assets(db, g.merchant)
+    networks = {}
+    for asset in data:
+        for entry in asset["networks"]:
+            if "eip712Domain" in entry:
+                if entry["id"] not in networks:
+                    networks[entry["id"]] = relayer.available(
+                        db, current_app.config, payments.network(db, entry["id"]), current,
+                        current_app.extensions.setdefault("relayer_gas", {}))
+                entry["gasless"] = networks[entry["id"]]
+    return json_response(json.dumps({"data": data}, ensure_ascii=False, separators=(",", ":")))
 
 
 @bp.post("/process/<process_id:process_id>/confirm")
@@ -76,6 +91,17 @@ def confirm(process_id):
         now=current,
     )
     return json_response(public_process_json(process, current, payment))
+
+
+@bp.post("/process/<process_id:process_id>/authorization")
+@require_public_key
+def authorization(process_id):
+    """A payer's signed ERC-3009 authorization, submitted by the relayer: 202 {"txHash"}."""
+    db = get_db()
+    processes.get(db, g.merchant.id, process_id)  # 404 before anything else about it
+    fields = load_json_body(_authorization)
+    tx_hash = relayer.submit(db, current_app.config, g.merchant, process_id, fields, now())
+    return json_response(json.dumps({"txHash": tx_hash}), status=202)
 
 
 @bp.post("/process/<process_id:process_id>/sandbox/pay")

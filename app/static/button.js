@@ -17,8 +17,12 @@
  * asset, then the network (a step with one choice is skipped), and the button confirms the choice
  * (POST …/confirm), then shows the exact amount and the address (each with a copy button), the
  * network, a QR code of the EIP-681 payment URI and a link opening it in a wallet app, and follows
- * the payment as the service sees it (polled every second while shown). Test-mode merchants also
- * get the sandbox ("Simulate a payment").
+ * the payment as the service sees it (polled every second while shown). Beside them, one "Pay with
+ * NAME" button per browser wallet (EIP-6963 announcements; a bare EIP-1193 window.ethereum when none
+ * announces itself): the wallet is switched to the payment's network, the chain id read again, and
+ * one transfer of exactly what is due is asked for; for an ERC-3009 token that the service's relayer
+ * serves, "Pay without gas" asks the wallet to sign the authorization instead (POST …/authorization).
+ * Test-mode merchants also get the sandbox ("Simulate a payment").
  *
  * Events (CustomEvent, bubbles, composed, fired on the element):
  *   payment-success    detail: the public process {processId, status, amount, expiresAt, livemode,
@@ -37,7 +41,7 @@
  *
  * Styling hooks: CSS custom properties --payment-button-accent, --payment-button-radius,
  * --payment-button-font on the element; shadow parts card, amount, pay-button, test-badge, outcome,
- * methods, instructions, qr.
+ * methods, instructions, qr, wallets.
  *
  * customElements.get('payment-button').qrSvg(text) returns the SVG markup of a QR code of `text`.
  *
@@ -66,6 +70,13 @@
     LATE_WATCH_MS: 10 * 60 * 1000,
   };
   const COPIED_MS = 2000; // how long a copy button says "Copied"
+
+  // ERC-3009's TransferWithAuthorization and its EIP-712 domain, as eth_signTypedData_v4 takes them.
+  const EIP712_DOMAIN = [{ name: 'name', type: 'string' }, { name: 'version', type: 'string' },
+    { name: 'chainId', type: 'uint256' }, { name: 'verifyingContract', type: 'address' }];
+  const AUTHORIZATION = [{ name: 'from', type: 'address' }, { name: 'to', type: 'address' },
+    { name: 'value', type: 'uint256' }, { name: 'validAfter', type: 'uint256' },
+    { name: 'validBefore', type: 'uint256' }, { name: 'nonce', type: 'bytes32' }];
 
   // The final states: the event each fires, its icon (SVG content) and what the customer reads.
   const FINAL = {
@@ -116,6 +127,22 @@
     paidLate: 'Paid after expiry',
     arrivedLate: (amount, status) => `${amount} arrived after this payment request ${status === 'expired' ? 'expired' : 'was cancelled'}: the merchant will contact you.`,
     arrivedShort: (received, due, symbol) => `${received} of ${due} ${symbol} arrived, but the payment was not completed: the merchant will contact you.`,
+    // Browser wallets (EIP-6963, or a bare window.ethereum)
+    walletsTitle: 'Or pay from a browser wallet',
+    payWithWallet: (name) => `Pay with ${name}`,
+    browserWallet: 'browser wallet',
+    payGasless: 'Pay without gas',
+    payGaslessWith: (name) => `Pay with ${name} without gas`,
+    walletOpen: (name) => `Confirm in ${name}…`,
+    walletSwitch: (network, chainId) => `Switching ${network} (chain ${chainId}) on in your wallet…`,
+    walletUnknownChain: (network, chainId) => `Your wallet does not know ${network} (chain id ${chainId}). Add that network to your wallet, then try again, or send with the address and QR code. Nothing was sent.`,
+    walletWrongChain: (network, chainId) => `Your wallet is not on ${network} (chain id ${chainId}): switch it to that network and try again. Nothing was sent.`,
+    walletRejected: 'You declined the request in your wallet. Nothing was sent.',
+    walletBusy: 'Your wallet already has a request open: finish or close it there, then try again.',
+    walletNoAccount: 'The wallet gave no account to pay from. Nothing was sent.',
+    walletFailed: (message) => `The wallet reported an error: ${message} Nothing was sent.`,
+    walletNothingLeft: 'Nothing is left to pay.',
+    walletSent: (hash) => `Transaction sent: ${hash}. Waiting for it on the network…`,
     copy: 'Copy',
     copied: 'Copied',
     copyFailed: 'Copy failed',
@@ -217,6 +244,15 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
 .pay-status:empty { display: none; }
 .pay-status.seen { background: #ecfdf5; color: #065f46; }
 .pay-status.partial, .pay-status.late { background: #fffbeb; color: #78350f; }
+.wallets { margin: 4px 0 10px; }
+.wallet-list { display: grid; gap: 8px; margin-top: 4px; }
+.wallet-row { display: flex; gap: 8px; }
+.wallet-row button { display: flex; align-items: center; justify-content: center; gap: 8px; background: #fff;
+  color: #111827; border-color: #d1d5db; }
+.wallet-row button:hover:not(:disabled) { border-color: var(--accent); background: #f5f5ff; }
+.wallet-row .gasless { width: auto; flex: none; font-size: 14px; }
+.wallet-row img { width: 20px; height: 20px; flex: none; }
+.wallet-tx { margin: 10px 0 0; font-size: 14px; color: #1e1b4b; overflow-wrap: anywhere; }
 .sr-only { position: absolute; width: 1px; height: 1px; margin: -1px; padding: 0; overflow: hidden; clip: rect(0 0 0 0); border: 0; }
 @media (max-width: 360px) { .card { padding: 16px; } .amount { font-size: 28px; } .send-amount { font-size: 21px; } }
 @media (prefers-reduced-motion: reduce) {
@@ -233,7 +269,7 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
   <p class="loading">Loading payment…</p>
   <p class="amount" part="amount" aria-labelledby="amount-label" hidden><span class="amount-value"></span><span class="currency"></span></p>
   <p class="countdown" role="timer" hidden></p>
-  <div class="live" role="status" aria-live="polite"><p class="pay-status"></p><p class="notice" hidden></p><span class="copied sr-only"></span><div class="outcome" part="outcome" tabindex="-1" hidden><span class="outcome-icon" aria-hidden="true"><svg viewBox="0 0 24 24"></svg></span><div><p class="outcome-title"></p><p class="outcome-text"></p></div></div></div>
+  <div class="live" role="status" aria-live="polite"><p class="pay-status"></p><p class="notice" hidden></p><p class="wallet-tx" hidden></p><span class="copied sr-only"></span><div class="outcome" part="outcome" tabindex="-1" hidden><span class="outcome-icon" aria-hidden="true"><svg viewBox="0 0 24 24"></svg></span><div><p class="outcome-title"></p><p class="outcome-text"></p></div></div></div>
   <div class="methods" part="methods" hidden>
     <p class="step-title" id="step-title" tabindex="-1"></p>
     <div class="choices" role="group" aria-labelledby="step-title"></div>
@@ -249,6 +285,7 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       <div class="copy-row"><code class="address"></code><button type="button" class="copy copy-address">Copy<span class="sr-only"> address</span></button></div>
       <div class="qr" part="qr" role="img"></div>
       <a class="wallet" href="#">Open in a wallet app</a>
+      <div class="wallets" part="wallets" hidden><p class="field" id="wallets-title">Or pay from a browser wallet</p><div class="wallet-list" role="group" aria-labelledby="wallets-title"></div></div>
       <p class="warning"></p>
     </div>
     <button type="button" class="link change" hidden>Choose another coin or network</button>
@@ -333,6 +370,67 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
 
   function transfersOf(payment) { return Array.isArray(payment.transfers) ? payment.transfers : []; }
 
+  // -- Browser wallets: EIP-6963 discovery (each wallet announces itself), a bare EIP-1193
+  // window.ethereum when none does. A wallet announced twice keeps its first announcement.
+  const WALLETS = new Map(); // uuid -> {name, icon, provider}
+  const WALLET_LISTENERS = new Set(); // the buttons on the page: redrawn when a wallet announces itself
+  window.addEventListener('eip6963:announceProvider', (event) => {
+    const detail = event.detail;
+    const info = detail && detail.info;
+    if (!info || typeof info.uuid !== 'string' || typeof info.name !== 'string' || !info.name.trim()
+        || !detail.provider || typeof detail.provider.request !== 'function' || WALLETS.has(info.uuid)) return;
+    WALLETS.set(info.uuid, { name: info.name.trim().slice(0, 60), icon: info.icon, provider: detail.provider });
+    for (const button of WALLET_LISTENERS) button._renderWallets();
+  });
+  window.dispatchEvent(new Event('eip6963:requestProvider'));
+
+  function browserWallets() {
+    if (WALLETS.size) return [...WALLETS.values()];
+    const injected = window.ethereum;
+    return injected && typeof injected.request === 'function' ? [{ name: TEXT.browserWallet, icon: '', provider: injected }] : [];
+  }
+
+  // A wallet's icon, as an <img> only when it is a data:image/ URI (never markup, never a remote URL).
+  function walletIcon(icon) {
+    if (typeof icon !== 'string' || !/^data:image\/[a-z0-9.+-]+[;,]/i.test(icon)) return null;
+    const img = document.createElement('img');
+    img.src = icon;
+    img.alt = '';
+    return img;
+  }
+
+  // The call data of the token's transfer(to, units): selector a9059cbb, then two ABI words.
+  function transferData(to, units) {
+    return `0xa9059cbb${to.slice(2).toLowerCase().padStart(64, '0')}${units.toString(16).padStart(64, '0')}`;
+  }
+
+  // What is still due in base units: the service's EIP-681 URI asks for exactly that.
+  function outstandingUnits(payment) {
+    const m = /[?&]uint256=(\d+)(?:&|$)/.exec(typeof payment.paymentUri === 'string' ? payment.paymentUri : '');
+    return m ? BigInt(m[1]) : 0n;
+  }
+
+  function sameChain(reported, wanted) {
+    try { return BigInt(reported) === BigInt(wanted); } catch (_) { return false; }
+  }
+
+  function randomNonce() {
+    const bytes = crypto.getRandomValues(new Uint8Array(32));
+    return `0x${Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('')}`;
+  }
+
+  class WalletError extends Error {}
+
+  // What the payer reads when a wallet request did not go through (EIP-1193's codes).
+  function walletMessage(err) {
+    if (err instanceof WalletError || err instanceof ApiError) return err.message;
+    const code = err && err.code;
+    if (code === 4001) return TEXT.walletRejected;
+    if (code === -32002) return TEXT.walletBusy;
+    const text = err && typeof err.message === 'string' && err.message ? err.message : String(err);
+    return TEXT.walletFailed(text.endsWith('.') ? text : `${text}.`);
+  }
+
   // The transfers still confirming (all of them while the required depth is unknown).
   function unconfirmed(transfers, required) {
     return transfers.filter((t) => required === null || t.confirmations < required);
@@ -394,7 +492,7 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
     if (!data || typeof data !== 'object' || !(expect in data)) {
       throw new ApiError(res.status, 'invalid_response', TEXT.unexpected);
     }
-    if (expect === 'data') return { data };
+    if (expect !== 'status') return { data };
     return { process: data, amount: amountText(text, data.amount) };
   }
 
@@ -421,7 +519,8 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
         instructions: $('.instructions'), send: $('.send'), sendTitle: $('.send-title'), sendAmount: $('.send-amount'),
         copyAmount: $('.copy-amount'), network: $('.network'), address: $('.address'), copyAddress: $('.copy-address'),
         qr: $('.qr'), wallet: $('.wallet'), warning: $('.warning'), change: $('.change'),
-        payStatus: $('.pay-status'), copied: $('.copied'),
+        payStatus: $('.pay-status'), copied: $('.copied'), wallets: $('.wallets'), walletList: $('.wallet-list'),
+        walletTx: $('.wallet-tx'),
       };
       this._gen = 0; // bumped on each (re)initialisation: answers to an older one are dropped
       this._process = null;
@@ -452,11 +551,13 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
 
     connectedCallback() {
       document.addEventListener('visibilitychange', this._onVisibility);
+      WALLET_LISTENERS.add(this);
       this._scheduleInit();
     }
 
     disconnectedCallback() {
       document.removeEventListener('visibilitychange', this._onVisibility);
+      WALLET_LISTENERS.delete(this);
       this._teardown();
     }
 
@@ -500,6 +601,8 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       this._pollFailed = false;
       this._seenTransfers = new Set(); // for payment-pending: once per transfer
       this._partialSums = new Set(); // for payment-partial: once per confirmed sum
+      this._walletBusy = false; // a wallet request is under way
+      this._walletKey = ''; // what the wallet buttons were last drawn for
       this._resetView();
 
       this._id = (this.getAttribute('process-id') || '').trim();
@@ -695,7 +798,7 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
     _resetView() {
       const el = this._el;
       el.loading.hidden = false;
-      hide(el.amount, el.countdown, el.pay, el.note, el.outcome, el.retry, el.badge, el.methods, el.instructions);
+      hide(el.amount, el.countdown, el.pay, el.note, el.outcome, el.retry, el.badge, el.methods, el.instructions, el.walletTx);
       this._setNotice('', '');
       this._setStatus('', '');
       this._setBusy(false);
@@ -901,6 +1004,7 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       el.warning.textContent = TEXT.onlyThis(names.symbol, names.network);
       // Once what was sent covers the amount, nothing more is asked for: only the confirmations.
       el.send.hidden = this._expiring || decCmp(remaining, '0') <= 0;
+      this._renderWallets();
       el.change.hidden = this._expiring || transfersOf(payment).length > 0;
       el.methods.hidden = true;
       el.instructions.hidden = false;
@@ -923,10 +1027,152 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       if (uri) el.wallet.href = uri;
     }
 
+    // -- paying from a browser wallet (EIP-6963 / EIP-1193) --
+
+    // The payment's network in the listing: its eip712Domain and `gasless` flag (ERC-3009 assets).
+    _networkEntry(payment) {
+      const asset = this._assets.find((a) => a.id === payment.assetId);
+      return (asset && asset.networks.find((n) => n.id === payment.networkId)) || null;
+    }
+
+    // "Pay with NAME" per wallet, and "Pay without gas" beside it when the service offers it.
+    _renderWallets() {
+      const el = this._el;
+      const process = this._process;
+      const payment = process && process.payment;
+      const wallets = payment && process.status === 'pending' && !this._expiring ? browserWallets() : [];
+      const entry = payment ? this._networkEntry(payment) : null;
+      const gasless = Boolean(entry && entry.gasless === true && entry.eip712Domain);
+      el.wallets.hidden = wallets.length === 0;
+      const key = `${wallets.map((w) => w.name).join('\n')}|${gasless}`;
+      if (key === this._walletKey) return; // redrawn only when it changes: focus stays put
+      this._walletKey = key;
+      el.walletList.replaceChildren(...wallets.map((w) => this._walletRow(w, gasless)));
+      this._setWalletsDisabled(this._walletBusy);
+    }
+
+    _walletRow(wallet, gasless) {
+      const row = document.createElement('div');
+      row.className = 'wallet-row';
+      const pay = document.createElement('button');
+      pay.type = 'button';
+      pay.className = 'pay-wallet';
+      const icon = walletIcon(wallet.icon);
+      if (icon) pay.append(icon);
+      pay.append(TEXT.payWithWallet(wallet.name));
+      pay.addEventListener('click', () => this._payFromWallet(wallet, false));
+      row.append(pay);
+      if (gasless) {
+        const free = document.createElement('button');
+        free.type = 'button';
+        free.className = 'gasless';
+        free.textContent = TEXT.payGasless;
+        free.setAttribute('aria-label', TEXT.payGaslessWith(wallet.name));
+        free.addEventListener('click', () => this._payFromWallet(wallet, true));
+        row.append(free);
+      }
+      return row;
+    }
+
+    _setWalletsDisabled(disabled) {
+      for (const b of this._el.walletList.querySelectorAll('button')) b.disabled = disabled;
+    }
+
+    async _payFromWallet(wallet, gasless) {
+      if (this._walletBusy || this._final) return;
+      const gen = this._gen;
+      this._walletBusy = true;
+      this._setWalletsDisabled(true);
+      this._setNotice('', '');
+      try {
+        const hash = await this._walletPayment(wallet, gasless, gen);
+        if (gen !== this._gen || !hash) return;
+        this._el.walletTx.textContent = TEXT.walletSent(hash);
+        this._el.walletTx.hidden = false;
+        this._pollNow();
+      } catch (err) {
+        if (gen !== this._gen || (err && err.name === 'AbortError')) return;
+        this._setNotice('error', walletMessage(err));
+        if (err instanceof ApiError) {
+          this._emitError(err);
+          if (err.code === 'payment_method_unavailable') this._noGasless();
+          this._pollNow();
+        }
+      } finally {
+        if (gen === this._gen) {
+          this._walletBusy = false;
+          this._setWalletsDisabled(false);
+          this._renderPaymentStatus(this._process);
+        }
+      }
+    }
+
+    // Connect, switch to the payment's network, read what is still due and the chain id again, then
+    // one transfer (or one signed authorization): nothing is sent unless the chain id matches.
+    async _walletPayment(wallet, gasless, gen) {
+      const provider = wallet.provider;
+      const chosen = this._process.payment;
+      const { network } = this._names(chosen);
+      const target = `0x${chosen.chainId.toString(16)}`;
+      this._setStatus('', TEXT.walletOpen(wallet.name));
+      const accounts = await provider.request({ method: 'eth_requestAccounts' });
+      const from = Array.isArray(accounts) && typeof accounts[0] === 'string' ? accounts[0] : '';
+      if (!/^0x[0-9a-fA-F]{40}$/.test(from)) throw new WalletError(TEXT.walletNoAccount);
+      if (!sameChain(await provider.request({ method: 'eth_chainId' }), target)) {
+        this._setStatus('', TEXT.walletSwitch(network, chosen.chainId));
+        try {
+          await provider.request({ method: 'wallet_switchEthereumChain', params: [{ chainId: target }] });
+        } catch (err) {
+          if (err && err.code === 4902) throw new WalletError(TEXT.walletUnknownChain(network, chosen.chainId));
+          throw err;
+        }
+      }
+      const r = await this._fetchPublic(); // a transfer may have arrived meanwhile
+      if (gen !== this._gen) return '';
+      this._apply(r);
+      const payment = r.process.payment;
+      if (this._final || !payment || r.process.status !== 'pending') return '';
+      const units = outstandingUnits(payment);
+      if (units <= 0n) throw new WalletError(TEXT.walletNothingLeft);
+      if (payment.chainId !== chosen.chainId || !sameChain(await provider.request({ method: 'eth_chainId' }), target)) {
+        throw new WalletError(TEXT.walletWrongChain(network, chosen.chainId));
+      }
+      this._setStatus('', TEXT.walletOpen(wallet.name));
+      if (gasless) return this._signAuthorization(provider, from, payment, units);
+      const hash = await provider.request({
+        method: 'eth_sendTransaction',
+        params: [{ from, to: payment.tokenContract, data: transferData(payment.address, units) }],
+      });
+      return String(hash);
+    }
+
+    // Without gas (ERC-3009): the payer signs TransferWithAuthorization of exactly what is due, valid
+    // until 5 minutes after the payment expires; the service's relayer sends it.
+    async _signAuthorization(provider, from, payment, units) {
+      const entry = this._networkEntry(payment);
+      const validBefore = Math.floor(Date.parse(this._process.expiresAt) / 1000) + 300;
+      const message = { from, to: payment.address, value: units.toString(), validAfter: 0, validBefore, nonce: randomNonce() };
+      const typed = {
+        types: { EIP712Domain: EIP712_DOMAIN, TransferWithAuthorization: AUTHORIZATION },
+        primaryType: 'TransferWithAuthorization', domain: entry.eip712Domain, message,
+      };
+      const signature = await provider.request({ method: 'eth_signTypedData_v4', params: [from, JSON.stringify(typed)] });
+      const { data } = await this._request('POST', this._path('authorization'), JSON.stringify({ ...message, signature }), 'txHash');
+      return String(data.txHash);
+    }
+
+    // The service no longer offers the gasless way (no relayer, out of gas, its hourly cap).
+    _noGasless() {
+      const payment = this._process && this._process.payment;
+      const entry = payment && this._networkEntry(payment);
+      if (entry) entry.gasless = false;
+      this._renderWallets();
+    }
+
     // The status line (role=status): waiting, seen and confirming (k of N), partly paid.
     _renderPaymentStatus(process) {
       const payment = process && process.payment;
-      if (!payment || this._final) return;
+      if (!payment || this._final || this._walletBusy) return;
       const { symbol, confirmations } = this._names(payment);
       const { received, remaining } = paymentSums(payment);
       const due = payment.amountDue;
@@ -986,7 +1232,7 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       // the controls it was on disappear (or were disabled while the payment was recorded).
       const hadFocus = el.dialog.open || this.shadowRoot.activeElement !== null;
       if (el.dialog.open) el.dialog.close();
-      hide(el.countdown, el.pay, el.note, el.retry, el.methods, el.instructions);
+      hide(el.countdown, el.pay, el.note, el.retry, el.methods, el.instructions, el.walletTx);
       this._setNotice('', '');
       this._setStatus('', '');
       el.outcome.className = `outcome ${status}`;

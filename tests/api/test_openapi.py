@@ -10,6 +10,7 @@ BUTTON_API = {
     "/payment-button/process/{processId}/public",
     "/payment-button/process/{processId}/sandbox/pay",
     "/payment-button/process/{processId}/confirm",
+    "/payment-button/process/{processId}/authorization",
     "/payment-button/assets",
     "/payment-button/button.js",
 }

@@ -251,7 +251,7 @@ def test_assets_add_and_list(runner, app):
     assert result.exit_code == 0, result.output
     assert json.loads(result.output) == {
         "id": "usdc", "networkId": "local", "symbol": "USDC", "name": "USD Coin", "contract": USDC,
-        "decimals": 6, "enabled": True, "createdAt": "2026-11-18T11:06:40Z",
+        "decimals": 6, "enabled": True, "createdAt": "2026-11-18T11:06:40Z", "eip3009": None,
     }
     assert invoke(runner, "assets", "list").output.splitlines() == [
         "ID    NETWORK  SYMBOL  NAME      CONTRACT                                    DECIMALS  STATE",

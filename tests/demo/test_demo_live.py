@@ -17,7 +17,7 @@ from pathlib import Path
 import requests
 
 from app.chain import forwarder
-from app.demo.merchant import DEMO_OPERATOR_KEY, DEMO_PAYOUT_ADDRESS
+from app.demo.merchant import DEMO_OPERATOR_KEY, DEMO_PAYOUT_ADDRESS, DEMO_RELAYER_KEY
 from support.qr_decode import qr_texts
 from support.servers import free_port, wait_for
 
@@ -102,6 +102,18 @@ def test_make_demo_live_takes_a_payment_end_to_end(page, tmp_path, screenshot):
         expect(entries).to_have_count(2, timeout=20_000)  # the worker's loop delivers them
         assert sorted(entries.locator(".type").all_inner_texts()) == ["payment.completed", "payment.pending"]
         expect(entries.locator(".badge")).to_have_text(["Signature verified"] * 2)
+
+        # A second order paid without gas: the shop's test wallet, announced to the button as a
+        # browser wallet, signs the ERC-3009 authorization; the relayer (dev account #3) sends it.
+        page.goto(shop + "/")
+        page.get_by_label("Amount").fill("5")
+        page.get_by_role("button", name="Create preorder").click()
+        page.locator("payment-button .choice").click()
+        expect(page.locator("payment-button .pay-wallet")).to_have_text("Pay with Demo test wallet")
+        page.locator("payment-button").get_by_role("button", name="Pay with Demo test wallet without gas").click()
+        expect(page.locator("payment-button .wallet-tx")).to_contain_text("Transaction sent: 0x")
+        expect(page.locator("payment-button .outcome-title")).to_have_text("Payment received", timeout=20_000)
+        screenshot(page, "demo-live-gasless", full_page=True)
         assert errors == []
     finally:
         if make.poll() is None:
@@ -117,6 +129,7 @@ def test_make_demo_live_takes_a_payment_end_to_end(page, tmp_path, screenshot):
         time.sleep(0.2)
     assert not _group_alive(make.pid), "a process of make demo-live outlived Ctrl-C"
     output = log_path.read_text()
-    assert DEMO_OPERATOR_KEY[2:] not in output  # the key file is read, never printed
+    assert DEMO_OPERATOR_KEY[2:] not in output  # the key files are read, never printed
+    assert DEMO_RELAYER_KEY[2:] not in output
     assert f"Payout address of {keys['merchantId']} set to {DEMO_PAYOUT_ADDRESS}." in output
     assert " collect local --key-file " in output

@@ -78,9 +78,10 @@ class Chain:
         receipt = self.send(self.accounts[sender], token or self.token, data)
         return receipt["transactionHash"], int(receipt["blockNumber"], 16)
 
-    def deploy_token(self, supply=SUPPLY) -> str:
-        """Deploy another TestUSD (e.g. a token the payment is not in); its address, lowercase."""
-        build = json.loads((CHAIN_DIR / "build" / "TestUSD.json").read_text())
+    def deploy_token(self, supply=SUPPLY, contract="TestUSD") -> str:
+        """Deploy another TestUSD (e.g. a token the payment is not in), or another of the test
+        tokens of tests/chain/token taking the supply (TestUSDC: ERC-3009); its address, lowercase."""
+        build = json.loads((CHAIN_DIR / "build" / f"{contract}.json").read_text())
         data = build["bytecode"] + format(supply, "064x")
         tx_hash = self.rpc("eth_sendTransaction", {"from": self.accounts[0], "data": data})
         receipt = self.rpc("eth_getTransactionReceipt", tx_hash)

@@ -1,0 +1,301 @@
+"""Payments without gas: the relayer checks a payer's signed ERC-3009 authorization and submits it,
+paying the gas from the operator's key (RELAYER_KEY_FILE). API.md, "Paying from the browser wallet,
+with or without gas"; docs/payments.md, "Payments without gas".
+
+The web request broadcasts, not the chain watcher: the payer waits for a transaction hash, the
+checks already ask the node (authorizationState, the payer's balance, a simulation of the very
+call), and the watcher stays a reader that holds no key. Every call to the node is bounded by the
+CHAIN_RPC_* timeouts, and once the checks have taken DEADLINE_SECONDS nothing is sent (503): a web
+worker never waits on a node without end.
+
+Order: the process and the fields (no node), the relayer's own state (key, hourly cap, the
+process's authorization in flight), the node's word (chain id, nonce unused, the payer's balance,
+the call simulated, the relayer's gas), then the relayer's turn (one row `sending` at a time, in
+the database: several workers share one nonce sequence), signing (app/chain/signer.py) and
+broadcast. Nothing is broadcast before every check passed. The key signs nothing but
+transferWithAuthorization of the payment's registered asset to the payment's deposit address.
+"""
+import logging
+import time
+
+from app.chain import eip3009, rpc, signer
+from app.data import payments as payment_rows
+from app.data import processes as process_rows
+from app.data import relays as relay_rows
+from app.errors import ApiError
+from app.payments import ChoiceError, PaymentMethodUnavailable
+from app.processes import InvalidState, ProcessNotFound
+
+log = logging.getLogger(__name__)
+
+MIN_VALIDITY_SECONDS = 60  # validBefore at least this far ahead: time to be mined
+PAST_EXPIRY_SECONDS = 600  # ... and at most this long after the process's expiry
+DEADLINE_SECONDS = 15  # the checks took longer: send nothing (a gunicorn worker's timeout is 30)
+TURN_WAIT_SECONDS = 5  # how long a request waits for another relay's turn to end
+GAS_CHECK_SECONDS = 30  # how long the listing trusts a reading of the relayer's gas
+GAS_RESERVE = 100_000  # gas units the listing wants the relayer to afford (one call: about 83k)
+RETRY_AFTER = "5"
+
+
+class AuthorizationError(ChoiceError):
+    """A field of the authorization is wrong: 400 validation_error naming it."""
+
+
+def _unavailable(reason):
+    return PaymentMethodUnavailable(f"Paying without gas is not available now: {reason}.")
+
+
+def _network_down(e):
+    return ApiError(503, "network_unavailable", f"The network's node cannot be asked now ({e});"
+                    " nothing was sent. Try again shortly.", headers={"Retry-After": RETRY_AFTER})
+
+
+def relayer_account(config):
+    """The relayer's account from RELAYER_KEY_FILE, or None (unset, or unusable: logged)."""
+    path = config.get("RELAYER_KEY_FILE")
+    if not path:
+        return None
+    try:
+        return signer.read_key_file(path)
+    except signer.SignerError as e:  # names the file, never its content
+        log.error("relayer: %s", e)
+        return None
+
+
+# --- Whether the option is offered (GET /payment-button/assets) ----------------------------------
+
+def available(db, config, network, now, readings: dict) -> bool:
+    """Whether payments on `network` can go without gas now: a relayer is set, it is below its
+    hourly cap, and it holds gas for a few calls (asked at most every GAS_CHECK_SECONDS per worker,
+    with short timeouts: a slow node hides the option rather than the button). `readings`: the
+    worker's cache, {(network id, relayer address): (time.monotonic(), enough gas)}."""
+    account = relayer_account(config)
+    if account is None or _cap_reached(db.connection(), config, now):
+        return False
+    key = (network.id, account.address)
+    checked = readings.get(key)
+    if checked is None or time.monotonic() - checked[0] > GAS_CHECK_SECONDS:
+        client = rpc.Client(network.rpc_url, timeout=(min(2.0, config["CHAIN_RPC_CONNECT_TIMEOUT_SECONDS"]),
+                                                      min(3.0, config["CHAIN_RPC_READ_TIMEOUT_SECONDS"])))
+        try:
+            chain_id, balance, price = client.batch([
+                ("eth_chainId", []), ("eth_getBalance", [account.address, "latest"]),
+                ("eth_gasPrice", [])])
+            enough = (rpc.quantity(chain_id, "eth_chainId") == network.chain_id
+                      and rpc.quantity(balance, "eth_getBalance")
+                      >= 2 * GAS_RESERVE * rpc.quantity(price, "eth_gasPrice"))
+        except rpc.RpcError:
+            enough = False
+        finally:
+            client.session.close()
+        checked = readings[key] = (time.monotonic(), enough)
+    return checked[1]
+
+
+def _cap_reached(conn, config, now) -> bool:
+    return relay_rows.sent_since(conn, now - 3600) >= config["RELAYER_MAX_PER_HOUR"]
+
+
+# --- POST /payment-button/process/<processId>/authorization ----------------------------------
+
+def submit(db, config, merchant, process_id, fields: dict, now) -> str:
+    """Check the authorization (API.md's list), submit it, and return the transaction's hash."""
+    started = time.monotonic()
+    account = relayer_account(config)
+    process, view, asset, network = _payment(db, merchant, process_id, now)
+    if not asset.eip3009 or account is None:
+        raise _unavailable("this payment's token cannot be paid without gas here"
+                           if account else "the service has no relayer")
+    authorization = _authorization(fields)
+    domain = eip3009.Domain(asset.eip3009_name, asset.eip3009_version, network.chain_id,
+                            asset.contract)
+    _check_fields(process, view, domain, authorization, now)
+    if _cap_reached(db.connection(), config, now):
+        log.warning("relayer: RELAYER_MAX_PER_HOUR (%d) reached", config["RELAYER_MAX_PER_HOUR"])
+        raise _unavailable("the relayer has sent as many transactions as it may this hour")
+    client = rpc.Client.from_config(network.rpc_url, config)
+    try:
+        sender = signer.Sender(client, network.chain_id, account)
+        _no_other_in_flight(db, client, process_id, now)
+        call = eip3009.calldata(authorization)
+        gas_limit, fees = _check_on_chain(sender, asset.contract, authorization, call)
+        if time.monotonic() - started > DEADLINE_SECONDS:
+            raise _network_down("the node answers too slowly")
+        return _send(db, config, sender, view, authorization, call, gas_limit, fees, now)
+    except rpc.RpcError as e:
+        raise _network_down(e) from None
+    finally:
+        client.session.close()
+
+
+def _payment(db, merchant, process_id, now):
+    """The pending, confirmed process and its payment, asset and network; else 404 or 409."""
+    conn = db.connection()
+    process = process_rows.get_for_merchant(conn, merchant.id, process_id)
+    if process is None:
+        raise ProcessNotFound(process_id)
+    status = process.effective_status(now)
+    if status != "pending" or now >= process.expires_at:
+        raise InvalidState(process_id, "expired" if status == "pending" else status, "paid")
+    view = payment_rows.view_of(conn, process_id)
+    if view is None:
+        raise _Conflict(f"Process {process_id} has no asset and network chosen yet: confirm the"
+                        " choice first.")
+    payment = view.payment
+    asset = payment_rows.get_asset(conn, payment.asset_id, payment.network_id)
+    network = payment_rows.get_network(conn, payment.network_id)
+    if asset is None or network is None or network.disabled_at is not None:
+        raise _unavailable("the payment's network is no longer offered")
+    return process, view, asset, network
+
+
+class _Conflict(InvalidState):
+    """409 invalid_state about a pending process, with its own message."""
+
+    def __init__(self, message):
+        ValueError.__init__(self, message)
+        self.status = "pending"
+
+
+def _in_flight(process_id):
+    return _Conflict(f"Another authorization of process {process_id} is in flight: wait until it"
+                     " is mined or expires.")
+
+
+def _authorization(fields) -> eip3009.Authorization:
+    return eip3009.Authorization(
+        from_address=fields["from_"], to=fields["to"], value=fields["value"],
+        valid_after=fields["validAfter"], valid_before=fields["validBefore"],
+        nonce=fields["nonce"].lower(), signature=fields["signature"].lower())
+
+
+def _check_fields(process, view, domain, authorization, now):
+    """What needs no node: recipient, value (exactly what remains due), validity window, signature."""
+    payment = view.payment
+    paid = sum(t.amount for t in view.transfers)  # confirmed and seen, as the paymentUri asks
+    remaining = payment.amount_due - paid
+    if remaining <= 0:
+        raise _Conflict(f"Process {process.id} has nothing left to pay: what was sent covers it.")
+    errors = {}
+    if authorization.to.lower() != payment.address.lower():
+        errors["to"] = [f"Must be this payment's deposit address, {payment.address}."]
+    if authorization.value != remaining:
+        errors["value"] = [f"Must be exactly the remaining due, {remaining} base units."]
+    if authorization.valid_after >= now:
+        errors["validAfter"] = ["Must be in the past: the authorization must be valid now."]
+    latest = process.expires_at + PAST_EXPIRY_SECONDS
+    if not now + MIN_VALIDITY_SECONDS <= authorization.valid_before <= latest:
+        errors["validBefore"] = [f"Must be at least {MIN_VALIDITY_SECONDS} s ahead and at most"
+                                 f" {PAST_EXPIRY_SECONDS} s after the payment expires ({latest})."]
+    if not errors and eip3009.recover(domain, authorization) != authorization.from_address:
+        errors["signature"] = ["Does not recover `from` under the token's EIP-712 domain and the"
+                               f" network's chain id {domain.chain_id}."]
+    if errors:
+        raise AuthorizationError(errors)
+
+
+def _no_other_in_flight(db, client, process_id, now):
+    """409 while another authorization of the process may still move funds; one that can no longer
+    (its nonce used, its validBefore passed, its transaction mined or unknown to the node) is marked
+    final first."""
+    relay = relay_rows.open_for(db.connection(), process_id)
+    if relay is None:
+        return
+    if relay.state == "sending" or not _finished(client, relay, now):
+        raise _in_flight(process_id)
+    with db.transaction() as conn:
+        relay_rows.final(conn, relay.id, now)
+
+
+def _finished(client, relay, now) -> bool:
+    if relay.valid_before <= now or relay.tx_hash is None:
+        return True
+    if eip3009.authorization_used(client, relay.token_contract, relay.from_address, relay.nonce):
+        return True
+    if client.call("eth_getTransactionReceipt", [relay.tx_hash]) is not None:
+        return True  # mined and reverted (a success uses the nonce)
+    return client.call("eth_getTransactionByHash", [relay.tx_hash]) is None  # the node lost it
+
+
+def _check_on_chain(sender, token, authorization, call):
+    """The node's word: the chain, the nonce unused, the payer's balance, the call simulated, the
+    relayer's gas. (gas limit, fees)."""
+    try:
+        sender.check_chain()
+    except signer.ChainError as e:
+        raise _network_down(e) from None
+    client = sender.client
+    if eip3009.authorization_used(client, token, authorization.from_address, authorization.nonce):
+        raise AuthorizationError({"nonce": ["This authorization's nonce is already used."]})
+    if eip3009.balance_of(client, token, authorization.from_address) < authorization.value:
+        raise AuthorizationError({"from": ["Holds less than `value` of the token."]})
+    try:
+        estimate = sender.estimate(token, call)
+    except rpc.RpcError as e:
+        if e.code is None:
+            raise
+        raise AuthorizationError({"signature": [f"The token refuses this authorization ({e})."]})
+    fees = sender.fees()
+    gas_limit = int(estimate * signer.GAS_MARGIN)
+    if sender.balance() < gas_limit * fees.max_fee_per_gas:
+        log.error("relayer %s: not enough gas coin on chain %d to send a payment",
+                  sender.address, sender.chain_id)
+        raise _unavailable("the relayer has no gas left on this network")
+    return gas_limit, fees
+
+
+def _send(db, config, sender, view, authorization, call, gas_limit, fees, now) -> str:
+    """The relayer's turn: one row `sending`, the node's pending nonce, sign, broadcast."""
+    payment = view.payment
+    if authorization.to.lower() != payment.address.lower():  # never anything but a deposit
+        raise RuntimeError("the relayer only pays deposit addresses")
+    relay_id = _take_turn(db, config, payment, authorization, now)
+    try:
+        signed = sender.sign(to=payment.token_contract, data=call, gas_limit=gas_limit, fees=fees,
+                             nonce=sender.nonce())
+        with db.transaction() as conn:
+            relay_rows.signed(conn, relay_id, signed.tx_hash, signed.nonce)
+    except BaseException:
+        with db.transaction() as conn:
+            relay_rows.dropped(conn, relay_id, now)
+        raise
+    try:
+        sender.broadcast(signed.raw)
+    except rpc.RpcError as e:
+        if e.code is not None:  # the node refused it: nothing went out
+            with db.transaction() as conn:
+                relay_rows.dropped(conn, relay_id, now)
+            raise
+        log.warning("relayer: broadcast of %s unanswered (%s): it may be out", signed.tx_hash, e)
+    with db.transaction() as conn:
+        relay_rows.sent(conn, relay_id)
+    log.info("relayer: process %s, authorization of %s sent in %s", payment.process_id,
+             authorization.from_address, signed.tx_hash)
+    return signed.tx_hash
+
+
+def _take_turn(db, config, payment, authorization, now) -> int:
+    """Insert the row `sending`: the process's one in flight and the relayer's one turn; waits
+    TURN_WAIT_SECONDS at most for another relay's turn."""
+    stale = 2 * (config["CHAIN_RPC_CONNECT_TIMEOUT_SECONDS"]  # a turn is two calls to the node
+                 + config["CHAIN_RPC_READ_TIMEOUT_SECONDS"]) + 10
+    deadline = time.monotonic() + TURN_WAIT_SECONDS
+    while True:
+        with db.transaction() as conn:
+            relay_rows.release_stale(conn, now - stale, now)
+            if _cap_reached(conn, config, now):
+                raise _unavailable("the relayer has sent as many transactions as it may this hour")
+            relay_id = relay_rows.begin(
+                conn, process_id=payment.process_id, network_id=payment.network_id,
+                token_contract=payment.token_contract, from_address=authorization.from_address,
+                value=authorization.value, valid_before=authorization.valid_before,
+                nonce=authorization.nonce, now=now)
+            in_flight = relay_id is None and relay_rows.open_for(conn, payment.process_id)
+        if relay_id is not None:
+            return relay_id
+        if in_flight:
+            raise _in_flight(payment.process_id)
+        if time.monotonic() > deadline:
+            raise ApiError(503, "network_unavailable", "The relayer is busy; nothing was sent."
+                           " Try again shortly.", headers={"Retry-After": RETRY_AFTER})
+        time.sleep(0.05)
