@@ -70,7 +70,6 @@ DEMO_RPC_PORT      ?= 8545
 DEMO_CONFIRMATIONS ?= 3
 DEMO_BLOCK_SECONDS ?= 5
 demo-live: $(VENV)/.installed $(CHAIN)/node_modules/.installed
-	cd $(CHAIN) && node compile.js
 	rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
 	@export FLASK_DATABASE=$(DEMO_DIR)/preorder.sqlite3 FLASK_DEMO_MERCHANT_FILE=$(DEMO_DIR)/merchant.json; \
 	rpc=http://127.0.0.1:$(DEMO_RPC_PORT); worker=; watcher=; \
@@ -81,7 +80,7 @@ demo-live: $(VENV)/.installed $(CHAIN)/node_modules/.installed
 	trap 'exit 130' INT TERM; \
 	set -e; \
 	$(FLASK) init-db; \
-	token=$$($(FLASK) demo-chain --rpc-url $$rpc --token-build $(CHAIN)/build/TestUSDC.json \
+	token=$$($(FLASK) demo-chain --rpc-url $$rpc --token-build $(CHAIN)/token/TestUSDC.json \
 		--block-seconds $(DEMO_BLOCK_SECONDS)); \
 	$(FLASK) networks add local --name "Local Hardhat" --chain-id 31337 --testnet --rpc-url $$rpc \
 		--confirmations $(DEMO_CONFIRMATIONS); \
@@ -114,4 +113,4 @@ $(VENV)/.installed-test: setup.cfg pyproject.toml | $(BIN)/python
 	touch $@ $(VENV)/.installed
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache tests/artifacts $(CHAIN)/node_modules $(CHAIN)/build
+	rm -rf $(VENV) *.egg-info .pytest_cache tests/artifacts $(CHAIN)/node_modules

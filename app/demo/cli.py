@@ -49,7 +49,7 @@ def create_merchant(path, webhook_url, as_json):
 @click.command("demo-chain")
 @click.option("--rpc-url", required=True, help="The local node (Hardhat), e.g. http://127.0.0.1:8545.")
 @click.option("--token-build", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="The compiled test token {abi, bytecode} taking its supply (tests/chain/build/"
+              help="The compiled test token {abi, bytecode} taking its supply (tests/chain/token/"
                    "TestUSDC.json: ERC-3009).")
 @click.option("--block-seconds", default=0.0, type=click.FloatRange(0, 3600), show_default=True,
               help="Mine an empty block this often besides each transaction (0: only on demand), so"

@@ -1,30 +1,26 @@
-// Compiles the test contracts of token/ (TestUSD.sol, the 6-decimal ERC-20 every chain test uses,
-// and the attack tests' odd tokens) with solc-js (the npm `solc` package: no compiler download) and
-// writes build/<Contract>.json {abi, bytecode} for each. Skips the work when the builds are newer
-// than the sources. (The forwarder factory, which ships with the service: compile-forwarder.js.)
+// Compiles the test contracts of token/ (TestUSD.sol, the 6-decimal ERC-20 every chain test uses;
+// TestUSDC.sol, the ERC-3009 token of gasless payments; the attack tests' odd tokens) with the pinned
+// solc-js (the npm `solc` package: no compiler download) and compares each with its committed build,
+// token/<Contract>.json {abi, bytecode}: exit status 1 and the names of those that differ.
+// `--write` writes the builds instead (after changing a source). The tests and `make demo-live`
+// deploy the committed builds. (The forwarder factory, which ships with the service:
+// compile-forwarder.js.)
 const fs = require("fs");
 const path = require("path");
 const solc = require("solc");
 
-const here = __dirname;
-const sources = fs.readdirSync(path.join(here, "token")).filter((f) => f.endsWith(".sol")).sort();
-const build = path.join(here, "build");
-const lock = path.join(here, "package-lock.json");
-const outputs = sources.map((f) => path.join(build, f.replace(/\.sol$/, ".json")));
-
-const newest = Math.max(fs.statSync(lock).mtimeMs, fs.statSync(__filename).mtimeMs,
-                        ...sources.map((f) => fs.statSync(path.join(here, "token", f)).mtimeMs));
-if (outputs.every((out) => fs.existsSync(out) && fs.statSync(out).mtimeMs >= newest)) process.exit(0);
+const folder = path.join(__dirname, "token");
+const sources = fs.readdirSync(folder).filter((f) => f.endsWith(".sol")).sort();
 
 const input = {
   language: "Solidity",
-  sources: Object.fromEntries(sources.map((f) => [f, {content: fs.readFileSync(path.join(here, "token", f), "utf8")}])),
+  sources: Object.fromEntries(sources.map((f) => [f, {content: fs.readFileSync(path.join(folder, f), "utf8")}])),
   settings: {optimizer: {enabled: true, runs: 200}, evmVersion: "paris",
              outputSelection: {"*": {"*": ["abi", "evm.bytecode.object"]}}},
 };
 function findImports(name) {
   try {
-    return {contents: fs.readFileSync(path.join(here, "node_modules", name), "utf8")};
+    return {contents: fs.readFileSync(path.join(__dirname, "node_modules", name), "utf8")};
   } catch (e) {
     return {error: `not found: ${name}`};
   }
@@ -35,10 +31,16 @@ if (errors.length) {
   console.error(errors.map((e) => e.formattedMessage).join("\n"));
   process.exit(1);
 }
-fs.mkdirSync(build, {recursive: true});
-for (const [i, f] of sources.entries()) {
+const differing = [];
+for (const f of sources) {
   const name = f.replace(/\.sol$/, "");
   const contract = output.contracts[f][name];
-  fs.writeFileSync(outputs[i] + ".tmp", JSON.stringify({abi: contract.abi, bytecode: "0x" + contract.evm.bytecode.object}));
-  fs.renameSync(outputs[i] + ".tmp", outputs[i]);
+  const text = JSON.stringify({abi: contract.abi, bytecode: "0x" + contract.evm.bytecode.object}) + "\n";
+  const committed = path.join(folder, name + ".json");
+  if (process.argv.includes("--write")) fs.writeFileSync(committed, text);
+  else if (!fs.existsSync(committed) || fs.readFileSync(committed, "utf8") !== text) differing.push(name);
+}
+if (differing.length) {
+  console.error(`not what solc-js ${solc.version()} makes of token/: ${differing.join(", ")} (node compile.js --write)`);
+  process.exit(1);
 }

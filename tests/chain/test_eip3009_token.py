@@ -1,17 +1,33 @@
 """The test ERC-3009 token (tests/chain/token/TestUSDC.sol) attacked on a real node, and the service's
 reading of it (app/chain/eip3009.py): its EIP-712 domain read and checked (eip712Domain(), or name()
 and version() on a token without EIP-5267, as USDC has it), a token without ERC-3009 refused, and
-signatures recovered as the token recovers them."""
+signatures recovered as the token recovers them. The token's committed build is what the pinned
+compiler makes of its source."""
+import shutil
+import subprocess
+
 import pytest
 
 from app.chain import eip3009
 from app.chain.addresses import to_checksum_address
 from app.chain.rpc import Client
 from support import eip3009 as signing
+from support.chain_node import CHAIN_DIR
 
 SUPPLY = 10**15
 PAYER = signing.payer("token-test payer")
 STRANGER = signing.payer("token-test stranger")
+
+
+def test_committed_token_builds_are_what_the_pinned_compiler_makes():
+    """tests/chain/compile.js recompiles every test token with the pinned solc-js and compares
+    each with its committed token/<Contract>.json (the builds the tests and the demo deploy)."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("Node.js is needed to recompile the test tokens (tests/chain: npm ci)", pytrace=False)
+    checked = subprocess.run([node, "compile.js"], cwd=CHAIN_DIR, capture_output=True, text=True,
+                             timeout=300)
+    assert checked.returncode == 0, checked.stderr
 
 
 @pytest.fixture

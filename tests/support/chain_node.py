@@ -1,5 +1,5 @@
 """A real EVM node for the chain tests: Hardhat 2's `hardhat node` on a loopback port, with the
-6-decimal ERC-20 token of tests/chain/token deployed (compiled by solc-js, cached in tests/chain/build).
+6-decimal ERC-20 token of tests/chain/token deployed (its committed build; tests/chain/compile.js).
 Chain id 31337 (a test network); the tests that need a live network, or another chain behind one
 URL, also start a node answering for chain id 137 (`live_chain_node`), once per session.
 
@@ -81,7 +81,7 @@ class Chain:
     def deploy_token(self, supply=SUPPLY, contract="TestUSD") -> str:
         """Deploy another TestUSD (e.g. a token the payment is not in), or another of the test
         tokens of tests/chain/token taking the supply (TestUSDC: ERC-3009); its address, lowercase."""
-        build = json.loads((CHAIN_DIR / "build" / f"{contract}.json").read_text())
+        build = json.loads((CHAIN_DIR / "token" / f"{contract}.json").read_text())
         data = build["bytecode"] + format(supply, "064x")
         tx_hash = self.rpc("eth_sendTransaction", {"from": self.accounts[0], "data": data})
         receipt = self.rpc("eth_getTransactionReceipt", tx_hash)
@@ -110,12 +110,8 @@ def _start_node(tmp_path_factory, chain_id):
     if node is None:
         _missing("Node.js (`node` is not on PATH)")
     cli = CHAIN_DIR / "node_modules" / "hardhat" / "internal" / "cli" / "cli.js"
-    if not cli.exists() or not (CHAIN_DIR / "node_modules" / "solc").exists():
+    if not cli.exists():
         _missing("the npm packages of tests/chain (node_modules is missing)")
-    compiled = subprocess.run([node, "compile.js"], cwd=CHAIN_DIR, capture_output=True, text=True,
-                              timeout=300)
-    if compiled.returncode != 0:
-        pytest.fail(f"compiling the test token failed:\n{compiled.stderr}", pytrace=False)
     log_path = tmp_path_factory.mktemp("chain") / "hardhat.log"
     for _ in range(3):  # another process may take the free port before the node binds it
         port = free_port()
