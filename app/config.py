@@ -39,6 +39,9 @@ DEFAULTS = {
     # The chain watcher's JSON-RPC calls: seconds to connect, and to wait for an answer
     "CHAIN_RPC_CONNECT_TIMEOUT_SECONDS": 5,
     "CHAIN_RPC_READ_TIMEOUT_SECONDS": 20,
+    # A network whose polls have failed since its last successful one, older than this, is
+    # unavailable: hidden from the assets listing, confirm answers 503 (app/chain/health.py)
+    "NETWORK_STALE_SECONDS": 60,
     # Rolling a secret key or the webhook secret: hours the old one keeps working beside the new
     # one (0: it stops at once)
     "KEY_ROLL_OVERLAP_HOURS": 24,
@@ -87,6 +90,7 @@ def normalize(config):
         "RETENTION_DAYS",
         "DASHBOARD_SESSION_HOURS",
         "KEY_ROLL_OVERLAP_HOURS",
+        "NETWORK_STALE_SECONDS",
     ):
         try:
             config[name] = int(config[name])

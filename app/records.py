@@ -212,6 +212,14 @@ class Network:
     disabled_at: int | None
     created_at: int
     testnet: bool = False  # the operator's --testnet; `is_test` also knows the well-known test chains
+    finality: str = "confirmations"  # or "safe", "finalized": the node's block of that tag
+    max_block_age: int | None = None  # seconds; an older head block makes it unavailable
+    # Its health, as the watcher's polls leave it (app/chain/health.py): unix seconds
+    polled_at: int | None = None  # the last successful poll
+    failing_since: int | None = None  # the first failed poll since then
+    ok_since: int | None = None  # when it was last found available again
+    head_timestamp: int | None = None  # the head block's, at the last successful poll
+    tag_block: int | None = None  # the finality tag's block number then
 
     @property
     def is_test(self) -> bool:
@@ -268,6 +276,7 @@ class Payment:
     mode: str = "xpub"
     payout_address: str | None = None
     factory: str | None = None
+    finality: str = "confirmations"  # its network's (read with it)
 
 
 @dataclass(frozen=True)
