@@ -6,21 +6,23 @@ provider's URL is a pool of nodes, each call may reach another one (lagging, on 
 of another chain): nothing is recorded on one answer alone. What a step records is proven by
 batches that carry its pins (rpc.Pins), answered whole by one node; docs/payments.md, "What a poll
 reads", says what each check defends against.
-  0. chain: `eth_chainId`; a node answering for another chain ends the poll as a fault (both ids
-     logged), nothing it says recorded.
-  1. head: `eth_blockNumber`; a head below the one already seen (a lagging node) skips the poll.
-  2. reorganisation: the kept hash of the scan position (`chain_blocks`) is compared with the
-     node's; on a mismatch every kept block is asked again of one node that also has the head's
-     block, the highest it still has is the fork (none: the start block), unconfirmed transfers
-     above it are `orphaned` (no event), confirmed ones whose block is gone on that chain
-     `reversed` (with `payment.reversed`), and the scan position goes back.
+  0-2. first batch, one node: `eth_chainId` (another chain's node ends the poll as a fault, both
+     ids logged, nothing of the answer looked at), the head's block (`latest`; below the head
+     already seen, a lagging node, the poll is a fault), the newest kept block (`chain_blocks`)
+     and, under a finality mode, the node's `safe` or `finalized` block (none: a fault, never a
+     fallback to counting). A kept hash that differs is a reorganisation: every kept block is
+     asked again of one node that also has the head's block, the highest it still has is the
+     fork (none: the start block), unconfirmed transfers above it are `orphaned` (no event),
+     confirmed ones whose block is gone on that chain `reversed` (with `payment.reversed`; an
+     ERROR when that reaches below the tag's block), and the scan position goes back.
   3. scan, in steps of at most `max_range` blocks up to the head. The watched addresses are kept
      in memory between polls (read whole after a start, a rewind or a failure and every
-     FULL_READ_SECONDS; else only the payments made or changed since). The step's last block is
-     read first; each eth_getLogs call (one for the tokens, filtered here, or by chunks of
-     `max_addresses` addresses) is sent in a batch with the pins: that block under that hash, the
-     previous step's last block under its kept hash (or, without one, the chain id), the head's
-     block. Logs must be well-formed Transfers, none `removed`; the headers of the blocks holding
+     FULL_READ_SECONDS; else only the payments made or changed since). Each eth_getLogs call
+     (one for the tokens, filtered here, or by chunks of `max_addresses` addresses) is sent in a
+     batch with the pins: the step's last block (the head's hash from the first batch, or the
+     hash the first answer gives, which every later batch must repeat), the previous step's last
+     block under its kept hash (or, without one, the chain id), the head's block, the tag's block
+     when the step may reach it. Logs must be well-formed Transfers, none `removed`; the headers of the blocks holding
      the payments are read with the pins again and each log's block hash must be its block's.
      Any mismatch is a fault, nothing of the step recorded. A transfer of value 0 is no payment.
      One transaction a step: the head, the new transfers (`seen`, with `payment.pending`), the
@@ -28,15 +30,18 @@ reads", says what each check defends against.
      back). Transfers already deep enough that complete their process are recorded `confirmed`
      and settled there (`payment.completed`): a catch-up writes each transfer once. Any other deep
      transfer waits, `seen`, for step 4.
-  4. confirm: `seen` transfers with `confirmations` blocks become `confirmed` when one node that
-     has the newest kept block under its hash and the head's block has theirs under their hash,
+  4. confirm: `seen` transfers with `confirmations` blocks (or at or below the tag's block) become
+     `confirmed` when one node that has the newest kept block under its hash, the head's block
+     (and the tag's under its hash) has theirs under their hash (a block this poll's steps
+     proved is not asked again),
      each process with `payment.completed`, `payment.partial` or `payment.received_late` (final
      already, or after its expiry), CONFIRM_BATCH a commit. A transfer whose block that node does
      not have is orphaned, and reading goes back to the highest kept hash below it.
   5. refunds: the merchants' transfers that pay pending refunds (app/chain/refunds.py).
 
 Faults (unreachable node, timeouts, HTTP errors, malformed answers) end the poll of that network
-only: logged with the URL's host alone, retried after a backoff doubling up to `backoff_max`.
+only: logged with the URL's host alone, retried after a backoff doubling up to `backoff_max`. Each
+poll's outcome is written to the network's row (app/chain/health.py reads it).
 Nothing half-done is committed. SIGTERM/SIGINT: the current step commits, the command exits 0.
 """
 import logging
