@@ -18,7 +18,6 @@ request). A fault or a route may name a method (`eth_getBlockByNumber`) or a met
 tag (`eth_getBlockByNumber:latest`: the head's read). Every call it does not spoil goes to the real
 node unchanged."""
 import json
-import os
 import threading
 import time
 from collections import Counter, defaultdict
@@ -219,11 +218,8 @@ class FaultyRpc:
                    for item, (_, ready) in zip(items, asked)]
         pending = [(i, item) for i, (item, ready) in enumerate(asked) if ready is None]
         if pending:
-            for (i, sent), got in zip(pending, _ask(node, [item for _, item in pending])):
+            for (i, _), got in zip(pending, _ask(node, [item for _, item in pending])):
                 answers[i] = got
-                if "error" in got and os.environ.get("FAKE_RPC_DEBUG"):
-                    with open(os.environ["FAKE_RPC_DEBUG"], "a") as f:
-                        f.write(json.dumps([sent, got, tags]) + "\n")
         for i, (item, fault) in enumerate(zip(items, faults)):
             answers[i] = refused[i] or _spoiled(item, answers[i], fault, node)
         return 200, self._json(answers if batch else answers[0])
