@@ -44,6 +44,9 @@ DEFAULTS = {
     # relayer, the option is not offered), and how many transactions it may send per hour.
     "RELAYER_KEY_FILE": None,
     "RELAYER_MAX_PER_HOUR": 100,
+    # A network whose polls have failed since its last successful one, older than this, is
+    # unavailable: hidden from the assets listing, confirm answers 503 (app/chain/health.py)
+    "NETWORK_STALE_SECONDS": 60,
     # Rolling a secret key or the webhook secret: hours the old one keeps working beside the new
     # one (0: it stops at once)
     "KEY_ROLL_OVERLAP_HOURS": 24,
@@ -93,6 +96,7 @@ def normalize(config):
         "DASHBOARD_SESSION_HOURS",
         "KEY_ROLL_OVERLAP_HOURS",
         "RELAYER_MAX_PER_HOUR",
+        "NETWORK_STALE_SECONDS",
     ):
         try:
             config[name] = int(config[name])

@@ -6,6 +6,7 @@ from flask import Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
 from app import payments, processes, refunds
+from app.chain import health
 from app.db import database_errors, get_db, is_unavailable
 
 log = logging.getLogger(__name__)
@@ -108,6 +109,10 @@ def _domain_errors():
     return {
         payments.PaymentMethodUnavailable: lambda e: error_response(
             409, "payment_method_unavailable", str(e)
+        ),
+        payments.NetworkUnavailable: lambda e: error_response(
+            503, "network_unavailable", str(e), {"networkId": [str(e)]},
+            headers={"Retry-After": str(health.RETRY_AFTER_SECONDS)},
         ),
         payments.ChoiceError: lambda e: error_response(
             400, "validation_error", str(e), e.errors

@@ -39,8 +39,9 @@ def prune(db, now, *, older_than_days, idempotency_ttl, batch_size=PRUNE_BATCH, 
 
 # --- /metrics ------------------------------------------------------------------------------------
 
-def metrics_text(snapshot) -> str:
-    """The Prometheus text exposition format (version 0.0.4)."""
+def metrics_text(snapshot, networks=(), now=0) -> str:
+    """The Prometheus text exposition format (version 0.0.4). `networks`: (Network, Health) of
+    each enabled network (app/chain/health.py)."""
     lines = []
 
     def family(name, kind, help_text, samples):
@@ -67,7 +68,30 @@ def metrics_text(snapshot) -> str:
            [({"outcome": status}, count) for status, count in snapshot.deliveries.items()])
     family("preorder_processes", "gauge", "Payment processes by status (as the API shows them).",
            [({"status": status}, count) for status, count in snapshot.processes.items()])
+    _network_families(family, networks, now)
     return "\n".join(lines) + "\n"
+
+
+def _network_families(family, networks, now):
+    """Per enabled network, as the watcher's last polls left it."""
+    def each(value):
+        return [({"network": n.id}, value(n, h)) for n, h in networks]
+
+    family("preorder_network_available", "gauge",
+           "1 while the network is available, 0 while unavailable (its node down or stalled).",
+           each(lambda n, h: int(h.ok)))
+    family("preorder_network_head_block", "gauge",
+           "The node's head block at the watcher's last successful poll.",
+           each(lambda n, h: n.head_block))
+    family("preorder_network_lag_blocks", "gauge",
+           "Blocks between the node's head and the last block the watcher has read.",
+           each(lambda n, h: max(0, n.head_block - n.scanned_block)))
+    family("preorder_network_seconds_since_good_poll", "gauge",
+           "Seconds since the watcher's last successful poll (since the network was added, before"
+           " one).", each(lambda n, h: max(0, now - (n.polled_at or n.created_at))))
+    family("preorder_network_head_age_seconds", "gauge",
+           "Age of the head block at the last successful poll (its timestamp to now; 0 before one).",
+           each(lambda n, h: max(0, now - n.head_timestamp) if n.head_timestamp else 0))
 
 
 # --- backup --------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from dataclasses import replace
 from app.chain import addresses
 from app.chain import eip3009
 from app.chain import forwarder
-from app.chain import rpc
+from app.chain import health, rpc
 from app.testnets import LIVE_CHAIN_IDS, TEST_CHAIN_IDS, is_test_network
 from app.data import merchants as merchant_rows
 from app.data import payments as payment_rows
@@ -27,6 +27,18 @@ ID_RULE = "1-32 characters: lowercase letters, digits, '-' and '_', starting wit
 # An address index is skipped when its address is already some payment's (another merchant
 # registered the same xpub before it was refused, a replaced xpub given back): at most this many.
 MAX_SKIPPED_INDEXES = 1000
+
+
+FINALITY_MODES = ("confirmations",) + rpc.TAGS
+
+
+class NetworkUnavailable(Exception):
+    """The chosen network's node is down or stalled (app/chain/health.py): 503, try later."""
+
+    def __init__(self, network_id):
+        super().__init__(f"Network {network_id!r} is unavailable for now (its node is down or"
+                         " stalled): try again later, or choose another network.")
+        self.network_id = network_id
 
 
 class SetupError(ValueError):
@@ -69,12 +81,17 @@ def _check_id(value, what):
 
 
 def add_network(db, *, network_id, name, chain_id, rpc_url, confirmations, start_block, now,
-                testnet=False, client_factory=rpc.Client) -> Network:
+                testnet=False, finality="confirmations", max_block_age=None,
+                client_factory=rpc.Client) -> Network:
     """Enable a network. The node is asked for its chain id, which must be the one given (a node
     of another chain is refused), and, without `start_block`, for its head: the watcher then reads
     from the next block on. With `start_block` a node that cannot be asked now is accepted (it may
     be down for a while): the watcher checks its chain id on every poll. `testnet`: a test network
-    (test-mode merchants only); a well-known test chain id is one anyway (app/testnets.py)."""
+    (test-mode merchants only); a well-known test chain id is one anyway (app/testnets.py).
+    `finality` "safe" or "finalized": the node must serve that block now (`check_tag`).
+    `max_block_age`: seconds (None: off)."""
+    _check_finality(finality)
+    _check_max_block_age(max_block_age)
     _check_id(network_id, "The network id")
     if not name or not name.strip():
         raise SetupError("The network's name must not be empty.")
@@ -99,13 +116,15 @@ def add_network(db, *, network_id, name, chain_id, rpc_url, confirmations, start
     if node_chain_id is not None and node_chain_id != chain_id:
         raise SetupError(f"The node at {rpc.redacted(rpc_url)} serves chain id {node_chain_id},"
                          f" not {chain_id}.")
+    if finality in rpc.TAGS:
+        check_tag(client, rpc_url, finality)
     if start_block is None:
         start_block = head + 1
     network = Network(
         id=network_id, name=name.strip(), chain_id=chain_id, rpc_url=rpc_url,
         confirmations=confirmations, start_block=start_block, scanned_block=start_block - 1,
         head_block=head if head is not None else start_block - 1, disabled_at=None, created_at=now,
-        testnet=bool(testnet),
+        testnet=bool(testnet), finality=finality, max_block_age=max_block_age, ok_since=now,
     )
     with db.transaction() as conn:
         if payment_rows.get_network(conn, network_id) is not None:
@@ -118,6 +137,64 @@ def add_network(db, *, network_id, name, chain_id, rpc_url, confirmations, start
 
 def network(db, network_id) -> Network | None:
     return payment_rows.get_network(db.connection(), network_id)
+
+
+def _check_finality(finality):
+    if finality not in FINALITY_MODES:
+        raise SetupError(f"The finality must be one of {', '.join(FINALITY_MODES)}.")
+
+
+def _check_max_block_age(seconds):
+    if seconds is not None and seconds < 1:
+        raise SetupError("The maximum block age must be at least 1 second.")
+
+
+def check_tag(client, rpc_url, tag):
+    """SetupError unless the node serves its block of `tag` ("safe", "finalized") now."""
+    try:
+        client.tag_header(tag)
+    except rpc.RpcError as e:
+        raise SetupError(f"The node at {rpc.redacted(rpc_url)} does not serve the \"{tag}\" block"
+                         f" ({e}): choose another finality, or another node.") from None
+
+
+def set_finality(db, network_id, finality, client_factory=rpc.Client) -> Network:
+    """How transfers count on the network from the next poll on: by confirmations, or by the
+    node's "safe" or "finalized" block, which the node must serve now (SetupError otherwise)."""
+    _check_finality(finality)
+    network = payment_rows.get_network(db.connection(), network_id)
+    if network is None:
+        raise SetupError(f"No network {network_id}.")
+    if finality in rpc.TAGS:
+        check_tag(client_factory(network.rpc_url), network.rpc_url, finality)
+    with db.transaction() as conn:
+        if not payment_rows.set_finality(conn, network_id, finality):
+            raise SetupError(f"No network {network_id}.")
+    return replace(network, finality=finality)
+
+
+def set_max_block_age(db, network_id, seconds) -> Network:
+    """A head block older than `seconds` makes the network unavailable (None: never)."""
+    _check_max_block_age(seconds)
+    with db.transaction() as conn:
+        network = payment_rows.get_network(conn, network_id)
+        if network is None or not payment_rows.set_max_block_age(conn, network_id, seconds):
+            raise SetupError(f"No network {network_id}.")
+    return replace(network, max_block_age=seconds)
+
+
+def network_health(db, now, stale_seconds) -> list[tuple[Network, health.Health]]:
+    """Every enabled network with its health (app/chain/health.py), by id."""
+    return [(n, health.of(n, now, stale_seconds))
+            for n in payment_rows.enabled_networks(db.connection())]
+
+
+def network_state(db, network_id, now, stale_seconds) -> str:
+    """"ok" or "unavailable" (a disabled network, no longer read, is unavailable too)."""
+    network = payment_rows.get_network(db.connection(), network_id)
+    if network is None or network.disabled_at is not None:
+        return health.UNAVAILABLE
+    return health.of(network, now, stale_seconds).state
 
 
 def list_networks(db):
@@ -236,12 +313,16 @@ def set_xpub(db, merchant_id, text, now) -> str:
 
 # The Button API
 
-def payable_assets(db, merchant) -> list[dict]:
+def payable_assets(db, merchant, now, stale_seconds) -> list[dict]:
     """What the customer may pay with: every enabled asset on every enabled network of the
-    merchant's mode (test networks for test mode, live networks for live mode), grouped by asset id;
-    for a payout-mode merchant, on the networks with a forwarder factory only; nothing for a merchant
-    with neither a payout address nor an xpub (it cannot take live payments)."""
+    merchant's mode (test networks for test mode, live networks for live mode) that is not
+    unavailable (app/chain/health.py), grouped by asset id; for a payout-mode merchant, on the
+    networks with a forwarder factory only; nothing for a merchant with neither a payout address
+    nor an xpub (it cannot take live payments)."""
     conn = db.connection()
+    states = network_health(db, now, stale_seconds)
+    down = {n.id for n, state in states if not state.ok}
+    finalities = {n.id: n.finality for n, _ in states}
     if payout_rows.get_payout(conn, merchant.id) is not None:
         usable = payout_rows.networks_with_factory(conn).__contains__
     elif payment_rows.get_wallet(conn, merchant.id) is not None:
@@ -250,13 +331,14 @@ def payable_assets(db, merchant) -> list[dict]:
         return []
     grouped: dict[str, dict] = {}
     for asset, network_name, chain_id, confirmations, testnet in payment_rows.payable_assets(conn):
-        if is_test_network(chain_id, testnet) == merchant.livemode or not usable(asset.network_id):
+        if (is_test_network(chain_id, testnet) == merchant.livemode or not usable(asset.network_id)
+                or asset.network_id in down):
             continue
         entry = grouped.setdefault(
             asset.id, {"id": asset.id, "symbol": asset.symbol, "name": asset.name, "networks": []}
         )
         network = {"id": asset.network_id, "name": network_name, "chainId": chain_id,
-                   "confirmations": confirmations}
+                   "confirmations": confirmations, "finality": finalities[asset.network_id]}
         if asset.eip3009:  # payable without gas when a relayer serves it (app/relayer.py)
             network["eip712Domain"] = {"name": asset.eip3009_name, "version": asset.eip3009_version,
                                        "chainId": chain_id, "verifyingContract": asset.contract}
@@ -272,7 +354,7 @@ def views(db, processes):
     return payment_rows.views_of(db.connection(), [p.id for p in processes])
 
 
-def confirm(db, merchant, process_id, *, asset_id, network_id, now):
+def confirm(db, merchant, process_id, *, asset_id, network_id, now, stale_seconds=60):
     """The customer's choice of asset and network for a pending process: (process, PaymentView).
 
     The first confirm gives the process its deposit address: in the payout mode (a merchant with a
@@ -298,6 +380,8 @@ def confirm(db, merchant, process_id, *, asset_id, network_id, now):
         if existing is None and payout is None and wallet is None:
             raise PaymentMethodUnavailable()
         asset, network = _payable(conn, merchant, asset_id, network_id)
+        if not health.of(network, now, stale_seconds).ok:
+            raise NetworkUnavailable(network.id)
         payout_mode = existing.mode == "payout" if existing is not None else payout is not None
         factory = payout_rows.get_factory(conn, network.id) if payout_mode else None
         if payout_mode and factory is None:

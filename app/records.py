@@ -213,6 +213,14 @@ class Network:
     disabled_at: int | None
     created_at: int
     testnet: bool = False  # the operator's --testnet; `is_test` also knows the well-known test chains
+    finality: str = "confirmations"  # or "safe", "finalized": the node's block of that tag
+    max_block_age: int | None = None  # seconds; an older head block makes it unavailable
+    # Its health, as the watcher's polls leave it (app/chain/health.py): unix seconds
+    polled_at: int | None = None  # the last successful poll
+    failing_since: int | None = None  # the first failed poll since then
+    ok_since: int | None = None  # when it was last found available again
+    head_timestamp: int | None = None  # the head block's, at the last successful poll
+    tag_block: int | None = None  # the finality tag's block number then
 
     @property
     def is_test(self) -> bool:
@@ -277,6 +285,7 @@ class Payment:
     payout_address: str | None = None
     factory: str | None = None
     tolerance: str = "0"  # underpayment tolerance in percent, the merchant's at the first confirm
+    finality: str = "confirmations"  # its network's (read with it)
 
     def covered_by(self, paid: int) -> bool:
         """Whether `paid` (base units) completes the payment: the amount due less the tolerance

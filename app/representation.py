@@ -33,12 +33,15 @@ def process_json(p, now, payment=None, refunds=()) -> str:
     )
 
 
-def public_process_json(p, now, payment=None) -> str:
-    """What a browser may see: never the metadata (it can hold e-mails)."""
+def public_process_json(p, now, payment=None, network_state=None) -> str:
+    """What a browser may see: never the metadata (it can hold e-mails). `network_state`: the
+    chosen network's health ("ok", "unavailable"; None before a choice), so the button can say
+    that the network is delayed."""
+    state = "null" if network_state is None else f'"{network_state}"'
     return (
         f'{{"processId":"{p.id}","status":"{p.effective_status(now)}","amount":{p.amount},'
         f'"expiresAt":"{iso(p.expires_at)}","livemode":{_bool(p.livemode)},'
-        f'"payment":{payment_json(payment)}}}'
+        f'"networkState":{state},"payment":{payment_json(payment)}}}'
     )
 
 
@@ -74,7 +77,7 @@ def payment_json(view) -> str:
         f'"chainId":{p.chain_id},"tokenContract":"{p.token_contract}","address":"{p.address}",'
         f'"amountDue":"{format_units(p.amount_due, d)}","amountPaid":"{format_units(paid, d)}",'
         f'"amountPending":"{format_units(pending, d)}","paymentUri":{json.dumps(uri)},'
-        f'"transfers":[{transfers}]}}'
+        f'"transfers":[{transfers}],"finality":"{p.finality}"}}'
     )
 
 

@@ -45,6 +45,9 @@ def parse_args(argv):
     parser.add_argument("--watch-blocks", type=int, help="blocks the watcher catches up over (default 10000)")
     parser.add_argument("--watch-transfers", type=int, help="transfers in them, one per address (default 1000)")
     parser.add_argument("--watch-rounds", type=int, help="catch-up rounds per side (default 2)")
+    parser.add_argument("--watch-latency-ms", type=int, default=50,
+                        help="the catch-up again with both sides behind a proxy adding this to every"
+                             " round trip (default 50; 0: not run)")
     parser.add_argument("--watch-watched", type=int,
                         help="pending deposit addresses watched in the catch-up (default: --watch-transfers)")
     parser.add_argument("--watch-idle", type=int, default=1000,
@@ -122,7 +125,7 @@ def main(argv=None):
                    "only", "scenarios", "duration", "rounds", "warmup", "events", "processes",
                    "delivery_args", "watch_blocks", "watch_transfers", "watch_rounds",
                    "watch_samples", "watch_poll_interval", "watch_watched", "watch_idle",
-                   "watch_max_addresses", "watch_backend")},
+                   "watch_max_addresses", "watch_backend", "watch_latency_ms")},
                "scenarios": results,
                "seconds": round(time.monotonic() - started, 1),
                # Other work on the machine is what makes figures drift: keep it on record.

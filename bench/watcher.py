@@ -142,11 +142,13 @@ def _range_logs(session, url, token, start, end, recipients, max_addresses):
 
 
 def durable_floor_main(url, token, first, last, database, max_addresses, payload_bytes, many):
-    """The durable floor: what any watcher must do to record a catch-up durably, and nothing else.
-    One read of the watched addresses; per range the last block's header before and after its
-    eth_getLogs calls (same ranges and chunks as the watcher), then in one transaction per transfer
-    an INSERT of the transfer, an UPDATE of its process and an outbox INSERT with a payload of the
-    real size, the scan position, one durable commit. `many`: each range's rows with executemany."""
+    """The durable floor: what any watcher must do to record a catch-up durably and safely, and
+    nothing else. One read of the watched addresses; per range its eth_getLogs calls (same ranges
+    and chunks as the watcher), then one batch of the headers of the blocks holding payments and of
+    the range's last block (each log's block hash must be its block's, as API.md requires; the
+    block's timestamp is recorded), then in one transaction per transfer an INSERT of the transfer,
+    an UPDATE of its process and an outbox INSERT with a payload of the real size, the scan
+    position, one durable commit. `many`: each range's rows with executemany."""
     from app.config import DEFAULTS
     from app.db import open_database
 
@@ -161,21 +163,23 @@ def durable_floor_main(url, token, first, last, database, max_addresses, payload
     now = int(time.time())
     for start in range(first, last + 1, MAX_RANGE):
         end = min(last, start + MAX_RANGE - 1)
-        tip = _post(session, url, "eth_getBlockByNumber", hex(end), False)
         found, made = _range_logs(session, url, token, start, end, recipients, max_addresses)
         calls += made
-        if _post(session, url, "eth_getBlockByNumber", hex(end), False)["hash"] != tip["hash"]:
-            raise RuntimeError("the chain moved")
+        paying = [e for e in found if "0x" + e["topics"][2][-40:] in watched]
+        headers = _headers(session, url, {int(e["blockNumber"], 16) for e in paying} | {end})
+        calls += 1
         logs += len(found)
         transfers, processes, events = [], [], []
-        for entry in found:
-            if "0x" + entry["topics"][2][-40:] not in watched:
-                continue
+        for entry in paying:
+            header = headers[int(entry["blockNumber"], 16)]
+            if header is None or header["hash"] != entry["blockHash"]:
+                raise RuntimeError("a log's block is not the chain's")
             process_id, merchant_id = watched["0x" + entry["topics"][2][-40:]]
             transfers.append((31337, entry["transactionHash"], int(entry["logIndex"], 16), "bench",
                               process_id, entry["address"], "0x" + entry["topics"][1][-40:],
                               str(int(entry["data"], 16)), int(entry["blockNumber"], 16),
-                              entry["blockHash"], int(tip["timestamp"], 16), "confirmed", now, now))
+                              entry["blockHash"], int(header["timestamp"], 16), "confirmed", now,
+                              now))
             processes.append((now, process_id))
             events.append(("evt_" + uuid.uuid4().hex, merchant_id, process_id, "payment.completed", payload,
                            now, now))
@@ -197,6 +201,16 @@ def durable_floor_main(url, token, first, last, database, max_addresses, payload
     seconds = time.perf_counter() - started
     db.close_all()
     print(json.dumps({"calls": calls, "logs": logs, "seconds": seconds}))
+
+
+def _headers(session, url, numbers):
+    """{number: header} of `numbers`, in one JSON-RPC batch."""
+    numbers = sorted(numbers)
+    body = session.post(url, json=[{"jsonrpc": "2.0", "id": i, "method": "eth_getBlockByNumber",
+                                    "params": [hex(n), False]} for i, n in enumerate(numbers)],
+                        timeout=(5, 20)).json()
+    by_id = {item["id"]: item["result"] for item in body}
+    return {n: by_id[i] for i, n in enumerate(numbers)}
 
 
 def _timed(cmd, env):
@@ -287,6 +301,10 @@ def run(opts, workdir):
         payload = _payload_bytes(warm, process_ids)
         databases.drop(warm)
         sides = ["loop", "floor", "service"] + (["floor-many"] if backend == "postgresql" else [])
+        proxy = None
+        if opts.watch_latency_ms:  # a provider across a network: both sides through one proxy
+            proxy = _latency_proxy(node.url, opts.watch_latency_ms / 1000)
+            sides += ["floor-latency", "service-latency"]
         rounds = {side: [] for side in sides}  # wall seconds, process start to exit
         inside = {side: [] for side in sides}  # seconds from the first RPC call to the last commit
         cpu = {side: [] for side in sides}  # CPU seconds of the process, start-up included
@@ -302,8 +320,9 @@ def run(opts, workdir):
                     inside[side].append(calls[side]["seconds"])
                 elif side.startswith("floor"):
                     db = databases.copy()
+                    url = proxy.url if side.endswith("-latency") else node.url
                     seconds, cpu_seconds, done = _timed(
-                        [sys.executable, "-m", "bench.watcher", "durable-floor", node.url,
+                        [sys.executable, "-m", "bench.watcher", "durable-floor", url,
                          node.token, str(first), str(last), db, str(max_addresses), str(payload),
                          "many" if side == "floor-many" else "one"], dict(os.environ))
                     calls[side] = json.loads(done.stdout)
@@ -311,11 +330,13 @@ def run(opts, workdir):
                     databases.drop(db)
                 else:
                     db = databases.copy()
+                    if side.endswith("-latency"):
+                        _point_at(db, proxy.url)
                     seconds, cpu_seconds, done = _timed(watch, service.flask_env(db))
                     summary = next(line.split("watch: ", 1)[1] for line in
                                    done.stderr.splitlines() if "RPC calls" in line)
-                    calls["service"] = summary.split(", ", 1)[1]
-                    inside["service"].append(float(summary.split()[3]))
+                    calls[side] = summary.split(", ", 1)[1]
+                    inside[side].append(float(summary.split()[3]))
                     counts = seed.watch_outcome(db, process_ids)
                     # Deep enough when first seen: no payment.pending, one payment.completed each.
                     if counts != {"transfers": transfers, "payment.completed": transfers}:
@@ -335,12 +356,20 @@ def run(opts, workdir):
             except RuntimeError as e:  # a watcher too slow to settle in time: the catch-up stays
                 failures.append(f"steady state: {e}")
     finally:
+        if proxy is not None:
+            proxy.close()
         node.close()
     ratios = {f"service_vs_{side}": stats.ratio(rate["service"], rate[side])
-              for side in sides if side != "service"}
+              for side in sides if not side.startswith("service")}
     ratios["service_vs_floor_wall"] = stats.ratio(wall_rate["service"], wall_rate["floor"])
     targets = [stats.target("watcher catch-up / durable floor", ratios["service_vs_floor"],
                             at_least=0.80)]
+    if proxy is not None:  # in time: the service's pass ≤ 1.25 × the floor's, both behind the proxy
+        ratios["service_vs_floor_latency_time"] = stats.ratio(median_inside["service-latency"],
+                                                              median_inside["floor-latency"])
+        targets.append(stats.target(
+            f"catch-up time / durable floor's, {opts.watch_latency_ms} ms a round trip",
+            ratios["service_vs_floor_latency_time"], at_most=1.25))
     if steady:
         targets += [stats.target("steady-state wait (max - min) / poll interval",
                                  steady["max_minus_min_s"] / steady["poll_interval_s"], at_most=1.0),
@@ -348,7 +377,13 @@ def run(opts, workdir):
                                  steady["poll_work_s"] / steady["poll_interval_s"],
                                  at_most=0.05 if opts.watch_idle <= 1000 else 0.10),
                     stats.target("steady-state poll work / a minimal poller's",
-                                 steady["poll_work_vs_minimal"], at_most=2.0)]
+                                 steady["poll_work_vs_minimal"], at_most=2.0),
+                    stats.target("idle poll: round trips", steady["poll_no_block_round_trips"],
+                                 at_most=2),
+                    stats.target("idle poll time / a minimal poller's",
+                                 steady["poll_no_block_vs_minimal"], at_most=1.5),
+                    stats.target("poll with a new block: round trips",
+                                 steady["poll_new_block_round_trips"], at_most=3)]
     return {
         "scenario": "watcher", "backend": backend, "blocks": last - first + 1,
         "transfers": transfers, "watched": watched, "max_addresses": max_addresses,
@@ -464,7 +499,37 @@ def _poll_work(node, db, opts, samples=10):
     figures["poll_work_s"] = figures["poll_new_block_s"]
     figures["poll_work_vs_minimal"] = round(figures["poll_new_block_s"]
                                             / figures["minimal_poll_new_block_s"], 2)
+    figures["poll_no_block_vs_minimal"] = round(figures["poll_no_block_s"]
+                                                / figures["minimal_poll_no_block_s"], 2)
+    polls_a_day = 86_400 / 5  # at P = 5 s
+    figures["calls_per_day_at_5s_idle"] = round(figures["poll_no_block_rpc_calls"] * polls_a_day)
+    figures["calls_per_day_at_5s_new_block_each_poll"] = round(
+        figures["poll_new_block_rpc_calls"] * polls_a_day)
     return figures
+
+
+def _latency_proxy(url, seconds):
+    """tests/support/fake_rpc.py's proxy in front of the node, adding `seconds` to every round
+    trip, as a provider across a network does."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from support.fake_rpc import FaultyRpc
+
+    proxy = FaultyRpc(url, path="/")
+    proxy.latency = seconds
+    return proxy
+
+
+def _point_at(db, url):
+    """The seeded network's RPC URL set to `url` in the database copy `db`."""
+    from app.config import DEFAULTS
+    from app.db import open_database
+
+    database = open_database(db, DEFAULTS)
+    try:
+        with database.transaction() as conn:
+            conn.execute("UPDATE networks SET rpc_url = ? WHERE id = 'bench'", (url,))
+    finally:
+        database.close_all()
 
 
 def _count_posts(session):

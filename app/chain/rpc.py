@@ -12,6 +12,12 @@ import requests
 from app.config import DEFAULTS
 
 
+MAX_BATCH = 1000  # geth's default batch limit (BatchRequestLimit); smaller ones are found as refused
+
+# The finality tags a network may settle by (`networks add --finality`), besides counting.
+TAGS = ("safe", "finalized")
+
+
 class RpcError(Exception):
     """The node could not be reached, answered with an error, or answered something malformed."""
 
@@ -59,6 +65,7 @@ class Client:
         self.timeout = timeout
         self._next_id = 0
         self.calls = Counter()  # method -> calls made, for the watcher's summary line
+        self.max_batch = MAX_BATCH  # calls per batch of headers; halved when the node refuses
 
     @classmethod
     def from_config(cls, url, config):
@@ -133,15 +140,17 @@ class Client:
             self.calls[method] += 1
         what = what or calls[0][0]
         body = self._post(what, payload)
+        if isinstance(body, dict) and body.get("error") is not None:  # the batch refused whole
+            self._result(f"{what} (a batch of {len(calls)})", body)
         if not isinstance(body, list) or not all(isinstance(item, dict) for item in body):
             raise RpcError(f"{what}: {redacted(self.url)} answered a non-batch")
         by_id = {item.get("id"): item for item in body}
         results = []
-        for i, (method, _) in enumerate(calls):
+        for i, (method, params) in enumerate(calls):
             item = by_id.get(first + i)
             if item is None:
                 raise RpcError(f"{what}: {redacted(self.url)} left a call unanswered")
-            results.append(self._result(method, item))
+            results.append(self._result(_named(method, params), item))
         return results
 
     def pinned(self, calls, pins, what=None):
@@ -153,19 +162,26 @@ class Client:
         pins.check(self.url, results[:len(ahead)])
         return results[len(ahead):]
 
-    def headers(self, numbers, batch_size=50, pins=None) -> dict:
-        """{number: Header or None} for several blocks, in batches of at most `batch_size` calls;
-        with `pins`, each batch carries them (`pinned`), and a pinned block is their header."""
+    def headers(self, numbers, pins=None) -> dict:
+        """{number: Header or None} for several blocks, in as few batches as the node takes
+        (`max_batch` calls each, halved for good when the node refuses a batch as too large); with
+        `pins`, each batch carries them (`pinned`), and a pinned block is their header."""
         numbers = sorted(set(numbers))
         pinned = [n for n in numbers if pins is not None and n in pins.blocks]
         numbers = [n for n in numbers if n not in pinned]
-        if pins is not None:
-            batch_size -= len(pins.calls())
-        found = {}
-        for i in range(0, len(numbers), batch_size):
-            chunk = numbers[i:i + batch_size]
+        ahead = len(pins.calls()) if pins is not None else 0
+        found, i = {}, 0
+        while i < len(numbers):
+            chunk = numbers[i:i + max(1, self.max_batch - ahead)]
             calls = [("eth_getBlockByNumber", [hex(n), False]) for n in chunk]
-            results = self.batch(calls) if pins is None else self.pinned(calls, pins)
+            try:
+                results = self.batch(calls) if pins is None else self.pinned(calls, pins)
+            except RpcError as e:
+                if not is_batch_too_large(e) or self.max_batch <= ahead + 1:
+                    raise
+                self.max_batch = max(ahead + 1, self.max_batch // 2)
+                continue
+            i += len(chunk)
             for number, value in zip(chunk, results):
                 header = _parse_header(value, "eth_getBlockByNumber")
                 if header is not None and header.number != number:
@@ -175,6 +191,15 @@ class Client:
             pins.read(self)
             found.update((n, pins.headers[n]) for n in pinned)
         return found
+
+    def tag_header(self, tag) -> "Header":
+        """The node's block of `tag` ("safe", "finalized"); RpcError when the node does not serve
+        it (an error, or no such block)."""
+        header = _parse_header(self.call("eth_getBlockByNumber", [tag, False]),
+                               f"eth_getBlockByNumber(\"{tag}\")")
+        if header is None:
+            raise RpcError(f"{redacted(self.url)} has no \"{tag}\" block")
+        return header
 
     def header(self, number) -> "Header | None":
         """The canonical block at `number` (None when the node has no such block yet)."""
@@ -231,6 +256,22 @@ _TOO_LARGE = (
 )
 
 
+def is_batch_too_large(error: RpcError) -> bool:
+    """A batch the node refuses for its size (geth's "batch too large", providers' "batch limit
+    exceeded", HTTP 413): the caller sends smaller ones."""
+    text = str(error).lower()
+    return "http 413" in text or ("batch" in text and any(
+        marker in text for marker in ("too large", "too many", "limit", "exceed", "size")))
+
+
+def _named(method, params) -> str:
+    """A call's name in an error: its method, with its block tag when it has one."""
+    tag = params[0] if params else None
+    if isinstance(tag, str) and not tag.startswith("0x"):
+        return f'{method}("{tag}")'
+    return method
+
+
 def is_too_large(error: RpcError) -> bool:
     text = str(error).lower()
     return error.code == -32005 or any(marker in text for marker in _TOO_LARGE)
@@ -284,6 +325,11 @@ TRANSFER_SELECTOR = "a9059cbb"  # transfer(address,uint256)
 def transfer_calldata(to: str, amount: int) -> str:
     """The call data of an ERC-20 `transfer(to, amount)` (amount in base units)."""
     return "0x" + TRANSFER_SELECTOR + to[2:].lower().rjust(64, "0") + format(amount, "x").rjust(64, "0")
+
+
+def parse_header(value, what) -> "Header | None":
+    """A block object's header fields, strictly parsed (None for null: no such block)."""
+    return _parse_header(value, what)
 
 
 def _parse_header(value, what) -> Header | None:

@@ -6,21 +6,23 @@ provider's URL is a pool of nodes, each call may reach another one (lagging, on 
 of another chain): nothing is recorded on one answer alone. What a step records is proven by
 batches that carry its pins (rpc.Pins), answered whole by one node; docs/payments.md, "What a poll
 reads", says what each check defends against.
-  0. chain: `eth_chainId`; a node answering for another chain ends the poll as a fault (both ids
-     logged), nothing it says recorded.
-  1. head: `eth_blockNumber`; a head below the one already seen (a lagging node) skips the poll.
-  2. reorganisation: the kept hash of the scan position (`chain_blocks`) is compared with the
-     node's; on a mismatch every kept block is asked again of one node that also has the head's
-     block, the highest it still has is the fork (none: the start block), unconfirmed transfers
-     above it are `orphaned` (no event), confirmed ones whose block is gone on that chain
-     `reversed` (with `payment.reversed`), and the scan position goes back.
+  0-2. first batch, one node: `eth_chainId` (another chain's node ends the poll as a fault, both
+     ids logged, nothing of the answer looked at), the head's block (`latest`; below the head
+     already seen, a lagging node, the poll is a fault), the newest kept block (`chain_blocks`)
+     and, under a finality mode, the node's `safe` or `finalized` block (none: a fault, never a
+     fallback to counting). A kept hash that differs is a reorganisation: every kept block is
+     asked again of one node that also has the head's block, the highest it still has is the
+     fork (none: the start block), unconfirmed transfers above it are `orphaned` (no event),
+     confirmed ones whose block is gone on that chain `reversed` (with `payment.reversed`; an
+     ERROR when that reaches below the tag's block), and the scan position goes back.
   3. scan, in steps of at most `max_range` blocks up to the head. The watched addresses are kept
      in memory between polls (read whole after a start, a rewind or a failure and every
-     FULL_READ_SECONDS; else only the payments made or changed since). The step's last block is
-     read first; each eth_getLogs call (one for the tokens, filtered here, or by chunks of
-     `max_addresses` addresses) is sent in a batch with the pins: that block under that hash, the
-     previous step's last block under its kept hash (or, without one, the chain id), the head's
-     block. Logs must be well-formed Transfers, none `removed`; the headers of the blocks holding
+     FULL_READ_SECONDS; else only the payments made or changed since). Each eth_getLogs call
+     (one for the tokens, filtered here, or by chunks of `max_addresses` addresses) is sent in a
+     batch with the pins: the step's last block (the head's hash from the first batch, or the
+     hash the first answer gives, which every later batch must repeat), the previous step's last
+     block under its kept hash (or, without one, the chain id), the head's block, the tag's block
+     when the step may reach it. Logs must be well-formed Transfers, none `removed`; the headers of the blocks holding
      the payments are read with the pins again and each log's block hash must be its block's.
      Any mismatch is a fault, nothing of the step recorded. A transfer of value 0 is no payment.
      One transaction a step: the head, the new transfers (`seen`, with `payment.pending`), the
@@ -28,15 +30,18 @@ reads", says what each check defends against.
      back). Transfers already deep enough that complete their process are recorded `confirmed`
      and settled there (`payment.completed`): a catch-up writes each transfer once. Any other deep
      transfer waits, `seen`, for step 4.
-  4. confirm: `seen` transfers with `confirmations` blocks become `confirmed` when one node that
-     has the newest kept block under its hash and the head's block has theirs under their hash,
+  4. confirm: `seen` transfers with `confirmations` blocks (or at or below the tag's block) become
+     `confirmed` when one node that has the newest kept block under its hash, the head's block
+     (and the tag's under its hash) has theirs under their hash (a block this poll's steps
+     proved is not asked again),
      each process with `payment.completed`, `payment.partial` or `payment.received_late` (final
      already, or after its expiry), CONFIRM_BATCH a commit. A transfer whose block that node does
      not have is orphaned, and reading goes back to the highest kept hash below it.
   5. refunds: the merchants' transfers that pay pending refunds (app/chain/refunds.py).
 
 Faults (unreachable node, timeouts, HTTP errors, malformed answers) end the poll of that network
-only: logged with the URL's host alone, retried after a backoff doubling up to `backoff_max`.
+only: logged with the URL's host alone, retried after a backoff doubling up to `backoff_max`. Each
+poll's outcome is written to the network's row (app/chain/health.py reads it).
 Nothing half-done is committed. SIGTERM/SIGINT: the current step commits, the command exits 0.
 """
 import logging
@@ -45,9 +50,9 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import replace
 
-from app.chain import refunds
-from app.chain.rpc import (ChainMoved, Client, Pins, RpcError, WrongChain, is_too_large,
-                           redacted, wrong_chain)
+from app.chain import health, refunds
+from app.chain.rpc import (TAGS, ChainMoved, Client, Malformed, Pins, RpcError, WrongChain,
+                           is_too_large, parse_header, quantity, redacted, wrong_chain)
 from app.config import DEFAULTS
 from app.data import payments as payment_rows
 from app.data import processes as process_rows
@@ -81,12 +86,14 @@ class _LostRace(Exception):
 class Watcher:
     def __init__(self, db, *, clock, monitoring_seconds=86_400, poll_interval=5.0,
                  max_range=MAX_RANGE, max_addresses=MAX_ADDRESSES, backoff_base=1.0,
-                 backoff_max=60.0, config=DEFAULTS):
+                 backoff_max=60.0, config=DEFAULTS, networks=None):
         self.db, self.clock = db, clock
         self.monitoring_seconds = monitoring_seconds
         self.poll_interval, self.max_range, self.max_addresses = poll_interval, max_range, max_addresses
         self.backoff_base, self.backoff_max = backoff_base, backoff_max
-        self.config = config  # the CHAIN_RPC_* timeouts
+        self.config = config  # the CHAIN_RPC_* timeouts, NETWORK_STALE_SECONDS
+        self.stale_seconds = int(config.get("NETWORK_STALE_SECONDS", 60))
+        self.only = set(networks) if networks else None  # network ids to watch (None: every one)
         self.stopping = False
         self._wake = threading.Event()
         self._clients = {}
@@ -148,7 +155,8 @@ class Watcher:
     def _networks(self, retry_in=None):
         """The enabled networks, or None when the database cannot be read (logged on one line)."""
         try:
-            return payment_rows.enabled_networks(self.db.connection())
+            networks = payment_rows.enabled_networks(self.db.connection())
+            return [n for n in networks if self.only is None or n.id in self.only]
         except Exception as e:
             then = "" if retry_in is None else f"; retry in {retry_in:.1f}s"
             log.warning("watch: cannot read the networks (%s)%s", _summary(e), then)
@@ -159,6 +167,7 @@ class Watcher:
         try:
             self.poll_network(network_id)
         except Exception as e:  # the loop never dies: RPC faults, a locked database, a bug
+            self._mark_failed(network_id)
             self._failures[network_id] += 1
             self._watched.pop(network_id, None)
             delay = self._backoff(self._failures[network_id])
@@ -205,12 +214,12 @@ class Watcher:
         if network is None:
             return
         client = self._client(network)
-        self._check_chain(client, network)
-        head = client.block_number()
+        reads = self._first_reads(client, network)
+        head = reads.head.number
         if head < network.head_block:
             raise RpcError(f"{redacted(network.rpc_url)} reports head {head}, below {network.head_block}"
                            " already seen (a lagging node?)")
-        self._check_reorg(client, network, head)
+        self._check_reorg(client, network, head, reads)
         watched = None
         while not self.stopping:
             network = payment_rows.get_network(self.db.connection(), network_id)
@@ -220,19 +229,81 @@ class Watcher:
                 # handed out after this read is paid in a block after `head` (read before it),
                 # which the next poll scans
                 watched = self._watched_set(network)
-            self._scan_step(client, network, head, watched)
-        self._confirm(client, network, head)
+            self._scan_step(client, network, head, watched, reads)
+        self._confirm(client, network, head, reads)
         refunds.settle(self.db, client, network, head, int(self.clock()), max_range=self.max_range,
                        max_addresses=self.max_addresses)
+        self._mark_ok(network, reads)
 
-    def _check_reorg(self, client, network, head):
+    def _first_reads(self, client, network) -> "_Reads":
+        """One batch, so one node: the chain id, the head's block, the newest kept block (its hash
+        is compared with the kept one) and, under a finality mode, the node's block of that tag
+        (which must exist: a node that stops serving it fails the poll, never a fallback)."""
+        kept = transfer_rows.newest_block(self.db.connection(), network.id, network.scanned_block)
+        calls = [("eth_chainId", []), ("eth_getBlockByNumber", ["latest", False])]
+        if kept is not None:
+            calls.append(("eth_getBlockByNumber", [hex(kept.number), False]))
+        if network.finality in TAGS:
+            calls.append(("eth_getBlockByNumber", [network.finality, False]))
+        results = client.batch(calls, what='eth_getBlockByNumber("latest")')
+        reported = quantity(results[0], "eth_chainId")
+        if reported != network.chain_id:
+            raise wrong_chain(network.rpc_url, reported, network.chain_id)
+        head = parse_header(results[1], "eth_getBlockByNumber")
+        if head is None:
+            raise RpcError(f"{redacted(network.rpc_url)} has no latest block")
+        reads = _Reads(head, kept)
+        if kept is not None:
+            reads.kept_header = parse_header(results[2], "eth_getBlockByNumber")
+        if network.finality in TAGS:
+            tag = parse_header(results[-1], f"eth_getBlockByNumber(\"{network.finality}\")")
+            if tag is None:
+                raise RpcError(f"{redacted(network.rpc_url)} has no \"{network.finality}\" block:"
+                               f" network {network.id} settles by it")
+            if tag.number > head.number:
+                raise Malformed(f"the \"{network.finality}\" block is above the head")
+            reads.tag = tag
+        return reads
+
+    def _mark_ok(self, network, reads):
+        """The poll succeeded: the network's health, in the database (app/chain/health.py)."""
+        now = int(self.clock())
+        tag_block = reads.tag.number if reads.tag is not None else None
+        after = replace(network, polled_at=now, failing_since=None,
+                        head_timestamp=reads.head.timestamp)
+        recovered = health.recovered_at(network, after, now, self.stale_seconds)
+        with self.db.transaction() as conn:
+            payment_rows.poll_succeeded(conn, network.id, now, reads.head.timestamp, tag_block,
+                                        recovered)
+        if recovered is not None and network.polled_at is not None:
+            log.warning("watch %s: available again", network.id)
+
+    def _mark_failed(self, network_id):
+        """The poll failed: kept in the database, so cron's runs and a loop agree."""
+        try:
+            with self.db.transaction() as conn:
+                payment_rows.poll_failed(conn, network_id, int(self.clock()))
+        except Exception as e:  # the database may be what failed: the log says so already
+            log.debug("watch %s: could not record the failed poll (%s)", network_id, _summary(e))
+
+    def _deep_enough(self, network, head, reads) -> int:
+        """The highest block whose transfers count: the head less the confirmations, or the
+        finality tag's block (none after a reorganisation in this poll: the tag was read from the
+        chain before it)."""
+        if network.finality not in TAGS:
+            return head - network.confirmations + 1
+        return reads.tag.number if reads.tag is not None else -1
+
+    def _check_reorg(self, client, network, head, reads):
+        kept = reads.kept
+        if kept is None:
+            return
+        header = reads.kept_header  # read with the head, in the first batch
+        if header is not None and header.hash == kept.hash:
+            return
+        reads.tag = None  # from a node without the kept chain: nothing counts by it this poll
         kept = transfer_rows.blocks_from_top(self.db.connection(), network.id,
                                              min(network.scanned_block, head))
-        if not kept:
-            return
-        header = client.header(kept[0].number)  # an idle poll's one read besides the head
-        if header is not None and header.hash == kept[0].hash:
-            return
         # Replaced, or not on the node that answered (a lagging one, one on another fork): one
         # node that has the head answers for every kept block at once, in one batch.
         pins = Pins(network.chain_id, {head: None})
@@ -257,7 +328,12 @@ class Watcher:
             transfer_rows.forget_blocks_above(conn, network.id, fork)
             transfer_rows.rewind(conn, network.id, fork)
         self._watched.pop(network.id, None)
-        if reversed_:  # the operator's confirmation depth was too shallow for this chain
+        if network.finality in TAGS and network.tag_block is not None and fork < network.tag_block:
+            # what the node called final (or safe) was replaced: the chain broke its promise
+            log.error("watch %s: a reorganisation replaced blocks from %d, at or below the node's"
+                      " \"%s\" block %d: %d confirmed transfers left the chain (payment.reversed)",
+                      network.id, fork + 1, network.finality, network.tag_block, len(reversed_))
+        elif reversed_:  # the operator's confirmation depth was too shallow for this chain
             log.error("watch %s: reorganisation deeper than %d confirmations: %d confirmed transfers"
                       " left the chain (payment.reversed)", network.id, network.confirmations,
                       len(reversed_))
@@ -294,20 +370,18 @@ class Watcher:
                network.id, replaced, network.confirmations, network.start_block)
         return network.start_block - 1
 
-    def _scan_step(self, client, network, head, watched):
+    def _scan_step(self, client, network, head, watched, reads):
         first = network.scanned_block + 1
         last = min(head, first + self.max_range - 1)
         now = int(self.clock())
-        tip = client.header(last)  # before the logs, from whichever node: the batches must agree
-        if tip is None:
-            raise ChainMoved(f"block {last} is gone")
-        pins = self._pins(network, head, tip)
+        pins = self._pins(network, head, last, reads)
         logs = self._paying(network, self._transfer_logs(client, network, first, last, watched,
                                                          pins), watched, now)
         pins.read(client)  # when no eth_getLogs call carried them (nothing watched)
+        tip = pins.headers[last]
         headers = self._proven(client, pins, logs)
         # Built `confirmed` when deep enough (a catch-up's usual case), made `seen` below otherwise.
-        deep_enough = head - network.confirmations + 1
+        deep_enough = self._deep_enough(network, head, reads)
         transfers = [Transfer(
             chain_id=network.chain_id, tx_hash=entry.tx_hash, log_index=entry.log_index,
             network_id=network.id, process_id=match.process_id, token_contract=entry.token,
@@ -335,30 +409,40 @@ class Watcher:
                 outcomes = self._settle_all(conn, confirmed, now, read=completing)
                 transfer_rows.save_block(conn, network.id, tip.number, tip.hash, tip.parent_hash,
                                          tip.timestamp)
-                transfer_rows.prune_blocks(conn, network.id,
-                                           head - network.confirmations - KEEP_BLOCKS, KEEP_BLOCKS)
+                transfer_rows.prune_blocks(conn, network.id, min(
+                    head - network.confirmations, deep_enough - 1) - KEEP_BLOCKS, KEEP_BLOCKS)
                 if not transfer_rows.advance(conn, network.id, network.scanned_block, last):
                     raise _LostRace()
         except _LostRace:
             log.info("watch %s: another watcher read blocks %d-%d first", network.id, first, last)
             return
+        reads.proven.update((n, h.hash) for n, h in headers.items() if h is not None)
         if logs:
             settled = f"; settled {_outcomes(outcomes)}" if outcomes else ""
             log.info("watch %s: blocks %d-%d: %d transfers%s", network.id, first, last, len(logs),
                      settled)
 
-    def _pins(self, network, head, tip):
-        """What every batch of a step must agree on (rpc.Pins): the step's last block as read
-        before its logs (`tip`), the previous step's last block under its kept hash (the new blocks
-        extend the kept chain; without one, the chain id names the chain), and the head's block
-        (the chain that answers is as long as the head the depths are counted from)."""
-        blocks = {tip.number: tip.hash}
-        previous = transfer_rows.blocks_from_top(self.db.connection(), network.id,
-                                                 network.scanned_block)[:1]
-        kept = bool(previous) and previous[0].number == network.scanned_block
+    def _pins(self, network, head, last, reads):
+        """What every batch of a step must agree on (rpc.Pins): the step's last block (`last`:
+        under the hash of the first read of the poll when it is the head, else of the step's first
+        answer), the previous step's last block under its kept hash (the new blocks extend the kept
+        chain; without one, the chain id names the chain), the head's block (the chain that
+        answers is as long as the head the depths are counted from), and under a finality mode
+        the tag's block when the step may hold blocks at or below it (what counts by it is of its
+        chain)."""
+        blocks = {last: reads.head.hash if last == head else None}
+        previous = transfer_rows.newest_block(self.db.connection(), network.id,
+                                              network.scanned_block)
+        kept = previous is not None and previous.number == network.scanned_block
         if kept:
-            blocks[previous[0].number] = previous[0].hash
+            blocks[previous.number] = previous.hash
         blocks.setdefault(head, None)
+        tag = reads.tag
+        if tag is not None and tag.number > network.scanned_block:
+            if blocks.get(tag.number, tag.hash) not in (None, tag.hash):
+                raise ChainMoved(f"block {tag.number} is both {blocks[tag.number]} and the tag's"
+                                 f" {tag.hash}")
+            blocks[tag.number] = tag.hash
         return Pins(None if kept else network.chain_id, blocks)
 
     def _paying(self, network, entries, watched, now):
@@ -432,17 +516,21 @@ class Watcher:
                 for entry in client.transfer_logs(first, last, watched.tokens,
                                                   recipients[i:i + self.max_addresses], pins=pins)]
 
-    def _confirm(self, client, network, head):
-        deep_enough = head - network.confirmations + 1
+    def _confirm(self, client, network, head, reads):
+        deep_enough = self._deep_enough(network, head, reads)
         due = transfer_rows.seen_up_to(self.db.connection(), network.id, deep_enough)
         if not due:
             return
-        canonical = client.headers({t.block_number for t in due},
-                                   pins=self._confirm_pins(network, head))
+        # A block proven by this poll's steps is of the chain through the newest kept block, the
+        # head (and the tag): read again only the others.
+        canonical = dict(reads.proven)
+        unread = {t.block_number for t in due} - set(canonical)
+        if unread:
+            found = client.headers(unread, pins=self._confirm_pins(network, head, reads))
+            canonical.update((n, h.hash if h is not None else None) for n, h in found.items())
         by_process = defaultdict(list)
         for transfer in due:
-            header = canonical[transfer.block_number]
-            if header is not None and header.hash == transfer.block_hash:
+            if canonical[transfer.block_number] == transfer.block_hash:
                 by_process[transfer.process_id].append(transfer)
             else:  # not on the kept chain (a transfer recorded without proof by an earlier release)
                 # The blocks below it may have gone too: read again from the highest kept hash
@@ -493,16 +581,21 @@ class Watcher:
                                   refunds.get(process_id, ()))] += 1
         return outcomes
 
-    def _confirm_pins(self, network, head):
+    def _confirm_pins(self, network, head, reads):
         """The confirm phase's pins: the newest kept block under its kept hash (the chain every
-        `seen` transfer was proven on; without one, the chain id), and the head's block (that chain
-        is as long as the head the depths are counted from)."""
+        `seen` transfer was proven on; without one, the chain id), the head's block (that chain
+        is as long as the head the depths are counted from), and under a finality mode the tag's
+        block under its hash (the transfers' blocks are below it on its chain)."""
         blocks = {head: None}
-        newest = transfer_rows.blocks_from_top(self.db.connection(), network.id,
-                                               network.scanned_block)[:1]
-        if newest:
-            blocks[newest[0].number] = newest[0].hash
-        return Pins(None if newest else network.chain_id, blocks)
+        newest = transfer_rows.newest_block(self.db.connection(), network.id,
+                                            network.scanned_block)
+        if newest is not None:
+            blocks[newest.number] = newest.hash
+        if reads.tag is not None:
+            if blocks.get(reads.tag.number, reads.tag.hash) not in (None, reads.tag.hash):
+                raise ChainMoved(f"block {reads.tag.number} is not the tag's {reads.tag.hash}")
+            blocks[reads.tag.number] = reads.tag.hash
+        return Pins(None if newest is not None else network.chain_id, blocks)
 
     def _completing(self, conn, transfers, deep_enough) -> dict:
         """The processes that the step's transfers already deep enough complete (a watcher catching
@@ -550,6 +643,17 @@ class Watcher:
                 event = "payment.partial"
         emit(conn, event, process, now, payment=view, refunds=refunds)
         return event
+
+
+class _Reads:
+    """What a poll read first, in one batch (`_first_reads`), and the blocks its steps proved."""
+
+    def __init__(self, head, kept):
+        self.head = head  # the head's Header
+        self.kept = kept  # the newest kept block (ChainBlock) at or below the scan position
+        self.kept_header = None  # the node's header at the kept block's number
+        self.tag = None  # the node's Header of the finality tag (None: counting, or not usable)
+        self.proven = {}  # number -> hash of the blocks this poll's steps proved
 
 
 class _Watched:

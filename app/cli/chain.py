@@ -9,6 +9,7 @@ from flask import current_app
 from flask.cli import AppGroup
 
 from app import payments as service
+from app.chain import health
 from app.chain.rpc import Client, redacted
 from app.cli.common import table, when
 from app.clock import now
@@ -40,11 +41,29 @@ def _print_rows(rows, as_json, to_json, cells, headings):
         table([cells(row) for row in rows], headings)
 
 
+def _health(n):
+    return health.of(n, int(now()), current_app.config["NETWORK_STALE_SECONDS"])
+
+
 def _network_json(n):
+    state = _health(n)
     return {"id": n.id, "name": n.name, "chainId": n.chain_id, "testnet": n.is_test,
-            "rpcUrl": redacted(n.rpc_url), "confirmations": n.confirmations, "startBlock": n.start_block,
+            "rpcUrl": redacted(n.rpc_url), "confirmations": n.confirmations,
+            "finality": n.finality, "maxBlockAge": n.max_block_age, "startBlock": n.start_block,
             "scannedBlock": n.scanned_block, "headBlock": n.head_block,
-            "enabled": n.disabled_at is None, "createdAt": when(n.created_at)}
+            "enabled": n.disabled_at is None, "state": state.state, "stateSince": when(state.since),
+            "createdAt": when(n.created_at)}
+
+
+def _health_text(n):
+    state = _health(n)
+    return "ok" if state.ok else f"unavailable since {when(state.since)}"
+
+
+def _finality_text(n):
+    if n.finality == "confirmations":
+        return f"{n.confirmations} confirmations"
+    return f"settles at the node's \"{n.finality}\" block"
 
 
 def _asset_json(a):
@@ -61,24 +80,36 @@ def _asset_json(a):
 @click.option("--rpc-url", required=True, help="The node's JSON-RPC URL (http or https).")
 @click.option("--confirmations", default=12, show_default=True, type=int,
               help="Blocks (the transfer's own included) before a transfer counts.")
+@click.option("--finality", type=click.Choice(service.FINALITY_MODES), default="confirmations",
+              show_default=True,
+              help="When a transfer counts: after --confirmations blocks, or once the node's"
+                   " 'safe' or 'finalized' block is at or past it (the node must serve that tag).")
+@click.option("--max-block-age", type=click.IntRange(1), default=None, metavar="SECONDS",
+              help="The network is unavailable while its head block is older than this (default:"
+                   " off; a development chain mines only on demand).")
 @click.option("--start-block", type=int, default=None,
               help="First block to read (default: the block after the node's head now).")
 @click.option("--testnet", is_flag=True,
               help="A test network: offered to test-mode merchants only (a well-known test chain id"
                    " is one without the flag).")
 @click.option("--json", "as_json", is_flag=True, help="Print the created network as JSON.")
-def networks_add(network_id, name, chain_id, rpc_url, confirmations, start_block, testnet, as_json):
+def networks_add(network_id, name, chain_id, rpc_url, confirmations, finality, max_block_age,
+                 start_block, testnet, as_json):
     """Enable a network. The node is asked for its chain id (which must be --chain-id) and, without
     --start-block, its head. Test networks are offered to test-mode merchants only, live networks
     to live merchants only."""
     _add(service.add_network, as_json, _network_json,
          lambda n: f"Added {'test' if n.is_test else 'live'} network {n.id} ({n.name}, chain id"
                    f" {n.chain_id}) via"
-                   f" {redacted(n.rpc_url)}; {n.confirmations} confirmations; reading from block"
+                   f" {redacted(n.rpc_url)}; {_finality_text(n)}; reading from block"
                    f" {n.start_block}.",
          network_id=network_id, name=name, chain_id=chain_id, rpc_url=rpc_url,
          confirmations=confirmations, start_block=start_block, testnet=testnet,
-         client_factory=lambda url: Client.from_config(url, current_app.config))
+         finality=finality, max_block_age=max_block_age, client_factory=_client)
+
+
+def _client(url):
+    return Client.from_config(url, current_app.config)
 
 
 @networks.command("list")
@@ -88,9 +119,11 @@ def networks_list(as_json):
     _print_rows(
         _run(service.list_networks), as_json, _network_json,
         lambda n: (n.id, n.name, n.chain_id, "test" if n.is_test else "live", redacted(n.rpc_url),
-                   n.confirmations, n.scanned_block, n.head_block,
-                   "disabled " + when(n.disabled_at) if n.disabled_at else "enabled"),
-        ("ID", "NAME", "CHAIN ID", "MODE", "RPC", "CONFIRMATIONS", "SCANNED", "HEAD", "STATE"),
+                   n.confirmations, n.finality, n.scanned_block, n.head_block,
+                   "disabled " + when(n.disabled_at) if n.disabled_at else "enabled",
+                   "-" if n.disabled_at else _health_text(n)),
+        ("ID", "NAME", "CHAIN ID", "MODE", "RPC", "CONFIRMATIONS", "FINALITY", "SCANNED", "HEAD",
+         "STATE", "HEALTH"),
     )
 
 
@@ -115,6 +148,37 @@ def networks_set_mode(network_id, mode):
         other = "live" if mode == "test" else "test"
         click.echo(f"Warning: {stranded} pending {other}-mode processes chose it: their payments on"
                    " it are no longer credited.")
+
+
+@networks.command("set-finality")
+@click.argument("network_id")
+@click.argument("mode", type=click.Choice(service.FINALITY_MODES))
+def networks_set_finality(network_id, mode):
+    """When a transfer on the network counts, from the watcher's next poll on: after the
+    network's confirmations, or once the node's 'safe' or 'finalized' block is at or past its
+    block. The node must serve that tag now."""
+    network = _run(service.set_finality, network_id, mode, client_factory=_client)
+    click.echo(f"Network {network.id}: a transfer counts {_counts_when(network)}.")
+
+
+def _counts_when(n):
+    if n.finality == "confirmations":
+        return f"after {n.confirmations} confirmations"
+    return f"once the node's \"{n.finality}\" block is at or past its block"
+
+
+@networks.command("set-max-block-age")
+@click.argument("network_id")
+@click.argument("seconds", type=click.IntRange(0))
+def networks_set_max_block_age(network_id, seconds):
+    """The network is unavailable (hidden from customers, confirm answers 503) while its head block
+    is older than SECONDS; 0 turns the check off."""
+    network = _run(service.set_max_block_age, network_id, seconds or None)
+    if network.max_block_age is None:
+        click.echo(f"Network {network.id}: the head block's age is not checked.")
+    else:
+        click.echo(f"Network {network.id} is unavailable while its head block is older than"
+                   f" {network.max_block_age} s.")
 
 
 @assets.command("add")

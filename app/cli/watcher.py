@@ -7,6 +7,8 @@ from flask.cli import with_appcontext
 
 from app.chain.watcher import MAX_ADDRESSES, MAX_RANGE, Watcher
 from app.cli.common import stop_on_signals
+from app.data import payments as payment_rows
+from app.db import get_db
 
 
 @click.command("watch-payments")
@@ -21,13 +23,20 @@ from app.cli.common import stop_on_signals
               help="Most blocks per eth_getLogs call (a range the node refuses is split).")
 @click.option("--max-addresses", type=click.IntRange(1, 10_000), default=MAX_ADDRESSES,
               show_default=True, help="Most deposit addresses per eth_getLogs call.")
+@click.option("--network", "network_ids", multiple=True, metavar="ID",
+              help="Watch this network only (repeat for several; default: every enabled network),"
+                   " e.g. one watcher process per network.")
 @with_appcontext
-def watch_payments(once, poll_interval, backoff_max, max_range, max_addresses):
+def watch_payments(once, poll_interval, backoff_max, max_range, max_addresses, network_ids):
     """Watch the enabled networks for payments until stopped (SIGTERM/Ctrl-C: the current step
     commits, then exit 0; a second signal a second later exits at once)."""
+    unknown = sorted(set(network_ids) - {n.id for n in payment_rows.list_networks(
+        get_db().connection())}) if network_ids else []
+    if unknown:
+        raise click.ClickException(f"No network {', '.join(unknown)} (see: networks list).")
     watcher = Watcher.from_app(current_app._get_current_object(), poll_interval=poll_interval,
                                backoff_max=backoff_max, max_range=max_range,
-                               max_addresses=max_addresses)
+                               max_addresses=max_addresses, networks=network_ids)
     with stop_on_signals(watcher.stop), watcher:
         if once:
             if not watcher.run_once():

@@ -7,7 +7,8 @@ from app.records import Asset, Network, Payment, PaymentView, Transfer, Wallet
 
 _NETWORK_COLUMNS = (
     "id, name, chain_id, rpc_url, confirmations, start_block, scanned_block, head_block,"
-    " disabled_at, created_at, testnet"
+    " disabled_at, created_at, testnet, finality, max_block_age, polled_at, failing_since, ok_since,"
+    " head_timestamp, tag_block"
 )
 _ASSET_COLUMNS = (
     "id, network_id, symbol, name, contract, decimals, disabled_at, created_at, eip3009_name,"
@@ -16,7 +17,7 @@ _ASSET_COLUMNS = (
 _PAYMENT_COLUMNS = (
     "p.process_id, p.merchant_id, p.address_index, p.address, p.asset_id, p.network_id, p.chain_id,"
     " p.token_contract, p.decimals, p.amount_due, p.created_at, p.updated_at, n.head_block, p.mode,"
-    " p.payout_address, p.factory, p.tolerance"
+    " p.payout_address, p.factory, p.tolerance, n.finality"
 )
 _TRANSFER_FIELDS = (
     "chain_id", "tx_hash", "log_index", "network_id", "process_id", "token_contract", "from_address",
@@ -44,9 +45,11 @@ def _payment(row):
 
 def insert_network(conn, n: Network):
     conn.execute(
-        f"INSERT INTO networks ({_NETWORK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO networks ({_NETWORK_COLUMNS})"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (n.id, n.name, n.chain_id, n.rpc_url, n.confirmations, n.start_block, n.scanned_block,
-         n.head_block, n.disabled_at, n.created_at, int(n.testnet)),
+         n.head_block, n.disabled_at, n.created_at, int(n.testnet), n.finality, n.max_block_age,
+         n.polled_at, n.failing_since, n.ok_since, n.head_timestamp, n.tag_block),
     )
 
 
@@ -84,6 +87,31 @@ def set_testnet(conn, network_id, testnet: bool) -> bool:
     """The operator's test flag (`networks set-mode`); False when no such network."""
     return conn.execute("UPDATE networks SET testnet = ? WHERE id = ?",
                         (int(testnet), network_id)).rowcount == 1
+
+
+def set_finality(conn, network_id, finality) -> bool:
+    return conn.execute("UPDATE networks SET finality = ? WHERE id = ?",
+                        (finality, network_id)).rowcount == 1
+
+
+def set_max_block_age(conn, network_id, seconds) -> bool:
+    """`seconds` None: off."""
+    return conn.execute("UPDATE networks SET max_block_age = ? WHERE id = ?",
+                        (seconds, network_id)).rowcount == 1
+
+
+def poll_succeeded(conn, network_id, now, head_timestamp, tag_block, ok_since):
+    """A successful poll's mark (app/chain/health.py): `ok_since` when it was unavailable before."""
+    conn.execute(
+        "UPDATE networks SET polled_at = ?, failing_since = NULL, head_timestamp = ?,"
+        " tag_block = COALESCE(?, tag_block), ok_since = COALESCE(?, ok_since) WHERE id = ?",
+        (now, head_timestamp, tag_block, ok_since, network_id))
+
+
+def poll_failed(conn, network_id, now):
+    """A failed poll's mark: the first failure since the last success is kept."""
+    conn.execute("UPDATE networks SET failing_since = COALESCE(failing_since, ?) WHERE id = ?",
+                 (now, network_id))
 
 
 def pending_chosen_on(conn, network_id, livemode) -> int:

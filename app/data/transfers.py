@@ -213,6 +213,16 @@ def blocks_from_top(conn, network_id, at_most) -> list[ChainBlock]:
     return [ChainBlock(**{name: row[name] for name in row.keys()}) for row in rows]
 
 
+def newest_block(conn, network_id, at_most) -> ChainBlock | None:
+    """The highest kept block at or below `at_most`."""
+    row = conn.execute(
+        "SELECT network_id, number, hash, parent_hash, timestamp FROM chain_blocks"
+        " WHERE network_id = ? AND number <= ? ORDER BY number DESC LIMIT 1",
+        (network_id, at_most),
+    ).fetchone()
+    return ChainBlock(**{name: row[name] for name in row.keys()}) if row else None
+
+
 def forget_blocks_above(conn, network_id, number):
     conn.execute("DELETE FROM chain_blocks WHERE network_id = ? AND number > ?", (network_id, number))
 

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from flask import Blueprint, g, request, send_file
+from flask import Blueprint, current_app, g, request, send_file
 
 from flask import current_app
 
@@ -56,7 +56,19 @@ def open_cors(response):
 def public_process(process_id):
     db = get_db()
     process = processes.get(db, g.merchant.id, process_id)
-    return json_response(public_process_json(process, now(), payments.view(db, process)))
+    view = payments.view(db, process)
+    return json_response(public_process_json(process, now(), view, _network_state(db, view)))
+
+
+def _stale_seconds():
+    return current_app.config["NETWORK_STALE_SECONDS"]
+
+
+def _network_state(db, view):
+    """The chosen network's health for the button ("ok", "unavailable"); None before a choice."""
+    if view is None:
+        return None
+    return payments.network_state(db, view.payment.network_id, now(), _stale_seconds())
 
 
 @bp.get("/assets")
@@ -66,7 +78,7 @@ def assets():
     an ERC-3009 asset also carries its `eip712Domain` and whether it can be paid without gas now
     (`gasless`: a relayer is set, below its hourly cap, with gas on that network)."""
     db, current = get_db(), now()
-    data = payments.payable_assets(db, g.merchant)
+    data = payments.payable_assets(db, g.merchant, current, _stale_seconds())
     networks = {}
     for asset in data:
         for entry in asset["networks"]:
@@ -88,9 +100,9 @@ def confirm(process_id):
     current = now()
     process, payment = payments.confirm(
         db, g.merchant, process_id, asset_id=choice["assetId"], network_id=choice["networkId"],
-        now=current,
+        now=current, stale_seconds=_stale_seconds(),
     )
-    return json_response(public_process_json(process, current, payment))
+    return json_response(public_process_json(process, current, payment, "ok"))
 
 
 @bp.post("/process/<process_id:process_id>/authorization")
@@ -116,11 +128,13 @@ def sandbox_pay(process_id):
     outcome = load_json_body(_sandbox_pay)["outcome"]
     if outcome == "success":
         process = processes.complete(db, process_id, now(), merchant_id=g.merchant.id)
+        view = payments.view(db, process)
         return json_response(
-            public_process_json(process, process.updated_at, payments.view(db, process))
+            public_process_json(process, process.updated_at, view, _network_state(db, view))
         )
     process = processes.record_failed_payment(db, process_id, now(), merchant_id=g.merchant.id)
-    return json_response(public_process_json(process, now(), payments.view(db, process)))
+    view = payments.view(db, process)
+    return json_response(public_process_json(process, now(), view, _network_state(db, view)))
 
 
 @dataclass(frozen=True)

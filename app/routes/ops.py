@@ -2,19 +2,22 @@
 
 /metrics has no authentication of its own, like most exporters: gunicorn listens on loopback and
 the shipped nginx config (deploy/nginx.conf) answers 404 for it from outside, so only the host's
-own Prometheus scrapes it (docs/operations.md). It shows counts only, never an id or a name.
+own Prometheus scrapes it (docs/operations.md). It shows counts only, and per network (labelled
+with the operator's network id) its head, lag and state; never a process, merchant or URL.
 """
 import json
 import logging
 
-from flask import Blueprint, Response
+from flask import Blueprint, Response, current_app
 
+from app import payments
 from app.clock import now
 from app.data import ops
 from app.db import DatabaseUnavailable, database_errors, get_db
 from app.errors import ApiError
 from app.http import json_response
 from app.ops import metrics_text
+from app.representation import iso
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +33,7 @@ def healthz():
         # failure.
         db.check()
         backlog = ops.outbox_backlog(db.connection(), int(now()))
+        networks = payments.network_health(db, int(now()), current_app.config["NETWORK_STALE_SECONDS"])
     except DatabaseUnavailable as e:
         # The reason is ours (no path, host or SQL in it): the body says it, for the operator.
         log.warning("healthz: database unavailable: %s", e)
@@ -41,6 +45,9 @@ def healthz():
         "status": "ok",
         "outbox": {"pending": backlog.pending, "due": backlog.due,
                    "oldestDueAgeSeconds": backlog.oldest_due_age},
+        # each enabled network's state: one that is unavailable does not make the service so
+        "networks": {network.id: {"state": state.state, "since": iso(state.since)}
+                     for network, state in networks},
     }, separators=(",", ":")))
 
 
@@ -48,6 +55,9 @@ def healthz():
 def metrics():
     try:
         snapshot = ops.snapshot(get_db().connection(), int(now()))
+        networks = payments.network_health(get_db(), int(now()),
+                                           current_app.config["NETWORK_STALE_SECONDS"])
     except (*database_errors(get_db()), OSError):
         raise ApiError(503, "unavailable", "The database does not answer.") from None
-    return Response(metrics_text(snapshot), content_type="text/plain; version=0.0.4; charset=utf-8")
+    return Response(metrics_text(snapshot, networks, int(now())),
+                    content_type="text/plain; version=0.0.4; charset=utf-8")

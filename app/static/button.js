@@ -122,6 +122,8 @@
     waiting: (amount) => `Waiting for your payment of ${amount}…`,
     checkingInTime: 'Checking for a payment made in time…',
     seen: (k, required) => `Payment seen, waiting for confirmations (${required === null ? `${k} so far` : `${k} of ${required}`}).`,
+    seenFinal: 'Payment seen, waiting for the network to make it final.',
+    delayed: (network) => `${network} is delayed: a payment sent is credited once it is back.`,
     sendRest: (received, due, remaining, symbol) => `Received ${received} of ${due} ${symbol}: send the remaining ${remaining} ${symbol}.`,
     overpaid: (over, symbol) => ` That is ${over} ${symbol} more than due: the merchant will contact you about it.`,
     paidLate: 'Paid after expiry',
@@ -1173,21 +1175,24 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
     _renderPaymentStatus(process) {
       const payment = process && process.payment;
       if (!payment || this._final || this._walletBusy) return;
-      const { symbol, confirmations } = this._names(payment);
+      const { symbol, confirmations, network } = this._names(payment);
       const { received, remaining } = paymentSums(payment);
       const due = payment.amountDue;
+      // The network's node is down or stalled: said beside whatever else is said.
+      const delayed = process.networkState === 'unavailable' ? ` ${TEXT.delayed(network)}` : '';
       if (decCmp(payment.amountPending, '0') > 0) {
         const open = unconfirmed(transfersOf(payment), confirmations);
         const k = open.length ? Math.min(...open.map((t) => t.confirmations)) : 0;
-        let text = TEXT.seen(k, confirmations);
+        const byTag = payment.finality === 'safe' || payment.finality === 'finalized';
+        let text = byTag ? TEXT.seenFinal : TEXT.seen(k, confirmations);
         if (decCmp(remaining, '0') > 0) text += ` ${TEXT.sendRest(received, due, remaining, symbol)}`;
-        this._setStatus('seen', text);
+        this._setStatus('seen', text + delayed);
       } else if (decCmp(payment.amountPaid, '0') > 0) {
-        this._setStatus('partial', TEXT.sendRest(payment.amountPaid, due, remaining, symbol));
+        this._setStatus('partial', TEXT.sendRest(payment.amountPaid, due, remaining, symbol) + delayed);
       } else if (this._expiring) {
-        this._setStatus('', TEXT.checkingInTime);
+        this._setStatus('', TEXT.checkingInTime + delayed);
       } else {
-        this._setStatus('', TEXT.waiting(`${due} ${symbol}`));
+        this._setStatus('', TEXT.waiting(`${due} ${symbol}`) + delayed);
       }
     }
 

@@ -42,7 +42,8 @@ def test_options_advertises_only_the_methods_that_answer(client):
 def test_healthz(client):
     response = client.get("/healthz")
     assert response.status_code == 200 and response.get_json() == {
-        "status": "ok", "outbox": {"pending": 0, "due": 0, "oldestDueAgeSeconds": 0}}
+        "status": "ok", "outbox": {"pending": 0, "due": 0, "oldestDueAgeSeconds": 0},
+        "networks": {}}
 
 
 def test_healthz_when_the_database_does_not_answer(tmp_path, clock):

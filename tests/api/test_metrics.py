@@ -37,7 +37,7 @@ def expect(client, *, backlog, age, events, deliveries, processes):
     response = client.get("/healthz")
     assert response.status_code == 200
     assert response.get_json() == {"status": "ok", "outbox": {
-        "pending": pending, "due": backlog["due"], "oldestDueAgeSeconds": age}}
+        "pending": pending, "due": backlog["due"], "oldestDueAgeSeconds": age}, "networks": {}}
 
 
 def test_metrics_follow_processes_events_and_deliveries(app, client, api, make_merchant, clock):

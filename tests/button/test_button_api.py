@@ -63,9 +63,11 @@ def test_public_process_shows_no_metadata(button, process):
         "amount": 19.9,
         "expiresAt": process["expiresAt"],
         "livemode": False,
+        "networkState": None,
         "payment": None,
     }
-    assert list(body) == ["processId", "status", "amount", "expiresAt", "livemode", "payment"]
+    assert list(body) == ["processId", "status", "amount", "expiresAt", "livemode", "networkState",
+                          "payment"]
     assert SECRET_MARK not in response.get_data(as_text=True)
     assert_cors(response)
 

@@ -431,3 +431,23 @@ def test_a_live_mode_merchant_pays_on_chain_without_the_sandbox(page, demo, live
     paid = live_server.public(pid, keys["publicKey"])
     assert (paid["status"], paid["livemode"]) == ("completed", True)
     assert events[0]["detail"] == paid
+
+
+def test_a_delayed_network_is_said_to_the_customer_paying_on_it(page, demo, live_server,
+                                                                second_test_chain_node,
+                                                                console_errors):
+    """The chosen network becomes unavailable (its head older than its --max-block-age): the
+    button says it is delayed beside the instructions, and stops saying so when it is back."""
+    place_order(page, live_server, "4", "A-7010")
+    btn(page, ".choice").first.click()
+    btn(page, ".choice").nth(1).click()  # TUSD on the second testnet
+    waiting = "Waiting for your payment of 4 TUSD…"
+    expect(btn(page, ".pay-status")).to_have_text(waiting)
+    live_server.cli("networks", "set-max-block-age", "second", "30")
+    demo.watch()
+    demo.clock.now = max(demo.clock.now, second_test_chain_node.timestamp()) + 31
+    expect(btn(page, ".pay-status")).to_have_text(
+        f"{waiting} Second testnet is delayed: a payment sent is credited once it is back.",
+        timeout=20_000)
+    live_server.cli("networks", "set-max-block-age", "second", "0")
+    expect(btn(page, ".pay-status")).to_have_text(waiting, timeout=20_000)

@@ -40,9 +40,12 @@ def shop(app, client, runner, chain, clock, make_merchant, fake):
 
 
 @pytest.mark.parametrize("method, fault, message", [
-    ("eth_blockNumber", "hang", "eth_blockNumber: http://127.0.0.1:{port} unreachable (ReadTimeout)"),
-    ("eth_blockNumber", "http500", "eth_blockNumber: http://127.0.0.1:{port} answered HTTP 500"),
-    ("eth_blockNumber", "backwards", "reports head"),
+    # the head is read as its block, in one batch with the chain id and the kept block
+    ("eth_getBlockByNumber:latest", "hang",
+     'eth_getBlockByNumber("latest"): http://127.0.0.1:{port} unreachable (ReadTimeout)'),
+    ("eth_getBlockByNumber:latest", "http500",
+     'eth_getBlockByNumber("latest"): http://127.0.0.1:{port} answered HTTP 500'),
+    ("eth_getBlockByNumber:latest", "backwards", "reports head"),
     ("eth_getLogs", "http400",
      "eth_getLogs (HTTP 400): http://127.0.0.1:{port} error -32602: invalid params"),
     ("eth_getLogs", "malformed", "eth_getLogs: http://127.0.0.1:{port} answered malformed JSON"),
@@ -119,7 +122,8 @@ def test_several_watchers_at_once_count_each_transfer_once(shop, chain, app):
 
 def test_the_loop_survives_faults_backs_off_and_stops_on_sigterm(shop, chain, fake, app):
     process_id, address = shop.order(3)
-    fake.fail("eth_blockNumber", "hang", "http500", "malformed", "error", "garbage-result")
+    fake.fail("eth_getBlockByNumber:latest", "hang", "http500", "malformed", "error",
+              "garbage-result")
     loop = _watcher(app.config["DATABASE"], "--poll-interval", "0.1", "--backoff-max", "0.4")
     try:
         chain.transfer(address, 3 * UNIT)
@@ -137,7 +141,7 @@ def test_the_loop_survives_faults_backs_off_and_stops_on_sigterm(shop, chain, fa
     # machine backs off once more, which is the same behaviour.
     assert output.count("retry in") >= 5, (output, fake.calls, fake.queued)
     assert SECRET not in output
-    assert fake.calls["eth_blockNumber"] >= 6
+    assert fake.calls["eth_getBlockByNumber"] >= 6
 
 
 def _wait_for(condition, what, loop, timeout=60):
@@ -176,8 +180,8 @@ def test_the_loop_waits_out_a_node_that_is_down_and_picks_up_when_it_is_back(sho
         output, _ = loop.communicate(timeout=30)
     assert loop.returncode == 0, output
     refused = [line for line in output.splitlines()
-               if "eth_chainId: http://127.0.0.1:" in line and "unreachable (ConnectionError)"
-               in line]
+               if 'eth_getBlockByNumber("latest"): http://127.0.0.1:' in line
+               and "unreachable (ConnectionError)" in line]
     assert len(refused) >= 3, output
     assert all(line.endswith("retry in 0.4s") for line in refused[1:]), refused
     assert SECRET not in output
@@ -210,7 +214,7 @@ def test_sigterm_during_a_step_commits_the_step_and_exits_0(shop, chain, fake, a
     assert shop.event_types(process_id) == ["payment.pending"]
     assert [t["status"] for t in shop.transfers(process_id)] == ["seen"]
     assert _scanned_block(app) == head
-    assert fake.calls["eth_getLogs"] == 1 and fake.calls["eth_blockNumber"] == 1, fake.calls
+    assert fake.calls["eth_getLogs"] == 1 and fake.calls["eth_getBlockByNumber:latest"] == 1, fake.calls
 
 
 def test_the_loop_outlives_a_database_error_and_goes_on_when_it_is_gone(shop, chain, app):
@@ -275,10 +279,10 @@ def test_a_reorganisation_met_while_confirming_reads_again_from_a_kept_hash(shop
         paid["tx"], paid["block"] = chain.transfer(address, 5 * UNIT)  # another tx, in K+1'
         chain.mine(CONFIRMATIONS + 2)
 
-    # The next poll's requests for blocks: its kept hash (b), its step's last block (b+1), the
+    # The next poll's requests for blocks: its first batch (the head b+1, its kept hash b), the
     # step's batch (b+1, b and the logs), then the confirm phase's batch (b+1, the head, b): the
     # reorganisation comes just before that one.
-    fake.before("eth_getBlockByNumber", 3, reorganise)
+    fake.before("eth_getBlockByNumber", 2, reorganise)
     shop.watch(exit_code=1)
     assert "tx" in paid and paid["block"] < orphan_block
     assert shop.event_types(process_id) == ["payment.pending"]

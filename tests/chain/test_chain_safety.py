@@ -63,13 +63,18 @@ def test_a_node_of_another_chain_is_read_no_further_and_reading_resumes(
     live_chain.transfer(address, 6 * UNIT)
     live_chain.mine(CONFIRMATIONS)
     proxy.calls.clear()
+    requests_before = proxy.requests
     caplog.clear()
     shop.watch(exit_code=1)
     port = proxy.server.server_address[1]
     assert [(r.levelno, r.getMessage()) for r in caplog.records if r.levelno >= logging.WARNING] == [
         (logging.ERROR, f"watch {NETWORK}: http://127.0.0.1:{port} answers for chain id 137, not the"
                         " network's chain id 31337: nothing read from it; retry in 1.0s")]
-    assert dict(proxy.calls) == {"eth_chainId": 1}  # nothing else was asked
+    # One request: the first batch (the chain id, checked before anything else of it is looked at,
+    # with the head's block and the kept one); nothing else was asked
+    assert proxy.requests - requests_before == 1
+    assert proxy.calls["eth_chainId"] == 1 and set(proxy.calls) <= {
+        "eth_chainId", "eth_getBlockByNumber", "eth_getBlockByNumber:latest"}
     assert shop.event_types(process_id) == [] and shop.transfers(process_id) == []
     assert _network_row(app, NETWORK) == position and _kept_blocks(app, NETWORK) == kept
     payment = shop.process(process_id)["payment"]
@@ -152,7 +157,8 @@ def _assets(shop):
 
 def _offered(network_id, name, chain_id):
     return [{"id": "tusd", "symbol": "TUSD", "name": "Test USD", "networks": [
-        {"id": network_id, "name": name, "chainId": chain_id, "confirmations": CONFIRMATIONS}]}]
+        {"id": network_id, "name": name, "chainId": chain_id, "confirmations": CONFIRMATIONS,
+         "finality": "confirmations"}]}]
 
 
 def test_each_mode_is_offered_and_paid_on_its_own_networks_only(two_modes, runner, chain,

@@ -21,7 +21,7 @@ def usdc_local(address, due="19.99", units=19_990_000, paid="0", pending="0", ou
         "address": address, "amountDue": due, "amountPaid": paid, "amountPending": pending,
         "paymentUri": f"ethereum:{USDC_LOCAL}@31337/transfer?address={address}"
                       f"&uint256={units if outstanding is None else outstanding}",
-        "transfers": list(transfers),
+        "transfers": list(transfers), "finality": "confirmations",
     }
 
 
@@ -33,13 +33,16 @@ def test_assets_grouped_by_id_enabled_networks_only(button, wallet):
     assert response.headers["Access-Control-Allow-Origin"] == "*"
     assert response.get_json() == {"data": [
         {"id": "dai", "symbol": "DAI", "name": "Dai",
-         "networks": [{"id": "local", "name": "Local chain", "chainId": 31337, "confirmations": 3}]},
+         "networks": [{"id": "local", "name": "Local chain", "chainId": 31337, "confirmations": 3,
+                       "finality": "confirmations"}]},
         {"id": "usdc", "symbol": "USDC", "name": "USD Coin",
-         "networks": [{"id": "local", "name": "Local chain", "chainId": 31337, "confirmations": 3},
+         "networks": [{"id": "local", "name": "Local chain", "chainId": 31337, "confirmations": 3,
+                       "finality": "confirmations"},
                       {"id": "testnet", "name": "Test net", "chainId": 11155111,
-                       "confirmations": 12}]},
+                       "confirmations": 12, "finality": "confirmations"}]},
         {"id": "whole", "symbol": "WHL", "name": "Whole token",
-         "networks": [{"id": "local", "name": "Local chain", "chainId": 31337, "confirmations": 3}]},
+         "networks": [{"id": "local", "name": "Local chain", "chainId": 31337, "confirmations": 3,
+                       "finality": "confirmations"}]},
     ]}
 
 
@@ -65,7 +68,8 @@ def test_a_new_process_has_a_null_payment_everywhere(api, button, merchant):
     assert list(created)[-2:] == ["payment", "refunds"] and created["payment"] is None
     assert api.get(created["processId"]).get_json()["payment"] is None
     public = button.public(created["processId"]).get_json()
-    assert list(public) == ["processId", "status", "amount", "expiresAt", "livemode", "payment"]
+    assert list(public) == ["processId", "status", "amount", "expiresAt", "livemode", "networkState",
+                            "payment"]
     assert public["payment"] is None
 
 
@@ -76,7 +80,8 @@ def test_confirm_gives_the_next_address_and_shows_the_payment(api, button, walle
     assert response.headers["Access-Control-Allow-Origin"] == "*"
     assert response.get_json() == {
         "processId": first["processId"], "status": "pending", "amount": 19.99,
-        "expiresAt": first["expiresAt"], "livemode": False, "payment": usdc_local(ADDRESS_0),
+        "expiresAt": first["expiresAt"], "livemode": False, "networkState": "ok",
+        "payment": usdc_local(ADDRESS_0),
     }
     body = button.confirm(second["processId"]).get_json()
     assert body["payment"] == usdc_local(ADDRESS_1, due="5", units=5_000_000)

@@ -82,8 +82,9 @@ def test_networks_add_asks_the_node_for_its_head(runner, node, app, clock):
     assert json.loads(result.output) == {
         "id": "local", "name": "Local", "chainId": 31337, "testnet": True,
         "rpcUrl": f"http://127.0.0.1:{node.server.server_port}", "confirmations": 12,
+        "finality": "confirmations", "maxBlockAge": None,
         "startBlock": 0x1235, "scannedBlock": 0x1234, "headBlock": 0x1234, "enabled": True,
-        "createdAt": "2026-11-18T11:06:40Z",
+        "state": "ok", "stateSince": "2026-11-18T11:06:40Z", "createdAt": "2026-11-18T11:06:40Z",
     }
     assert node.calls == [("/v3/PROVIDER-KEY", "eth_chainId"), ("/v3/PROVIDER-KEY", "eth_blockNumber")]
     assert rows(app, "SELECT rpc_url FROM networks") == [(node.url,)]
@@ -197,8 +198,10 @@ def test_networks_duplicates_list_and_disable(runner, app):
     assert same_chain.exit_code == 1 and "A network with chain id 31337 already exists." in same_chain.output
     listed = invoke(runner, "networks", "list")
     assert listed.output.splitlines() == [
-        "ID     NAME   CHAIN ID  MODE  RPC                  CONFIRMATIONS  SCANNED  HEAD  STATE",
-        "local  Local  31337     test  https://rpc.example  12             4        4     enabled",
+        "ID     NAME   CHAIN ID  MODE  RPC                  CONFIRMATIONS  FINALITY       SCANNED  HEAD"
+        "  STATE    HEALTH",
+        "local  Local  31337     test  https://rpc.example  12             confirmations  4        4   "
+        "  enabled  ok",
     ]
     assert invoke(runner, "networks", "disable", "local").exit_code == 0
     assert json.loads(invoke(runner, "networks", "list", "--json").output)[0]["enabled"] is False

@@ -56,7 +56,7 @@ def test_assets_offer_only_networks_with_a_factory(runner, merchant, button, app
     assert button.assets().get_json() == {"data": [
         {"id": "usdc", "symbol": "USDC", "name": "USD Coin",
          "networks": [{"id": "testnet", "name": "Test net", "chainId": 11155111,
-                       "confirmations": 12}]}]}
+                       "confirmations": 12, "finality": "confirmations"}]}]}
 
 
 def test_confirm_without_a_factory_is_payment_method_unavailable(runner, merchant, api, button,

@@ -6,9 +6,17 @@ backwards, "result too large" for wide eth_getLogs ranges, logs marked `"removed
 node (`route`): another real node (another chain's), or a node left on an abandoned fork
 (`StaleFork`, recorded from the real node before a reorganisation).
 
+It also plays a node's view of finality and time: `tag(name, number)` serves the `safe` or
+`finalized` block as the real node's block `number`, whatever `latest` is (`refuse(name)`: an
+error, as a node without the tag answers); `freeze()` holds the head where it is (a stuck node:
+the blocks above it do not exist for it, `latest` is that block); `latency` adds seconds to every
+round trip (a provider across a network).
+
 A JSON-RPC batch is one request, answered by one node, as a provider's load balancer does; a fault
 of a method applies to each of its calls, alone or in a batch (an HTTP-level fault to the whole
-request). Every call it does not spoil goes to the real node unchanged."""
+request). A fault or a route may name a method (`eth_getBlockByNumber`) or a method with its block
+tag (`eth_getBlockByNumber:latest`: the head's read). Every call it does not spoil goes to the real
+node unchanged."""
 import json
 import threading
 import time
@@ -41,6 +49,9 @@ class FaultyRpc:
         self.lock = threading.Lock()
         self.slow_started = threading.Event()  # set when a "slow" call arrives
         self.hooks = {}  # method -> [requests with it to let through first, function run before]
+        self.tags = {}  # "safe"/"finalized" -> the block number served for it, or None: refused
+        self.frozen = None  # the head block number while frozen
+        self.latency = 0.0  # seconds added to every request
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -97,11 +108,34 @@ class FaultyRpc:
             self.routes.append([method, node, times, every, 0])
 
     def clear(self):
-        """Honest again: no fault, every request to the real node."""
+        """Honest again: no fault, every request to the real node (tags, freeze and latency stay
+        as set)."""
         with self.lock:
             self.queued.clear()
             self.sticky.clear()
             self.routes.clear()
+
+    def tag(self, name, number):
+        """Serve the real node's block `number` as the `name` ("safe", "finalized") block."""
+        with self.lock:
+            self.tags[name] = number
+
+    def refuse(self, name):
+        """Answer an error for the `name` block, as a node that does not serve that tag."""
+        with self.lock:
+            self.tags[name] = None
+
+    def freeze(self):
+        """Hold the head at the real node's current block until `thaw()`."""
+        head = int(_ask(self.upstream, [{"jsonrpc": "2.0", "id": 1, "method": "eth_blockNumber",
+                                         "params": []}])[0]["result"], 16)
+        with self.lock:
+            self.frozen = head
+        return head
+
+    def thaw(self):
+        with self.lock:
+            self.frozen = None
 
     def before(self, method, after, function):
         """Run `function` (e.g. a reorganisation of the node) before passing on the request that
@@ -115,9 +149,19 @@ class FaultyRpc:
         self.calls.update(methods)
         self.requests += 1
         faults = []
-        for method in methods:
-            fault = self.queued[method].pop(0) if self.queued[method] else self.sticky.get(method)
+        for item in items:
+            fault = None
+            for method in (_tagged(item), item["method"]):  # the tagged name first
+                if self.queued[method]:
+                    fault = self.queued[method].pop(0)
+                    break
+                if method in self.sticky:
+                    fault = self.sticky[method]
+                    break
             faults.append(fault)
+        tagged = [_tagged(item) for item in items if _tagged(item) != item["method"]]
+        self.calls.update(tagged)  # also counted by their method
+        methods += tagged
         hooks = []
         for method in set(methods):
             hook = self.hooks.get(method)
@@ -146,8 +190,11 @@ class FaultyRpc:
     def answer(self, body):
         batch = isinstance(body, list)
         items = body if batch else [body]
+        if self.latency:
+            time.sleep(self.latency)
         with self.lock:
             faults, hooks, node = self._take(items)
+            tags, frozen = dict(self.tags), self.frozen
         for hook in hooks:
             hook()
         request_fault = next((f for f in faults if f in REQUEST_FAULTS), None)
@@ -166,9 +213,15 @@ class FaultyRpc:
         refused = [self._too_large(item) for item in items]
         if self.too_large_status != 200 and any(refused):
             return self.too_large_status, self._json(next(r for r in refused if r))
-        answers = _ask(node, items)
+        asked = [_as_seen(item, tags, frozen) for item in items]
+        answers = [{"jsonrpc": "2.0", "id": item["id"], **ready} if ready is not None else None
+                   for item, (_, ready) in zip(items, asked)]
+        pending = [(i, item) for i, (item, ready) in enumerate(asked) if ready is None]
+        if pending:
+            for (i, _), got in zip(pending, _ask(node, [item for _, item in pending])):
+                answers[i] = got
         for i, (item, fault) in enumerate(zip(items, faults)):
-            answers[i] = refused[i] or _spoiled(item, answers[i], fault)
+            answers[i] = refused[i] or _spoiled(item, answers[i], fault, node)
         return 200, self._json(answers if batch else answers[0])
 
     def _too_large(self, item):
@@ -190,6 +243,40 @@ class FaultyRpc:
             self.down()
 
 
+def _tagged(item):
+    """A call's name for faults and routes: `eth_getBlockByNumber:latest` for a tagged block read."""
+    params = item.get("params") or []
+    if item["method"] == "eth_getBlockByNumber" and params and not str(params[0]).startswith("0x"):
+        return f"eth_getBlockByNumber:{params[0]}"
+    return item["method"]
+
+
+def _as_seen(item, tags, frozen):
+    """(the call to pass on, None) or (None, the answer's result or error) as this node sees the
+    chain: tags served at their set block (or refused), the head held at `frozen`."""
+    method, params = item["method"], item.get("params") or []
+    if method == "eth_blockNumber" and frozen is not None:
+        return None, {"result": hex(frozen)}
+    if method == "eth_getBlockByNumber" and params:
+        block = params[0]
+        if block in tags:
+            if tags[block] is None:
+                return None, {"error": {"code": -32000, "message": f"unknown block tag {block}"}}
+            block = hex(min(tags[block], frozen) if frozen is not None else tags[block])
+        elif block == "latest" and frozen is not None:
+            block = hex(frozen)
+        if frozen is not None and block.startswith("0x") and int(block, 16) > frozen:
+            return None, {"result": None}
+        return dict(item, params=[block] + list(params[1:])), None
+    if method == "eth_getLogs" and frozen is not None:
+        query = dict(params[0])
+        if int(query["fromBlock"], 16) > frozen:
+            return None, {"result": []}
+        query["toBlock"] = hex(min(int(query["toBlock"], 16), frozen))
+        return dict(item, params=[query]), None
+    return item, None
+
+
 def _ask(node, items):
     """The answers of `node` (a URL: in one request, a batch when several; or a StaleFork)."""
     if isinstance(node, StaleFork):
@@ -200,7 +287,7 @@ def _ask(node, items):
     return [by_id[item["id"]] for item in items]
 
 
-def _spoiled(item, answer, fault):
+def _spoiled(item, answer, fault, node):
     """`answer` as the fault makes it (unchanged without one)."""
     if fault is None or fault in REQUEST_FAULTS or "result" not in answer:
         return answer
@@ -210,6 +297,10 @@ def _spoiled(item, answer, fault):
         answer["error"] = {"code": -32000, "message": "header not found"}
     elif fault == "garbage-result":
         answer["result"] = {"oops": 1}
+    elif fault == "backwards" and isinstance(answer["result"], dict):  # a head block 5 below
+        below = hex(max(0, int(answer["result"]["number"], 16) - 5))
+        answer["result"] = _ask(node, [{"jsonrpc": "2.0", "id": 1, "method":
+                                "eth_getBlockByNumber", "params": [below, False]}])[0]["result"]
     elif fault == "backwards":
         answer["result"] = hex(max(0, int(answer["result"], 16) - 5))
     elif fault == "removed":  # the node reorganising while it answers
