@@ -116,7 +116,7 @@ def test_a_payer_without_gas_pays_exactly_and_the_relayer_pays_the_gas(shop, cha
     assert listed["usdc"]["gasless"] is True
     assert listed["usdc"]["eip712Domain"] == {"name": "Test USD Coin", "version": "2",
                                               "chainId": 31337, "verifyingContract": shop.usdc}
-    assert set(listed["tusd"]) == {"id", "name", "chainId", "confirmations"}  # unchanged shape
+    assert set(listed["tusd"]) == {"id", "name", "chainId", "confirmations", "finality"}  # unchanged shape
     process_id, process = shop.order(12.34)
     assert shop.gas_coin(PAYER.address) == 0
     authorization = shop.authorization(process, value=12_340_000)

@@ -50,7 +50,7 @@ class Env:
         return to_checksum_address(receipt["contractAddress"])
 
     def deploy_build(self, name: str, *args: int) -> str:
-        build = json.loads((CHAIN_DIR / "build" / f"{name}.json").read_text())
+        build = json.loads((CHAIN_DIR / "token" / f"{name}.json").read_text())
         return self.deploy(bytes.fromhex(build["bytecode"][2:]) + encode(["uint256"] * len(args), list(args)))
 
     def call(self, to: str, data: str) -> bytes:
