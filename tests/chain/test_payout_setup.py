@@ -16,9 +16,10 @@ OTHER = "0x8617E340B3D01FA5F11F306F4090FD50E238070D"
 FACTORY = "0x5FC8d32690cc91D4c39d9d3abcBD16989F875707"
 
 
-def set_factory(app, network_id, address=FACTORY):
+def set_factory(app, network_id, address=FACTORY, version=forwarder.VERSION):
     dbutil.execute(app.config["DATABASE"], "INSERT INTO network_factories (network_id, address,"
-                   " tx_hash, created_at) VALUES (?, ?, NULL, 0)", network_id, address)
+                   " tx_hash, created_at, version) VALUES (?, ?, NULL, 0, ?)", network_id, address,
+                   version)
 
 
 def rows(app, sql, *params):
