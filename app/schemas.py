@@ -152,3 +152,14 @@ class RefundSchema(Schema):
         min=42, max=42, error="Must be 0x followed by 40 hexadecimal digits."),
                          error_messages={"null": "Must be a JSON string, not null."})
     reason = JSONString(validate=validate.Length(max=500))
+
+
+class RefundTransactionSchema(Schema):
+    """POST …/refunds/<refundId>/transaction: the transaction that paid the refund."""
+
+    class Meta:
+        unknown = RAISE
+
+    txHash = JSONString(required=True, validate=validate.Regexp(
+        re.compile(r"0x[0-9a-fA-F]{64}\Z"), error="Must be 0x followed by 64 hexadecimal digits"
+        " (the transaction's hash)."), error_messages={"null": "Must be a JSON string, not null."})

@@ -1,7 +1,8 @@
 """A JSON-RPC endpoint on loopback in front of the real test node that misbehaves on demand: down
 (`down()`: its port refuses connections until `up()`), hanging or slow calls, HTTP errors, JSON-RPC
-errors, malformed JSON, a head going backwards, "result too large" for wide eth_getLogs ranges.
-Every call it does not spoil goes to the real node unchanged."""
+errors, malformed JSON, a head going backwards, "result too large" for wide eth_getLogs ranges,
+logs marked `removed`, and some methods answered by another node (a pool's node of another chain
+or fork). Every call it does not spoil goes to the real node unchanged."""
 import json
 import threading
 import time
@@ -21,6 +22,7 @@ class FaultyRpc:
         self.lock = threading.Lock()
         self.slow_started = threading.Event()  # set when a "slow" call arrives
         self.hooks = {}  # method -> [calls to let through first, function run before the next]
+        self.elsewhere = None  # (upstream, methods): calls of only these methods go there
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -69,11 +71,23 @@ class FaultyRpc:
         with self.lock:
             self.hooks[method] = [after, function]
 
+    def answer_from(self, upstream, *methods):
+        """Calls (single, or batches) of only `methods` go to `upstream` from now on (another node
+        behind the same URL); `answer_from(None)` ends it."""
+        with self.lock:
+            self.elsewhere = None if upstream is None else (upstream, set(methods))
+
+    def _upstream(self, methods):
+        if self.elsewhere is not None and set(methods) <= self.elsewhere[1]:
+            return self.elsewhere[0]
+        return self.upstream
+
     def answer(self, body):
         if isinstance(body, list):  # a batch: counted per call, passed through unspoiled
             with self.lock:
                 self.calls.update(item["method"] for item in body)
-            return 200, self._json(requests.post(self.upstream, json=body, timeout=30).json())
+                upstream = self._upstream(item["method"] for item in body)
+            return 200, self._json(requests.post(upstream, json=body, timeout=30).json())
         method = body["method"]
         with self.lock:
             self.calls[method] += 1
@@ -111,9 +125,13 @@ class FaultyRpc:
                 return self.too_large_status, self._json({
                     "jsonrpc": "2.0", "id": body["id"], "error": {
                         "code": -32005, "message": "query returned more than 10000 results"}})
-        answer = requests.post(self.upstream, json=body, timeout=30).json()
+        with self.lock:
+            upstream = self._upstream([method])
+        answer = requests.post(upstream, json=body, timeout=30).json()
         if fault == "backwards":
             answer["result"] = hex(max(0, int(answer["result"], 16) - 5))
+        elif fault == "removed":  # every log of the answer marked as left by a reorganisation
+            answer["result"] = [dict(entry, removed=True) for entry in answer["result"]]
         return 200, self._json(answer)
 
     @staticmethod
