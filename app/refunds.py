@@ -29,6 +29,7 @@ from app.representation import refund_json
 REASON_MAX_LENGTH = 500
 ZERO_ADDRESS = "0x" + "0" * 40
 _REFUND_ID = re.compile(r"rf_[0-9a-f]{32}")
+_TX_HASH = re.compile(r"0x[0-9a-fA-F]{64}")
 
 
 class RefundNotFound(LookupError):
@@ -218,11 +219,14 @@ def _pending_refund(conn, merchant_id, process_id, refund_id, action):
 
 
 def name_transaction(db, merchant_id, process_id, refund_id, tx_hash, now) -> Refund:
-    """The merchant names the transaction that paid a pending refund (0x + 64 hex digits, checked
-    by the caller): the watcher completes the refund when that transaction is confirmed and holds
+    """The merchant names the transaction that paid a pending refund (0x + 64 hex digits, else
+    RefundError): the watcher completes the refund when that transaction is confirmed and holds
     its transfer. Naming again replaces the name (the same hash again changes nothing). A
     transaction named by, or found paying, another refund not cancelled is NotRefundable (409), as
     is a refund no longer pending; RefundNotFound (404)."""
+    if not _TX_HASH.fullmatch(tx_hash):
+        raise RefundError({"txHash": ["Must be 0x followed by 64 hexadecimal digits (the"
+                                      " transaction's hash)."]})
     tx_hash = tx_hash.lower()
     with db.transaction() as conn:
         _, refund = _pending_refund(conn, merchant_id, process_id, refund_id,
