@@ -25,9 +25,9 @@ REPLACEMENT_BUMP = 1.125  # a replacement's fees over the replaced one's: nodes 
 
 
 def settle_earlier(db, sender, network, version, report, *, may_send, now, timeout):
-    """Step 1 of a run (app/collect.py's docstring); each collection settled is added to
-    `report.settled` as (Collection, items). ChainError when the node's chain is not the kept one,
-    NotProven (an RpcError) when a receipt's block does not link to it."""
+    """Step 1 of a run (app/collect.py's docstring); each collection this run changes is added to
+    `report.settled` (`_settled`). ChainError when the node's chain is not the kept one, NotProven
+    (an RpcError) when a receipt's block does not link to it."""
     now = int(now)
     conn = db.connection()
     kept = canonical.kept_hashes(conn, network.id)
