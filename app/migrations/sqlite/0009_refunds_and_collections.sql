@@ -39,15 +39,15 @@ CREATE TABLE collections_v9 (
     max_fee_per_gas  TEXT NOT NULL,                 -- wei
     status           TEXT NOT NULL CHECK (status IN ('pending', 'confirmed', 'reverted')),
     block_number     INTEGER,                       -- set once mined
-    block_hash       TEXT,
-    anchor_block     INTEGER,                       -- the kept block that proved it (confirmed)
-    anchor_hash      TEXT,
     gas_used         INTEGER,
     gas_price        TEXT,                          -- effective, wei
     error            TEXT,                          -- why it is reverted
-    note             TEXT,
     created_at       INTEGER NOT NULL,
-    settled_at       INTEGER
+    settled_at       INTEGER,
+    block_hash       TEXT,
+    anchor_block     INTEGER,                       -- the kept block that proved it (confirmed)
+    anchor_hash      TEXT,
+    note             TEXT                           -- e.g. a gas coin that could not be measured
 );
 INSERT INTO collections_v9 (id, network_id, chain_id, factory, sender, nonce, tx_hash, raw_tx,
                             gas_limit, max_fee_per_gas, status, block_number, gas_used, gas_price,
