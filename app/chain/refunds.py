@@ -113,8 +113,11 @@ def _paying(conn, network, refund, receipt, header):
     if header.timestamp < refund.created_at:
         return None, "is in a block stamped before the refund was made"
     token, to = refund.token_contract.lower(), refund.address.lower()
-    transfers = [entry for entry in map(canonical.transfer_log, receipt.logs)
-                 if entry is not None and entry.token == token and entry.to_address == to]
+    # Only the token's own logs are parsed (strictly): another contract's odd log in the same
+    # transaction is none of the refund's business, and must not make every poll a fault.
+    own = [raw for raw in receipt.logs if str(raw.get("address")).lower() == token]
+    transfers = [entry for entry in map(canonical.transfer_log, own)
+                 if entry is not None and entry.to_address == to]
     if not transfers:
         return None, "holds no transfer of the refund's token to the refund's address"
     enough = [entry for entry in transfers if entry.amount >= refund.amount]
