@@ -383,12 +383,14 @@ def confirm(db, merchant, process_id, *, asset_id, network_id, now, stale_second
         if not health.of(network, now, stale_seconds).ok:
             raise NetworkUnavailable(network.id)
         payout_mode = existing.mode == "payout" if existing is not None else payout is not None
-        factory = payout_rows.get_factory(conn, network.id) if payout_mode else None
+        factory, version = (payout_rows.factory_of(conn, network.id) if payout_mode else None) \
+            or (None, None)
         if payout_mode and factory is None:
             raise PaymentMethodUnavailable(
                 f"This merchant's payments are collected by a forwarder contract, which network"
                 f" {network.id} does not offer yet: choose another network.")
-        if existing is not None and existing.mode == "payout" and factory != existing.factory:
+        if existing is not None and existing.mode == "payout" and (factory, version) != \
+                payout_rows.factory_of(conn, existing.network_id):
             raise PaymentMethodUnavailable(
                 f"This payment's address was made with another network's forwarder factory, which"
                 f" is not at the same address on network {network.id}: choose another network.")
@@ -410,7 +412,7 @@ def confirm(db, merchant, process_id, *, asset_id, network_id, now, stale_second
                 if not payment_rows.change_choice(conn, changed):
                     raise ChoiceLocked(process_id)
         elif payout_mode:
-            address = forwarder.deposit_address(factory, payout, forwarder.salt(process_id))
+            address = forwarder.deposit_address(factory, payout, forwarder.salt(process_id), version)
             if payment_rows.address_taken(conn, address):  # a salt is the process's: never
                 raise PaymentMethodUnavailable("This payment's deposit address is already taken.")
             payment_rows.insert_payment(conn, Payment(

@@ -64,10 +64,16 @@ def set_factory(db, network_id, text, now, client_factory=rpc.Client) -> str:
     if node_chain != network.chain_id:
         raise SetupError(f"The node of network {network_id} serves chain id {node_chain}, not"
                          f" {network.chain_id}.")
-    if not isinstance(code, str) or not forwarder.is_factory(bytes.fromhex(code[2:] or "")):
+    version = None
+    if isinstance(code, str) and code.startswith("0x"):
+        try:
+            version = forwarder.factory_version(bytes.fromhex(code[2:]))
+        except ValueError:
+            pass
+    if version is None:
         raise SetupError(f"The code at {factory} on network {network_id} is not this service's"
                          " forwarder factory (networks deploy-factory deploys one).")
-    _store_factory(db, network_id, factory, None, now)
+    _store_factory(db, network_id, factory, None, now, version)
     return factory
 
 
@@ -99,16 +105,16 @@ def deploy_factory(db, network_id, key_file, now, client_factory=rpc.Client):
     if receipt.status != 1 or not receipt.contract_address:
         raise ChainError(f"The deployment {signed.tx_hash} failed (reverted).")
     factory = addresses.to_checksum_address(receipt.contract_address)
-    _store_factory(db, network_id, factory, signed.tx_hash, now)
+    _store_factory(db, network_id, factory, signed.tx_hash, now, forwarder.VERSION)
     return factory, signed.tx_hash, receipt.gas_used
 
 
-def _store_factory(db, network_id, factory, tx_hash, now):
-    """Record the network's factory. Replacing one is refused while payout-mode deposit addresses
-    made with it exist: they can only ever be collected through it."""
+def _store_factory(db, network_id, factory, tx_hash, now, version):
+    """Record the network's factory and its version. Replacing one is refused while payout-mode
+    deposit addresses made with it exist: they can only ever be collected through it."""
     with db.transaction() as conn:
         _check_replaceable(conn, network_id, factory)
-        payout_rows.set_factory(conn, network_id, factory, tx_hash, now)
+        payout_rows.set_factory(conn, network_id, factory, tx_hash, now, version)
 
 
 def _check_replaceable(conn, network_id, factory):

@@ -329,6 +329,15 @@ class Refund:
     block_number: int | None = None
     block_timestamp: int | None = None
     transfer_amount: int | None = None
+    named_tx_hash: str | None = None  # the transaction the merchant says paid it
+    block_hash: str | None = None  # the settling transfer's block, and the kept block that proved it
+    anchor_block: int | None = None
+    anchor_hash: str | None = None
+
+    @property
+    def shown_tx_hash(self) -> str | None:
+        """The Refund object's txHash: the settling transfer's once completed, else the named one."""
+        return self.tx_hash if self.status == "completed" else self.named_tx_hash
 
     def __repr__(self):  # the reason may name the customer
         return f"Refund(id={self.id!r}, process_id={self.process_id!r}, status={self.status!r})"

@@ -1,8 +1,9 @@
 """Refunds of live payments: the merchant API's and the console's operations.
 
 The service holds no key: the merchant pays a refund from its own wallet, in the payment's token on
-the payment's network, to the customer's address; the chain watcher marks it `completed` when it
-sees that transfer confirmed (app/chain/refunds.py). Amounts are in token units at the API
+the payment's network, to the customer's address, and names the transaction (`name_transaction`),
+or sends it from its payout address; the chain watcher marks it `completed` when that transfer is
+confirmed (app/chain/refunds.py). Amounts are in token units at the API
 (a JSON number, at most the token's decimals) and integer base units inside.
 
 Creating and cancelling are one write transaction each, holding the process's row (PostgreSQL:
@@ -28,6 +29,7 @@ from app.representation import refund_json
 REASON_MAX_LENGTH = 500
 ZERO_ADDRESS = "0x" + "0" * 40
 _REFUND_ID = re.compile(r"rf_[0-9a-f]{32}")
+_TX_HASH = re.compile(r"0x[0-9a-fA-F]{64}")
 
 
 class RefundNotFound(LookupError):
@@ -201,20 +203,51 @@ def of_processes(db, processes) -> dict[str, list[Refund]]:
     return refund_rows.of_processes(db.connection(), [p.id for p in processes])
 
 
+def _pending_refund(conn, merchant_id, process_id, refund_id, action):
+    """The refund, its process locked; RefundNotFound (404), NotRefundable when not pending (409)."""
+    if not _REFUND_ID.fullmatch(refund_id):
+        raise RefundNotFound(refund_id)
+    process_rows.lock(conn, process_id)
+    process = _process(conn, merchant_id, process_id)
+    refund = refund_rows.get(conn, process_id, refund_id)
+    if refund is None:
+        raise RefundNotFound(refund_id)
+    if refund.status != "pending":
+        raise NotRefundable(f"Refund {refund_id} is {refund.status}; only a pending refund can"
+                            f" {action}.", refund.status)
+    return process, refund
+
+
+def name_transaction(db, merchant_id, process_id, refund_id, tx_hash, now) -> Refund:
+    """The merchant names the transaction that paid a pending refund (0x + 64 hex digits, else
+    RefundError): the watcher completes the refund when that transaction is confirmed and holds
+    its transfer. Naming again replaces the name (the same hash again changes nothing). A
+    transaction named by, or found paying, another refund not cancelled is NotRefundable (409), as
+    is a refund no longer pending; RefundNotFound (404)."""
+    if not _TX_HASH.fullmatch(tx_hash):
+        raise RefundError({"txHash": ["Must be 0x followed by 64 hexadecimal digits (the"
+                                      " transaction's hash)."]})
+    tx_hash = tx_hash.lower()
+    with db.transaction() as conn:
+        _, refund = _pending_refund(conn, merchant_id, process_id, refund_id,
+                                    "be given its transaction")
+        if refund.named_tx_hash == tx_hash:
+            return refund
+        refund_rows.lock_name(conn, refund.chain_id, tx_hash)
+        if refund_rows.hash_taken(conn, refund.chain_id, tx_hash, refund.id):
+            raise NotRefundable(f"Transaction {tx_hash} is already named for another refund: one"
+                                " transfer settles one refund.", refund.status)
+        refund_rows.name(conn, refund.id, tx_hash, int(now))
+        return refund_rows.get(conn, process_id, refund_id)
+
+
 def cancel(db, merchant_id, process_id, refund_id, now) -> Refund:
     """pending -> cancelled, with refund.cancelled. RefundNotFound (404); a refund already
     completed or cancelled is NotRefundable (409)."""
     now = int(now)
-    if not _REFUND_ID.fullmatch(refund_id):
-        raise RefundNotFound(refund_id)
     with db.transaction() as conn:
-        process_rows.lock(conn, process_id)
-        process = _process(conn, merchant_id, process_id)
-        refund = refund_rows.get(conn, process_id, refund_id)
-        if refund is None:
-            raise RefundNotFound(refund_id)
-        if not refund_rows.cancel(conn, refund_id, now):
-            raise NotRefundable(f"Refund {refund_id} is {refund.status}; only a pending refund can"
-                                " be cancelled.", refund.status)
+        process, _ = _pending_refund(conn, merchant_id, process_id, refund_id, "be cancelled")
+        if not refund_rows.cancel(conn, refund_id, now):  # settled meanwhile (SQLite: never)
+            raise NotRefundable(f"Refund {refund_id} is no longer pending.", "completed")
         emit(conn, "refund.cancelled", process, now)
         return refund_rows.get(conn, process_id, refund_id)

@@ -83,12 +83,13 @@ def payment_json(view) -> str:
 
 def refund_json(r) -> str:
     """The Refund object. `amount` is a decimal string in token units, like the payment's amounts;
-    `paymentUri` (EIP-681) asks the merchant's wallet for exactly the refund; `transfers` holds
-    the confirmed transfer that settled it (empty until then)."""
+    `paymentUri` (EIP-681) asks the merchant's wallet for exactly the refund; `txHash` is the
+    transaction named for it or found paying it (null until then); `transfers` holds the confirmed
+    transfer that settled it (empty until then)."""
     uri = (f"ethereum:{r.token_contract}@{r.chain_id}/transfer?address={r.address}"
            f"&uint256={r.amount}")
     transfers = ""
-    if r.tx_hash is not None:
+    if r.status == "completed":
         transfers = (f'{{"txHash":"{r.tx_hash}","logIndex":{r.log_index},'
                      f'"blockNumber":{r.block_number},'
                      f'"amount":"{format_units(r.transfer_amount, r.decimals)}"}}')
@@ -97,7 +98,8 @@ def refund_json(r) -> str:
         f'"amount":"{format_units(r.amount, r.decimals)}","assetId":{json.dumps(r.asset_id)},'
         f'"networkId":{json.dumps(r.network_id)},"tokenContract":"{r.token_contract}",'
         f'"address":"{r.address}","reason":{json.dumps(r.reason)},"paymentUri":{json.dumps(uri)},'
-        f'"createdAt":"{iso(r.created_at)}","updatedAt":"{iso(r.updated_at)}",'
+        f'"txHash":{json.dumps(r.shown_tx_hash)},"createdAt":"{iso(r.created_at)}",'
+        f'"updatedAt":"{iso(r.updated_at)}",'
         f'"transfers":[{transfers}]}}'
     )
 

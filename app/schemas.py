@@ -215,3 +215,13 @@ class AuthorizationSchema(Schema):
     validBefore = UnixSeconds(required=True, error_messages=_null)
     nonce = HexString(32, required=True, error_messages=_null)
     signature = HexString(65, required=True, error_messages=_null)
+
+
+class RefundTransactionSchema(Schema):
+    """POST …/refunds/<refundId>/transaction: the transaction that paid the refund (its form is
+    checked by app/refunds.py, as for the console's field)."""
+
+    class Meta:
+        unknown = RAISE
+
+    txHash = JSONString(required=True, error_messages={"null": "Must be a JSON string, not null."})

@@ -5,6 +5,11 @@ runtime code, and the Forwarder's creation code that every deposit address is co
 the committed app/chain/contracts/ForwarderFactory.json, which tests/chain/compile-forwarder.js
 reproduces byte for byte. docs/payments.md says what the contract can and cannot do.
 
+Two versions exist. Version 2 (deployed by `networks deploy-factory`) logs the gas coin each
+deposit address sends; version 1, the first release's (ForwarderFactory-v1.*), does not. A network
+keeps the factory it has, with its version (network_factories.version): a deposit address is
+computed with its own factory's Forwarder code, so an address handed out never changes meaning.
+
 A deposit address is keccak256(0xff ‖ factory ‖ salt ‖ keccak256(init code))[12:] (EIP-1014), the
 init code being the Forwarder's creation code followed by abi.encode(payout): the payout address is
 part of the address, the token does not take part, so one process has one address whatever the
@@ -16,18 +21,26 @@ from pathlib import Path
 
 from app.chain.addresses import keccak256, to_checksum_address
 
-BUILD = Path(__file__).resolve().parent / "contracts" / "ForwarderFactory.json"
+_CONTRACTS = Path(__file__).resolve().parent / "contracts"
+BUILD = _CONTRACTS / "ForwarderFactory.json"  # the current version's
+BUILDS = {1: _CONTRACTS / "ForwarderFactory-v1.json", 2: BUILD}
+VERSION = 2  # what deploy-factory deploys
 COLLECT_SIGNATURE = "collect(address[],(address,bytes32[])[])"
 
 
-@lru_cache(maxsize=1)
-def _build() -> dict:
-    return json.loads(BUILD.read_text())
+@lru_cache(maxsize=2)
+def _build(version: int = VERSION) -> dict:
+    return json.loads(BUILDS[version].read_text())
 
 
-@lru_cache(maxsize=8)
-def _code(contract: str, kind: str) -> bytes:
-    return bytes.fromhex(_build()[contract][kind][2:])
+@lru_cache(maxsize=16)
+def _code(contract: str, kind: str, version: int = VERSION) -> bytes:
+    return bytes.fromhex(_build(version)[contract][kind][2:])
+
+
+def logs_gas_coin(version: int) -> bool:
+    """Whether the factory's forwarders log the gas coin they send (version 2 on)."""
+    return version >= 2
 
 
 def _address_bytes(address: str) -> bytes:
@@ -51,26 +64,33 @@ def _check_salt(value: bytes) -> bytes:
     return bytes(value)
 
 
-def forwarder_init_code(payout: str) -> bytes:
+def forwarder_init_code(payout: str, version: int = VERSION) -> bytes:
     """The init code of the forwarder of `payout`'s deposit addresses: creation code ‖ abi.encode(payout)."""
-    return _code("Forwarder", "bytecode") + _address_bytes(payout).rjust(32, b"\0")
+    return _code("Forwarder", "bytecode", version) + _address_bytes(payout).rjust(32, b"\0")
 
 
-def deposit_address(factory: str, payout: str, salt: bytes) -> str:
-    """The EIP-55 deposit address of (payout, salt) under `factory` (EIP-1014 CREATE2)."""
+def deposit_address(factory: str, payout: str, salt: bytes, version: int = VERSION) -> str:
+    """The EIP-55 deposit address of (payout, salt) under `factory`, a factory of `version`
+    (EIP-1014 CREATE2)."""
     digest = keccak256(b"\xff" + _address_bytes(factory) + _check_salt(salt)
-                       + keccak256(forwarder_init_code(payout)))
+                       + keccak256(forwarder_init_code(payout, version)))
     return to_checksum_address("0x" + digest[12:].hex())
 
 
-def factory_creation_code() -> bytes:
+def factory_creation_code(version: int = VERSION) -> bytes:
     """The transaction data that deploys the factory (no constructor arguments)."""
-    return _code("ForwarderFactory", "bytecode")
+    return _code("ForwarderFactory", "bytecode", version)
+
+
+def factory_version(runtime_code: bytes) -> int | None:
+    """The version whose runtime code `runtime_code` (eth_getCode at an address) is exactly, or None."""
+    return next((v for v in BUILDS if bytes(runtime_code) == _code("ForwarderFactory",
+                                                                   "deployedBytecode", v)), None)
 
 
 def is_factory(runtime_code: bytes) -> bool:
-    """True when `runtime_code` (eth_getCode at an address) is exactly this factory's runtime code."""
-    return bytes(runtime_code) == _code("ForwarderFactory", "deployedBytecode")
+    """True when `runtime_code` is exactly the runtime code of one of this service's factories."""
+    return factory_version(runtime_code) is not None
 
 
 def collect_calldata(tokens: list[str], deposits: list[tuple[str, bytes]]) -> bytes:

@@ -1,23 +1,34 @@
 """Refund settlement, the chain watcher's part for refunds (called once per poll of a network,
-after its payments: app/chain/watcher.py).
+after its payments: app/chain/watcher.py). The rules are docs/payments.md's ("Refunds").
 
-A pending refund is settled by a confirmed Transfer log of its token, on its network, to its
-(the customer's) address, of at least its amount, in a block whose timestamp is later than the
-refund's createdAt; one transfer settles one refund, the oldest refund first. The refund becomes
-`completed` with its `refund.completed` event in one transaction.
+Only the merchant's own payment settles a refund:
+- a transaction the merchant named (app/refunds.py, name_transaction): once `confirmations` deep,
+  its receipt completes the refund when it holds a Transfer of the refund's token to the refund's
+  address of at least its amount, in a block stamped at or after createdAt, that settled no other
+  refund; one holding none leaves the refund pending, its name cleared, with a log line saying why;
+- without a name: a confirmed Transfer sent from the merchant's payout address (the current one, or
+  the one the payment's deposit address forwards to), to the refund's address, of at least its
+  amount, in a block stamped after createdAt; the pending refund of exactly that amount first, then
+  the oldest it covers. A transfer from anyone else (the customer included) settles nothing.
+One transfer settles one refund (a unique index holds it), a completion and its `refund.completed`
+event are one transaction, and a refund cancelled meanwhile is left alone.
 
-Only blocks already `confirmations` deep are read (`eth_getLogs` by topic2 = the refund addresses,
-for their tokens), so nothing read can be reorganised away short of a reorganisation deeper than
-the confirmation depth. Payments report that case (`payment.reversed`); a completed refund whose
-transfer leaves the chain that way stays `completed`: the merchant's own wallet sent it, and sees
-it gone. Each refund keeps the
-block it was searched up to (`scanned_block`), so a poll reads only the new deep blocks; blocks are
-read in steps of at most `max_range`, each step committed with the position it reached. Several
-watchers may run at once: the completion is a guarded UPDATE from `pending`, and a transfer that
-settled one refund is never used for another (a unique index holds it)."""
+Everything recorded is proven (app/chain/canonical.py): the block hash of the log or receipt is the
+one of a header read in the same step and linked to the kept chain; the refund keeps that proof's
+anchor. Each poll looks, in the database only, whether the anchors of completed refunds are still
+kept; a refund whose anchor went is read again, and if its transfer's block left the chain (a
+reorganisation deeper than the confirmations) it goes back to `pending` with `refund.reversed`.
+
+Only blocks at or below both the confirmation depth and the newest kept block are read: the found
+transfers by `eth_getLogs` (topic2 = the refunds' addresses, their tokens), from each refund's
+`scanned_block` on, in steps of at most `max_range`, each step committed with the position it
+reached; a named refund keeps its position (searched again from there if its name is cleared).
+Idle (no pending refund, no completed one whose anchor moved), a poll makes no RPC call here.
+"""
 import logging
 
-from app.chain.rpc import RpcError
+from app.chain import canonical
+from app.chain.canonical import NotProven
 from app.data import processes as process_rows
 from app.data import refunds as refund_rows
 from app.outbox import emit
@@ -26,68 +37,165 @@ log = logging.getLogger(__name__)
 
 
 def settle(db, client, network, head, now, *, max_range, max_addresses) -> int:
-    """Search the network's deep blocks for the transfers of its pending refunds; complete those
-    paid. Returns how many were completed. RpcError on a fault (nothing of the step committed)."""
-    deep_enough = head - network.confirmations + 1
-    pending = [r for r in refund_rows.pending_on(db.connection(), network.id)
-               if r.scanned_block < deep_enough]
-    if not pending:
+    """Undo the completions whose transfer left the chain, then complete the pending refunds that a
+    named or found transfer pays. Returns how many were completed. RpcError (NotProven included) on
+    a fault: nothing of the failing step committed."""
+    kept = canonical.kept_hashes(db.connection(), network.id)
+    if not kept:  # the watcher has kept no block yet: nothing can be proven
         return 0
-    completed = 0
-    first = min(r.scanned_block for r in pending) + 1
-    while first <= deep_enough:
-        last = min(deep_enough, first + max_range - 1)
-        waiting = [r for r in pending if r.scanned_block < last]
-        logs = _logs(client, first, last, waiting, max_addresses)
-        headers = client.headers({entry.block_number for entry in logs}) if logs else {}
-        for entry in logs:
-            header = headers[entry.block_number]
-            if header is None or header.hash != entry.block_hash:
-                raise RpcError(f"block {entry.block_number} changed during the refunds' scan")
-        with db.transaction() as conn:
-            completed += _complete_paid(conn, network, logs, headers, now)
-            refund_rows.advance(conn, network.id, last)
-        first = last + 1
+    _recheck(db, client, network, kept, head, now)
+    deep_enough = min(head - network.confirmations + 1, max(kept))
+    completed = _settle_named(db, client, network, deep_enough, now)
+    completed += _settle_found(db, client, network, deep_enough, now, max_range, max_addresses)
     if completed:
         log.info("watch %s: %d refunds completed", network.id, completed)
     return completed
 
 
+# --- completed refunds whose proof is no longer kept ---------------------------------------------
+
+def _recheck(db, client, network, kept, head, now):
+    conn = db.connection()
+    lowest = canonical.recheck_from(kept, head, network.confirmations)
+    moved = [r for r in refund_rows.completed_anchored(conn, network.id, lowest)
+             if kept.get(r.anchor_block) != r.anchor_hash]
+    if not moved:
+        return
+    proven = canonical.prove(client, conn, network.id, {r.block_number for r in moved})
+    with db.transaction() as conn:
+        for refund in moved:
+            header, anchor = proven[refund.block_number]
+            if header.hash == refund.block_hash:
+                refund_rows.reanchor(conn, refund.id, anchor.number, anchor.hash)
+            elif refund_rows.reverse(conn, refund, now):
+                emit(conn, "refund.reversed", process_rows.get(conn, refund.process_id), now)
+                log.error("watch %s: refund %s: its transfer %s left the chain (block %d replaced,"
+                          " a reorganisation deeper than %d confirmations): pending again"
+                          " (refund.reversed)", network.id, refund.id, refund.tx_hash,
+                          refund.block_number, network.confirmations)
+
+
+# --- named transactions --------------------------------------------------------------------------
+
+def _settle_named(db, client, network, deep_enough, now) -> int:
+    conn = db.connection()
+    named = [r for r in refund_rows.pending_on(conn, network.id) if r.named_tx_hash]
+    if not named:
+        return 0
+    found = canonical.receipts(client, (r.named_tx_hash for r in named))
+    ready = [(r, found[r.named_tx_hash]) for r in named
+             if found[r.named_tx_hash] is not None and found[r.named_tx_hash].block_number <= deep_enough]
+    if not ready:
+        return 0
+    proven = canonical.prove(client, conn, network.id, {receipt.block_number for _, receipt in ready})
+    for _, receipt in ready:
+        canonical.prove_receipt(proven, receipt)
+    completed = 0
+    with db.transaction() as conn:
+        for refund, receipt in ready:
+            header, anchor = proven[receipt.block_number]
+            entry, why = _paying(conn, network, refund, receipt, header)
+            if entry is None:
+                if refund_rows.clear_name(conn, refund.id, refund.named_tx_hash, now):
+                    log.warning("watch %s: refund %s: transaction %s %s: its name is cleared and the"
+                                " refund stays pending", network.id, refund.id,
+                                refund.named_tx_hash, why)
+            elif refund_rows.complete(conn, refund.id, entry, header, anchor, now):
+                emit(conn, "refund.completed", process_rows.get(conn, refund.process_id), now)
+                completed += 1
+    return completed
+
+
+def _paying(conn, network, refund, receipt, header):
+    """(the transfer of the confirmed `receipt` that pays `refund`, None) or (None, why not)."""
+    if receipt.status != 1:
+        return None, "reverted"
+    if header.timestamp < refund.created_at:
+        return None, "is in a block stamped before the refund was made"
+    token, to = refund.token_contract.lower(), refund.address.lower()
+    # Only the token's own logs are parsed (strictly): another contract's odd log in the same
+    # transaction is none of the refund's business, and must not make every poll a fault.
+    own = [raw for raw in receipt.logs if str(raw.get("address")).lower() == token]
+    transfers = [entry for entry in map(canonical.transfer_log, own)
+                 if entry is not None and entry.to_address == to]
+    if not transfers:
+        return None, "holds no transfer of the refund's token to the refund's address"
+    enough = [entry for entry in transfers if entry.amount >= refund.amount]
+    if not enough:
+        return None, "moves less than the refund's amount to the refund's address"
+    free = [entry for entry in enough
+            if not refund_rows.transfer_used(conn, network.chain_id, entry.tx_hash, entry.log_index)]
+    if not free:
+        return None, "holds only transfers that settled other refunds"
+    return free[0], None
+
+
+# --- transfers found from the merchant's payout address ------------------------------------------
+
+def _settle_found(db, client, network, deep_enough, now, max_range, max_addresses) -> int:
+    conn = db.connection()
+    senders = refund_rows.payout_senders(conn, network.id)
+    pending = [r for r in refund_rows.pending_on(conn, network.id)
+               if r.id in senders and r.scanned_block < deep_enough]
+    if not any(senders[r.id] for r in pending):  # nobody can pay them unnamed: nothing to read
+        if pending:
+            with db.transaction() as conn:
+                refund_rows.advance(conn, network.id, deep_enough)
+        return 0
+    completed = 0
+    first = min(r.scanned_block for r in pending) + 1
+    while first <= deep_enough:
+        last = min(deep_enough, first + max_range - 1)
+        waiting = [r for r in pending if r.scanned_block < last and senders[r.id]]
+        logs = _logs(client, first, last, waiting, max_addresses) if waiting else []
+        payers = set().union(*(senders[r.id] for r in waiting))
+        logs = [entry for entry in logs if entry.from_address in payers]
+        proven = canonical.prove(client, conn, network.id, {entry.block_number for entry in logs})
+        for entry in logs:
+            if proven[entry.block_number][0].hash != entry.block_hash:
+                raise NotProven(f"block {entry.block_number}: a log of another block than the kept"
+                                " chain's")
+        with db.transaction() as tx:
+            completed += _complete_found(tx, network, logs, proven, now)
+            refund_rows.advance(tx, network.id, last)
+        first = last + 1
+    return completed
+
+
 def _logs(client, first, last, refunds, max_addresses):
-    """The Transfer logs in [first, last] of the refunds' tokens to their addresses, by block."""
+    """The Transfer logs in [first, last] of the refunds' tokens to their addresses, in chain order."""
     tokens = sorted({r.token_contract.lower() for r in refunds})
     recipients = sorted({r.address.lower() for r in refunds})
     logs = []
     for i in range(0, len(recipients), max_addresses):
-        logs += client.transfer_logs(first, last, tokens, recipients[i:i + max_addresses])
+        logs += canonical.transfer_logs(client, first, last, tokens, recipients[i:i + max_addresses])
     return sorted(logs, key=lambda entry: (entry.block_number, entry.log_index))
 
 
-def _complete_paid(conn, network, logs, headers, now) -> int:
-    """Complete, in the caller's transaction, each pending refund (read again here: one cancelled
-    meanwhile is left alone) that one of `logs` pays; the oldest refund takes the earliest
-    transfer."""
+def _complete_found(conn, network, logs, proven, now) -> int:
+    """Complete, in the caller's transaction, the refunds that `logs` (proven, in chain order) pay,
+    the pending refunds read again here (one cancelled or named meanwhile is left alone)."""
     if not logs:
         return 0
-    used = set()
+    senders = refund_rows.payout_senders(conn, network.id)
+    pending = refund_rows.pending_on(conn, network.id)
+    reserved = {r.named_tx_hash for r in pending if r.named_tx_hash}  # a named refund's transaction
+    candidates = [r for r in pending if senders.get(r.id)]
     completed = 0
-    for refund in refund_rows.pending_on(conn, network.id):
-        for entry in logs:
-            key = (entry.tx_hash, entry.log_index)
-            if (key in used or entry.token != refund.token_contract.lower()
-                    or entry.to_address != refund.address.lower()
-                    or entry.block_number <= refund.scanned_block
-                    or entry.amount < refund.amount
-                    or headers[entry.block_number].timestamp <= refund.created_at):
-                continue
-            used.add(key)
-            if refund_rows.transfer_used(conn, network.chain_id, *key):
-                continue
-            if refund_rows.complete(conn, refund.id, tx_hash=entry.tx_hash,
-                                    log_index=entry.log_index, block_number=entry.block_number,
-                                    block_timestamp=headers[entry.block_number].timestamp,
-                                    amount=entry.amount, now=now):
-                emit(conn, "refund.completed", process_rows.get(conn, refund.process_id), now)
-                completed += 1
-            break
+    for entry in logs:
+        if entry.tx_hash in reserved or refund_rows.transfer_used(conn, network.chain_id,
+                                                                  entry.tx_hash, entry.log_index):
+            continue
+        header, anchor = proven[entry.block_number]
+        fits = [r for r in candidates
+                if entry.token == r.token_contract.lower() and entry.to_address == r.address.lower()
+                and entry.from_address in senders[r.id] and entry.block_number > r.scanned_block
+                and header.timestamp > r.created_at and entry.amount >= r.amount]
+        if not fits:
+            continue
+        refund = next((r for r in fits if r.amount == entry.amount), fits[0])  # oldest first
+        candidates.remove(refund)
+        if refund_rows.complete(conn, refund.id, entry, header, anchor, now):
+            emit(conn, "refund.completed", process_rows.get(conn, refund.process_id), now)
+            completed += 1
     return completed

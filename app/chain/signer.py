@@ -12,7 +12,9 @@ import sys
 import time
 from dataclasses import dataclass
 
-from app.chain import rpc
+from app.chain import canonical, rpc
+from app.chain.addresses import to_checksum_address
+from app.chain.canonical import Receipt
 
 KEY_PATTERN = re.compile(r"(?:0x)?([0-9a-fA-F]{64})")
 RECEIPT_TIMEOUT_SECONDS = 120
@@ -67,16 +69,6 @@ class Signed:
     nonce: int
     gas_limit: int
     max_fee_per_gas: int
-
-
-@dataclass(frozen=True)
-class Receipt:
-    status: int
-    block_number: int
-    gas_used: int
-    gas_price: int
-    contract_address: str | None
-    logs: list
 
 
 class Sender:
@@ -142,6 +134,16 @@ class Sender:
                       raw="0x" + bytes(signed.raw_transaction).hex(), nonce=nonce,
                       gas_limit=gas_limit, max_fee_per_gas=fees.max_fee_per_gas)
 
+    def resign(self, raw: str, fees: Fees) -> Signed:
+        """The transaction `raw` (signed by this key) signed again with `fees`: the same nonce,
+        recipient, data and gas limit (a replacement, which nodes take only with higher fees)."""
+        from eth_account.typed_transactions import TypedTransaction
+        from hexbytes import HexBytes
+
+        tx = TypedTransaction.from_bytes(HexBytes(raw)).as_dict()
+        return self.sign(to=to_checksum_address("0x" + bytes(tx["to"]).hex()), data=bytes(tx["data"]),
+                         gas_limit=tx["gas"], fees=fees, nonce=tx["nonce"])
+
     def broadcast(self, raw: str) -> str:
         """eth_sendRawTransaction; a node that already has it ("already known") is not an error."""
         try:
@@ -153,17 +155,8 @@ class Sender:
             raise
 
     def receipt(self, tx_hash) -> Receipt | None:
-        value = self.client.call("eth_getTransactionReceipt", [tx_hash])
-        if value is None:
-            return None
-        return Receipt(
-            status=rpc.quantity(value.get("status"), "receipt.status"),
-            block_number=rpc.quantity(value.get("blockNumber"), "receipt.blockNumber"),
-            gas_used=rpc.quantity(value.get("gasUsed"), "receipt.gasUsed"),
-            gas_price=rpc.quantity(value.get("effectiveGasPrice"), "receipt.effectiveGasPrice"),
-            contract_address=value.get("contractAddress"),
-            logs=value.get("logs") or [],
-        )
+        """The transaction's receipt (app/chain/canonical.py reads it strictly), None: not mined."""
+        return canonical.receipt(self.client.call("eth_getTransactionReceipt", [tx_hash]), tx_hash)
 
     def known(self, tx_hash) -> bool:
         """Whether the node has the transaction (pending or mined)."""

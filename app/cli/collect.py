@@ -129,24 +129,25 @@ def _summary(report) -> dict:
                 entry["transactions"].add(tx_hash)
             payouts_of[i.merchant_id].add(i.payout_address)
 
-    for collection, items in report.settled:
-        add(items, collection.tx_hash)
-        transactions.append(_tx_json(collection, len({i.address for i in items}), earlier=True))
+    for collection, items, first in report.settled:
+        if first:  # what an earlier run sent and never saw mined
+            add(items, collection.tx_hash)
+        transactions.append(_tx_json(collection, len({i.address for i in items}), report,
+                                     earlier=True))
     for batch in report.batches:
-        if report.dry_run or batch.collection is None:
-            planned = [payout_rows.Item(0, d.address, token, d.process_id, d.merchant_id,
-                                        d.payout_address, amount)
-                       for d in batch.deposits for token, amount in batch.balances[d.address].items()
-                       if amount]
-            if report.dry_run:
-                add(planned, None)
-                transactions.append({"txHash": None, "status": "planned",
-                                     "addresses": len(batch.deposits), "gasEstimated": batch.gas,
-                                     "maxFeePerGas": str(report.max_fee_per_gas)})
-            continue
-        if batch.collection.status == "succeeded":
-            add(batch.moved, batch.collection.tx_hash)
-        transactions.append(_tx_json(batch.collection, len(batch.deposits), earlier=False))
+        if report.dry_run:
+            add([payout_rows.Item(0, d.address, token, d.process_id, d.merchant_id,
+                                  d.payout_address, amount)
+                 for d in batch.deposits for token, amount in batch.balances[d.address].items()
+                 if amount], None)
+            transactions.append({"txHash": None, "status": "planned",
+                                 "addresses": len(batch.deposits), "gasEstimated": batch.gas,
+                                 "maxFeePerGas": str(report.max_fee_per_gas)})
+        elif batch.collection is not None:
+            if batch.collection.status != "reverted":
+                add(batch.moved, batch.collection.tx_hash)
+            transactions.append(_tx_json(batch.collection, len(batch.deposits), report,
+                                         earlier=False))
     merchants_json = []
     for merchant_id in sorted(payouts_of):
         tokens = []
@@ -164,19 +165,39 @@ def _summary(report) -> dict:
                                "payoutAddresses": sorted(payouts_of[merchant_id]), "tokens": tokens})
     return {"networkId": report.network_id, "sender": report.sender, "dryRun": report.dry_run,
             "merchants": merchants_json, "transactions": transactions,
+            "replaced": [{"txHash": old, "replacement": new, "why": why}
+                         for old, new, why in report.replaced],
             "gasUsed": sum(t.get("gasUsed") or 0 for t in transactions), "error": report.error}
 
 
-def _tx_json(c, addresses, *, earlier):
+def _confirmations(c, report):
+    """How deep the collection's block is at the run's head (None: not mined)."""
+    if c.block_number is None or report.head is None:
+        return None
+    return max(0, report.head - c.block_number + 1)
+
+
+def _tx_json(c, addresses, report, *, earlier):
     return {"txHash": c.tx_hash, "status": c.status, "nonce": c.nonce, "addresses": addresses,
-            "blockNumber": c.block_number, "gasUsed": c.gas_used,
+            "blockNumber": c.block_number, "confirmations": _confirmations(c, report),
+            "confirmationsNeeded": report.confirmations, "gasUsed": c.gas_used,
             "fee": str(c.gas_used * c.gas_price) if c.gas_used is not None else None,
-            "earlierRun": earlier, "error": c.error}
+            "earlierRun": earlier, "error": c.error, "note": c.note}
+
+
+def _state(t):
+    """How a transaction of the summary stands, for people."""
+    if t["status"] != "pending":
+        return t["status"]
+    if t["blockNumber"] is None:
+        return "pending (not yet mined)"
+    return (f"pending (mined in block {t['blockNumber']}, {t['confirmations']} of"
+            f" {t['confirmationsNeeded']} confirmations)")
 
 
 def _print_summary(s):
     verb = "Would move" if s["dryRun"] else "Moved"
-    if not s["merchants"] and not s["transactions"]:
+    if not s["merchants"] and not s["transactions"] and not s["replaced"]:
         click.echo(f"Nothing to collect on {s['networkId']}.")
     for m in s["merchants"]:
         for t in m["tokens"]:
@@ -185,16 +206,19 @@ def _print_summary(s):
             click.echo(f"{verb} {amount} of {m['merchantId']} to {', '.join(m['payoutAddresses'])}"
                        f" from {len(t['addresses'])} address(es)"
                        + (f" in {', '.join(t['transactions'])}" if t["transactions"] else "") + ".")
+    for r in s["replaced"]:
+        click.echo(f"Transaction {r['txHash']} was {r['why']}: replaced by {r['replacement']}.")
     for t in s["transactions"]:
         if t["txHash"] is None:
             click.echo(f"Planned transaction: {t['addresses']} address(es), about {t['gasEstimated']}"
                        f" gas at up to {t['maxFeePerGas']} wei per gas.")
         else:
             click.echo(f"Transaction {t['txHash']} (nonce {t['nonce']}"
-                       + (", from an earlier run" if t["earlierRun"] else "") + f"): {t['status']}"
+                       + (", from an earlier run" if t["earlierRun"] else "") + f"): {_state(t)}"
                        + (f", {t['addresses']} address(es), {t['gasUsed']} gas"
                           if t["gasUsed"] is not None else "")
-                       + (f" ({t['error']})" if t["error"] else "") + ".")
+                       + (f" ({t['error']})" if t["error"] else "")
+                       + (f"; note: {t['note']}" if t["note"] else "") + ".")
     if not s["dryRun"] and s["transactions"]:
         click.echo(f"Gas used: {s['gasUsed']}.")
 
@@ -205,9 +229,11 @@ def _print_summary(s):
 @click.option("--network", "network_id", default=None, help="Only this network's.")
 @click.option("--merchant", "merchant_id", default=None, help="Only those moving this merchant's funds.")
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 10_000))
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON array, with each item.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print a JSON array: one object per collection and token it moved.")
 def collections_list(network_id, merchant_id, limit, as_json):
-    """List collections, newest first."""
+    """List collections, newest first, with their state: pending (not yet mined, or not yet
+    confirmations deep), confirmed (counts), reverted (moved nothing)."""
     db = get_db()
     conn = db.connection()
     rows = payout_rows.list_collections(conn, network_id=network_id, merchant_id=merchant_id,
@@ -218,14 +244,14 @@ def collections_list(network_id, merchant_id, limit, as_json):
         if c.network_id not in units:
             units[c.network_id] = _units(db, c.network_id)
     if as_json:
-        click.echo(json.dumps([_collection_json(c, items.get(c.id, []), units[c.network_id], merchant_id)
-                               for c in rows]))
+        click.echo(json.dumps([entry for c in rows for entry in _collection_json(
+            c, items.get(c.id, []), units[c.network_id], merchant_id)]))
         return
     table([(c.id, c.network_id, c.tx_hash, c.status, len({i.address for i in items.get(c.id, [])
                                                             if merchant_id in (None, i.merchant_id)}),
              _amounts(items.get(c.id, []), units[c.network_id], merchant_id),
              c.gas_used if c.gas_used is not None else "-", when(c.created_at)) for c in rows],
-          ("ID", "NETWORK", "TRANSACTION", "STATUS", "ADDRESSES", "AMOUNTS", "GAS", "CREATED"))
+          ("ID", "NETWORK", "TRANSACTION", "STATE", "ADDRESSES", "AMOUNTS", "GAS", "CREATED"))
 
 
 def _amount(token, amount, units):
@@ -241,17 +267,30 @@ def _amounts(items, units, merchant_id):
     return ", ".join(_amount(t, a, units) for t, a in sorted(totals.items())) or "-"
 
 
-def _collection_json(c, items, units, merchant_id):
-    return {
-        "id": c.id, "networkId": c.network_id, "chainId": c.chain_id, "factory": c.factory,
-        "sender": c.sender, "nonce": c.nonce, "txHash": c.tx_hash, "status": c.status,
-        "blockNumber": c.block_number, "gasUsed": c.gas_used,
+def _collection_json(c, items, units, merchant_id) -> list:
+    """A collection as `collections list --json` shows it: one object per token it moved (one with
+    `token` null when it moved nothing), amounts in token units."""
+    by_token = defaultdict(list)
+    for i in items:
+        if merchant_id in (None, i.merchant_id):
+            by_token[i.token].append(i)
+    common = {
+        "collectionId": c.id, "networkId": c.network_id, "chainId": c.chain_id,
+        "txHash": c.tx_hash, "state": c.status, "blockNumber": c.block_number,
+        "sender": c.sender, "nonce": c.nonce, "factory": c.factory, "gasUsed": c.gas_used,
         "gasPrice": None if c.gas_price is None else str(c.gas_price), "error": c.error,
-        "createdAt": when(c.created_at), "settledAt": when(c.settled_at) if c.settled_at else None,
-        "items": [{"merchantId": i.merchant_id, "processId": i.process_id, "address": i.address,
-                   "payoutAddress": i.payout_address, "token": i.token,
-                   "symbol": units.get(i.token, (None, None))[0],
-                   "amount": (format_units(i.amount, units[i.token][1]) if i.token in units else None),
-                   "baseUnits": str(i.amount)}
-                  for i in items if merchant_id in (None, i.merchant_id)],
+        "note": c.note, "createdAt": when(c.created_at),
+        "settledAt": when(c.settled_at) if c.settled_at else None,
     }
+    if not by_token:
+        return [{**common, "token": None, "symbol": None, "amount": None, "baseUnits": None,
+                 "addresses": [], "merchantIds": []}]
+    found = []
+    for token, moved in sorted(by_token.items()):
+        total = sum(i.amount for i in moved)
+        symbol, decimals = units.get(token, (None, None))
+        found.append({**common, "token": token, "symbol": symbol,
+                      "amount": format_units(total, decimals) if decimals is not None else None,
+                      "baseUnits": str(total), "addresses": sorted({i.address for i in moved}),
+                      "merchantIds": sorted({i.merchant_id for i in moved})})
+    return found

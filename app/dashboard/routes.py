@@ -7,7 +7,8 @@
   GET  /dashboard/processes/<id>            one process: timeline, payment, events and attempts
   POST /dashboard/processes/<id>/cancel     POST .../events/<eventId>/resend
   GET  /dashboard/processes/<id>/refund     the refund form; POST it: a pending refund
-  GET  /dashboard/processes/<id>/refunds/<refundId>   its QR code and wallet button; POST .../cancel
+  GET  /dashboard/processes/<id>/refunds/<refundId>   its QR code and wallet button; POST .../cancel,
+       POST .../transaction (the hash that paid it)
   GET  /dashboard/webhooks                  the URL, a test event, the failing deliveries
   POST /dashboard/webhooks/url, /test, /replay-failed
   GET  /dashboard/keys                      keys; POST /dashboard/keys/roll, /roll-webhook-secret
@@ -390,12 +391,32 @@ def _refund_or_404(process, refund_id):
 
 @bp.get("/processes/<process_id>/refunds/<refund_id>")
 @login_required
-def refund_page(process_id, refund_id, notice=None):
+def refund_page(process_id, refund_id, notice=None, error=None, tx_hash="", status=200):
     refund = _refund_or_404(_process_or_404(process_id), refund_id)
     uri = loads(refund_json(refund).encode())["paymentUri"]  # EIP-681, as the API shows it
     return render_template("dashboard/refund.html", refund=refund, amount=_units(refund), notice=notice,
+                           error=error, tx_hash=tx_hash,
                            symbol=_symbol(refund.asset_id, refund.network_id), payment_uri=uri,
-                           transfer_data=transfer_calldata(refund.address, refund.amount))
+                           transfer_data=transfer_calldata(refund.address, refund.amount)), status
+
+
+@bp.post("/processes/<process_id>/refunds/<refund_id>/transaction")
+@login_required
+@owner_required
+def name_refund_transaction(process_id, refund_id):
+    """The transaction that paid the refund, pasted by hand or sent by the browser wallet."""
+    process = _process_or_404(process_id)
+    refund = _refund_or_404(process, refund_id)
+    tx_hash = (request.form.get("tx_hash") or "").strip()
+    try:
+        refunds.name_transaction(get_db(), g.merchant.id, process.id, refund.id, tx_hash, now())
+    except refunds.RefundError as e:
+        return refund_page(process.id, refund.id, error=" ".join(e.errors["txHash"]),
+                           tx_hash=tx_hash, status=400)
+    except refunds.NotRefundable as e:
+        return refund_page(process.id, refund.id, error=str(e), tx_hash=tx_hash, status=409)
+    return refund_page(process.id, refund.id, notice=f"Transaction {tx_hash.lower()} is named for"
+                       " this refund: it completes once that transaction is confirmed.")
 
 
 @bp.post("/processes/<process_id>/refunds/<refund_id>/cancel")

@@ -4,6 +4,8 @@ deposit addresses a collection reads, and the collections themselves (app/collec
 Amounts and wei are decimal-integer TEXT in the database and `int` in Python."""
 from dataclasses import dataclass
 
+from app.data.schema import dialect
+
 # EIP-7528's stand-in address for a chain's gas coin (ETH, POL, ...), in collection_items.token.
 GAS_COIN = "0xEeeeeEeeeEeEeeEeEeEeeEEEeeeeEeeeeeeeEEeE"
 
@@ -19,6 +21,9 @@ class Deposit:
 
 @dataclass(frozen=True)
 class Collection:
+    """One transaction of `collect`: `pending` (sent, maybe mined: `block_number` set), `confirmed`
+    (mined `confirmations` deep and proven on the kept chain by its anchor) or `reverted` (it moved
+    nothing: reverted by the EVM, never mined, or removed by a reorganisation; `error` says which)."""
     id: int
     network_id: str
     chain_id: int
@@ -36,6 +41,10 @@ class Collection:
     error: str | None
     created_at: int
     settled_at: int | None
+    block_hash: str | None = None
+    anchor_block: int | None = None
+    anchor_hash: str | None = None
+    note: str | None = None
 
     def __repr__(self):
         return f"Collection(id={self.id}, tx_hash={self.tx_hash!r}, status={self.status!r})"
@@ -79,18 +88,24 @@ def is_deposit_address(conn, address) -> bool:
 # Factories
 
 def get_factory(conn, network_id) -> str | None:
+    found = factory_of(conn, network_id)
+    return found[0] if found else None
+
+
+def factory_of(conn, network_id) -> tuple[str, int] | None:
+    """(address, version) of the network's factory (app/chain/forwarder.py's versions)."""
     row = conn.execute(
-        "SELECT address FROM network_factories WHERE network_id = ?", (network_id,)
+        "SELECT address, version FROM network_factories WHERE network_id = ?", (network_id,)
     ).fetchone()
-    return row["address"] if row else None
+    return (row["address"], row["version"]) if row else None
 
 
-def set_factory(conn, network_id, address, tx_hash, now):
+def set_factory(conn, network_id, address, tx_hash, now, version):
     conn.execute(
-        "INSERT INTO network_factories (network_id, address, tx_hash, created_at) VALUES (?, ?, ?, ?)"
-        " ON CONFLICT (network_id) DO UPDATE SET address = excluded.address,"
-        " tx_hash = excluded.tx_hash, created_at = excluded.created_at",
-        (network_id, address, tx_hash, now),
+        "INSERT INTO network_factories (network_id, address, tx_hash, created_at, version)"
+        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (network_id) DO UPDATE SET address = excluded.address,"
+        " tx_hash = excluded.tx_hash, created_at = excluded.created_at, version = excluded.version",
+        (network_id, address, tx_hash, now, version),
     )
 
 
@@ -116,11 +131,27 @@ def deposits(conn, network_id, factory, merchant_id=None) -> list[Deposit]:
             for r in rows]
 
 
+def deposits_at(conn, factory, addresses) -> dict[str, Deposit]:
+    """{address: Deposit} of the payout-mode deposit addresses made with `factory` among
+    `addresses` (EIP-55, as stored)."""
+    found = list(addresses)
+    if not found:
+        return {}
+    rows = conn.execute(
+        "SELECT process_id, merchant_id, address, payout_address FROM payments"
+        f" WHERE mode = 'payout' AND factory = ? AND address IN ({','.join('?' * len(found))})",
+        (factory, *found),
+    )
+    return {r["address"]: Deposit(r["process_id"], r["merchant_id"], r["address"], r["payout_address"])
+            for r in rows}
+
+
 # Collections
 
 _COLLECTION = (
     "id, network_id, chain_id, factory, sender, nonce, tx_hash, raw_tx, gas_limit, max_fee_per_gas,"
-    " status, block_number, gas_used, gas_price, error, created_at, settled_at"
+    " status, block_number, gas_used, gas_price, error, created_at, settled_at, block_hash,"
+    " anchor_block, anchor_hash, note"
 )
 
 
@@ -132,12 +163,34 @@ def _collection(row) -> Collection:
     return Collection(**values)
 
 
+def get_collection(conn, collection_id) -> Collection:
+    return _collection(conn.execute(f"SELECT {_COLLECTION} FROM collections WHERE id = ?",
+                                    (collection_id,)).fetchone())
+
+
+def lock_sender(conn, network_id, sender):
+    """Hold the sender's nonces on the network until the transaction ends, so two runs at once pick
+    different ones (PostgreSQL; SQLite's single writer serialises)."""
+    if dialect(conn) == "postgresql":
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(CAST(? AS text) || '/collect/'"
+                     " || CAST(? AS text), 0))", (network_id, sender))
+
+
+def highest_open_nonce(conn, network_id, sender) -> int | None:
+    """The highest nonce of the sender's pending collections: a new one takes a nonce above it,
+    whatever the node's count says (two runs at once never sign the same nonce)."""
+    return conn.execute(
+        "SELECT max(nonce) FROM collections WHERE network_id = ? AND sender = ? AND status = 'pending'",
+        (network_id, sender),
+    ).fetchone()[0]
+
+
 def insert_collection(conn, c: Collection, items: list[Item]) -> int:
-    """The collection (status `sent`) and its items; returns its id."""
+    """The collection (status `pending`) and its planned items; returns its id."""
     row = conn.execute(
         "INSERT INTO collections (network_id, chain_id, factory, sender, nonce, tx_hash, raw_tx,"
-        " gas_limit, max_fee_per_gas, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'sent', ?)"
-        " RETURNING id",
+        " gas_limit, max_fee_per_gas, status, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?) RETURNING id",
         (c.network_id, c.chain_id, c.factory, c.sender, c.nonce, c.tx_hash, c.raw_tx, c.gas_limit,
          str(c.max_fee_per_gas), c.created_at),
     ).fetchone()
@@ -156,31 +209,94 @@ def _insert_items(conn, collection_id, items):
         )
 
 
+def _replace_items(conn, collection_id, items):
+    conn.execute("DELETE FROM collection_items WHERE collection_id = ?", (collection_id,))
+    _insert_items(conn, collection_id, items)
+
+
 def open_collections(conn, network_id) -> list[Collection]:
+    """Pending collections, by sender and nonce."""
     rows = conn.execute(
-        f"SELECT {_COLLECTION} FROM collections WHERE network_id = ? AND status = 'sent'"
-        " ORDER BY nonce",
+        f"SELECT {_COLLECTION} FROM collections WHERE network_id = ? AND status = 'pending'"
+        " ORDER BY sender, nonce, id",
         (network_id,),
     )
     return [_collection(r) for r in rows]
 
 
-def settle(conn, collection_id, *, status, block_number, gas_used, gas_price, error, now,
-           items=None) -> bool:
-    """`sent` → `succeeded` or `failed`, once (guarded). `items` (on success): what the receipt
-    shows moved, replacing the amounts read before sending."""
-    cur = conn.execute(
-        "UPDATE collections SET status = ?, block_number = ?, gas_used = ?, gas_price = ?,"
-        " error = ?, settled_at = ? WHERE id = ? AND status = 'sent'",
-        (status, block_number, gas_used, None if gas_price is None else str(gas_price), error, now,
-         collection_id),
+def with_nonce(conn, network_id, sender, nonce) -> list[Collection]:
+    """Every collection of the sender with this nonce (a replacement, a reorganised one), oldest
+    first: at most one of them is ever mined."""
+    rows = conn.execute(
+        f"SELECT {_COLLECTION} FROM collections WHERE network_id = ? AND sender = ? AND nonce = ?"
+        " ORDER BY id",
+        (network_id, sender, nonce),
     )
-    if cur.rowcount != 1:
-        return False
-    if items is not None:
-        conn.execute("DELETE FROM collection_items WHERE collection_id = ?", (collection_id,))
-        _insert_items(conn, collection_id, items)
-    return True
+    return [_collection(r) for r in rows]
+
+
+def confirmed_anchored(conn, network_id, lowest) -> list[Collection]:
+    """Confirmed collections whose proof's anchor is at or above `lowest` (the lowest kept block):
+    those a reorganisation may still remove."""
+    rows = conn.execute(
+        f"SELECT {_COLLECTION} FROM collections WHERE network_id = ? AND status = 'confirmed'"
+        " AND anchor_block >= ? ORDER BY id",
+        (network_id, lowest),
+    )
+    return [_collection(r) for r in rows]
+
+
+def mined(conn, collection_id, receipt, items, note) -> bool:
+    """A pending (or reverted: its receipt came back) collection is in a block, not yet deep
+    enough: pending, with what its logs show it moved."""
+    done = conn.execute(
+        "UPDATE collections SET status = 'pending', block_number = ?, block_hash = ?, gas_used = ?,"
+        " gas_price = ?, anchor_block = NULL, anchor_hash = NULL, error = NULL, note = ?"
+        " WHERE id = ? AND status IN ('pending', 'reverted')",
+        (receipt.block_number, receipt.block_hash, receipt.gas_used, str(receipt.gas_price), note,
+         collection_id),
+    ).rowcount == 1
+    if done:
+        _replace_items(conn, collection_id, items)
+    return done
+
+
+def confirm(conn, collection_id, anchor, now) -> bool:
+    """pending -> confirmed: mined (as `mined` recorded it) `confirmations` deep, proven by
+    `anchor`."""
+    return conn.execute(
+        "UPDATE collections SET status = 'confirmed', anchor_block = ?, anchor_hash = ?,"
+        " settled_at = ? WHERE id = ? AND status = 'pending' AND block_number IS NOT NULL",
+        (anchor.number, anchor.hash, now, collection_id),
+    ).rowcount == 1
+
+
+def reanchor(conn, collection_id, anchor):
+    conn.execute("UPDATE collections SET anchor_block = ?, anchor_hash = ? WHERE id = ?"
+                 " AND status = 'confirmed'", (anchor.number, anchor.hash, collection_id))
+
+
+def unmine(conn, collection_id, from_status) -> bool:
+    """Back to pending, in no block: its block left the chain and the node holds the transaction
+    again (it may be mined anew)."""
+    return conn.execute(
+        "UPDATE collections SET status = 'pending', block_number = NULL, block_hash = NULL,"
+        " anchor_block = NULL, anchor_hash = NULL, settled_at = NULL WHERE id = ? AND status = ?",
+        (collection_id, from_status),
+    ).rowcount == 1
+
+
+def revert(conn, collection_id, from_status, error, now, receipt=None) -> bool:
+    """-> reverted: it moved nothing (its items, if any, are kept as they were planned or seen, and
+    count for nothing); `receipt` when it was mined and reverted by the EVM."""
+    return conn.execute(
+        "UPDATE collections SET status = 'reverted', error = ?, settled_at = ?,"
+        " block_number = ?, block_hash = ?, gas_used = ?, gas_price = ?, anchor_block = NULL,"
+        " anchor_hash = NULL WHERE id = ? AND status = ?",
+        (error, now, receipt and receipt.block_number, receipt and receipt.block_hash,
+         receipt and receipt.gas_used, receipt and str(receipt.gas_price), collection_id,
+         from_status),
+    ).rowcount == 1
 
 
 def items_of(conn, collection_ids) -> dict[int, list[Item]]:

@@ -1,13 +1,15 @@
 """SQL for refunds: their rows, the amount a process still has to refund, and what the chain
 watcher settles (app/chain/refunds.py). Amounts are base units, decimal-integer TEXT in the
-database and `int` in the models. Every change is a guarded UPDATE from `pending`: of a cancel and
-a settlement racing, exactly one touches the row."""
+database and `int` in the models. Every change is a guarded UPDATE from the state it leaves: of a
+cancel and a settlement racing, exactly one touches the row."""
+from app.data.schema import dialect
 from app.records import Refund
 
 _COLUMNS = (
     "id, process_id, merchant_id, status, asset_id, network_id, chain_id, token_contract, decimals,"
     " amount, address, reason, created_at, updated_at, scanned_block, tx_hash, log_index,"
-    " block_number, block_timestamp, transfer_amount"
+    " block_number, block_timestamp, transfer_amount, named_tx_hash, block_hash, anchor_block,"
+    " anchor_hash"
 )
 
 
@@ -22,11 +24,12 @@ def _refund(row) -> Refund:
 def insert(conn, r: Refund):
     conn.execute(
         f"INSERT INTO refunds ({_COLUMNS}) VALUES"
-        " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f" ({', '.join('?' * 24)})",
         (r.id, r.process_id, r.merchant_id, r.status, r.asset_id, r.network_id, r.chain_id,
          r.token_contract, r.decimals, str(r.amount), r.address, r.reason, r.created_at,
          r.updated_at, r.scanned_block, r.tx_hash, r.log_index, r.block_number, r.block_timestamp,
-         None if r.transfer_amount is None else str(r.transfer_amount)),
+         None if r.transfer_amount is None else str(r.transfer_amount), r.named_tx_hash,
+         r.block_hash, r.anchor_block, r.anchor_hash),
     )
 
 
@@ -55,6 +58,31 @@ def of_process(conn, process_id) -> list[Refund]:
     return of_processes(conn, (process_id,)).get(process_id, [])
 
 
+def lock_name(conn, chain_id, tx_hash):
+    """Hold the name `tx_hash` until the transaction ends, so two refunds of different processes
+    named at once with one hash see each other (PostgreSQL; SQLite's single writer serialises)."""
+    if dialect(conn) == "postgresql":
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(CAST(? AS text) || '/refund-tx/'"
+                     " || CAST(? AS text), 0))", (chain_id, tx_hash))
+
+
+def hash_taken(conn, chain_id, tx_hash, refund_id) -> bool:
+    """Whether another refund, not cancelled, names this transaction or was settled by it."""
+    return conn.execute(
+        "SELECT 1 FROM refunds WHERE chain_id = ? AND id != ? AND status != 'cancelled'"
+        " AND (named_tx_hash = ? OR tx_hash = ?) LIMIT 1",
+        (chain_id, refund_id, tx_hash, tx_hash),
+    ).fetchone() is not None
+
+
+def name(conn, refund_id, tx_hash, now) -> bool:
+    """The merchant names the transaction that paid a pending refund (replacing an earlier name)."""
+    return conn.execute(
+        "UPDATE refunds SET named_tx_hash = ?, updated_at = ? WHERE id = ? AND status = 'pending'",
+        (tx_hash, now, refund_id),
+    ).rowcount == 1
+
+
 def cancel(conn, refund_id, now) -> bool:
     return conn.execute(
         "UPDATE refunds SET status = 'cancelled', updated_at = ? WHERE id = ? AND status = 'pending'",
@@ -73,6 +101,61 @@ def pending_on(conn, network_id) -> list[Refund]:
     return [_refund(row) for row in rows]
 
 
+def payout_senders(conn, network_id) -> dict[str, set[str]]:
+    """{refund id: the lowercase addresses whose transfers settle it automatically} for the pending
+    refunds on a network without a named transaction: its merchant's payout address, and the one
+    its payment's deposit address forwards to (payout mode; the merchant may have changed it since).
+    A refund of a merchant with neither is settled only by a named transaction."""
+    rows = conn.execute(
+        "SELECT r.id, mp.payout_address AS current, p.payout_address AS forwarded FROM refunds r"
+        " LEFT JOIN merchant_payouts mp ON mp.merchant_id = r.merchant_id"
+        " LEFT JOIN payments p ON p.process_id = r.process_id"
+        " WHERE r.network_id = ? AND r.status = 'pending' AND r.named_tx_hash IS NULL",
+        (network_id,),
+    )
+    return {row["id"]: {a.lower() for a in (row["current"], row["forwarded"]) if a}
+            for row in rows}
+
+
+def clear_name(conn, refund_id, tx_hash, now) -> bool:
+    """A named transaction that holds no transfer paying the refund: the refund stays pending,
+    without it (only while it still names that transaction)."""
+    return conn.execute(
+        "UPDATE refunds SET named_tx_hash = NULL, updated_at = ?"
+        " WHERE id = ? AND status = 'pending' AND named_tx_hash = ?",
+        (now, refund_id, tx_hash),
+    ).rowcount == 1
+
+
+def completed_anchored(conn, network_id, lowest) -> list[Refund]:
+    """Completed refunds on the network whose proof's anchor is at or above `lowest` (the lowest
+    kept block: below it nothing is known any more): those a reorganisation may still undo."""
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM refunds WHERE network_id = ? AND status = 'completed'"
+        " AND anchor_block >= ? ORDER BY seq",
+        (network_id, lowest),
+    ).fetchall()
+    return [_refund(row) for row in rows]
+
+
+def reanchor(conn, refund_id, anchor_block, anchor_hash):
+    conn.execute("UPDATE refunds SET anchor_block = ?, anchor_hash = ? WHERE id = ?"
+                 " AND status = 'completed'", (anchor_block, anchor_hash, refund_id))
+
+
+def reverse(conn, r: Refund, now) -> bool:
+    """completed -> pending: its transfer's block left the chain. The transfer is forgotten (it may
+    come back in another block, and settle it again); a named transaction stays named; the search
+    resumes below the transfer's block. Only while still completed by that block."""
+    return conn.execute(
+        "UPDATE refunds SET status = 'pending', updated_at = ?, tx_hash = NULL, log_index = NULL,"
+        " block_number = NULL, block_timestamp = NULL, transfer_amount = NULL, block_hash = NULL,"
+        " anchor_block = NULL, anchor_hash = NULL, scanned_block = ?"
+        " WHERE id = ? AND status = 'completed' AND block_hash = ?",
+        (now, min(r.scanned_block, r.block_number - 1), r.id, r.block_hash),
+    ).rowcount == 1
+
+
 def transfer_used(conn, chain_id, tx_hash, log_index) -> bool:
     """Whether this transfer already settled a refund (one transfer settles one refund)."""
     return conn.execute(
@@ -81,21 +164,24 @@ def transfer_used(conn, chain_id, tx_hash, log_index) -> bool:
     ).fetchone() is not None
 
 
-def complete(conn, refund_id, *, tx_hash, log_index, block_number, block_timestamp, amount,
-             now) -> bool:
-    """pending -> completed by this transfer, only while still pending (not cancelled meanwhile)."""
+def complete(conn, refund_id, entry, header, anchor, now) -> bool:
+    """pending -> completed by this transfer (an rpc.Log) in the block of `header`, proven by the
+    kept block `anchor`; only while still pending (not cancelled meanwhile)."""
     return conn.execute(
         "UPDATE refunds SET status = 'completed', updated_at = ?, tx_hash = ?, log_index = ?,"
-        " block_number = ?, block_timestamp = ?, transfer_amount = ?"
-        " WHERE id = ? AND status = 'pending'",
-        (now, tx_hash, log_index, block_number, block_timestamp, str(amount), refund_id),
+        " block_number = ?, block_timestamp = ?, transfer_amount = ?, block_hash = ?,"
+        " anchor_block = ?, anchor_hash = ? WHERE id = ? AND status = 'pending'",
+        (now, entry.tx_hash, entry.log_index, entry.block_number, header.timestamp,
+         str(entry.amount), header.hash, anchor.number, anchor.hash, refund_id),
     ).rowcount == 1
 
 
 def advance(conn, network_id, scanned_block):
-    """Every pending refund on the network has been searched for up to `scanned_block`."""
+    """Every pending refund on the network without a named transaction has been searched for up to
+    `scanned_block` (a named one keeps its position: if its name is cleared, its search resumes
+    where it stopped)."""
     conn.execute(
         "UPDATE refunds SET scanned_block = ? WHERE network_id = ? AND status = 'pending'"
-        " AND scanned_block < ?",
+        " AND named_tx_hash IS NULL AND scanned_block < ?",
         (scanned_block, network_id, scanned_block),
     )

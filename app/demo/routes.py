@@ -282,7 +282,8 @@ def wallet_collect(process_id):
     if report.error:
         raise ApiError(503, "collect_failed", report.error)
     moved = sum(i.amount for b in report.batches for i in b.moved if i.token == p.token_contract)
-    moved += sum(i.amount for _, items in report.settled for i in items if i.token == p.token_contract)
+    moved += sum(i.amount for _, items, first in report.settled if first for i in items
+                 if i.token == p.token_contract)
     return json_response(json.dumps({
         "amount": format_units(moved, p.decimals),
         "transactions": [b.collection.tx_hash for b in report.batches if b.collection is not None],

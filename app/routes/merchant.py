@@ -8,7 +8,7 @@ from app.db import get_db
 from app.errors import validation_error
 from app.http import json_response, load, load_json_body, parse_process_id
 from app.representation import page_json, process_json, refund_json, refund_list_json
-from app.schemas import ListQuerySchema, RefundSchema
+from app.schemas import ListQuerySchema, RefundSchema, RefundTransactionSchema
 
 bp = Blueprint("merchant_api", __name__, url_prefix="/payment-button")
 bp.before_request(refuse_browsers)
@@ -16,6 +16,7 @@ bp.before_request(refuse_browsers)
 DEFAULT_PAGE_SIZE = 20
 _list_query = ListQuerySchema()
 _refund = RefundSchema()
+_refund_transaction = RefundTransactionSchema()
 
 
 def _idempotency_key():
@@ -120,6 +121,15 @@ def create_refund(process_id):
 def list_refunds(process_id):
     return json_response(refund_list_json(refunds.list_for_process(get_db(), g.merchant.id,
                                                                    process_id)))
+
+
+@bp.post("/process/<process_id:process_id>/refunds/<refund_id>/transaction")
+@require_secret_key
+def name_refund_transaction(process_id, refund_id):
+    fields = load_json_body(_refund_transaction)
+    refund = refunds.name_transaction(get_db(), g.merchant.id, process_id, refund_id,
+                                      fields["txHash"], now())
+    return json_response(refund_json(refund))
 
 
 @bp.delete("/process/<process_id:process_id>/refunds/<refund_id>")

@@ -1,7 +1,9 @@
-// Compiles app/chain/contracts/ForwarderFactory.sol with the pinned solc-js (package.json) and the
+// Compiles a forwarder factory of app/chain/contracts with the pinned solc-js (package.json) and the
 // settings below, and prints {"compiler", "settings", "ForwarderFactory": {abi, bytecode,
-// deployedBytecode}, "Forwarder": {abi, bytecode}} as JSON: what app/chain/contracts/ForwarderFactory.json
-// must hold byte for byte (tests/chain/test_forwarder_contract.py checks it). `--write` updates that file.
+// deployedBytecode}, "Forwarder": {abi, bytecode}} as JSON: what the .json beside the source must
+// hold byte for byte (tests/chain/test_forwarder_contract.py checks it). The first argument names
+// the source: ForwarderFactory (the default, the current factory) or ForwarderFactory-v1 (the first
+// release's, kept for the deposit addresses it made). `--write` updates the .json.
 // The settings are part of the deposit addresses (the Forwarder's creation code is hashed into each):
 // the CBOR metadata is left out so that a comment or a path does not change the bytes.
 const fs = require("fs");
@@ -9,6 +11,11 @@ const path = require("path");
 const solc = require("solc");
 
 const contracts = path.resolve(__dirname, "..", "..", "app", "chain", "contracts");
+const name = process.argv.slice(2).find((arg) => !arg.startsWith("--")) || "ForwarderFactory";
+if (!/^ForwarderFactory(-v\d+)?$/.test(name)) {
+  console.error(`unknown source ${name}`);
+  process.exit(2);
+}
 const SETTINGS = {
   optimizer: {enabled: true, runs: 200},
   evmVersion: "cancun",
@@ -17,7 +24,8 @@ const SETTINGS = {
 };
 const input = {
   language: "Solidity",
-  sources: {"ForwarderFactory.sol": {content: fs.readFileSync(path.join(contracts, "ForwarderFactory.sol"), "utf8")}},
+  // one source unit name for every version: the bytes never depend on the file's name
+  sources: {"ForwarderFactory.sol": {content: fs.readFileSync(path.join(contracts, name + ".sol"), "utf8")}},
   settings: SETTINGS,
 };
 const output = JSON.parse(solc.compile(JSON.stringify(input)));
@@ -38,5 +46,5 @@ const result = {
   Forwarder: {abi: built.Forwarder.abi, bytecode: "0x" + built.Forwarder.evm.bytecode.object},
 };
 const text = JSON.stringify(result, null, 1) + "\n";
-if (process.argv.includes("--write")) fs.writeFileSync(path.join(contracts, "ForwarderFactory.json"), text);
+if (process.argv.includes("--write")) fs.writeFileSync(path.join(contracts, name + ".json"), text);
 else process.stdout.write(text);

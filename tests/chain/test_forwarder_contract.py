@@ -18,11 +18,16 @@ from app.chain import forwarder
 from app.chain.addresses import keccak256, to_checksum_address
 from support.chain_node import CHAIN_DIR
 
-# keccak256 of the Forwarder's creation code and of the factory's runtime code. Every deposit address
-# handed out depends on the first: changing the contract or its compile settings means a new factory
-# on every network, so it must be a deliberate change of these two lines.
-FORWARDER_CODE_HASH = "807d501f79e14b51388e8f86ae4e507c547d1418d9136adbb36b01e5984f4d87"
-FACTORY_RUNTIME_HASH = "969d358bb329712ae081fbea31a9dbe9f86be91d32e66a5032d800009a61af1f"
+# keccak256 of the Forwarder's creation code and of the factory's runtime code, per version. Every
+# deposit address handed out depends on the first: changing the contract or its compile settings
+# means a new version (a new factory on every network, the old one kept for its addresses), so it
+# must be a deliberate change of these lines; a version's lines never change.
+CODE_HASHES = {
+    1: ("807d501f79e14b51388e8f86ae4e507c547d1418d9136adbb36b01e5984f4d87",
+        "969d358bb329712ae081fbea31a9dbe9f86be91d32e66a5032d800009a61af1f"),
+    2: ("8b857537e3d50d9361a31b26cc8c733de6a1182a433b8102d364461dd718e71d",
+        "fcc8fa500bac1be0534bc87081c9b6f3bcf70d1cdad3f14a0d6f0fdace1b138b"),
+}
 
 ETHER = 10**18
 NORMAL, RETURN_FALSE, REVERT, REENTER = range(4)  # HostileToken.Mode
@@ -39,11 +44,11 @@ def hexdata(data: bytes) -> str:
 class Env:
     """The node as these tests use it: deploy, fund, read balances, send transactions that may fail."""
 
-    def __init__(self, chain):
-        self.chain = chain
+    def __init__(self, chain, version=forwarder.VERSION):
+        self.chain, self.version = chain, version
         self.deployer = chain.accounts[0]
         self.usd = to_checksum_address(chain.token)
-        self.factory = self.deploy(forwarder.factory_creation_code())
+        self.factory = self.deploy(forwarder.factory_creation_code(version))
 
     def deploy(self, code: bytes) -> str:
         receipt = self.chain.send(self.deployer, None, hexdata(code))
@@ -94,8 +99,13 @@ class Env:
 
 
 @pytest.fixture
-def env(chain):
-    return Env(chain)
+def env(chain, request):
+    """The current factory deployed; a test parametrized with `env` (indirect) names the version."""
+    return Env(chain, getattr(request, "param", forwarder.VERSION))
+
+
+BOTH_VERSIONS = pytest.mark.parametrize("env", sorted(forwarder.BUILDS), indirect=True,
+                                        ids=lambda v: f"v{v}")
 
 
 def new_payout() -> str:
@@ -105,7 +115,13 @@ def new_payout() -> str:
 
 def deposit(env, payout, process_id):
     s = forwarder.salt(process_id)
-    return forwarder.deposit_address(env.factory, payout, s), (payout, s)
+    return forwarder.deposit_address(env.factory, payout, s, env.version), (payout, s)
+
+
+def coin_logs(receipt):
+    """(address, wei) of the receipt's anonymous logs: a version-2 forwarder's gas coin sent."""
+    return [(to_checksum_address(log["address"]), int(log["data"], 16))
+            for log in receipt["logs"] if log["topics"] == []]
 
 
 def transfers_from(receipt, holder):
@@ -114,24 +130,27 @@ def transfers_from(receipt, holder):
     return [(to_checksum_address(log["address"]), to_checksum_address("0x" + log["topics"][2][-40:]),
              int(log["data"], 16))
             for log in receipt["logs"]
-            if log["topics"][0] == topic and log["topics"][1][-40:] == holder[2:].lower()]
+            if log["topics"][:1] == [topic] and log["topics"][1][-40:] == holder[2:].lower()]
 
 
-def test_committed_build_is_what_the_pinned_compiler_makes():
+@pytest.mark.parametrize("version", sorted(forwarder.BUILDS))
+def test_committed_build_is_what_the_pinned_compiler_makes(version):
     node = shutil.which("node")
     if node is None:
         pytest.fail("Node.js is needed to recompile the forwarder factory (tests/chain: npm ci)", pytrace=False)
-    built = subprocess.run([node, "compile-forwarder.js"], cwd=CHAIN_DIR, capture_output=True, text=True,
-                           timeout=300)
+    source = forwarder.BUILDS[version].stem
+    built = subprocess.run([node, "compile-forwarder.js", source], cwd=CHAIN_DIR, capture_output=True,
+                           text=True, timeout=300)
     assert built.returncode == 0, built.stderr
-    assert built.stdout == forwarder.BUILD.read_text()
+    assert built.stdout == forwarder.BUILDS[version].read_text()
     committed = json.loads(built.stdout)
     assert committed["compiler"].startswith("solc-js 0.8.26+")
     assert committed["settings"] == {"optimizer": {"enabled": True, "runs": 200}, "evmVersion": "cancun",
                                      "metadata": {"appendCBOR": False}}
-    assert keccak256(bytes.fromhex(committed["Forwarder"]["bytecode"][2:])).hex() == FORWARDER_CODE_HASH
+    forwarder_hash, factory_hash = CODE_HASHES[version]
+    assert keccak256(bytes.fromhex(committed["Forwarder"]["bytecode"][2:])).hex() == forwarder_hash
     assert keccak256(bytes.fromhex(committed["ForwarderFactory"]["deployedBytecode"][2:])).hex() \
-        == FACTORY_RUNTIME_HASH
+        == factory_hash
 
 
 def test_python_addresses_are_where_the_factory_creates_its_forwarders(env):
@@ -156,12 +175,15 @@ def test_python_addresses_are_where_the_factory_creates_its_forwarders(env):
         assert env.code(address) == b""  # self-destructed: the address is an empty account again
     # the same process under another payout or factory is another address
     s = forwarder.salt("prc_0_a")
-    first = forwarder.deposit_address(env.factory, payouts[0], s)
-    assert first != forwarder.deposit_address(env.factory, payouts[2], s)
-    assert first != forwarder.deposit_address(env.usd, payouts[0], s)
+    first = forwarder.deposit_address(env.factory, payouts[0], s, env.version)
+    assert first != forwarder.deposit_address(env.factory, payouts[2], s, env.version)
+    assert first != forwarder.deposit_address(env.usd, payouts[0], s, env.version)
+    assert first != forwarder.deposit_address(env.factory, payouts[0], s, 3 - env.version)
 
 
+@BOTH_VERSIONS
 def test_the_deployed_factory_is_recognised_by_its_code(env):
+    assert forwarder.factory_version(env.code(env.factory)) == env.version
     assert forwarder.is_factory(env.code(env.factory)) is True
     assert forwarder.is_factory(env.code(env.usd)) is False
     assert forwarder.is_factory(b"") is False
@@ -169,6 +191,7 @@ def test_the_deployed_factory_is_recognised_by_its_code(env):
     assert forwarder.is_factory(env.code(env.factory)[:-1]) is False
 
 
+@BOTH_VERSIONS
 def test_tokens_and_the_gas_coin_move_to_the_payout_whoever_sends_the_collection(env):
     """A stranger holding only the gas coin (a fresh key, signing its own transaction) collects a
     USDT-style token (transfer returns no boolean), the test ERC-20 and gas coin sent by mistake."""
@@ -193,6 +216,28 @@ def test_tokens_and_the_gas_coin_move_to_the_payout_whoever_sends_the_collection
         (5_000_000, 7_000_000, 3 * ETHER // 2)
     assert (env.balance(usdt, address), env.balance(env.usd, address), env.coin(address)) == (0, 0, 0)
     assert env.code(address) == b""
+    assert coin_logs(receipt) == ([(address, 3 * ETHER // 2)] if env.version >= 2 else [])
+
+
+def test_each_forwarder_logs_the_gas_coin_it_sends_and_only_that(env):
+    """One anonymous log per address that held the gas coin, from that address, of exactly what
+    reached the payout; none for an address without it, none for a collection of nothing, none
+    from an address whose collection names another payout (the victim's salt under the
+    attacker's payout is another address)."""
+    payout, attacker = new_payout(), to_checksum_address(env.chain.accounts[6])
+    rich, rich_dep = deposit(env, payout, "prc_rich")
+    tokens_only, tokens_dep = deposit(env, payout, "prc_tokens")
+    dust, dust_dep = deposit(env, payout, "prc_dust")
+    env.give_coin(rich, 3 * ETHER // 2)
+    env.give(env.usd, rich, 5)
+    env.give(env.usd, tokens_only, 7)
+    env.give_coin(dust, 1)
+    receipt = env.collect([env.usd], [(attacker, rich_dep[1]), rich_dep, tokens_dep, dust_dep])
+    assert coin_logs(receipt) == [(rich, 3 * ETHER // 2), (dust, 1)]
+    assert env.coin(payout) == 3 * ETHER // 2 + 1 and env.balance(env.usd, payout) == 12
+    assert coin_logs(env.collect([env.usd], [rich_dep, tokens_dep, dust_dep])) == []  # empty now
+    env.give_coin(tokens_only, 99)  # paid after its collection: logged by the next one only
+    assert coin_logs(env.collect([], [tokens_dep])) == [(tokens_only, 99)]
 
 
 def test_a_second_payment_to_a_collected_address_is_collected_again(env):

@@ -16,9 +16,10 @@ OTHER = "0x8617E340B3D01FA5F11F306F4090FD50E238070D"
 FACTORY = "0x5FC8d32690cc91D4c39d9d3abcBD16989F875707"
 
 
-def set_factory(app, network_id, address=FACTORY):
+def set_factory(app, network_id, address=FACTORY, version=forwarder.VERSION):
     dbutil.execute(app.config["DATABASE"], "INSERT INTO network_factories (network_id, address,"
-                   " tx_hash, created_at) VALUES (?, ?, NULL, 0)", network_id, address)
+                   " tx_hash, created_at, version) VALUES (?, ?, NULL, 0, ?)", network_id, address,
+                   version)
 
 
 def rows(app, sql, *params):
@@ -193,3 +194,64 @@ def test_version_4_keeps_every_payment_and_earlier_choice_and_their_constraints(
             with pytest.raises(Exception) as refused:
                 conn.execute(bad)
         assert "constraint" in str(refused.value).lower()
+
+
+def test_version_9_keeps_collections_and_factories_in_their_new_states(make_database, clock):
+    """A database of the release before version 9, with a factory and collections in every old
+    state: the factory is of version 1 (the only one then), `sent` is `pending`, `succeeded`
+    `confirmed` and `failed` `reverted`, every item is kept, and a nonce may now be used twice (a
+    replacement)."""
+    from app import create_app
+    from app.data import schema as schema_rows
+    from app.db import init_db, is_postgres_url
+
+    database = make_database("v8")
+    kind = "postgresql" if is_postgres_url(database) else "sqlite"
+    before = [m for m in schema_rows.migrations(kind) if m[0] < 9]
+    conn = dbutil.open_connection(database)
+    try:
+        for number, filename, sql in before:
+            (conn.execute if kind == "postgresql" else conn.executescript)(sql)
+        conn.execute("CREATE TABLE schema_version (version BIGINT PRIMARY KEY, name TEXT NOT NULL,"
+                     " applied_at BIGINT NOT NULL)")
+        for number, filename, _ in before:
+            conn.execute("INSERT INTO schema_version VALUES (?, ?, 0)", (number, filename))
+        conn.execute("INSERT INTO merchants (id, name, livemode, public_key, webhook_secret,"
+                     " created_at) VALUES ('mer_1', 'Shop', 0, 'pk_test_1', 'whsec_x', 0)")
+        conn.execute("INSERT INTO processes (id, merchant_id, status, amount, metadata, livemode,"
+                     " created_at, updated_at, expires_at) VALUES ('p-1', 'mer_1', 'completed', '5',"
+                     " '{}', 0, 0, 0, 1800)")
+        conn.execute("INSERT INTO networks (id, name, chain_id, rpc_url, confirmations, start_block,"
+                     " scanned_block, head_block, created_at) VALUES ('local', 'L', 31337,"
+                     " 'http://127.0.0.1:1', 1, 1, 0, 0, 0)")
+        conn.execute("INSERT INTO network_factories VALUES ('local', ?, NULL, 0)", (FACTORY,))
+        conn.execute("INSERT INTO payments (process_id, merchant_id, address_index, address,"
+                     " asset_id, network_id, chain_id, token_contract, decimals, amount_due,"
+                     " created_at, updated_at, mode, payout_address, factory) VALUES ('p-1',"
+                     " 'mer_1', NULL, ?, 'usdc', 'local', 31337, ?, 6, '5000000', 0, 1, 'payout',"
+                     " ?, ?)", (OTHER, FACTORY, PAYOUT, FACTORY))
+        for n, status in enumerate(("sent", "succeeded", "failed")):
+            conn.execute("INSERT INTO collections (id, network_id, chain_id, factory, sender, nonce,"
+                         " tx_hash, raw_tx, gas_limit, max_fee_per_gas, status, created_at) VALUES"
+                         " (?, 'local', 31337, ?, ?, ?, ?, '0x02', 100000, '10', ?, 5)",
+                         (n + 1, FACTORY, PAYOUT, n, "0x" + f"{n}" * 64, status))
+            conn.execute("INSERT INTO collection_items VALUES (?, ?, ?, 'p-1', 'mer_1', ?, ?)",
+                         (n + 1, OTHER, FACTORY, PAYOUT, str(1000 + n)))
+    finally:
+        conn.close()
+    app = create_app({"TESTING": True, "DATABASE": database, "CLOCK": clock})
+    with app.app_context():
+        assert init_db()[1] == schema_rows.latest_version(kind)
+    app.extensions["db"].close_all()
+    assert dbutil.query(database, "SELECT address, version FROM network_factories") == [(FACTORY, 1)]
+    assert dbutil.query(database, "SELECT id, status, nonce FROM collections ORDER BY id") == [
+        (1, "pending", 0), (2, "confirmed", 1), (3, "reverted", 2)]
+    assert dbutil.query(database, "SELECT collection_id, amount FROM collection_items ORDER BY"
+                                  " collection_id") == [(1, "1000"), (2, "1001"), (3, "1002")]
+    dbutil.execute(database, "INSERT INTO collections (id, network_id, chain_id, factory, sender,"
+                   " nonce, tx_hash, raw_tx, gas_limit, max_fee_per_gas, status, created_at) VALUES"
+                   " (4, 'local', 31337, ?, ?, 0, ?, '0x02', 100000, '20', 'pending', 6)",
+                   FACTORY, PAYOUT, "0x" + "9" * 64)  # a replacement of nonce 0
+    with pytest.raises(Exception) as refused:
+        dbutil.execute(database, "UPDATE collections SET status = 'succeeded' WHERE id = 1")
+    assert "constraint" in str(refused.value).lower()

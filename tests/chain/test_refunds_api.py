@@ -53,11 +53,11 @@ def test_a_refund_is_created_listed_and_shown_in_the_process(api, paid, clock, a
         "assetId": "usdc", "networkId": "local", "tokenContract": USDC_LOCAL, "address": CUSTOMER,
         "reason": "Damaged in transit",
         "paymentUri": f"ethereum:{USDC_LOCAL}@31337/transfer?address={CUSTOMER}&uint256=5500000",
-        "createdAt": created, "updatedAt": created, "transfers": [],
+        "txHash": None, "createdAt": created, "updatedAt": created, "transfers": [],
     }
     assert list(refund) == ["refundId", "processId", "status", "amount", "assetId", "networkId",
-                            "tokenContract", "address", "reason", "paymentUri", "createdAt",
-                            "updatedAt", "transfers"]
+                            "tokenContract", "address", "reason", "paymentUri", "txHash",
+                            "createdAt", "updatedAt", "transfers"]
     listed = api.client.get(refunds_url(paid), headers=api.headers())
     assert listed.status_code == 200 and listed.get_json() == {"data": [refund]}
     process = api.get(paid).get_json()
@@ -272,3 +272,74 @@ def test_an_idempotency_key_replays_the_first_refund(api, paid, runner):
                             headers={**api.headers(), "Idempotency-Key": " "})
     assert assert_error(blank, 400, "validation_error")["errors"] == {
         "Idempotency-Key": ["Must be 1 to 255 characters, not blank."]}
+
+
+def name(api, process_id, refund_id, body, raw=None, headers=None):
+    return api.client.post(refunds_url(process_id, refund_id) + "/transaction",
+                           data=raw if raw is not None else json.dumps(body),
+                           content_type="application/json",
+                           headers=api.headers() if headers is None else headers)
+
+
+TX_A, TX_B = "0x" + "ab" * 32, "0x" + "CD" * 32
+
+
+def test_the_merchant_names_the_transaction_that_paid_a_refund(api, paid, clock, runner):
+    refund = post_refund(api, paid, refund_body()).get_json()
+    clock.advance(5)
+    named = name(api, paid, refund["refundId"], {"txHash": TX_A})
+    assert named.status_code == 200, named.get_data(as_text=True)
+    assert named.get_json() == {**refund, "txHash": TX_A, "updatedAt": "2026-11-18T11:06:45Z"}
+    assert api.get(paid).get_json()["refunds"] == [named.get_json()]
+    again = name(api, paid, refund["refundId"], {"txHash": TX_A.upper().replace("0X", "0x")})
+    assert again.status_code == 200 and again.get_json() == named.get_json()  # nothing changes
+    renamed = name(api, paid, refund["refundId"], {"txHash": TX_B})  # a hash pasted wrong, fixed
+    assert renamed.status_code == 200 and renamed.get_json()["txHash"] == TX_B.lower()
+    assert events_of(runner, paid) == ["payment.completed", "refund.created"]  # no event for a name
+
+    other = post_refund(api, paid, refund_body(amount=1)).get_json()
+    taken = name(api, paid, other["refundId"], {"txHash": TX_B})
+    assert assert_error(taken, 409, "invalid_state")["message"] == (
+        f"Transaction {TX_B.lower()} is already named for another refund: one transfer settles one"
+        " refund.")
+    assert api.client.delete(refunds_url(paid, refund["refundId"]), headers=api.headers()).status_code == 200
+    freed = name(api, paid, other["refundId"], {"txHash": TX_B})  # a cancelled refund's name frees it
+    assert freed.status_code == 200 and freed.get_json()["txHash"] == TX_B.lower()
+    cancelled = name(api, paid, refund["refundId"], {"txHash": TX_A})
+    assert assert_error(cancelled, 409, "invalid_state")["message"] == (
+        f"Refund {refund['refundId']} is cancelled; only a pending refund can be given its transaction.")
+
+
+@pytest.mark.parametrize("raw, errors", [
+    ('{"txHash": "0x1234"}', {"txHash": ["Must be 0x followed by 64 hexadecimal digits (the"
+                                         " transaction's hash)."]}),
+    ('{"txHash": "0x%s"}' % ("g" * 64), {"txHash": ["Must be 0x followed by 64 hexadecimal digits"
+                                                    " (the transaction's hash)."]}),
+    ('{"txHash": "0x%s\\n"}' % ("a" * 64), {"txHash": ["Must be 0x followed by 64 hexadecimal"
+                                                         " digits (the transaction's hash)."]}),
+    ('{"txHash": "%s"}' % ("a" * 66), {"txHash": ["Must be 0x followed by 64 hexadecimal digits"
+                                                  " (the transaction's hash)."]}),
+    ('{"txHash": 12}', {"txHash": ["Must be a JSON string."]}),
+    ('{"txHash": null}', {"txHash": ["Must be a JSON string, not null."]}),
+    ('{}', {"txHash": ["Missing data for required field."]}),
+    ('{"txHash": "0x%s", "hash": 1}' % ("a" * 64), {"hash": ["Unknown field."]}),
+])
+def test_a_bad_transaction_hash_is_400(api, paid, raw, errors):
+    refund = post_refund(api, paid, refund_body()).get_json()
+    response = name(api, paid, refund["refundId"], None, raw=raw)
+    assert assert_error(response, 400, "validation_error")["errors"] == errors
+    assert api.get(paid).get_json()["refunds"][0]["txHash"] is None
+
+
+def test_naming_needs_the_merchant_s_own_pending_refund(api, paid, make_merchant, client):
+    refund = post_refund(api, paid, refund_body()).get_json()
+    other = Api(client, make_merchant(name="Other")["secretKey"])
+    assert_error(name(other, paid, refund["refundId"], {"txHash": TX_A}), 404, "not_found")
+    for refund_id in ("rf_" + "0" * 32, "nope"):
+        assert_error(name(api, paid, refund_id, {"txHash": TX_A}), 404, "not_found")
+    assert_error(name(api, paid, refund["refundId"], {"txHash": TX_A},
+                      headers={**api.headers(), "Origin": "https://x.example"}),
+                 403, "browser_request_forbidden")
+    assert_error(name(api, paid, refund["refundId"], {"txHash": TX_A}, headers={}), 401,
+                 "missing_secret_key")
+    assert api.get(paid).get_json()["refunds"][0]["txHash"] is None

@@ -1,17 +1,28 @@
 """Refunds settled on the real test chain: a payment completed by the watcher, refunds made through
-the merchant API, the merchant's wallet (a funded dev account) paying the customers' addresses,
-and the watcher's CLI marking the refunds that a confirmed transfer pays `completed`; the signed
-`refund.completed` webhook, verified with the `standardwebhooks` package, carries it."""
+the merchant API, the merchant's wallets (funded dev accounts) paying the customers' addresses,
+and the watcher's CLI marking `completed` only the refunds that the merchant's own payment settles:
+a transaction it named, or a transfer sent from its payout address; the signed `refund.completed`
+webhook, verified with the `standardwebhooks` package, carries it. Red-team cases: another
+merchant's payment, the customer's own transfer, a bystander's, the amount meant for another
+refund, logs marked removed or served by another chain's node, a deep reorganisation."""
 import json
+import logging
 
 from standardwebhooks.webhooks import Webhook
 
-from support.chain_shop import Shop, add_network
+from app.chain import refunds as chain_refunds
+from app.chain import rpc
+from app.chain.canonical import NotProven
+from app.data import payments as payment_rows
+from support.chain_shop import NETWORK, OTHER_XPUB, Shop, add_network, cli
+from support.fake_rpc import FaultyRpc
 from support.helpers import Api, assert_error
 from support.receiver import receiver  # noqa: F401  (fixture)
 
 CONFIRMATIONS = 2
-MERCHANT_WALLET = 0  # the dev account holding the test token: the merchant's own wallet
+MERCHANT_WALLET = 0  # the dev account holding the test token: the merchant's payout wallet
+OTHER_WALLET = 1  # another merchant's payout wallet
+SPARE_WALLET = 3  # a wallet of the merchant that is not its payout address
 
 
 def refund(shop, process_id, amount, address):
@@ -23,11 +34,21 @@ def refund(shop, process_id, amount, address):
     return response.get_json()
 
 
+def name(shop, process_id, refund_id, tx_hash):
+    return shop.client.post(f"/payment-button/process/{process_id}/refunds/{refund_id}/transaction",
+                            data=json.dumps({"txHash": tx_hash}), content_type="application/json",
+                            headers=shop.api.headers())
+
+
 def refunds_of(shop, process_id):
     response = shop.client.get(f"/payment-button/process/{process_id}/refunds",
                                headers=shop.api.headers())
     assert response.status_code == 200
     return {r["refundId"]: r for r in response.get_json()["data"]}
+
+
+def status_of(shop, process_id, made):
+    return refunds_of(shop, process_id)[made["refundId"]]["status"]
 
 
 def paid_order(shop, chain):
@@ -39,19 +60,30 @@ def paid_order(shop, chain):
     return process_id
 
 
+def new_shop(app, client, runner, chain, clock, merchant, payout_account=MERCHANT_WALLET, **kwargs):
+    """A merchant with an xpub whose order is paid, then a payout address (its refunds' wallet):
+    the order keeps its xpub-mode deposit address."""
+    shop = Shop(app, Api(client, merchant["secretKey"]), runner, chain, clock, merchant, client,
+                **kwargs)
+    shop.sync_clock()
+    process_id = paid_order(shop, chain)
+    if payout_account is not None:
+        cli(runner, "merchants", "set-payout", merchant["merchantId"], chain.accounts[payout_account])
+    return shop, process_id
+
+
 def test_a_refund_is_completed_by_the_merchants_confirmed_transfer(app, client, runner, chain, clock,
                                                                    make_merchant, receiver):  # noqa: F811
     merchant = make_merchant(webhook_url=receiver.url("/hooks/refunds"))
     add_network(runner, chain, confirmations=CONFIRMATIONS)
-    shop = Shop(app, Api(client, merchant["secretKey"]), runner, chain, clock, merchant, client)
-    shop.sync_clock()
-    process_id = paid_order(shop, chain)
+    shop, process_id = new_shop(app, client, runner, chain, clock, merchant)
     customer, other_customer = chain.accounts[5], chain.accounts[6]
 
     # Sent before the refund exists: it does not pay it.
     chain.transfer(customer, 5_000_000, sender=MERCHANT_WALLET)
     clock.now = chain.timestamp() + 10
     made = refund(shop, process_id, 5, customer)
+    assert made["txHash"] is None
     created = clock.now
     # In a block stamped at createdAt (not later), below the amount, in another token, or to
     # another address: none pays it.
@@ -63,7 +95,7 @@ def test_a_refund_is_completed_by_the_merchants_confirmed_transfer(app, client, 
     chain.transfer(other_customer, 5_000_000, sender=MERCHANT_WALLET)
     chain.mine(CONFIRMATIONS)
     shop.watch()
-    assert refunds_of(shop, process_id)[made["refundId"]]["status"] == "pending"
+    assert status_of(shop, process_id, made) == "pending"
 
     # A cancelled refund is not settled by a transfer that would have paid it.
     cancelled = refund(shop, process_id, 1, other_customer)
@@ -75,7 +107,7 @@ def test_a_refund_is_completed_by_the_merchants_confirmed_transfer(app, client, 
     # The payment: pending until it has its confirmations, then completed.
     tx_hash, block = chain.transfer(customer, 5_000_000, sender=MERCHANT_WALLET)
     shop.watch()
-    assert refunds_of(shop, process_id)[made["refundId"]]["status"] == "pending"
+    assert status_of(shop, process_id, made) == "pending"
     chain.mine(CONFIRMATIONS - 1)
     clock.advance(30)
     shop.watch()
@@ -84,6 +116,7 @@ def test_a_refund_is_completed_by_the_merchants_confirmed_transfer(app, client, 
     assert shown[cancelled["refundId"]]["transfers"] == []
     completed = shown[made["refundId"]]
     assert completed == {**made, "status": "completed", "updatedAt": completed["updatedAt"],
+                         "txHash": tx_hash,
                          "transfers": [{"txHash": tx_hash, "logIndex": 0, "blockNumber": block,
                                         "amount": "5"}]}
     assert completed["updatedAt"] != made["updatedAt"]
@@ -96,6 +129,7 @@ def test_a_refund_is_completed_by_the_merchants_confirmed_transfer(app, client, 
     again = client.delete(f"/payment-button/process/{process_id}/refunds/{made['refundId']}",
                           headers=shop.api.headers())
     assert_error(again, 409, "invalid_state")
+    assert_error(name(shop, process_id, made["refundId"], "0x" + "12" * 32), 409, "invalid_state")
 
     delivered = runner.invoke(args=["deliver-webhooks", "--once"])
     assert delivered.exit_code == 0, delivered.output
@@ -113,11 +147,8 @@ def test_a_refund_is_completed_by_the_merchants_confirmed_transfer(app, client, 
 
 def test_one_transfer_settles_one_refund_the_oldest(app, client, runner, chain, clock,
                                                      make_merchant):
-    merchant = make_merchant()
     add_network(runner, chain, confirmations=CONFIRMATIONS)
-    shop = Shop(app, Api(client, merchant["secretKey"]), runner, chain, clock, merchant, client)
-    shop.sync_clock()
-    process_id = paid_order(shop, chain)
+    shop, process_id = new_shop(app, client, runner, chain, clock, make_merchant())
     customer = chain.accounts[7]
     first = refund(shop, process_id, 2, customer)
     second = refund(shop, process_id, 2, customer.lower())
@@ -132,6 +163,192 @@ def test_one_transfer_settles_one_refund_the_oldest(app, client, runner, chain, 
     shop.watch()
     shown = refunds_of(shop, process_id)[second["refundId"]]
     assert shown["status"] == "completed" and shown["transfers"][0]["amount"] == "3"
+
+
+def test_another_merchants_refund_payment_never_completes_yours(app, client, runner, chain, clock,
+                                                                make_merchant):
+    """A refunds 10 to a customer, then B refunds 10 to the same customer: B's payment from its own
+    payout wallet completes B's refund only, and A's stays pending until A pays."""
+    add_network(runner, chain, confirmations=CONFIRMATIONS)
+    chain.transfer(chain.accounts[OTHER_WALLET], 50_000_000)  # B's wallet holds the token
+    a, a_process = new_shop(app, client, runner, chain, clock, make_merchant(name="A"))
+    b, b_process = new_shop(app, client, runner, chain, clock, make_merchant(name="B"),
+                            payout_account=OTHER_WALLET, xpub=OTHER_XPUB)
+    customer = chain.accounts[8]
+    a_refund = refund(a, a_process, 10, customer)
+    b_refund = refund(b, b_process, 10, customer)
+    b_tx, _ = chain.transfer(customer, 10_000_000, sender=OTHER_WALLET)
+    chain.mine(CONFIRMATIONS - 1)
+    clock.advance(30)
+    a.watch()
+    assert status_of(a, a_process, a_refund) == "pending"
+    assert refunds_of(b, b_process)[b_refund["refundId"]]["txHash"] == b_tx
+    a_tx, _ = chain.transfer(customer, 10_000_000, sender=MERCHANT_WALLET)
+    chain.mine(CONFIRMATIONS - 1)
+    a.watch()
+    assert refunds_of(a, a_process)[a_refund["refundId"]]["txHash"] == a_tx
+    assert a.event_types(a_process).count("refund.completed") == 1
+    assert b.event_types(b_process).count("refund.completed") == 1
+
+
+def test_the_customer_s_own_transfer_and_a_bystander_s_settle_nothing(app, client, runner, chain,
+                                                                       clock, make_merchant):
+    add_network(runner, chain, confirmations=CONFIRMATIONS)
+    customer, bystander = chain.accounts[9], chain.accounts[10]
+    chain.transfer(customer, 10_000_000)  # both hold the token (before the refund is made)
+    chain.transfer(bystander, 10_000_000)
+    shop, process_id = new_shop(app, client, runner, chain, clock, make_merchant())
+    made = refund(shop, process_id, 10, customer)
+    chain.transfer(customer, 10_000_000, sender=9)  # the customer to itself
+    chain.transfer(customer, 10_000_000, sender=10)  # a bystander
+    chain.mine(CONFIRMATIONS)
+    clock.advance(30)
+    shop.watch()
+    assert status_of(shop, process_id, made) == "pending"
+    paid, _ = chain.transfer(customer, 10_000_000, sender=MERCHANT_WALLET)
+    chain.mine(CONFIRMATIONS - 1)
+    shop.watch()
+    assert refunds_of(shop, process_id)[made["refundId"]]["txHash"] == paid
+
+
+def test_the_refund_of_exactly_the_amount_is_settled_before_an_older_smaller_one(
+        app, client, runner, chain, clock, make_merchant):
+    add_network(runner, chain, confirmations=CONFIRMATIONS)
+    shop, process_id = new_shop(app, client, runner, chain, clock, make_merchant())
+    customer = chain.accounts[11]
+    five = refund(shop, process_id, 5, customer)
+    ten = refund(shop, process_id, 10, customer)
+    chain.next_timestamp(max(clock.now, chain.timestamp()) + 5)
+    chain.transfer(customer, 10_000_000, sender=MERCHANT_WALLET)
+    chain.mine(CONFIRMATIONS - 1)
+    shop.watch()
+    assert (status_of(shop, process_id, five), status_of(shop, process_id, ten)) == (
+        "pending", "completed")
+    chain.transfer(customer, 5_000_000, sender=MERCHANT_WALLET)
+    chain.mine(CONFIRMATIONS - 1)
+    shop.watch()
+    assert status_of(shop, process_id, five) == "completed"
+
+
+def test_a_named_transaction_completes_its_refund_from_any_wallet(app, client, runner, chain, clock,
+                                                                  make_merchant, caplog):
+    """The merchant pays from a wallet that is not its payout address (no automatic settling) and
+    names the transaction; a named one that holds no such transfer is cleared, and says why."""
+    add_network(runner, chain, confirmations=CONFIRMATIONS)
+    chain.transfer(chain.accounts[SPARE_WALLET], 50_000_000)
+    shop, process_id = new_shop(app, client, runner, chain, clock, make_merchant())
+    customer = chain.accounts[12]
+    clock.now = created = chain.timestamp() + 10
+    first = refund(shop, process_id, 4, customer)
+    second = refund(shop, process_id, 3, customer)
+    clock.advance(30)
+    chain.next_timestamp(created)  # stamped at createdAt: a named transaction counts
+    paid, block = chain.transfer(customer, 4_000_000, sender=SPARE_WALLET)
+    short, _ = chain.transfer(customer, 2_000_000, sender=SPARE_WALLET)
+    shop.watch()
+    assert status_of(shop, process_id, first) == "pending"  # not from the payout address
+    assert name(shop, process_id, first["refundId"], paid).status_code == 200
+    assert name(shop, process_id, second["refundId"], short).status_code == 200
+    shop.watch()  # `short`, in the newest block, is not yet confirmed: still pending, still named
+    shown = refunds_of(shop, process_id)
+    assert [(r["status"], r["txHash"]) for r in shown.values()] == [("completed", paid),
+                                                                     ("pending", short)]
+    chain.mine(CONFIRMATIONS - 1)
+    with caplog.at_level(logging.WARNING, logger="app.chain.refunds"):
+        shop.watch()
+    shown = refunds_of(shop, process_id)
+    assert shown[first["refundId"]]["status"] == "completed"
+    assert shown[first["refundId"]]["transfers"] == [
+        {"txHash": paid, "logIndex": 0, "blockNumber": block, "amount": "4"}]
+    assert shown[second["refundId"]]["status"] == "pending"
+    assert shown[second["refundId"]]["txHash"] is None
+    assert (f"refund {second['refundId']}: transaction {short} moves less than the refund's amount"
+            " to the refund's address: its name is cleared and the refund stays pending"
+            in caplog.text)
+    assert shop.event_types(process_id).count("refund.completed") == 1
+    # Named again with the transaction that paid the first: refused, one transfer one refund.
+    assert_error(name(shop, process_id, second["refundId"], paid), 409, "invalid_state")
+
+
+def test_a_completed_refund_whose_transfer_leaves_the_chain_is_pending_again(
+        app, client, runner, chain, clock, make_merchant):
+    add_network(runner, chain, confirmations=CONFIRMATIONS)
+    shop, process_id = new_shop(app, client, runner, chain, clock, make_merchant())
+    customer = chain.accounts[13]
+    made = refund(shop, process_id, 5, customer)
+    before = chain.snapshot()
+    chain.transfer(customer, 5_000_000, sender=MERCHANT_WALLET)
+    chain.mine(CONFIRMATIONS + 3)
+    clock.advance(30)
+    shop.watch()
+    assert status_of(shop, process_id, made) == "completed"
+    height = chain.head()
+    chain.revert(before)  # a reorganisation deeper than the confirmations: another chain, longer
+    chain.mine(height - chain.head() + 2)
+    shop.watch()
+    shown = refunds_of(shop, process_id)[made["refundId"]]
+    assert (shown["status"], shown["txHash"], shown["transfers"]) == ("pending", None, [])
+    assert shop.event_types(process_id)[-2:] == ["refund.completed", "refund.reversed"]
+    [(_, event)] = [e for e in shop.events(process_id) if e[0] == "refund.reversed"]
+    assert event["data"]["refunds"][0]["status"] == "pending"
+    shop.watch()  # reported once
+    assert shop.event_types(process_id).count("refund.reversed") == 1
+    again, _ = chain.transfer(customer, 5_000_000, sender=MERCHANT_WALLET)  # paid again
+    chain.mine(CONFIRMATIONS - 1)
+    shop.watch()
+    assert refunds_of(shop, process_id)[made["refundId"]]["txHash"] == again
+
+
+def _settle_through(app, url, chain, clock):
+    """One refunds step as the watcher runs it, through `url`."""
+    db = app.extensions["db"]
+    network = payment_rows.get_network(db.connection(), NETWORK)
+    return chain_refunds.settle(db, rpc.Client(url), network, chain.head(), clock.now,
+                                max_range=2000, max_addresses=500)
+
+
+def test_a_log_marked_removed_or_from_another_chain_s_node_records_nothing(
+        app, client, runner, chain, live_chain, clock, make_merchant):
+    """The refunds' logs come through a proxy: once marked `removed`, then (with the headers) from
+    the node of chain 137, where the same wallet paid the same customer at the same height: each is
+    a fault that records nothing; the honest answer then completes the refund with the real
+    transfer."""
+    add_network(runner, chain, confirmations=CONFIRMATIONS)
+    shop, process_id = new_shop(app, client, runner, chain, clock, make_merchant())
+    customer = chain.accounts[14]
+    made = refund(shop, process_id, 5, customer)
+    clock.advance(30)
+    paid, block = chain.transfer(customer, 5_000_000, sender=MERCHANT_WALLET)
+    live_chain.mine(block - 1 - live_chain.head())
+    _, elsewhere = live_chain.transfer(customer, 5_000_000, sender=MERCHANT_WALLET)
+    assert elsewhere == block
+    shop.watch()  # the watcher keeps block `block`; the transfer is not yet deep enough
+    assert status_of(shop, process_id, made) == "pending"
+    chain.mine(CONFIRMATIONS - 1)
+    proxy = FaultyRpc(chain.url)
+    try:
+        proxy.fail("eth_getLogs", "removed")
+        try:
+            _settle_through(app, proxy.url, chain, clock)
+            raise AssertionError("a log marked removed was taken")
+        except NotProven:
+            pass
+        assert status_of(shop, process_id, made) == "pending"
+        proxy.route(live_chain.url, "eth_getLogs")
+        proxy.route(live_chain.url, "eth_getBlockByNumber")
+        try:
+            _settle_through(app, proxy.url, chain, clock)
+            raise AssertionError("another chain's log was taken")
+        except NotProven:
+            pass
+        assert status_of(shop, process_id, made) == "pending"
+        proxy.clear()
+        assert _settle_through(app, proxy.url, chain, clock) == 1
+    finally:
+        proxy.close()
+    shown = refunds_of(shop, process_id)[made["refundId"]]
+    assert shown["status"] == "completed" and shown["txHash"] == paid
+    assert shown["transfers"][0]["blockNumber"] == block
 
 
 def test_a_late_payments_event_carries_its_own_process_refunds(app, client, runner, chain, clock,

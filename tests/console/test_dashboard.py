@@ -217,7 +217,7 @@ def test_a_viewer_sees_no_buttons_and_a_forged_post_is_refused(client, make_user
     assert client.get(f"/dashboard/processes/{pid}/refund").status_code == 403
     for path in ("/webhooks/test", "/webhooks/replay-failed", "/webhooks/url", f"/processes/{pid}/refund",
                  "/keys/roll", "/keys/roll-webhook-secret", f"/processes/{pid}/events/evt_x/resend",
-                 f"/processes/{pid}/refunds/re_x/cancel"):
+                 f"/processes/{pid}/refunds/re_x/cancel", f"/processes/{pid}/refunds/re_x/transaction"):
         assert client.post("/dashboard" + path, data={"csrf_token": token}).status_code == 403, path
 
 
@@ -456,6 +456,67 @@ def test_no_refund_without_confirmed_money(console, api):
         "csrf_token": csrf_of(page.text), "amount": "1", "address": "0x" + "ab" * 20})
     assert posted.status_code == 409 and "has no confirmed payment to refund." in posted.text
     assert console.get(f"/dashboard/processes/{pid}/refunds/rf_{'0' * 32}").status_code == 404
+
+
+def _pending_refund(api, runner, app, merchant):
+    """A completed live payment (its confirmed transfer written as the watcher does) and a pending
+    refund of it, made through the API: (process id, refund)."""
+    from support.chain_shop import XPUB, cli
+    from support.live_payments import USDC_LOCAL, add_transfer
+
+    cli(runner, "networks", "add", "local", "--name", "Local chain", "--chain-id", "31337",
+        "--rpc-url", "http://127.0.0.1:1/rpc", "--confirmations", "3", "--start-block", "1")
+    cli(runner, "assets", "add", "usdc", "--network", "local", "--symbol", "USDC", "--name",
+        "USD Coin", "--contract", USDC_LOCAL, "--decimals", "6")
+    cli(runner, "merchants", "set-xpub", merchant["merchantId"], XPUB)
+    pid = api.preorder({"amount": 10}).get_json()["processId"]
+    confirmed = api.client.post(f"/payment-button/process/{pid}/confirm",
+                                data=json.dumps({"assetId": "usdc", "networkId": "local"}),
+                                content_type="application/json",
+                                headers={"x-public-key": merchant["publicKey"]})
+    assert confirmed.status_code == 200, confirmed.get_data(as_text=True)
+    add_transfer(app, pid, "aa", 0, 10_000_000, 10, "confirmed")
+    cli(runner, "processes", "complete", pid)
+    refund = api.client.post(f"/payment-button/process/{pid}/refunds", headers=api.headers(),
+                             data=json.dumps({"amount": 4, "address": "0x" + "ab" * 20}),
+                             content_type="application/json")
+    assert refund.status_code == 200, refund.get_data(as_text=True)
+    return pid, refund.get_json()
+
+
+def test_the_refund_page_takes_the_hash_of_the_transaction_that_paid_it(
+        client, console, api, runner, app, merchant, make_user):
+    pid, refund = _pending_refund(api, runner, app, merchant)
+    path = f"/dashboard/processes/{pid}/refunds/{refund['refundId']}"
+    page = console.get(path)
+    assert page.status_code == 200 and 'name="tx_hash"' in page.text
+    assert '<label for="tx-hash">Transaction hash</label>' in page.text
+    token = csrf_of(page.text)
+    bad = console.post(path + "/transaction", data={"csrf_token": token, "tx_hash": "0x1234"})
+    assert bad.status_code == 400
+    assert "Must be 0x followed by 64 hexadecimal digits (the transaction&#39;s hash)." in bad.text
+    assert 'value="0x1234"' in bad.text  # kept in the field to be corrected
+    assert console.post(path + "/transaction", data={"tx_hash": "0x" + "ab" * 32}).status_code == 400
+    tx_hash = "0x" + "AB" * 32
+    named = console.post(path + "/transaction", data={"csrf_token": token, "tx_hash": f" {tx_hash} "})
+    assert named.status_code == 200
+    assert (f"Transaction {tx_hash.lower()} is named for this refund: it completes once that"
+            " transaction is confirmed.") in named.text
+    assert f'<span class="mono" id="named-tx">{tx_hash.lower()}</span>' in named.text
+    shown = api.client.get(f"/payment-button/process/{pid}/refunds", headers=api.headers())
+    assert shown.get_json()["data"][0]["txHash"] == tx_hash.lower()
+
+    make_user("viewer@shop.example", merchant["merchantId"], role="viewer")
+    viewer = app.test_client()
+    log_in(viewer, "viewer@shop.example")
+    seen = viewer.get(path)
+    assert seen.status_code == 200 and 'name="tx_hash"' not in seen.text
+    assert tx_hash.lower() in seen.text  # a viewer sees the named hash, not the form
+    forged = viewer.post(path + "/transaction", data={"csrf_token": csrf_of(seen.text),
+                                                      "tx_hash": "0x" + "cd" * 32})
+    assert forged.status_code == 403
+    assert api.client.get(f"/payment-button/process/{pid}/refunds",
+                          headers=api.headers()).get_json()["data"][0]["txHash"] == tx_hash.lower()
 
 
 def test_payouts_page_without_a_payout_address_or_wallet(console, merchant, runner):

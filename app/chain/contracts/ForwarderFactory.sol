@@ -8,6 +8,8 @@
 // transaction, so (EIP-6780) the address is empty again and a later payment is collected the same
 // way. No owner, no storage, no admin function: whoever calls with whatever arguments, money at an
 // address can only go to the payout address written in that address's own creation code.
+// The second version: its Forwarder also logs the gas coin it moves (ForwarderFactory-v1.sol is the
+// first, kept for the deposit addresses made with it).
 pragma solidity 0.8.26;
 
 interface IERC20 {
@@ -100,20 +102,19 @@ contract ForwarderFactory {
 /// Its init code is this creation code followed by one word, abi.encode(payout): the payout address
 /// is read from there (the constructor's only argument, read directly rather than ABI-decoded), so
 /// it is part of the CREATE2 address. Payable only to spare the value check: the factory sends none.
+/// The gas coin it sends is logged from the deposit address itself, as one anonymous log whose data
+/// is the amount in wei (the only log this address ever emits): a collection's record of the gas
+/// coin is what this transaction moved, never a balance difference across its block.
 contract Forwarder {
     constructor() payable {
-        address payout;
         assembly {
             codecopy(0, sub(codesize(), 0x20), 0x20)
-            payout := mload(0)
-        }
-        bytes4 tokensCall = ForwarderFactory.tokens.selector;
-        bytes4 balanceOfCall = IERC20.balanceOf.selector;
-        bytes4 transferCall = IERC20.transfer.selector;
-        assembly {
-            // list := ForwarderFactory(msg.sender).tokens(): [0x20, count, token 0, token 1, ...]
-            mstore(0, tokensCall)
-            if iszero(staticcall(gas(), caller(), 0, 4, 0, 0)) {
+            let payout := mload(0)
+            // list := ForwarderFactory(msg.sender).tokens(): [0x20, count, token 0, token 1, ...].
+            // Each selector is written as the low 4 bytes of a word and the call's input starts 28
+            // bytes in, so no shift is spent on it.
+            mstore(0, 0x9d63848a) // tokens()
+            if iszero(staticcall(gas(), caller(), 0x1c, 4, 0, 0)) {
                 revert(0, 0)
             }
             let list := mload(0x40)
@@ -126,23 +127,28 @@ contract Forwarder {
             for { let i := 0 } lt(i, count) { i := add(i, 1) } {
                 let token := mload(add(list, add(0x40, shl(5, i))))
                 // balanceOf(this); a failed call or an answer shorter than a word: nothing to move
-                mstore(args, balanceOfCall)
-                mstore(add(args, 4), address())
-                let ok := staticcall(gas(), token, args, 0x24, 0, 0x20)
+                mstore(args, 0x70a08231)
+                mstore(add(args, 0x20), address())
+                let ok := staticcall(gas(), token, add(args, 0x1c), 0x24, 0, 0x20)
                 if and(ok, gt(returndatasize(), 0x1f)) {
                     let amount := mload(0)
                     if amount {
                         // transfer(payout, amount), whatever it answers: a token that returns nothing
                         // (USDT) moves; one that reverts or returns false keeps its balance here for a
                         // later collection, and the other tokens still move.
-                        mstore(args, transferCall)
-                        mstore(add(args, 4), payout)
-                        mstore(add(args, 0x24), amount)
-                        pop(call(gas(), token, 0, args, 0x44, 0, 0))
+                        mstore(args, 0xa9059cbb)
+                        mstore(add(args, 0x20), payout)
+                        mstore(add(args, 0x40), amount)
+                        pop(call(gas(), token, 0, add(args, 0x1c), 0x44, 0, 0))
                     }
                 }
             }
+            let coin := selfbalance()
+            if coin {
+                mstore(0, coin)
+                log0(0, 0x20)
+            }
+            selfdestruct(payout)
         }
-        selfdestruct(payable(payout));
     }
 }

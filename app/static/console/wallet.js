@@ -3,8 +3,10 @@
 // key; the wallet asks its owner to approve, and pays the gas.
 //
 // <button data-wallet-tx data-chain-id="31337" data-to="0x…" data-data="0x…" data-value="0x0"
-//         data-result="#element-id">Pay with my wallet</button>
+//         data-result="#element-id" data-name-form="#form-id">Pay with my wallet</button>
 // The element named by data-result gets the outcome: the transaction hash, or the wallet's error.
+// With data-name-form (a refund), the hash is posted at once with that form (its CSRF token and a
+// `tx_hash` field): the refund is named, and completes once the transaction is confirmed.
 function hexChainId(chainId) {
   return "0x" + Number(chainId).toString(16);
 }
@@ -34,10 +36,25 @@ async function sendFromWallet(button) {
     });
     show("Sent: transaction " + hash + ". The watcher records it once it is confirmed.", false);
     out.dataset.txHash = hash;
+    if (button.dataset.nameForm) await nameTransaction(document.querySelector(button.dataset.nameForm), hash, show);
   } catch (error) {
     show("The wallet did not send it: " + (error && error.message ? error.message : String(error)), true);
   } finally {
     button.disabled = false;
+  }
+}
+
+async function nameTransaction(form, hash, show) {
+  form.elements.tx_hash.value = hash;
+  try {
+    const response = await fetch(form.action, {
+      method: "POST", credentials: "same-origin", body: new URLSearchParams(new FormData(form)),
+    });
+    if (!response.ok) throw new Error("HTTP " + response.status);
+    show("Sent: transaction " + hash + ", named for this refund: it completes once confirmed.", false);
+  } catch (error) {
+    show("Sent: transaction " + hash + ", but it could not be named for this refund (" + error.message +
+         "): save it with the field below.", true);
   }
 }
 

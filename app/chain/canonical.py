@@ -1,0 +1,193 @@
+"""Proof that a block is on the chain the watcher keeps, for what refunds and collections record.
+
+An RPC provider is a pool of nodes, and one of them may answer from an abandoned fork or another
+chain: a log or a receipt is recorded only when the header of its block, read in the same step, has
+its block hash and is linked to the kept chain of hashes (chain_blocks, kept by the chain watcher,
+whose every poll checks its newest kept block against the node and whose rows each extend the one
+below). Linked: the headers from the block up to the lowest kept block at or above it are read, each
+one's parent hash is the hash of the one below, and the top one's hash is the kept one. That kept
+block is the proof's anchor: a block hash commits to every block below it, so while the anchor stays
+kept with its hash, the block is still on the chain, and no node needs to be asked again.
+
+The headers read are those between each block and its anchor: in steady state the watcher keeps a
+block per poll, so one or two; after a long pause, up to one watcher step (MAX_RANGE blocks).
+"""
+from dataclasses import dataclass
+
+from app.chain import rpc
+from app.chain.rpc import RpcError
+from app.data import transfers as transfer_rows
+
+_EVERY_BLOCK = 2**62
+
+
+class NotProven(RpcError):
+    """The node's chain does not link to the kept one at these blocks (an abandoned fork, another
+    chain, or a reorganisation the watcher has not read yet), or no kept block is at or above them:
+    the step records nothing and is tried again."""
+
+
+def kept(conn, network_id) -> list:
+    """The kept blocks of the network, highest first."""
+    return transfer_rows.blocks_from_top(conn, network_id, _EVERY_BLOCK)
+
+
+def prove(client, conn, network_id, numbers) -> dict:
+    """{number: (header, anchor)} for each block number: the node's header at that number, linked to
+    the kept chain, and the kept block (ChainBlock) it links to. NotProven when some header does not
+    link; RpcError when the node fails."""
+    numbers = sorted(set(numbers))
+    if not numbers:
+        return {}
+    blocks = sorted(kept(conn, network_id), key=lambda b: b.number)
+    anchors = {}
+    for number in numbers:
+        anchor = next((b for b in blocks if b.number >= number), None)
+        if anchor is None:
+            raise NotProven(f"block {number} is above the kept chain: the watcher has not read it yet")
+        anchors[number] = anchor
+    wanted = set()
+    for number, anchor in anchors.items():
+        wanted.update(range(number, anchor.number + 1))
+    headers = client.headers(wanted)
+    proven = {}
+    for number, anchor in anchors.items():
+        for n in range(number, anchor.number):
+            below, above = headers[n], headers[n + 1]
+            if below is None or above is None or above.parent_hash != below.hash:
+                raise NotProven(f"block {n + 1} does not extend block {n} on the node: not the kept"
+                                " chain")
+        top = headers[anchor.number]
+        if top is None or top.hash != anchor.hash:
+            raise NotProven(f"the node's block {anchor.number} is not the kept one: another fork or"
+                            " chain, or a reorganisation the watcher has not read yet")
+        proven[number] = (headers[number], anchor)
+    return proven
+
+
+def recheck_from(kept, head, confirmations) -> int:
+    """The lowest anchor worth looking at again: an anchor at or above the watcher's window (it
+    keeps every kept block at or above head - confirmations - KEEP_BLOCKS) or above the lowest kept
+    block is gone only because a reorganisation made the watcher forget it; one below both may have
+    been pruned, and nothing is known of it any more."""
+    from app.chain.watcher import KEEP_BLOCKS  # here: the watcher imports this module's users
+
+    return min(min(kept), head - confirmations - KEEP_BLOCKS)
+
+
+def kept_hashes(conn, network_id) -> dict:
+    """{number: hash} of the kept blocks: an anchor still there with its hash still proves its
+    block; one gone (forgotten after a reorganisation) or replaced means reading the block again;
+    below the lowest kept block nothing is known any more (pruned)."""
+    return {b.number: b.hash for b in kept(conn, network_id)}
+
+
+# --- Logs and receipts, read strictly --------------------------------------------------------
+
+def check_log(raw, block_hash=None):
+    """A raw log (of eth_getLogs or a receipt) that may be recorded: an object, not marked
+    `removed` and, in a receipt, in the receipt's block; else NotProven (the step is a fault)."""
+    if not isinstance(raw, dict):
+        raise RpcError("a log is not an object")
+    if raw.get("removed") is True:
+        raise NotProven("a log marked removed: its block left the chain")
+    if block_hash is not None and str(raw.get("blockHash")).lower() != block_hash:
+        raise NotProven("a receipt's log in another block than the receipt")
+
+
+def transfer_log(raw):
+    """A checked raw log as an rpc.Log when it is an ERC-20 Transfer, else None. Its amount must be
+    one ABI word (rpc.word: a sign, a space or an underscore is a fault, never a number)."""
+    topics = raw.get("topics")
+    if (not isinstance(topics, list) or len(topics) != 3
+            or str(topics[0]).lower() != rpc.TRANSFER_TOPIC):
+        return None
+    rpc.word(raw.get("data"), "a Transfer log's data")
+    return rpc._parse_log(raw)  # the one Log parser, given a log checked as above
+
+
+class _Checking:
+    """The node as rpc.get_logs calls it, every eth_getLogs answer checked before it is parsed."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def call(self, method, params=()):
+        result = self.client.call(method, params)
+        if method == "eth_getLogs" and isinstance(result, list):
+            for raw in result:
+                check_log(raw)
+                transfer_log(raw)
+        return result
+
+
+def transfer_logs(client, first, last, tokens, recipients) -> list:
+    """The Transfer logs of `tokens` to `recipients` in [first, last] (rpc.get_logs), every raw log
+    checked; a range the node refuses as too large is split in halves, down to single blocks."""
+    try:
+        return rpc.get_logs(_Checking(client), first, last, tokens, recipients)
+    except RpcError as e:
+        if first == last or isinstance(e, NotProven) or not rpc.is_too_large(e):
+            raise
+    middle = (first + last) // 2
+    return (transfer_logs(client, first, middle, tokens, recipients)
+            + transfer_logs(client, middle + 1, last, tokens, recipients))
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """A transaction's receipt: its logs (raw) checked by check_log against its block."""
+    tx_hash: str
+    status: int
+    block_number: int
+    block_hash: str
+    index: int  # its position in the block
+    gas_used: int
+    gas_price: int
+    contract_address: str | None
+    logs: list
+
+
+def receipt(value, tx_hash) -> Receipt | None:
+    """eth_getTransactionReceipt's answer for `tx_hash` parsed strictly (None: not mined)."""
+    what = "eth_getTransactionReceipt"
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise RpcError(f"{what}: not an object")
+    if str(value.get("transactionHash")).lower() != tx_hash.lower():
+        raise RpcError(f"{what}: the receipt of another transaction")
+    rpc.word(value.get("blockHash"), f"{what}.blockHash")
+    block_hash = value["blockHash"].lower()
+    logs = value.get("logs")
+    if not isinstance(logs, list):
+        raise RpcError(f"{what}: no list of logs")
+    for raw in logs:
+        check_log(raw, block_hash)
+    return Receipt(
+        tx_hash=tx_hash.lower(),
+        status=rpc.quantity(value.get("status"), f"{what}.status"),
+        block_number=rpc.quantity(value.get("blockNumber"), f"{what}.blockNumber"),
+        block_hash=block_hash,
+        index=rpc.quantity(value.get("transactionIndex"), f"{what}.transactionIndex"),
+        gas_used=rpc.quantity(value.get("gasUsed"), f"{what}.gasUsed"),
+        gas_price=rpc.quantity(value.get("effectiveGasPrice"), f"{what}.effectiveGasPrice"),
+        contract_address=value.get("contractAddress"),
+        logs=logs,
+    )
+
+
+def receipts(client, tx_hashes) -> dict:
+    """{tx hash: Receipt or None} in one JSON-RPC batch."""
+    hashes = list(dict.fromkeys(tx_hashes))
+    answers = client.batch(("eth_getTransactionReceipt", [h]) for h in hashes)
+    return {h: receipt(value, h) for h, value in zip(hashes, answers)}
+
+
+def prove_receipt(proven, r: Receipt):
+    """The (header, anchor) proving the receipt's block (`proven`: prove's answer), or NotProven."""
+    header, anchor = proven[r.block_number]
+    if header.hash != r.block_hash:
+        raise NotProven(f"transaction {r.tx_hash}: its receipt's block {r.block_number} is not the"
+                        " kept chain's")
+    return header, anchor
