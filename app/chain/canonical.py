@@ -102,8 +102,7 @@ def transfer_log(raw):
     if (not isinstance(topics, list) or len(topics) != 3
             or str(topics[0]).lower() != rpc.TRANSFER_TOPIC):
         return None
-    rpc.word(raw.get("data"), "a Transfer log's data")
-    return rpc._parse_log(raw)  # the one Log parser, given a log checked as above
+    return rpc.parse_transfer_log(raw)
 
 
 class _Checking:
