@@ -51,8 +51,10 @@ DEFAULTS = {
     "DEMO_SHOP": False,
     # The demo shop's test wallet: a local node's URL (make demo-live sets it); None: no test wallet.
     "DEMO_WALLET_RPC_URL": None,
-    # The merchant console (/dashboard/): how long a login lasts
+    # The merchant console (/dashboard/): how long a login lasts, and werkzeug's hash method for new
+    # passwords ("scrypt", "scrypt:32768:8:1", "pbkdf2:sha256:600000"; existing hashes keep theirs)
     "DASHBOARD_SESSION_HOURS": 12,
+    "DASHBOARD_PASSWORD_HASH": "scrypt",
     # The clock: unix seconds. Tests inject their own so nothing sleeps.
     "CLOCK": time.time,
 }
@@ -109,6 +111,9 @@ def normalize(config):
         raise ConfigError("SQLITE_SYNCHRONOUS must be OFF, NORMAL, FULL or EXTRA")
     config["SQLITE_SYNCHRONOUS"] = str(config["SQLITE_SYNCHRONOUS"]).upper()
     config["DEMO_SHOP"] = _flag(config["DEMO_SHOP"])
+    method = str(config["DASHBOARD_PASSWORD_HASH"])
+    if method.partition(":")[0] not in ("scrypt", "pbkdf2"):
+        raise ConfigError("DASHBOARD_PASSWORD_HASH must be a werkzeug scrypt or pbkdf2 method")
     return config
 
 

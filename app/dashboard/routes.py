@@ -102,6 +102,9 @@ def login_submit():
         return _login_page(429, message, email, {"Retry-After": str(e.retry_after)})
     except accounts.BadCredentials:
         return _login_page(401, "Wrong email or password.", email)
+    except accounts.BadEmail:
+        return _login_page(400, f"An email address has at most {accounts.MAX_EMAIL_LENGTH}"
+                           " characters.", "")
     response = redirect(url_for("dashboard.processes_page"), 303)
     security.session_cookie(response, token, security.session_hours() * 3600)
     response.delete_cookie(security.LOGIN_CSRF_COOKIE, path=security.PREFIX + "/login")

@@ -4,6 +4,7 @@ the owner role for changes, the security headers of every page, and errors as re
 CSRF: a token bound to the server-side session (a random value in its row) is a hidden field of
 every form and compared in constant time on every POST; the login form, before any session exists,
 uses a double-submit token (the same random value in a SameSite=Strict cookie and in the form)."""
+import ipaddress
 import secrets
 from functools import wraps
 
@@ -80,11 +81,16 @@ TRUSTED_PROXIES = ("127.0.0.1", "::1")
 
 
 def client_address():
-    """The client's address, for the per-client login throttle."""
+    """The client's address, for the per-client login throttle: X-Forwarded-For's last address when
+    the peer is the local proxy and the header holds one, else the peer's (an address as
+    `ipaddress` writes it: what is stored about a login is never longer than an address)."""
     peer = request.remote_addr or "-"
     forwarded = request.headers.get("X-Forwarded-For")
     if peer in TRUSTED_PROXIES and forwarded:
-        return forwarded.split(",")[-1].strip()
+        try:
+            return str(ipaddress.ip_address(forwarded.split(",")[-1].strip()))
+        except ValueError:
+            pass
     return peer
 
 
