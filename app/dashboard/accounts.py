@@ -73,7 +73,9 @@ class BadCredentials(Exception):
 
 
 def normalize_email(email) -> str:
-    return email.strip().lower()
+    """Trimmed, lowercased; a NUL character (no address has one; PostgreSQL's text cannot hold it)
+    as U+FFFD, so a login attempt with one is counted and refused like any unknown email."""
+    return email.strip().lower().replace("\x00", "\ufffd")
 
 
 def _hash_token(token) -> str:

@@ -198,6 +198,7 @@ def _summary(metadata):
     """A short line of a process's metadata for the list."""
     text = ", ".join(f"{k}: {v}" for k, v in json.loads(metadata).items()
                      if isinstance(v, (str, int, float)) and not isinstance(v, bool))
+    text = text.replace("\x00", "\ufffd")  # HTML has no NUL: what a browser would show
     return text if len(text) <= 80 else text[:79] + "…"
 
 

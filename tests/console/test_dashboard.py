@@ -290,6 +290,22 @@ def test_search_by_metadata_value_or_process_id(console, api, clock):
     assert 'type="search"' in page.text and 'value="A-2"' in page.text
 
 
+def test_search_and_export_of_metadata_holding_nul(console, api):
+    # PostgreSQL's text cannot hold NUL: `?q=%00` was a 500 page there, and so was the CSV.
+    nul = api.preorder_raw(b'{"amount": 5, "metadata": {"ref": "A\\u0000B", "k\\u0000": "v"}}')
+    plain = api.preorder({"amount": 5, "metadata": {"ref": "AB"}})
+    nul_id, plain_id = nul.get_json()["processId"], plain.get_json()["processId"]
+    assert listed(console.get("/dashboard/?q=a%00b").text) == [nul_id]
+    page = console.get("/dashboard/?q=%00")
+    assert page.status_code == 200 and listed(page.text) == []
+    assert listed(console.get("/dashboard/").text) == [plain_id, nul_id]
+    rows = read_csv(console.get("/dashboard/processes.csv?q=a%00b"))
+    assert [(r["processId"], r["metadata"]) for r in rows] == [
+        (nul_id, '{"ref":"A\\u0000B","k\\u0000":"v"}')]
+    assert read_csv(console.get("/dashboard/processes.csv?q=%00")) == []
+    assert console.get(f"/dashboard/processes/{nul_id}").status_code == 200
+
+
 def read_csv(response):
     assert response.status_code == 200 and response.mimetype == "text/csv"
     assert response.headers["Content-Disposition"] == 'attachment; filename="processes.csv"'

@@ -171,6 +171,29 @@ def test_init_db_upgrades_a_postgresql_database_from_before_versions(make_databa
     _serves_the_old_rows(database, clock, secret, kept, cancelled)
 
 
+@pytest.mark.postgres_only
+def test_an_upgrade_indexes_metadata_holding_nul_on_postgresql(make_database, clock):
+    # jsonb cannot hold NUL: a process stored before version 6 with one in its metadata made that
+    # version's search index fail, and the whole upgrade with it.
+    database = make_database("nul")
+    app = create_app({"TESTING": True, "DATABASE": database, "CLOCK": clock})
+    with app.app_context():
+        init_db()
+        keys = merchant_service.create(app.extensions["db"], name="S", livemode=False, webhook_url=None,
+                                       now=clock())
+    app.extensions["db"].close_all()
+    merchant = keys[0].id
+    dbutil.execute(database, "INSERT INTO processes (id, merchant_id, status, amount, metadata, livemode,"
+                   " created_at, updated_at, expires_at) VALUES (?, ?, 'pending', '5', ?, 0, 1, 1, 2)",
+                   "p-nul", merchant, '{"ref":"A\\u0000B","n":7}')
+    dbutil.execute(database, "DROP TABLE schema_version")  # every version applied again, 6 included
+    with app.app_context():
+        init_db()
+    app.extensions["db"].close_all()
+    assert sorted(dbutil.query(database, "SELECT value FROM process_search JOIN processes USING (seq)"
+                               " WHERE id = 'p-nul'")) == [("7",), ("a\ufffdb",)]
+
+
 def test_init_db_reports_the_version_and_a_second_run_changes_nothing(app, runner):
     result = runner.invoke(args=["init-db"])
     assert result.exit_code == 0
