@@ -46,6 +46,9 @@ DEFAULTS = {
     "WEBHOOK_TIMEOUT_SECONDS": 10,
     "WEBHOOK_RETRY_SCHEDULE": DEFAULT_SCHEDULE,
     "WEBHOOK_LEASE_SECONDS": 60,  # >= WEBHOOK_TIMEOUT_SECONDS + LEASE_MARGIN_SECONDS + 1
+    # Test-mode webhook URLs may reach loopback addresses (a tester's machine, make run, the demos);
+    # 0 in production (deploy/preorder.env). Live mode never; private and link-local never.
+    "WEBHOOK_ALLOW_LOOPBACK": True,
     # Demo shop for local testers (off unless asked). Its merchant's keys are read from
     # DEMO_MERCHANT_FILE, default instance/demo-merchant.json (instance-relative: set by app/demo).
     "DEMO_SHOP": False,
@@ -111,6 +114,7 @@ def normalize(config):
         raise ConfigError("SQLITE_SYNCHRONOUS must be OFF, NORMAL, FULL or EXTRA")
     config["SQLITE_SYNCHRONOUS"] = str(config["SQLITE_SYNCHRONOUS"]).upper()
     config["DEMO_SHOP"] = _flag(config["DEMO_SHOP"])
+    config["WEBHOOK_ALLOW_LOOPBACK"] = _flag(config["WEBHOOK_ALLOW_LOOPBACK"])
     method = str(config["DASHBOARD_PASSWORD_HASH"])
     if method.partition(":")[0] not in ("scrypt", "pbkdf2"):
         raise ConfigError("DASHBOARD_PASSWORD_HASH must be a werkzeug scrypt or pbkdf2 method")

@@ -513,12 +513,13 @@ def webhooks_page(notice=None, error=None, sent=None, status=200):
 def set_webhook_url():
     url = request.form.get("url", "").strip()
     try:
-        merchants.set_webhook_url(get_db(), g.merchant.id, url or None)
+        _, warning = merchants.set_webhook_url(
+            get_db(), g.merchant.id, url or None,
+            allow_loopback=current_app.config["WEBHOOK_ALLOW_LOOPBACK"])
     except merchants.MerchantError as e:
         return webhooks_page(error=str(e), status=400)
     g.merchant = merchant_rows.get(get_db().connection(), g.merchant.id)
-    refusal = merchants.delivery_refusal(url, g.merchant.livemode) if url else None
-    note = f" Deliveries to it would be refused now: {refusal}" if refusal else ""
+    note = f" Careful: {warning[0].upper()}{warning[1:]}." if warning else ""
     return webhooks_page(notice=f"Webhook URL {'set to ' + url if url else 'removed'}.{note}")
 
 

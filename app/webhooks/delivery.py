@@ -30,11 +30,13 @@ NO_URL_ERROR = "merchant has no webhook URL"
 class Settings:
     timeout: float               # seconds, a whole attempt (WEBHOOK_TIMEOUT_SECONDS)
     schedule: tuple[int, ...]    # WEBHOOK_RETRY_SCHEDULE, parsed
+    allow_loopback: bool = False  # WEBHOOK_ALLOW_LOOPBACK: test-mode URLs may reach loopback
 
     @classmethod
     def from_config(cls, config):
         return cls(timeout=config["WEBHOOK_TIMEOUT_SECONDS"],
-                   schedule=tuple(config["WEBHOOK_RETRY_SCHEDULE"]))
+                   schedule=tuple(config["WEBHOOK_RETRY_SCHEDULE"]),
+                   allow_loopback=config["WEBHOOK_ALLOW_LOOPBACK"])
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,8 @@ def send(session, event, merchant, *, clock, settings) -> Sent:
         result = transport.AttemptResult(False, None, f"cannot sign: {e}", 0, None)
     else:
         result = transport.post(session, url, body, headers, timeout=settings.timeout,
-                                livemode=merchant.livemode, clock=clock)
+                                livemode=merchant.livemode, allow_loopback=settings.allow_loopback,
+                                clock=clock)
     return Sent(event, url, attempted_at, result, int(clock()))
 
 

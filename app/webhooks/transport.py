@@ -2,8 +2,8 @@
 
 `post` vets the URL (`ssrf.check_url`) at the time of the attempt, then sends once with `requests`
 (a `requests.Session` whose adapter `new_session` mounts):
-- live mode connects to the vetted address (a second DNS answer cannot swap in another), while the
-  Host header, TLS SNI and the certificate check use the URL's host name;
+- it connects to the vetted address (a second DNS answer cannot swap in another), while the Host
+  header, TLS SNI and the certificate check use the URL's host name;
 - the whole attempt, name resolution included, is bounded by `timeout`: a watchdog thread shuts
   the socket down at the deadline, so a receiver dripping bytes cannot hold a thread;
 - redirects are never followed; at most 4 KiB of the response body is read, never decoded or
@@ -58,15 +58,25 @@ def new_session() -> requests.Session:
 
 
 def post(session: requests.Session, url: str, body: bytes, headers: dict, *, timeout: float,
-         livemode: bool, resolve=socket.getaddrinfo, clock=time.time) -> AttemptResult:
-    """POST `body` to `url` once, vetted now; in live mode to the first vetted address."""
+         livemode: bool, allow_loopback: bool, resolve=socket.getaddrinfo,
+         clock=time.time) -> AttemptResult:
+    """POST `body` to `url` once, vetted now (`allow_loopback`: WEBHOOK_ALLOW_LOOPBACK), to the
+    first vetted address. A refused URL is an attempt that never connected: what it reports says
+    nothing of the address's ports (open, closed or silent)."""
     start = time.monotonic()
     try:
-        addresses = check_url(url, livemode, resolve=_bounded(resolve, start + timeout))
+        addresses = check_url(url, livemode, allow_loopback=allow_loopback,
+                              resolve=_bounded(resolve, start + timeout))
     except UnsafeURL as exc:
         return AttemptResult(False, None, f"unsafe url: {exc}", _ms_since(start), None)
-    return send(session, url, body, headers, timeout=timeout,
-                address=addresses[0] if addresses else None, clock=clock, _start=start)
+    return send(session, url, body, headers, timeout=timeout, address=addresses[0], clock=clock,
+                _start=start)
+
+
+def bounded_resolver(seconds, resolve=socket.getaddrinfo):
+    """`resolve` (getaddrinfo's signature) given `seconds` from now to answer (see `_bounded`):
+    for checking a URL while a person waits for the page."""
+    return _bounded(resolve, time.monotonic() + seconds)
 
 
 def send(session: requests.Session, url: str, body: bytes, headers: dict, *, timeout: float,
