@@ -38,7 +38,6 @@ from app.records import STATUSES
 from app.money import format_units
 from app.representation import iso, payment_json, refund_json
 from app.routes.button import load_button_script
-from app.webhooks import delivery
 
 bp = Blueprint("dashboard", __name__, url_prefix="/dashboard", template_folder="templates",
                static_folder="../static/console", static_url_path="/static")
@@ -282,6 +281,20 @@ def _timeline(process, view, event_list, current):
     return sorted(items, key=lambda item: item[0])  # stable: same-second items keep their order
 
 
+# While an event is due for the delivery worker (queued at most this long ago: a worker that is
+# down does not keep a page reloading for ever), its page reloads every REFRESH_SECONDS, by a meta
+# refresh to its own address: the attempt's outcome shows when it comes, without a script.
+REFRESH_SECONDS = 2
+REFRESH_WINDOW_SECONDS = 60
+
+
+def _refresh(url, events, current):
+    """The page's meta refresh (seconds, address), or None."""
+    due = any(e.status == "pending" and e.next_attempt_at is not None
+              and current - REFRESH_WINDOW_SECONDS <= e.next_attempt_at <= current for e in events)
+    return (REFRESH_SECONDS, url) if due else None
+
+
 @bp.get("/processes/<process_id>")
 @login_required
 def process_page(process_id, notice=None, error=None, status=200):
@@ -290,6 +303,8 @@ def process_page(process_id, notice=None, error=None, status=200):
     view = payments.view(db, process)
     payment = loads(payment_json(view).encode()) if view is not None else None
     event_list = [outbox.get_with_attempts(db, e.id) for e in outbox.for_process(db, process.id)]
+    refresh = _refresh(url_for("dashboard.process_page", process_id=process.id),
+                       [event for event, _ in event_list], current)
     refundable = refunds.refundable(db, g.merchant.id, process.id, current)
     return render_template(
         "dashboard/process.html", process=process, status=process.effective_status(current),
@@ -299,6 +314,7 @@ def process_page(process_id, notice=None, error=None, status=200):
         can_refund=refundable not in (None, "0"),
         metadata=dumps_pretty(loads(process.metadata.encode())), event_list=event_list,
         timeline=_timeline(process, view, event_list, current), notice=notice, error=error,
+        refresh=refresh,
     ), status
 
 
@@ -323,9 +339,10 @@ def resend_event(process_id, event_id):
         raise not_found()
     try:
         outbox.replay(get_db(), event_id, now())
-    except outbox.EventInFlight as e:
+    except outbox.NotReplayed as e:
         return process_page(process.id, error=str(e), status=409)
-    return process_page(process.id, notice=f"Event {event_id} is queued for delivery again.")
+    return process_page(process.id, notice=f"Event {event_id} is queued for delivery again; its"
+                        " attempt shows below when the delivery worker has made it.")
 
 
 # --- Refunds ---------------------------------------------------------------------------------------
@@ -501,10 +518,12 @@ def payouts_page():
 
 @bp.get("/webhooks")
 @login_required
-def webhooks_page(notice=None, error=None, sent=None, status=200):
+def webhooks_page(notice=None, error=None, status=200):
     failing = outbox.failing(get_db(), g.merchant.id)
+    tests = outbox.tests_of(get_db(), g.merchant.id)
+    refresh = _refresh(url_for("dashboard.webhooks_page"), [event for event, _ in tests], now())
     return render_template("dashboard/webhooks.html", failing=failing, webhook_url=g.merchant.webhook_url,
-                           notice=notice, error=error, sent=sent), status
+                           notice=notice, error=error, tests=tests, refresh=refresh), status
 
 
 @bp.post("/webhooks/url")
@@ -527,11 +546,15 @@ def set_webhook_url():
 @login_required
 @owner_required
 def send_test_event():
-    sent = delivery.send_test(g.merchant, clock=current_app.config["CLOCK"],
-                              settings=delivery.Settings.from_config(current_app.config))
-    if sent.result is None:
+    """Queued for the delivery worker, never sent from here: no page waits on an endpoint."""
+    if not g.merchant.webhook_url:
         return webhooks_page(error="No webhook URL is set: set one first.", status=409)
-    return webhooks_page(sent=sent)
+    try:
+        outbox.queue_test(get_db(), g.merchant, now())
+    except outbox.TestEventWaiting as e:
+        return webhooks_page(error=str(e), status=409)
+    return webhooks_page(notice="Test event queued: its result shows below when the delivery worker"
+                         " has sent it.")
 
 
 @bp.post("/webhooks/replay-failed")

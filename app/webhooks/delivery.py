@@ -70,29 +70,6 @@ def send(session, event, merchant, *, clock, settings) -> Sent:
     return Sent(event, url, attempted_at, result, int(clock()))
 
 
-TEST_EVENT_TYPE = "webhook.test"
-
-
-def send_test(merchant, *, clock, settings) -> Sent:
-    """POST one test event to the merchant's endpoint now, signed like every event, and return
-    the attempt (the console's "Send test event"). It is not stored: nothing retries it, and the
-    merchant's event list stays what happened to its processes."""
-    from app.outbox import new_event_id
-    from app.representation import iso
-
-    now = int(clock())
-    payload = (f'{{"type":"{TEST_EVENT_TYPE}","timestamp":"{iso(now)}",'
-               f'"data":{{"merchantId":"{merchant.id}","livemode":{"true" if merchant.livemode else "false"}}}}}')
-    event = Event(seq=None, id=new_event_id(), merchant_id=merchant.id, process_id="", type=TEST_EVENT_TYPE,
-                  payload=payload, created_at=now, status="pending", attempts=0, next_attempt_at=now,
-                  lease_owner=None, lease_expires_at=None, last_error=None, delivered_at=None)
-    session = transport.new_session()
-    try:
-        return send(session, event, merchant, clock=clock, settings=settings)
-    finally:
-        session.close()
-
-
 def write_records(conn, sent, *, owner, settings) -> list[tuple[str, str]]:
     """Write attempts' records in the caller's transaction, each in its own savepoint: one whose
     writes fail is rolled back alone (outcome NOT_RECORDED). Returns (outcome, note) for each, for
@@ -137,7 +114,9 @@ def _write(conn, item, owner, settings):
         event_rows.mark_delivered(conn, event.id, now)
         return DELIVERED, DELIVERED
     attempts_made = event.attempts + 1
-    delay = next_attempt_delay(settings.schedule, attempts_made, result.retry_after)
+    # A test event (no process) is attempted once: its result is what the console shows.
+    delay = (None if event.process_id is None else
+             next_attempt_delay(settings.schedule, attempts_made, result.retry_after))
     next_at = None if delay is None else now + delay
     if not event_rows.mark_attempt_failed(conn, event.id, owner, error=result.error,
                                           next_attempt_at=next_at):

@@ -2,6 +2,7 @@
 and lock-out (injected clock), sessions, CSRF, roles, security headers, the processes list, search,
 CSV export, one process's page and actions, webhooks. Chromium tests: tests/console/test_dashboard_browser.py."""
 import csv
+import html
 import io
 import json
 import re
@@ -358,30 +359,58 @@ def test_process_page_cancel_and_resend(shop_console, shop, worker, app):
     conn = app.extensions["db"].connection()
     (event,) = event_rows.for_process(conn, pid)
     assert len(event_rows.attempts_of(conn, event.id)) == 1
+    refresh = f'<meta http-equiv="refresh" content="2; url=/dashboard/processes/{pid}">'
+    assert refresh not in console.get(f"/dashboard/processes/{pid}").text
     resent = console.post(f"/dashboard/processes/{pid}/events/{event.id}/resend",
                           data={"csrf_token": csrf_of(page.text)})
-    assert resent.status_code == 200 and f"Event {event.id} is queued for delivery again." in resent.text
+    assert resent.status_code == 200 and f"Event {event.id} is queued for delivery again" in resent.text
+    # Queued, not sent from the web request: the page reloads itself until the attempt is made.
+    assert len(event_rows.attempts_of(conn, event.id)) == 1 and refresh in resent.text
+    assert refresh in console.get(f"/dashboard/processes/{pid}").text
     worker.run_once()
     assert len(event_rows.attempts_of(conn, event.id)) == 2
     shown = console.get(f"/dashboard/processes/{pid}").text
-    assert shown.count("Delivery attempt of process.cancelled") == 2
+    assert shown.count("Delivery attempt of process.cancelled") == 2 and refresh not in shown
     assert console.post(f"/dashboard/processes/{pid}/events/evt_nope/resend",
                         data={"csrf_token": csrf_of(page.text)}).status_code == 404
 
 
 # --- Webhooks ----------------------------------------------------------------------------------------
 
-def test_webhooks_test_event_and_url(shop_console, shop, receiver):
+def test_webhooks_test_event_and_url(shop_console, shop, receiver, worker, clock):
     console = shop_console
     page = console.get("/dashboard/webhooks")
     assert receiver.url("/hooks/preorder") in page.text and "Every delivery is going through." in page.text
+    assert "No test event sent yet." in page.text
+    refresh = '<meta http-equiv="refresh" content="2; url=/dashboard/webhooks">'
     sent = console.post("/dashboard/webhooks/test", data={"csrf_token": csrf_of(page.text)})
-    assert sent.status_code == 200
-    assert re.search(r"Test event <code>evt_\w+</code> to \S+:\s+HTTP 200\s+in \d+ ms", sent.text)
+    # Queued for the delivery worker, not sent by the web request: the page reloads until it is.
+    assert sent.status_code == 200 and "Test event queued" in sent.text and refresh in sent.text
+    assert "queued for the delivery worker" in sent.text and receiver.requests == []
+    again = console.post("/dashboard/webhooks/test", data={"csrf_token": csrf_of(page.text)})
+    assert again.status_code == 409 and "A test event is already waiting" in again.text
+    worker.run_once()
     (delivery,) = receiver.wait_for(1)
     assert json.loads(delivery.body)["type"] == "webhook.test"
-    saved = console.post("/dashboard/webhooks/url", data={"csrf_token": csrf_of(page.text), "url": "ftp://x"})
-    assert saved.status_code == 400 and "The webhook URL is refused" in saved.text
+    assert delivery.headers["webhook-signature"].startswith("v1,")  # signed like every event
+    shown = console.get("/dashboard/webhooks").text
+    assert re.search(rf"{re.escape(receiver.url('/hooks/preorder'))}: HTTP 200\s+in \d+ ms", shown)
+    assert refresh not in shown and "Every delivery is going through." in shown
+    # Sent once: a failure is shown, never retried, and never listed with the failing deliveries.
+    receiver.default = Reply(status=500)
+    console.post("/dashboard/webhooks/test", data={"csrf_token": csrf_of(page.text)})
+    worker.run_once()
+    clock.advance(3600)
+    worker.run_once()
+    shown = console.get("/dashboard/webhooks").text
+    assert shown.count("HTTP 500") == 1 and "Every delivery is going through." in shown
+    assert len(receiver.requests) == 2
+    for url, reason in (("ftp://x", "scheme 'ftp' is not allowed"),
+                        ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 (link-local)"),
+                        ("http://10.1.2.3:8080/", "10.1.2.3 (private)")):
+        saved = console.post("/dashboard/webhooks/url", data={"csrf_token": csrf_of(page.text), "url": url})
+        assert saved.status_code == 400
+        assert f"The webhook URL is refused: {reason}" in html.unescape(saved.text)
     removed = console.post("/dashboard/webhooks/url", data={"csrf_token": csrf_of(page.text), "url": ""})
     assert "Webhook URL removed." in removed.text
     nothing = console.post("/dashboard/webhooks/test", data={"csrf_token": csrf_of(page.text)})

@@ -11,3 +11,6 @@ CREATE INDEX IF NOT EXISTS login_locks_until ON login_locks (locked_until);
 -- A test event ("Send test event", webhook.test) goes through the outbox like every event, so the
 -- delivery worker sends it and no web worker waits on the merchant's endpoint: it has no process.
 ALTER TABLE events ALTER COLUMN process_id DROP NOT NULL;
+-- At most one test event of a merchant waits at a time: a console cannot queue a flood of them.
+CREATE UNIQUE INDEX IF NOT EXISTS events_one_pending_test ON events (merchant_id)
+    WHERE process_id IS NULL AND status = 'pending';

@@ -38,3 +38,6 @@ CREATE INDEX events_due ON events (status, next_attempt_at);
 CREATE INDEX events_merchant ON events (merchant_id, seq);
 CREATE INDEX events_process ON events (process_id);
 CREATE INDEX events_created ON events (created_at);
+-- At most one test event of a merchant waits at a time: a console cannot queue a flood of them.
+CREATE UNIQUE INDEX IF NOT EXISTS events_one_pending_test ON events (merchant_id)
+    WHERE process_id IS NULL AND status = 'pending';
