@@ -217,12 +217,21 @@ def processes_page():
                            csv_url=url_for("dashboard.processes_csv", **query)), 400 if errors else 200
 
 
+# The worker's heartbeat, where gunicorn_workers.py's worker classes put one (not under flask run).
+HEARTBEAT = "preorder.heartbeat"
+
+
 @bp.get("/processes.csv")
 @login_required
 def processes_csv():
+    """Streamed without a Content-Length: over HTTP/1.1 (and from nginx, proxy_http_version 1.1)
+    the body is chunked, so an export cut short (a killed worker, an error) lacks the last chunk
+    and no client takes it for a whole file. The worker's heartbeat after each batch keeps
+    gunicorn's timeout from killing an export that is making progress (docs/console.md)."""
     found, _, errors = _filters()
     if errors:
         raise PageError(400, "Export refused", " ".join(errors))
+    heartbeat = request.environ.get(HEARTBEAT, lambda: None)
 
     def rows():
         """The rows in batches of CSV_BATCH (keyset): memory stays flat however many there are."""
@@ -238,6 +247,7 @@ def processes_csv():
                                  iso(p.created_at), iso(p.effective_updated_at(current)), iso(p.expires_at),
                                  p.metadata))
             yield out.getvalue()
+            heartbeat()
             out.seek(0)
             out.truncate()
             if not more:
