@@ -70,21 +70,20 @@ def _login_page(status=200, error=None, email="", headers=None):
     token = security.new_login_csrf()
     body = render_template("dashboard/login.html", login_csrf=token, error=error, email=email)
     response = Response(body, status=status, headers=headers)
-    response.set_cookie(security.LOGIN_CSRF_COOKIE, token, path=security.PREFIX + "/login",
-                        httponly=True, samesite="Strict", secure=request.is_secure)
+    security.set_cookie(response, security.LOGIN_CSRF_COOKIE, token, samesite="Strict")
     return response
 
 
 @bp.get("/login")
 def login():
-    if accounts.session(get_db(), request.cookies.get(security.SESSION_COOKIE), now()) is not None:
+    if accounts.session(get_db(), security.read_cookie(security.SESSION_COOKIE), now()) is not None:
         return redirect(url_for("dashboard.processes_page"))
     return _login_page()
 
 
 @bp.post("/login")
 def login_submit():
-    if not accounts.same_token(request.cookies.get(security.LOGIN_CSRF_COOKIE), request.form.get("csrf_token")):
+    if not accounts.same_token(security.read_cookie(security.LOGIN_CSRF_COOKIE), request.form.get("csrf_token")):
         raise security.csrf_refused()
     email = request.form.get("email", "")
     try:
@@ -106,16 +105,16 @@ def login_submit():
                            " characters.", "")
     response = redirect(url_for("dashboard.processes_page"), 303)
     security.session_cookie(response, token, security.session_hours() * 3600)
-    response.delete_cookie(security.LOGIN_CSRF_COOKIE, path=security.PREFIX + "/login")
+    security.delete_cookie(response, security.LOGIN_CSRF_COOKIE)
     return response
 
 
 @bp.post("/logout")
 @login_required
 def logout():
-    accounts.log_out(get_db(), request.cookies.get(security.SESSION_COOKIE))
+    accounts.log_out(get_db(), security.read_cookie(security.SESSION_COOKIE))
     response = redirect(url_for("dashboard.login"), 303)
-    response.delete_cookie(security.SESSION_COOKIE, path=security.PREFIX)
+    security.delete_cookie(response, security.SESSION_COOKIE)
     return response
 
 

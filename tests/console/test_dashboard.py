@@ -104,9 +104,24 @@ def test_logged_out_visitor_is_sent_to_login_and_the_cookie_is_safe(client, owne
     assert client.get("/dashboard/").status_code == 200
     https = "https://console.example"  # behind nginx: X-Forwarded-Proto https from loopback
     page = client.get("/dashboard/login", base_url=https)
+    assert page.headers["Set-Cookie"].startswith("__Host-console_login_csrf=")
+    assert "; Secure; HttpOnly; Path=/; SameSite=Strict" in page.headers["Set-Cookie"]
     response = client.post("/dashboard/login", base_url=https, data={
         "email": owner, "password": PASSWORD, "csrf_token": csrf_of(page.text)})
-    assert response.status_code == 303 and "; Secure" in response.headers["Set-Cookie"]
+    cookies = response.headers.getlist("Set-Cookie")
+    assert response.status_code == 303 and len(cookies) == 2
+    assert re.fullmatch(r"__Host-console_session=[\w-]{43}; Expires=[^;]+; Max-Age=43200; Secure;"
+                        r" HttpOnly; Path=/; SameSite=Lax", cookies[0]), cookies[0]
+    assert cookies[1].startswith("__Host-console_login_csrf=; Expires=Thu, 01 Jan 1970")
+    token = cookies[0].split(";")[0].split("=", 1)[1]
+    assert client.get("/dashboard/", base_url=https).status_code == 200
+    # Behind HTTPS only the prefixed cookie opens a session: the bare name, which a sibling
+    # subdomain could plant for the whole domain, is not read.
+    other = client.application.test_client()
+    other.set_cookie("console_session", token, domain="console.example")
+    assert other.get("/dashboard/", base_url=https).headers["Location"] == "/dashboard/login"
+    other.set_cookie("__Host-console_session", token, domain="console.example")
+    assert other.get("/dashboard/", base_url=https).status_code == 200
 
 
 def test_wrong_password_and_unknown_email_say_the_same(client, owner):

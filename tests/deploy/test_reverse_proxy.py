@@ -382,6 +382,29 @@ def test_the_access_logs_hold_the_path_never_the_query_string(layout):
         assert re.search(line, gunicorn_log, re.MULTILINE), gunicorn_log
 
 
+def test_the_consoles_cookies_have_the_host_prefix_behind_nginx(layout):
+    # Behind nginx with TLS the service sees https (X-Forwarded-Proto): every console cookie is
+    # __Host-: set only by this host over HTTPS, for the whole host, never by a sibling subdomain.
+    session = https_session(layout.https_port, layout.ca)
+    base = "https://pay.example.com"
+    form = session.get(base + "/dashboard/login", timeout=10)
+    [login_csrf] = form.headers.get("Set-Cookie").split(", ")
+    assert re.fullmatch(r"__Host-console_login_csrf=[\w-]+; Secure; HttpOnly; Path=/; SameSite=Strict",
+                        login_csrf), login_csrf
+    token = re.search(r'name="csrf_token" value="([^"]+)"', form.text).group(1)
+    logged_in = session.post(base + "/dashboard/login", timeout=10, allow_redirects=False, data={
+        "email": "staff@shop.example", "password": PASSWORD, "csrf_token": token})
+    assert logged_in.status_code == 303
+    cookies = logged_in.raw.headers.getlist("Set-Cookie")
+    assert [c.split("=", 1)[0] for c in cookies] == ["__Host-console_session", "__Host-console_login_csrf"]
+    assert all("; Secure" in c and "; Path=/" in c and "Domain" not in c for c in cookies), cookies
+    assert session.get(base + "/dashboard/", timeout=10, allow_redirects=False).status_code == 200
+    out = session.post(base + "/dashboard/logout", timeout=10, allow_redirects=False,
+                       data={"csrf_token": re.search(r'name="csrf_token" value="([^"]+)"', session.get(
+                           base + "/dashboard/", timeout=10).text).group(1)})
+    assert out.raw.headers.getlist("Set-Cookie")[0].startswith("__Host-console_session=; Expires=Thu, 01 Jan 1970")
+
+
 def assert_envelope(response, status, code, message=None):
     assert response.status_code == status, response.text
     assert response.headers["Content-Type"] == "application/json"
