@@ -49,9 +49,7 @@ CREATE TABLE IF NOT EXISTS process_search (
 CREATE INDEX IF NOT EXISTS processes_merchant_status_seq ON processes (merchant_id, status, seq);
 
 -- The processes already there become searchable: their top-level strings and numbers, as
--- app/data/processes.py's search_values writes them for new ones (a number as SQLite renders it,
--- a NUL character as U+FFFD).
+-- app/data/processes.py's search_values writes them for new ones (a number as SQLite renders it).
 INSERT OR IGNORE INTO process_search (merchant_id, value, seq)
-    SELECT p.merchant_id, lower(trim(replace(j.value, char(0), char(65533)))), p.seq
-    FROM processes p, json_each(p.metadata) j
+    SELECT p.merchant_id, lower(trim(j.value)), p.seq FROM processes p, json_each(p.metadata) j
     WHERE j.type IN ('text', 'integer', 'real') AND length(trim(j.value)) BETWEEN 1 AND 200;
