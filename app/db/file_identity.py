@@ -68,6 +68,24 @@ def _held_by_others(fd):
 _joined = {}  # (pid, st_dev, st_ino of the database file) -> OpenedFiles of this process
 
 
+def missing_reason(path):
+    """Why there is no database file at `path`: never made (MISSING), or deleted while processes of
+    the service still use it (DELETED: its WAL or index, still at their paths, are under their
+    flocks, or this process's own)."""
+    companions = [identity(path + suffix) for suffix in ("-wal", "-shm")]
+    if not any(companions):
+        return MISSING
+    pid = os.getpid()
+    if any(key[0] == pid and set(companions) & {files.ids["wal"], files.ids["shm"]}
+           for key, files in _joined.items()):
+        return DELETED  # never test our own: closing a descriptor would drop SQLite's locks
+    try:
+        OpenedFiles.join(path)  # raises: there is no database file
+    except FilesInUse as e:
+        return str(e)
+    return MISSING
+
+
 class OpenedFiles:
     """The database file, WAL and index this process's connections use, each with its descriptor
     (under a shared flock) and (device, inode). `refs`: this process's connections using them.

@@ -267,8 +267,9 @@ class SqliteDatabase:
             return self._configure(self._open(":memory:", uri=False)), None
         if create:
             os.makedirs(os.path.dirname(self._abspath), exist_ok=True)
-            if self._identity() is None and (reason := self._missing()) != file_identity.MISSING:
-                raise DatabaseUnavailable(reason)  # a WAL in use beside: never a new file there
+            reason = None if self._identity() else file_identity.missing_reason(self._abspath)
+            if reason not in (None, file_identity.MISSING):  # a WAL in use beside: no new file there
+                raise DatabaseUnavailable(reason)
             os.close(os.open(self._abspath, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644))
             self._lost = None
         else:
@@ -277,7 +278,7 @@ class SqliteDatabase:
                 raise DatabaseUnavailable(lost[1])
             before = self._identity()
             if before is None:
-                raise DatabaseUnavailable(self._missing())
+                raise DatabaseUnavailable(file_identity.missing_reason(self._abspath))
             pinned = self._pinned
             if pinned is not None and pinned[0] == os.getpid() and pinned[1] != before:
                 raise DatabaseUnavailable(
@@ -286,23 +287,12 @@ class SqliteDatabase:
         with self._join_lock():
             return self._open_joined(create)
 
-    def _missing(self):
-        """Why there is no database file: never made, or deleted while other processes of the
-        service still use it (its WAL or index is under their flocks)."""
-        if not any(os.path.exists(self._abspath + suffix) for suffix in ("-wal", "-shm")):
-            return file_identity.MISSING
-        try:
-            OpenedFiles.join(self._abspath)  # raises: there is no database file
-        except FilesInUse as e:
-            return str(e)
-        return file_identity.MISSING
-
     def _open_joined(self, create):
         """_connect's work under the join lock: this process's files for what the path names (joined
         now if it has none: file_identity.py), then the connection, checked against them."""
         before = self._identity()
         if before is None:
-            raise DatabaseUnavailable(self._missing())
+            raise DatabaseUnavailable(file_identity.missing_reason(self._abspath))
         files = OpenedFiles.joined(self._abspath, before)
         joining = files is None
         if joining:

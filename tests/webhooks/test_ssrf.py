@@ -216,3 +216,19 @@ def test_a_refused_test_mode_url_reports_nothing_of_the_port_it_names(receiver):
         (False, None, "unsafe url: 127.0.0.1 (loopback), only public addresses are allowed")}
     assert all(r.duration_ms < 500 for r in results)  # the silent port was not waited for
     assert receiver.requests == []
+
+
+def test_setting_a_url_refuses_what_deliveries_refuse_and_warns_when_the_name_does_not_resolve():
+    from app.merchants import MerchantError, check_webhook_url
+
+    assert check_webhook_url("https://hooks.example/", True, allow_loopback=False,
+                             resolve=resolver(PUBLIC)) is None
+    with pytest.raises(MerchantError, match="hooks.example resolves to a private address"):
+        check_webhook_url("https://hooks.example/", True, allow_loopback=False,
+                          resolve=resolver(PUBLIC, "10.0.0.1"))
+    with pytest.raises(MerchantError, match=r"169\.254\.169\.254 \(link-local\)"):
+        check_webhook_url("http://169.254.169.254/", False, allow_loopback=True, resolve=no_dns)
+    # DNS may come later, and every delivery checks again: saved, with a warning.
+    assert check_webhook_url("https://hooks.example/", True, allow_loopback=False,
+                             resolve=failing_dns) == (
+        "deliveries to it would be refused now: cannot resolve hooks.example (gaierror)")
