@@ -10,7 +10,9 @@
   returned;
 - connections are kept alive in pools keyed by destination (scheme, address, port, TLS name), so a
   kept connection only carries an attempt to the very address vetted for it.
-Only the first vetted address is tried. Proxies, .netrc and cookies are never used.
+The vetted addresses are tried in the resolver's order, the next one only when the previous one
+refused the connection (nothing was sent: `localhost` resolving to ::1 first while the receiver
+listens on 127.0.0.1). Proxies, .netrc and cookies are never used.
 """
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ from .ssrf import UnsafeURL, check_url
 MAX_RESPONSE_BYTES = 4096
 DESTINATIONS = 16  # destinations kept connected (least recently used closed beyond)
 CONNECTIONS_PER_DESTINATION = 32  # idle connections kept per destination: one per worker thread
-RESOLVER_THREADS = 4  # live-mode lookups at once: a hanging resolver ties up these, never more
+RESOLVER_THREADS = 4  # lookups at once: a hanging resolver ties up these, never more
+REFUSED = "connection refused"
 
 
 @dataclass(frozen=True)
@@ -69,8 +72,12 @@ def post(session: requests.Session, url: str, body: bytes, headers: dict, *, tim
                               resolve=_bounded(resolve, start + timeout))
     except UnsafeURL as exc:
         return AttemptResult(False, None, f"unsafe url: {exc}", _ms_since(start), None)
-    return send(session, url, body, headers, timeout=timeout, address=addresses[0], clock=clock,
-                _start=start)
+    for address in addresses:
+        result = send(session, url, body, headers, timeout=timeout, address=address, clock=clock,
+                      _start=start)
+        if result.error != REFUSED or time.monotonic() >= start + timeout:
+            break
+    return result
 
 
 def bounded_resolver(seconds, resolve=socket.getaddrinfo):
@@ -309,7 +316,7 @@ def _causes(exc) -> list[BaseException]:
 def _describe(exc: BaseException, timeout: float, aborted: bool) -> str:
     causes = _causes(exc)
     if any(isinstance(e, ConnectionRefusedError) for e in causes):
-        return "connection refused"
+        return REFUSED
     if any(isinstance(e, socket.gaierror) for e in causes):
         return "cannot resolve host"
     if aborted or any(isinstance(e, (TimeoutError, requests.Timeout)) for e in causes):

@@ -253,3 +253,22 @@ def test_a_retry_after_of_thousands_of_digits_is_capped_not_a_crash(receiver):
     result = deliver(receiver.url())
     assert (result.ok, result.status_code, result.error) == (False, 429, "HTTP 429")
     assert result.retry_after == MAX_RETRY_AFTER
+
+
+def test_the_next_vetted_address_is_tried_only_when_one_refuses_the_connection(receiver):
+    # A tester's "localhost" answers ::1 first while the receiver listens on 127.0.0.1 only: ::1
+    # refuses the connection (nothing was sent), so 127.0.0.1 is tried. Both refusing: refused.
+    def loopbacks(host, port, **kwargs):
+        return [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("::1", port, 0, 0)),
+                (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+
+    url = f"http://hooks.test:{receiver.port}/hook"
+    result = post(new_session(), url, BODY, dict(HEADERS), timeout=5, livemode=False,
+                  allow_loopback=True, resolve=loopbacks)
+    assert (result.ok, result.status_code) == (True, 200)
+    [got] = receiver.wait_for(1)
+    assert got.headers["host"] == f"hooks.test:{receiver.port}"
+    result = post(new_session(), f"http://hooks.test:{closed_port()}/hook", BODY, dict(HEADERS),
+                  timeout=5, livemode=False, allow_loopback=True, resolve=loopbacks)
+    assert (result.ok, result.status_code, result.error) == (False, None, "connection refused")
+    assert len(receiver.requests) == 1
