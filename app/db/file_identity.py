@@ -18,6 +18,7 @@ file drops the process's fcntl locks on it).
 import errno
 import fcntl
 import os
+import threading
 
 # The files, as `changed()` names them: their suffix, and how a reason says them.
 SUFFIXES = {"database": "", "wal": "-wal", "shm": "-shm"}
@@ -66,6 +67,7 @@ def _held_by_others(fd):
 
 
 _joined = {}  # (pid, st_dev, st_ino of the database file) -> OpenedFiles of this process
+_guard = threading.Lock()  # _joined and every OpenedFiles.refs, across this process's threads
 
 
 def missing_reason(path):
@@ -110,7 +112,8 @@ class OpenedFiles:
     @classmethod
     def joined(cls, path, database):
         """This process's OpenedFiles for the database file `database` ((device, inode)), or None."""
-        return _joined.get((os.getpid(), *database))
+        with _guard:
+            return _joined.get((os.getpid(), *database))
 
     @classmethod
     def join(cls, path):
@@ -141,7 +144,8 @@ class OpenedFiles:
                 os.close(fd)
             raise
         files = cls(path, fds)
-        _joined[(os.getpid(), *files.database)] = files
+        with _guard:
+            _joined[(os.getpid(), *files.database)] = files
         return files
 
     def complete(self):
@@ -165,18 +169,31 @@ class OpenedFiles:
                 return name
         return None
 
+    def acquire(self):
+        """One connection more."""
+        with _guard:
+            self.refs += 1
+
+    def last(self, force=False):
+        """Whether releasing one connection now would give the flocks back."""
+        with _guard:
+            return self.refs <= 1 and (force or not self.lost)
+
     def release(self, force=False):
         """One connection fewer. The last one gives the flocks back (not once `lost`, unless
         `force`: the process is closing everything)."""
-        self.refs -= 1
-        if self.refs <= 0 and (force or not self.lost):
-            self.close()
+        with _guard:
+            self.refs -= 1
+            if self.refs > 0 or not (force or not self.lost):
+                return
+        self.close()
 
     def close(self):
-        key = (os.getpid(), *self.database)
-        if _joined.get(key) is self:
-            del _joined[key]
-        fds, self.fds = self.fds, {}
+        with _guard:
+            key = (os.getpid(), *self.database)
+            if _joined.get(key) is self:
+                del _joined[key]
+            fds, self.fds = self.fds, {}
         for fd in fds.values():
             try:
                 os.close(fd)

@@ -228,7 +228,7 @@ class SqliteDatabase:
         its WAL and index, and a process joining meanwhile must not see the flocks of files that
         are going away (file_identity.py)."""
         files = state.files
-        if files is None or files.refs > 1 or (files.lost and not force):
+        if files is None or not files.last(force):
             state.close()
             if files is not None:
                 files.release(force)
@@ -326,7 +326,7 @@ class SqliteDatabase:
             if isinstance(e, sqlite3.Error) and not isinstance(e, DatabaseUnavailable):
                 raise DatabaseUnavailable(f"the database cannot be opened: {e}") from None
             raise
-        files.refs += 1
+        files.acquire()
         return conn, files
 
     def _pin(self, identity):
