@@ -59,7 +59,7 @@ def _fill(db, now, webhook_url, old=False):
     """A merchant, two processes (one with an Idempotency-Key, one cancelled: a pending event).
     `old`: the cancel as a release without the payment tables wrote it (today's reads them)."""
     merchant, secret = merchant_service.create(db, name="Old shop", livemode=False,
-                                               webhook_url=webhook_url, now=now)
+                                               webhook_url=webhook_url, now=now, allow_loopback=True)
     kept, _ = process_service.create_preorder(db, merchant, amount="19.99",
                                               metadata='{"orderRef":"A-1"}', now=now, ttl=1800,
                                               idempotency_key="order-1")
