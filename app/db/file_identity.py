@@ -10,7 +10,7 @@ process of the service has connections, the files it uses carry its flock. A pro
 (`OpenedFiles.join`, its first connection) tries an exclusive flock on what the paths name now: the
 database file flocked by others but a WAL or an index not (a new one, made after a deletion), or
 the reverse, means the paths no longer name the files the others use, and the joiner refuses rather
-than writing into files that the others' will overwrite (the loss docs/operations.md explains).
+than writing into files that the others' checkpoints would wipe out (docs/operations.md).
 flock(2) locks never meet SQLite's own fcntl(2) locks. A descriptor of ours on a file SQLite locks
 is closed only once this process has no SQLite connection left to it (closing any descriptor of a
 file drops the process's fcntl locks on it).
