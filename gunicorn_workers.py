@@ -15,6 +15,11 @@ request line with its query string. A secret key must never reach the log, so gu
 same exception (class and attributes, from which it picks the status and the access-log line) whose
 str() is only its class name: "Invalid request from ip=...: InvalidHeader".
 
+A long answer that is making progress (the console's CSV export of a million rows) must not be
+killed by gunicorn's worker timeout, which a sync worker only resets between requests: the worker
+puts its heartbeat in the WSGI environ (`HEARTBEAT`), and the export calls it after each batch it
+has sent. A worker stuck in one call still times out.
+
 Two more places where gunicorn would write what a client sent: an error the application raises
 while its answer streams is logged with the request's URI, query string included (a console
 search's query holds customers' e-mails), so the worker hands gunicorn the request with its path
@@ -134,9 +139,26 @@ class EnvelopedErrors:
             self.log.debug("Failed to send error message.")
 
 
-class SyncWorker(EnvelopedErrors, _SyncWorker):
+HEARTBEAT = "preorder.heartbeat"
+
+
+class Heartbeat:
+    """The application, called with the worker's heartbeat in environ[HEARTBEAT]."""
+
+    def load_wsgi(self):
+        super().load_wsgi()
+        app, notify = self.wsgi, self.notify
+
+        def with_heartbeat(environ, start_response):
+            environ[HEARTBEAT] = notify
+            return app(environ, start_response)
+
+        self.wsgi = with_heartbeat
+
+
+class SyncWorker(Heartbeat, EnvelopedErrors, _SyncWorker):
     pass
 
 
-class ThreadWorker(EnvelopedErrors, _ThreadWorker):
+class ThreadWorker(Heartbeat, EnvelopedErrors, _ThreadWorker):
     pass

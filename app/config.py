@@ -54,13 +54,18 @@ DEFAULTS = {
     "WEBHOOK_TIMEOUT_SECONDS": 10,
     "WEBHOOK_RETRY_SCHEDULE": DEFAULT_SCHEDULE,
     "WEBHOOK_LEASE_SECONDS": 60,  # >= WEBHOOK_TIMEOUT_SECONDS + LEASE_MARGIN_SECONDS + 1
+    # Test-mode webhook URLs may reach loopback addresses (a tester's machine, make run, the demos);
+    # 0 in production (deploy/preorder.env). Live mode never; private and link-local never.
+    "WEBHOOK_ALLOW_LOOPBACK": True,
     # Demo shop for local testers (off unless asked). Its merchant's keys are read from
     # DEMO_MERCHANT_FILE, default instance/demo-merchant.json (instance-relative: set by app/demo).
     "DEMO_SHOP": False,
     # The demo shop's test wallet: a local node's URL (make demo-live sets it); None: no test wallet.
     "DEMO_WALLET_RPC_URL": None,
-    # The merchant console (/dashboard/): how long a login lasts
+    # The merchant console (/dashboard/): how long a login lasts, and werkzeug's hash method for new
+    # passwords ("scrypt", "scrypt:32768:8:1", "pbkdf2:sha256:600000"; existing hashes keep theirs)
     "DASHBOARD_SESSION_HOURS": 12,
+    "DASHBOARD_PASSWORD_HASH": "scrypt",
     # The clock: unix seconds. Tests inject their own so nothing sleeps.
     "CLOCK": time.time,
 }
@@ -119,6 +124,10 @@ def normalize(config):
         raise ConfigError("SQLITE_SYNCHRONOUS must be OFF, NORMAL, FULL or EXTRA")
     config["SQLITE_SYNCHRONOUS"] = str(config["SQLITE_SYNCHRONOUS"]).upper()
     config["DEMO_SHOP"] = _flag(config["DEMO_SHOP"])
+    config["WEBHOOK_ALLOW_LOOPBACK"] = _flag(config["WEBHOOK_ALLOW_LOOPBACK"])
+    method = str(config["DASHBOARD_PASSWORD_HASH"])
+    if method.partition(":")[0] not in ("scrypt", "pbkdf2"):
+        raise ConfigError("DASHBOARD_PASSWORD_HASH must be a werkzeug scrypt or pbkdf2 method")
     return config
 
 

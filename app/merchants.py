@@ -7,7 +7,7 @@ from app.data import merchants as merchant_rows
 from app.money import AmountError, parse_tolerance
 from app.records import Merchant
 from app.webhooks.signing import new_secret as new_webhook_secret
-from app.webhooks import ssrf
+from app.webhooks import ssrf, transport
 
 
 class MerchantError(ValueError):
@@ -18,14 +18,23 @@ def new_merchant_id() -> str:
     return "mer_" + uuid.uuid4().hex[:24]
 
 
-def check_webhook_url(url: str, livemode: bool) -> str:
-    """The SSRF guard's rules that need no DNS, when the URL is set; every delivery checks them
-    again with the addresses the host resolves to then."""
+# How long setting a URL waits for its host name to resolve (a person waits for the page or the
+# command); a name that does not answer in time is accepted, every delivery checks it again.
+SET_TIME_RESOLVE_SECONDS = 2
+
+
+def check_webhook_url(url: str, livemode: bool, *, allow_loopback: bool, resolve=None) -> str | None:
+    """The SSRF guard when the URL is set: MerchantError for a URL deliveries would refuse (its
+    form, or an address its host is or resolves to: ssrf.py); a warning when the name does not
+    resolve now (saved all the same: every delivery checks again); else None."""
     try:
-        ssrf.check_form(url, livemode)
+        ssrf.check_url(url, livemode, allow_loopback=allow_loopback,
+                       resolve=resolve or transport.bounded_resolver(SET_TIME_RESOLVE_SECONDS))
+    except ssrf.Unresolvable as e:
+        return f"deliveries to it would be refused now: {e}"
     except ssrf.UnsafeURL as e:
         raise MerchantError(f"The webhook URL is refused: {e}.") from None
-    return url
+    return None
 
 
 def credentials(merchant, secret_key) -> dict:
@@ -34,13 +43,14 @@ def credentials(merchant, secret_key) -> dict:
             "webhookSecret": merchant.webhook_secret, "livemode": merchant.livemode}
 
 
-def create(db, *, name, livemode, webhook_url, now):
-    """A new merchant and its first secret key, returned in clear this once."""
+def create(db, *, name, livemode, webhook_url, now, allow_loopback=False):
+    """A new merchant and its first secret key, returned in clear this once (`allow_loopback`:
+    WEBHOOK_ALLOW_LOOPBACK, for its webhook URL)."""
     name = name.strip()
     if not name:
         raise MerchantError("The merchant needs a name.")
     if webhook_url is not None:
-        check_webhook_url(webhook_url, livemode)
+        check_webhook_url(webhook_url, livemode, allow_loopback=allow_loopback)
     merchant = Merchant(
         id=new_merchant_id(),
         name=name,
@@ -180,24 +190,16 @@ def tolerance_of(db, merchant_id) -> str:
     return merchant_rows.get_tolerance(db.connection(), merchant_id) or "0"
 
 
-def set_webhook_url(db, merchant_id, url):
+def set_webhook_url(db, merchant_id, url, *, allow_loopback=False) -> tuple[Merchant, str | None]:
+    """Set (or with None remove) the URL; (the merchant as it was, a warning or None). The URL is
+    checked (name resolution included) before the write transaction, which then holds no lock
+    while a resolver answers."""
+    merchant = _existing(db.connection(), merchant_id)
+    warning = check_webhook_url(url, merchant.livemode, allow_loopback=allow_loopback) if url else None
     with db.transaction() as conn:
         merchant = _existing(conn, merchant_id)
-        merchant_rows.set_webhook_url(
-            conn, merchant_id, check_webhook_url(url, merchant.livemode) if url else None
-        )
-    return merchant
-
-
-def delivery_refusal(url, livemode) -> str | None:
-    """Why a delivery to `url` would be refused if attempted now (the SSRF guard run at every
-    delivery: live URLs must resolve to public addresses), or None. Used to warn the operator when
-    the URL is set; the guard itself still runs at each delivery."""
-    try:
-        ssrf.check_url(url, livemode)
-    except ssrf.UnsafeURL as e:
-        return str(e)
-    return None
+        merchant_rows.set_webhook_url(conn, merchant_id, url or None)
+    return merchant, warning
 
 
 def list_all(db):

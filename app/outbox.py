@@ -9,7 +9,7 @@ import uuid
 from app.data import outbox as event_rows
 from app.data import payments as payment_rows
 from app.data import refunds as refund_rows
-from app.representation import event_json, process_json
+from app.representation import event_json, iso, process_json
 
 EVENT_TYPES = (
     "payment.completed", "payment.failed", "process.cancelled", "process.expired",
@@ -53,12 +53,51 @@ def emit(conn, event_type, process, now, payment=_LOAD, refunds=_LOAD) -> str:
     return event_id
 
 
+TEST_EVENT_TYPE = "webhook.test"
+
+
 class EventNotFound(LookupError):
     pass
 
 
-class EventInFlight(ValueError):
+class NotReplayed(ValueError):
+    """The event cannot be re-queued now; str() says why."""
+
+
+class EventInFlight(NotReplayed):
     """The event is leased by a worker attempting it right now."""
+
+
+class TestEventWaiting(ValueError):
+    """The merchant's previous test event has not been attempted yet."""
+
+
+def queue_test(db, merchant, now) -> str:
+    """Queue one test event (`webhook.test`) for the merchant's endpoint; its id. Like every event
+    it is sent by the delivery worker, signed, and its attempt recorded, so no web worker waits on
+    the endpoint; unlike them it has no process, is attempted once (never retried or re-queued),
+    and only one waits per merchant (TestEventWaiting: a unique index, events_one_pending_test)."""
+    now = int(now)
+    payload = (f'{{"type":"{TEST_EVENT_TYPE}","timestamp":"{iso(now)}","data":{{"merchantId":'
+               f'"{merchant.id}","livemode":{"true" if merchant.livemode else "false"}}}}}')
+    event_id = new_event_id()
+    try:
+        with db.transaction() as conn:
+            event_rows.insert(conn, id=event_id, merchant_id=merchant.id, process_id=None,
+                              type=TEST_EVENT_TYPE, payload=payload, now=now)
+    except db.errors as e:
+        if not event_rows.test_waiting(db.connection(), merchant.id):
+            raise
+        raise TestEventWaiting("A test event is already waiting for the delivery worker: its result"
+                               " shows below when it comes.") from e
+    return event_id
+
+
+def tests_of(db, merchant_id, limit=5):
+    """A merchant's latest test events, newest first, each with its attempts: [(event, attempts)]."""
+    conn = db.connection()
+    return [(event, event_rows.attempts_of(conn, event.id))
+            for event in event_rows.tests_of(conn, merchant_id, limit)]
 
 
 def list_recent(db, *, limit, status=None, merchant_id=None):
@@ -81,8 +120,11 @@ def replay(db, event_id, now):
     applies again."""
     now = int(now)
     with db.transaction() as conn:
-        if event_rows.get(conn, event_id) is None:
+        event = event_rows.get(conn, event_id)
+        if event is None:
             raise EventNotFound(event_id)
+        if event.process_id is None:
+            raise NotReplayed(f"Event {event_id} is a test event, sent once: send another instead.")
         if not event_rows.requeue(conn, event_id, now):
             raise EventInFlight(f"Event {event_id} is being attempted right now; try again shortly.")
     return event_rows.get(db.connection(), event_id)

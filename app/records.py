@@ -95,7 +95,7 @@ class Event:
     seq: int | None
     id: str
     merchant_id: str
-    process_id: str
+    process_id: str | None  # None: a test event (webhook.test)
     type: str
     payload: str
     created_at: int

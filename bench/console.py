@@ -8,7 +8,12 @@ owner (no network: the figures are the server's own time per request):
     a search for an e-mail that 200 processes share on either side) is requested alternately on the two databases;
     p50/p95 per side and the ratio large / small (target p95 ratio <= 2);
   - the CSV export of every process, streamed: rows per second on each, and the peak of Python's
-    allocations while streaming (tracemalloc, a second pass) on each: flat means about equal.
+    allocations while streaming (tracemalloc, a second pass) on each: flat means about equal;
+  - the same export of the large database through a real gunicorn (gunicorn.conf.py, one sync
+    worker, its timeout cut to 5 s: the export must outlive it), read by an HTTP client: rows per
+    second, the worker's peak RSS (VmHWM) before and after it, and the floor beside it: the same
+    columns read by one plain SELECT and written by csv.writer in this process (no keyset batches,
+    no effective status, no HTTP).
 Prints a table and writes bench/results/console-<UTC timestamp>.json.
 """
 import argparse
@@ -123,6 +128,57 @@ def csv_export(client, trace=False):
     return rows - 1, elapsed, peak
 
 
+def export_floor(path):
+    """(rows, seconds): the export's columns read by one SELECT and written by csv.writer to
+    nowhere: what the rows cost without the service."""
+    import csv
+    import io
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    started = time.perf_counter()
+    rows = 0
+    for row in conn.execute("SELECT id, status, amount, livemode, created_at, updated_at, expires_at,"
+                            " metadata FROM processes ORDER BY seq DESC"):
+        writer.writerow(row)
+        rows += 1
+        if rows % 500 == 0:
+            out.seek(0)
+            out.truncate()
+    elapsed = time.perf_counter() - started
+    conn.close()
+    return rows, elapsed
+
+
+def export_through_gunicorn(folder, path):
+    """(rows, seconds, worker peak RSS kB before, after) of the export through a real gunicorn."""
+    import requests
+
+    from bench.servers import Gunicorn
+
+    env = {"FLASK_DATABASE": path, "GUNICORN_WORKERS": "1", "GUNICORN_TIMEOUT": "5",
+           "GUNICORN_ACCESSLOG": ""}
+    with Gunicorn("console", "wsgi:app", Path(folder) / "gunicorn.log", env=env) as server:
+        session = requests.Session()
+        login = session.get(server.base_url + "/dashboard/login", timeout=30)
+        token = re.search(r'name="csrf_token" value="([^"]+)"', login.text).group(1)
+        answer = session.post(server.base_url + "/dashboard/login", allow_redirects=False, timeout=30,
+                              data={"email": "owner@bench.example", "password": PASSWORD, "csrf_token": token})
+        assert answer.status_code == 303, answer.status_code
+        assert session.get(server.base_url + "/dashboard/", timeout=30).status_code == 200
+        [before] = server.workers_peak_rss_kb()
+        started = time.perf_counter()
+        response = session.get(server.base_url + "/dashboard/processes.csv", stream=True, timeout=60)
+        rows = sum(chunk.count(b"\n") for chunk in response.iter_content(1 << 16))  # a row: one \n
+        elapsed = time.perf_counter() - started
+        [after] = server.workers_peak_rss_kb()
+        alarms = server.log_alarms()
+    assert not alarms, alarms
+    return rows - 1, elapsed, before, after
+
+
 def p(values, q):
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
 
@@ -155,6 +211,18 @@ def main(argv=None):
             print(f"{name:<22} {rows:>10,} {rows / seconds:>10,.0f} {peak / 1e6:>10.2f}MB")
         for _, (app, _, _) in sides.items():
             app.extensions["db"].close_all()
+        large = sides["large"][0].config["DATABASE"]
+        rows, seconds, before, after = export_through_gunicorn(folder, large)
+        assert rows == args.processes, (rows, args.processes)
+        floor_rows, floor_seconds = export_floor(large)
+        result["csv"]["gunicorn"] = {
+            "rows": rows, "rows_per_second": rows / seconds, "worker_peak_rss_kb_before": before,
+            "worker_peak_rss_kb_after": after, "floor_rows_per_second": floor_rows / floor_seconds,
+            "ratio_to_floor": (rows / seconds) / (floor_rows / floor_seconds)}
+        print(f"\nCSV export through gunicorn (1 sync worker, timeout 5 s): {rows:,} rows,"
+              f" {rows / seconds:,.0f} rows/s ({seconds:.0f} s); floor (SELECT + csv.writer)"
+              f" {floor_rows / floor_seconds:,.0f} rows/s, ratio {(rows / seconds) / (floor_rows / floor_seconds):.2f};"
+              f" worker peak RSS {before / 1024:.1f} MB before, {after / 1024:.1f} MB after")
     results = Path(__file__).resolve().parent / "results"
     results.mkdir(exist_ok=True)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")

@@ -21,7 +21,7 @@ def list_(status, merchant_id, limit):
     """List events, newest first."""
     items = service.list_recent(get_db(), limit=limit, status=status, merchant_id=merchant_id)
     table(
-        [(e.id, e.type, e.status, e.attempts, _next(e), e.merchant_id, e.process_id,
+        [(e.id, e.type, e.status, e.attempts, _next(e), e.merchant_id, e.process_id or "-",
           when(e.created_at)) for e in items],
         ("EVENT ID", "TYPE", "STATUS", "ATTEMPTS", "NEXT", "MERCHANT", "PROCESS", "CREATED"),
     )
@@ -45,7 +45,7 @@ def show(event_id):
     click.echo(f"type:      {event.type}")
     click.echo(f"status:    {event.status}")
     click.echo(f"merchant:  {event.merchant_id}")
-    click.echo(f"process:   {event.process_id}")
+    click.echo(f"process:   {event.process_id or '- (a test event)'}")
     click.echo(f"created:   {when(event.created_at)}")
     click.echo(f"attempts:  {event.attempts} (since the last replay)")
     click.echo(f"next:      {_next(event)}")
@@ -99,7 +99,7 @@ def replay(event_id, failed, no_endpoint, merchant_id, since):
             service.replay(db, event_id, now())
         except service.EventNotFound:
             raise click.ClickException(f"No event {event_id}.") from None
-        except service.EventInFlight as e:
+        except service.NotReplayed as e:
             raise click.ClickException(str(e)) from None
         click.echo(f"Re-queued {event_id} for delivery now.")
         return

@@ -30,7 +30,8 @@ def _run(action, *args, **kwargs):
 def create(name, live, webhook_url, as_json):
     """Create a merchant and print its keys (shown this once)."""
     merchant, secret_key = _run(
-        service.create, name=name, livemode=live, webhook_url=webhook_url, now=now()
+        service.create, name=name, livemode=live, webhook_url=webhook_url, now=now(),
+        allow_loopback=_allow_loopback(),
     )
     if merchant.webhook_url:  # on stderr: with --json, stdout stays one JSON object
         _warn_if_refused(merchant.webhook_url, merchant.livemode)
@@ -95,16 +96,24 @@ def disable(merchant_id):
 @click.argument("url")
 def set_webhook(merchant_id, url):
     """Set the URL webhooks are delivered to ('' to remove it)."""
-    merchant = _run(service.set_webhook_url, merchant_id, url or None)
+    _, warning = _run(service.set_webhook_url, merchant_id, url or None,
+                      allow_loopback=_allow_loopback())
     click.echo(f"Webhook URL of {merchant_id} set to {url or '(none)'}.")
-    if url:
-        _warn_if_refused(url, merchant.livemode)
+    if warning:
+        click.echo(f"Warning: {warning}", err=True)
+
+
+def _allow_loopback():
+    return current_app.config["WEBHOOK_ALLOW_LOOPBACK"]
 
 
 def _warn_if_refused(url, livemode):
-    reason = service.delivery_refusal(url, livemode)
-    if reason:
-        click.echo(f"Warning: deliveries to this URL would be refused now: {reason}", err=True)
+    try:
+        warning = service.check_webhook_url(url, livemode, allow_loopback=_allow_loopback())
+    except service.MerchantError as e:  # DNS changed since the URL was saved
+        warning = str(e)
+    if warning:
+        click.echo(f"Warning: {warning}", err=True)
 
 
 @merchants.command("rotate-key")

@@ -4,21 +4,29 @@ and server-side sessions (docs/console.md).
 Passwords: werkzeug's scrypt hash (salted, memory-hard; werkzeug comes with Flask). Sessions: a
 random token in the cookie, its SHA-256 in `console_sessions`: logout, `users disable` and
 `users set-password` end sessions at once, and a copy of the database logs nobody in.
-Throttling over a 15-minute window: from an email's 5th failure on, its next attempt must wait 1,
-2, 4, 8, 16 s; its 10th locks it for 15 minutes, and a client address's 50th (many emails tried
-from one place) locks that address; while locked every attempt, the right password included, is
-refused.
+Throttling over a 15-minute window, counting password checks: each is reserved in a transaction
+that holds the email's and the client's lock rows (so attempts at once, on any worker, are counted
+one after the other) before the password is looked at, and stays counted when it fails. From an
+email's 5th check on, its next one must wait 1, 2, 4, 8, 16 s; at 10 it is refused until the
+window moves on, and its 10th failure locks it for 15 minutes; a client address's 50th failure
+(many emails tried from one place) locks that address. While locked every attempt, the right
+password included, is refused: at most 10 wrong passwords are ever checked for one email in 15
+minutes. What is kept stays bounded (`users.prune`).
 """
 import functools
 import hashlib
 import hmac
+import logging
 import re
 import secrets
 
+from flask import current_app
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from app.data import merchants as merchant_rows
 from app.data import users as user_rows
+
+log = logging.getLogger(__name__)
 
 ROLES = ("owner", "viewer")
 MIN_PASSWORD_LENGTH = 10
@@ -27,15 +35,25 @@ SLOW_AFTER = 5            # failures in the window before each attempt must wait
 EMAIL_LOCK_AFTER = 10     # failures of one email in the window that lock it
 CLIENT_LOCK_AFTER = 50    # failures from one client address in the window that lock it
 LOCK_SECONDS = 15 * 60
+MAX_EMAIL_LENGTH = 254    # RFC 5321's longest address: a longer one is refused before anything
+# Failed logins kept of unknown emails and client addresses, the newest (a user's email's are kept
+# whatever their number: at most 10 a window each). Enough for the 50-failure client lock of a
+# dozen clients at once; beyond it an attacker with many addresses mostly evicts its own rows.
+LOGIN_ROWS_MAX = 1000
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 
 
+def _method() -> str:
+    """werkzeug's hash method for new passwords (DASHBOARD_PASSWORD_HASH, default scrypt)."""
+    return current_app.config["DASHBOARD_PASSWORD_HASH"]
+
+
 @functools.cache
-def _dummy_hash() -> str:
+def _dummy_hash(method) -> str:
     """Checked when the email is unknown, so that an unknown email costs the same time as a wrong
     password. Made at the first such login, not at import: a scrypt hash takes 32 MiB of memory,
     which every process importing the app (web workers, delivery worker, watcher) would pay."""
-    return generate_password_hash("not a password of anyone", method="scrypt")
+    return generate_password_hash("not a password of anyone", method=method)
 
 
 class AccountError(ValueError):
@@ -55,7 +73,9 @@ class BadCredentials(Exception):
 
 
 def normalize_email(email) -> str:
-    return email.strip().lower()
+    """Trimmed, lowercased; a NUL character (no address has one; PostgreSQL's text cannot hold it)
+    as U+FFFD, so a login attempt with one is counted and refused like any unknown email."""
+    return email.strip().lower().replace("\x00", "\ufffd")
 
 
 def _hash_token(token) -> str:
@@ -65,13 +85,13 @@ def _hash_token(token) -> str:
 def _check_password(password):
     if len(password) < MIN_PASSWORD_LENGTH:
         raise AccountError(f"The password must have at least {MIN_PASSWORD_LENGTH} characters.")
-    return generate_password_hash(password, method="scrypt")
+    return generate_password_hash(password, method=_method())
 
 
 def create_user(db, *, email, merchant_id, role, password, now):
     email = normalize_email(email)
-    if not _EMAIL.fullmatch(email):
-        raise AccountError(f"{email!r} is not an email address.")
+    if len(email) > MAX_EMAIL_LENGTH or not _EMAIL.fullmatch(email):
+        raise AccountError(f"{email[:MAX_EMAIL_LENGTH]!r} is not an email address.")
     if role not in ROLES:
         raise AccountError(f"The role must be one of {', '.join(ROLES)}.")
     password_hash = _check_password(password)
@@ -118,40 +138,62 @@ def _subjects(email, client):
     return [f"email:{email}", f"client:{client}"]
 
 
-def _throttle(conn, email, client, now):
-    """Raise LoginRefused while a lock is in force or a slowed-down attempt comes too soon."""
-    until = user_rows.locked_until(conn, _subjects(email, client), now)
+class BadEmail(ValueError):
+    """The email given at login is longer than any address can be: refused, nothing stored."""
+
+
+def _reserve(conn, email, client, now, protected):
+    """In the caller's transaction: one password check for `email` from `client`, or LoginRefused.
+    The subjects' lock rows are held (users.lock_subjects), then their counts decide, then the
+    check is written: attempts at once are counted one after the other. Returns the rows' ids."""
+    subjects = _subjects(email, client)
+    until = user_rows.lock_subjects(conn, subjects, now)
+    # After the subjects' rows are held, never before: the prune waits for nothing (rows another
+    # login holds are skipped), so a login waits only for the logins of its own email or client.
+    user_rows.prune(conn, now, WINDOW_SECONDS, LOGIN_ROWS_MAX)
     if until is not None:
         raise LoginRefused(until - now, locked=True)
-    count, last = user_rows.failures_since(conn, f"email:{email}", now - WINDOW_SECONDS)
-    if count >= SLOW_AFTER and now < last + 2 ** (count - SLOW_AFTER):
-        raise LoginRefused(last + 2 ** (count - SLOW_AFTER) - now, locked=False)
+    since = now - WINDOW_SECONDS
+    for subject, limit in zip(subjects, (EMAIL_LOCK_AFTER, CLIENT_LOCK_AFTER)):
+        count, first, last = user_rows.checks_since(conn, subject, since)
+        if count >= limit:  # failed or still being checked: no more until the window moves on
+            raise LoginRefused(max(1, first + WINDOW_SECONDS - now), locked=True)
+        if subject.startswith("email:") and count >= SLOW_AFTER and now < last + 2 ** (count - SLOW_AFTER):
+            raise LoginRefused(last + 2 ** (count - SLOW_AFTER) - now, locked=False)
+    return [user_rows.insert_check(conn, subject, now, protected and subject.startswith("email:"))
+            for subject in subjects]
+
+
+def _failed(conn, email, client, now):
+    """After a wrong password (its checks stay): lock the subjects that reached their limit."""
+    since = now - WINDOW_SECONDS
+    for subject, limit in zip(_subjects(email, client), (EMAIL_LOCK_AFTER, CLIENT_LOCK_AFTER)):
+        if user_rows.checks_since(conn, subject, since)[0] >= limit:
+            user_rows.lock(conn, subject, now + LOCK_SECONDS)
 
 
 def log_in(db, *, email, password, client, now, session_hours):
-    """(session token for the cookie, user), or LoginRefused / BadCredentials."""
+    """(session token for the cookie, user), or BadEmail / LoginRefused / BadCredentials."""
     email, now = normalize_email(email), int(now)
-    conn = db.connection()
-    _throttle(conn, email, client, now)
-    user = user_rows.by_email(conn, email) if email else None
+    if len(email) > MAX_EMAIL_LENGTH:
+        raise BadEmail()
+    user = user_rows.by_email(db.connection(), email) if email else None
+    with db.transaction() as conn:
+        checks = _reserve(conn, email, client, now, protected=user is not None)
     # The hash is always checked, so an unknown email costs as long as a wrong password.
-    good = check_password_hash(user.password_hash if user else _dummy_hash(), password)
+    good = check_password_hash(user.password_hash if user else _dummy_hash(_method()), password)
+    log.info("console login: password checked for %s: %s", f"user {user.id}" if user else "an unknown email",
+             "right" if good else "wrong")
     admitted = (good and user is not None and user.disabled_at is None
-                and not merchant_rows.get(conn, user.merchant_id).disabled)
+                and not merchant_rows.get(db.connection(), user.merchant_id).disabled)
     if not admitted:
         with db.transaction() as conn:  # committed: the failure counts
-            for subject, limit in zip(_subjects(email, client), (EMAIL_LOCK_AFTER, CLIENT_LOCK_AFTER)):
-                user_rows.record_failure(conn, subject, now, WINDOW_SECONDS)
-                if user_rows.failures_since(conn, subject, now - WINDOW_SECONDS)[0] >= limit:
-                    user_rows.lock(conn, subject, now + LOCK_SECONDS)
+            _failed(conn, email, client, now)
         raise BadCredentials()
     with db.transaction() as conn:
-        # Attempts made at once all pass _throttle before any failure is recorded: a lock that
-        # one of them set meanwhile still refuses this one.
-        until = user_rows.locked_until(conn, _subjects(email, client), now)
-        if until is not None:
-            raise LoginRefused(until - now, locked=True)
-        user_rows.clear_failures(conn, f"email:{email}")
+        # A check that passed is not a failure. The failures before it stay until they age out
+        # of the window: a success never buys another ten guesses.
+        user_rows.delete_checks(conn, checks)
         user_rows.delete_expired_sessions(conn, now)
         token = secrets.token_urlsafe(32)
         user_rows.insert_session(conn, token_hash=_hash_token(token), user_id=user.id,

@@ -39,7 +39,6 @@ from app.records import STATUSES
 from app.money import format_units
 from app.representation import iso, payment_json, refund_json
 from app.routes.button import load_button_script
-from app.webhooks import delivery
 
 bp = Blueprint("dashboard", __name__, url_prefix="/dashboard", template_folder="templates",
                static_folder="../static/console", static_url_path="/static")
@@ -72,21 +71,20 @@ def _login_page(status=200, error=None, email="", headers=None):
     token = security.new_login_csrf()
     body = render_template("dashboard/login.html", login_csrf=token, error=error, email=email)
     response = Response(body, status=status, headers=headers)
-    response.set_cookie(security.LOGIN_CSRF_COOKIE, token, path=security.PREFIX + "/login",
-                        httponly=True, samesite="Strict", secure=request.is_secure)
+    security.set_cookie(response, security.LOGIN_CSRF_COOKIE, token, samesite="Strict")
     return response
 
 
 @bp.get("/login")
 def login():
-    if accounts.session(get_db(), request.cookies.get(security.SESSION_COOKIE), now()) is not None:
+    if accounts.session(get_db(), security.read_cookie(security.SESSION_COOKIE), now()) is not None:
         return redirect(url_for("dashboard.processes_page"))
     return _login_page()
 
 
 @bp.post("/login")
 def login_submit():
-    if not accounts.same_token(request.cookies.get(security.LOGIN_CSRF_COOKIE), request.form.get("csrf_token")):
+    if not accounts.same_token(security.read_cookie(security.LOGIN_CSRF_COOKIE), request.form.get("csrf_token")):
         raise security.csrf_refused()
     email = request.form.get("email", "")
     try:
@@ -103,18 +101,21 @@ def login_submit():
         return _login_page(429, message, email, {"Retry-After": str(e.retry_after)})
     except accounts.BadCredentials:
         return _login_page(401, "Wrong email or password.", email)
+    except accounts.BadEmail:
+        return _login_page(400, f"An email address has at most {accounts.MAX_EMAIL_LENGTH}"
+                           " characters.", "")
     response = redirect(url_for("dashboard.processes_page"), 303)
     security.session_cookie(response, token, security.session_hours() * 3600)
-    response.delete_cookie(security.LOGIN_CSRF_COOKIE, path=security.PREFIX + "/login")
+    security.delete_cookie(response, security.LOGIN_CSRF_COOKIE)
     return response
 
 
 @bp.post("/logout")
 @login_required
 def logout():
-    accounts.log_out(get_db(), request.cookies.get(security.SESSION_COOKIE))
+    accounts.log_out(get_db(), security.read_cookie(security.SESSION_COOKIE))
     response = redirect(url_for("dashboard.login"), 303)
-    response.delete_cookie(security.SESSION_COOKIE, path=security.PREFIX)
+    security.delete_cookie(response, security.SESSION_COOKIE)
     return response
 
 
@@ -196,6 +197,7 @@ def _summary(metadata):
     """A short line of a process's metadata for the list."""
     text = ", ".join(f"{k}: {v}" for k, v in json.loads(metadata).items()
                      if isinstance(v, (str, int, float)) and not isinstance(v, bool))
+    text = text.replace("\x00", "\ufffd")  # HTML has no NUL: what a browser would show
     return text if len(text) <= 80 else text[:79] + "…"
 
 
@@ -215,12 +217,21 @@ def processes_page():
                            csv_url=url_for("dashboard.processes_csv", **query)), 400 if errors else 200
 
 
+# The worker's heartbeat, where gunicorn_workers.py's worker classes put one (not under flask run).
+HEARTBEAT = "preorder.heartbeat"
+
+
 @bp.get("/processes.csv")
 @login_required
 def processes_csv():
+    """Streamed without a Content-Length: over HTTP/1.1 (and from nginx, proxy_http_version 1.1)
+    the body is chunked, so an export cut short (a killed worker, an error) lacks the last chunk
+    and no client takes it for a whole file. The worker's heartbeat after each batch keeps
+    gunicorn's timeout from killing an export that is making progress (docs/console.md)."""
     found, _, errors = _filters()
     if errors:
         raise PageError(400, "Export refused", " ".join(errors))
+    heartbeat = request.environ.get(HEARTBEAT, lambda: None)
 
     def rows():
         """The rows in batches of CSV_BATCH (keyset): memory stays flat however many there are."""
@@ -237,6 +248,7 @@ def processes_csv():
                                  iso(p.created_at), iso(p.effective_updated_at(current)), iso(p.expires_at),
                                  p.metadata, *_paid_against_due(views.get(p.id))))
             yield out.getvalue()
+            heartbeat()
             out.seek(0)
             out.truncate()
             if not more:
@@ -290,6 +302,20 @@ def _timeline(process, view, event_list, current):
     return sorted(items, key=lambda item: item[0])  # stable: same-second items keep their order
 
 
+# While an event is due for the delivery worker (queued at most this long ago: a worker that is
+# down does not keep a page reloading for ever), its page reloads every REFRESH_SECONDS, by a meta
+# refresh to its own address: the attempt's outcome shows when it comes, without a script.
+REFRESH_SECONDS = 2
+REFRESH_WINDOW_SECONDS = 60
+
+
+def _refresh(url, events, current):
+    """The page's meta refresh (seconds, address), or None."""
+    due = any(e.status == "pending" and e.next_attempt_at is not None
+              and current - REFRESH_WINDOW_SECONDS <= e.next_attempt_at <= current for e in events)
+    return (REFRESH_SECONDS, url) if due else None
+
+
 @bp.get("/processes/<process_id>")
 @login_required
 def process_page(process_id, notice=None, error=None, status=200):
@@ -298,6 +324,8 @@ def process_page(process_id, notice=None, error=None, status=200):
     view = payments.view(db, process)
     payment = loads(payment_json(view).encode()) if view is not None else None
     event_list = [outbox.get_with_attempts(db, e.id) for e in outbox.for_process(db, process.id)]
+    refresh = _refresh(url_for("dashboard.process_page", process_id=process.id),
+                       [event for event, _ in event_list], current)
     refundable = refunds.refundable(db, g.merchant.id, process.id, current)
     return render_template(
         "dashboard/process.html", process=process, status=process.effective_status(current),
@@ -307,6 +335,7 @@ def process_page(process_id, notice=None, error=None, status=200):
         can_refund=refundable not in (None, "0"),
         metadata=dumps_pretty(loads(process.metadata.encode())), event_list=event_list,
         timeline=_timeline(process, view, event_list, current), notice=notice, error=error,
+        refresh=refresh,
     ), status
 
 
@@ -331,9 +360,10 @@ def resend_event(process_id, event_id):
         raise not_found()
     try:
         outbox.replay(get_db(), event_id, now())
-    except outbox.EventInFlight as e:
+    except outbox.NotReplayed as e:
         return process_page(process.id, error=str(e), status=409)
-    return process_page(process.id, notice=f"Event {event_id} is queued for delivery again.")
+    return process_page(process.id, notice=f"Event {event_id} is queued for delivery again; its"
+                        " attempt shows below when the delivery worker has made it.")
 
 
 # --- Refunds ---------------------------------------------------------------------------------------
@@ -544,10 +574,12 @@ def set_tolerance():
 
 @bp.get("/webhooks")
 @login_required
-def webhooks_page(notice=None, error=None, sent=None, status=200):
+def webhooks_page(notice=None, error=None, status=200):
     failing = outbox.failing(get_db(), g.merchant.id)
+    tests = outbox.tests_of(get_db(), g.merchant.id)
+    refresh = _refresh(url_for("dashboard.webhooks_page"), [event for event, _ in tests], now())
     return render_template("dashboard/webhooks.html", failing=failing, webhook_url=g.merchant.webhook_url,
-                           notice=notice, error=error, sent=sent), status
+                           notice=notice, error=error, tests=tests, refresh=refresh), status
 
 
 @bp.post("/webhooks/url")
@@ -556,12 +588,13 @@ def webhooks_page(notice=None, error=None, sent=None, status=200):
 def set_webhook_url():
     url = request.form.get("url", "").strip()
     try:
-        merchants.set_webhook_url(get_db(), g.merchant.id, url or None)
+        _, warning = merchants.set_webhook_url(
+            get_db(), g.merchant.id, url or None,
+            allow_loopback=current_app.config["WEBHOOK_ALLOW_LOOPBACK"])
     except merchants.MerchantError as e:
         return webhooks_page(error=str(e), status=400)
     g.merchant = merchant_rows.get(get_db().connection(), g.merchant.id)
-    refusal = merchants.delivery_refusal(url, g.merchant.livemode) if url else None
-    note = f" Deliveries to it would be refused now: {refusal}" if refusal else ""
+    note = f" Careful: {warning[0].upper()}{warning[1:]}." if warning else ""
     return webhooks_page(notice=f"Webhook URL {'set to ' + url if url else 'removed'}.{note}")
 
 
@@ -569,11 +602,15 @@ def set_webhook_url():
 @login_required
 @owner_required
 def send_test_event():
-    sent = delivery.send_test(g.merchant, clock=current_app.config["CLOCK"],
-                              settings=delivery.Settings.from_config(current_app.config))
-    if sent.result is None:
+    """Queued for the delivery worker, never sent from here: no page waits on an endpoint."""
+    if not g.merchant.webhook_url:
         return webhooks_page(error="No webhook URL is set: set one first.", status=409)
-    return webhooks_page(sent=sent)
+    try:
+        outbox.queue_test(get_db(), g.merchant, now())
+    except outbox.TestEventWaiting as e:
+        return webhooks_page(error=str(e), status=409)
+    return webhooks_page(notice="Test event queued: its result shows below when the delivery worker"
+                         " has sent it.")
 
 
 @bp.post("/webhooks/replay-failed")

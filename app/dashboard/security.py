@@ -4,6 +4,7 @@ the owner role for changes, the security headers of every page, and errors as re
 CSRF: a token bound to the server-side session (a random value in its row) is a hidden field of
 every form and compared in constant time on every POST; the login form, before any session exists,
 uses a double-submit token (the same random value in a SameSite=Strict cookie and in the form)."""
+import ipaddress
 import secrets
 from functools import wraps
 
@@ -16,8 +17,9 @@ from app.data import merchants as merchant_rows
 from app.db import get_db
 
 PREFIX = "/dashboard"
-SESSION_COOKIE = "console_session"
-LOGIN_CSRF_COOKIE = "console_login_csrf"
+# The console's cookies: (name, path over plain HTTP). Behind HTTPS: __Host-<name>, path / (cookie()).
+SESSION_COOKIE = ("console_session", PREFIX)
+LOGIN_CSRF_COOKIE = ("console_login_csrf", PREFIX + "/login")
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
        " connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none';"
        " object-src 'none'")
@@ -41,7 +43,7 @@ def login_required(view):
 
     @wraps(view)
     def guarded(*args, **kwargs):
-        found = accounts.session(get_db(), request.cookies.get(SESSION_COOKIE), now())
+        found = accounts.session(get_db(), read_cookie(SESSION_COOKIE), now())
         if found is None:
             if request.method != "GET":
                 raise PageError(401, "Logged out", "Your session has ended: log in again.")
@@ -80,11 +82,16 @@ TRUSTED_PROXIES = ("127.0.0.1", "::1")
 
 
 def client_address():
-    """The client's address, for the per-client login throttle."""
+    """The client's address, for the per-client login throttle: X-Forwarded-For's last address when
+    the peer is the local proxy and the header holds one, else the peer's (an address as
+    `ipaddress` writes it: what is stored about a login is never longer than an address)."""
     peer = request.remote_addr or "-"
     forwarded = request.headers.get("X-Forwarded-For")
     if peer in TRUSTED_PROXIES and forwarded:
-        return forwarded.split(",")[-1].strip()
+        try:
+            return str(ipaddress.ip_address(forwarded.split(",")[-1].strip()))
+        except ValueError:
+            pass
     return peer
 
 
@@ -92,9 +99,33 @@ def new_login_csrf():
     return secrets.token_urlsafe(32)
 
 
+def cookie(which):
+    """(name, path) of one of the console's cookies for this request. Behind HTTPS the name has the
+    `__Host-` prefix, which browsers accept only from this very host, over HTTPS, with Path=/ and
+    no Domain: a sibling subdomain (or a plain-HTTP answer forged on the way) can neither plant nor
+    shadow it. Over plain HTTP (a developer's machine, where browsers refuse the prefix) the bare
+    name, scoped to the console's path. Only the prefixed one is read behind HTTPS."""
+    name, path = which
+    return ("__Host-" + name, "/") if request.is_secure else (name, path)
+
+
+def read_cookie(which):
+    return request.cookies.get(cookie(which)[0])
+
+
+def set_cookie(response, which, value, *, samesite, max_age=None):
+    name, path = cookie(which)
+    response.set_cookie(name, value, max_age=max_age, path=path, httponly=True, samesite=samesite,
+                        secure=request.is_secure)
+
+
+def delete_cookie(response, which):
+    name, path = cookie(which)
+    response.delete_cookie(name, path=path, httponly=True, secure=request.is_secure)
+
+
 def session_cookie(response, token, max_age):
-    response.set_cookie(SESSION_COOKIE, token, max_age=max_age, path=PREFIX, httponly=True,
-                        samesite="Lax", secure=request.is_secure)
+    set_cookie(response, SESSION_COOKIE, token, samesite="Lax", max_age=max_age)
 
 
 def _is_console():

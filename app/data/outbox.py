@@ -158,10 +158,12 @@ def mark_no_endpoint(conn, event_id, owner, *, error) -> bool:
 
 # Re-queue: due at once, attempts counted from zero again (the schedule starts over), history kept.
 # An event under a live lease is being attempted right now and is left alone.
+# A test event (no process) is sent once and never re-queued.
 _REQUEUE = (
     "UPDATE events SET status = 'pending', attempts = 0, next_attempt_at = :now,"
     " delivered_at = NULL, lease_owner = NULL, lease_expires_at = NULL"
     " WHERE NOT (status = 'pending' AND COALESCE(lease_expires_at, 0) > :now)"
+    " AND process_id IS NOT NULL"
 )
 
 
@@ -204,10 +206,27 @@ def list_recent(conn, *, limit, status=None, merchant_id=None) -> list[Event]:
 
 def failing(conn, merchant_id, limit) -> list[Event]:
     """A merchant's events whose delivery is failing, newest first: `failed` (retries exhausted)
-    and `pending` ones whose last attempt failed (retrying)."""
+    and `pending` ones whose last attempt failed (retrying). Test events are not among them."""
     rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM events WHERE merchant_id = ? AND (status = 'failed'"
-        " OR (status = 'pending' AND last_error IS NOT NULL)) ORDER BY seq DESC LIMIT ?",
+        f"SELECT {_COLUMNS} FROM events WHERE merchant_id = ? AND process_id IS NOT NULL"
+        " AND (status = 'failed' OR (status = 'pending' AND last_error IS NOT NULL))"
+        " ORDER BY seq DESC LIMIT ?",
+        (merchant_id, limit),
+    )
+    return [_event(row) for row in rows]
+
+
+def test_waiting(conn, merchant_id) -> bool:
+    """Whether a test event of the merchant is pending (at most one: events_one_pending_test)."""
+    return conn.execute("SELECT 1 FROM events WHERE process_id IS NULL AND merchant_id = ?"
+                        " AND status = 'pending'", (merchant_id,)).fetchone() is not None
+
+
+def tests_of(conn, merchant_id, limit) -> list[Event]:
+    """A merchant's test events (those without a process), newest first."""
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM events WHERE process_id IS NULL AND merchant_id = ?"
+        " ORDER BY seq DESC LIMIT ?",
         (merchant_id, limit),
     )
     return [_event(row) for row in rows]

@@ -63,8 +63,10 @@ SEARCH_MAX_LENGTH = 200
 
 
 def search_value(text) -> str:
-    """A value as the search index keeps it (and as a search box's text is looked up)."""
-    return text.strip().lower()
+    """A value as the search index keeps it (and as a search box's text is looked up): trimmed,
+    lowercased, a NUL character as U+FFFD (PostgreSQL's text cannot hold NUL; both backends alike,
+    so a search for it finds it)."""
+    return text.strip().lower().replace("\x00", "\ufffd")
 
 
 def search_values(metadata: str) -> list[str]:

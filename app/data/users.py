@@ -2,6 +2,8 @@
 they set (app/dashboard/accounts.py holds the rules)."""
 from dataclasses import dataclass
 
+from app.data.schema import dialect
+
 
 @dataclass(frozen=True)
 class User:
@@ -82,30 +84,50 @@ def delete_expired_sessions(conn, now):
     conn.execute("DELETE FROM console_sessions WHERE expires_at <= ?", (now,))
 
 
-# --- Failed logins --------------------------------------------------------------------------------
+# --- Password checks and failed logins -------------------------------------------------------------
+# A row per password check, written before the check (failed_at: when it was reserved) and kept
+# when it fails, per subject ("email:<email>", "client:<address>"): what the lock-out counts.
+# `protected` (1): the email of a user, never evicted by the cap on the others (LOGIN_ROWS_MAX).
 
-def locked_until(conn, subjects, now) -> int | None:
-    """The latest end of a lock in force on any of `subjects`, or None."""
-    marks = ", ".join("?" * len(subjects))
+
+def lock_subjects(conn, subjects, now) -> int | None:
+    """Hold each subject's lock row until the transaction ends (made when missing, in the order
+    given): on PostgreSQL a concurrent login for the same subject waits here, so its counts see
+    this one's reservation (SQLite's single writer already serialises them). Returns the latest
+    end of a lock in force on any of them, or None."""
+    latest = None
+    for subject in subjects:
+        until = conn.execute(
+            "INSERT INTO login_locks (subject, locked_until) VALUES (?, 0) ON CONFLICT (subject)"
+            " DO UPDATE SET locked_until = login_locks.locked_until RETURNING locked_until",
+            (subject,),
+        ).fetchone()[0]
+        if until > now and (latest is None or until > latest):
+            latest = until
+    return latest
+
+
+def checks_since(conn, subject, since) -> tuple[int, int | None, int | None]:
+    """(password checks of `subject` since `since`, failed or in progress; the time of the first
+    and of the last)."""
     row = conn.execute(
-        f"SELECT max(locked_until) FROM login_locks WHERE subject IN ({marks}) AND locked_until > ?",
-        (*subjects, now),
-    ).fetchone()
-    return row[0]
-
-
-def failures_since(conn, subject, since) -> tuple[int, int | None]:
-    """(how many failures of `subject` since `since`, the time of the last one)."""
-    row = conn.execute(
-        "SELECT count(*), max(failed_at) FROM login_failures WHERE subject = ? AND failed_at >= ?",
+        "SELECT count(*), min(failed_at), max(failed_at) FROM login_failures"
+        " WHERE subject = ? AND failed_at >= ?",
         (subject, since),
     ).fetchone()
-    return row[0], row[1]
+    return row[0], row[1], row[2]
 
 
-def record_failure(conn, subject, now, window):
-    conn.execute("DELETE FROM login_failures WHERE subject = ? AND failed_at < ?", (subject, now - window))
-    conn.execute("INSERT INTO login_failures (subject, failed_at) VALUES (?, ?)", (subject, now))
+def insert_check(conn, subject, now, protected) -> int:
+    return conn.execute(
+        "INSERT INTO login_failures (subject, failed_at, protected) VALUES (?, ?, ?) RETURNING id",
+        (subject, now, int(protected)),
+    ).fetchone()[0]
+
+
+def delete_checks(conn, ids):
+    """Forget checks that passed (a login that succeeded is not a failure)."""
+    conn.executemany("DELETE FROM login_failures WHERE id = ?", [(i,) for i in ids])
 
 
 def lock(conn, subject, until):
@@ -116,5 +138,29 @@ def lock(conn, subject, until):
     )
 
 
-def clear_failures(conn, subject):
-    conn.execute("DELETE FROM login_failures WHERE subject = ?", (subject,))
+# What one login prunes at most, of each kind: expired rows go in small steps, so no login ever
+# pays for a backlog at once.
+PRUNE_BATCH = 100
+
+
+def prune(conn, now, window, max_unprotected):
+    """Keep what is stored about logins bounded: failures older than the window, locks that have
+    ended (and the lock rows of subjects never locked), and beyond the newest `max_unprotected`
+    rows, the failures of unknown emails and of client addresses. On PostgreSQL rows another login
+    holds are skipped (it prunes them itself), so two logins never wait on each other here."""
+    skip = " FOR UPDATE SKIP LOCKED" if dialect(conn) == "postgresql" else ""
+    conn.execute(
+        "DELETE FROM login_failures WHERE id IN (SELECT id FROM login_failures WHERE failed_at < ?"
+        f" ORDER BY failed_at LIMIT {PRUNE_BATCH}{skip})",
+        (now - window,),
+    )
+    conn.execute(
+        "DELETE FROM login_locks WHERE subject IN (SELECT subject FROM login_locks"
+        f" WHERE locked_until <= ? ORDER BY locked_until LIMIT {PRUNE_BATCH}{skip})",
+        (now,),
+    )
+    conn.execute(
+        "DELETE FROM login_failures WHERE id IN (SELECT id FROM login_failures WHERE protected = 0"
+        f" AND id <= (SELECT max(id) FROM login_failures) - ? ORDER BY id LIMIT {PRUNE_BATCH}{skip})",
+        (max_unprotected,),
+    )

@@ -10,23 +10,27 @@ writes nobody can act on before the caller answers (a new preorder). The WAL is 
 a checkpoint, which NORMAL syncs first, so syncing it syncs every commit before.
 
 Only init-db (`init_schema`) creates the file and marks it (PRAGMA application_id); every other
-connection opens an existing, marked file. Each connection records the files it opened
-(file_identity.py) and compares them with the path's at a request's first use, before COMMIT and
-after it: a database deleted or replaced is answered 503, never a success; a WAL or index lost by
-hand is checkpointed into the database file through the connection that still reads it (`_lose`)
-and the process refuses until restarted. See docs/operations.md.
+connection opens an existing, marked file. A process's connections share the record of the files
+they opened (file_identity.py, under shared flocks that tell processes starting later which files
+the service uses) and compare it with the paths at a request's first use, before COMMIT and after
+it. A file deleted or replaced by hand: the commits still only in the WAL the connection reads are
+checkpointed into the database file it reads (`_lose`), the process refuses until restarted, and so
+does every process that starts while one that had the old files lives. See docs/operations.md.
 """
+import atexit
 import logging
 import os
 import pathlib
 import sqlite3
 import threading
 import time
+import weakref
 from contextlib import contextmanager
 
 from app.data import schema as schema_rows
 from app.db import interface
-from app.db.file_identity import OpenedFiles, identity
+from app.db import file_identity
+from app.db.file_identity import NAMES, FilesInUse, OpenedFiles, identity
 from app.db.health import WriteFailures, probe_space
 from app.db.writer_queue import WriterLock
 
@@ -70,20 +74,20 @@ class _ThreadState:
         # Opened while the database could not be written: SQLite then opens it read-only, and the
         # connection stays so after a repair; it is replaced as soon as the file can be written.
         self.read_only = read_only
-        # The files the connection opened (OpenedFiles; None for ":memory:"), and whether the path
-        # still named them at this request's first use (reset at the end of each request).
+        # The files the process's connections opened (OpenedFiles, shared; None for ":memory:"), and
+        # whether the paths still named them at this request's first use (reset after each request).
         self.files, self.verified = files, True
         self.synchronous = synchronous  # the connection's PRAGMA synchronous
         # Whether SQLite could put the connection in WAL mode (not for an in-memory database).
         self.wal = conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
     def close(self):
+        """Close the connection and the writer-lock descriptor (the shared `files` are released by
+        the caller: SqliteDatabase._close)."""
         try:
             self.conn.close()
         except sqlite3.ProgrammingError:
             pass
-        if self.files is not None:
-            self.files.close()
         if self.writer is not None:
             self.writer.close()
             self.writer = None
@@ -115,6 +119,8 @@ class SqliteDatabase:
         # deleted or replaced (_lose): the process then refuses until restarted (or init-db in it).
         self._lost = None
         self.write_failures = WriteFailures()  # for /healthz (health.py)
+        # A process that exits closes its connections before giving its flocks back (file_identity.py).
+        atexit.register(_close_at_exit, weakref.ref(self))
 
     def _state(self, create=False):
         """The calling thread's connection and writer-lock descriptor, made on first use (and again
@@ -130,8 +136,10 @@ class SqliteDatabase:
         state = _ThreadState(os.getpid(), threading.current_thread(), conn, self.synchronous, files,
                              read_only)
         with self._lock:
-            self._close_orphans()
+            orphans = self._orphans()
             self._opened.append(state)
+        for orphan in orphans:
+            self._close(orphan)
         self._local.state = state
         return state
 
@@ -156,94 +164,169 @@ class SqliteDatabase:
         return identity(self._abspath)
 
     def _unchanged(self, state):
-        """Whether the path still names the files the connection opened (OpenedFiles.changed) and
-        this process has not lost its WAL or index since (through another connection). A lost WAL
-        or index is rescued first (_lose), while this connection can still read it."""
+        """Whether the paths still name the files the connection opened (OpenedFiles.changed) and
+        this process has not lost them since (through another connection). Lost files are rescued
+        first (_lose), while this connection can still read them."""
         changed = None if state.files is None else state.files.changed()
-        if changed in ("wal", "shm"):
-            self._lose(state, changed)
         lost = self._lost is not None and self._lost[0] == os.getpid()
+        if changed is not None and not lost:
+            self._lose(state, changed)
         state.verified = changed is None and not lost
         return state.verified
 
     def _lose(self, state, what):
-        """The connection's WAL or shared-memory index is no longer the one at the path (deleted or
-        replaced by hand). Its commits since the last checkpoint live only in the WAL it still reads:
-        a checkpoint through it copies them into the database file (synced), before a kill or a
-        restart drops them. The WAL is also truncated and the index reset, so a connection opened
-        later reads the database file alone. From now on this process refuses (503, with the reason)
-        until restarted: its other connections still use the old files, which must never be mixed
-        with new ones. Another process doing the same at once makes SQLite answer busy: tried again
-        for the busy timeout. Returns whether every commit is now in the database file."""
+        """The database file, WAL or index the connection uses is no longer the one at the path
+        (deleted or replaced by hand). Its commits since the last checkpoint may live only in the
+        WAL it still reads: a checkpoint through it copies them into the database file it reads
+        (synced), before a kill or a restart drops them, and empties that WAL, so a restart never
+        applies it to another file. A replaced WAL, once every commit is saved, is moved aside
+        (`-wal.replaced`): a restart would apply its older copies of pages over newer ones. From now
+        on this process refuses (503, with the reason) until restarted, and keeps its flocks, so no
+        process joins the new files meanwhile (file_identity.py). Another process doing the same at
+        once makes SQLite answer busy: tried again for the busy timeout. Returns whether every
+        commit is now in the database file the connection reads."""
         deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        target = "the file it had open" if what == "database" else "the database file"
         try:
             while (busy := state.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]) \
                     and time.monotonic() < deadline:
                 time.sleep(0.01)
             saved = not busy
-            outcome = ("its commits were copied into the database file" if saved else
-                       "its commits could not all be copied into the database file (busy)")
+            outcome = (f"its commits were copied into {target}" if saved else
+                       f"its commits could not all be copied into {target} (busy)")
         except sqlite3.Error as e:
-            saved, outcome = False, f"copying its commits into the database file failed ({e})"
-        reason = (f"the database's {OpenedFiles.NAMES[what]} was deleted or replaced while in use;"
-                  f" {outcome}; restart the service")
+            saved, outcome = False, f"copying its commits into {target} failed ({e})"
+        if saved and what == "wal":
+            self._move_aside(self._abspath + "-wal", state.files.ids["wal"])
+        state.files.lost = True
+        reason = f"{NAMES[what]} was deleted or replaced while in use; {outcome}; restart the service"
         log.error("%s", reason)
         self._lost = (os.getpid(), reason)
         return saved
+
+    @staticmethod
+    def _move_aside(path, ours):
+        """Rename what `path` names to path + ".replaced" unless it is the file `ours` (or none)."""
+        now = identity(path)
+        if now is not None and now != ours:
+            try:
+                os.replace(path, path + ".replaced")
+            except OSError as e:
+                log.error("the replaced %s could not be moved aside: %s", path, e.strerror)
 
     def _drop(self, state):
         """Close the calling thread's connection (its file was deleted or replaced)."""
         with self._lock:
             if state in self._opened:
                 self._opened.remove(state)
-        state.close()
+        self._close(state)
         self._local.state = None
+
+    def _close(self, state, force=False):
+        """Close one connection and release its share of the files. The process's last connection
+        closes under the join lock: SQLite's close of the last connection to a database may delete
+        its WAL and index, and a process joining meanwhile must not see the flocks of files that
+        are going away (file_identity.py)."""
+        files = state.files
+        if files is None or not files.last(force):
+            state.close()
+            if files is not None:
+                files.release(force)
+            return
+        with self._join_lock(required=False):
+            state.close()
+            files.release(force)
+
+    @contextmanager
+    def _join_lock(self, required=True):
+        """The writer-queue lock, held while a process joins the files or leaves them: joiners and
+        leavers go one at a time (and never while a write commits). `required`: past the queue
+        timeout, DatabaseUnavailable; else go on without it. A lock file that cannot be opened
+        (a read-only directory where none was made) is gone without: nobody can write then."""
+        try:
+            lock = WriterLock(os.fspath(self.path) + "-writer.lock")
+        except OSError:
+            yield
+            return
+        try:
+            if not lock.acquire(self.queue_timeout_ms / 1000) and required:
+                raise DatabaseUnavailable("database is locked (writer queue)")
+            yield
+        finally:
+            lock.close()
 
     def connection(self):
         """The calling thread's connection, opened on first use (and again after a fork)."""
         return self._state().conn
 
     def _connect(self, create):
-        """A new connection and the (device, inode) of the file it opened. Without `create` the file
-        must exist and carry init-db's mark (DatabaseUnavailable otherwise)."""
+        """A new connection and the files it opened (shared with the process's other connections).
+        Without `create` the file must exist and carry init-db's mark (DatabaseUnavailable
+        otherwise); `create` (init-db) makes the directory and an empty file first."""
         if self._memory:
             return self._configure(self._open(":memory:", uri=False)), None
         if create:
             os.makedirs(os.path.dirname(self._abspath), exist_ok=True)
-            conn = self._configure(self._open(self._abspath, uri=False))
-            conn.execute("PRAGMA application_id").fetchone()  # a read: SQLite opens the WAL now
-            identity = self._identity()
-            self._pin(identity)
+            reason = None if self._identity() else file_identity.missing_reason(self._abspath)
+            if reason not in (None, file_identity.MISSING):  # a WAL in use beside: no new file there
+                raise DatabaseUnavailable(reason)
+            os.close(os.open(self._abspath, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644))
             self._lost = None
-            return conn, OpenedFiles(self._abspath, identity)
-        lost = self._lost
-        if lost is not None and lost[0] == os.getpid():
-            raise DatabaseUnavailable(lost[1])
+        else:
+            lost = self._lost
+            if lost is not None and lost[0] == os.getpid():
+                raise DatabaseUnavailable(lost[1])
+            before = self._identity()
+            if before is None:
+                raise DatabaseUnavailable(file_identity.missing_reason(self._abspath))
+            pinned = self._pinned
+            if pinned is not None and pinned[0] == os.getpid() and pinned[1] != before:
+                raise DatabaseUnavailable(
+                    "the database file was deleted or replaced since this process opened it (restart it)"
+                )
+        with self._join_lock():
+            return self._open_joined(create)
+
+    def _open_joined(self, create):
+        """_connect's work under the join lock: this process's files for what the path names (joined
+        now if it has none: file_identity.py), then the connection, checked against them."""
         before = self._identity()
         if before is None:
-            raise DatabaseUnavailable("the database file does not exist (run init-db)")
-        pinned = self._pinned
-        if pinned is not None and pinned[0] == os.getpid() and pinned[1] != before:
-            raise DatabaseUnavailable(
-                "the database file was deleted or replaced since this process opened it (restart it)"
-            )
+            raise DatabaseUnavailable(file_identity.missing_reason(self._abspath))
+        files = OpenedFiles.joined(self._abspath, before)
+        joining = files is None
+        if joining:
+            try:
+                files = OpenedFiles.join(self._abspath)
+            except FilesInUse as e:
+                raise DatabaseUnavailable(str(e)) from None
+        conn = None
         try:
+            if files.database != before:
+                raise DatabaseUnavailable("the database file was replaced while it was opened")
             # mode=rw: SQLite opens the file that exists, never creates one.
             conn = self._open(pathlib.Path(self._abspath).as_uri() + "?mode=rw", uri=True)
-        except sqlite3.Error as e:
-            raise DatabaseUnavailable(f"the database cannot be opened: {e}") from None
-        try:
-            if conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+            if conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID and not create:
                 raise DatabaseUnavailable("the file was not made by init-db")
             self._configure(conn)
-            if self._identity() != before:
-                raise DatabaseUnavailable("the database file was replaced while it was opened")
-            if pinned is None or pinned[0] != os.getpid():
+            conn.execute("PRAGMA application_id").fetchone()  # a read in WAL mode: the WAL is open
+            files.complete()
+            changed = files.changed()
+            if changed is not None:
+                raise DatabaseUnavailable(f"{NAMES[changed]} was deleted or replaced while it was"
+                                          " opened")
+            pinned = self._pinned
+            if create or pinned is None or pinned[0] != os.getpid():
                 self._pin(before)
-            files = OpenedFiles(self._abspath, before)  # the WAL is open: the mark was read
-        except BaseException:
-            conn.close()
+        except BaseException as e:
+            if conn is not None:
+                conn.close()
+            if joining:
+                files.close()
+            if isinstance(e, sqlite3.Error) and not isinstance(e, DatabaseUnavailable):
+                raise DatabaseUnavailable(f"the database cannot be opened: {e}") from None
             raise
+        files.acquire()
         return conn, files
 
     def _pin(self, identity):
@@ -284,18 +367,17 @@ class SqliteDatabase:
             state.conn.execute(f"PRAGMA synchronous = {level}")
             state.synchronous = level
 
-    def _close_orphans(self):
-        """Close the connections of this process's threads that have ended. A threaded server that
-        runs each request in a new thread (`flask run`, as under `make run`) would otherwise keep one
-        open connection (two file descriptors) per request served. Connections inherited from a
-        parent process are left alone (never close SQLite handles across a fork)."""
-        pid, kept = os.getpid(), []
+    def _orphans(self):
+        """Take the connections of this process's threads that have ended out of `_opened`, for the
+        caller to close (outside `_lock`). A threaded server that runs each request in a new thread
+        (`flask run`, as under `make run`) would otherwise keep one open connection per request
+        served. Connections inherited from a parent process are left alone (never close SQLite
+        handles across a fork)."""
+        pid, kept, ended = os.getpid(), [], []
         for state in self._opened:
-            if state.pid == pid and not state.thread.is_alive():
-                state.close()
-            else:
-                kept.append(state)
+            (ended if state.pid == pid and not state.thread.is_alive() else kept).append(state)
         self._opened = kept
+        return ended
 
     @contextmanager
     def transaction(self, *, sync_outside_lock=False):
@@ -321,8 +403,7 @@ class SqliteDatabase:
                     committed = True
                 else:
                     conn.execute("ROLLBACK")
-                    if changed != "database":
-                        self._lose(state, changed)  # the writer lock held: no writer of ours meanwhile
+                    self._lose(state, changed)  # the writer lock held: no writer of ours meanwhile
             except BaseException:
                 # Also when COMMIT itself fails (a deferred constraint, an I/O error): a connection
                 # left inside a transaction would hold SQLite's write lock for good.
@@ -343,8 +424,7 @@ class SqliteDatabase:
                 writer.release()
         if changed is not None:
             self._drop(state)
-            raise DatabaseUnavailable(self._lost[1] if changed != "database" else
-                                      "the database file was deleted or replaced; nothing was written")
+            raise DatabaseUnavailable(self._lost[1])
         if sync_after and committed:
             self._sync_wal(state)
         # The commit is in the files the connection opened: are they still the database's? A
@@ -353,12 +433,12 @@ class SqliteDatabase:
         # answered as a success only once _lose has copied it into the database file.
         after = None if state.files is None else state.files.changed()
         if after is not None:
-            # (A lost index: this commit is in the WAL at the path, synced; the rescue is for the rest.)
-            saved = after != "database" and (self._lose(state, after) or after == "shm")
+            # A lost index: this commit is in the WAL at the path, synced; the rescue is for the rest.
+            # A lost database file: the commit is in the file that was deleted or moved away.
+            saved = self._lose(state, after) and after != "database" or after == "shm"
             self._drop(state)
             if not saved:
-                raise DatabaseUnavailable(self._lost[1] if after != "database" else
-                                          "the database file was deleted or replaced; the write is lost")
+                raise DatabaseUnavailable(self._lost[1])
         self.write_failures.succeeded()
 
     def _sync_wal(self, state):
@@ -366,9 +446,14 @@ class SqliteDatabase:
         (the kernel merges concurrent syncs from other writers)."""
         files = state.files
         try:
-            if files.wal_fd is None:
-                files.wal_fd = os.open(files.path + "-wal", os.O_RDONLY | os.O_CLOEXEC)
-            os.fdatasync(files.wal_fd)
+            if files.wal_fd is not None:
+                os.fdatasync(files.wal_fd)
+            else:  # SQLite never locks the WAL file: a descriptor of our own may be closed at once
+                fd = os.open(files.path + "-wal", os.O_RDONLY | os.O_CLOEXEC)
+                try:
+                    os.fdatasync(fd)
+                finally:
+                    os.close(fd)
         except OSError as e:  # the commit may not be on disk: never answered as a success
             reason = f"the write-ahead log cannot be synced: {e.strerror}"
             self.write_failures.failed(reason)
@@ -395,10 +480,13 @@ class SqliteDatabase:
                 state.conn.execute("ROLLBACK")
 
     def close_all(self):
+        """Close every connection of this process, and give its flocks back (a lost process's too);
+        a parent's connections inherited across a fork are forgotten, never closed."""
         with self._lock:
             opened, self._opened = self._opened, []
         for state in opened:
-            state.close()
+            if state.pid == os.getpid():
+                self._close(state, force=True)
         self._local = threading.local()
         pinned, self._pinned = self._pinned, None
         if pinned is not None and pinned[0] == os.getpid():
@@ -437,3 +525,9 @@ class SqliteDatabase:
         failure = failure or self.write_failures.recent()
         if failure is not None:
             raise DatabaseUnavailable(failure)
+
+
+def _close_at_exit(ref):
+    database = ref()
+    if database is not None:
+        database.close_all()

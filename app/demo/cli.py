@@ -28,7 +28,8 @@ def create_merchant(path, webhook_url, as_json):
     """Create the demo test-mode merchant once, save its keys, and print them."""
     path = path or current_app.config["DEMO_MERCHANT_FILE"]
     try:
-        keys, created = ensure(get_db(), path, webhook_url=webhook_url, now=now())
+        keys, created = ensure(get_db(), path, webhook_url=webhook_url, now=now(),
+                               allow_loopback=current_app.config["WEBHOOK_ALLOW_LOOPBACK"])
     except MerchantError as e:
         raise click.ClickException(str(e)) from None
     if as_json:

@@ -48,16 +48,18 @@ def _write_keys(path, keys):
         json.dump(keys, f, indent=2)
 
 
-def ensure(db, path, *, webhook_url, now):
+def ensure(db, path, *, webhook_url, now, allow_loopback=False):
     """The demo merchant saved at `path`, created when missing from the file or the database.
-    A `webhook_url` given is set on it either way. Returns (keys, created)."""
+    A `webhook_url` given is set on it either way (`allow_loopback`: WEBHOOK_ALLOW_LOOPBACK, as
+    the demo's own inbox is on this machine). Returns (keys, created)."""
     keys = read_keys(path)
     if keys is not None and any(m.id == keys["merchantId"] for m in service.list_all(db)):
         if webhook_url is not None:
-            service.set_webhook_url(db, keys["merchantId"], webhook_url)
+            service.set_webhook_url(db, keys["merchantId"], webhook_url, allow_loopback=allow_loopback)
         return keys, False
     merchant, secret_key = service.create(
-        db, name="Demo shop", livemode=False, webhook_url=webhook_url, now=now
+        db, name="Demo shop", livemode=False, webhook_url=webhook_url, now=now,
+        allow_loopback=allow_loopback,
     )
     keys = service.credentials(merchant, secret_key)
     _write_keys(path, keys)

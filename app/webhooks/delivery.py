@@ -30,11 +30,13 @@ NO_URL_ERROR = "merchant has no webhook URL"
 class Settings:
     timeout: float               # seconds, a whole attempt (WEBHOOK_TIMEOUT_SECONDS)
     schedule: tuple[int, ...]    # WEBHOOK_RETRY_SCHEDULE, parsed
+    allow_loopback: bool = False  # WEBHOOK_ALLOW_LOOPBACK: test-mode URLs may reach loopback
 
     @classmethod
     def from_config(cls, config):
         return cls(timeout=config["WEBHOOK_TIMEOUT_SECONDS"],
-                   schedule=tuple(config["WEBHOOK_RETRY_SCHEDULE"]))
+                   schedule=tuple(config["WEBHOOK_RETRY_SCHEDULE"]),
+                   allow_loopback=config["WEBHOOK_ALLOW_LOOPBACK"])
 
 
 @dataclass(frozen=True)
@@ -63,31 +65,9 @@ def send(session, event, merchant, *, clock, settings) -> Sent:
         result = transport.AttemptResult(False, None, f"cannot sign: {e}", 0, None)
     else:
         result = transport.post(session, url, body, headers, timeout=settings.timeout,
-                                livemode=merchant.livemode, clock=clock)
+                                livemode=merchant.livemode, allow_loopback=settings.allow_loopback,
+                                clock=clock)
     return Sent(event, url, attempted_at, result, int(clock()))
-
-
-TEST_EVENT_TYPE = "webhook.test"
-
-
-def send_test(merchant, *, clock, settings) -> Sent:
-    """POST one test event to the merchant's endpoint now, signed like every event, and return
-    the attempt (the console's "Send test event"). It is not stored: nothing retries it, and the
-    merchant's event list stays what happened to its processes."""
-    from app.outbox import new_event_id
-    from app.representation import iso
-
-    now = int(clock())
-    payload = (f'{{"type":"{TEST_EVENT_TYPE}","timestamp":"{iso(now)}",'
-               f'"data":{{"merchantId":"{merchant.id}","livemode":{"true" if merchant.livemode else "false"}}}}}')
-    event = Event(seq=None, id=new_event_id(), merchant_id=merchant.id, process_id="", type=TEST_EVENT_TYPE,
-                  payload=payload, created_at=now, status="pending", attempts=0, next_attempt_at=now,
-                  lease_owner=None, lease_expires_at=None, last_error=None, delivered_at=None)
-    session = transport.new_session()
-    try:
-        return send(session, event, merchant, clock=clock, settings=settings)
-    finally:
-        session.close()
 
 
 def write_records(conn, sent, *, owner, settings) -> list[tuple[str, str]]:
@@ -134,7 +114,9 @@ def _write(conn, item, owner, settings):
         event_rows.mark_delivered(conn, event.id, now)
         return DELIVERED, DELIVERED
     attempts_made = event.attempts + 1
-    delay = next_attempt_delay(settings.schedule, attempts_made, result.retry_after)
+    # A test event (no process) is attempted once: its result is what the console shows.
+    delay = (None if event.process_id is None else
+             next_attempt_delay(settings.schedule, attempts_made, result.retry_after))
     next_at = None if delay is None else now + delay
     if not event_rows.mark_attempt_failed(conn, event.id, owner, error=result.error,
                                           next_attempt_at=next_at):

@@ -1,10 +1,11 @@
 """Server-side request forgery guard for merchant webhook URLs.
 
-A merchant chooses the URL we POST to, so a live-mode URL must never make the
-service talk to itself, its cloud metadata endpoint or its private network.
-`check_url` is run at delivery time (DNS can change after the URL was set) and
-returns the vetted addresses, which the transport then connects to directly
-(see `transport.py`) so a second DNS answer cannot swap in another address.
+A merchant chooses the URL we POST to, so a webhook URL must never make the service talk to
+itself, its cloud metadata endpoint or its private network, and what a delivery attempt reports
+(status, error, duration: the console shows them) must not map the operator's network.
+`check_url` is run when the URL is set and at delivery time (DNS can change after the URL was
+set) and returns the vetted addresses, which the transport then connects to directly (see
+`transport.py`) so a second DNS answer cannot swap in another address.
 
 Decisions:
 - Only `http` and `https` are ever accepted; live mode accepts `https` only.
@@ -12,15 +13,19 @@ Decisions:
   modes: requests would turn them into an `Authorization` header, they end up
   in logs and operator screens, and `user@host` is a classic parser-confusion
   trick. A merchant who wants a shared secret in the URL can put it in the path.
-- Test mode accepts any host (``http://localhost:5000`` for local
-  development) and does not resolve it: it returns an empty list, meaning
-  "not vetted, connect normally".
-- Live mode refuses the URL unless EVERY address the host resolves to is a
-  public unicast address. IPv4 addresses wrapped in IPv6 (IPv4-mapped,
+- In both modes every address the host resolves to must be a public unicast
+  address, with one exception: in test mode, loopback where the operator allows
+  it (WEBHOOK_ALLOW_LOOPBACK: on when unset, for `http://localhost:5000` on a
+  tester's machine and the demos; off in deploy/preorder.env). Link-local (the
+  cloud metadata address 169.254.169.254), private and reserved addresses are
+  refused in both modes. IPv4 addresses wrapped in IPv6 (IPv4-mapped,
   IPv4-compatible, 6to4, NAT64 64:ff9b::/96) are judged by the IPv4 address
   they carry. The classification does not rely on `ipaddress.is_global`
   alone because its answers for wrapped and multicast addresses differ
   between Python versions.
+- A refusal names a literal address, but for a host name only the kind of
+  address it resolves to: the addresses of the operator's internal names are
+  not told to whoever sets a URL.
 """
 
 from __future__ import annotations
@@ -63,6 +68,10 @@ _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
 
 class UnsafeURL(Exception):
     """The URL must not be called; str(exc) says why, for an operator."""
+
+
+class Unresolvable(UnsafeURL):
+    """The host name does not resolve now (no answer, or none in time)."""
 
 
 def unsafe_reason(addr: IPAddress) -> str | None:
@@ -131,25 +140,24 @@ def check_form(url: str, livemode: bool) -> tuple[str, int | None]:
     return host, port
 
 
-def check_url(url: str, livemode: bool, resolve=socket.getaddrinfo) -> list[IPAddress]:
-    """Vet a webhook URL; raise UnsafeURL or return the addresses to connect to.
-
-    Live mode returns every resolved address (all public, in resolver order,
-    duplicates removed). Test mode returns [] without resolving.
-    `resolve` has the signature of `socket.getaddrinfo` (tests inject one).
-    """
+def check_url(url: str, livemode: bool, *, allow_loopback: bool,
+              resolve=socket.getaddrinfo) -> list[IPAddress]:
+    """Vet a webhook URL; raise UnsafeURL (Unresolvable when the name does not resolve) or return
+    the addresses to connect to: every resolved address, in resolver order, duplicates removed,
+    each public, or loopback in test mode when `allow_loopback`. `resolve` has the signature of
+    `socket.getaddrinfo` (tests inject one)."""
     host, port = check_form(url, livemode)
-    if not livemode:
-        return []
-
     if port is None:
-        port = 443
+        port = 443 if urlsplit(url).scheme.lower() == "https" else 80
     addresses = _resolve(host, port, resolve)
     for addr in addresses:
         reason = unsafe_reason(addr)
-        if reason:
-            shown = "" if _literal(host) else f"{host} resolves to "
-            raise UnsafeURL(f"{shown}{addr} ({reason}), only public addresses are allowed")
+        if reason is None or (reason == "loopback" and allow_loopback and not livemode):
+            continue
+        if _literal(host):
+            raise UnsafeURL(f"{addr} ({reason}), only public addresses are allowed")
+        kind = reason.rpartition(", ")[2]  # "wraps 10.0.0.1, private": the kind alone
+        raise UnsafeURL(f"{host} resolves to a {kind} address, only public addresses are allowed")
     return addresses
 
 
@@ -167,7 +175,7 @@ def _resolve(host: str, port: int, resolve) -> list[IPAddress]:
     try:
         infos = resolve(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as exc:
-        raise UnsafeURL(f"cannot resolve {host} ({exc.__class__.__name__})") from None
+        raise Unresolvable(f"cannot resolve {host} ({exc.__class__.__name__})") from None
     found: list[IPAddress] = []
     for info in infos:
         sockaddr = info[4]
@@ -178,5 +186,5 @@ def _resolve(host: str, port: int, resolve) -> list[IPAddress]:
         if addr not in found:
             found.append(addr)
     if not found:
-        raise UnsafeURL(f"cannot resolve {host} (no addresses)")
+        raise Unresolvable(f"cannot resolve {host} (no addresses)")
     return found

@@ -2,15 +2,17 @@
 
 `post` vets the URL (`ssrf.check_url`) at the time of the attempt, then sends once with `requests`
 (a `requests.Session` whose adapter `new_session` mounts):
-- live mode connects to the vetted address (a second DNS answer cannot swap in another), while the
-  Host header, TLS SNI and the certificate check use the URL's host name;
+- it connects to the vetted address (a second DNS answer cannot swap in another), while the Host
+  header, TLS SNI and the certificate check use the URL's host name;
 - the whole attempt, name resolution included, is bounded by `timeout`: a watchdog thread shuts
   the socket down at the deadline, so a receiver dripping bytes cannot hold a thread;
 - redirects are never followed; at most 4 KiB of the response body is read, never decoded or
   returned;
 - connections are kept alive in pools keyed by destination (scheme, address, port, TLS name), so a
   kept connection only carries an attempt to the very address vetted for it.
-Only the first vetted address is tried. Proxies, .netrc and cookies are never used.
+The vetted addresses are tried in the resolver's order, the next one only when the previous one
+refused the connection (nothing was sent: `localhost` resolving to ::1 first while the receiver
+listens on 127.0.0.1). Proxies, .netrc and cookies are never used.
 """
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ from .ssrf import UnsafeURL, check_url
 MAX_RESPONSE_BYTES = 4096
 DESTINATIONS = 16  # destinations kept connected (least recently used closed beyond)
 CONNECTIONS_PER_DESTINATION = 32  # idle connections kept per destination: one per worker thread
-RESOLVER_THREADS = 4  # live-mode lookups at once: a hanging resolver ties up these, never more
+RESOLVER_THREADS = 4  # lookups at once: a hanging resolver ties up these, never more
+REFUSED = "connection refused"
 
 
 @dataclass(frozen=True)
@@ -58,15 +61,29 @@ def new_session() -> requests.Session:
 
 
 def post(session: requests.Session, url: str, body: bytes, headers: dict, *, timeout: float,
-         livemode: bool, resolve=socket.getaddrinfo, clock=time.time) -> AttemptResult:
-    """POST `body` to `url` once, vetted now; in live mode to the first vetted address."""
+         livemode: bool, allow_loopback: bool, resolve=socket.getaddrinfo,
+         clock=time.time) -> AttemptResult:
+    """POST `body` to `url` once, vetted now (`allow_loopback`: WEBHOOK_ALLOW_LOOPBACK), to the
+    first vetted address. A refused URL is an attempt that never connected: what it reports says
+    nothing of the address's ports (open, closed or silent)."""
     start = time.monotonic()
     try:
-        addresses = check_url(url, livemode, resolve=_bounded(resolve, start + timeout))
+        addresses = check_url(url, livemode, allow_loopback=allow_loopback,
+                              resolve=_bounded(resolve, start + timeout))
     except UnsafeURL as exc:
         return AttemptResult(False, None, f"unsafe url: {exc}", _ms_since(start), None)
-    return send(session, url, body, headers, timeout=timeout,
-                address=addresses[0] if addresses else None, clock=clock, _start=start)
+    for address in addresses:
+        result = send(session, url, body, headers, timeout=timeout, address=address, clock=clock,
+                      _start=start)
+        if result.error != REFUSED or time.monotonic() >= start + timeout:
+            break
+    return result
+
+
+def bounded_resolver(seconds, resolve=socket.getaddrinfo):
+    """`resolve` (getaddrinfo's signature) given `seconds` from now to answer (see `_bounded`):
+    for checking a URL while a person waits for the page."""
+    return _bounded(resolve, time.monotonic() + seconds)
 
 
 def send(session: requests.Session, url: str, body: bytes, headers: dict, *, timeout: float,
@@ -299,7 +316,7 @@ def _causes(exc) -> list[BaseException]:
 def _describe(exc: BaseException, timeout: float, aborted: bool) -> str:
     causes = _causes(exc)
     if any(isinstance(e, ConnectionRefusedError) for e in causes):
-        return "connection refused"
+        return REFUSED
     if any(isinstance(e, socket.gaierror) for e in causes):
         return "cannot resolve host"
     if aborted or any(isinstance(e, (TimeoutError, requests.Timeout)) for e in causes):

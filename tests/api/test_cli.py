@@ -206,25 +206,41 @@ def test_demo_shop_merchant_is_made_again_after_a_database_reset(runner, app):
         assert json.load(f)["merchantId"] not in (before, None)
 
 
-@pytest.mark.parametrize("url", ["https://127.0.0.1/hook", "https://169.254.169.254/latest"])
-def test_set_webhook_warns_when_deliveries_would_be_refused(runner, make_merchant, url):
-    live = make_merchant(name="Live", live=True)
-    result = invoke(runner, "merchants", "set-webhook", live["merchantId"], url)
-    assert result.exit_code == 0  # set, since DNS and addresses can change; checked at each delivery
-    assert "Warning: deliveries to this URL would be refused now" in result.output
+@pytest.mark.parametrize("live, url, reason", [
+    (True, "https://127.0.0.1/hook", "127.0.0.1 (loopback)"),
+    (True, "https://169.254.169.254/latest", "169.254.169.254 (link-local)"),
+    (False, "http://169.254.169.254/latest", "169.254.169.254 (link-local)"),
+    (False, "http://10.0.0.1:8080/hook", "10.0.0.1 (private)"),
+    (False, "http://[fd00::1]/hook", "fd00::1 (private)"),
+])
+def test_set_webhook_refuses_what_deliveries_refuse(runner, make_merchant, live, url, reason):
+    merchant = make_merchant(name="M", live=live)
+    result = invoke(runner, "merchants", "set-webhook", merchant["merchantId"], url)
+    assert result.exit_code == 1
+    assert f"The webhook URL is refused: {reason}, only public addresses are allowed." in result.output
+    assert invoke(runner, "merchants", "list").output.count(url) == 0
 
 
 @pytest.mark.parametrize("output", [[], ["--json"]])
-def test_create_warns_when_deliveries_would_be_refused(tmp_path, output):
-    # The operator's real command: the warning is on stderr, and with --json stdout is only the JSON.
-    env = service_env(tmp_path / "warn.sqlite3")
+def test_create_refuses_what_deliveries_refuse(tmp_path, output):
+    env = service_env(tmp_path / "refuse.sqlite3")
     flask(env, "init-db")
     result = flask(env, "merchants", "create", "--name", "Live", "--live",
-                   "--webhook-url", "https://127.0.0.1/hook", *output)
-    assert result.stderr == ("Warning: deliveries to this URL would be refused now: "
-                             "127.0.0.1 (loopback), only public addresses are allowed\n")
-    if output:
-        assert json.loads(result.stdout)["livemode"] is True
+                   "--webhook-url", "https://127.0.0.1/hook", *output, check=False)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr == ("Error: The webhook URL is refused: 127.0.0.1 (loopback), only public"
+                             " addresses are allowed.\n")
+
+
+def test_loopback_for_test_merchants_only_where_the_operator_allows_it(tmp_path):
+    env = service_env(tmp_path / "loopback.sqlite3")
+    flask(env, "init-db")
+    flask(env, "merchants", "create", "--name", "Dev", "--webhook-url", "http://localhost:5000/hook")
+    production = dict(env, FLASK_WEBHOOK_ALLOW_LOOPBACK="0")  # as deploy/preorder.env sets it
+    result = flask(production, "merchants", "create", "--name", "Prod", "--webhook-url",
+                   "http://127.0.0.1:5000/hook", check=False)
+    assert result.returncode == 1
+    assert "127.0.0.1 (loopback), only public addresses are allowed" in result.stderr
 
 
 def test_set_webhook_does_not_warn_for_a_test_merchants_localhost(runner, merchant):

@@ -2,6 +2,7 @@
 and lock-out (injected clock), sessions, CSRF, roles, security headers, the processes list, search,
 CSV export, one process's page and actions, webhooks. Chromium tests: tests/console/test_dashboard_browser.py."""
 import csv
+import html
 import io
 import json
 import re
@@ -103,9 +104,24 @@ def test_logged_out_visitor_is_sent_to_login_and_the_cookie_is_safe(client, owne
     assert client.get("/dashboard/").status_code == 200
     https = "https://console.example"  # behind nginx: X-Forwarded-Proto https from loopback
     page = client.get("/dashboard/login", base_url=https)
+    assert page.headers["Set-Cookie"].startswith("__Host-console_login_csrf=")
+    assert "; Secure; HttpOnly; Path=/; SameSite=Strict" in page.headers["Set-Cookie"]
     response = client.post("/dashboard/login", base_url=https, data={
         "email": owner, "password": PASSWORD, "csrf_token": csrf_of(page.text)})
-    assert response.status_code == 303 and "; Secure" in response.headers["Set-Cookie"]
+    cookies = response.headers.getlist("Set-Cookie")
+    assert response.status_code == 303 and len(cookies) == 2
+    assert re.fullmatch(r"__Host-console_session=[\w-]{43}; Expires=[^;]+; Max-Age=43200; Secure;"
+                        r" HttpOnly; Path=/; SameSite=Lax", cookies[0]), cookies[0]
+    assert cookies[1].startswith("__Host-console_login_csrf=; Expires=Thu, 01 Jan 1970")
+    token = cookies[0].split(";")[0].split("=", 1)[1]
+    assert client.get("/dashboard/", base_url=https).status_code == 200
+    # Behind HTTPS only the prefixed cookie opens a session: the bare name, which a sibling
+    # subdomain could plant for the whole domain, is not read.
+    other = client.application.test_client()
+    other.set_cookie("console_session", token, domain="console.example")
+    assert other.get("/dashboard/", base_url=https).headers["Location"] == "/dashboard/login"
+    other.set_cookie("__Host-console_session", token, domain="console.example")
+    assert other.get("/dashboard/", base_url=https).status_code == 200
 
 
 def test_wrong_password_and_unknown_email_say_the_same(client, owner):
@@ -290,6 +306,22 @@ def test_search_by_metadata_value_or_process_id(console, api, clock):
     assert 'type="search"' in page.text and 'value="A-2"' in page.text
 
 
+def test_search_and_export_of_metadata_holding_nul(console, api):
+    # PostgreSQL's text cannot hold NUL: `?q=%00` was a 500 page there, and so was the CSV.
+    nul = api.preorder_raw(b'{"amount": 5, "metadata": {"ref": "A\\u0000B", "k\\u0000": "v"}}')
+    plain = api.preorder({"amount": 5, "metadata": {"ref": "AB"}})
+    nul_id, plain_id = nul.get_json()["processId"], plain.get_json()["processId"]
+    assert listed(console.get("/dashboard/?q=a%00b").text) == [nul_id]
+    page = console.get("/dashboard/?q=%00")
+    assert page.status_code == 200 and listed(page.text) == []
+    assert listed(console.get("/dashboard/").text) == [plain_id, nul_id]
+    rows = read_csv(console.get("/dashboard/processes.csv?q=a%00b"))
+    assert [(r["processId"], r["metadata"]) for r in rows] == [
+        (nul_id, '{"ref":"A\\u0000B","k\\u0000":"v"}')]
+    assert read_csv(console.get("/dashboard/processes.csv?q=%00")) == []
+    assert console.get(f"/dashboard/processes/{nul_id}").status_code == 200
+
+
 def read_csv(response):
     assert response.status_code == 200 and response.mimetype == "text/csv"
     assert response.headers["Content-Disposition"] == 'attachment; filename="processes.csv"'
@@ -343,30 +375,58 @@ def test_process_page_cancel_and_resend(shop_console, shop, worker, app):
     conn = app.extensions["db"].connection()
     (event,) = event_rows.for_process(conn, pid)
     assert len(event_rows.attempts_of(conn, event.id)) == 1
+    refresh = f'<meta http-equiv="refresh" content="2; url=/dashboard/processes/{pid}">'
+    assert refresh not in console.get(f"/dashboard/processes/{pid}").text
     resent = console.post(f"/dashboard/processes/{pid}/events/{event.id}/resend",
                           data={"csrf_token": csrf_of(page.text)})
-    assert resent.status_code == 200 and f"Event {event.id} is queued for delivery again." in resent.text
+    assert resent.status_code == 200 and f"Event {event.id} is queued for delivery again" in resent.text
+    # Queued, not sent from the web request: the page reloads itself until the attempt is made.
+    assert len(event_rows.attempts_of(conn, event.id)) == 1 and refresh in resent.text
+    assert refresh in console.get(f"/dashboard/processes/{pid}").text
     worker.run_once()
     assert len(event_rows.attempts_of(conn, event.id)) == 2
     shown = console.get(f"/dashboard/processes/{pid}").text
-    assert shown.count("Delivery attempt of process.cancelled") == 2
+    assert shown.count("Delivery attempt of process.cancelled") == 2 and refresh not in shown
     assert console.post(f"/dashboard/processes/{pid}/events/evt_nope/resend",
                         data={"csrf_token": csrf_of(page.text)}).status_code == 404
 
 
 # --- Webhooks ----------------------------------------------------------------------------------------
 
-def test_webhooks_test_event_and_url(shop_console, shop, receiver):
+def test_webhooks_test_event_and_url(shop_console, shop, receiver, worker, clock):
     console = shop_console
     page = console.get("/dashboard/webhooks")
     assert receiver.url("/hooks/preorder") in page.text and "Every delivery is going through." in page.text
+    assert "No test event sent yet." in page.text
+    refresh = '<meta http-equiv="refresh" content="2; url=/dashboard/webhooks">'
     sent = console.post("/dashboard/webhooks/test", data={"csrf_token": csrf_of(page.text)})
-    assert sent.status_code == 200
-    assert re.search(r"Test event <code>evt_\w+</code> to \S+:\s+HTTP 200\s+in \d+ ms", sent.text)
+    # Queued for the delivery worker, not sent by the web request: the page reloads until it is.
+    assert sent.status_code == 200 and "Test event queued" in sent.text and refresh in sent.text
+    assert "queued for the delivery worker" in sent.text and receiver.requests == []
+    again = console.post("/dashboard/webhooks/test", data={"csrf_token": csrf_of(page.text)})
+    assert again.status_code == 409 and "A test event is already waiting" in again.text
+    worker.run_once()
     (delivery,) = receiver.wait_for(1)
     assert json.loads(delivery.body)["type"] == "webhook.test"
-    saved = console.post("/dashboard/webhooks/url", data={"csrf_token": csrf_of(page.text), "url": "ftp://x"})
-    assert saved.status_code == 400 and "The webhook URL is refused" in saved.text
+    assert delivery.headers["webhook-signature"].startswith("v1,")  # signed like every event
+    shown = console.get("/dashboard/webhooks").text
+    assert re.search(rf"{re.escape(receiver.url('/hooks/preorder'))}: HTTP 200\s+in \d+ ms", shown)
+    assert refresh not in shown and "Every delivery is going through." in shown
+    # Sent once: a failure is shown, never retried, and never listed with the failing deliveries.
+    receiver.default = Reply(status=500)
+    console.post("/dashboard/webhooks/test", data={"csrf_token": csrf_of(page.text)})
+    worker.run_once()
+    clock.advance(3600)
+    worker.run_once()
+    shown = console.get("/dashboard/webhooks").text
+    assert shown.count("HTTP 500") == 1 and "Every delivery is going through." in shown
+    assert len(receiver.requests) == 2
+    for url, reason in (("ftp://x", "scheme 'ftp' is not allowed"),
+                        ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 (link-local)"),
+                        ("http://10.1.2.3:8080/", "10.1.2.3 (private)")):
+        saved = console.post("/dashboard/webhooks/url", data={"csrf_token": csrf_of(page.text), "url": url})
+        assert saved.status_code == 400
+        assert f"The webhook URL is refused: {reason}" in html.unescape(saved.text)
     removed = console.post("/dashboard/webhooks/url", data={"csrf_token": csrf_of(page.text), "url": ""})
     assert "Webhook URL removed." in removed.text
     nothing = console.post("/dashboard/webhooks/test", data={"csrf_token": csrf_of(page.text)})

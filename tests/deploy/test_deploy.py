@@ -123,8 +123,11 @@ def test_the_cron_line_delivers_webhooks_as_written(tmp_path, app, client, make_
     # The settings file as shipped but for this test's database; this checkout and venv.
     lib = Path(app.config["DATABASE"]).parent
     env_file = tmp_path / "preorder.env"
-    env_file.write_text((DEPLOY / "preorder.env").read_text().replace(
-        "/var/lib/preorder/preorder.sqlite3", app.config["DATABASE"]))
+    shipped = (DEPLOY / "preorder.env").read_text()
+    assert "\nFLASK_WEBHOOK_ALLOW_LOOPBACK=0\n" in shipped  # production: no loopback webhooks
+    # This test's receiver is on loopback, where a production merchant's endpoint never is.
+    env_file.write_text(shipped.replace("/var/lib/preorder/preorder.sqlite3", app.config["DATABASE"])
+                        .replace("FLASK_WEBHOOK_ALLOW_LOOPBACK=0", "FLASK_WEBHOOK_ALLOW_LOOPBACK=1"))
     (tmp_path / "log").mkdir()
     command = (deliver.replace("/srv/preorder/venv", str(VENV)).replace("/srv/preorder/app", str(ROOT))
                .replace("/etc/preorder/preorder.env", str(env_file))

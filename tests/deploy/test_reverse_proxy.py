@@ -16,10 +16,9 @@ from types import SimpleNamespace
 
 import pytest
 import requests
-import trustme
 
 from support.framing import BODY, BROKEN_CHUNKED, count_processes
-from support.nginx import nginx
+from support.nginx import https_session, nginx, write_certificates
 from support.servers import create_merchant, flask, free_port, gunicorn, read_answer, service_env
 
 PREORDER = "/payment-button/process/preorder"
@@ -62,23 +61,6 @@ def layout(tmp_path_factory):
                 tls=ssl.create_default_context(cafile=str(tmp / "ca.pem")))
     log = (tmp / "gunicorn.log").read_text()
     assert "WORKER TIMEOUT" not in log and "Traceback" not in log
-
-
-def write_certificates(directory):
-    ca = trustme.CA()
-    cert = ca.issue_cert("pay.example.com")
-    cert.private_key_pem.write_to_path(directory / "key.pem")
-    cert.cert_chain_pems[0].write_to_path(directory / "cert.pem")
-    ca.cert_pem.write_to_path(directory / "ca.pem")
-
-
-def https_session(port, ca):
-    session = requests.Session()
-    session.trust_env = False
-    session.verify = str(ca)
-    # The certificate names pay.example.com: connect to loopback, present that name.
-    session.mount("https://", _PinnedHost(port))
-    return session
 
 
 def test_nginx_in_front_holds_slow_clients_and_answers_in_json(layout):
@@ -390,14 +372,37 @@ def test_the_access_logs_hold_the_path_never_the_query_string(layout):
     nginx_log, gunicorn_log = layout.nginx_log.read_text(), layout.gunicorn_log.read_text()
     for log in (nginx_log, gunicorn_log):
         assert "buyer-secret" not in log, log
-    # Whole lines: nginx's in combined's layout (Referer "-"), gunicorn's as nginx asked it (HTTP/1.0).
+    # Whole lines: nginx's in combined's layout (Referer "-"), gunicorn's as nginx asked it (HTTP/1.1).
     for path, status in (("/dashboard/", 200), ("/dashboard/processes.csv", 200), ("/metrics", 404)):
         line = (r'^127\.0\.0\.1 - - \[[^]]+\] "GET ' + re.escape(path)
                 + rf' HTTP/1\.1" {status} \d+ "-" "python-requests/[\d.]+"$')
         assert re.search(line, nginx_log, re.MULTILINE), nginx_log
     for path in ("/dashboard/", "/dashboard/processes.csv"):
-        line = r'^127\.0\.0\.1 "GET ' + re.escape(path) + r' HTTP/1\.0" 200 \d+ \d+ms$'
+        line = r'^127\.0\.0\.1 "GET ' + re.escape(path) + r' HTTP/1\.1" 200 \d+ \d+ms$'
         assert re.search(line, gunicorn_log, re.MULTILINE), gunicorn_log
+
+
+def test_the_consoles_cookies_have_the_host_prefix_behind_nginx(layout):
+    # Behind nginx with TLS the service sees https (X-Forwarded-Proto): every console cookie is
+    # __Host-: set only by this host over HTTPS, for the whole host, never by a sibling subdomain.
+    session = https_session(layout.https_port, layout.ca)
+    base = "https://pay.example.com"
+    form = session.get(base + "/dashboard/login", timeout=10)
+    [login_csrf] = form.headers.get("Set-Cookie").split(", ")
+    assert re.fullmatch(r"__Host-console_login_csrf=[\w-]+; Secure; HttpOnly; Path=/; SameSite=Strict",
+                        login_csrf), login_csrf
+    token = re.search(r'name="csrf_token" value="([^"]+)"', form.text).group(1)
+    logged_in = session.post(base + "/dashboard/login", timeout=10, allow_redirects=False, data={
+        "email": "staff@shop.example", "password": PASSWORD, "csrf_token": token})
+    assert logged_in.status_code == 303
+    cookies = logged_in.raw.headers.getlist("Set-Cookie")
+    assert [c.split("=", 1)[0] for c in cookies] == ["__Host-console_session", "__Host-console_login_csrf"]
+    assert all("; Secure" in c and "; Path=/" in c and "Domain" not in c for c in cookies), cookies
+    assert session.get(base + "/dashboard/", timeout=10, allow_redirects=False).status_code == 200
+    out = session.post(base + "/dashboard/logout", timeout=10, allow_redirects=False,
+                       data={"csrf_token": re.search(r'name="csrf_token" value="([^"]+)"', session.get(
+                           base + "/dashboard/", timeout=10).text).group(1)})
+    assert out.raw.headers.getlist("Set-Cookie")[0].startswith("__Host-console_session=; Expires=Thu, 01 Jan 1970")
 
 
 def assert_envelope(response, status, code, message=None):
@@ -407,28 +412,3 @@ def assert_envelope(response, status, code, message=None):
     assert set(body) == {"code", "message"} and body["code"] == code
     if message is not None:
         assert body["message"] == message
-
-
-class _PinnedHost(requests.adapters.HTTPAdapter):
-    """Connects every https://pay.example.com request to 127.0.0.1:port, with SNI and certificate
-    checks for pay.example.com (no resolver or /etc/hosts involved)."""
-
-    def __init__(self, port):
-        self.port = port
-        super().__init__()
-
-    def send(self, request, **kwargs):
-        url = request.url
-        request.url = url.replace("https://pay.example.com", f"https://127.0.0.1:{self.port}", 1)
-        request.headers["Host"] = "pay.example.com"
-        try:
-            response = super().send(request, **kwargs)
-        finally:
-            request.url = url  # the session keeps cookies and follows redirects for pay.example.com
-        response.url = url
-        return response
-
-    def init_poolmanager(self, *args, **kwargs):
-        kwargs["server_hostname"] = "pay.example.com"
-        kwargs["assert_hostname"] = "pay.example.com"
-        super().init_poolmanager(*args, **kwargs)

@@ -4,7 +4,8 @@
 only its addresses, certificate paths and access log's path (each replacement must apply, so the
 test follows the file); the access log is `access.log` in the test's directory.
 The main config around it stands in for Debian's /etc/nginx/nginx.conf: everything in a temp dir,
-`daemon off`, so the test owns the process.
+`daemon off`, so the test owns the process. `write_certificates` and `https_session` give a test
+the certificate nginx serves for pay.example.com and a client that trusts it.
 """
 import contextlib
 import os
@@ -13,6 +14,9 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+
+import requests
+import trustme
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SITE = ROOT / "deploy" / "nginx.conf"
@@ -99,3 +103,47 @@ def nginx(directory, *, upstream, https_port, http_port, cert, key):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def write_certificates(directory):
+    """key.pem and cert.pem for pay.example.com, and ca.pem that signed it, in `directory`."""
+    ca = trustme.CA()
+    cert = ca.issue_cert("pay.example.com")
+    cert.private_key_pem.write_to_path(directory / "key.pem")
+    cert.cert_chain_pems[0].write_to_path(directory / "cert.pem")
+    ca.cert_pem.write_to_path(directory / "ca.pem")
+
+
+def https_session(port, ca):
+    """A requests session for https://pay.example.com, connected to nginx on 127.0.0.1:port."""
+    session = requests.Session()
+    session.trust_env = False
+    session.verify = str(ca)
+    # The certificate names pay.example.com: connect to loopback, present that name.
+    session.mount("https://", _PinnedHost(port))
+    return session
+
+
+class _PinnedHost(requests.adapters.HTTPAdapter):
+    """Connects every https://pay.example.com request to 127.0.0.1:port, with SNI and certificate
+    checks for pay.example.com (no resolver or /etc/hosts involved)."""
+
+    def __init__(self, port):
+        self.port = port
+        super().__init__()
+
+    def send(self, request, **kwargs):
+        url = request.url
+        request.url = url.replace("https://pay.example.com", f"https://127.0.0.1:{self.port}", 1)
+        request.headers["Host"] = "pay.example.com"
+        try:
+            response = super().send(request, **kwargs)
+        finally:
+            request.url = url  # the session keeps cookies and follows redirects for pay.example.com
+        response.url = url
+        return response
+
+    def init_poolmanager(self, *args, **kwargs):
+        kwargs["server_hostname"] = "pay.example.com"
+        kwargs["assert_hostname"] = "pay.example.com"
+        super().init_poolmanager(*args, **kwargs)

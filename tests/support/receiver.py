@@ -12,7 +12,7 @@ Usage in a test module (tests/ is on sys.path under pytest's default import mode
         req.method, req.path, req.headers["webhook-id"], req.body
 
 Replies are taken from the queue in order, then `default` (200, empty body).
-A reply can delay before answering, redirect, carry any headers (e.g.
+A reply can delay before answering (or hang until a `gate` Event is set), redirect, carry any headers (e.g.
 Retry-After), send a huge body, drip its headers and/or body slowly, or keep
 the connection alive (`Received.peer_port` then shows which requests shared one).
 `Receiver(ssl_context)` serves HTTPS instead. Every request is recorded (before any delay), so a timed-out attempt is
@@ -45,6 +45,7 @@ class Reply:
     keep_alive: bool = False       # no "Connection: close": serve the next request on it too
     drop: bool = False             # with keep_alive: yet hang up right after answering (a
                                    # receiver whose idle timeout ran out at once)
+    gate: threading.Event | None = field(default=None, compare=False)  # answer once it is set
 
     @classmethod
     def redirect(cls, location: str, status: int = 302) -> "Reply":
@@ -125,6 +126,13 @@ class Receiver:
             self._cond.notify_all()
             return self._queue.popleft() if self._queue else self.default
 
+    def _gated(self, gate) -> bool:
+        """Wait until `gate` is set (None: at once) unless the server is stopping; True if it is."""
+        while gate is not None and not gate.wait(0.05):
+            if self._stopping.is_set():
+                return True
+        return self._stopping.is_set()
+
     def _pause(self, seconds: float) -> bool:
         """Sleep unless the server is stopping; True if it is."""
         return self._stopping.wait(seconds) if seconds > 0 else self._stopping.is_set()
@@ -150,7 +158,7 @@ def _handler_for(owner: Receiver):
                 body=body,
                 peer_port=self.client_address[1],
             ))
-            if owner._pause(reply.delay):
+            if owner._pause(reply.delay) or owner._gated(reply.gate):
                 self.close_connection = True  # stopping: hang up on the waiting client
                 return
             self._send(reply)

@@ -145,3 +145,22 @@ def test_deliver_webhooks_once_through_the_cli(app, shop, receiver, runner):
 @pytest.mark.parametrize("args", [["--batch-size", "0"], ["--concurrency", "0"], ["--poll-max", "0.1"]])
 def test_deliver_webhooks_option_ranges(runner, args):
     assert invoke(runner, "deliver-webhooks", "--once", *args).exit_code == 2
+
+
+def test_a_test_event_is_listed_without_a_process_and_never_replayed(app, make_shop, receiver, worker,
+                                                                       runner, clock):
+    from app import outbox
+    from app.data import merchants as merchant_rows
+
+    shop = make_shop(webhook_url=receiver.url())
+    merchant = merchant_rows.get(app.extensions["db"].connection(), shop.id)
+    event_id = outbox.queue_test(app.extensions["db"], merchant, clock())
+    worker.run_once()
+    [line] = [line for line in invoke(runner, "events", "list").output.splitlines() if event_id in line]
+    assert line.split()[1:4] == ["webhook.test", "delivered", "1"]
+    assert re.search(rf"{shop.id}\s+-\s", line)  # no process
+    assert "process:   - (a test event)" in invoke(runner, "events", "show", event_id).output
+    refused = invoke(runner, "events", "replay", event_id)
+    assert refused.exit_code == 1
+    assert f"Event {event_id} is a test event, sent once: send another instead." in refused.output
+    assert invoke(runner, "events", "replay", "--failed").output == "Re-queued 0 events for delivery now.\n"

@@ -219,11 +219,15 @@ def test_url_and_secret_are_read_at_delivery_time(app, shop, receiver, worker, c
     ("https://10.0.0.1/hook", r"10\.0\.0\.1 \(private\)"),
     ("https://[::1]:{port}/hook", r"::1 \(loopback\)"),
     ("https://169.254.169.254/latest/meta-data", r"169\.254\.169\.254 \(link-local\)"),
-    ("https://localhost:{port}/hook", r"localhost resolves to (127\.0\.0\.1|::1) \(loopback\)"),
+    ("https://localhost:{port}/hook", r"localhost resolves to a loopback address"),
 ])
 def test_ssrf_guard_refuses_private_targets_for_live_merchants(
-        app, make_shop, receiver, worker, clock, url, reason):
-    shop = make_shop(webhook_url=url.format(port=receiver.port), live=True)
+        app, database, make_shop, receiver, worker, clock, url, reason):
+    # Refused when set, so stored as an earlier release let it be (or as DNS that changed since):
+    # the guard runs again at every delivery.
+    shop = make_shop(live=True)
+    dbutil.execute(database, "UPDATE merchants SET webhook_url = ? WHERE id = ?",
+                   url.format(port=receiver.port), shop.id)
     process_id, _ = shop.cancelled()
     expected = rf"unsafe url: {reason}, only public addresses are allowed"
 

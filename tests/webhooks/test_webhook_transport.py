@@ -20,7 +20,8 @@ BOUNDED_MS = 5000
 
 
 def deliver(url, timeout=5.0, livemode=False):
-    return post(new_session(), url, BODY, dict(HEADERS), timeout=timeout, livemode=livemode)
+    return post(new_session(), url, BODY, dict(HEADERS), timeout=timeout, livemode=livemode,
+                allow_loopback=True)
 
 
 @pytest.mark.parametrize("status", [200, 201, 202, 204, 299])
@@ -159,7 +160,7 @@ def test_proxies_netrc_and_cookies_are_never_used(receiver, monkeypatch, tmp_pat
     monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{closed_port()}")
     receiver.reply(Reply(status=200, headers={"Set-Cookie": "sid=x"}, keep_alive=True))
     session = new_session()
-    assert [post(session, receiver.url(), BODY, HEADERS, timeout=5, livemode=False).ok
+    assert [post(session, receiver.url(), BODY, HEADERS, timeout=5, livemode=False, allow_loopback=True).ok
             for _ in range(2)] == [True, True]
     got = receiver.wait_for(2)
     assert [("authorization" in r.headers, "cookie" in r.headers) for r in got] == [
@@ -177,7 +178,7 @@ def test_a_hanging_resolver_cannot_hold_a_live_attempt():
 
     try:
         result = post(new_session(), "https://hooks.example/hook", BODY, dict(HEADERS),
-                      timeout=0.3, livemode=True, resolve=hanging)
+                      timeout=0.3, livemode=True, allow_loopback=False, resolve=hanging)
     finally:
         release.set()
     assert (result.ok, result.status_code, result.error) == (
@@ -252,3 +253,22 @@ def test_a_retry_after_of_thousands_of_digits_is_capped_not_a_crash(receiver):
     result = deliver(receiver.url())
     assert (result.ok, result.status_code, result.error) == (False, 429, "HTTP 429")
     assert result.retry_after == MAX_RETRY_AFTER
+
+
+def test_the_next_vetted_address_is_tried_only_when_one_refuses_the_connection(receiver):
+    # A tester's "localhost" answers ::1 first while the receiver listens on 127.0.0.1 only: ::1
+    # refuses the connection (nothing was sent), so 127.0.0.1 is tried. Both refusing: refused.
+    def loopbacks(host, port, **kwargs):
+        return [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("::1", port, 0, 0)),
+                (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+
+    url = f"http://hooks.test:{receiver.port}/hook"
+    result = post(new_session(), url, BODY, dict(HEADERS), timeout=5, livemode=False,
+                  allow_loopback=True, resolve=loopbacks)
+    assert (result.ok, result.status_code) == (True, 200)
+    [got] = receiver.wait_for(1)
+    assert got.headers["host"] == f"hooks.test:{receiver.port}"
+    result = post(new_session(), f"http://hooks.test:{closed_port()}/hook", BODY, dict(HEADERS),
+                  timeout=5, livemode=False, allow_loopback=True, resolve=loopbacks)
+    assert (result.ok, result.status_code, result.error) == (False, None, "connection refused")
+    assert len(receiver.requests) == 1

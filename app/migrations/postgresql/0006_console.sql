@@ -49,10 +49,12 @@ CREATE TABLE IF NOT EXISTS process_search (
 CREATE INDEX IF NOT EXISTS processes_merchant_status_seq ON processes (merchant_id, status, seq);
 
 -- The processes already there become searchable: their top-level strings and numbers, as
--- app/data/processes.py's search_values writes them for new ones.
+-- app/data/processes.py's search_values writes them for new ones. jsonb cannot hold a NUL
+-- character: the JSON text's \u0000 escapes become \ufffd (U+FFFD), as search_values writes it.
 INSERT INTO process_search (merchant_id, value, seq)
     SELECT p.merchant_id, lower(btrim(j.value)), p.seq
-    FROM processes p, jsonb_each_text(p.metadata::jsonb) j
-    WHERE jsonb_typeof(p.metadata::jsonb -> j.key) IN ('string', 'number')
+    FROM processes p, LATERAL (SELECT replace(p.metadata, '\u0000', '\ufffd')::jsonb AS doc) d,
+    jsonb_each_text(d.doc) j
+    WHERE jsonb_typeof(d.doc -> j.key) IN ('string', 'number')
     AND length(btrim(j.value)) BETWEEN 1 AND 200
     ON CONFLICT DO NOTHING;
