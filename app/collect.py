@@ -9,8 +9,8 @@ One run:
      chain it is `reverted` (`pending` again when the node holds it again), and what it had moved is
      back at its addresses for step 2;
    - the pending ones, by sender and nonce: at most one transaction of a nonce is ever mined. Mined,
-     a collection records what its logs show it moved and stays `pending` until `confirmations`
-     deep and proven (`confirmed`, with its anchor); reverted by the EVM, or its nonce used by
+     a collection records what its logs show it moved and stays `pending` until deep enough
+     (confirmations, or the network's finality tag) and proven (`confirmed`, with its anchor); reverted by the EVM, or its nonce used by
      another transaction, it is `reverted`. Not mined: one the node does not know is broadcast
      again from its stored signed form; one of this key in flight for longer than the receipt
      timeout, or that the node refuses, is replaced (the same nonce, higher fees): a transaction
@@ -33,7 +33,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from app import collection_records
-from app.chain import forwarder, rpc
+from app.chain import canonical, forwarder, rpc
 from app.chain.signer import GAS_MARGIN, ChainError, Sender, read_key_file
 from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
@@ -65,11 +65,13 @@ class Report:
     sender: str
     dry_run: bool
     confirmations: int = 0
+    finality: str = "confirmations"  # or "safe", "finalized": the network's (canonical.deep_enough)
     settled: list = field(default_factory=list)  # (Collection, items) of earlier runs settled now
     replaced: list = field(default_factory=list)  # (tx hash, its replacement's, why)
     batches: list = field(default_factory=list)
     max_fee_per_gas: int = 0
     head: int | None = None
+    deep_enough: int = -1  # the highest block whose collections count (canonical.deep_enough)
     kept_top: int | None = None  # the watcher's newest kept block: nothing above it is proven
     error: str | None = None
 
@@ -97,7 +99,7 @@ def collect(db, network_id, key_file, *, merchant_id=None, dry_run=False, max_ba
             tokens.append(token)
     sender = Sender(client_factory(network.rpc_url), network.chain_id, account)
     report = Report(network_id=network_id, sender=sender.address, dry_run=dry_run,
-                    confirmations=network.confirmations)
+                    confirmations=network.confirmations, finality=network.finality)
     try:
         sender.check_chain()
         collection_records.settle_earlier(db, sender, network, version, report,
@@ -275,6 +277,7 @@ def _send(db, sender, network, factory, batch, gas_limit, fees, report, now, tim
         raise ChainError(f"The collection {signed.tx_hash} was sent but not mined within"
                          f" {timeout} s: the next run settles it from its receipt.")
     report.head = max(report.head or 0, receipt.block_number)  # the node's head is at least there
+    report.deep_enough = max(report.deep_enough, canonical.deep_enough(network, report.head))
     batch.moved = collection_records.record_receipt(db, sender, network, version, batch.collection,
                                                     receipt, report, now)
     batch.collection = payout_rows.get_collection(db.connection(), collection_id)

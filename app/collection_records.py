@@ -2,7 +2,8 @@
 (app/collect.py sends them; this settles them, in the next run or the same one).
 
 A collection is `pending` from the moment it is signed: not yet mined, or mined (its block and what
-its logs show it moved recorded) and not yet `confirmations` deep on the chain the watcher keeps.
+its logs show it moved recorded) and not yet deep enough (its confirmations, or the network's
+finality tag) on the chain the watcher keeps.
 It is `confirmed` when it is, and its receipt's block is proven canonical (app/chain/canonical.py:
 the header read in the same step, linked to a kept block, the anchor). It is `reverted` when it
 moved nothing: reverted by the EVM, never mined (its nonce used by another transaction, such as its
@@ -41,7 +42,9 @@ def settle_earlier(db, sender, network, version, report, *, may_send, now, timeo
                              " (run collect again in a moment).")
     head = client.block_number()
     report.head, report.kept_top = head, max(kept, default=None)
-    _recheck(db, sender, network, kept, head, now, report)
+    report.deep_enough = canonical.deep_enough(network, head)
+    _recheck(db, sender, network, kept,
+             canonical.kept_floor(head, network.confirmations, report.deep_enough), now, report)
     groups = {}
     for c in payout_rows.open_collections(conn, network.id):
         groups.setdefault((c.sender, c.nonce), c)
@@ -50,12 +53,12 @@ def settle_earlier(db, sender, network, version, report, *, may_send, now, timeo
                       may_send=may_send, now=now, timeout=timeout)
 
 
-def _recheck(db, sender, network, kept, head, now, report):
+def _recheck(db, sender, network, kept, floor, now, report):
     """Confirmed collections whose anchor is no longer kept: read their block again."""
     conn = db.connection()
     if not kept:
         return
-    lowest = canonical.recheck_from(kept, head, network.confirmations)
+    lowest = canonical.recheck_from(kept, floor)
     moved = [c for c in payout_rows.confirmed_anchored(conn, network.id, lowest)
              if kept.get(c.anchor_block) != c.anchor_hash]
     if not moved:
@@ -152,8 +155,8 @@ def _resend(db, sender, network, c, report, now, timeout):
 
 def record_receipt(db, sender, network, version, c, receipt, report, now):
     """A collection's receipt: reverted by the EVM, or mined with what its logs show it moved
-    (pending), and confirmed when `confirmations` deep and proven on the kept chain (`report`: the
-    run's head and the watcher's newest kept block). Returns the items it moved (empty when
+    (pending), and confirmed when deep enough (the network's confirmations, or its finality tag)
+    and proven on the kept chain (`report`: the run's depth and the watcher's newest kept block). Returns the items it moved (empty when
     reverted)."""
     conn = db.connection()
     if version is None:
@@ -164,7 +167,7 @@ def record_receipt(db, sender, network, version, c, receipt, report, now):
         return []
     note = c.note or _note(conn, c, version)
     items = moved(conn, c, receipt, version)
-    deep = report.head - receipt.block_number + 1 >= network.confirmations
+    deep = receipt.block_number <= report.deep_enough
     proven = None
     if deep and report.kept_top is not None and receipt.block_number <= report.kept_top:
         proven = canonical.prove_receipt(

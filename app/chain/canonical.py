@@ -65,14 +65,30 @@ def prove(client, conn, network_id, numbers) -> dict:
     return proven
 
 
-def recheck_from(kept, head, confirmations) -> int:
-    """The lowest anchor worth looking at again: an anchor at or above the watcher's window (it
-    keeps every kept block at or above head - confirmations - KEEP_BLOCKS) or above the lowest kept
-    block is gone only because a reorganisation made the watcher forget it; one below both may have
-    been pruned, and nothing is known of it any more."""
-    from app.chain.watcher import KEEP_BLOCKS  # here: the watcher imports this module's users
+KEEP_BLOCKS = 64  # block hashes the watcher keeps below the window that can still change
 
-    return min(min(kept), head - confirmations - KEEP_BLOCKS)
+
+def kept_floor(head, confirmations, deep_enough) -> int:
+    """The lowest block whose kept hash the watcher keeps for sure: KEEP_BLOCKS below the blocks
+    that do not count yet (above `deep_enough`, by the finality tag, or within the confirmations),
+    to find a fork point. Lower ones it prunes (app/data/transfers.py, prune_blocks)."""
+    return min(head - confirmations, deep_enough - 1) - KEEP_BLOCKS
+
+
+def deep_enough(network, head) -> int:
+    """The highest block whose transfers count, for what is read apart from the watcher's poll (a
+    collection's receipt): `confirmations` deep below `head`, or under a finality mode the tag's
+    block the watcher last read in one batch with its kept block (-1 before its first poll)."""
+    if network.finality == "confirmations":
+        return head - network.confirmations + 1
+    return network.tag_block if network.tag_block is not None else -1
+
+
+def recheck_from(kept, floor) -> int:
+    """The lowest anchor worth looking at again: an anchor at or above the watcher's kept floor or
+    above the lowest kept block is gone only because a reorganisation made the watcher forget it;
+    one below both may have been pruned, and nothing is known of it any more."""
+    return min(min(kept), floor)
 
 
 def kept_hashes(conn, network_id) -> dict:

@@ -2,7 +2,8 @@
 after its payments: app/chain/watcher.py). The rules are docs/payments.md's ("Refunds").
 
 Only the merchant's own payment settles a refund:
-- a transaction the merchant named (app/refunds.py, name_transaction): once `confirmations` deep,
+- a transaction the merchant named (app/refunds.py, name_transaction): once deep enough (the
+  network's confirmations, or its finality tag),
   its receipt completes the refund when it holds a Transfer of the refund's token to the refund's
   address of at least its amount, in a block stamped at or after createdAt, that settled no other
   refund; one holding none leaves the refund pending, its name cleared, with a log line saying why;
@@ -36,15 +37,17 @@ from app.outbox import emit
 log = logging.getLogger(__name__)
 
 
-def settle(db, client, network, head, now, *, max_range, max_addresses) -> int:
+def settle(db, client, network, head, deep_enough, now, *, max_range, max_addresses) -> int:
     """Undo the completions whose transfer left the chain, then complete the pending refunds that a
-    named or found transfer pays. Returns how many were completed. RpcError (NotProven included) on
+    named or found transfer pays, in blocks up to `deep_enough` (the watcher's: by confirmations or
+    by the network's finality tag). Returns how many were completed. RpcError (NotProven included) on
     a fault: nothing of the failing step committed."""
     kept = canonical.kept_hashes(db.connection(), network.id)
     if not kept:  # the watcher has kept no block yet: nothing can be proven
         return 0
-    _recheck(db, client, network, kept, head, now)
-    deep_enough = min(head - network.confirmations + 1, max(kept))
+    _recheck(db, client, network, kept, canonical.kept_floor(head, network.confirmations, deep_enough),
+             now)
+    deep_enough = min(deep_enough, max(kept))
     completed = _settle_named(db, client, network, deep_enough, now)
     completed += _settle_found(db, client, network, deep_enough, now, max_range, max_addresses)
     if completed:
@@ -54,9 +57,9 @@ def settle(db, client, network, head, now, *, max_range, max_addresses) -> int:
 
 # --- completed refunds whose proof is no longer kept ---------------------------------------------
 
-def _recheck(db, client, network, kept, head, now):
+def _recheck(db, client, network, kept, floor, now):
     conn = db.connection()
-    lowest = canonical.recheck_from(kept, head, network.confirmations)
+    lowest = canonical.recheck_from(kept, floor)
     moved = [r for r in refund_rows.completed_anchored(conn, network.id, lowest)
              if kept.get(r.anchor_block) != r.anchor_hash]
     if not moved:

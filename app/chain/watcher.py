@@ -51,6 +51,7 @@ from collections import Counter, defaultdict
 from dataclasses import replace
 
 from app.chain import health, refunds
+from app.chain.canonical import KEEP_BLOCKS, kept_floor
 from app.chain.rpc import (TAGS, ChainMoved, Client, Malformed, Pins, RpcError, WrongChain,
                            is_too_large, parse_header, quantity, redacted, wrong_chain)
 from app.config import DEFAULTS
@@ -65,7 +66,6 @@ log = logging.getLogger(__name__)
 
 MAX_RANGE = 2_000  # blocks per eth_getLogs: providers refuse wider ranges (often 2k–10k)
 MAX_ADDRESSES = 500  # deposit addresses per eth_getLogs (topic OR-list)
-KEEP_BLOCKS = 64  # block hashes kept below the unconfirmed window, to find a fork point
 CONFIRM_BATCH = 200  # processes settled per transaction (each with its event)
 LOCAL_FILTER_MAX = 10_000  # a range's token logs filtered here; more: ask by address chunks
 FULL_READ_SECONDS = 600  # the watched set is read whole this often; in between, what was added
@@ -231,8 +231,8 @@ class Watcher:
                 watched = self._watched_set(network)
             self._scan_step(client, network, head, watched, reads)
         self._confirm(client, network, head, reads)
-        refunds.settle(self.db, client, network, head, int(self.clock()), max_range=self.max_range,
-                       max_addresses=self.max_addresses)
+        refunds.settle(self.db, client, network, head, self._deep_enough(network, head, reads),
+                       int(self.clock()), max_range=self.max_range, max_addresses=self.max_addresses)
         self._mark_ok(network, reads)
 
     def _first_reads(self, client, network) -> "_Reads":
@@ -409,8 +409,8 @@ class Watcher:
                 outcomes = self._settle_all(conn, confirmed, now, read=completing)
                 transfer_rows.save_block(conn, network.id, tip.number, tip.hash, tip.parent_hash,
                                          tip.timestamp)
-                transfer_rows.prune_blocks(conn, network.id, min(
-                    head - network.confirmations, deep_enough - 1) - KEEP_BLOCKS, KEEP_BLOCKS)
+                transfer_rows.prune_blocks(conn, network.id, kept_floor(
+                    head, network.confirmations, deep_enough), KEEP_BLOCKS)
                 if not transfer_rows.advance(conn, network.id, network.scanned_block, last):
                     raise _LostRace()
         except _LostRace:

@@ -180,7 +180,8 @@ def _confirmations(c, report):
 def _tx_json(c, addresses, report, *, earlier):
     return {"txHash": c.tx_hash, "status": c.status, "nonce": c.nonce, "addresses": addresses,
             "blockNumber": c.block_number, "confirmations": _confirmations(c, report),
-            "confirmationsNeeded": report.confirmations, "gasUsed": c.gas_used,
+            "confirmationsNeeded": report.confirmations, "finality": report.finality,
+            "gasUsed": c.gas_used,
             "fee": str(c.gas_used * c.gas_price) if c.gas_used is not None else None,
             "earlierRun": earlier, "error": c.error, "note": c.note}
 
@@ -191,6 +192,8 @@ def _state(t):
         return t["status"]
     if t["blockNumber"] is None:
         return "pending (not yet mined)"
+    if t["finality"] != "confirmations":
+        return f"pending (mined in block {t['blockNumber']}, until the {t['finality']} block passes it)"
     return (f"pending (mined in block {t['blockNumber']}, {t['confirmations']} of"
             f" {t['confirmationsNeeded']} confirmations)")
 

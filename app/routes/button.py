@@ -12,8 +12,6 @@ from pathlib import Path
 
 from flask import Blueprint, current_app, g, request, send_file
 
-from flask import current_app
-
 from app import payments, processes, relayer
 from app.auth import require_public_key
 from app.clock import now

@@ -289,3 +289,39 @@ def test_an_idle_poll_is_one_round_trip_and_a_new_block_two(shop, chain, proxy, 
         before = proxy.requests
         shop.watch()
         assert proxy.requests - before == trips, (mined, proxy.calls)
+
+
+def test_a_refund_counts_by_the_finalized_block_too(shop, chain, proxy, runner, clock):
+    """Under `finalized`, the transaction the merchant named for a refund completes it only once the
+    node's finalized block is at or past the transaction's block, however many blocks are above it."""
+    proxy.tag("finalized", chain.head())
+    assert add(runner, chain, proxy, "--finality", "finalized").exit_code == 0
+    process_id, address = shop.order(5)
+    _, block = chain.transfer(address, 5 * UNIT)
+    proxy.tag("finalized", block)
+    shop.watch()
+    assert shop.process(process_id)["status"] == "completed"
+    customer = chain.accounts[7]
+    clock.now = chain.timestamp() + 10
+    made = shop.client.post(f"/payment-button/process/{process_id}/refunds",
+                            data=json.dumps({"amount": 2, "address": customer}),
+                            content_type="application/json", headers=shop.api.headers()).get_json()
+    chain.next_timestamp(clock.now + 1)
+    paid, block = chain.transfer(customer, 2 * UNIT)
+    named = shop.client.post(f"/payment-button/process/{process_id}/refunds/{made['refundId']}"
+                             "/transaction", data=json.dumps({"txHash": paid}),
+                             content_type="application/json", headers=shop.api.headers())
+    assert named.status_code == 200, named.get_data(as_text=True)
+
+    def refund_status():
+        listed = shop.client.get(f"/payment-button/process/{process_id}/refunds",
+                                 headers=shop.api.headers()).get_json()["data"]
+        return [r["status"] for r in listed]
+
+    chain.mine(10)  # far more than the network's 3 confirmations
+    proxy.tag("finalized", block - 1)
+    shop.watch()
+    assert refund_status() == ["pending"]
+    proxy.tag("finalized", block)
+    shop.watch()
+    assert refund_status() == ["completed"]

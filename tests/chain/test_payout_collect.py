@@ -647,3 +647,21 @@ def test_a_first_release_factory_keeps_its_addresses_and_collects_them(shop, cha
     assert listed["state"] == "confirmed" and listed["note"] == (
         f"{ETHER} wei of the gas coin, read before sending, may have moved unmeasured: this"
         " network's factory (of the first release) does not log it")
+
+
+def test_under_a_finality_mode_a_collection_counts_by_the_tag_the_watcher_read(shop, chain, app,
+                                                                               runner):
+    """Under `finalized` a collection is confirmed once the finalized block the watcher last read
+    (Hardhat's is its head) is at or past it, not by counting confirmations: pending before the
+    watcher has read past it, confirmed after, with no block mined in between."""
+    cli(runner, "networks", "set-finality", NETWORK, "finalized")
+    _, address = _funded(shop, chain, "payout-finalized")
+    sent = shop.collect_json()["transactions"]
+    assert [(t["status"], t["finality"]) for t in sent] == [("pending", "finalized")]
+    shop.collect_json("--dry-run")
+    assert [state for _, state, _ in _collections(app.config["DATABASE"])] == ["pending"]
+    watched = runner.invoke(args=["watch-payments", "--once"])
+    assert watched.exit_code == 0, watched.output
+    shop.collect_json("--dry-run")
+    assert [state for _, state, _ in _collections(app.config["DATABASE"])] == ["confirmed"]
+    assert shop.records() == {(address, chain.token.lower()): 5_000_000, (address, GAS_COIN): ETHER}

@@ -303,8 +303,9 @@ def _settle_through(app, url, chain, clock):
     """One refunds step as the watcher runs it, through `url`."""
     db = app.extensions["db"]
     network = payment_rows.get_network(db.connection(), NETWORK)
-    return chain_refunds.settle(db, rpc.Client(url), network, chain.head(), clock.now,
-                                max_range=2000, max_addresses=500)
+    head = chain.head()
+    return chain_refunds.settle(db, rpc.Client(url), network, head, head - network.confirmations + 1,
+                                clock.now, max_range=2000, max_addresses=500)
 
 
 def test_a_log_marked_removed_or_from_another_chain_s_node_records_nothing(
