@@ -25,8 +25,9 @@ run: $(VENV)/.installed
 	FLASK_DEMO_SHOP=1 $(FLASK) run --host $(HOST) --port $(PORT)
 
 ## test: create or update .venv with the test extra, install the test chain's npm packages (Hardhat,
-##       solc-js, OpenZeppelin: tests/chain), and run the whole suite twice: on SQLite, then on
-##       PostgreSQL (a server the tests start from Debian's postgresql package; docs/storage.md)
+##       solc-js, OpenZeppelin: tests/chain), and run the whole suite on SQLite, then again what
+##       differs between backends on PostgreSQL (a server the tests start from Debian's postgresql
+##       package; docs/storage.md)
 test: $(VENV)/.installed-test $(CHAIN)/node_modules/.installed
 	TEST_DATABASE=sqlite $(BIN)/pytest
 	TEST_DATABASE=postgresql $(BIN)/pytest

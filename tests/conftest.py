@@ -15,11 +15,21 @@ from support.helpers import Api, FakeClock, Shop
 # webhook receivers (`receiver`, `tls`).
 pytest_plugins = ["support.browser", "support.live_server", "support.receiver", "support.chain_node"]
 
+# The fixtures through which a test reaches the database of the backend under test.
+DATABASE_FIXTURES = {"database", "make_database", "postgres", "postgres_template"}
+
+
 def pytest_collection_modifyitems(config, items):
+    """Each pass runs what differs between backends: the other backend's own tests are left out,
+    and the PostgreSQL pass leaves out the tests that reach no database of the backend under test
+    (contracts, parsers, the webhook transport, gunicorn and nginx on a SQLite file of their own):
+    the SQLite pass runs them once. A test that picks the backend itself is marked both_backends."""
     other = "postgres_only" if BACKEND == "sqlite" else "sqlite_only"
     kept, deselected = [], []
     for item in items:
-        (deselected if item.get_closest_marker(other) else kept).append(item)
+        once = (BACKEND != "sqlite" and not DATABASE_FIXTURES & set(item.fixturenames)
+                and not item.get_closest_marker("both_backends"))
+        (deselected if once or item.get_closest_marker(other) else kept).append(item)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = kept

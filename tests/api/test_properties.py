@@ -19,6 +19,8 @@ from app.db import init_db
 from support.dbutil import BACKEND
 from support.helpers import Api, FakeClock
 
+pytestmark = pytest.mark.both_backends  # `api` picks the backend itself
+
 PREORDER_ANSWERS = {200, 400, 409, 413, 415}
 
 

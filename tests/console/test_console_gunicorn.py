@@ -176,6 +176,7 @@ def export_layout(tmp_path_factory, request):
                started[0], tmp / "gunicorn.log")
 
 
+@pytest.mark.both_backends  # export_layout picks the backend itself
 @pytest.mark.parametrize("via", ["direct", "nginx"])
 def test_the_whole_export_whatever_the_worker_timeout(export_layout, via):
     # gunicorn's sync worker is killed when it has not reported for its timeout (30 s shipped, 1 s
@@ -199,6 +200,7 @@ def test_the_whole_export_whatever_the_worker_timeout(export_layout, via):
 
 
 @pytest.mark.parametrize("via", ["direct", "nginx"])
+@pytest.mark.both_backends
 def test_an_export_cut_short_never_ends_as_a_whole_file(export_layout, via):
     # The worker dies mid-export (killed, out of memory): the client sees a broken transfer, never
     # a shorter file that ends cleanly. Through nginx this needs HTTP/1.1 to gunicorn: over
