@@ -170,6 +170,8 @@ def create_once(db, merchant_id, process_id, *, amount, address, reason=None, no
 def _create(conn, merchant_id, process_id, amount, address, reason, now) -> Refund:
     if reason is not None and len(reason) > REASON_MAX_LENGTH:
         raise RefundError({"reason": [f"Longer than maximum length {REASON_MAX_LENGTH}."]})
+    if reason is not None and "\x00" in reason:  # text for people; PostgreSQL's text cannot hold it
+        raise RefundError({"reason": ["Must not contain the NUL character."]})
     process_rows.lock(conn, process_id)
     process = _process(conn, merchant_id, process_id)
     view = _refundable_view(conn, process, now)
