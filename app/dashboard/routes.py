@@ -65,6 +65,51 @@ def _context():
             "merchant": getattr(g, "merchant", None)}
 
 
+# --- After a change: POST, then redirect, then GET (PRG) -------------------------------------------
+# A change that succeeded answers 303 to the page it changed, with `done=<what>` in its address: the
+# page then says what happened, and a reload or Back never sends the form again. Only fixed texts
+# and the few values below go into an address (never a secret: a rolled key is answered in place).
+NOTICES = {
+    "cancelled": "The process is cancelled; its process.cancelled event is queued.",
+    "resent": "The event is queued for delivery again; its attempt shows below when the delivery"
+              " worker has made it.",
+    "refund-cancelled": "The refund is cancelled.",
+    "named": "The transaction is named for this refund: it completes once that transaction is"
+             " confirmed.",
+    "tolerance": "Underpayment tolerance saved: payments confirmed from now on complete at the amount"
+                 " due less it.",
+    "url-set": "Webhook URL saved.",
+    "url-removed": "Webhook URL removed.",
+    "test": "Test event queued: its result shows below when the delivery worker has sent it.",
+    "replayed": "{count} failed event(s) queued for delivery again.",
+    "revoked": "The key is revoked: it stopped working now.",
+    "collection": "The collection's transaction is recorded: it is listed below, confirmed once the"
+                  " network's confirmations are reached.",
+}
+
+
+def _done(endpoint, what, **values):
+    return redirect(url_for(endpoint, **values, done=what), 303)
+
+
+def _notice():
+    """The notice of the change this GET follows (`done`), or None."""
+    text = NOTICES.get(request.args.get("done", ""))
+    if text and "{count}" in text:
+        count = request.args.get("count", "")
+        text = text.format(count=int(count)) if count.isdigit() and len(count) < 10 else None
+    if text and request.args.get("warning"):
+        text += f" Careful: {request.args['warning'][:300]}."
+    return text
+
+
+def _confirm(title, message, action, button, back, danger=True):
+    """A confirmation page: a POST form to `action` (its button `button`) and a way back. Works
+    without script; a viewer never reaches it (owner_required)."""
+    return render_template("dashboard/confirm.html", title=title, message=message, action=action,
+                           button=button, back=back, danger=danger)
+
+
 # --- Login -----------------------------------------------------------------------------------------
 
 def _login_page(status=200, error=None, email="", headers=None):
@@ -320,6 +365,7 @@ def _refresh(url, events, current):
 @login_required
 def process_page(process_id, notice=None, error=None, status=200):
     process = _process_or_404(process_id)
+    notice = notice or _notice()
     db, current = get_db(), now()
     view = payments.view(db, process)
     payment = loads(payment_json(view).encode()) if view is not None else None
@@ -339,6 +385,20 @@ def process_page(process_id, notice=None, error=None, status=200):
     ), status
 
 
+@bp.get("/processes/<process_id>/cancel")
+@login_required
+@owner_required
+def confirm_cancel_process(process_id):
+    process = _process_or_404(process_id)
+    back = url_for("dashboard.process_page", process_id=process.id)
+    if process.effective_status(now()) != "pending":
+        return redirect(back, 303)
+    return _confirm(f"Cancel process {process.id}?",
+                    f"The customer can no longer pay its {process.amount}; a process.cancelled event"
+                    " is sent to your webhook. A cancelled process cannot be reopened.",
+                    url_for("dashboard.cancel_process", process_id=process.id), "Cancel", back)
+
+
 @bp.post("/processes/<process_id>/cancel")
 @login_required
 @owner_required
@@ -348,7 +408,7 @@ def cancel_process(process_id):
         processes.cancel(get_db(), process.id, now(), merchant_id=g.merchant.id)
     except processes.InvalidState as e:
         return process_page(process.id, error=str(e), status=409)
-    return process_page(process.id, notice="The process is cancelled; its process.cancelled event is queued.")
+    return _done("dashboard.process_page", "cancelled", process_id=process.id)
 
 
 @bp.post("/processes/<process_id>/events/<event_id>/resend")
@@ -362,8 +422,7 @@ def resend_event(process_id, event_id):
         outbox.replay(get_db(), event_id, now())
     except outbox.NotReplayed as e:
         return process_page(process.id, error=str(e), status=409)
-    return process_page(process.id, notice=f"Event {event_id} is queued for delivery again; its"
-                        " attempt shows below when the delivery worker has made it.")
+    return _done("dashboard.process_page", "resent", process_id=process.id, _anchor=event_id)
 
 
 # --- Refunds ---------------------------------------------------------------------------------------
@@ -423,6 +482,7 @@ def _refund_or_404(process, refund_id):
 @login_required
 def refund_page(process_id, refund_id, notice=None, error=None, tx_hash="", status=200):
     refund = _refund_or_404(_process_or_404(process_id), refund_id)
+    notice = notice or _notice()
     uri = loads(refund_json(refund).encode())["paymentUri"]  # EIP-681, as the API shows it
     return render_template("dashboard/refund.html", refund=refund, amount=_units(refund), notice=notice,
                            error=error, tx_hash=tx_hash,
@@ -445,8 +505,24 @@ def name_refund_transaction(process_id, refund_id):
                            tx_hash=tx_hash, status=400)
     except refunds.NotRefundable as e:
         return refund_page(process.id, refund.id, error=str(e), tx_hash=tx_hash, status=409)
-    return refund_page(process.id, refund.id, notice=f"Transaction {tx_hash.lower()} is named for"
-                       " this refund: it completes once that transaction is confirmed.")
+    return _done("dashboard.refund_page", "named", process_id=process.id, refund_id=refund.id)
+
+
+@bp.get("/processes/<process_id>/refunds/<refund_id>/cancel")
+@login_required
+@owner_required
+def confirm_cancel_refund(process_id, refund_id):
+    process = _process_or_404(process_id)
+    refund = _refund_or_404(process, refund_id)
+    back = url_for("dashboard.refund_page", process_id=process.id, refund_id=refund.id)
+    if refund.status != "pending":
+        return redirect(back, 303)
+    return _confirm(f"Cancel refund {refund.id}?",
+                    f"It will no longer wait for your payment of {_units(refund)}"
+                    f" {_symbol(refund.asset_id, refund.network_id)}; a refund.cancelled event is sent."
+                    " Do not pay it after cancelling.",
+                    url_for("dashboard.cancel_refund", process_id=process.id, refund_id=refund.id),
+                    "Cancel refund", back)
 
 
 @bp.post("/processes/<process_id>/refunds/<refund_id>/cancel")
@@ -459,14 +535,14 @@ def cancel_refund(process_id, refund_id):
         refunds.cancel(get_db(), g.merchant.id, process.id, refund.id, now())
     except refunds.NotRefundable as e:
         return process_page(process.id, error=str(e), status=409)
-    return process_page(process.id, notice=f"Refund {refund.id} is cancelled.")
+    return _done("dashboard.process_page", "refund-cancelled", process_id=process.id)
 
 
 # --- Keys ------------------------------------------------------------------------------------------
 
 @bp.get("/keys")
 @login_required
-def keys_page(new_secret=None):
+def keys_page(new_secret=None, error=None, status=200):
     current = now()
     secret_keys = merchants.keys_of(get_db(), g.merchant.id)
     states = {}
@@ -479,13 +555,70 @@ def keys_page(new_secret=None):
                         f" {_when(g.merchant.previous_webhook_secret_until)}, with the previous one too.")
     else:
         secret_state = "One secret signs every delivery. It is shown once, when it is made."
+    working = [k for k in secret_keys if k.state(current) in ("active", "expiring")]
+    revocable = {k.id for k in working} if len(working) > 1 else set()
     return render_template("dashboard/keys.html", secret_keys=secret_keys, key_states=states,
                            webhook_secret_state=secret_state, new_secret=new_secret,
-                           overlap_hours=current_app.config["KEY_ROLL_OVERLAP_HOURS"])
+                           overlap_hours=current_app.config["KEY_ROLL_OVERLAP_HOURS"],
+                           revocable=revocable, notice=_notice(), error=error), status
 
 
 def _until(overlap):
     return "stop working now" if not overlap else f"keep working until {_when(now() + overlap)}"
+
+
+@bp.get("/keys/roll")
+@login_required
+@owner_required
+def confirm_roll_secret_key():
+    overlap = merchants.roll_overlap_seconds(current_app.config)
+    return _confirm("Roll the secret key?",
+                    f"A new secret key is made and shown once. The current keys {_until(overlap)}:"
+                    " put the new one on your server before then.",
+                    url_for("dashboard.roll_secret_key"), "Roll secret key", url_for("dashboard.keys_page"),
+                    danger=False)
+
+
+@bp.get("/keys/roll-webhook-secret")
+@login_required
+@owner_required
+def confirm_roll_webhook_secret():
+    hours = current_app.config["KEY_ROLL_OVERLAP_HOURS"]
+    return _confirm("Roll the webhook signing secret?",
+                    "A new secret is made and shown once. Deliveries are signed with the previous one"
+                    + (f" too for {hours} hour(s)" if hours else " no longer") + ": update your receiver.",
+                    url_for("dashboard.roll_webhook_secret"), "Roll webhook secret",
+                    url_for("dashboard.keys_page"), danger=False)
+
+
+def _key_or_404(key_id):
+    key = next((k for k in merchants.keys_of(get_db(), g.merchant.id) if k.id == key_id), None)
+    if key is None:
+        raise not_found()
+    return key
+
+
+@bp.get("/keys/<int:key_id>/revoke")
+@login_required
+@owner_required
+def confirm_revoke_key(key_id):
+    key = _key_or_404(key_id)
+    return _confirm(f"Revoke key {key.key_prefix}… now?",
+                    "It stops working at once: every request your servers still send with it answers"
+                    " 401. Do this when the key leaked; a server that still uses it breaks.",
+                    url_for("dashboard.revoke_key", key_id=key.id), "Revoke now", url_for("dashboard.keys_page"))
+
+
+@bp.post("/keys/<int:key_id>/revoke")
+@login_required
+@owner_required
+def revoke_key(key_id):
+    key = _key_or_404(key_id)
+    try:
+        merchants.revoke_key_now(get_db(), g.merchant.id, key.id, now())
+    except merchants.MerchantError as e:
+        return keys_page(error=str(e), status=409)
+    return _done("dashboard.keys_page", "revoked")
 
 
 @bp.post("/keys/roll")
@@ -542,6 +675,7 @@ def _network_payouts(network, assets):
 @bp.get("/payouts")
 @login_required
 def payouts_page(notice=None, error=None, status=200):
+    notice = notice or _notice()
     conn = get_db().connection()
     payout = payout_rows.get_payout(conn, g.merchant.id)
     with_factory = payout_rows.networks_with_factory(conn)
@@ -563,11 +697,10 @@ def payouts_page(notice=None, error=None, status=200):
 def set_tolerance():
     """The underpayment tolerance (merchants set-tolerance): a form on the payouts page."""
     try:
-        tolerance = merchants.set_tolerance(get_db(), g.merchant.id, request.form.get("tolerance", ""))
+        merchants.set_tolerance(get_db(), g.merchant.id, request.form.get("tolerance", ""))
     except merchants.MerchantError as e:
         return payouts_page(error=str(e), status=400)
-    return payouts_page(notice=f"Underpayment tolerance set to {tolerance} %: payments confirmed from"
-                               " now on complete at the amount due less that.")
+    return _done("dashboard.payouts_page", "tolerance", _anchor="tolerance")
 
 
 # --- Webhooks --------------------------------------------------------------------------------------
@@ -575,6 +708,7 @@ def set_tolerance():
 @bp.get("/webhooks")
 @login_required
 def webhooks_page(notice=None, error=None, status=200):
+    notice = notice or _notice()
     failing = outbox.failing(get_db(), g.merchant.id)
     tests = outbox.tests_of(get_db(), g.merchant.id)
     refresh = _refresh(url_for("dashboard.webhooks_page"), [event for event, _ in tests], now())
@@ -593,9 +727,8 @@ def set_webhook_url():
             allow_loopback=current_app.config["WEBHOOK_ALLOW_LOOPBACK"])
     except merchants.MerchantError as e:
         return webhooks_page(error=str(e), status=400)
-    g.merchant = merchant_rows.get(get_db().connection(), g.merchant.id)
-    note = f" Careful: {warning[0].upper()}{warning[1:]}." if warning else ""
-    return webhooks_page(notice=f"Webhook URL {'set to ' + url if url else 'removed'}.{note}")
+    return _done("dashboard.webhooks_page", "url-set" if url else "url-removed",
+                 **({"warning": warning} if warning else {}))
 
 
 @bp.post("/webhooks/test")
@@ -609,8 +742,7 @@ def send_test_event():
         outbox.queue_test(get_db(), g.merchant, now())
     except outbox.TestEventWaiting as e:
         return webhooks_page(error=str(e), status=409)
-    return webhooks_page(notice="Test event queued: its result shows below when the delivery worker"
-                         " has sent it.")
+    return _done("dashboard.webhooks_page", "test")
 
 
 @bp.post("/webhooks/replay-failed")
@@ -618,7 +750,7 @@ def send_test_event():
 @owner_required
 def replay_failed():
     replayed = outbox.replay_where(get_db(), now(), statuses=["failed"], merchant_id=g.merchant.id)
-    return webhooks_page(notice=f"{len(replayed)} failed event(s) queued for delivery again.")
+    return _done("dashboard.webhooks_page", "replayed", count=len(replayed))
 
 
 @bp.get("/qr.js")

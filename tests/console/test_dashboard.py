@@ -223,7 +223,7 @@ def test_a_viewer_sees_no_buttons_and_a_forged_post_is_refused(client, make_user
     make_user("viewer@shop.example", merchant["merchantId"], role="viewer")
     log_in(client, "viewer@shop.example")
     page = client.get(f"/dashboard/processes/{pid}")
-    assert page.status_code == 200 and ">Cancel</button>" not in page.text
+    assert page.status_code == 200 and ">Cancel</" not in page.text
     token = csrf_of(page.text)  # its logout form's token: a valid token of this session
     response = client.post(f"/dashboard/processes/{pid}/cancel", data={"csrf_token": token})
     assert response.status_code == 403 and "viewer" in response.text
@@ -235,6 +235,8 @@ def test_a_viewer_sees_no_buttons_and_a_forged_post_is_refused(client, make_user
                  "/keys/roll", "/keys/roll-webhook-secret", f"/processes/{pid}/events/evt_x/resend",
                  f"/processes/{pid}/refunds/re_x/cancel", f"/processes/{pid}/refunds/re_x/transaction"):
         assert client.post("/dashboard" + path, data={"csrf_token": token}).status_code == 403, path
+    for path in (f"/processes/{pid}/cancel", "/keys/roll", "/keys/roll-webhook-secret", "/keys/1/revoke"):
+        assert client.get("/dashboard" + path).status_code == 403, path  # no confirmation page either
 
 
 def test_another_merchants_process_is_the_console_404_page(console, make_shop):
@@ -363,11 +365,19 @@ def test_process_page_cancel_and_resend(shop_console, shop, worker, app):
     pid = shop.api.preorder({"amount": 19.99, "metadata": {"orderRef": "A-77"}}).get_json()["processId"]
     page = console.get(f"/dashboard/processes/{pid}")
     assert page.status_code == 200 and '<dd id="amount">19.99</dd>' in page.text
-    assert "&#34;orderRef&#34;: &#34;A-77&#34;" in page.text and ">Cancel</button>" in page.text
-    cancelled = console.post(f"/dashboard/processes/{pid}/cancel", data={"csrf_token": csrf_of(page.text)})
-    assert cancelled.status_code == 200 and "The process is cancelled" in cancelled.text
+    cancel_link = f'<a class="button danger" href="/dashboard/processes/{pid}/cancel">Cancel</a>'
+    assert "&#34;orderRef&#34;: &#34;A-77&#34;" in page.text and cancel_link in page.text
+    confirm = console.get(f"/dashboard/processes/{pid}/cancel")  # a confirmation first
+    assert confirm.status_code == 200 and f"Cancel process {pid}?" in confirm.text
+    assert shop.api.get(pid).get_json()["status"] == "pending"
+    cancelled = console.post(f"/dashboard/processes/{pid}/cancel", data={"csrf_token": csrf_of(confirm.text)})
+    assert (cancelled.status_code, cancelled.headers["Location"]) == (
+        303, f"/dashboard/processes/{pid}?done=cancelled")  # redirected: a reload sends nothing again
+    cancelled = console.get(cancelled.headers["Location"])
+    assert "The process is cancelled" in cancelled.text
     assert shop.api.get(pid).get_json()["status"] == "cancelled"
-    assert ">Cancel</button>" not in cancelled.text
+    assert cancel_link not in cancelled.text
+    assert console.get(f"/dashboard/processes/{pid}/cancel").status_code == 303  # nothing to confirm
     again = console.post(f"/dashboard/processes/{pid}/cancel", data={"csrf_token": csrf_of(page.text)})
     assert again.status_code == 409 and "is cancelled; only a pending process can be cancelled" in again.text
 
@@ -378,8 +388,8 @@ def test_process_page_cancel_and_resend(shop_console, shop, worker, app):
     refresh = f'<meta http-equiv="refresh" content="2; url=/dashboard/processes/{pid}">'
     assert refresh not in console.get(f"/dashboard/processes/{pid}").text
     resent = console.post(f"/dashboard/processes/{pid}/events/{event.id}/resend",
-                          data={"csrf_token": csrf_of(page.text)})
-    assert resent.status_code == 200 and f"Event {event.id} is queued for delivery again" in resent.text
+                          data={"csrf_token": csrf_of(page.text)}, follow_redirects=True)
+    assert resent.status_code == 200 and "The event is queued for delivery again" in resent.text
     # Queued, not sent from the web request: the page reloads itself until the attempt is made.
     assert len(event_rows.attempts_of(conn, event.id)) == 1 and refresh in resent.text
     assert refresh in console.get(f"/dashboard/processes/{pid}").text
@@ -399,7 +409,8 @@ def test_webhooks_test_event_and_url(shop_console, shop, receiver, worker, clock
     assert receiver.url("/hooks/preorder") in page.text and "Every delivery is going through." in page.text
     assert "No test event sent yet." in page.text
     refresh = '<meta http-equiv="refresh" content="2; url=/dashboard/webhooks">'
-    sent = console.post("/dashboard/webhooks/test", data={"csrf_token": csrf_of(page.text)})
+    sent = console.post("/dashboard/webhooks/test", data={"csrf_token": csrf_of(page.text)},
+                        follow_redirects=True)
     # Queued for the delivery worker, not sent by the web request: the page reloads until it is.
     assert sent.status_code == 200 and "Test event queued" in sent.text and refresh in sent.text
     assert "queued for the delivery worker" in sent.text and receiver.requests == []
@@ -427,7 +438,8 @@ def test_webhooks_test_event_and_url(shop_console, shop, receiver, worker, clock
         saved = console.post("/dashboard/webhooks/url", data={"csrf_token": csrf_of(page.text), "url": url})
         assert saved.status_code == 400
         assert f"The webhook URL is refused: {reason}" in html.unescape(saved.text)
-    removed = console.post("/dashboard/webhooks/url", data={"csrf_token": csrf_of(page.text), "url": ""})
+    removed = console.post("/dashboard/webhooks/url", data={"csrf_token": csrf_of(page.text), "url": ""},
+                           follow_redirects=True)
     assert "Webhook URL removed." in removed.text
     nothing = console.post("/dashboard/webhooks/test", data={"csrf_token": csrf_of(page.text)})
     assert nothing.status_code == 409 and "No webhook URL is set" in nothing.text
@@ -448,7 +460,8 @@ def test_failing_deliveries_are_listed_and_replayed_with_one_button(shop_console
     page = console.get("/dashboard/webhooks")
     assert page.text.count(">failed</span>") == 2
     receiver.default = Reply(status=204)
-    replayed = console.post("/dashboard/webhooks/replay-failed", data={"csrf_token": csrf_of(page.text)})
+    replayed = console.post("/dashboard/webhooks/replay-failed", data={"csrf_token": csrf_of(page.text)},
+                            follow_redirects=True)
     assert "2 failed event(s) queued for delivery again." in replayed.text
     worker.run_once()
     assert "Every delivery is going through." in console.get("/dashboard/webhooks").text
@@ -501,6 +514,7 @@ def test_a_viewer_sees_keys_but_cannot_roll_them(client, make_user, merchant, ap
     log_in(client, "viewer@shop.example")
     page = client.get("/dashboard/keys")
     assert page.status_code == 200 and "Roll secret key" not in page.text and "Roll webhook secret" not in page.text
+    assert ">Revoke now</a>" not in page.text
     assert client.post("/dashboard/keys/roll", data={"csrf_token": csrf_of(page.text)}).status_code == 403
     assert client.post("/dashboard/keys/roll").status_code == 400  # no token: refused before the role
     assert api.list().status_code == 200
@@ -558,10 +572,10 @@ def test_the_refund_page_takes_the_hash_of_the_transaction_that_paid_it(
     assert 'value="0x1234"' in bad.text  # kept in the field to be corrected
     assert console.post(path + "/transaction", data={"tx_hash": "0x" + "ab" * 32}).status_code == 400
     tx_hash = "0x" + "AB" * 32
-    named = console.post(path + "/transaction", data={"csrf_token": token, "tx_hash": f" {tx_hash} "})
+    named = console.post(path + "/transaction", data={"csrf_token": token, "tx_hash": f" {tx_hash} "},
+                         follow_redirects=True)
     assert named.status_code == 200
-    assert (f"Transaction {tx_hash.lower()} is named for this refund: it completes once that"
-            " transaction is confirmed.") in named.text
+    assert "The transaction is named for this refund: it completes once that transaction is confirmed." in named.text
     assert f'<span class="mono" id="named-tx">{tx_hash.lower()}</span>' in named.text
     shown = api.client.get(f"/payment-button/process/{pid}/refunds", headers=api.headers())
     assert shown.get_json()["data"][0]["txHash"] == tx_hash.lower()
@@ -588,3 +602,29 @@ def test_payouts_page_without_a_payout_address_or_wallet(console, merchant, runn
     page = console.get("/dashboard/payouts")
     assert "0xABaBaBaBABabABabAbAbABAbABabababaBaBABaB" in page.text  # EIP-55 form
     assert 'class="panel network"' not in page.text  # no network has a forwarder factory
+
+
+def test_revoke_now_an_old_secret_key_after_a_roll(console, merchant, api):
+    """A leaked key: roll, then "Revoke now" the old one (after a confirmation): 401 at once."""
+    assert ">Revoke now</a>" not in console.get("/dashboard/keys").text  # the only working key: roll first
+    page = console.get("/dashboard/keys/roll")
+    assert page.status_code == 200 and "Roll the secret key?" in page.text and api.list().status_code == 200
+    rolled = console.post("/dashboard/keys/roll", data={"csrf_token": csrf_of(page.text)})
+    fresh = Api(api.client, re.search(r'<code id="new-secret-value">(sk_test_\w+)</code>', rolled.text)[1])
+    page = console.get("/dashboard/keys")
+    links = re.findall(r'href="(/dashboard/keys/(\d+)/revoke)" aria-label="Revoke (\S+)… now"', page.text)
+    assert {label for _, _, label in links} == {merchant["secretKey"][:20], fresh.secret_key[:20]}
+    old = next(link for link, _, label in links if label == merchant["secretKey"][:20])
+    confirm = console.get(old)
+    assert f"Revoke key {merchant['secretKey'][:20]}… now?" in confirm.text and api.list().status_code == 200
+    revoked = console.post(old, data={"csrf_token": csrf_of(confirm.text)})
+    assert (revoked.status_code, revoked.headers["Location"]) == (303, "/dashboard/keys?done=revoked")
+    assert api.list().status_code == 401 and fresh.list().status_code == 200
+    shown = console.get(revoked.headers["Location"]).text
+    assert "The key is revoked: it stopped working now." in shown and "revoked 2026-" in shown
+    assert ">Revoke now</a>" not in shown  # one working key left
+    last = re.findall(r"/dashboard/keys/(\d+)/revoke", page.text)
+    refused = [console.post(f"/dashboard/keys/{n}/revoke", data={"csrf_token": csrf_of(shown)}) for n in last]
+    assert sorted(r.status_code for r in refused) == [409, 409]
+    assert fresh.list().status_code == 200
+    assert console.get("/dashboard/keys/999999/revoke").status_code == 404
