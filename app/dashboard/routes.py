@@ -18,6 +18,7 @@ import csv
 import io
 import json
 from datetime import datetime, timezone
+from decimal import Decimal
 
 from flask import (Blueprint, Response, current_app, g, redirect, render_template, request, send_file,
                    stream_with_context, url_for)
@@ -26,9 +27,10 @@ from app import collect, outbox, merchants, payments, processes, refunds
 from app.chain import rpc
 from app.chain.rpc import transfer_calldata
 from app.clock import now
-from app.dashboard import accounts, security
+from app.dashboard import accounts, overview, security
 from app.dashboard.security import PageError, login_required, not_found, owner_required
 from app.data import merchants as merchant_rows
+from app.data import overview as overview_rows
 from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
 from app.data import processes as process_rows
@@ -48,7 +50,7 @@ CSV_BATCH = 500
 # The payment button's QR encoder and the console's renderer of <img data-qr>, in one scope.
 QR_SCRIPT = load_button_script(names=("qr.js", "console/qr-images.js"))
 CSV_COLUMNS = ("processId", "status", "amount", "livemode", "createdAt", "updatedAt", "expiresAt",
-               "metadata", "assetId", "networkId", "amountDue", "amountPaid")
+               "metadata", "assetId", "networkId", "amountDue", "amountPaid", "amountRefunded", "marks")
 
 
 @bp.app_template_filter("when")
@@ -123,7 +125,7 @@ def _login_page(status=200, error=None, email="", headers=None):
 @bp.get("/login")
 def login():
     if accounts.session(get_db(), security.read_cookie(security.SESSION_COOKIE), now()) is not None:
-        return redirect(url_for("dashboard.processes_page"))
+        return redirect(url_for("dashboard.overview_page"))
     return _login_page()
 
 
@@ -149,7 +151,7 @@ def login_submit():
     except accounts.BadEmail:
         return _login_page(400, f"An email address has at most {accounts.MAX_EMAIL_LENGTH}"
                            " characters.", "")
-    response = redirect(url_for("dashboard.processes_page"), 303)
+    response = redirect(url_for("dashboard.overview_page"), 303)
     security.session_cookie(response, token, security.session_hours() * 3600)
     security.delete_cookie(response, security.LOGIN_CSRF_COOKIE)
     return response
@@ -162,6 +164,46 @@ def logout():
     response = redirect(url_for("dashboard.login"), 303)
     security.delete_cookie(response, security.SESSION_COOKIE)
     return response
+
+
+# --- Overview -------------------------------------------------------------------------------------
+
+def _partly_paid(views) -> list[str]:
+    """The processes whose confirmed money is above zero and below what is due (exactly)."""
+    found = []
+    for process_id, view in views.items():
+        paid = sum(t.amount for t in view.transfers if t.status == "confirmed")
+        if 0 < paid < view.payment.amount_due:
+            found.append(process_id)
+    return found
+
+
+@bp.get("/overview")
+@login_required
+def overview_page():
+    conn, current = get_db().connection(), int(now())
+    today = current // overview.DAY
+    assets, other = overview.money(conn, g.merchant.id, current)
+    since = (today - 29) * overview.DAY
+    candidates = overview_rows.unsettled_paid(conn, g.merchant.id, since)
+    networks = {n.id: n for n in payment_rows.list_networks(conn)}
+    symbols = {(a.network_id, a.contract.lower()): a for a in payment_rows.list_assets(conn)}
+    waiting = []
+    for network_id, token, addresses, base in overview_rows.uncollected(conn, g.merchant.id, since):
+        asset = symbols.get((network_id, token.lower()))
+        amount = overview.text(overview._units(base, asset.decimals)) if asset else str(base)
+        waiting.append({"network": networks[network_id].name if network_id in networks else network_id,
+                        "network_id": network_id, "amount": amount,
+                        "symbol": asset.symbol if asset else token, "addresses": addresses})
+    dates = {days: overview.day_text(today - days + 1) for days, _ in overview.WINDOWS}
+    return render_template(
+        "dashboard/overview.html", assets=assets, other=other, windows=overview.WINDOWS, dates=dates,
+        charts={a.id: overview.chart(a.daily, today, a.symbol) for a in assets},
+        other_chart=overview.chart(other["daily"], today, "") if other[30][0] else None,
+        text=overview.text, statuses=overview.statuses(conn, g.merchant.id, current),
+        partly=len(_partly_paid(payment_rows.views_of(conn, candidates))) if candidates else 0,
+        waiting=waiting, failing=overview_rows.failing_deliveries(conn, g.merchant.id),
+        since=overview.day_text(today - 29))
 
 
 # --- Processes -------------------------------------------------------------------------------------
@@ -177,12 +219,28 @@ def _date(text, name, errors):
         return None
 
 
+# The list's filters on money: (value of `money`, its label). A new filter is one more entry here
+# and in process_rows.CONDITIONS.
+MONEY_FILTERS = [("paid", "Paid (money confirmed)"), ("partly", "Partly paid"), ("refunded", "Refunded")]
+
+
 def _filters():
     """The list's filters from the query string: (filters for process_rows.list_page, form values,
     error messages). An impossible combination (another mode than the merchant's) gives None."""
     args = request.args
-    form = {name: args.get(name, "").strip() for name in ("status", "mode", "from", "to", "q")}
+    form = {name: args.get(name, "").strip()
+            for name in ("status", "mode", "from", "to", "q", "money", "asset", "network")}
     errors, found = [], {}
+    conditions = []
+    if form["money"] and form["money"] not in dict(MONEY_FILTERS):
+        errors.append("money: choose one of the listed filters.")
+    elif form["money"]:
+        conditions.append((form["money"], None))
+    for name in ("asset", "network"):
+        if form[name]:
+            conditions.append((name + "=", form[name]))
+    if conditions:
+        found["conditions"] = conditions
     if form["status"] and form["status"] not in STATUSES:
         errors.append("status: choose one of the listed statuses.")
     elif form["status"]:
@@ -206,7 +264,21 @@ def _filters():
 
 
 def _page(found, *, limit, before=None):
-    """(processes, has_more) for the filters, newest first, before the process `before`."""
+    """(processes, has_more) for the filters, newest first, before the process `before`. "Partly
+    paid" is checked exactly on what SQL found (money confirmed, not completed): below what is due."""
+    if found is None or not any(name == "partly" for name, _ in found.get("conditions", ())):
+        return _sql_page(found, limit=limit, before=before)
+    kept = []
+    while True:
+        batch, more = _sql_page(found, limit=limit, before=before)
+        partly = set(_partly_paid(payments.views(get_db(), batch)))
+        kept += [p for p in batch if p.id in partly]
+        if len(kept) >= limit or not more:
+            return kept[:limit], len(kept) > limit or more
+        before = batch[-1].id
+
+
+def _sql_page(found, *, limit, before=None):
     if found is None:
         return [], False
     found = dict(found)
@@ -233,9 +305,18 @@ def _page(found, *, limit, before=None):
 
 def _matches(process, found):
     """The other filters, for the one process a process-id search found."""
-    return (found.get("status") in (None, process.effective_status(now()))
+    if not (found.get("status") in (None, process.effective_status(now()))
             and process.created_at >= found.get("created_from", process.created_at)
-            and process.created_at < found.get("created_before", process.created_at + 1))
+            and process.created_at < found.get("created_before", process.created_at + 1)):
+        return False
+    conditions = found.get("conditions")
+    if not conditions:
+        return True
+    rows, _ = process_rows.list_page(get_db().connection(), now=now(), limit=1, merchant_id=g.merchant.id,
+                                     before_seq=process.seq + 1, conditions=conditions)
+    if not rows or rows[0].id != process.id:
+        return False
+    return ("partly", None) not in conditions or bool(_partly_paid(payments.views(get_db(), rows)))
 
 
 def _summary(metadata):
@@ -246,6 +327,44 @@ def _summary(metadata):
     return text if len(text) <= 80 else text[:79] + "…"
 
 
+def _names():
+    """(asset symbols by (asset id, network id), network names by id), as people read them."""
+    conn = get_db().connection()
+    return ({(a.id, a.network_id): a.symbol for a in payment_rows.list_assets(conn)},
+            {n.id: n.name for n in payment_rows.list_networks(conn)})
+
+
+def _money(batch, names=None) -> dict:
+    """Per process of `batch` with a live payment: what was paid (confirmed) and refunded
+    (completed), in token units, on which asset and network, and its marks: {process id: dict}."""
+    if not batch:
+        return {}
+    symbols, networks = names or _names()
+    views = payments.views(get_db(), batch)
+    refunded = refunds.of_processes(get_db(), batch)
+    current, found = now(), {}
+    for p in batch:
+        view = views.get(p.id)
+        if view is None:
+            continue
+        pay = view.payment
+        paid = sum(t.amount for t in view.transfers if t.status == "confirmed")
+        # A refund is in its own token's units: the payment's, unless the choice changed since.
+        back = sum(Decimal(r.amount).scaleb(-r.decimals) for r in refunded.get(p.id, ()) if r.status == "completed")
+        marks = []
+        if 0 < paid < pay.amount_due and p.effective_status(current) != "completed":
+            marks.append("partly paid")
+        if back:
+            marks.append("refunded" if back >= Decimal(paid).scaleb(-pay.decimals) else "partly refunded")
+        found[p.id] = {
+            "asset_id": pay.asset_id, "network_id": pay.network_id,
+            "symbol": symbols.get((pay.asset_id, pay.network_id), pay.asset_id),
+            "network": networks.get(pay.network_id, pay.network_id),
+            "due": format_units(pay.amount_due, pay.decimals), "paid": format_units(paid, pay.decimals),
+            "refunded": overview.text(back), "marks": marks}
+    return found
+
+
 @bp.get("/")
 @login_required
 def processes_page():
@@ -253,11 +372,15 @@ def processes_page():
     items, has_more = ([], False) if errors else _page(found, limit=PAGE_SIZE, before=request.args.get("before"))
     query = {k: v for k, v in form.items() if v}
     current = now()
-    rows = [{"process": p, "status": p.effective_status(current), "summary": _summary(p.metadata)}
-            for p in items]
+    money = _money(items)
+    rows = [{"process": p, "status": p.effective_status(current), "summary": _summary(p.metadata),
+             "money": money.get(p.id)} for p in items]
+    symbols, networks = _names()
+    assets = sorted({(asset_id, symbol) for (asset_id, _), symbol in symbols.items()})
     next_url = url_for("dashboard.processes_page", **query, before=items[-1].id) if has_more else None
     return render_template("dashboard/processes.html", rows=rows, form=form, errors=errors,
-                           statuses=STATUSES, next_url=next_url, first_page=bool(request.args.get("before")),
+                           statuses=STATUSES, next_url=next_url, money_filters=MONEY_FILTERS,
+                           assets=assets, networks=sorted(networks.items()), first_page=bool(request.args.get("before")),
                            first_url=url_for("dashboard.processes_page", **query),
                            csv_url=url_for("dashboard.processes_csv", **query)), 400 if errors else 200
 
@@ -283,15 +406,15 @@ def processes_csv():
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\r\n")
         writer.writerow(CSV_COLUMNS)
-        before = None
+        before, names = None, _names()
         while True:
             batch, more = _page(found, limit=CSV_BATCH, before=before)
             current = now()
-            views = payments.views(get_db(), batch)  # what was paid against what was due
+            money = _money(batch, names)  # what was paid against what was due, and refunded
             for p in batch:
                 writer.writerow((p.id, p.effective_status(current), p.amount, "true" if p.livemode else "false",
                                  iso(p.created_at), iso(p.effective_updated_at(current)), iso(p.expires_at),
-                                 p.metadata, *_paid_against_due(views.get(p.id))))
+                                 p.metadata, *_money_columns(money.get(p.id))))
             yield out.getvalue()
             heartbeat()
             out.seek(0)
@@ -304,14 +427,14 @@ def processes_csv():
                     headers={"Content-Disposition": 'attachment; filename="processes.csv"'})
 
 
-def _paid_against_due(view):
-    """The CSV's payment columns: asset, network, amount due and confirmed amount paid, in token
-    units (a payment completed under the merchant's tolerance shows paid below due); empty without."""
-    if view is None:
-        return ("", "", "", "")
-    p = view.payment
-    paid = sum(t.amount for t in view.transfers if t.status == "confirmed")
-    return (p.asset_id, p.network_id, format_units(p.amount_due, p.decimals), format_units(paid, p.decimals))
+def _money_columns(money):
+    """The CSV's payment columns: asset, network, amount due, confirmed amount paid and completed
+    refunds, in token units (a payment completed under the merchant's tolerance shows paid below
+    due), and the list's marks joined by "; "; empty without a live payment."""
+    if money is None:
+        return ("",) * 6
+    return (money["asset_id"], money["network_id"], money["due"], money["paid"], money["refunded"],
+            "; ".join(money["marks"]))
 
 
 def _process_or_404(process_id):

@@ -50,7 +50,7 @@ def log_in(client, email, password=PASSWORD):
 @pytest.fixture
 def console(client, owner):
     response = log_in(client, owner)
-    assert response.status_code == 303 and response.headers["Location"] == "/dashboard/"
+    assert response.status_code == 303 and response.headers["Location"] == "/dashboard/overview"
     return client
 
 
@@ -203,7 +203,7 @@ def test_a_post_without_the_csrf_token_is_refused(console, api):
 
 def test_security_headers_on_every_console_page(console, api):
     pid = api.preorder().get_json()["processId"]
-    for path in ("/dashboard/", "/dashboard/login", f"/dashboard/processes/{pid}", "/dashboard/webhooks",
+    for path in ("/dashboard/", "/dashboard/overview", "/dashboard/login", f"/dashboard/processes/{pid}", "/dashboard/webhooks",
                  "/dashboard/nope", "/dashboard/processes.csv"):
         response = console.get(path)
         csp = response.headers["Content-Security-Policy"]
@@ -344,7 +344,8 @@ def test_csv_equals_what_the_merchant_api_lists(console, api, clock, monkeypatch
         assert row == {"processId": p["processId"], "status": p["status"], "amount": str(p["amount"]),
                        "livemode": "false", "createdAt": p["createdAt"], "updatedAt": p["updatedAt"],
                        "expiresAt": p["expiresAt"], "metadata": json.dumps(p["metadata"], separators=(",", ":")),
-                       "assetId": "", "networkId": "", "amountDue": "", "amountPaid": ""}
+                       "assetId": "", "networkId": "", "amountDue": "", "amountPaid": "",
+                           "amountRefunded": "", "marks": ""}
     cancelled = read_csv(console.get("/dashboard/processes.csv?status=cancelled"))
     assert [r["processId"] for r in cancelled] == [ids[3]]
     assert 'href="/dashboard/processes.csv?status=cancelled"' in console.get("/dashboard/?status=cancelled").text
@@ -628,3 +629,96 @@ def test_revoke_now_an_old_secret_key_after_a_roll(console, merchant, api):
     assert sorted(r.status_code for r in refused) == [409, 409]
     assert fresh.list().status_code == 200
     assert console.get("/dashboard/keys/999999/revoke").status_code == 404
+
+
+# --- Overview and the money on each row -----------------------------------------------------------
+
+DAI_LOCAL = "0x" + "D1" * 20
+DAY = 86_400
+
+
+def _live_shop(api, runner, app, merchant):
+    """A network with USDC (6 decimals) and DAI (18) and the merchant's wallet: confirm(pid, asset)."""
+    from support.chain_shop import XPUB, cli
+    from support.live_payments import USDC_LOCAL
+
+    cli(runner, "networks", "add", "local", "--name", "Local chain", "--chain-id", "31337",
+        "--rpc-url", "http://127.0.0.1:1/rpc", "--confirmations", "3", "--start-block", "1")
+    for asset, symbol, contract, decimals in (("usdc", "USDC", USDC_LOCAL, "6"), ("dai", "DAI", DAI_LOCAL, "18")):
+        cli(runner, "assets", "add", asset, "--network", "local", "--symbol", symbol, "--name", symbol,
+            "--contract", contract, "--decimals", decimals)
+    cli(runner, "merchants", "set-xpub", merchant["merchantId"], XPUB)
+
+    def order(amount, asset):
+        pid = api.preorder({"amount": amount}).get_json()["processId"]
+        confirmed = api.client.post(f"/payment-button/process/{pid}/confirm", content_type="application/json",
+                                    data=json.dumps({"assetId": asset, "networkId": "local"}),
+                                    headers={"x-public-key": merchant["publicKey"]})
+        assert confirmed.status_code == 200, confirmed.text
+        return pid
+    return order
+
+
+def _paid(app, pid, tx, amount, when, token=None):
+    from support.live_payments import USDC_LOCAL
+    with dbutil.connect(app.config["DATABASE"]) as conn:
+        conn.execute(
+            "INSERT INTO transfers (chain_id, tx_hash, log_index, network_id, process_id, token_contract,"
+            " from_address, amount, block_number, block_hash, block_timestamp, status, seen_at, confirmed_at)"
+            " VALUES (31337, ?, 0, 'local', ?, ?, ?, ?, 10, ?, ?, 'confirmed', ?, ?)",
+            ("0x" + tx * 32, pid, token or USDC_LOCAL, "0x" + "ab" * 20, str(amount), "0x" + "cd" * 32,
+             when, when, when))
+
+
+def test_overview_and_the_money_on_every_row(console, api, runner, app, merchant, clock):
+    order = _live_shop(api, runner, app, merchant)
+    now = clock.now
+    paid = order(10, "usdc")
+    _paid(app, paid, "a1", 10_000_000, now)
+    runner.invoke(args=["processes", "complete", paid])
+    partly = order(10, "usdc")
+    _paid(app, partly, "a2", 4_000_000, now - 2 * DAY)
+    big = [order(9, "dai") for _ in range(2)]  # 9 * 10^18 each: their sum is past 2^63
+    for n, pid in enumerate(big):
+        _paid(app, pid, f"b{n}", 9 * 10 ** 18, now - 10 * DAY, DAI_LOCAL)
+    sandbox = api.preorder({"amount": 2.5}).get_json()["processId"]
+    assert api.client.post(f"/payment-button/process/{sandbox}/sandbox/pay", json={"outcome": "success"},
+                           headers={"x-public-key": merchant["publicKey"]}).status_code == 200
+    refund = api.client.post(f"/payment-button/process/{paid}/refunds", headers=api.headers(),
+                             json={"amount": 4, "address": "0x" + "ab" * 20}).get_json()
+    with dbutil.connect(app.config["DATABASE"]) as conn:  # paid and settled, as the watcher records it
+        conn.execute("UPDATE refunds SET status = 'completed', updated_at = ?, tx_hash = ?, log_index = 0"
+                     " WHERE id = ?", (now, "0x" + "ee" * 32, refund["refundId"]))
+
+    page = console.get("/dashboard/overview")
+    assert page.status_code == 200
+    usdc = re.search(r'<article class="asset-figures" id="asset-usdc">(.*?)</article>', page.text, re.S)[1]
+    figures = re.findall(r'<td class="num" data-label="[^"]+"><a href="([^"]+)">([^<]+)</a>', usdc)
+    assert [text for _, text in figures] == ["10", "14", "14", "4", "4", "4"]  # paid; refunded
+    today = datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%d")
+    assert html.unescape(figures[0][0]) == f"/dashboard/?money=paid&asset=usdc&from={today}"
+    dai = re.search(r'id="asset-dai">(.*?)</article>', page.text, re.S)[1]
+    assert re.findall(r'data-label="[^"]+"><a href="[^"]+">([^<]+)</a>', dai)[:3] == ["0", "0", "18"]
+    assert usdc.count('<rect x=') == 30 and "<svg" in usdc  # the chart: one bar per day
+    sandbox_panel = re.search(r'<section class="panel" id="sandbox">(.*?)</section>', page.text, re.S)[1]
+    assert "Sandbox payments" in sandbox_panel and ">2.5</a> <span class=\"hint\">(1)</span>" in sandbox_panel
+    assert '<strong id="partly-paid">1</strong>' in page.text
+    counts = re.findall(r'<a href="/dashboard/\?status=(\w+)"><span class="badge badge-\w+">\w+</span> <strong>(\d+)</strong>',
+                        page.text)
+    assert counts == [("pending", "3"), ("completed", "2"), ("cancelled", "0"), ("expired", "0")]
+    assert '<strong id="failing-count">0</strong>' in page.text
+
+    assert listed(console.get("/dashboard/?money=partly").text) == [partly]
+    assert listed(console.get("/dashboard/?money=refunded").text) == [paid]
+    assert listed(console.get("/dashboard/?asset=dai").text) == big[::-1]
+    assert listed(console.get(f"/dashboard/?money=partly&q={partly}").text) == [partly]
+    assert listed(console.get(f"/dashboard/?money=partly&q={paid}").text) == []
+    rows = console.get("/dashboard/").text
+    row = re.search(rf'<tr>\s*<td data-label="Process"><a class="mono" href="/dashboard/processes/{partly}".*?</tr>', rows, re.S)[0]
+    assert "partly paid</span>" in row and '<td class="num paid" data-label="Paid">4</td>' in row
+    assert "USDC <span class=\"hint\">on Local chain</span>" in row
+    exported = {r["processId"]: r for r in csv.DictReader(io.StringIO(console.get("/dashboard/processes.csv").text))}
+    assert (exported[paid]["amountPaid"], exported[paid]["amountRefunded"], exported[paid]["marks"]) == (
+        "10", "4", "partly refunded")
+    assert (exported[partly]["amountPaid"], exported[partly]["marks"]) == ("4", "partly paid")
+    assert exported[big[0]]["amountPaid"] == "9" and exported[sandbox]["amountPaid"] == ""
