@@ -46,7 +46,7 @@ def _windows(day, today):
     return [days for days, _ in WINDOWS if day > today - days]
 
 
-def money(conn, merchant_id, now) -> tuple[list[AssetFigures], dict]:
+def money(conn, merchant_id, now, from_seq) -> tuple[list[AssetFigures], dict]:
     """(per asset id: paid and refunded over the windows, and paid per day; the completions without
     a live payment: {days: (count, amount)} over the windows and per day)."""
     today = now // DAY
@@ -73,7 +73,7 @@ def money(conn, merchant_id, now) -> tuple[list[AssetFigures], dict]:
         for days in _windows(day, today):
             found.refunded[days] += _units(base, decimals)
     other = {"daily": {}, **{days: (0, Decimal(0)) for days, _ in WINDOWS}}
-    for day, count, amount in overview_rows.completed_without_transfer_by_day(conn, merchant_id, since):
+    for day, count, amount in overview_rows.completed_without_transfer_by_day(conn, merchant_id, since, from_seq):
         other["daily"][day] = amount
         for days in _windows(day, today):
             other[days] = (other[days][0] + count, other[days][1] + amount)
@@ -105,6 +105,6 @@ def chart(daily: dict, today: int, label: str) -> dict:
             "label": f"{label} paid per day, last 30 days"}
 
 
-def statuses(conn, merchant_id, now) -> list[tuple[str, int]]:
-    counts = overview_rows.counts_by_status(conn, merchant_id, now)
+def statuses(conn, merchant_id, now, from_seq) -> list[tuple[str, int]]:
+    counts = overview_rows.counts_by_status(conn, merchant_id, now, from_seq)
     return [(status, counts.get(status, 0)) for status in STATUSES]

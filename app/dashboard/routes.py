@@ -178,31 +178,42 @@ def _partly_paid(views) -> list[str]:
     return found
 
 
+def _waiting(conn, since):
+    """What waits in the merchant's deposit addresses per network and token, as the database knows
+    it (overview_rows.uncollected), from the day before each network's last collection on (or the
+    30 days' start): a list of dicts for the template."""
+    networks = {n.id: n for n in payment_rows.list_networks(conn)}
+    symbols = {(a.network_id, a.contract.lower()): a for a in payment_rows.list_assets(conn)}
+    last = overview_rows.last_collection(conn, g.merchant.id)
+    found = []
+    for network_id in payout_rows.networks_with_factory(conn):
+        start = max(since, last.get(network_id, 0) - overview.DAY)
+        for token, addresses, base in overview_rows.uncollected(conn, g.merchant.id, network_id, start):
+            asset = symbols.get((network_id, token.lower()))
+            found.append({"network": networks[network_id].name, "network_id": network_id,
+                          "amount": overview.text(overview._units(base, asset.decimals)) if asset else str(base),
+                          "symbol": asset.symbol if asset else token, "addresses": addresses,
+                          "since": overview.day_text(start // overview.DAY)})
+    return found
+
+
 @bp.get("/overview")
 @login_required
 def overview_page():
     conn, current = get_db().connection(), int(now())
     today = current // overview.DAY
-    assets, other = overview.money(conn, g.merchant.id, current)
     since = (today - 29) * overview.DAY
-    candidates = overview_rows.unsettled_paid(conn, g.merchant.id, since)
-    networks = {n.id: n for n in payment_rows.list_networks(conn)}
-    symbols = {(a.network_id, a.contract.lower()): a for a in payment_rows.list_assets(conn)}
-    waiting = []
-    for network_id, token, addresses, base in overview_rows.uncollected(conn, g.merchant.id, since):
-        asset = symbols.get((network_id, token.lower()))
-        amount = overview.text(overview._units(base, asset.decimals)) if asset else str(base)
-        waiting.append({"network": networks[network_id].name if network_id in networks else network_id,
-                        "network_id": network_id, "amount": amount,
-                        "symbol": asset.symbol if asset else token, "addresses": addresses})
+    from_seq = overview_rows.seq_since(conn, since)
+    assets, other = overview.money(conn, g.merchant.id, current, from_seq)
+    candidates = overview_rows.partly_paid_candidates(conn, g.merchant.id, since)
     dates = {days: overview.day_text(today - days + 1) for days, _ in overview.WINDOWS}
     return render_template(
         "dashboard/overview.html", assets=assets, other=other, windows=overview.WINDOWS, dates=dates,
         charts={a.id: overview.chart(a.daily, today, a.symbol) for a in assets},
         other_chart=overview.chart(other["daily"], today, "") if other[30][0] else None,
-        text=overview.text, statuses=overview.statuses(conn, g.merchant.id, current),
+        text=overview.text, statuses=overview.statuses(conn, g.merchant.id, current, from_seq),
         partly=len(_partly_paid(payment_rows.views_of(conn, candidates))) if candidates else 0,
-        waiting=waiting, failing=overview_rows.failing_deliveries(conn, g.merchant.id),
+        waiting=_waiting(conn, since), failing=overview_rows.failing_deliveries(conn, g.merchant.id),
         since=overview.day_text(today - 29))
 
 

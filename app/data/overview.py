@@ -10,6 +10,7 @@ amount is cut into 9-digit pieces (`_pieces`), each piece summed as an integer (
 from decimal import Decimal
 
 from app.data.processes import HELD
+from app.records import STATUSES
 from app.data.schema import dialect
 
 DAY = 86_400
@@ -34,6 +35,42 @@ def _pieces(conn, column, fraction=False) -> list[str]:
     return found
 
 
+def _sum(conn, sql, params, column, keys, fraction=False) -> list[tuple]:
+    """Run `sql`, whose `{sums}` stands for the exact sum of `column` and whose first `keys`
+    columns are its GROUP BY: [(*keys, Decimal)]. On SQLite, an integer column whose values all
+    have at most 18 digits (below 2^63) is summed by sum() itself, which raises on an overflow
+    rather than rounding; otherwise, and after such an error, in pieces."""
+    if dialect(conn) == "sqlite" and not fraction:
+        try:
+            rows = conn.execute(sql.replace("{sums}", f"sum(CAST({column} AS INTEGER)), max(length({column}))"),
+                                params).fetchall()
+            if all(r[keys + 1] is None or r[keys + 1] <= 18 for r in rows):
+                return [(*r[:keys], Decimal(r[keys] or 0)) for r in rows]
+        except Exception as e:  # sqlite3.OperationalError: integer overflow
+            if "overflow" not in str(e):
+                raise
+    pieces = _pieces(conn, column, fraction)
+    rows = conn.execute(sql.replace("{sums}", ", ".join(pieces)), params).fetchall()
+    return [(*r[:keys], _joined(r[keys:], fraction)) for r in rows]
+
+
+def seq_since(conn, since) -> int:
+    """The first process `seq` created at or after `since`, found in a few primary-key reads:
+    processes are numbered in the order they are created, so created_at grows with seq (but for
+    the seconds two preorders at once may cross). What is counted "since" a time is then a range
+    of seq, which the (merchant_id, status, seq) index reads directly."""
+    low, high = 0, conn.execute("SELECT COALESCE(max(seq), 0) + 1 FROM processes").fetchone()[0]
+    while low < high:  # the first seq whose process (or the next one) is not older than `since`
+        middle = (low + high) // 2
+        row = conn.execute("SELECT created_at FROM processes WHERE seq >= ? ORDER BY seq LIMIT 1",
+                           (middle,)).fetchone()
+        if row is not None and row[0] < since:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
 def _joined(values, fraction=False) -> Decimal:
     """The exact sum from the values of `_pieces`' expressions."""
     values = [v or 0 for v in values]
@@ -44,87 +81,99 @@ def _joined(values, fraction=False) -> Decimal:
     return Decimal(whole) + part if fraction else Decimal(whole)
 
 
+def _confirmed(conn) -> str:
+    """The confirmed transfers, read by when they were confirmed (transfers_confirmed): SQLite's
+    planner, which cannot tell how few rows a recent window holds, is told to."""
+    return "transfers t" + (" INDEXED BY transfers_confirmed" if dialect(conn) == "sqlite" else "")
+
+
 def paid_by_day(conn, merchant_id, since) -> list[tuple]:
     """Confirmed transfers to the merchant's deposit addresses, confirmed at or after `since`:
     [(network id, token contract, day, transfers, base units)]."""
-    sums = _pieces(conn, "t.amount")
-    rows = conn.execute(
-        f"SELECT t.network_id, t.token_contract, t.confirmed_at / {DAY}, count(*), {', '.join(sums)}"
-        " FROM transfers t JOIN payments p ON p.process_id = t.process_id"
-        " WHERE t.status = 'confirmed' AND t.confirmed_at >= ? AND p.merchant_id = ?"
-        " GROUP BY 1, 2, 3", (since, merchant_id)).fetchall()
-    return [(r[0], r[1], r[2], r[3], int(_joined(r[4:]))) for r in rows]
+    rows = _sum(conn, f"SELECT t.network_id, t.token_contract, t.confirmed_at / {DAY}, count(*), {{sums}}"
+                f" FROM {_confirmed(conn)} JOIN payments p ON p.process_id = t.process_id"
+                " WHERE t.status = 'confirmed' AND t.confirmed_at >= ? AND p.merchant_id = ?"
+                " GROUP BY 1, 2, 3", (since, merchant_id), "t.amount", 4)
+    return [(*r[:4], int(r[4])) for r in rows]
 
 
 def refunded_by_day(conn, merchant_id, since) -> list[tuple]:
     """The merchant's refunds completed at or after `since`: [(asset id, decimals, day, refunds,
     base units)]."""
-    sums = _pieces(conn, "amount")
-    rows = conn.execute(
-        f"SELECT asset_id, decimals, updated_at / {DAY}, count(*), {', '.join(sums)} FROM refunds"
-        " WHERE merchant_id = ? AND status = 'completed' AND updated_at >= ? GROUP BY 1, 2, 3",
-        (merchant_id, since)).fetchall()
-    return [(r[0], r[1], r[2], r[3], int(_joined(r[4:]))) for r in rows]
+    rows = _sum(conn, f"SELECT asset_id, decimals, updated_at / {DAY}, count(*), {{sums}} FROM refunds"
+                " WHERE merchant_id = ? AND status = 'completed' AND updated_at >= ? GROUP BY 1, 2, 3",
+                (merchant_id, since), "amount", 4)
+    return [(*r[:4], int(r[4])) for r in rows]
 
 
-def completed_without_transfer_by_day(conn, merchant_id, since) -> list[tuple]:
-    """Processes completed at or after `since` with no live payment (sandbox payments; in live mode,
-    completed by the operator): [(day, processes, sum of their amounts)]. Such a completion happens
-    before the expiry, so `expires_at >= since` bounds the read (processes_status_expiry)."""
-    sums = _pieces(conn, "amount", fraction=True)
-    rows = conn.execute(
-        f"SELECT updated_at / {DAY}, count(*), {', '.join(sums)} FROM processes"
-        " WHERE status = 'completed' AND expires_at >= ? AND merchant_id = ? AND updated_at >= ?"
-        " AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.process_id = processes.id) GROUP BY 1",
-        (since, merchant_id, since)).fetchall()
-    return [(r[0], r[1], _joined(r[2:], fraction=True)) for r in rows]
+def completed_without_transfer_by_day(conn, merchant_id, since, from_seq) -> list[tuple]:
+    """Processes created from `from_seq` on (seq_since) and completed at or after `since` with no
+    live payment (sandbox payments; in live mode, completed by the operator): [(day, processes, sum
+    of their amounts)]. Such a completion comes before the expiry, so within the creation window."""
+    return _sum(conn, f"SELECT updated_at / {DAY}, count(*), {{sums}} FROM processes"
+                " WHERE merchant_id = ? AND status = 'completed' AND seq >= ? AND updated_at >= ?"
+                " AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.process_id = processes.id) GROUP BY 1",
+                (merchant_id, from_seq, since), "amount", 2, fraction=True)
 
 
-def counts_by_status(conn, merchant_id, now) -> dict[str, int]:
-    """The merchant's processes by effective status (a pending one past its expiry, not held, is
-    expired): one index-only count per stored status (processes_merchant_status_seq)."""
-    counts = {row[0]: row[1] for row in conn.execute(
-        "SELECT status, count(*) FROM processes WHERE merchant_id = ? GROUP BY status", (merchant_id,))}
+def counts_by_status(conn, merchant_id, now, from_seq) -> dict[str, int]:
+    """The merchant's processes created from `from_seq` on (seq_since) by effective status (a
+    pending one past its expiry, not held, is expired): index range counts, one per status."""
+    counts = {status: conn.execute(  # one range each: a GROUP BY would read the merchant's whole index
+        "SELECT count(*) FROM processes WHERE merchant_id = ? AND status = ? AND seq >= ?",
+        (merchant_id, status, from_seq)).fetchone()[0] for status in STATUSES}
     lapsed = conn.execute(
-        "SELECT count(*) FROM processes WHERE merchant_id = ? AND status = 'pending' AND expires_at <= ?"
-        f" AND NOT {HELD}", (merchant_id, now)).fetchone()[0]
+        "SELECT count(*) FROM processes WHERE merchant_id = ? AND status = 'pending' AND seq >= ?"
+        f" AND expires_at <= ? AND NOT {HELD}", (merchant_id, from_seq, now)).fetchone()[0]
     if lapsed:
         counts["pending"] -= lapsed
         counts["expired"] = counts.get("expired", 0) + lapsed
     return counts
 
 
-def unsettled_paid(conn, merchant_id, since) -> list[str]:
-    """Processes of the merchant, not completed, with money confirmed at or after `since`: those
-    that may be partly paid (the caller compares what was paid with what was due, exactly)."""
+def _by_type(conn) -> str:
+    return " INDEXED BY events_merchant_type" if dialect(conn) == "sqlite" else ""
+
+
+def partly_paid_candidates(conn, merchant_id, since) -> list[str]:
+    """Processes of the merchant that reported a partial payment (`payment.partial`: confirmed
+    money below what was due) at or after `since` and did not complete since: the caller compares
+    what was paid with what is due, exactly (a later transfer may have paid the rest)."""
     rows = conn.execute(
-        "SELECT DISTINCT t.process_id FROM transfers t JOIN payments p ON p.process_id = t.process_id"
-        " JOIN processes pr ON pr.id = t.process_id"
-        " WHERE t.status = 'confirmed' AND t.confirmed_at >= ? AND p.merchant_id = ?"
-        " AND pr.status <> 'completed'", (since, merchant_id)).fetchall()
+        f"SELECT DISTINCT e.process_id FROM events e{_by_type(conn)} JOIN processes pr ON pr.id = e.process_id"
+        " WHERE e.merchant_id = ? AND e.type = 'payment.partial' AND e.created_at >= ?"
+        " AND pr.status <> 'completed'", (merchant_id, since)).fetchall()
     return [r[0] for r in rows]
 
 
-def uncollected(conn, merchant_id, since) -> list[tuple]:
-    """Money confirmed at or after `since` in the merchant's payout-mode deposit addresses that no
-    confirmed collection took after it arrived, as the database knows it (the chain itself is read
-    on the payouts page): [(network id, token contract, addresses, base units)]."""
-    sums = _pieces(conn, "t.amount")
-    rows = conn.execute(
-        f"SELECT t.network_id, t.token_contract, count(DISTINCT p.address), {', '.join(sums)}"
-        " FROM transfers t JOIN payments p ON p.process_id = t.process_id"
-        " WHERE t.status = 'confirmed' AND t.confirmed_at >= ? AND p.merchant_id = ?"
-        " AND p.mode = 'payout' AND NOT EXISTS (SELECT 1 FROM collection_items i"
+def last_collection(conn, merchant_id) -> dict[str, int]:
+    """When each network's newest confirmed collection of the merchant's addresses was sent."""
+    return {r[0]: r[1] for r in conn.execute(
+        "SELECT c.network_id, max(c.created_at) FROM collections c WHERE c.status = 'confirmed'"
+        " AND EXISTS (SELECT 1 FROM collection_items i WHERE i.collection_id = c.id"
+        " AND i.merchant_id = ?) GROUP BY c.network_id", (merchant_id,))}
+
+
+def uncollected(conn, merchant_id, network_id, since) -> list[tuple]:
+    """Money confirmed on `network_id` at or after `since` in the merchant's payout-mode deposit
+    addresses that no confirmed collection took after it arrived, as the database knows it (the
+    chain itself is read on the payouts page): [(token contract, addresses, base units)]."""
+    return [(r[0], r[1], int(r[2])) for r in _sum(
+        conn, f"SELECT t.token_contract, count(DISTINCT p.address), {{sums}}"
+        f" FROM {_confirmed(conn)} JOIN payments p ON p.process_id = t.process_id"
+        " WHERE t.status = 'confirmed' AND t.confirmed_at >= ? AND t.network_id = ?"
+        " AND p.merchant_id = ? AND p.mode = 'payout' AND NOT EXISTS (SELECT 1 FROM collection_items i"
         "  JOIN collections c ON c.id = i.collection_id WHERE i.address = p.address"
         "  AND i.token = t.token_contract AND c.status = 'confirmed' AND c.block_number >= t.block_number)"
-        " GROUP BY 1, 2", (since, merchant_id)).fetchall()
-    return [(r[0], r[1], r[2], int(_joined(r[3:]))) for r in rows]
+        " GROUP BY 1", (since, network_id, merchant_id), "t.amount", 2)]
 
 
 def failing_deliveries(conn, merchant_id) -> int:
     """The merchant's events whose delivery is failing (outbox.failing's rule), read through the
-    events_due index: failed and retrying events are few whatever the number of events."""
-    return conn.execute(
-        "SELECT count(*) FROM events WHERE merchant_id = ? AND process_id IS NOT NULL"
-        " AND (status = 'failed' OR (status = 'pending' AND last_error IS NOT NULL))",
-        (merchant_id,)).fetchone()[0]
+    events_due index (status first): failed and retrying events are few whatever the number of
+    events, where the merchant's own index would read all of its events."""
+    events = "events" + (" INDEXED BY events_due" if dialect(conn) == "sqlite" else "")
+    return sum(conn.execute(
+        f"SELECT count(*) FROM {events} WHERE status = ? AND merchant_id = ? AND process_id IS NOT NULL"
+        f" AND {extra}", (status, merchant_id)).fetchone()[0]
+        for status, extra in (("failed", "1 = 1"), ("pending", "last_error IS NOT NULL")))

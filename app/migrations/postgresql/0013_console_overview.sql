@@ -7,5 +7,5 @@ CREATE INDEX IF NOT EXISTS transfers_confirmed ON transfers (confirmed_at) WHERE
 CREATE INDEX IF NOT EXISTS refunds_merchant ON refunds (merchant_id, status, updated_at);
 -- Whether a deposit address's token was collected after a transfer arrived.
 CREATE INDEX IF NOT EXISTS collection_items_address ON collection_items (address, token);
--- A merchant's events by type (the webhooks page's filter), newest first.
-CREATE INDEX IF NOT EXISTS events_merchant_type ON events (merchant_id, type, seq);
+-- A merchant's events of a type by time (the overview's partly paid, the webhooks page's filter).
+CREATE INDEX IF NOT EXISTS events_merchant_type ON events (merchant_id, type, created_at);
