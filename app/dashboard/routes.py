@@ -30,6 +30,7 @@ from app.clock import now
 from app.dashboard import accounts, overview, security
 from app.dashboard.security import PageError, login_required, not_found, owner_required
 from app.data import merchants as merchant_rows
+from app.data import outbox as event_rows
 from app.data import overview as overview_rows
 from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
@@ -846,8 +847,17 @@ def webhooks_page(notice=None, error=None, status=200):
     failing = outbox.failing(get_db(), g.merchant.id)
     tests = outbox.tests_of(get_db(), g.merchant.id)
     refresh = _refresh(url_for("dashboard.webhooks_page"), [event for event, _ in tests], now())
+    chosen = {name: request.args.get(name, "").strip() for name in ("type", "state")}
+    types = (*outbox.EVENT_TYPES, outbox.TEST_EVENT_TYPE)
+    if chosen["type"] not in ("", *types) or chosen["state"] not in ("", *event_rows.STATES):
+        raise PageError(400, "No such filter", "Choose an event type and a delivery state from the lists.")
+    events, more = outbox.page_of(get_db(), g.merchant.id, type=chosen["type"] or None,
+                                  state=chosen["state"] or None, before=request.args.get("before"))
+    query = {k: v for k, v in chosen.items() if v}
+    older = url_for("dashboard.webhooks_page", **query, before=events[-1][0].id, _anchor="events") if more else None
     return render_template("dashboard/webhooks.html", failing=failing, webhook_url=g.merchant.webhook_url,
-                           notice=notice, error=error, tests=tests, refresh=refresh), status
+                           notice=notice, error=error, tests=tests, refresh=refresh, events=events,
+                           chosen=chosen, types=types, states=event_rows.STATES, older=older), status
 
 
 @bp.post("/webhooks/url")

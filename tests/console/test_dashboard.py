@@ -431,7 +431,8 @@ def test_webhooks_test_event_and_url(shop_console, shop, receiver, worker, clock
     clock.advance(3600)
     worker.run_once()
     shown = console.get("/dashboard/webhooks").text
-    assert shown.count("HTTP 500") == 1 and "Every delivery is going through." in shown
+    tests = re.search(r'<section class="panel" id="test-events">(.*?)</section>', shown, re.S)[1]
+    assert tests.count("HTTP 500") == 1 and "Every delivery is going through." in shown
     assert len(receiver.requests) == 2
     for url, reason in (("ftp://x", "scheme 'ftp' is not allowed"),
                         ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 (link-local)"),
@@ -726,3 +727,33 @@ def test_overview_and_the_money_on_every_row(console, api, runner, app, merchant
         "10", "4", "partly refunded")
     assert (exported[partly]["amountPaid"], exported[partly]["marks"]) == ("4", "partly paid")
     assert exported[big[0]]["amountPaid"] == "9" and exported[sandbox]["amountPaid"] == ""
+
+
+@pytest.mark.parametrize("app_config", [{"WEBHOOK_RETRY_SCHEDULE": "0"}])  # one attempt, then failed
+def test_webhooks_page_lists_recent_events_of_every_kind_filtered_by_type_and_state(
+        shop_console, shop, receiver, worker):
+    console = shop_console
+    cancelled = shop.api.preorder().get_json()["processId"]
+    shop.api.cancel(cancelled)
+    worker.run_once()  # delivered
+    receiver.default = Reply(status=500)
+    failed = shop.api.preorder().get_json()["processId"]
+    shop.api.cancel(failed)
+    worker.run_once()  # its one attempt fails
+    page = console.get("/dashboard/webhooks")
+    console.post("/dashboard/webhooks/test", data={"csrf_token": csrf_of(page.text)})  # queued
+
+    def rows(query=""):
+        text = console.get("/dashboard/webhooks" + query).text
+        section = re.search(r'<section class="panel" id="events">(.*?)</section>', text, re.S)[1]
+        return [(kind, state) for kind, state in re.findall(
+            r'<code>([\w.]+)</code></td>.*?<span class="badge badge-\w+">([\w ]+)</span>', section, re.S)]
+
+    assert rows() == [("webhook.test", "pending"), ("process.cancelled", "failed"),
+                      ("process.cancelled", "delivered")]
+    assert rows("?state=failed") == [("process.cancelled", "failed")]
+    assert rows("?state=failing") == [("process.cancelled", "failed")]
+    assert rows("?type=webhook.test") == [("webhook.test", "pending")]
+    assert rows("?type=process.cancelled&state=delivered") == [("process.cancelled", "delivered")]
+    assert "HTTP 500" in console.get("/dashboard/webhooks?state=failed").text
+    assert console.get("/dashboard/webhooks?state=nope").status_code == 400
