@@ -58,7 +58,7 @@ def load(conn, dialect, merchant_id, n, now):
     conn.execute(
         "INSERT INTO processes (id, merchant_id, status, amount, metadata, livemode, created_at,"
         " updated_at, expires_at)"
-        f" SELECT {pid}, '{merchant_id}', {status}, '25.00', '{{}}', {'true' if dialect == 'postgresql' else 1},"
+        f" SELECT {pid}, '{merchant_id}', {status}, '25.00', '{{}}', 1,"
         f" {created}, {created} + 600, {created} + 1800 FROM ({numbers}) AS g")
     paid = f"{kind} < 63"
     conn.execute(

@@ -46,9 +46,10 @@ def _windows(day, today):
     return [days for days, _ in WINDOWS if day > today - days]
 
 
-def money(conn, merchant_id, now, from_seq) -> tuple[list[AssetFigures], dict]:
-    """(per asset id: paid and refunded over the windows, and paid per day; the completions without
-    a live payment: {days: (count, amount)} over the windows and per day)."""
+def money(conn, merchant_id, now, from_seq, sandbox_mode) -> tuple[list[AssetFigures], dict]:
+    """(per asset id: paid and refunded over the windows, and paid per day; in test mode
+    (`sandbox_mode`) the sandbox payments, processes completed without a live payment: {days:
+    (count, amount)} over the windows and per day)."""
     today = now // DAY
     since = (today - 29) * DAY
     assets = {(a.network_id, a.contract.lower()): a for a in payment_rows.list_assets(conn)}
@@ -73,7 +74,9 @@ def money(conn, merchant_id, now, from_seq) -> tuple[list[AssetFigures], dict]:
         for days in _windows(day, today):
             found.refunded[days] += _units(base, decimals)
     other = {"daily": {}, **{days: (0, Decimal(0)) for days, _ in WINDOWS}}
-    for day, count, amount in overview_rows.completed_without_transfer_by_day(conn, merchant_id, since, from_seq):
+    sandbox = overview_rows.completed_without_transfer_by_day(conn, merchant_id, since, from_seq) \
+        if sandbox_mode else ()
+    for day, count, amount in sandbox:
         other["daily"][day] = amount
         for days in _windows(day, today):
             other[days] = (other[days][0] + count, other[days][1] + amount)

@@ -205,7 +205,7 @@ def overview_page():
     today = current // overview.DAY
     since = (today - 29) * overview.DAY
     from_seq = overview_rows.seq_since(conn, since)
-    assets, other = overview.money(conn, g.merchant.id, current, from_seq)
+    assets, other = overview.money(conn, g.merchant.id, current, from_seq, not g.merchant.livemode)
     candidates = overview_rows.partly_paid_candidates(conn, g.merchant.id, since)
     dates = {days: overview.day_text(today - days + 1) for days, _ in overview.WINDOWS}
     return render_template(
