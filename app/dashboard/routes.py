@@ -28,6 +28,7 @@ from app.chain import rpc
 from app.chain.rpc import transfer_calldata
 from app.clock import now
 from app.dashboard import accounts, overview, security
+from app.dashboard import payouts as wallet_payouts
 from app.dashboard.security import PageError, login_required, not_found, owner_required
 from app.data import merchants as merchant_rows
 from app.data import outbox as event_rows
@@ -512,6 +513,7 @@ def process_page(process_id, notice=None, error=None, status=200):
         "dashboard/process.html", process=process, status=process.effective_status(current),
         updated_at=process.effective_updated_at(current), payment=payment,
         symbol=_symbol(view.payment.asset_id, view.payment.network_id) if view else "",
+        network_name=_names()[1].get(view.payment.network_id, view.payment.network_id) if view else "",
         refunds=refunds.list_for_process(db, g.merchant.id, process.id),
         can_refund=refundable not in (None, "0"),
         metadata=dumps_pretty(loads(process.metadata.encode())), event_list=event_list,
@@ -578,8 +580,13 @@ def _refund_form(process, form, errors=None, error=None, status=200):
     remaining = refunds.refundable(get_db(), g.merchant.id, process.id, now())
     if view is None or remaining is None:
         return process_page(process.id, error="This process has no confirmed payment to refund.", status=409)
+    payers = {t.from_address for t in view.transfers if t.status == "confirmed"}
+    payer = payers.pop() if len(payers) == 1 else None
+    if not form:  # a new form: what may still be refunded, to the address that paid when only one did
+        form = {"amount": remaining, "address": payer or "", "reason": ""}
     return render_template("dashboard/refund_new.html", process=process, form=form, errors=errors or {},
-                           error=error, remaining=remaining, network=view.payment.network_id,
+                           error=error, remaining=remaining, payer=payer,
+                           network=_names()[1].get(view.payment.network_id, view.payment.network_id),
                            symbol=_symbol(view.payment.asset_id, view.payment.network_id)), status
 
 
@@ -587,7 +594,7 @@ def _refund_form(process, form, errors=None, error=None, status=200):
 @login_required
 @owner_required
 def refund_form(process_id):
-    return _refund_form(_process_or_404(process_id), {"amount": "", "address": "", "reason": ""})
+    return _refund_form(_process_or_404(process_id), None)
 
 
 @bp.post("/processes/<process_id>/refund")
@@ -620,6 +627,7 @@ def refund_page(process_id, refund_id, notice=None, error=None, tx_hash="", stat
     notice = notice or _notice()
     uri = loads(refund_json(refund).encode())["paymentUri"]  # EIP-681, as the API shows it
     return render_template("dashboard/refund.html", refund=refund, amount=_units(refund), notice=notice,
+                           network_name=_names()[1].get(refund.network_id, refund.network_id),
                            error=error, tx_hash=tx_hash,
                            symbol=_symbol(refund.asset_id, refund.network_id), payment_uri=uri,
                            transfer_data=transfer_calldata(refund.address, refund.amount)), status
@@ -786,13 +794,23 @@ def roll_webhook_secret():
 GAS_COIN_DECIMALS = 18  # every EVM chain's gas coin (ETH, POL, ...)
 
 
-def _network_payouts(network, assets):
-    """What waits on one network for this merchant: a dict for the template."""
+def _client(network):
+    return rpc.Client.from_config(network.rpc_url, current_app.config)  # CHAIN_RPC_* timeouts
+
+
+def _network_payouts(network, assets, payout):
+    """What waits on one network for this merchant and what its payout address holds there, its
+    browser-wallet collections settled on the way: a dict for the template."""
     found = {"id": network.id, "name": network.name, "chain_id": network.chain_id, "error": None,
-             "waiting": [], "addresses": 0}
+             "waiting": [], "addresses": 0, "balance": []}
     try:
-        held = collect.waiting(get_db(), network.id, g.merchant.id, client_factory=lambda url:
-                               rpc.Client.from_config(url, current_app.config))
+        client = _client(network)
+        try:
+            wallet_payouts.settle(get_db(), network, g.merchant.id, client, now())
+        except rpc.RpcError as e:  # not proven yet (the watcher behind): settled on a later visit
+            current_app.logger.info("payouts page: collections on %s not settled now: %s", network.id, e)
+        found["balance"] = wallet_payouts.balances(client, payout, assets)
+        held = collect.waiting(get_db(), network.id, g.merchant.id, client_factory=lambda url: client)
     except rpc.RpcError:
         found["error"] = "The network's node does not answer now, so what waits cannot be read: try again later."
         return found
@@ -807,6 +825,28 @@ def _network_payouts(network, assets):
     return found
 
 
+def _collections(conn, networks):
+    """The merchant's collections, newest first, each with what it moved of the merchant's."""
+    symbols = {(a.network_id, a.contract.lower()): a for a in payment_rows.list_assets(conn)}
+    rows = payout_rows.of_merchant(conn, g.merchant.id)
+    items = payout_rows.items_of(conn, [c.id for c in rows])
+    found = []
+    for c in rows:
+        moved = {}
+        for i in items.get(c.id, ()):
+            if i.merchant_id == g.merchant.id:
+                moved[i.token] = moved.get(i.token, 0) + i.amount
+        amounts = []
+        for token, amount in sorted(moved.items()):
+            asset = symbols.get((c.network_id, token.lower()))
+            amounts.append(f"{format_units(amount, asset.decimals)} {asset.symbol}" if asset else
+                           f"{format_units(amount, GAS_COIN_DECIMALS)} of the gas coin" if token == payout_rows.GAS_COIN
+                           else f"{amount} units of {token}")
+        found.append({"c": c, "network": networks.get(c.network_id, c.network_id), "amounts": amounts,
+                      "by": "your browser wallet" if c.recorded_by else "the operator (collect)"})
+    return found
+
+
 @bp.get("/payouts")
 @login_required
 def payouts_page(notice=None, error=None, status=200):
@@ -815,15 +855,36 @@ def payouts_page(notice=None, error=None, status=200):
     payout = payout_rows.get_payout(conn, g.merchant.id)
     with_factory = payout_rows.networks_with_factory(conn)
     assets = payment_rows.list_assets(conn)
+    all_networks = payment_rows.list_networks(conn)
     networks = [
-        _network_payouts(n, [a for a in assets if a.network_id == n.id])
-        for n in payment_rows.list_networks(conn)
+        _network_payouts(n, [a for a in assets if a.network_id == n.id], payout)
+        for n in all_networks
         if n.id in with_factory and n.disabled_at is None and n.is_test != g.merchant.livemode
     ] if payout else []
     return render_template("dashboard/payouts.html", payout=payout, networks=networks,
                            has_xpub=payment_rows.get_wallet(conn, g.merchant.id) is not None,
                            tolerance=merchants.tolerance_of(get_db(), g.merchant.id),
+                           collections=_collections(conn, {n.id: n.name for n in all_networks}),
                            notice=notice, error=error), status
+
+
+@bp.post("/payouts/<network_id>/collections")
+@login_required
+@owner_required
+def record_collection(network_id):
+    """A collection the browser wallet sent (the page posts the hash its wallet answered)."""
+    network = next((n for n in payment_rows.list_networks(get_db().connection()) if n.id == network_id), None)
+    if network is None or payout_rows.get_factory(get_db().connection(), network_id) is None:
+        raise not_found()
+    try:
+        wallet_payouts.record(get_db(), network, g.merchant.id, (request.form.get("tx_hash") or "").strip(),
+                              _client(network), now())
+    except wallet_payouts.Refused as e:
+        return payouts_page(error=str(e), status=400)
+    except rpc.RpcError:
+        return payouts_page(error="The network's node does not answer now: the collection is not recorded."
+                            " Try again later.", status=503)
+    return _done("dashboard.payouts_page", "collection", _anchor="collections")
 
 
 @bp.post("/settings/tolerance")

@@ -582,7 +582,7 @@ def test_the_refund_page_takes_the_hash_of_the_transaction_that_paid_it(
                          follow_redirects=True)
     assert named.status_code == 200
     assert "The transaction is named for this refund: it completes once that transaction is confirmed." in named.text
-    assert f'<span class="mono" id="named-tx">{tx_hash.lower()}</span>' in named.text
+    assert f'<span class="mono wrap" id="named-tx">{tx_hash.lower()}</span>' in named.text
     shown = api.client.get(f"/payment-button/process/{pid}/refunds", headers=api.headers())
     assert shown.get_json()["data"][0]["txHash"] == tx_hash.lower()
 
