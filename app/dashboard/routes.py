@@ -199,6 +199,11 @@ def _waiting(conn, since):
     return found
 
 
+def _partly_count(conn, candidates) -> int:
+    count, unsure = overview_rows.partly_paid(conn, candidates)
+    return count + (len(_partly_paid(payment_rows.views_of(conn, unsure))) if unsure else 0)
+
+
 @bp.get("/overview")
 @login_required
 def overview_page():
@@ -214,7 +219,7 @@ def overview_page():
         charts={a.id: overview.chart(a.daily, today, a.symbol) for a in assets},
         other_chart=overview.chart(other["daily"], today, "") if other[30][0] else None,
         text=overview.text, statuses=overview.statuses(conn, g.merchant.id, current, from_seq),
-        partly=len(_partly_paid(payment_rows.views_of(conn, candidates))) if candidates else 0,
+        partly=_partly_count(conn, candidates),
         waiting=_waiting(conn, since), failing=overview_rows.failing_deliveries(conn, g.merchant.id),
         since=overview.day_text(today - 29))
 

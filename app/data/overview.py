@@ -3,10 +3,12 @@ it refunded, its sandbox payments, its processes by status, the partly paid ones
 its deposit addresses. Every query reads one merchant and, but for the counts by status, one time
 window (the last 30 UTC days), through an index: the page costs the same at a million processes.
 
-Amounts are summed exactly in SQL on both backends. PostgreSQL sums them as NUMERIC. SQLite has no
-exact decimal type (its sum() of integers stops at 2^63, of text it turns into a float), so each
-amount is cut into 9-digit pieces (`_pieces`), each piece summed as an integer (no overflow below
-10^9 rows) and the sums joined again in Python (`_joined`). A day is `time / 86400` (UTC)."""
+Amounts are summed exactly in SQL on both backends (`_sum`): as integers when every one fits in 64
+bits (the usual case: PostgreSQL sums bigints as NUMERIC, SQLite raises on an overflow), else
+PostgreSQL sums them as NUMERIC, and SQLite, which has no exact decimal type (its sum() of text
+turns into a float), sums each amount cut into 9-digit pieces (`_pieces`), each piece as an integer
+(no overflow below 10^9 rows), the sums joined again in Python (`_joined`). A day is `time / 86400`
+(UTC)."""
 from decimal import Decimal
 
 from app.data.processes import HELD
@@ -37,18 +39,20 @@ def _pieces(conn, column, fraction=False) -> list[str]:
 
 def _sum(conn, sql, params, column, keys, fraction=False) -> list[tuple]:
     """Run `sql`, whose `{sums}` stands for the exact sum of `column` and whose first `keys`
-    columns are its GROUP BY: [(*keys, Decimal)]. On SQLite, an integer column whose values all
-    have at most 18 digits (below 2^63) is summed by sum() itself, which raises on an overflow
-    rather than rounding; otherwise, and after such an error, in pieces."""
-    if dialect(conn) == "sqlite" and not fraction:
+    columns are its GROUP BY: [(*keys, Decimal)]. An integer column whose values all have at most
+    18 digits (below 2^63) is summed as integers first, the quick way on both backends (PostgreSQL
+    sums bigints as NUMERIC; SQLite's sum() raises on an overflow rather than rounding); a longer
+    value, or that error, and it is summed again by `_pieces`."""
+    if not fraction:
+        quick = f"sum(CASE WHEN length({column}) <= 18 THEN CAST({column} AS BIGINT) END), max(length({column}))"
         try:
-            rows = conn.execute(sql.replace("{sums}", f"sum(CAST({column} AS INTEGER)), max(length({column}))"),
-                                params).fetchall()
-            if all(r[keys + 1] is None or r[keys + 1] <= 18 for r in rows):
-                return [(*r[:keys], Decimal(r[keys] or 0)) for r in rows]
+            rows = conn.execute(sql.replace("{sums}", quick), params).fetchall()
         except Exception as e:  # sqlite3.OperationalError: integer overflow
             if "overflow" not in str(e):
                 raise
+        else:
+            if all(r[keys + 1] is None or r[keys + 1] <= 18 for r in rows):
+                return [(*r[:keys], Decimal(r[keys] or 0)) for r in rows]
     pieces = _pieces(conn, column, fraction)
     rows = conn.execute(sql.replace("{sums}", ", ".join(pieces)), params).fetchall()
     return [(*r[:keys], _joined(r[keys:], fraction)) for r in rows]
@@ -87,13 +91,25 @@ def _confirmed(conn) -> str:
     return "transfers t" + (" INDEXED BY transfers_confirmed" if dialect(conn) == "sqlite" else "")
 
 
+def _alone(conn, merchant_id) -> bool:
+    """Whether every payment in the database is the merchant's (a self-hosted shop): two reads of
+    the (merchant_id, address_index) index."""
+    return not any(conn.execute(f"SELECT 1 FROM payments WHERE merchant_id {op} ? LIMIT 1",
+                                (merchant_id,)).fetchone() for op in ("<", ">"))
+
+
 def paid_by_day(conn, merchant_id, since) -> list[tuple]:
     """Confirmed transfers to the merchant's deposit addresses, confirmed at or after `since`:
-    [(network id, token contract, day, transfers, base units)]."""
+    [(network id, token contract, day, transfers, base units)]. When every payment is the
+    merchant's, its transfers are read without joining their payments (a join per transfer
+    costs more than the sum)."""
+    join, where, params = "", "", (since,)
+    if not _alone(conn, merchant_id):
+        join, where, params = " JOIN payments p ON p.process_id = t.process_id", " AND p.merchant_id = ?", (
+            since, merchant_id)
     rows = _sum(conn, f"SELECT t.network_id, t.token_contract, t.confirmed_at / {DAY}, count(*), {{sums}}"
-                f" FROM {_confirmed(conn)} JOIN payments p ON p.process_id = t.process_id"
-                " WHERE t.status = 'confirmed' AND t.confirmed_at >= ? AND p.merchant_id = ?"
-                " GROUP BY 1, 2, 3", (since, merchant_id), "t.amount", 4)
+                f" FROM {_confirmed(conn)}{join} WHERE t.status = 'confirmed' AND t.confirmed_at >= ?{where}"
+                " GROUP BY 1, 2, 3", params, "t.amount", 4)
     return [(*r[:4], int(r[4])) for r in rows]
 
 
@@ -144,6 +160,27 @@ def partly_paid_candidates(conn, merchant_id, since) -> list[str]:
         " WHERE e.merchant_id = ? AND e.type = 'payment.partial' AND e.created_at >= ?"
         " AND pr.status <> 'completed'", (merchant_id, since)).fetchall()
     return [r[0] for r in rows]
+
+
+def partly_paid(conn, process_ids) -> tuple[int, list[str]]:
+    """Of these processes, (how many are partly paid: confirmed money above zero and below what is
+    due, in the token chosen, exact; the ids SQL cannot tell, some of their money having come in
+    the token of an earlier choice: the caller checks those through their payment views)."""
+    ids, rows = list(process_ids), []
+    for start in range(0, len(ids), 500):  # a bounded IN list
+        chunk = ids[start:start + 500]
+        rows += _sum(conn, "SELECT p.process_id, p.amount_due, max(CASE WHEN t.token_contract <>"
+                     " p.token_contract OR t.network_id <> p.network_id THEN 1 ELSE 0 END), {sums}"
+                     " FROM payments p JOIN transfers t ON t.process_id = p.process_id"
+                     f" WHERE p.process_id IN ({', '.join('?' * len(chunk))}) AND t.status = 'confirmed'"
+                     " GROUP BY 1, 2", chunk, "t.amount", 3)
+    count, unsure = 0, []
+    for process_id, due, other, paid in rows:
+        if other:
+            unsure.append(process_id)
+        elif 0 < paid < int(due):
+            count += 1
+    return count, unsure
 
 
 def last_collection(conn, merchant_id) -> dict[str, int]:

@@ -675,7 +675,7 @@ def _paid(app, pid, tx, amount, when, token=None):
              when, when, when))
 
 
-def test_overview_and_the_money_on_every_row(console, api, runner, app, merchant, clock):
+def test_overview_and_the_money_on_every_row(console, api, runner, app, merchant, clock, make_shop):
     order = _live_shop(api, runner, app, merchant)
     now = clock.now
     paid = order(10, "usdc")
@@ -716,6 +716,18 @@ def test_overview_and_the_money_on_every_row(console, api, runner, app, merchant
                         page.text)
     assert counts == [("pending", "3"), ("completed", "2"), ("cancelled", "0"), ("expired", "0")]
     assert '<strong id="failing-count">0</strong>' in page.text
+    other = make_shop()  # another merchant's payment: its transfers are then told apart by a join
+    theirs = other.api.preorder({"amount": 10}).get_json()["processId"]
+    with dbutil.connect(app.config["DATABASE"]) as conn:
+        conn.execute("INSERT INTO payments (process_id, merchant_id, address_index, address, asset_id,"
+                     " network_id, chain_id, token_contract, decimals, amount_due, created_at, updated_at)"
+                     " SELECT ?, ?, 0, ?, asset_id, network_id, chain_id, token_contract, decimals, amount_due,"
+                     " created_at, updated_at FROM payments WHERE process_id = ?",
+                     (theirs, other.keys["merchantId"], "0x" + "77" * 20, paid))
+    _paid(app, theirs, "c1", 10_000_000, now)
+    again = console.get("/dashboard/overview").text
+    usdc_again = re.search(r'id="asset-usdc">(.*?)</article>', again, re.S)[1]
+    assert re.findall(r'data-label="[^"]+"><a href="[^"]+">([^<]+)</a>', usdc_again) == [t for _, t in figures]
 
     assert listed(console.get("/dashboard/?money=partly").text) == [partly]
     assert listed(console.get("/dashboard/?money=refunded").text) == [paid]
@@ -761,3 +773,17 @@ def test_webhooks_page_lists_recent_events_of_every_kind_filtered_by_type_and_st
     assert rows("?type=process.cancelled&state=delivered") == [("process.cancelled", "delivered")]
     assert "HTTP 500" in console.get("/dashboard/webhooks?state=failed").text
     assert console.get("/dashboard/webhooks?state=nope").status_code == 400
+
+
+@pytest.mark.parametrize("amounts", [
+    ["900000000000000000"] * 11,  # 18 digits each: their sum passes 2^63 (SQLite's sum() raises)
+    ["1" + "0" * 30, "7", "123456789012345678901234567890123456789012345678901234567890123456789012345678"],
+    ["5", "10", "0"],
+])
+def test_sums_in_sql_are_exact_on_both_backends(app, amounts):
+    from app.data import overview as overview_rows
+    rows = " UNION ALL ".join(f"SELECT '{a}' AS a" for a in amounts)
+    with app.app_context():
+        conn = app.extensions["db"].connection()
+        [(key, total)] = overview_rows._sum(conn, f"SELECT 1, {{sums}} FROM ({rows}) AS x GROUP BY 1", (), "a", 1)
+    assert (key, total) == (1, sum(int(a) for a in amounts))
