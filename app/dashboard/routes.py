@@ -330,11 +330,9 @@ def _matches(process, found):
     conditions = found.get("conditions")
     if not conditions:
         return True
-    rows, _ = process_rows.list_page(get_db().connection(), now=now(), limit=1, merchant_id=g.merchant.id,
-                                     before_seq=process.seq + 1, conditions=conditions)
-    if not rows or rows[0].id != process.id:
+    if not process_rows.meets(get_db().connection(), process.id, conditions):
         return False
-    return ("partly", None) not in conditions or bool(_partly_paid(payments.views(get_db(), rows)))
+    return ("partly", None) not in conditions or bool(_partly_paid(payments.views(get_db(), [process])))
 
 
 def _summary(metadata):

@@ -199,6 +199,15 @@ def list_page(conn, *, now, limit, merchant_id=None, status=None, before_seq=Non
     return [_process(row) for row in rows[:limit]], len(rows) > limit
 
 
+def meets(conn, process_id, conditions) -> bool:
+    """Whether the process meets every (name of CONDITIONS, value or None) of `conditions`."""
+    where, params = "", [process_id]
+    for name, chosen in conditions:
+        where += f" AND {CONDITIONS[name]}"
+        params.extend([chosen] if name.endswith("=") else [])
+    return conn.execute(f"SELECT 1 FROM processes WHERE id = ?{where}", params).fetchone() is not None
+
+
 def transition(conn, process_id, to_status, now) -> bool:
     """pending -> to_status, only while the process is pending and not yet past its expiry (or
     held past it: HELD)."""
