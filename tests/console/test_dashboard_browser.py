@@ -565,3 +565,13 @@ def test_collect_with_the_browser_wallet(page, live_server, app, runner, chain, 
     page.reload()
     expect(row.locator(".badge")).to_have_text("confirmed")
     screenshot(page, "console-payouts-collected", full_page=True)
+    # A hash the node does not know, or a transaction to another contract, is refused.
+    field = page.get_by_label("Collected from another wallet? Its transaction hash")
+    field.fill("0x" + "ab" * 32)
+    page.get_by_role("button", name="Record collection").click()
+    expect(page.get_by_role("alert")).to_contain_text("does not know transaction 0x" + "ab" * 32)
+    other = chain.transfer(deposits[0], 1)[0]  # a token transfer: not a call to the factory
+    page.get_by_label("Collected from another wallet? Its transaction hash").fill(other)
+    page.get_by_role("button", name="Record collection").click()
+    expect(page.get_by_role("alert")).to_contain_text("is not a call to the forwarder factory")
+    expect(page.locator("table.collections tbody tr")).to_have_count(1)
