@@ -366,7 +366,8 @@ def _money(batch, names=None) -> dict:
         pay = view.payment
         paid = sum(t.amount for t in view.transfers if t.status == "confirmed")
         # A refund is in its own token's units: the payment's, unless the choice changed since.
-        back = sum(Decimal(r.amount).scaleb(-r.decimals) for r in refunded.get(p.id, ()) if r.status == "completed")
+        back = sum(Decimal(r.amount).scaleb(-r.decimals) for r in refunded.get(p.id, ())
+                   if r.status == "completed")
         marks = []
         if 0 < paid < pay.amount_due and p.effective_status(current) != "completed":
             marks.append("partly paid")
@@ -396,7 +397,8 @@ def processes_page():
     next_url = url_for("dashboard.processes_page", **query, before=items[-1].id) if has_more else None
     return render_template("dashboard/processes.html", rows=rows, form=form, errors=errors,
                            statuses=STATUSES, next_url=next_url, money_filters=MONEY_FILTERS,
-                           assets=assets, networks=sorted(networks.items()), first_page=bool(request.args.get("before")),
+                           assets=assets, networks=sorted(networks.items()),
+                           first_page=bool(request.args.get("before")),
                            first_url=url_for("dashboard.processes_page", **query),
                            csv_url=url_for("dashboard.processes_csv", **query)), 400 if errors else 200
 
@@ -842,9 +844,12 @@ def _collections(conn, networks):
         amounts = []
         for token, amount in sorted(moved.items()):
             asset = symbols.get((c.network_id, token.lower()))
-            amounts.append(f"{format_units(amount, asset.decimals)} {asset.symbol}" if asset else
-                           f"{format_units(amount, GAS_COIN_DECIMALS)} of the gas coin" if token == payout_rows.GAS_COIN
-                           else f"{amount} units of {token}")
+            if asset is not None:
+                amounts.append(f"{format_units(amount, asset.decimals)} {asset.symbol}")
+            elif token == payout_rows.GAS_COIN:
+                amounts.append(f"{format_units(amount, GAS_COIN_DECIMALS)} of the gas coin")
+            else:
+                amounts.append(f"{amount} units of {token}")
         found.append({"c": c, "network": networks.get(c.network_id, c.network_id), "amounts": amounts,
                       "by": "your browser wallet" if c.recorded_by else "the operator (collect)"})
     return found
@@ -918,7 +923,8 @@ def webhooks_page(notice=None, error=None, status=200):
     events, more = outbox.page_of(get_db(), g.merchant.id, type=chosen["type"] or None,
                                   state=chosen["state"] or None, before=request.args.get("before"))
     query = {k: v for k, v in chosen.items() if v}
-    older = url_for("dashboard.webhooks_page", **query, before=events[-1][0].id, _anchor="events") if more else None
+    older = (url_for("dashboard.webhooks_page", **query, before=events[-1][0].id, _anchor="events")
+             if more else None)
     return render_template("dashboard/webhooks.html", failing=failing, webhook_url=g.merchant.webhook_url,
                            notice=notice, error=error, tests=tests, refresh=refresh, events=events,
                            chosen=chosen, types=types, states=event_rows.STATES, older=older), status
