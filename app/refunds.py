@@ -176,8 +176,17 @@ def _create(conn, merchant_id, process_id, amount, address, reason, now) -> Refu
     process = _process(conn, merchant_id, process_id)
     view = _refundable_view(conn, process, now)
     payment = view.payment
-    to = _address(address, payment)
-    units = _amount(amount, payment.decimals, _remaining(conn, view, process_id))
+    errors, checked = {}, {}
+    for field, check in (("address", lambda: _address(address, payment)),
+                         ("amount", lambda: _amount(amount, payment.decimals,
+                                                    _remaining(conn, view, process_id)))):
+        try:
+            checked[field] = check()
+        except RefundError as e:  # every field's error at once, not one at a time
+            errors.update(e.errors)
+    if errors:
+        raise RefundError(errors)
+    to, units = checked["address"], checked["amount"]
     network = payment_rows.get_network(conn, payment.network_id)
     refund = Refund(
         id=new_refund_id(), process_id=process_id, merchant_id=merchant_id, status="pending",
