@@ -71,7 +71,9 @@ def settle(db, network, merchant_id, client, now):
         return
     found = canonical.receipts(client, [c.tx_hash for c in pending])
     kept = canonical.kept_hashes(db.connection(), network.id)
-    report = SimpleNamespace(head=client.block_number(), kept_top=max(kept, default=None), settled=[])
+    head = client.block_number()
+    report = SimpleNamespace(head=head, deep_enough=canonical.deep_enough(network, head),
+                             kept_top=max(kept, default=None), settled=[])
     shim = SimpleNamespace(client=client)  # record_receipt reads the chain through `.client` only
     for c in pending:
         receipt = found[c.tx_hash]
