@@ -54,6 +54,19 @@ def page_json(processes, has_more, now, payments=None, refunds=None) -> str:
     return f'{{"data":[{items}],"hasMore":{_bool(has_more)}}}'
 
 
+def _amounts(view):
+    """(paid, pending, outstanding) of a payment in base units: confirmed, seen, and still asked for."""
+    paid = sum(t.amount for t in view.transfers if t.status == "confirmed")
+    pending = sum(t.amount for t in view.transfers if t.status == "seen")
+    return paid, pending, max(view.payment.amount_due - paid - pending, 0)
+
+
+def payment_uri(view) -> str:
+    """The payment's EIP-681 request for what is still outstanding (`paymentUri`, its QR code)."""
+    p, outstanding = view.payment, _amounts(view)[2]
+    return f"ethereum:{p.token_contract}@{p.chain_id}/transfer?address={p.address}&uint256={outstanding}"
+
+
 def payment_json(view) -> str:
     """The `payment` object of API.md ("null" for None). Amounts are token units rendered from
     integer base units; a transfer's confirmations count its own block, from the network's head
@@ -62,21 +75,18 @@ def payment_json(view) -> str:
     if view is None:
         return "null"
     p, d = view.payment, view.payment.decimals
-    paid = sum(t.amount for t in view.transfers if t.status == "confirmed")
-    pending = sum(t.amount for t in view.transfers if t.status == "seen")
-    outstanding = max(p.amount_due - paid - pending, 0)
+    paid, pending, _ = _amounts(view)
     transfers = ",".join(
         f'{{"txHash":"{t.tx_hash}","logIndex":{t.log_index},"blockNumber":{t.block_number},'
         f'"amount":"{format_units(t.amount, d)}",'
         f'"confirmations":{max(0, _head(t, p) - t.block_number + 1)}}}'
         for t in view.transfers
     )
-    uri = f"ethereum:{p.token_contract}@{p.chain_id}/transfer?address={p.address}&uint256={outstanding}"
     return (
         f'{{"assetId":{json.dumps(p.asset_id)},"networkId":{json.dumps(p.network_id)},'
         f'"chainId":{p.chain_id},"tokenContract":"{p.token_contract}","address":"{p.address}",'
         f'"amountDue":"{format_units(p.amount_due, d)}","amountPaid":"{format_units(paid, d)}",'
-        f'"amountPending":"{format_units(pending, d)}","paymentUri":{json.dumps(uri)},'
+        f'"amountPending":"{format_units(pending, d)}","paymentUri":{json.dumps(payment_uri(view))},'
         f'"transfers":[{transfers}],"finality":"{p.finality}"}}'
     )
 

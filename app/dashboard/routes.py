@@ -20,10 +20,10 @@ import json
 from datetime import datetime, timezone
 from decimal import Decimal
 
-from flask import (Blueprint, Response, current_app, g, redirect, render_template, request, send_file,
+from flask import (Blueprint, Response, current_app, g, redirect, render_template, request,
                    stream_with_context, url_for)
 
-from app import collect, outbox, merchants, payments, processes, refunds
+from app import collect, outbox, merchants, payments, processes, qr, refunds
 from app.chain import rpc
 from app.chain.rpc import transfer_calldata
 from app.clock import now
@@ -42,15 +42,12 @@ from app.jsonutil import dumps_pretty, loads
 from app.records import STATUSES
 from app.money import format_units
 from app.representation import iso, payment_json, refund_json
-from app.routes.button import load_button_script
 
 bp = Blueprint("dashboard", __name__, url_prefix="/dashboard", template_folder="templates",
                static_folder="../static/console", static_url_path="/static")
 
 PAGE_SIZE = 50
 CSV_BATCH = 500
-# The payment button's QR encoder and the console's renderer of <img data-qr>, in one scope.
-QR_SCRIPT = load_button_script(names=("qr.js", "console/qr-images.js"))
 CSV_COLUMNS = ("processId", "status", "amount", "livemode", "createdAt", "updatedAt", "expiresAt",
                "metadata", "assetId", "networkId", "amountDue", "amountPaid", "amountRefunded", "marks")
 
@@ -635,6 +632,7 @@ def refund_page(process_id, refund_id, notice=None, error=None, tx_hash="", stat
                            network_name=_names()[1].get(refund.network_id, refund.network_id),
                            error=error, tx_hash=tx_hash,
                            symbol=_symbol(refund.asset_id, refund.network_id), payment_uri=uri,
+                           qr_src=qr.svg_data_uri(uri),
                            transfer_data=transfer_calldata(refund.address, refund.amount)), status
 
 
@@ -965,12 +963,6 @@ def send_test_event():
 def replay_failed():
     replayed = outbox.replay_where(get_db(), now(), statuses=["failed"], merchant_id=g.merchant.id)
     return _done("dashboard.webhooks_page", "replayed", count=len(replayed))
-
-
-@bp.get("/qr.js")
-def qr_js():
-    return send_file(io.BytesIO(QR_SCRIPT.body), mimetype="text/javascript", download_name="qr.js",
-                     max_age=300, etag=QR_SCRIPT.etag, last_modified=QR_SCRIPT.last_modified)
 
 
 @bp.get("/<path:anything>")

@@ -10,15 +10,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from flask import Blueprint, current_app, g, request, send_file
+from flask import Blueprint, Response, current_app, g, request, send_file
 
-from app import payments, processes, relayer
+from app import payments, processes, qr, relayer
 from app.auth import require_public_key
 from app.clock import now
 from app.db import get_db
 from app.errors import ApiError
 from app.http import json_response, load_json_body
-from app.representation import public_process_json
+from app.representation import payment_uri, public_process_json
 from app.schemas import AuthorizationSchema, ConfirmSchema, SandboxPaySchema
 
 bp = Blueprint("button_api", __name__, url_prefix="/payment-button")
@@ -37,7 +37,7 @@ _authorization = AuthorizationSchema()
 
 # The button's paths, also when the router itself answers (a 405 or 404 never reaches the blueprint).
 BUTTON_PATHS = re.compile(
-    r"/payment-button/(?:process/[^/]+/(?:public|sandbox/pay|confirm|authorization)|button\.js|assets)"
+    r"/payment-button/(?:process/[^/]+/(?:public|qr\.svg|sandbox/pay|confirm|authorization)|button\.js|assets)"
 )
 
 
@@ -56,6 +56,22 @@ def public_process(process_id):
     process = processes.get(db, g.merchant.id, process_id)
     view = payments.view(db, process)
     return json_response(public_process_json(process, now(), view, _network_state(db, view)))
+
+
+@bp.get("/process/<process_id:process_id>/qr.svg")
+@require_public_key
+def payment_qr(process_id):
+    """The QR code of the payment's `paymentUri` as SVG, drawn here (app/qr.py) so that the button
+    carries no encoder and the customer's browser asks no third party; 404 before a payment is
+    chosen. The button asks again only when the URI changes; never stored by the browser, since
+    the URI follows what is still outstanding."""
+    db = get_db()
+    view = payments.view(db, processes.get(db, g.merchant.id, process_id))
+    if view is None:
+        raise ApiError(404, "not_found", "This process has no payment yet: the customer chooses one first.")
+    response = Response(qr.svg(payment_uri(view)), mimetype="image/svg+xml")
+    response.headers["Cache-Control"] = "no-store"
+    return response
 
 
 def _stale_seconds():
@@ -138,23 +154,17 @@ def sandbox_pay(process_id):
 @dataclass(frozen=True)
 class Script:
     body: bytes
-    etag: str  # of the content: the same in every worker and after a restart with the same files
-    last_modified: float  # unix seconds: the newer of the two sources
+    etag: str  # of the content: the same in every worker and after a restart with the same file
+    last_modified: float  # unix seconds
 
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
 
 
-def load_button_script(folder=STATIC, names=("qr.js", "button.js")):
-    """button.js as served: the QR encoder (qr.js, declarations only) and the component (button.js)
-    in one function scope, so that merchants keep one <script> and the page's globals stay clean.
-    (The merchant console serves qr.js with its own renderer the same way: `names`.)"""
-    sources = [folder / name for name in names]
-    parts = [path.read_text(encoding="utf-8") for path in sources]
-    text = "(() => {\n'use strict';\n" + "\n".join(parts) + "})();\n"
-    body = text.encode("utf-8")
-    return Script(body=body, etag=hashlib.sha256(body).hexdigest()[:32],
-                  last_modified=max(path.stat().st_mtime for path in sources))
+def load_button_script(path=STATIC / "button.js"):
+    """button.js as served (one self-contained script: its QR codes come from GET …/qr.svg)."""
+    body = path.read_bytes()
+    return Script(body=body, etag=hashlib.sha256(body).hexdigest()[:32], last_modified=path.stat().st_mtime)
 
 
 BUTTON_SCRIPT = load_button_script()  # once, when the app is imported

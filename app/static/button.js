@@ -3,8 +3,8 @@
  *
  * The payment button web component of the preorder service. No dependencies, no build step (ES2020),
  * no external resources (fonts, images, styles): everything lives in this file and its shadow DOM,
- * the QR code included (drawn by qr.js's qrSvg: showing a payment address sends nothing to a third
- * party). The service serves qr.js and this file as one script (app/routes/button.py).
+ * but the QR code, which the service draws (GET …/qr.svg, fetched like the API calls: showing a
+ * payment address sends nothing to a third party, and the page's CSP needs nothing more).
  *
  * Attributes (all observed; changing process-id, public-key or api-base re-initialises the button):
  *   process-id  the processId the merchant backend got from POST /payment-button/process/preorder
@@ -42,8 +42,6 @@
  * Styling hooks: CSS custom properties --payment-button-accent, --payment-button-radius,
  * --payment-button-font on the element; shadow parts card, amount, pay-button, test-badge, outcome,
  * methods, instructions, qr, wallets.
- *
- * customElements.get('payment-button').qrSvg(text) returns the SVG markup of a QR code of `text`.
  *
  * Reading order: 1. constants and texts (and the shadow DOM's style and markup), 2. amounts and
  * small helpers, 3. the element's life, 4. API calls and polling, 5. rendering, per state,
@@ -502,8 +500,6 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
     // ==== 3. The element's life: attributes, (re)initialisation ==============================
 
     static get observedAttributes() { return ['process-id', 'public-key', 'api-base', 'currency']; }
-
-    static qrSvg(text) { return qrSvg(String(text)); }
 
     constructor() {
       super();
@@ -1014,19 +1010,38 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
     }
 
     // The QR code and the wallet link of the service's EIP-681 URI, which asks for what is still
-    // outstanding (API.md, docs/payments.md). Drawn again only when the URI changes.
+    // outstanding (docs/contract.md, docs/payments.md). The code is asked for again only when the
+    // URI changes.
     _renderQr(payment, amount) {
       const el = this._el;
       const uri = typeof payment.paymentUri === 'string' && payment.paymentUri.startsWith('ethereum:')
         ? payment.paymentUri : '';
       if (uri !== el.qr.dataset.uri) {
-        el.qr.innerHTML = uri ? qrSvg(uri) : '';
+        el.qr.textContent = '';
         el.qr.dataset.uri = uri;
         el.qr.setAttribute('aria-label', TEXT.qrLabel(amount, payment.address));
+        if (uri) this._loadQr(uri);
       }
       el.qr.hidden = !uri;
       el.wallet.hidden = !uri;
       if (uri) el.wallet.href = uri;
+    }
+
+    // The service's SVG of the payment's current URI (GET …/qr.svg), shown if the URI is still the
+    // one shown. On a failure the box stays empty and the next poll asks again.
+    async _loadQr(uri) {
+      const qr = this._el.qr;
+      let svg = null;
+      try {
+        const res = await fetch(this._base + this._path('qr.svg'), {
+          headers: { 'x-public-key': this._key }, mode: 'cors', credentials: 'omit', cache: 'no-store',
+          signal: this._abort.signal,
+        });
+        if (res.ok && (res.headers.get('Content-Type') || '').startsWith('image/svg+xml')) svg = await res.text();
+      } catch (err) { /* unreachable or aborted: asked again below */ }
+      if (qr.dataset.uri !== uri) return;
+      if (svg) qr.innerHTML = svg;
+      else delete qr.dataset.uri;
     }
 
     // -- paying from a browser wallet (EIP-6963 / EIP-1193) --

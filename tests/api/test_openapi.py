@@ -8,6 +8,7 @@ from support.openapi_routes import app_operations, document_operations, load_doc
 
 BUTTON_API = {
     "/payment-button/process/{processId}/public",
+    "/payment-button/process/{processId}/qr.svg",
     "/payment-button/process/{processId}/sandbox/pay",
     "/payment-button/process/{processId}/confirm",
     "/payment-button/process/{processId}/authorization",
@@ -75,6 +76,8 @@ def test_button_api_is_documented(document):
     assert set(document["paths"]["/payment-button/assets"]) == {"get"}
     script = document["paths"]["/payment-button/button.js"]["get"]["responses"]["200"]
     assert list(script["content"]) == ["text/javascript"]
+    qr = document["paths"]["/payment-button/process/{processId}/qr.svg"]["get"]["responses"]["200"]
+    assert list(qr["content"]) == ["image/svg+xml"]
 
 
 def test_security_schemes(document):

@@ -225,7 +225,8 @@ def test_completion_and_cancellation_race_one_winner(app, merchant, runner):
         assert events_of(runner, process_id) == [expected]
 
 
-@pytest.mark.parametrize("path", ["/process/{pid}/public", "/process/{pid}/sandbox/pay", "/button.js"])
+@pytest.mark.parametrize("path", ["/process/{pid}/public", "/process/{pid}/qr.svg", "/process/{pid}/sandbox/pay",
+                                  "/button.js"])
 def test_cors_headers_also_on_the_routers_405(client, process, path):
     response = client.put("/payment-button" + path.format(pid=process["processId"]),
                           headers={"Origin": "https://shop.example"})
@@ -236,20 +237,17 @@ def test_cors_headers_also_on_the_routers_405(client, process, path):
 APP_STATIC = Path(__file__).resolve().parent.parent.parent / "app" / "static"
 
 
-def test_button_js_is_the_qr_encoder_and_the_component_in_one_scope(client):
-    """One <script> for merchants: the route serves qr.js and button.js together, wrapped in one
-    function so that the encoder's names stay out of the page's globals."""
+def test_button_js_is_the_component_as_written(client):
+    """One self-contained <script> for merchants (its QR codes come from GET …/qr.svg)."""
     response = client.get("/payment-button/button.js", headers={"Origin": "https://shop.example"})
     assert response.status_code == 200
     assert response.headers["Content-Type"] == "text/javascript; charset=utf-8"
     assert response.headers["Cache-Control"] == "public, max-age=300"
     assert response.headers["Content-Disposition"] == "inline; filename=button.js"
-    qr, component = ((APP_STATIC / name).read_text(encoding="utf-8") for name in ("qr.js", "button.js"))
-    assert response.get_data(as_text=True) == "(() => {\n'use strict';\n" + qr + "\n" + component + "})();\n"
+    assert response.data == (APP_STATIC / "button.js").read_bytes()
     assert response.headers["Content-Length"] == str(len(response.data))
     assert response.headers["ETag"] == f'"{hashlib.sha256(response.data).hexdigest()[:32]}"'
-    newest = max((APP_STATIC / name).stat().st_mtime for name in ("qr.js", "button.js"))
-    assert response.headers["Last-Modified"] == http_date(int(newest))
+    assert response.headers["Last-Modified"] == http_date(int((APP_STATIC / "button.js").stat().st_mtime))
     assert_cors(response)
 
 
@@ -263,7 +261,7 @@ def test_button_js_answers_a_revalidation_with_304(client):
     assert client.get("/payment-button/button.js", headers={"If-None-Match": '"other"'}).status_code == 200
 
 
-def test_the_scripts_parts_are_not_served_on_their_own(client):
-    # Alone, button.js lacks the QR encoder: only the joined script above is served.
-    for path in ("/static/button.js", "/static/qr.js"):
+def test_the_app_serves_no_static_folder_of_its_own(client):
+    # button.js is served at its documented path only; the console's files under /dashboard/static.
+    for path in ("/static/button.js", "/static/console/console.js"):
         assert_error(client.get(path), 404, "not_found", "No such resource.")

@@ -134,6 +134,8 @@ def shop_events(page):
 
 
 def qr_of(page):
+    """The texts of the QR code the button shows, once the service's SVG of the URI shown is in."""
+    expect(btn(page, ".qr svg")).to_be_visible()
     return qr_texts(btn(page, ".qr").screenshot())
 
 
@@ -190,6 +192,14 @@ def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, conso
     assert payment["paymentUri"] == (f"ethereum:{payment['tokenContract']}@31337/transfer"
                                      f"?address={DEMO_FIRST_ADDRESS}&uint256=19990000")
     assert qr_of(page) == [payment["paymentUri"]]
+    # Another network, then back: the QR code follows the payment's URI each time.
+    for network in ("Second testnet", "Local Hardhat"):
+        btn(page, ".change").click()
+        btn(page, ".choice").first.click()
+        btn(page, ".choice").filter(has_text=network).click()
+        expect(btn(page, ".network")).to_contain_text(network)
+        assert qr_of(page) == [demo.public(pid)["payment"]["paymentUri"]]
+    assert demo.public(pid)["payment"] == payment
     btn(page, ".copy-amount").click()
     assert page.evaluate("navigator.clipboard.readText()") == "19.99"
     btn(page, ".copy-address").click()

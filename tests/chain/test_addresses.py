@@ -1,5 +1,6 @@
 """Deposit addresses: the xpub's checks, BIP32 public derivation against BIP32's published test
-vectors, addresses cross-checked with eth-account's HD wallet, EIP-55 against EIP-55's vectors."""
+vectors, addresses cross-checked with eth-account's HD wallet, EIP-55 against EIP-55's vectors, and the
+hand-written ERC-20 transfer call data against eth-abi (docs/api.md says why both stay by hand)."""
 import sys
 
 import pytest
@@ -15,6 +16,7 @@ from eth_account import Account  # noqa: E402
 sys.setrecursionlimit(_recursion_limit)
 
 from app.chain import addresses
+from app.chain.rpc import transfer_calldata
 from app.chain.addresses import NEVER_PRIVATE, PrivateKeyGiven, XpubError
 
 MNEMONIC = "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about"
@@ -176,3 +178,11 @@ def test_a_tpub_derives_the_same_addresses_as_its_xpub():
     tpub = _reencode(XPUB, version="043587CF")
     assert [addresses.deposit_address(tpub, i) for i in range(3)] == [
         addresses.deposit_address(XPUB, i) for i in range(3)]
+
+
+@pytest.mark.parametrize("amount", [0, 1, 19_990_000, 2**256 - 1])
+def test_transfer_calldata_is_what_eth_abi_encodes(amount):
+    from eth_abi import encode
+    to = "0x9858EfFD232B4033E47d90003D41EC34EcaEda94"
+    selector = addresses.keccak256(b"transfer(address,uint256)")[:4]
+    assert transfer_calldata(to, amount) == "0x" + (selector + encode(["address", "uint256"], [to, amount])).hex()

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from app import qr
 from support.chain_shop import XPUB, cli
 from support.helpers import Api, assert_error
 from support.live_payments import (ADDRESS_0, ADDRESS_1, DAI_LOCAL, USDC_LOCAL, USDC_TEST, Button,
@@ -109,6 +110,33 @@ def test_confirm_again_keeps_the_address_and_may_change_the_choice(api, button, 
     with db(app) as conn:
         assert conn.execute("SELECT next_index FROM merchant_wallets").fetchone()[0] == 1
         assert conn.execute("SELECT count(*) FROM payments").fetchone()[0] == 1
+
+
+def test_the_qr_code_is_drawn_for_the_current_payment_uri(api, button, wallet, app, make_merchant):
+    """GET …/qr.svg: the service's SVG of paymentUri (decoded with zbar in tests/button), following
+    the customer's choice and what is still outstanding; 404 before a choice; never cached."""
+    pid = preorder(api)["processId"]
+    assert_error(button.qr(pid), 404, "not_found")
+    assert button.qr(pid).headers["Access-Control-Allow-Origin"] == "*"
+    assert_error(button.qr(pid, headers={}), 401, "missing_public_key")
+    other = make_merchant()["publicKey"]
+    assert_error(button.qr(pid, headers={"x-public-key": other}), 404, "not_found")
+
+    def drawn():
+        response = button.qr(pid)
+        assert response.status_code == 200
+        assert response.headers["Content-Type"] == "image/svg+xml; charset=utf-8"
+        assert response.headers["Cache-Control"] == "no-store"
+        assert response.headers["Access-Control-Allow-Origin"] == "*"
+        return response.get_data(as_text=True)
+
+    dai = button.confirm(pid, "dai", "local").get_json()["payment"]["paymentUri"]
+    assert drawn() == qr.svg(dai)
+    uri = button.confirm(pid).get_json()["payment"]["paymentUri"]
+    assert uri != dai and drawn() == qr.svg(uri)
+    add_transfer(app, pid, "aa", 0, 10_000_000, block=5, status="seen")
+    rest = button.public(pid).get_json()["payment"]["paymentUri"]
+    assert rest.endswith("&uint256=9990000") and drawn() == qr.svg(rest)
 
 
 def test_a_transfer_with_an_earlier_choice_shows_in_the_current_ones_units(api, button, wallet,

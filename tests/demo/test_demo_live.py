@@ -79,6 +79,7 @@ def test_make_demo_live_takes_a_payment_end_to_end(page, tmp_path, screenshot):
         expect(page.locator("payment-button .address")).to_have_text(deposit)
         public = requests.get(f"{shop}/payment-button/process/{pid}/public",
                               headers={"x-public-key": keys["publicKey"]}, timeout=10).json()
+        expect(page.locator("payment-button .qr svg")).to_be_visible()  # the service's SVG is in
         assert qr_texts(page.locator("payment-button .qr").screenshot()) == [public["payment"]["paymentUri"]]
 
         page.locator("#test-wallet").get_by_role("button", name="Send 12.34").click()

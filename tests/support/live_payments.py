@@ -34,6 +34,10 @@ class Button:
     def public(self, process_id):
         return self.client.get(f"/payment-button/process/{process_id}/public", headers=self.headers())
 
+    def qr(self, process_id, headers=None):
+        return self.client.get(f"/payment-button/process/{process_id}/qr.svg",
+                               headers=self.headers() if headers is None else headers)
+
 
 def preorder(api, amount=19.99):
     response = api.preorder({"amount": amount, "metadata": {"orderRef": "A-1"}})
