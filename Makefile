@@ -59,52 +59,16 @@ $(CHAIN)/node_modules/.installed: $(CHAIN)/package.json $(CHAIN)/package-lock.js
 	touch $@
 
 ## demo-live: the demo shop taking live stablecoin payments on this machine (docs/payment-button.md):
-##      a local Hardhat node with a test token (TUSD, ERC-3009: payable without gas), added with the
-##      operator CLI (networks add, assets add --eip3009, networks deploy-factory, merchants
-##      set-payout: the payout mode, the payout wallet being the node's dev account #1, the
-##      operator's gas key dev account #2's, the relayer's (RELAYER_KEY_FILE) #3's, all published
-##      Hardhat test keys), the chain watcher and the webhook worker alongside; the shop's "Test
-##      wallet" panel pays, is announced to the button as a browser wallet ("Pay with Demo test
-##      wallet", "Pay without gas"), and collects to the payout wallet (or run the `collect` command
-##      it prints). A fresh chain and database (in DEMO_DIR) each time; Ctrl-C stops everything.
+##      a local Hardhat node with a test token, set up with the operator CLI, the chain watcher and
+##      the webhook worker alongside (scripts/demo-live.sh says what it does). A fresh chain and
+##      database (in DEMO_DIR) each time; Ctrl-C stops everything.
 DEMO_DIR           ?= $(CURDIR)/instance/demo-live
 DEMO_RPC_PORT      ?= 8545
 DEMO_CONFIRMATIONS ?= 3
 DEMO_BLOCK_SECONDS ?= 5
 demo-live: $(VENV)/.installed $(CHAIN)/node_modules/.installed
-	rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
-	@export FLASK_DATABASE=$(DEMO_DIR)/preorder.sqlite3 FLASK_DEMO_MERCHANT_FILE=$(DEMO_DIR)/merchant.json; \
-	rpc=http://127.0.0.1:$(DEMO_RPC_PORT); worker=; watcher=; \
-	(cd $(CHAIN) && HARDHAT_DISABLE_TELEMETRY_PROMPT=true exec node node_modules/hardhat/internal/cli/cli.js \
-		node --hostname 127.0.0.1 --port $(DEMO_RPC_PORT)) >$(DEMO_DIR)/node.log 2>&1 & node=$$!; \
-	trap 'for p in $$watcher $$worker; do kill -TERM $$p; done 2>/dev/null; for p in $$watcher $$worker; do wait $$p; done; \
-		kill -TERM $$node 2>/dev/null; wait $$node' EXIT; \
-	trap 'exit 130' INT TERM; \
-	set -e; \
-	$(FLASK) init-db; \
-	token=$$($(FLASK) demo-chain --rpc-url $$rpc --token-build $(CHAIN)/token/TestUSDC.json \
-		--block-seconds $(DEMO_BLOCK_SECONDS)); \
-	$(FLASK) networks add local --name "Local Hardhat" --chain-id 31337 --testnet --rpc-url $$rpc \
-		--confirmations $(DEMO_CONFIRMATIONS); \
-	$(FLASK) assets add tusd --network local --symbol TUSD --name "Test USD" --contract $$token --decimals 6 --eip3009; \
-	$(FLASK) demo-merchant --webhook-url http://$(HOST):$(PORT)/demo/webhooks --console-login; \
-	merchant=$$($(FLASK) demo-merchant --json | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["merchantId"])'); \
-	(umask 077 && $(BIN)/python -c 'from app.demo.merchant import DEMO_OPERATOR_KEY; print(DEMO_OPERATOR_KEY)' \
-		>$(DEMO_DIR)/operator.key); \
-	(umask 077 && $(BIN)/python -c 'from app.demo.merchant import DEMO_RELAYER_KEY; print(DEMO_RELAYER_KEY)' \
-		>$(DEMO_DIR)/relayer.key); \
-	$(FLASK) networks deploy-factory local --key-file $(DEMO_DIR)/operator.key; \
-	$(FLASK) merchants set-payout $$merchant $$($(BIN)/python -c 'from app.demo.merchant import DEMO_PAYOUT_ADDRESS; print(DEMO_PAYOUT_ADDRESS)'); \
-	$(FLASK) deliver-webhooks & worker=$$!; \
-	$(FLASK) watch-payments --poll-interval 1 & watcher=$$!; \
-	echo "Live demo shop: http://$(HOST):$(PORT)/  (local node $$rpc; Ctrl-C stops everything)"; \
-	echo "Collect the payments to the payout wallet: FLASK_DATABASE=$$FLASK_DATABASE $(FLASK) collect local --key-file $(DEMO_DIR)/operator.key"; \
-	echo "Merchant console: http://$(HOST):$(PORT)/dashboard/  (the console login is printed above)"; \
-	echo "This demo has its own database: give every flask command FLASK_DATABASE=$$FLASK_DATABASE"; \
-	echo "  e.g. FLASK_DATABASE=$$FLASK_DATABASE $(FLASK) users create EMAIL --merchant $$merchant"; \
-	FLASK_DEMO_SHOP=1 FLASK_DEMO_WALLET_RPC_URL=$$rpc FLASK_DEMO_COLLECT_KEY_FILE=$(DEMO_DIR)/operator.key \
-		FLASK_RELAYER_KEY_FILE=$(DEMO_DIR)/relayer.key \
-		$(FLASK) run --host $(HOST) --port $(PORT)
+	@BIN=$(BIN) CHAIN=$(CHAIN) HOST=$(HOST) PORT=$(PORT) DEMO_DIR=$(DEMO_DIR) DEMO_RPC_PORT=$(DEMO_RPC_PORT) \
+		DEMO_CONFIRMATIONS=$(DEMO_CONFIRMATIONS) DEMO_BLOCK_SECONDS=$(DEMO_BLOCK_SECONDS) scripts/demo-live.sh
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
