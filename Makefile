@@ -73,12 +73,13 @@ demo-live: $(VENV)/.installed $(CHAIN)/node_modules/.installed
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: setup.cfg pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet --disable-pip-version-check -e .
+# The versions installed are constraints.txt's: the set the whole suite passed with.
+$(VENV)/.installed: setup.cfg pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e .
 	touch $@
 
-$(VENV)/.installed-test: setup.cfg pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+$(VENV)/.installed-test: setup.cfg pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]'
 	touch $@ $(VENV)/.installed
 
 clean:

@@ -1,27 +1,99 @@
 """How the project is installed and started: setup.cfg's runtime floors admit no version that lacks
-what the code uses (an install at the floor must not fail at the first pinned HTTPS delivery), a
+what the code uses (an install at the floor must not fail at the first pinned HTTPS delivery),
+constraints.txt pins the very set the suite runs with, a
 regular (non-editable) install carries every file the service reads at run time, and `make run`
 takes the address the README says, and the documents' links lead to files of the repository."""
 import configparser
+import json
 import os
 import re
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import requests.adapters
 import urllib3.exceptions
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
-def install_requires():
+def requirements(extra=None):
+    """setup.cfg's runtime requirements, or those of one extra."""
     config = configparser.ConfigParser()
     config.read(ROOT / "setup.cfg")
-    lines = config["options"]["install_requires"].splitlines()
-    requirements = [Requirement(line) for line in map(str.strip, lines) if line and not line.startswith("#")]
-    return {r.name: r.specifier for r in requirements}
+    text = config["options.extras_require"][extra] if extra else config["options"]["install_requires"]
+    return [Requirement(line) for line in map(str.strip, text.splitlines()) if line and not line.startswith("#")]
+
+
+def install_requires():
+    return {r.name: r.specifier for r in requirements()}
+
+
+def constraints():
+    """constraints.txt as {canonical name: version}."""
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, version = line.split("==")
+            pins[canonicalize_name(name)] = version
+    return pins
+
+
+def reached(requirements):
+    """The canonical names of the installed distributions these requirements need, transitively
+    (extras followed, environment markers evaluated)."""
+    names, seen, todo = set(), set(), list(requirements)
+    while todo:
+        requirement = todo.pop()
+        key = (canonicalize_name(requirement.name), frozenset(requirement.extras))
+        if key in seen:
+            continue
+        seen.add(key)
+        names.add(key[0])
+        for text in metadata.distribution(requirement.name).requires or []:
+            needed = Requirement(text)
+            if needed.marker is None or any(needed.marker.evaluate({"extra": e})
+                                            for e in requirement.extras or {""}):
+                todo.append(needed)
+    return names
+
+
+def test_constraints_pin_every_requirement_within_its_floor():
+    pins = constraints()
+    for requirement in requirements() + requirements("test"):
+        version = pins.get(canonicalize_name(requirement.name))
+        assert version is not None, f"{requirement.name} is not pinned in constraints.txt"
+        assert requirement.specifier.contains(version), (requirement, version)
+
+
+def test_constraints_are_the_set_the_suite_runs_with_and_pip_accepts_it():
+    """Complete (every distribution the requirements reach is pinned, nothing else), and pip's
+    resolver, without an index, takes setup.cfg's requirements under these constraints and has
+    nothing to install: the pinned versions are the ones installed here (`make install-test`
+    installs with them)."""
+    wanted = requirements() + requirements("test")
+    assert set(constraints()) == reached(wanted)
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", "--quiet", "--report", "-",
+         "--disable-pip-version-check", "-c", str(ROOT / "constraints.txt"), *map(str, wanted)],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["install"] == [], "run make install-test: the venv is not the pinned set"
+    check = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stdout
+
+
+def test_make_and_the_docs_install_with_the_constraints():
+    plan = subprocess.run(["make", "-n", "-B", "install-test"], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout
+    assert "pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]'" in plan
+    plan = subprocess.run(["make", "-n", "-B", "install"], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout
+    assert "pip install --quiet --disable-pip-version-check -c constraints.txt -e ." in plan
+    assert "pip install -c constraints.txt" in (ROOT / "docs" / "operations.md").read_text()
 
 
 def test_requests_and_urllib3_floors_cover_what_the_webhook_transport_uses():
