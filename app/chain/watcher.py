@@ -50,6 +50,7 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import replace
 
+from app.backoff import doubling
 from app.chain import health, refunds
 from app.chain.canonical import KEEP_BLOCKS, kept_floor
 from app.chain.rpc import (TAGS, ChainMoved, Client, Malformed, Pins, RpcError, WrongChain,
@@ -184,7 +185,7 @@ class Watcher:
 
     def _backoff(self, failures):
         """Seconds to wait after `failures` consecutive failures: doubling, up to backoff_max."""
-        return min(self.backoff_max, self.backoff_base * 2 ** (failures - 1))
+        return doubling(failures, self.backoff_base, self.backoff_max)
 
     def stop(self):
         self.stopping = True

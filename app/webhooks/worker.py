@@ -22,6 +22,7 @@ import time
 from collections import Counter
 from concurrent import futures
 
+from app.backoff import doubling
 from app.chores import Chores
 from app.data import outbox as event_rows
 from app.data import merchants as merchant_rows
@@ -59,7 +60,7 @@ class Worker:
         enough have ended (`_wait`); when idle, back off up to `poll_max`. A failed poll is logged
         and tried again (raised when `until_idle`: cron sees it)."""
         log.info("webhook worker %s started", self.owner)
-        delay = POLL_MIN_SECONDS
+        idle = 0  # consecutive polls that found nothing to do
         try:
             while not self.stopping:
                 try:
@@ -70,12 +71,12 @@ class Worker:
                     log.exception("webhook worker iteration failed; trying again")
                 if self._in_flight:
                     self._wait()
-                    delay = POLL_MIN_SECONDS
+                    idle = 0
                 elif until_idle:
                     break
                 else:
-                    self._idle(delay)
-                    delay = min(delay * 2, self.poll_max)
+                    idle += 1
+                    self._idle(doubling(idle, POLL_MIN_SECONDS, self.poll_max))
         finally:
             self.drain()  # if it cannot write, it raises: those leases expire as after a crash
         log.info("webhook worker %s stopped", self.owner)
