@@ -160,7 +160,7 @@ def api(client, merchant):
 @pytest.fixture
 def worker(app):
     """A delivery worker of 4 threads on the app's database (closed after the test)."""
-    with Worker(app, concurrency=4) as w:
+    with Worker.from_app(app, concurrency=4) as w:
         yield w
 
 

@@ -1,4 +1,8 @@
-"""Helpers shared by the operator commands."""
+"""Helpers shared by the operator commands.
+
+A long-running command (deliver-webhooks, watch-payments) builds its loop with the loop's
+`from_app(app, **options)` (the app's database and settings, the command's options as keywords),
+runs it inside `stop_on_signals(loop.stop)`, and backs off with app/backoff.py."""
 import os
 import re
 import signal

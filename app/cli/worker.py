@@ -23,8 +23,8 @@ from app.webhooks.worker import POLL_MIN_SECONDS, Worker
 @with_appcontext
 def deliver_webhooks(once, batch_size, concurrency, per_merchant, poll_max):
     """Deliver webhook events until stopped (SIGTERM/Ctrl-C: finish attempts in flight, exit)."""
-    worker = Worker(current_app._get_current_object(), batch_size=batch_size,
-                    concurrency=concurrency, per_merchant=per_merchant, poll_max=poll_max)
+    worker = Worker.from_app(current_app._get_current_object(), batch_size=batch_size,
+                             concurrency=concurrency, per_merchant=per_merchant, poll_max=poll_max)
     with stop_on_signals(worker.stop), worker:
         worker.run(until_idle=once)
 

@@ -36,9 +36,9 @@ SLOW_MEMORY_SECONDS = 300  # how long a merchant whose attempt was slow stays ca
 
 
 class Worker:
-    def __init__(self, app, *, batch_size=50, concurrency=8, poll_max=5.0, per_merchant=None):
-        config = app.config
-        self.db, self.clock = app.extensions["db"], config["CLOCK"]
+    def __init__(self, db, config, *, batch_size=50, concurrency=8, poll_max=5.0, per_merchant=None):
+        """`config`: the app's settings (CLOCK, WEBHOOK_*, the chores'); the rest, the command's."""
+        self.db, self.clock = db, config["CLOCK"]
         self.settings = delivery.Settings.from_config(config)
         self.lease_seconds = config["WEBHOOK_LEASE_SECONDS"]
         self.chores = Chores(self.db, config)
@@ -53,6 +53,11 @@ class Worker:
         self._slow_until = {}  # merchant id -> until when it counts as slow
         self._ended = threading.Condition()  # `_wait` sleeps on it until `_ended_count` is enough
         self._ended_count = self._enough = 0
+
+    @classmethod
+    def from_app(cls, app, **options):
+        """The worker of this app's database and settings (as Watcher.from_app)."""
+        return cls(app.extensions["db"], app.config, **options)
 
     def run(self, *, until_idle=False):
         """Poll until stop() (`until_idle`: until nothing is due or in flight, cron's `--once`),

@@ -71,7 +71,7 @@ def test_metrics_follow_processes_events_and_deliveries(app, client, api, make_m
            processes={"pending": 0, "completed": 0, "cancelled": 2, "expired": 1})
 
     # The merchant has no webhook URL: the worker sweeps (one more event) and marks all three.
-    with Worker(app) as worker:
+    with Worker.from_app(app) as worker:
         worker.run_once()
     expect(client, backlog={"due": 0, "in_flight": 0, "retrying": 0}, age=0,
            events={"pending": 0, "delivered": 0, "failed": 0, "no_endpoint": 3},
@@ -82,7 +82,7 @@ def test_metrics_follow_processes_events_and_deliveries(app, client, api, make_m
     other = make_merchant(name="Closed port", webhook_url="http://127.0.0.1:9/hook")
     process_id = api.__class__(client, other["secretKey"]).preorder().get_json()["processId"]
     assert api.__class__(client, other["secretKey"]).cancel(process_id).status_code == 200
-    with Worker(app) as worker:
+    with Worker.from_app(app) as worker:
         worker.run_once()
     expect(client, backlog={"due": 0, "in_flight": 0, "retrying": 1}, age=0,
            events={"pending": 1, "delivered": 0, "failed": 0, "no_endpoint": 3},

@@ -151,7 +151,7 @@ def test_prune_in_bounded_batches(app, clock, year):
 def test_the_worker_prunes_about_hourly(app, clock, year, merchant):
     final_per_day = sum(PER_DAY.values())
     total = DAYS * final_per_day + len(year)
-    with Worker(app) as worker:
+    with Worker.from_app(app) as worker:
         # At most 25 transactions of 200 events a time: the 5,000 oldest looked at first ...
         worker.run_once()
         assert counts(app)["events"] == total - finals_among_oldest(5000)

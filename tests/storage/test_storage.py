@@ -288,7 +288,7 @@ def test_copy_db_moves_every_row_and_the_copy_serves_the_same(app, client, runne
         fresh = copied.preorder().get_json()["processId"]
         assert [p["processId"] for p in copied.list().get_json()["data"]] == [fresh, cancelled, kept]
         # The pending event is delivered from the new database, signed as before.
-        with Worker(copy) as worker:
+        with Worker.from_app(copy) as worker:
             worker.run_once()
         [request] = receiver.wait_for(1)
         body = Webhook(merchant.webhook_secret).verify(request.body, request.headers)

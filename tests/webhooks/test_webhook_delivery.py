@@ -296,7 +296,7 @@ def test_sweep_expires_a_process_once_with_one_event(app, shop, receiver, worker
 def test_concurrent_sweeps_expire_each_process_once(app, shop, receiver, clock):
     process_ids = [shop.preorder()[0] for _ in range(40)]
     clock.advance(1800)
-    workers = [Worker(app, concurrency=4, batch_size=7) for _ in range(2)]
+    workers = [Worker.from_app(app, concurrency=4, batch_size=7) for _ in range(2)]
     start = threading.Barrier(2)
 
     def run(w):
@@ -356,7 +356,7 @@ def test_claims_queued_behind_a_slow_attempt_are_given_back_and_not_claimed_agai
         slow_receiver.default = Reply(delay=60)
         slow = make_shop(webhook_url=slow_receiver.url())
         process_ids = [slow.cancelled()[0] for _ in range(3)]
-        with Worker(app, concurrency=1, batch_size=2) as one:
+        with Worker.from_app(app, concurrency=1, batch_size=2) as one:
             one.run_once(wait=False)
             slow_receiver.wait_for(1)
             clock.advance(POLL_MIN_SECONDS)
@@ -381,7 +381,7 @@ def test_a_merchant_known_to_be_slow_gets_at_most_per_merchant_threads(app, make
         slow_receiver.default = Reply(delay=60)  # then a hanging endpoint
         slow = make_shop(webhook_url=slow_receiver.url())
         fast = make_shop(webhook_url=receiver.url())
-        with Worker(app, concurrency=4, batch_size=10) as worker:
+        with Worker.from_app(app, concurrency=4, batch_size=10) as worker:
             assert worker.per_merchant == 2  # half the threads
             first, _ = slow.cancelled()
             worker.run_once(wait=False)
@@ -417,7 +417,7 @@ def test_a_merchant_whose_attempt_is_still_running_gets_at_most_per_merchant_thr
         slow_receiver.default = Reply(delay=60)  # a hanging endpoint, never slow before
         slow = make_shop(webhook_url=slow_receiver.url())
         fast = make_shop(webhook_url=receiver.url())
-        with Worker(app, concurrency=4, batch_size=10) as worker:  # per merchant: 2
+        with Worker.from_app(app, concurrency=4, batch_size=10) as worker:  # per merchant: 2
             slow.cancelled()
             worker.run_once(wait=False)
             slow_receiver.wait_for(1)
@@ -439,7 +439,7 @@ def test_a_claim_without_enough_lease_left_is_released_unattempted(app, shop, re
     process_id, _ = shop.cancelled()
     written_at = clock.now
     clock.advance(55)  # e.g. a long sweep between reading the time and claiming
-    with Worker(app) as late:  # lease 60 s, timeout 10 s + 1 s margin: 5 s left
+    with Worker.from_app(app) as late:  # lease 60 s, timeout 10 s + 1 s margin: 5 s left
         late.run_once(written_at, wait=False)
         assert only_event(app, process_id).lease_owner == late.owner  # claimed ...
         late.drain()  # ... and released
@@ -452,7 +452,7 @@ def test_a_claim_without_enough_lease_left_is_released_unattempted(app, shop, re
 def test_stop_finishes_the_attempt_in_flight_and_claims_no_more(app, shop, receiver, clock):
     receiver.reply(Reply(delay=0.5))
     process_ids = [shop.cancelled()[0] for _ in range(5)]
-    with Worker(app, concurrency=1, batch_size=5) as one:
+    with Worker.from_app(app, concurrency=1, batch_size=5) as one:
         with running(one):
             receiver.wait_for(1)
             one.stop()
@@ -549,7 +549,7 @@ def test_attempts_are_sent_without_writing_then_recorded_together_each_on_its_ow
 @pytest.mark.parametrize("app_config", [{"SQLITE_BUSY_TIMEOUT_MS": 100}])
 def test_attempts_whose_poll_could_not_write_are_recorded_by_the_next(app, shop, receiver, clock):
     process_id, _ = shop.cancelled()
-    with Worker(app) as worker:
+    with Worker.from_app(app) as worker:
         worker.run_once(wait=False)
         assert only_event(app, process_id).lease_owner == worker.owner
         other = sqlite3.connect(app.config["DATABASE"], isolation_level=None)
@@ -589,7 +589,7 @@ def test_a_poll_that_fails_is_logged_and_the_running_worker_goes_on(
 
 def test_events_are_attempted_oldest_due_first(app, shop, receiver, clock):
     process_ids = [shop.cancelled()[0] for _ in range(4)]
-    with Worker(app, concurrency=1, batch_size=2) as one:
+    with Worker.from_app(app, concurrency=1, batch_size=2) as one:
         one.run(until_idle=True)
     ids = [r.headers["webhook-id"] for r in receiver.wait_for(4)]
     assert ids == [only_event(app, p).id for p in process_ids]
