@@ -7,6 +7,7 @@ import json
 from datetime import datetime, timezone
 from functools import lru_cache
 
+from app.chain.addresses import to_checksum_address
 from app.money import format_units
 
 
@@ -72,12 +73,30 @@ def payment_json(view) -> str:
         for t in view.transfers
     )
     uri = f"ethereum:{p.token_contract}@{p.chain_id}/transfer?address={p.address}&uint256={outstanding}"
+    unexpected = ",".join(unexpected_json(u) for u in view.unexpected)
     return (
         f'{{"assetId":{json.dumps(p.asset_id)},"networkId":{json.dumps(p.network_id)},'
         f'"chainId":{p.chain_id},"tokenContract":"{p.token_contract}","address":"{p.address}",'
         f'"amountDue":"{format_units(p.amount_due, d)}","amountPaid":"{format_units(paid, d)}",'
         f'"amountPending":"{format_units(pending, d)}","paymentUri":{json.dumps(uri)},'
-        f'"transfers":[{transfers}],"finality":"{p.finality}"}}'
+        f'"transfers":[{transfers}],"unexpectedTransfers":[{unexpected}],'
+        f'"finality":"{p.finality}"}}'
+    )
+
+
+def unexpected_json(u) -> str:
+    """An entry of `payment.unexpectedTransfers`: a confirmed transfer to the deposit address that
+    is not the payment's choice. `symbol` and `amount` (token units) when the contract answered
+    `symbol()` and `decimals()` (null otherwise); `baseUnits` always; `acceptedAt`/`acceptedBy`
+    once staff accepted it as payment (it then counts in `amountPaid`)."""
+    amount = "null" if u.decimals is None else f'"{format_units(u.amount, u.decimals)}"'
+    accepted_at = "null" if u.accepted_at is None else f'"{iso(u.accepted_at)}"'
+    return (
+        f'{{"networkId":{json.dumps(u.network_id)},"chainId":{u.chain_id},'
+        f'"tokenContract":"{to_checksum_address(u.token_contract)}",'
+        f'"symbol":{json.dumps(u.symbol)},"amount":{amount},"baseUnits":"{u.amount}",'
+        f'"txHash":"{u.tx_hash}","logIndex":{u.log_index},"blockNumber":{u.block_number},'
+        f'"acceptedAt":{accepted_at},"acceptedBy":{json.dumps(u.accepted_by)}}}'
     )
 
 
