@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from flask import (Blueprint, Response, current_app, g, redirect, render_template, request, send_file,
                    stream_with_context, url_for)
 
-from app import collect, outbox, merchants, payments, processes, refunds
+from app import collect, outbox, merchants, payments, processes, refunds, unexpected
 from app.chain import rpc
 from app.chain.rpc import transfer_calldata
 from app.clock import now
@@ -48,7 +48,8 @@ CSV_BATCH = 500
 # The payment button's QR encoder and the console's renderer of <img data-qr>, in one scope.
 QR_SCRIPT = load_button_script(names=("qr.js", "console/qr-images.js"))
 CSV_COLUMNS = ("processId", "status", "amount", "livemode", "createdAt", "updatedAt", "expiresAt",
-               "metadata", "assetId", "networkId", "amountDue", "amountPaid")
+               "metadata", "assetId", "networkId", "amountDue", "amountPaid",
+               "transferTxHashes", "transferLogIndexes", "transferBlockNumbers", "transferBlockHashes")
 
 
 @bp.app_template_filter("when")
@@ -136,8 +137,11 @@ def _filters():
     """The list's filters from the query string: (filters for process_rows.list_page, form values,
     error messages). An impossible combination (another mode than the merchant's) gives None."""
     args = request.args
-    form = {name: args.get(name, "").strip() for name in ("status", "mode", "from", "to", "q")}
+    form = {name: args.get(name, "").strip() for name in ("status", "mode", "from", "to", "q",
+                                                          "unexpected")}
     errors, found = [], {}
+    if form["unexpected"]:  # the filter "has unexpected transfers"
+        found["unexpected"] = True
     if form["status"] and form["status"] not in STATUSES:
         errors.append("status: choose one of the listed statuses.")
     elif form["status"]:
@@ -188,6 +192,8 @@ def _page(found, *, limit, before=None):
 
 def _matches(process, found):
     """The other filters, for the one process a process-id search found."""
+    if found.get("unexpected") and not process_rows.has_unexpected(get_db().connection(), process.id):
+        return False
     return (found.get("status") in (None, process.effective_status(now()))
             and process.created_at >= found.get("created_from", process.created_at)
             and process.created_at < found.get("created_before", process.created_at + 1))
@@ -246,7 +252,8 @@ def processes_csv():
             for p in batch:
                 writer.writerow((p.id, p.effective_status(current), p.amount, "true" if p.livemode else "false",
                                  iso(p.created_at), iso(p.effective_updated_at(current)), iso(p.expires_at),
-                                 p.metadata, *_paid_against_due(views.get(p.id))))
+                                 p.metadata, *_paid_against_due(views.get(p.id)),
+                                 *_chain_proof(views.get(p.id))))
             yield out.getvalue()
             heartbeat()
             out.seek(0)
@@ -267,6 +274,15 @@ def _paid_against_due(view):
     p = view.payment
     paid = sum(t.amount for t in view.transfers if t.status == "confirmed")
     return (p.asset_id, p.network_id, format_units(p.amount_due, p.decimals), format_units(paid, p.decimals))
+
+
+def _chain_proof(view):
+    """The CSV's chain proof of what `amountPaid` counts: per confirmed transfer (an accepted
+    unexpected one included), its transaction hash, log index, block number and block hash, each
+    column a space-separated list in the same order; empty without."""
+    counted = [t for t in view.transfers if t.status == "confirmed"] if view is not None else []
+    return (" ".join(t.tx_hash for t in counted), " ".join(str(t.log_index) for t in counted),
+            " ".join(str(t.block_number) for t in counted), " ".join(t.block_hash for t in counted))
 
 
 def _process_or_404(process_id):
@@ -335,8 +351,42 @@ def process_page(process_id, notice=None, error=None, status=200):
         can_refund=refundable not in (None, "0"),
         metadata=dumps_pretty(loads(process.metadata.encode())), event_list=event_list,
         timeline=_timeline(process, view, event_list, current), notice=notice, error=error,
-        refresh=refresh,
+        refresh=refresh, unexpected=_unexpected_rows(payment),
     ), status
+
+
+# --- Unexpected transfers (templates/dashboard/_unexpected.html) -----------------------------------
+
+def _unexpected_rows(payment):
+    """The payment's unexpected transfers as the partial shows them: each with its network's name
+    and whether its token is a registered asset there (only those can be accepted as payment)."""
+    if not payment or not payment["unexpectedTransfers"]:
+        return []
+    conn = get_db().connection()
+    names = {n.id: n.name for n in payment_rows.list_networks(conn)}
+    rows = []
+    for u in payment["unexpectedTransfers"]:
+        registered = payment_rows.asset_with_contract(conn, u["networkId"], u["tokenContract"])
+        rows.append(dict(u, network_name=names.get(u["networkId"], u["networkId"]),
+                         registered=registered is not None))
+    return rows
+
+
+@bp.post("/processes/<process_id>/unexpected/<transfer>/accept")
+@login_required
+@owner_required
+def accept_unexpected(process_id, transfer):
+    """Accept an unexpected transfer of a registered asset as payment (app/unexpected.py)."""
+    process = _process_or_404(process_id)
+    try:
+        unexpected.accept(get_db(), g.merchant.id, process.id, transfer, f"console {g.user.email}",
+                          now())
+    except unexpected.TransferNotFound:
+        raise not_found() from None
+    except processes.InvalidState as e:
+        return process_page(process.id, error=str(e), status=409)
+    return process_page(process.id, notice=f"Transfer {transfer} is accepted as payment: it counts"
+                        " in the amount paid, and the process's event is queued.")
 
 
 @bp.post("/processes/<process_id>/cancel")

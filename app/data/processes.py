@@ -6,6 +6,7 @@ trimmed and lowercased (`search_values`), written with the process in the same t
 import json
 from itertools import islice
 from app.data.schema import dialect
+from app.data.unexpected import HAS_UNEXPECTED
 from app.records import Process
 
 _STORED = (
@@ -141,11 +142,12 @@ def _status_clause(status, now):
 
 
 def list_page(conn, *, now, limit, merchant_id=None, status=None, before_seq=None, value=None,
-              created_from=None, created_before=None):
+              created_from=None, created_before=None, unexpected=False):
     """Newest first; `limit + 1` rows are read so the caller can tell whether there is more.
     The console's filters: `value`, a metadata value as `search_value` writes it (the merchant's
     processes holding it, through the process_search index); `created_from` <= created_at <
-    `created_before` (unix seconds)."""
+    `created_before` (unix seconds); `unexpected`: only those with a confirmed unexpected
+    transfer."""
     source, order = "processes", "seq"
     where, params = "WHERE 1 = 1", []
     if value is not None:  # the index's rows in its own order, each joined to its process
@@ -165,6 +167,8 @@ def list_page(conn, *, now, limit, merchant_id=None, status=None, before_seq=Non
     if created_before is not None:
         where += " AND created_at < ?"
         params.append(created_before)
+    if unexpected:
+        where += f" AND {HAS_UNEXPECTED}"
     if before_seq is not None:
         where += f" AND {order} < ?"
         params.append(before_seq)
@@ -175,6 +179,11 @@ def list_page(conn, *, now, limit, merchant_id=None, status=None, before_seq=Non
         (*params, limit + 1),
     ).fetchall()
     return [_process(row) for row in rows[:limit]], len(rows) > limit
+
+
+def has_unexpected(conn, process_id) -> bool:
+    return conn.execute(f"SELECT {HAS_UNEXPECTED} FROM processes WHERE id = ?",
+                        (process_id,)).fetchone()[0] in (1, True)
 
 
 def transition(conn, process_id, to_status, now, completed_by=None) -> bool:

@@ -342,7 +342,9 @@ def test_csv_equals_what_the_merchant_api_lists(console, api, clock, monkeypatch
         assert row == {"processId": p["processId"], "status": p["status"], "amount": str(p["amount"]),
                        "livemode": "false", "createdAt": p["createdAt"], "updatedAt": p["updatedAt"],
                        "expiresAt": p["expiresAt"], "metadata": json.dumps(p["metadata"], separators=(",", ":")),
-                       "assetId": "", "networkId": "", "amountDue": "", "amountPaid": ""}
+                       "assetId": "", "networkId": "", "amountDue": "", "amountPaid": "",
+                       "transferTxHashes": "", "transferLogIndexes": "", "transferBlockNumbers": "",
+                       "transferBlockHashes": ""}
     cancelled = read_csv(console.get("/dashboard/processes.csv?status=cancelled"))
     assert [r["processId"] for r in cancelled] == [ids[3]]
     assert 'href="/dashboard/processes.csv?status=cancelled"' in console.get("/dashboard/?status=cancelled").text
