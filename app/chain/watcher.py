@@ -102,7 +102,7 @@ class Watcher:
         self._failures = defaultdict(int)  # network id -> consecutive failed polls
         self._next_poll = {}  # network id -> time.monotonic() of its next poll
         self._busy = set()  # networks whose token logs are too many to filter here
-        self._watched = {}  # network id -> _Watched: kept between polls, never across a rewind
+        self._watched = {}  # is_test -> _Watched of that mode's networks: kept between polls
         self._described = {}  # (chain id, contract) -> (symbol, decimals) its contract answered
 
     @classmethod
@@ -172,7 +172,7 @@ class Watcher:
         except Exception as e:  # the loop never dies: RPC faults, a locked database, a bug
             self._mark_failed(network_id)
             self._failures[network_id] += 1
-            self._watched.pop(network_id, None)
+            self._forget_watched()
             delay = self._backoff(self._failures[network_id])
             self._next_poll[network_id] = time.monotonic() + delay
             if isinstance(e, RpcError):  # its message names the URL's host only
@@ -337,7 +337,7 @@ class Watcher:
                            for table in (PAYING, UNEXPECTED))
             transfer_rows.forget_blocks_above(conn, network.id, fork)
             transfer_rows.rewind(conn, network.id, fork)
-        self._watched.pop(network.id, None)
+        self._forget_watched()
         if network.finality in TAGS and network.tag_block is not None and fork < network.tag_block:
             # what the node called final (or safe) was replaced: the chain broke its promise
             log.error("watch %s: a reorganisation replaced blocks from %d, at or below the node's"
@@ -508,24 +508,28 @@ class Watcher:
 
     def _watched_set(self, network):
         """The watched addresses of the network's mode (on every network: a transfer on another
-        one than the payment's is unexpected): read whole after a start, a rewind, a failed poll or
-        a change of the network's mode, and every FULL_READ_SECONDS, else the kept set with the
+        one than the payment's is unexpected), shared by the mode's networks: read whole after a
+        start, a rewind or a failed poll, and every FULL_READ_SECONDS, else the kept set with the
         payments made or changed since the last read (CLOCK_MARGIN earlier). A kept process that
         became final long ago is left out when one of its transfers is found (final_before), not
-        by reading the whole set."""
+        by reading the whole set. The network's view of it: `watched.view(network)`."""
         now, conn = int(self.clock()), self.db.connection()
-        kept = self._watched.get(network.id)
-        if (kept is None or now < kept.read_at or kept.is_test != network.is_test  # set-mode
+        kept = self._watched.get(network.is_test)
+        if (kept is None or now < kept.read_at
                 or time.monotonic() > kept.full_at + FULL_READ_SECONDS):
             rows = transfer_rows.watched_addresses(conn, now - self.monitoring_seconds,
                                                    livemode=not network.is_test)
-            kept = self._watched[network.id] = _Watched(rows, now, network.is_test, network.id)
-        else:
+            kept = self._watched[network.is_test] = _Watched(rows, now)
+        else:  # after this network's head was read: what was handed out since is paid above it
             kept.add(transfer_rows.watched_since(conn, kept.read_at - CLOCK_MARGIN,
                                                  livemode=not network.is_test), now)
-        kept.registered = {a.contract.lower() for a in payment_rows.list_assets(conn)
-                           if a.network_id == network.id}
-        return kept
+        registered = {a.contract.lower() for a in payment_rows.list_assets(conn)
+                      if a.network_id == network.id}
+        return kept.view(network.id, registered)
+
+    def _forget_watched(self):
+        """The next poll reads the watched addresses whole (after a rewind or a failure)."""
+        self._watched.clear()
 
     def _transfer_logs(self, client, network, first, last, watched, pins):
         """The Transfer logs of any contract in the range to a watched address, each eth_getLogs
@@ -584,7 +588,7 @@ class Watcher:
                 below = transfer_rows.blocks_from_top(conn, network.id, number)
                 transfer_rows.rewind(conn, network.id, below[0].number if below
                                      else network.start_block - 1)
-            self._watched.pop(network.id, None)
+            self._forget_watched()
             log.warning("watch %s: block %d was replaced: transfer orphaned", network.id, number)
         by_process = defaultdict(list)
         for transfer in due:
@@ -719,15 +723,12 @@ class _Reads:
 
 
 class _Watched:
-    """Watched addresses and the lookup tables the steps use, built when rows are added: `by_key`
-    (token, address) -> WatchedAddress of the network's payments (and earlier choices on it),
-    `deposits` address -> process id of every watched address of the mode, whatever its network."""
+    """The watched addresses of one mode's networks, built as rows are added: `deposits` address ->
+    process id of every one, whatever network its payment chose, and per network `by_key` (token,
+    address) -> WatchedAddress of the payments (and earlier choices) made on it."""
 
-    def __init__(self, rows, read_at, is_test, network_id):
-        self.network_id = network_id
-        self.by_key, self.deposits, self._recipients = {}, {}, None
-        self.registered = set()  # the network's asset contracts, lowercase: their logs are strict
-        self.is_test = is_test  # the network's mode when read: the processes of that mode
+    def __init__(self, rows, read_at):
+        self.deposits, self.by_network, self._recipients = {}, defaultdict(dict), None
         self.full_at = time.monotonic()
         self.add(rows, read_at)
 
@@ -736,8 +737,7 @@ class _Watched:
         if rows:
             for w in rows:
                 self.deposits[w.address] = w.process_id
-                if w.network_id == self.network_id:
-                    self.by_key[(w.token_contract, w.address)] = w
+                self.by_network[w.network_id][(w.token_contract, w.address)] = w
             self._recipients = None
 
     @property
@@ -746,6 +746,23 @@ class _Watched:
         if self._recipients is None:
             self._recipients = sorted(self.deposits)
         return self._recipients
+
+    def view(self, network_id, registered) -> "_NetworkView":
+        return _NetworkView(self, self.by_network[network_id], registered)
+
+
+class _NetworkView:
+    """What one network's scan steps use: its payments' `by_key`, the mode's `deposits` and
+    `recipients`, and `registered`, the network's asset contracts (lowercase: their logs are
+    strict)."""
+
+    def __init__(self, watched, by_key, registered):
+        self.watched, self.by_key, self.registered = watched, by_key, registered
+        self.deposits = watched.deposits
+
+    @property
+    def recipients(self):
+        return self.watched.recipients
 
 
 def settle(conn, process, view, confirmed, now, refunds=None):

@@ -88,8 +88,14 @@ def watched_addresses(conn, final_since, livemode) -> list[WatchedAddress]:
         " WHERE (pr.status = 'pending' OR pr.updated_at >= ?) AND pr.livemode = ?",
         (final_since, int(livemode), final_since, int(livemode)),
     )
-    return [WatchedAddress(row["process_id"], row["address"].lower(), row["token_contract"].lower(),
-                           row["expires_at"], row["network_id"]) for row in rows]
+    return _watched(rows)
+
+
+def _watched(rows) -> list[WatchedAddress]:
+    """Rows of (process id, address, network id, token, expiry), unpacked by position: a full
+    read makes one per watched address."""
+    return [WatchedAddress(process_id, address.lower(), token.lower(), expires_at, network_id)
+            for process_id, address, network_id, token, expires_at in rows]
 
 
 def watched_since(conn, since, livemode) -> list[WatchedAddress]:
@@ -106,8 +112,7 @@ def watched_since(conn, since, livemode) -> list[WatchedAddress]:
         " WHERE c.created_at >= ? AND pr.livemode = ?",
         (since, int(livemode), since, int(livemode)),
     )
-    return [WatchedAddress(row["process_id"], row["address"].lower(), row["token_contract"].lower(),
-                           row["expires_at"], row["network_id"]) for row in rows]
+    return _watched(rows)
 
 
 def final_before(conn, process_ids, final_since) -> set[str]:

@@ -112,3 +112,43 @@ def test_pins_hold_every_batch_of_a_step_to_one_chain():
         with pytest.raises(error, match=message):
             pins.check("http://node.example/KEY", answer)
     assert Pins(None, {10: "0x" + "a" * 64}).calls() == [("eth_getBlockByNumber", ["0xa", False])]
+
+
+def _abi_string(text: bytes, length=None):
+    padded = text + b"\0" * (-len(text) % 32)
+    return "0x" + (32).to_bytes(32, "big").hex() + (len(text) if length is None else length).to_bytes(
+        32, "big").hex() + padded.hex()
+
+
+@pytest.mark.parametrize("answer, symbol", [
+    (_abi_string(b"USDC"), "USDC"),
+    (_abi_string("USD₮".encode()), "USD₮"),  # Tether's own symbol on some chains
+    ("0x" + b"MKR".ljust(32, b"\0").hex(), "MKR"),  # bytes32, as MKR answers
+    (_abi_string(b""), None),
+    (_abi_string(b"A" * 33), None),  # not short
+    (_abi_string(b"US\nDC"), None),  # not printable
+    (_abi_string("USD\u202eC".encode()), None),  # a direction override: not printable
+    (_abi_string(b" USDC"), None),
+    (_abi_string(b"\xff\xfe"), None),  # not UTF-8
+    (_abi_string(b"USDC", length=200), None),  # a length beyond the data
+    ("0x" + (64).to_bytes(32, "big").hex() + _abi_string(b"USDC")[66:], None),  # another offset
+    (_abi_string(b"USDC")[:-2] + "01", None),  # garbage in the padding
+    ("0x010203", None), ("0x", None), ("0xzz", None), (None, None), (7, None),
+    ("0x" + "00" * 5000, None),  # more than any symbol
+])
+def test_a_symbol_is_short_printable_text_or_nothing(answer, symbol):
+    from app.chain.tokens import parse_symbol
+
+    assert parse_symbol(answer) == symbol
+
+
+@pytest.mark.parametrize("answer, decimals", [
+    ("0x" + format(6, "064x"), 6), ("0x" + format(255, "064x"), 255), ("0x" + format(256, "064x"), None),
+    ("0x" + "f" * 64, None), ("0x06", None), ("0x", None), (None, None),
+])
+def test_decimals_are_one_word_of_a_uint8_or_nothing(answer, decimals):
+    from app.chain.rpc import RpcError
+    from app.chain.tokens import parse_decimals
+
+    assert parse_decimals(answer) == decimals
+    assert parse_decimals(RpcError("execution reverted")) is None
