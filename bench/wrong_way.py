@@ -309,7 +309,8 @@ def _chain_floor(chain, token, targets, first, last, chunk=500):
     """The same eth_getLogs calls as reconcile's (chunks of 500 addresses, 20 to a batch), parsed."""
     session = requests.Session()
     started = time.perf_counter()
-    chunks = [sorted(targets)[i:i + chunk] for i in range(0, len(targets), chunk)]
+    ordered = sorted(targets)
+    chunks = [ordered[i:i + chunk] for i in range(0, len(ordered), chunk)]
     found = 0
     for i in range(0, len(chunks), 20):
         batch = [{"jsonrpc": "2.0", "id": j, "method": "eth_getLogs", "params": [{
