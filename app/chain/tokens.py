@@ -15,20 +15,23 @@ SYMBOL = "0x95d89b41"  # symbol()
 DECIMALS = "0x313ce567"  # decimals()
 CALL_GAS = 100_000
 MAX_SYMBOL = 32  # characters
+PER_BATCH = 50  # contracts per JSON-RPC batch (two calls each)
 
 
 def describe(client, contracts) -> dict:
     """{contract: (symbol or None, decimals or None)} for each contract (lowercase 0x addresses),
-    read at the latest block in one JSON-RPC batch. RpcError only when the node cannot be asked
+    read at the latest block in JSON-RPC batches of PER_BATCH contracts. RpcError only when the node cannot be asked
     at all (unreachable, not a batch): a contract's failing call is None, never a fault."""
     contracts = list(dict.fromkeys(contracts))
-    if not contracts:
-        return {}
-    calls = [("eth_call", [{"to": contract, "data": selector, "gas": hex(CALL_GAS)}, "latest"])
-             for contract in contracts for selector in (SYMBOL, DECIMALS)]
-    answers = client.batch(calls, what="eth_call(symbol, decimals)", tolerate=True)
-    return {contract: (parse_symbol(answers[2 * i]), parse_decimals(answers[2 * i + 1]))
-            for i, contract in enumerate(contracts)}
+    found = {}
+    for start in range(0, len(contracts), PER_BATCH):
+        chunk = contracts[start:start + PER_BATCH]
+        calls = [("eth_call", [{"to": contract, "data": selector, "gas": hex(CALL_GAS)}, "latest"])
+                 for contract in chunk for selector in (SYMBOL, DECIMALS)]
+        answers = client.batch(calls, what="eth_call(symbol, decimals)", tolerate=True)
+        found.update((contract, (parse_symbol(answers[2 * i]), parse_decimals(answers[2 * i + 1])))
+                     for i, contract in enumerate(chunk))
+    return found
 
 
 def _bytes(value) -> bytes | None:

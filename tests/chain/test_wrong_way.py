@@ -160,6 +160,10 @@ def test_the_right_token_on_the_wrong_network_is_reported_accepted_and_collected
                                                            acceptedBy=who)]
     assert [kind for kind, _ in two.events(process_id)] == ["payment.unexpected", "payment.completed"]
     assert two.events(process_id)[1][1]["data"]["payment"]["amountPaid"] == "10"
+    public = two.client.get(f"/payment-button/process/{process_id}/public",
+                            headers={"x-public-key": two.merchant["publicKey"]}).get_json()
+    assert public["status"] == "completed"  # a browser sees the acceptance, not who made it
+    assert public["payment"]["unexpectedTransfers"] == [dict(reported, acceptedAt=iso(clock()))]
     again = two.accept(process_id, key)
     assert again.status_code == 409 and again.get_json()["code"] == "invalid_state"
     assert "already accepted" in again.get_json()["message"]
