@@ -18,6 +18,7 @@ import uuid
 
 import pytest
 
+from support.browser import expect_ready, tab_from
 from support.helpers import events_of
 
 try:
@@ -109,7 +110,7 @@ def test_shows_exact_amount_test_mode_and_countdown(page, shop, api_calls, scree
     expect(button(page, ".amount-value")).to_have_text("1234.50")
     expect(button(page, ".currency")).to_have_text("EUR")
     expect(button(page, ".pay")).to_have_text("Pay 1234.50 EUR")
-    expect(button(page, ".pay")).to_be_enabled()
+    expect_ready(button(page, ".pay"))
     expect(button(page, ".badge")).to_have_text("TEST MODE")
     # The service's clock (START, in 2026) is far from the browser's: the countdown uses the former.
     expect(button(page, ".countdown")).to_have_text(re.compile(r"^Expires in (29:5\d|30:00)$"))
@@ -157,7 +158,7 @@ def test_failed_sandbox_payment_leaves_it_pending_and_can_be_retried(page, shop,
 
     expect(button(page, ".notice")).to_have_text("Payment failed. No money was taken. You can try again.")
     expect(button(page, "dialog")).to_be_hidden()
-    expect(button(page, ".pay")).to_be_enabled()
+    expect_ready(button(page, ".pay"))
     expect_focus(page, "pay")
     assert events(page, 1) == [event("payment-failure", shop.public(pid))]
     assert shop.public(pid)["status"] == "pending"
@@ -209,7 +210,7 @@ def test_final_status_at_load_shows_state_and_fires_its_event_once(
 def test_status_changed_elsewhere_is_followed_by_polling(page, shop, clock, status, title, event_type):
     pid = shop.create()
     page.goto(shop.url(pid))
-    expect(button(page, ".pay")).to_be_enabled()
+    expect_ready(button(page, ".pay"))
     if status == "completed":
         shop.complete(pid)  # an operator confirming a payment received outside the button
     elif status == "cancelled":
@@ -242,7 +243,7 @@ def test_countdown_runs_on_the_server_clock(page, shop, clock, skew):
     page.goto(shop.url(pid))
 
     expect(button(page, ".countdown")).to_have_text(re.compile(r"^Expires in (9:5\d|10:00)$"))
-    expect(button(page, ".pay")).to_be_enabled()
+    expect_ready(button(page, ".pay"))
 
 
 @pytest.mark.parametrize("process", ["unknown", "another merchant's"])
@@ -283,7 +284,7 @@ def test_gateway_failure_says_something_and_can_be_retried(page, shop, gateway):
     button(page, ".retry").click()
     expect(button(page, ".amount-value")).to_have_text("7.50")
     expect(button(page, ".notice")).to_be_hidden()
-    expect(button(page, ".pay")).to_be_enabled()
+    expect_ready(button(page, ".pay"))
 
 
 @pytest.mark.sqlite_only  # the 503 comes from holding SQLite's one write lock
@@ -292,14 +293,14 @@ def test_payment_error_shows_message_and_keeps_the_process_payable(page, shop, l
     pid = shop.create()
     pause_clock(page)  # no timed poll meanwhile: the answers under test are the payment's
     page.goto(shop.url(pid))
-    expect(button(page, ".pay")).to_be_enabled()
+    expect_ready(button(page, ".pay"))
     button(page, ".pay").click()
     message = "The service cannot reach its database; try again later."
     with live_server.app.extensions["db"].transaction():  # another writer holds SQLite's lock too long
         button(page, ".sim-success").click()
         expect(button(page, ".notice")).to_have_text(message)
 
-    expect(button(page, ".pay")).to_be_enabled()
+    expect_ready(button(page, ".pay"))
     assert events(page, 1) == [event("payment-error", {"code": "service_unavailable", "message": message, "status": 503})]
     assert shop.public(pid)["status"] == "pending"
     assert events_of(runner, pid) == []
@@ -344,11 +345,10 @@ def test_live_mode_without_a_payment_method_says_so(page, live_server, merchant_
 def test_keyboard_tab_enter_escape(page, shop):
     pid = shop.create()
     page.goto(shop.url(pid))
-    expect(button(page, ".pay")).to_be_enabled()
+    expect_ready(button(page, ".pay"))
     expect(button(page, ".card [role=status][aria-live=polite]")).to_have_count(1)
 
-    page.bring_to_front()  # a new headless page does not always have window focus yet
-    page.wait_for_function("document.hasFocus()")
+    tab_from(page, "h1")
     page.keyboard.press("Tab")
     expect_focus(page, "pay")
     page.keyboard.press("Enter")
@@ -409,7 +409,7 @@ def test_polling_pauses_while_the_page_is_hidden_and_stops_when_final(page, shop
     pid = shop.create()
     pause_clock(page)
     page.goto(shop.url(pid))
-    expect(button(page, ".pay")).to_be_enabled()
+    expect_ready(button(page, ".pay"))
     assert len(api_calls()) == 1
 
     set_hidden(page, True)
@@ -439,7 +439,7 @@ def test_polling_backs_off_from_1_to_15_seconds(page, shop, api_calls):
     pid = shop.create()
     pause_clock(page)
     page.goto(shop.url(pid))
-    expect(button(page, ".pay")).to_be_enabled()
+    expect_ready(button(page, ".pay"))
 
     for polls in range(1, 7):  # each poll's answer schedules the next one: wait for it, then run it
         page.wait_for_function("n => window.__timeouts.length >= n", arg=polls)

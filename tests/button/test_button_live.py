@@ -19,6 +19,7 @@ import pytest
 
 from app.data import outbox as event_rows
 from app.demo.merchant import DEMO_FIRST_ADDRESS, DEMO_XPUB
+from support.browser import expect_ready, tab_from
 from support.qr_decode import qr_texts
 
 try:
@@ -148,7 +149,7 @@ def expect_sandbox(page):
     """Test mode: the badge, and the sandbox as the secondary action beside the live one."""
     expect(btn(page, ".badge")).to_have_text("TEST MODE")
     expect(btn(page, ".pay")).to_have_text("Simulate a payment (test mode)")
-    expect(btn(page, ".pay")).to_be_enabled()
+    expect_ready(btn(page, ".pay"))
     expect(btn(page, ".pay")).to_have_class("pay secondary")
 
 
@@ -340,8 +341,7 @@ def test_live_payment_at_360_px_by_keyboard(page, demo, live_server, merchant_si
     page.goto(merchant_site.checkout_url(live_server.url, pid, demo.keys["publicKey"]))
     expect(btn(page, ".choice")).to_have_count(2)
 
-    page.bring_to_front()
-    page.wait_for_function("document.hasFocus()")
+    tab_from(page, "h1")
     page.keyboard.press("Tab")
     page.keyboard.press("Enter")  # TUSD
     expect(btn(page, ".step-title")).to_have_text("Pay with TUSD on")

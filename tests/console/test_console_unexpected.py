@@ -97,7 +97,10 @@ def test_the_owner_accepts_an_unexpected_transfer_of_a_registered_asset(app, cli
     other = client.post(f"/dashboard/processes/{process_id}/unexpected/{TX_OTHER}:2/accept",
                         data={"csrf_token": csrf(page)})
     assert other.status_code == 409 and "no registered asset" in other.text
-    accepted = client.post(action, data={"csrf_token": csrf(page)})
+    posted = client.post(action, data={"csrf_token": csrf(page)})
+    assert posted.status_code == 303
+    assert posted.headers["Location"] == f"/dashboard/processes/{process_id}?done=accepted#unexpected"
+    accepted = client.get(posted.headers["Location"])
     assert accepted.status_code == 200 and "is accepted as payment" in accepted.text
     assert "Accepted " in accepted.text and "by console owner@shop.example" in accepted.text
     body = shop.get(process_id).get_json()

@@ -13,6 +13,7 @@ import re
 import pytest
 
 from app.data import outbox as event_rows
+from support.browser import expect_ready
 
 try:
     from playwright.sync_api import expect
@@ -37,7 +38,7 @@ def place_order(page, live_server, amount, order_ref):
     page.get_by_label("Amount").fill(amount)
     page.get_by_label("Order reference").fill(order_ref)
     page.get_by_role("button", name="Create preorder").click()
-    expect(page.locator("payment-button .pay")).to_be_enabled()
+    expect_ready(page.locator("payment-button .pay"))
     return page.locator("payment-button").get_attribute("process-id")
 
 

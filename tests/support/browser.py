@@ -103,6 +103,24 @@ def page(browser):
     context.close()
 
 
+def expect_ready(locator):
+    """Wait until a control is shown and enabled. Enabled alone passes at once for a control that
+    sits hidden in the page until the first answer renders it."""
+    from playwright.sync_api import expect
+
+    expect(locator).to_be_visible()
+    expect(locator).to_be_enabled()
+
+
+def tab_from(page, selector):
+    """Start keyboard navigation at `selector` (an element that takes no focus, e.g. the page's
+    heading), as a person clicking there does: the next Tab focuses the next focusable element
+    after it. A new headless page may lack window focus, which made a first Tab land nowhere."""
+    page.bring_to_front()
+    page.locator(selector).click()
+    page.wait_for_function("document.hasFocus()")
+
+
 def save_screenshot(target, name, **options):
     """Save a screenshot of a Page or Locator as tests/artifacts/<name>.png; returns the path."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
