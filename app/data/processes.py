@@ -155,6 +155,7 @@ CONDITIONS = {
     "asset=": "EXISTS (SELECT 1 FROM payments p WHERE p.process_id = processes.id AND p.asset_id = ?)",
     "network=": ("EXISTS (SELECT 1 FROM payments p WHERE p.process_id = processes.id"
                  " AND p.network_id = ?)"),
+    "unexpected": HAS_UNEXPECTED,  # a confirmed transfer that is not the payment's choice
 }
 
 
