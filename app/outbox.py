@@ -15,6 +15,7 @@ EVENT_TYPES = (
     "payment.completed", "payment.failed", "process.cancelled", "process.expired",
     # Live payments, written by the chain watcher (app/chain/watcher.py).
     "payment.pending", "payment.partial", "payment.received_late", "payment.reversed",
+    "payment.unexpected",
     # Refunds (app/refunds.py; refund.completed and refund.reversed by the chain watcher,
     # app/chain/refunds.py).
     "refund.created", "refund.completed", "refund.cancelled", "refund.reversed",

@@ -23,7 +23,7 @@ from decimal import Decimal
 from flask import (Blueprint, Response, current_app, g, redirect, render_template, request,
                    stream_with_context, url_for)
 
-from app import collect, outbox, merchants, payments, processes, qr, refunds
+from app import collect, outbox, merchants, payments, processes, qr, refunds, unexpected
 from app.chain import rpc
 from app.chain.rpc import transfer_calldata
 from app.clock import now
@@ -49,7 +49,8 @@ bp = Blueprint("dashboard", __name__, url_prefix="/dashboard", template_folder="
 PAGE_SIZE = 50
 CSV_BATCH = 500
 CSV_COLUMNS = ("processId", "status", "amount", "livemode", "createdAt", "updatedAt", "expiresAt",
-               "metadata", "assetId", "networkId", "amountDue", "amountPaid", "amountRefunded", "marks")
+               "metadata", "assetId", "networkId", "amountDue", "amountPaid", "amountRefunded", "marks",
+               "transferTxHashes", "transferLogIndexes", "transferBlockNumbers", "transferBlockHashes")
 
 
 @bp.app_template_filter("when")
@@ -83,6 +84,8 @@ NOTICES = {
     "url-removed": "Webhook URL removed.",
     "test": "Test event queued: its result shows below when the delivery worker has sent it.",
     "replayed": "{count} failed event(s) queued for delivery again.",
+    "accepted": "The transfer is accepted as payment: it counts in the amount paid, and the"
+                " process's event is queued.",
     "revoked": "The key is revoked: it stopped working now.",
     "collection": "The collection's transaction is recorded: it is listed below, confirmed once the"
                   " network's confirmations are reached.",
@@ -244,13 +247,16 @@ def _filters():
     error messages). An impossible combination (another mode than the merchant's) gives None."""
     args = request.args
     form = {name: args.get(name, "").strip()
-            for name in ("status", "mode", "from", "to", "q", "money", "asset", "network")}
+            for name in ("status", "mode", "from", "to", "q", "money", "asset", "network",
+                         "unexpected")}
     errors, found = [], {}
     conditions = []
     if form["money"] and form["money"] not in dict(MONEY_FILTERS):
         errors.append("money: choose one of the listed filters.")
     elif form["money"]:
         conditions.append((form["money"], None))
+    if form["unexpected"]:  # the checkbox "has unexpected transfers"
+        conditions.append(("unexpected", None))
     for name in ("asset", "network"):
         if form[name]:
             conditions.append((name + "=", form[name]))
@@ -361,7 +367,8 @@ def _money(batch, names=None) -> dict:
         if view is None:
             continue
         pay = view.payment
-        paid = sum(t.amount for t in view.transfers if t.status == "confirmed")
+        counted = [t for t in view.transfers if t.status == "confirmed"]
+        paid = sum(t.amount for t in counted)
         # A refund is in its own token's units: the payment's, unless the choice changed since.
         back = sum(Decimal(r.amount).scaleb(-r.decimals) for r in refunded.get(p.id, ())
                    if r.status == "completed")
@@ -375,7 +382,7 @@ def _money(batch, names=None) -> dict:
             "symbol": symbols.get((pay.asset_id, pay.network_id), pay.asset_id),
             "network": networks.get(pay.network_id, pay.network_id),
             "due": format_units(pay.amount_due, pay.decimals), "paid": format_units(paid, pay.decimals),
-            "refunded": overview.text(back), "marks": marks}
+            "refunded": overview.text(back), "marks": marks, "proof": _chain_proof(counted)}
     return found
 
 
@@ -445,11 +452,20 @@ def processes_csv():
 def _money_columns(money):
     """The CSV's payment columns: asset, network, amount due, confirmed amount paid and completed
     refunds, in token units (a payment completed under the merchant's tolerance shows paid below
-    due), and the list's marks joined by "; "; empty without a live payment."""
+    due), the list's marks joined by "; ", and the chain proof (`_chain_proof`); empty without a
+    live payment."""
     if money is None:
-        return ("",) * 6
+        return ("",) * 10
     return (money["asset_id"], money["network_id"], money["due"], money["paid"], money["refunded"],
-            "; ".join(money["marks"]))
+            "; ".join(money["marks"]), *money["proof"])
+
+
+def _chain_proof(counted):
+    """The CSV's chain proof of what `amountPaid` counts: per confirmed transfer (an accepted
+    unexpected one included), its transaction hash, log index, block number and block hash, each
+    column a space-separated list in the same order."""
+    return (" ".join(t.tx_hash for t in counted), " ".join(str(t.log_index) for t in counted),
+            " ".join(str(t.block_number) for t in counted), " ".join(t.block_hash for t in counted))
 
 
 def _process_or_404(process_id):
@@ -520,8 +536,41 @@ def process_page(process_id, notice=None, error=None, status=200):
         can_refund=refundable not in (None, "0"),
         metadata=dumps_pretty(loads(process.metadata.encode())), event_list=event_list,
         timeline=_timeline(process, view, event_list, current), notice=notice, error=error,
-        refresh=refresh,
+        refresh=refresh, unexpected=_unexpected_rows(payment),
     ), status
+
+
+# --- Unexpected transfers (templates/dashboard/_unexpected.html) -----------------------------------
+
+def _unexpected_rows(payment):
+    """The payment's unexpected transfers as the partial shows them: each with its network's name
+    and whether its token is a registered asset there (only those can be accepted as payment)."""
+    if not payment or not payment["unexpectedTransfers"]:
+        return []
+    conn = get_db().connection()
+    names = {n.id: n.name for n in payment_rows.list_networks(conn)}
+    rows = []
+    for u in payment["unexpectedTransfers"]:
+        registered = payment_rows.asset_with_contract(conn, u["networkId"], u["tokenContract"])
+        rows.append(dict(u, network_name=names.get(u["networkId"], u["networkId"]),
+                         registered=registered is not None))
+    return rows
+
+
+@bp.post("/processes/<process_id>/unexpected/<transfer>/accept")
+@login_required
+@owner_required
+def accept_unexpected(process_id, transfer):
+    """Accept an unexpected transfer of a registered asset as payment (app/unexpected.py)."""
+    process = _process_or_404(process_id)
+    try:
+        unexpected.accept(get_db(), g.merchant.id, process.id, transfer, f"console {g.user.email}",
+                          now())
+    except unexpected.TransferNotFound:
+        raise not_found() from None
+    except processes.InvalidState as e:
+        return process_page(process.id, error=str(e), status=409)
+    return _done("dashboard.process_page", "accepted", process_id=process.id, _anchor="unexpected")
 
 
 @bp.get("/processes/<process_id>/cancel")

@@ -132,6 +132,23 @@ def deposits(conn, network_id, factory, merchant_id=None) -> list[Deposit]:
             for r in rows]
 
 
+def collectable(conn, factory, version, merchant_id=None) -> list[Deposit]:
+    """The payout-mode deposit addresses that a factory at `factory` of `version` can empty on a
+    network, whatever network their payment chose: those made with a factory of that address and
+    version (a CREATE2 address is the same on every network where the same factory sits at the
+    same address), of one merchant or of all; ordered by process id."""
+    mine, params = ("", ()) if merchant_id is None else (" AND p.merchant_id = ?", (merchant_id,))
+    rows = conn.execute(
+        "SELECT p.process_id, p.merchant_id, p.address, p.payout_address FROM payments p"
+        " JOIN network_factories f ON f.network_id = p.network_id AND f.address = p.factory"
+        f" WHERE p.mode = 'payout' AND p.factory = ? AND f.version = ?{mine}"
+        " ORDER BY p.process_id",
+        (factory, version, *params),
+    )
+    return [Deposit(r["process_id"], r["merchant_id"], r["address"], r["payout_address"])
+            for r in rows]
+
+
 def deposits_at(conn, factory, addresses) -> dict[str, Deposit]:
     """{address: Deposit} of the payout-mode deposit addresses made with `factory` among
     `addresses` (EIP-55, as stored)."""

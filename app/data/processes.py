@@ -6,6 +6,7 @@ trimmed and lowercased (`search_values`), written with the process in the same t
 import json
 from itertools import islice
 from app.data.schema import dialect
+from app.data.unexpected import HAS_UNEXPECTED
 from app.records import Process
 
 _STORED = (
@@ -154,6 +155,7 @@ CONDITIONS = {
     "asset=": "EXISTS (SELECT 1 FROM payments p WHERE p.process_id = processes.id AND p.asset_id = ?)",
     "network=": ("EXISTS (SELECT 1 FROM payments p WHERE p.process_id = processes.id"
                  " AND p.network_id = ?)"),
+    "unexpected": HAS_UNEXPECTED,  # a confirmed transfer that is not the payment's choice
 }
 
 
@@ -208,25 +210,38 @@ def meets(conn, process_id, conditions) -> bool:
     return conn.execute(f"SELECT 1 FROM processes WHERE id = ?{where}", params).fetchone() is not None
 
 
-def transition(conn, process_id, to_status, now) -> bool:
+def transition(conn, process_id, to_status, now, completed_by=None) -> bool:
     """pending -> to_status, only while the process is pending and not yet past its expiry (or
-    held past it: HELD)."""
+    held past it: HELD). `completed_by`: how a completion came about ('operator', 'sandbox')."""
     cur = conn.execute(
-        "UPDATE processes SET status = ?, updated_at = ?"
+        "UPDATE processes SET status = ?, updated_at = ?, completed_by = ?"
         f" WHERE id = ? AND status = 'pending' AND (expires_at > ? OR {HELD})",
-        (to_status, now, process_id, now),
+        (to_status, now, completed_by, process_id, now),
     )
     return cur.rowcount == 1
 
 
 def complete_paid(conn, process_id, now) -> bool:
-    """pending -> completed by the chain watcher: paid in time (checked by the caller from the
-    transfers' block timestamps), so expires_at is not checked here."""
+    """pending -> completed by its payment (the chain watcher, or staff accepting an unexpected
+    transfer): paid in time (checked by the caller from the transfers' block timestamps), so
+    expires_at is not checked here."""
     cur = conn.execute(
-        "UPDATE processes SET status = 'completed', updated_at = ? WHERE id = ? AND status = 'pending'",
+        "UPDATE processes SET status = 'completed', updated_at = ?, completed_by = 'payment'"
+        " WHERE id = ? AND status = 'pending'",
         (now, process_id),
     )
     return cur.rowcount == 1
+
+
+def completed_by(conn, process_ids) -> dict[str, str | None]:
+    """How each of these processes was completed (`reconcile`): 'payment', 'operator', 'sandbox',
+    or None (not completed, or completed before that was recorded)."""
+    ids = list(process_ids)
+    if not ids:
+        return {}
+    rows = conn.execute(f"SELECT id, completed_by FROM processes WHERE id IN ({','.join('?' * len(ids))})",
+                        ids)
+    return {row["id"]: row["completed_by"] for row in rows}
 
 
 def expire(conn, process_id, now) -> bool:

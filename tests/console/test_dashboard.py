@@ -345,7 +345,9 @@ def test_csv_equals_what_the_merchant_api_lists(console, api, clock, monkeypatch
                        "livemode": "false", "createdAt": p["createdAt"], "updatedAt": p["updatedAt"],
                        "expiresAt": p["expiresAt"], "metadata": json.dumps(p["metadata"], separators=(",", ":")),
                        "assetId": "", "networkId": "", "amountDue": "", "amountPaid": "",
-                           "amountRefunded": "", "marks": ""}
+                       "amountRefunded": "", "marks": "",
+                       "transferTxHashes": "", "transferLogIndexes": "", "transferBlockNumbers": "",
+                       "transferBlockHashes": ""}
     cancelled = read_csv(console.get("/dashboard/processes.csv?status=cancelled"))
     assert [r["processId"] for r in cancelled] == [ids[3]]
     assert 'href="/dashboard/processes.csv?status=cancelled"' in console.get("/dashboard/?status=cancelled").text
