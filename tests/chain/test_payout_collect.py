@@ -256,7 +256,7 @@ def _collections(database):
         database, "SELECT id, status, block_number FROM collections ORDER BY id")]
 
 
-def _wait(predicate, timeout=30):
+def _wait(predicate, timeout=90):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()

@@ -8,16 +8,15 @@ refund, logs marked removed or served by another chain's node, a deep reorganisa
 import json
 import logging
 
-from standardwebhooks.webhooks import Webhook
+from support.chain_shop import NETWORK, OTHER_XPUB, Shop, add_network, cli
+from support.fake_rpc import FaultyRpc
+from support.helpers import Api, assert_error
+from support.receiver import receiver  # noqa: F401  (fixture)
 
 from app.chain import refunds as chain_refunds
 from app.chain import rpc
 from app.chain.canonical import NotProven
 from app.data import payments as payment_rows
-from support.chain_shop import NETWORK, OTHER_XPUB, Shop, add_network, cli
-from support.fake_rpc import FaultyRpc
-from support.helpers import Api, assert_error
-from support.receiver import receiver  # noqa: F401  (fixture)
 
 CONFIRMATIONS = 2
 MERCHANT_WALLET = 0  # the dev account holding the test token: the merchant's payout wallet
@@ -134,8 +133,7 @@ def test_a_refund_is_completed_by_the_merchants_confirmed_transfer(app, client, 
     delivered = runner.invoke(args=["deliver-webhooks", "--once"])
     assert delivered.exit_code == 0, delivered.output
     received = receiver.wait_for(5)
-    verifier = Webhook(merchant["webhookSecret"])
-    bodies = [verifier.verify(r.body, r.headers) for r in received]
+    bodies = [r.verified(merchant["webhookSecret"], clock.now) for r in received]
     [event] = [b for b in bodies if b["type"] == "refund.completed"]
     assert event["data"]["processId"] == process_id
     assert event["data"]["status"] == "completed"
