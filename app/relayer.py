@@ -66,9 +66,10 @@ def relayer_account(config):
 
 def available(db, config, network, now, readings: dict) -> bool:
     """Whether payments on `network` can go without gas now: a relayer is set, it is below its
-    hourly cap, and it holds gas for a few calls (asked at most every GAS_CHECK_SECONDS per worker,
-    with short timeouts: a slow node hides the option rather than the button). `readings`: the
-    worker's cache, {(network id, relayer address): (time.monotonic(), enough gas)}."""
+    hourly cap, it holds gas for a few calls, and the gas price is within the operator's ceiling
+    (asked at most every GAS_CHECK_SECONDS per worker, with short timeouts: a slow node hides the
+    option rather than the button). `readings`: the worker's cache, {(network id, relayer
+    address): (time.monotonic(), usable)}."""
     account = relayer_account(config)
     if account is None or _cap_reached(db.connection(), config, now):
         return False
@@ -81,9 +82,10 @@ def available(db, config, network, now, readings: dict) -> bool:
             chain_id, balance, price = client.batch([
                 ("eth_chainId", []), ("eth_getBalance", [account.address, "latest"]),
                 ("eth_gasPrice", [])])
+            price = rpc.quantity(price, "eth_gasPrice")
             enough = (rpc.quantity(chain_id, "eth_chainId") == network.chain_id
-                      and rpc.quantity(balance, "eth_getBalance")
-                      >= 2 * GAS_RESERVE * rpc.quantity(price, "eth_gasPrice"))
+                      and rpc.quantity(balance, "eth_getBalance") >= 2 * GAS_RESERVE * price
+                      and (network.max_fee_per_gas is None or price <= network.max_fee_per_gas))
         except rpc.RpcError:
             enough = False
         finally:
@@ -115,13 +117,17 @@ def submit(db, config, merchant, process_id, fields: dict, now) -> str:
         raise _unavailable("the relayer has sent as many transactions as it may this hour")
     client = rpc.Client.from_config(network.rpc_url, config)
     try:
-        sender = signer.Sender(client, network.chain_id, account)
+        sender = signer.Sender(client, network.chain_id, account,
+                               max_fee_per_gas=network.max_fee_per_gas)
         _no_other_in_flight(db, client, process_id, now)
         call = eip3009.calldata(authorization)
         gas_limit, fees = _check_on_chain(sender, asset.contract, authorization, call)
         if time.monotonic() - started > DEADLINE_SECONDS:
             raise _network_down("the node answers too slowly")
         return _send(db, config, sender, view, authorization, call, gas_limit, fees, now)
+    except signer.FeesTooHigh as e:
+        log.warning("relayer: %s", e)
+        raise _unavailable("the network's fees are above what the operator allows now") from None
     except rpc.RpcError as e:
         raise _network_down(e) from None
     finally:
