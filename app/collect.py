@@ -16,7 +16,9 @@ One run:
      timeout, or that the node refuses, is replaced (the same nonce, higher fees): a transaction
      that never confirms never jams the key;
 2. reads every deposit address's balances from the chain (each token asset of the network, any
-   `extra_tokens`, and the gas coin), at one block, in JSON-RPC batches;
+   `extra_tokens`, and the gas coin), at one block, in JSON-RPC batches: every payout-mode address
+   that this network's factory can empty, whatever network its payment chose (money sent on the
+   wrong network sits at the same address here when the factory has the same address and version);
 3. sends one factory call per batch of non-empty addresses: as many as fit in BLOCK_SHARE of the
    block gas limit by eth_estimateGas (sized from the estimates of 1 and PROBE addresses, halved until
    they fit; at most `max_batch`), each recorded with its nonce (above every pending one of its
@@ -105,7 +107,7 @@ def collect(db, network_id, key_file, *, merchant_id=None, dry_run=False, max_ba
         sender.check_chain()
         collection_records.settle_earlier(db, sender, network, version, report,
                                           may_send=not dry_run, now=now, timeout=receipt_timeout)
-        deposits = payout_rows.deposits(db.connection(), network_id, factory, merchant_id)
+        deposits = payout_rows.collectable(db.connection(), factory, version, merchant_id)
         balances = _balances(sender.client, deposits, tokens)
         full = [d for d in deposits if any(balances[d.address].values())]
         if full:
@@ -137,11 +139,12 @@ def waiting(db, network_id, merchant_id, *, max_batch=100, client_factory=rpc.Cl
     halving, so the batch stays well below a block."""
     conn = db.connection()
     network = payment_rows.get_network(conn, network_id)
-    factory = payout_rows.get_factory(conn, network_id)
-    if network is None or factory is None:
+    found = payout_rows.factory_of(conn, network_id)
+    if network is None or found is None:
         raise SetupError(f"Network {network_id} has no forwarder factory.")
+    factory, version = found
     tokens = [a.contract for a in payment_rows.list_assets(conn) if a.network_id == network_id]
-    deposits = payout_rows.deposits(conn, network_id, factory, merchant_id)
+    deposits = payout_rows.collectable(conn, factory, version, merchant_id)
     balances = _balances(client_factory(network.rpc_url), deposits, tokens) if deposits else {}
     full = [d for d in deposits if any(balances[d.address].values())]
     totals = defaultdict(int)

@@ -181,10 +181,17 @@ def record_receipt(db, sender, network, version, c, receipt, report, now):
 
 def moved(conn, c, receipt, version) -> list:
     """The items the receipt's logs show moved (the module's docstring), per address and token."""
+    return moved_from(c, receipt, version,
+                      lambda addresses: payout_rows.deposits_at(conn, c.factory, addresses))
+
+
+def moved_from(c, receipt, version, deposits_at) -> list:
+    """`moved`, with `deposits_at(addresses)` giving {address: Deposit} of the collection's
+    factory among them (`reconcile` reads them from its snapshot)."""
     logs = [raw for raw in receipt.logs if isinstance(raw.get("topics"), list)]
     gas_logged = forwarder.logs_gas_coin(version)
     sources = [_checksum_or_none(_source(raw, gas_logged)) for raw in logs]
-    deposits = payout_rows.deposits_at(conn, c.factory, {a for a in sources if a is not None})
+    deposits = deposits_at({a for a in sources if a is not None})
     amounts = defaultdict(int)
     for raw, source in zip(logs, sources):
         deposit = deposits.get(source)

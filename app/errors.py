@@ -5,7 +5,7 @@ import logging
 from flask import Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
-from app import payments, processes, refunds
+from app import payments, processes, refunds, unexpected
 from app.chain import health
 from app.db import database_errors, get_db, is_unavailable
 
@@ -119,6 +119,8 @@ def _domain_errors():
         ),
         processes.ProcessNotFound: lambda e: error_response(404, "not_found", "No such process."),
         refunds.RefundNotFound: lambda e: error_response(404, "not_found", "No such refund."),
+        unexpected.TransferNotFound: lambda e: error_response(
+            404, "not_found", "No such unexpected transfer of this process."),
         refunds.RefundError: lambda e: error_response(400, "validation_error", str(e), e.errors),
         processes.InvalidState: lambda e: error_response(409, "invalid_state", str(e)),
         processes.IdempotencyKeyReused: lambda e: error_response(

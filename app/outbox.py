@@ -15,6 +15,7 @@ EVENT_TYPES = (
     "payment.completed", "payment.failed", "process.cancelled", "process.expired",
     # Live payments, written by the chain watcher (app/chain/watcher.py).
     "payment.pending", "payment.partial", "payment.received_late", "payment.reversed",
+    "payment.unexpected",
     # Refunds (app/refunds.py; refund.completed and refund.reversed by the chain watcher,
     # app/chain/refunds.py).
     "refund.created", "refund.completed", "refund.cancelled", "refund.reversed",
@@ -140,6 +141,17 @@ def replay_where(db, now, *, statuses, merchant_id=None, since=None) -> list[str
 def for_process(db, process_id):
     """Every event of one process, oldest first."""
     return event_rows.for_process(db.connection(), process_id)
+
+
+def page_of(db, merchant_id, *, type=None, state=None, before=None, limit=50):
+    """(events newest first, each with its last attempt or None, has_more): the console's list of
+    a merchant's events, before the event `before` (an id of this merchant's, else from the top)."""
+    conn = db.connection()
+    anchor = event_rows.get(conn, before) if before else None
+    before_seq = anchor.seq if anchor is not None and anchor.merchant_id == merchant_id else None
+    events, more = event_rows.page_of(conn, merchant_id, type=type, state=state, before_seq=before_seq,
+                                      limit=limit)
+    return [(e, (event_rows.attempts_of(conn, e.id) or [None])[-1]) for e in events], more
 
 
 def failing(db, merchant_id, limit=50):

@@ -100,12 +100,14 @@ def _load(conn, process_id, merchant_id):
     return process
 
 
-def _transition(db, process_id, to_status, event_type, verb, now, merchant_id=None):
+def _transition(db, process_id, to_status, event_type, verb, now, merchant_id=None,
+                completed_by=None):
     now = int(now)
     with db.transaction() as conn:
         process = _load(conn, process_id, merchant_id)
         status = process.effective_status(now)
-        if status != "pending" or not process_rows.transition(conn, process_id, to_status, now):
+        if status != "pending" or not process_rows.transition(conn, process_id, to_status, now,
+                                                              completed_by):
             raise InvalidState(process_id, status, verb)
         process = replace(process, status=to_status, updated_at=now)
         emit(conn, event_type, process, now)
@@ -116,8 +118,11 @@ def cancel(db, process_id, now, merchant_id=None) -> Process:
     return _transition(db, process_id, "cancelled", "process.cancelled", "cancelled", now, merchant_id)
 
 
-def complete(db, process_id, now, merchant_id=None) -> Process:
-    return _transition(db, process_id, "completed", "payment.completed", "completed", now, merchant_id)
+def complete(db, process_id, now, merchant_id=None, by="operator") -> Process:
+    """Completed by hand (`by`: 'operator', `processes complete`; 'sandbox', a test-mode sandbox
+    payment), which `reconcile` takes as the record that supports it."""
+    return _transition(db, process_id, "completed", "payment.completed", "completed", now,
+                       merchant_id, completed_by=by)
 
 
 def record_failed_payment(db, process_id, now, merchant_id=None) -> Process:

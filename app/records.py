@@ -147,6 +147,40 @@ class Transfer:
     seen_at: int
     confirmed_at: int | None
     head_block: int | None = None  # its network's head, when read for display (confirmations)
+    accepted: bool = False  # an unexpected transfer staff accepted as payment (its credited amount)
+
+
+@dataclass(frozen=True)
+class UnexpectedTransfer:
+    """An ERC-20 Transfer to a deposit address that is not its process's choice (another token, or
+    another network), confirmed: what `payment.unexpectedTransfers` lists. `symbol` and `decimals`
+    as the contract answered (None: no answer); `credited_amount`, once accepted as payment, in the
+    base units of the payment's token."""
+    chain_id: int
+    tx_hash: str
+    log_index: int
+    network_id: str
+    process_id: str
+    token_contract: str
+    from_address: str
+    amount: int  # base units of token_contract
+    block_number: int
+    block_hash: str
+    block_timestamp: int
+    status: str
+    seen_at: int
+    confirmed_at: int | None
+    symbol: str | None = None
+    decimals: int | None = None
+    reported_at: int | None = None
+    accepted_at: int | None = None
+    accepted_by: str | None = None
+    credited_amount: int | None = None
+
+    @property
+    def key(self) -> str:
+        """How a path names it: `<txHash>:<logIndex>`."""
+        return f"{self.tx_hash}:{self.log_index}"
 
 
 @dataclass(frozen=True)
@@ -159,13 +193,15 @@ class ChainBlock:
 
 
 class WatchedAddress(NamedTuple):
-    """A deposit address the watcher looks for, with the token it must be paid in (lowercase), and
-    its process's expiry (a transfer in a block no later than one at or before it is in time).
-    A named tuple, quick to build: a watcher builds one per watched address at its start."""
+    """A deposit address the watcher looks for, with the network and token it must be paid in
+    (lowercase), and its process's expiry (a transfer in a block no later than one at or before it
+    is in time). A named tuple, quick to build: a watcher builds one per watched address at its
+    start."""
     process_id: str
     address: str
     token_contract: str
     expires_at: int
+    network_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -296,10 +332,12 @@ class Payment:
 
 @dataclass(frozen=True)
 class PaymentView:
-    """A payment with its seen and confirmed transfers (ordered by block, then log index): what
-    the `payment` object of a Process shows."""
+    """A payment with its seen and confirmed transfers (ordered by block, then log index; those
+    accepted as payment among them), and its confirmed unexpected transfers: what the `payment`
+    object of a Process shows."""
     payment: Payment
     transfers: tuple[Transfer, ...]
+    unexpected: tuple[UnexpectedTransfer, ...] = ()
 
 
 REFUND_STATUSES = ("pending", "completed", "cancelled")

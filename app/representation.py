@@ -7,6 +7,7 @@ import json
 from datetime import datetime, timezone
 from functools import lru_cache
 
+from app.chain.addresses import to_checksum_address
 from app.money import format_units
 
 
@@ -41,7 +42,7 @@ def public_process_json(p, now, payment=None, network_state=None) -> str:
     return (
         f'{{"processId":"{p.id}","status":"{p.effective_status(now)}","amount":{p.amount},'
         f'"expiresAt":"{iso(p.expires_at)}","livemode":{_bool(p.livemode)},'
-        f'"networkState":{state},"payment":{payment_json(payment)}}}'
+        f'"networkState":{state},"payment":{payment_json(payment, public=True)}}}'
     )
 
 
@@ -54,11 +55,12 @@ def page_json(processes, has_more, now, payments=None, refunds=None) -> str:
     return f'{{"data":[{items}],"hasMore":{_bool(has_more)}}}'
 
 
-def payment_json(view) -> str:
+def payment_json(view, public=False) -> str:
     """The `payment` object of API.md ("null" for None). Amounts are token units rendered from
     integer base units; a transfer's confirmations count its own block, from the network's head
     when last asked. `paymentUri` (EIP-681) asks for what is still outstanding: the amount due less
-    what was paid or seen, 0 when nothing is (the button then shows progress, not a code)."""
+    what was paid or seen, 0 when nothing is (the button then shows progress, not a code).
+    `public` (what a browser sees): who accepted an unexpected transfer is left out (null)."""
     if view is None:
         return "null"
     p, d = view.payment, view.payment.decimals
@@ -72,12 +74,32 @@ def payment_json(view) -> str:
         for t in view.transfers
     )
     uri = f"ethereum:{p.token_contract}@{p.chain_id}/transfer?address={p.address}&uint256={outstanding}"
+    unexpected = ",".join(unexpected_json(u, public) for u in view.unexpected)
     return (
         f'{{"assetId":{json.dumps(p.asset_id)},"networkId":{json.dumps(p.network_id)},'
         f'"chainId":{p.chain_id},"tokenContract":"{p.token_contract}","address":"{p.address}",'
         f'"amountDue":"{format_units(p.amount_due, d)}","amountPaid":"{format_units(paid, d)}",'
         f'"amountPending":"{format_units(pending, d)}","paymentUri":{json.dumps(uri)},'
-        f'"transfers":[{transfers}],"finality":"{p.finality}"}}'
+        f'"transfers":[{transfers}],"unexpectedTransfers":[{unexpected}],'
+        f'"finality":"{p.finality}"}}'
+    )
+
+
+def unexpected_json(u, public=False) -> str:
+    """An entry of `payment.unexpectedTransfers`: a confirmed transfer to the deposit address that
+    is not the payment's choice. `symbol` and `amount` (token units) when the contract answered
+    `symbol()` and `decimals()` (null otherwise); `baseUnits` always; `acceptedAt`/`acceptedBy`
+    once staff accepted it as payment (it then counts in `amountPaid`); `acceptedBy` (a staff
+    e-mail, a secret key's first characters) is null in what a browser sees (`public`)."""
+    amount = "null" if u.decimals is None else f'"{format_units(u.amount, u.decimals)}"'
+    accepted_at = "null" if u.accepted_at is None else f'"{iso(u.accepted_at)}"'
+    return (
+        f'{{"networkId":{json.dumps(u.network_id)},"chainId":{u.chain_id},'
+        f'"tokenContract":"{to_checksum_address(u.token_contract)}",'
+        f'"symbol":{json.dumps(u.symbol)},"amount":{amount},"baseUnits":"{u.amount}",'
+        f'"txHash":"{u.tx_hash}","logIndex":{u.log_index},"blockNumber":{u.block_number},'
+        f'"acceptedAt":{accepted_at},'
+        f'"acceptedBy":{"null" if public else json.dumps(u.accepted_by)}}}'
     )
 
 

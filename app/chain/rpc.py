@@ -13,6 +13,7 @@ from app.config import DEFAULTS
 
 
 MAX_BATCH = 1000  # geth's default batch limit (BatchRequestLimit); smaller ones are found as refused
+LOGS_PER_BATCH = 20  # eth_getLogs calls of address chunks sent in one batch (each may be heavy)
 
 # The finality tags a network may settle by (`networks add --finality`), besides counting.
 TAGS = ("safe", "finalized")
@@ -29,6 +30,18 @@ class RpcError(Exception):
 class Malformed(RpcError):
     """A value of the node's answer is not what the protocol says (a quantity with a sign, a log
     that is not an ERC-20 Transfer…). Whether that is a fault is the caller's decision."""
+
+
+class NotATransfer(Malformed):
+    """A log in the place of an ERC-20 Transfer whose shape is its contract's doing, not the node's
+    (4 topics as an ERC-721 Transfer, an unpadded address topic, data that is not one word). A
+    contract nobody registered may emit anything to a deposit address: such a log is not looked at
+    (`get_logs`'s `strict`); a registered token's is a fault like any Malformed. `token`: the log's
+    contract."""
+
+    def __init__(self, message, token):
+        super().__init__(message)
+        self.token = token
 
 
 class ChainMoved(RpcError):
@@ -124,11 +137,12 @@ class Client:
     def chain_id(self) -> int:
         return quantity(self.call("eth_chainId"), "eth_chainId")
 
-    def batch(self, calls, what=None):
+    def batch(self, calls, what=None, tolerate=False):
         """Several calls in one JSON-RPC batch request (one HTTP round trip): their results, in
         order, or RpcError when any failed or the answer does not match the request. `what` names
         the request in an error (default: its first call's method); a failed call is named by its
-        own method."""
+        own method. `tolerate`: a call that failed gives its RpcError in its place instead (the
+        request itself must still be answered whole)."""
         calls = list(calls)
         if not calls:
             return []
@@ -150,7 +164,12 @@ class Client:
             item = by_id.get(first + i)
             if item is None:
                 raise RpcError(f"{what}: {redacted(self.url)} left a call unanswered")
-            results.append(self._result(_named(method, params), item))
+            try:
+                results.append(self._result(_named(method, params), item))
+            except RpcError as e:
+                if not tolerate:
+                    raise
+                results.append(e)
         return results
 
     def pinned(self, calls, pins, what=None):
@@ -207,19 +226,46 @@ class Client:
                              "eth_getBlockByNumber")
 
     def transfer_logs(self, from_block, to_block, tokens, recipients, split=True,
-                      pins=None) -> list:
-        """Transfer logs of `tokens` to `recipients` (None: to anyone) in [from_block, to_block],
-        in as many eth_getLogs calls as needed: a range the node refuses as too large (or whose
-        result is) is split in halves, down to single blocks (`split`; else the error is raised).
-        With `pins`, each call is sent in a batch with them (`get_logs`)."""
+                      pins=None, strict=None) -> list:
+        """Transfer logs of `tokens` (None: any contract) to `recipients` (None: to anyone) in
+        [from_block, to_block], in as many eth_getLogs calls as needed: a range the node refuses as
+        too large (or whose result is) is split in halves, down to single blocks (`split`; else the
+        error is raised). With `pins`, each call is sent in a batch with them; `strict`: get_logs's."""
         try:
-            return get_logs(self, from_block, to_block, tokens, recipients, pins)
+            return get_logs(self, from_block, to_block, tokens, recipients, pins, strict)
         except RpcError as e:
             if not split or from_block == to_block or not is_too_large(e):
                 raise
         middle = (from_block + to_block) // 2
-        return (self.transfer_logs(from_block, middle, tokens, recipients, pins=pins)
-                + self.transfer_logs(middle + 1, to_block, tokens, recipients, pins=pins))
+        return (self.transfer_logs(from_block, middle, tokens, recipients, pins=pins, strict=strict)
+                + self.transfer_logs(middle + 1, to_block, tokens, recipients, pins=pins,
+                                     strict=strict))
+
+    def transfer_logs_by_chunks(self, from_block, to_block, chunks, pins=None, strict=None) -> list:
+        """The Transfer logs of any contract to each chunk of recipients in the range: the chunks'
+        eth_getLogs calls LOGS_PER_BATCH to a batch (each batch with `pins`), so many deposit
+        addresses cost few round trips. A batch the node refuses (too large a batch, range or
+        result) is asked again chunk by chunk (`transfer_logs`, which splits the range)."""
+        logs = []
+        for i in range(0, len(chunks), LOGS_PER_BATCH):
+            group = chunks[i:i + LOGS_PER_BATCH]
+            if len(group) == 1:
+                logs += self.transfer_logs(from_block, to_block, None, group[0], pins=pins,
+                                           strict=strict)
+                continue
+            calls = [_logs_call(from_block, to_block, None, chunk) for chunk in group]
+            try:
+                results = self.batch(calls) if pins is None else self.pinned(calls, pins)
+            except RpcError as e:
+                if not (is_too_large(e) or is_batch_too_large(e)):
+                    raise
+                for chunk in group:
+                    logs += self.transfer_logs(from_block, to_block, None, chunk, pins=pins,
+                                               strict=strict)
+                continue
+            for result in results:
+                logs += parse_logs(result, from_block, to_block, None, strict)
+        return logs
 
 
 _HEX_DIGITS = re.compile(r"[0-9a-fA-F]+")
@@ -390,9 +436,13 @@ class Pins:
 
 def parse_transfer_log(value) -> Log:
     """An ERC-20 Transfer log (3 topics, the amount one 32-byte word in `data`), parsed strictly:
-    Malformed for anything else (another event, an ERC-721 Transfer, a sign or a space in a
-    number), ChainMoved for a log the node marks `"removed": true` (its block left the chain while
-    it answered). Whether a malformed log is a fault is the caller's decision."""
+    ChainMoved for a log the node marks `"removed": true` (its block left the chain while it
+    answered); Malformed for a field the node writes that is not of its form (the contract's
+    address, the transaction hash, log index, block number and hash, the topics' 32-byte words);
+    NotATransfer (a Malformed) for a shape the contract chose: another event, an ERC-721 Transfer,
+    an unpadded address, data that is not one word. The node's fields are checked first, so a
+    NotATransfer is a well-formed log of another shape. Whether it is a fault is the caller's
+    decision."""
     what = "eth_getLogs"
     if not isinstance(value, dict):
         raise Malformed(f"{what}: a log is not an object")
@@ -401,50 +451,85 @@ def parse_transfer_log(value) -> Log:
         raise ChainMoved(f"{what}: a log marked removed (its block left the chain)")
     if removed is not False:
         raise Malformed(f"{what}: a log's removed is not a boolean")
-    topics = value.get("topics")
-    if not isinstance(topics, list) or len(topics) != 3:
-        raise Malformed(f"{what}: a log that is not an ERC-20 Transfer (not 3 topics)")
-    if _hash32(topics[0], what + ".topics") != TRANSFER_TOPIC:
-        raise Malformed(f"{what}: a log that is not a Transfer")
-    return Log(
-        token=_address(value.get("address"), what + ".address"),
-        from_address=_topic_address(topics[1]),
-        to_address=_topic_address(topics[2]),
-        amount=word(value.get("data"), what + ".data"),
+    token = _address(value.get("address"), what + ".address")
+    envelope = dict(
+        token=token,
         tx_hash=_hash32(value.get("transactionHash"), what + ".transactionHash"),
         log_index=quantity(value.get("logIndex"), what + ".logIndex"),
         block_number=quantity(value.get("blockNumber"), what + ".blockNumber"),
         block_hash=_hash32(value.get("blockHash"), what + ".blockHash"),
     )
+    topics = value.get("topics")
+    if not isinstance(topics, list) or len(topics) > 4:
+        raise Malformed(f"{what}: a log's topics are not a list of at most 4")
+    topics = [_hash32(topic, what + ".topics") for topic in topics]
+    if len(topics) != 3:
+        raise NotATransfer(f"{what}: a log that is not an ERC-20 Transfer (not 3 topics)", token)
+    if topics[0] != TRANSFER_TOPIC:
+        raise NotATransfer(f"{what}: a log that is not a Transfer", token)
+    data = value.get("data")
+    if (not isinstance(data, str) or not data.startswith("0x")
+            or len(data) > 2 and not _HEX_DIGITS.fullmatch(data, 2)):
+        raise Malformed(f"{what}.data: not hex bytes")
+    return Log(
+        from_address=_topic_address(topics[1], token),
+        to_address=_topic_address(topics[2], token),
+        amount=_transfer_amount(data, token),
+        **envelope,
+    )
 
 
-def _topic_address(value):
-    """An indexed address: 12 zero bytes, then the address."""
-    topic = _hash32(value, "eth_getLogs.topics")
+def _transfer_amount(data, token):
+    """The Transfer's value: `data` must be exactly one ABI word."""
+    if len(data) != 66:
+        raise NotATransfer("eth_getLogs.data: not one 32-byte ABI word", token)
+    return int(data[2:], 16)
+
+
+def _topic_address(topic, token):
+    """An indexed address (a checked 32-byte topic): 12 zero bytes, then the address."""
     if not topic.startswith("0x" + "0" * 24):
-        raise Malformed("eth_getLogs.topics: not an address")
+        raise NotATransfer("eth_getLogs.topics: not an address", token)
     return "0x" + topic[-40:]
 
 
-def get_logs(client, from_block, to_block, tokens, recipients, pins=None) -> list[Log]:
-    """One eth_getLogs call: Transfer logs of `tokens` to `recipients` (None: anyone) in the range;
-    with `pins`, in one batch after them (`Client.pinned`). Only registered tokens are asked for,
-    so every log must be a well-formed Transfer of one of them in the range (else RpcError: a
-    fault)."""
+def get_logs(client, from_block, to_block, tokens, recipients, pins=None, strict=None) -> list[Log]:
+    """One eth_getLogs call: Transfer logs of `tokens` (None: of any contract) to `recipients`
+    (None: anyone) in the range; with `pins`, in one batch after them (`Client.pinned`). Every log
+    must be in the range and of a contract asked for, its node's fields well-formed (else RpcError:
+    a fault). A log whose shape is its contract's doing (NotATransfer) is a fault when its contract
+    is in `strict` (lowercase; None: every contract), else it is left out: a contract nobody
+    registered cannot make a poll fail."""
+    call = _logs_call(from_block, to_block, tokens, recipients)
+    result = client.call(*call) if pins is None else client.pinned([call], pins)[0]
+    return parse_logs(result, from_block, to_block, tokens, strict)
+
+
+def _logs_call(from_block, to_block, tokens, recipients):
     topics = [TRANSFER_TOPIC] if recipients is None else [
         TRANSFER_TOPIC, None, [topic_of(a) for a in recipients]]
-    call = ("eth_getLogs", [{
-        "fromBlock": hex(from_block), "toBlock": hex(to_block), "address": list(tokens),
-        "topics": topics,
-    }])
-    result = client.call(*call) if pins is None else client.pinned([call], pins)[0]
+    params = {"fromBlock": hex(from_block), "toBlock": hex(to_block), "topics": topics}
+    if tokens is not None:
+        params["address"] = list(tokens)
+    return ("eth_getLogs", [params])
+
+
+def parse_logs(result, from_block, to_block, tokens, strict) -> list[Log]:
+    """An eth_getLogs answer, checked as `get_logs` says."""
     if not isinstance(result, list):
         raise Malformed("eth_getLogs: the result is not a list")
-    logs = [parse_transfer_log(value) for value in result]
-    asked = {token.lower() for token in tokens}
-    for log in logs:
+    asked = None if tokens is None else {token.lower() for token in tokens}
+    logs = []
+    for value in result:
+        try:
+            log = parse_transfer_log(value)
+        except NotATransfer as e:
+            if strict is None or e.token in strict:
+                raise
+            continue
         if not from_block <= log.block_number <= to_block:
             raise Malformed("eth_getLogs: a log outside the range asked for")
-        if log.token not in asked:
+        if asked is not None and log.token not in asked:
             raise Malformed("eth_getLogs: a log of a contract not asked for")
+        logs.append(log)
     return logs

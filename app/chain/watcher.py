@@ -50,7 +50,7 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import replace
 
-from app.chain import health, refunds
+from app.chain import health, refunds, tokens
 from app.chain.canonical import KEEP_BLOCKS, kept_floor
 from app.chain.rpc import (TAGS, ChainMoved, Client, Malformed, Pins, RpcError, WrongChain,
                            is_too_large, parse_header, quantity, redacted, wrong_chain)
@@ -59,6 +59,8 @@ from app.data import payments as payment_rows
 from app.data import processes as process_rows
 from app.data import refunds as refund_rows
 from app.data import transfers as transfer_rows
+from app.data import unexpected as unexpected_rows
+from app.data.transfers import PAYING, UNEXPECTED
 from app.outbox import emit
 from app.records import PaymentView, Transfer
 
@@ -100,7 +102,8 @@ class Watcher:
         self._failures = defaultdict(int)  # network id -> consecutive failed polls
         self._next_poll = {}  # network id -> time.monotonic() of its next poll
         self._busy = set()  # networks whose token logs are too many to filter here
-        self._watched = {}  # network id -> _Watched: kept between polls, never across a rewind
+        self._watched = {}  # is_test -> _Watched of that mode's networks: kept between polls
+        self._described = {}  # (chain id, contract) -> (symbol, decimals) its contract answered
 
     @classmethod
     def from_app(cls, app, **options):
@@ -169,7 +172,7 @@ class Watcher:
         except Exception as e:  # the loop never dies: RPC faults, a locked database, a bug
             self._mark_failed(network_id)
             self._failures[network_id] += 1
-            self._watched.pop(network_id, None)
+            self._forget_watched()
             delay = self._backoff(self._failures[network_id])
             self._next_poll[network_id] = time.monotonic() + delay
             if isinstance(e, RpcError):  # its message names the URL's host only
@@ -321,13 +324,20 @@ class Watcher:
         now = int(self.clock())
         with self.db.transaction() as conn:
             transfer_rows.set_head(conn, network.id, head)
-            reversed_ = [t for t in gone if transfer_rows.reverse(conn, t)]
+            reversed_ = [t for table, t in gone if table == PAYING and transfer_rows.reverse(conn, t)]
+            for table, t in gone:  # an unexpected one had counted only if accepted as payment
+                if table == UNEXPECTED:
+                    accepted = unexpected_rows.get(conn, t.process_id, t.tx_hash, t.log_index)
+                    if (transfer_rows.reverse(conn, t, table=UNEXPECTED)
+                            and accepted.accepted_at is not None):
+                        reversed_.append(t)
             for transfer in reversed_:  # each event shows the process without that transfer
                 emit(conn, "payment.reversed", process_rows.get(conn, transfer.process_id), now)
-            orphaned = transfer_rows.orphan_above(conn, network.id, fork)
+            orphaned = sum(transfer_rows.orphan_above(conn, network.id, fork, table=table)
+                           for table in (PAYING, UNEXPECTED))
             transfer_rows.forget_blocks_above(conn, network.id, fork)
             transfer_rows.rewind(conn, network.id, fork)
-        self._watched.pop(network.id, None)
+        self._forget_watched()
         if network.finality in TAGS and network.tag_block is not None and fork < network.tag_block:
             # what the node called final (or safe) was replaced: the chain broke its promise
             log.error("watch %s: a reorganisation replaced blocks from %d, at or below the node's"
@@ -346,15 +356,18 @@ class Watcher:
             raise wrong_chain(network.rpc_url, reported, network.chain_id)
 
     def _left_the_chain(self, client, network, fork, pins):
-        """The confirmed transfers above `fork` whose block the node no longer has under their
-        hash (kept hashes are sparse: a block above the fork may still be the node's), asked in
+        """(table, transfer) of the confirmed transfers (paying and unexpected) above `fork` whose
+        block the node no longer has under their hash (kept hashes are sparse: a block above the
+        fork may still be the node's), asked in
         batches carrying `pins` (the chain id, the head's block and the fork's): a node switched
         to another chain or fork under the poll reverses nothing."""
-        counted = transfer_rows.confirmed_above(self.db.connection(), network.id, fork)
+        conn = self.db.connection()
+        counted = [(table, t) for table in (PAYING, UNEXPECTED)
+                   for t in transfer_rows.confirmed_above(conn, network.id, fork, table=table)]
         if not counted:
             return []
-        canonical = client.headers((t.block_number for t in counted), pins=pins)
-        return [t for t in counted if canonical[t.block_number] is None
+        canonical = client.headers((t.block_number for _, t in counted), pins=pins)
+        return [(table, t) for table, t in counted if canonical[t.block_number] is None
                 or canonical[t.block_number].hash != t.block_hash]
 
     def _below_every_kept_hash(self, network, kept):
@@ -375,11 +388,11 @@ class Watcher:
         last = min(head, first + self.max_range - 1)
         now = int(self.clock())
         pins = self._pins(network, head, last, reads)
-        logs = self._paying(network, self._transfer_logs(client, network, first, last, watched,
-                                                         pins), watched, now)
+        logs, strays = self._paying(network, self._transfer_logs(client, network, first, last,
+                                                                 watched, pins), watched, now)
         pins.read(client)  # when no eth_getLogs call carried them (nothing watched)
         tip = pins.headers[last]
-        headers = self._proven(client, pins, logs)
+        headers = self._proven(client, pins, logs + strays)
         # Built `confirmed` when deep enough (a catch-up's usual case), made `seen` below otherwise.
         deep_enough = self._deep_enough(network, head, reads)
         transfers = [Transfer(
@@ -391,6 +404,14 @@ class Watcher:
             status="confirmed" if entry.block_number <= deep_enough else "seen", seen_at=now,
             confirmed_at=now if entry.block_number <= deep_enough else None,
         ) for entry, match in logs]
+        unexpected = [Transfer(  # confirmed and reported by the confirm phase (_report_unexpected)
+            chain_id=network.chain_id, tx_hash=entry.tx_hash, log_index=entry.log_index,
+            network_id=network.id, process_id=process_id, token_contract=entry.token,
+            from_address=entry.from_address, amount=entry.amount,
+            block_number=entry.block_number, block_hash=entry.block_hash,
+            block_timestamp=headers[entry.block_number].timestamp, status="seen", seen_at=now,
+            confirmed_at=None,
+        ) for entry, process_id in strays]
         try:
             with self.db.transaction() as conn:
                 transfer_rows.set_head(conn, network.id, head)  # before the events show it
@@ -407,6 +428,8 @@ class Watcher:
                         emit(conn, "payment.pending", process_rows.get(conn, transfer.process_id),
                              now)
                 outcomes = self._settle_all(conn, confirmed, now, read=completing)
+                for transfer in unexpected:
+                    transfer_rows.record(conn, transfer, table=UNEXPECTED)
                 transfer_rows.save_block(conn, network.id, tip.number, tip.hash, tip.parent_hash,
                                          tip.timestamp)
                 transfer_rows.prune_blocks(conn, network.id, kept_floor(
@@ -417,10 +440,11 @@ class Watcher:
             log.info("watch %s: another watcher read blocks %d-%d first", network.id, first, last)
             return
         reads.proven.update((n, h.hash) for n, h in headers.items() if h is not None)
-        if logs:
+        if logs or strays:
             settled = f"; settled {_outcomes(outcomes)}" if outcomes else ""
-            log.info("watch %s: blocks %d-%d: %d transfers%s", network.id, first, last, len(logs),
-                     settled)
+            other = f", {len(strays)} unexpected" if strays else ""
+            log.info("watch %s: blocks %d-%d: %d transfers%s%s", network.id, first, last, len(logs),
+                     other, settled)
 
     def _pins(self, network, head, last, reads):
         """What every batch of a step must agree on (rpc.Pins): the step's last block (`last`:
@@ -446,18 +470,29 @@ class Watcher:
         return Pins(None if kept else network.chain_id, blocks)
 
     def _paying(self, network, entries, watched, now):
-        """(log, watched address) of the logs that pay a watched process: its token, to its
-        address, of a value above 0 (a transfer of 0 is no payment: no record, no event)."""
-        logs = []
+        """(paying, unexpected): (log, watched address) of the logs that pay a watched process (its
+        token on this network, to its address), and (log, process id) of the other transfers to a
+        watched address (another token, or a payment chosen on another network); each of a value
+        above 0 (a transfer of 0 is no payment: no record, no event)."""
+        paying, unexpected = [], []
         for entry in entries:
+            if entry.amount == 0:
+                continue
             match = watched.by_key.get((entry.token, entry.to_address))
-            if match is not None and entry.amount > 0:  # another token does not pay this process
-                logs.append((entry, match))
-        if logs:  # a kept process final for longer than the monitoring period is no longer watched
-            gone = transfer_rows.final_before(self.db.connection(), {m.process_id for _, m in logs},
+            if match is not None:
+                paying.append((entry, match))
+                continue
+            process_id = watched.deposits.get(entry.to_address)
+            if process_id is not None:
+                unexpected.append((entry, process_id))
+        if paying or unexpected:  # a process final for longer than the monitoring period: not
+            # watched any more
+            ids = {m.process_id for _, m in paying} | {pid for _, pid in unexpected}
+            gone = transfer_rows.final_before(self.db.connection(), ids,
                                               now - self.monitoring_seconds)
-            logs = [(entry, match) for entry, match in logs if match.process_id not in gone]
-        return logs
+            paying = [(entry, match) for entry, match in paying if match.process_id not in gone]
+            unexpected = [(entry, pid) for entry, pid in unexpected if pid not in gone]
+        return paying, unexpected
 
     def _proven(self, client, pins, logs):
         """{block number: header} of the blocks holding `logs`, read in batches carrying the step's
@@ -472,79 +507,93 @@ class Watcher:
         return headers
 
     def _watched_set(self, network):
-        """The network's watched addresses: read whole after a start, a rewind, a failed poll or
-        a change of the network's mode, and every FULL_READ_SECONDS, else the kept set with the
+        """The watched addresses of the network's mode (on every network: a transfer on another
+        one than the payment's is unexpected), shared by the mode's networks: read whole after a
+        start, a rewind or a failed poll, and every FULL_READ_SECONDS, else the kept set with the
         payments made or changed since the last read (CLOCK_MARGIN earlier). A kept process that
         became final long ago is left out when one of its transfers is found (final_before), not
-        by reading the whole set."""
+        by reading the whole set. The network's view of it: `watched.view(network)`."""
         now, conn = int(self.clock()), self.db.connection()
-        kept = self._watched.get(network.id)
-        if (kept is None or now < kept.read_at or kept.is_test != network.is_test  # set-mode
+        kept = self._watched.get(network.is_test)
+        if (kept is None or now < kept.read_at
                 or time.monotonic() > kept.full_at + FULL_READ_SECONDS):
-            rows = transfer_rows.watched_addresses(conn, network.id, now - self.monitoring_seconds,
+            rows = transfer_rows.watched_addresses(conn, now - self.monitoring_seconds,
                                                    livemode=not network.is_test)
-            kept = self._watched[network.id] = _Watched(rows, now, network.is_test)
-        else:
-            kept.add(transfer_rows.watched_since(conn, network.id, kept.read_at - CLOCK_MARGIN,
+            kept = self._watched[network.is_test] = _Watched(rows, now)
+        else:  # after this network's head was read: what was handed out since is paid above it
+            kept.add(transfer_rows.watched_since(conn, kept.read_at - CLOCK_MARGIN,
                                                  livemode=not network.is_test), now)
-        return kept
+        registered = {a.contract.lower() for a in payment_rows.list_assets(conn)
+                      if a.network_id == network.id}
+        return kept.view(network.id, registered)
+
+    def _forget_watched(self):
+        """The next poll reads the watched addresses whole (after a rewind or a failure)."""
+        self._watched.clear()
 
     def _transfer_logs(self, client, network, first, last, watched, pins):
-        """The watched tokens' Transfer logs in the range that may pay a watched address, each
-        eth_getLogs call in one batch with the step's pins (so the node that gives the logs holds
-        the step's blocks: its logs are all of them). When the addresses take more than one call,
-        one call for all the tokens' transfers, filtered here, is tried first; a token busy enough
-        that the node refuses it, or that returns more than LOCAL_FILTER_MAX logs, is asked by
-        address chunks from then on."""
-        if not watched.by_key:
+        """The Transfer logs of any contract in the range to a watched address, each eth_getLogs
+        call in a batch with the step's pins (so the node that gives the logs holds the step's
+        blocks: its logs are all of them). When the addresses take more than one call, one call for
+        every Transfer in the range, filtered here, is tried first; a chain busy enough that the
+        node refuses it, or that returns more than LOCAL_FILTER_MAX logs, is asked by address
+        chunks from then on (several calls to a batch). A malformed log is a fault when its
+        contract is a registered asset of the network, and left out otherwise (anyone can deploy
+        a contract that emits garbage to a deposit address)."""
+        if not watched.deposits:
             return []
-        if len(watched.by_key) > self.max_addresses and network.id not in self._busy:
+        strict = watched.registered
+        if len(watched.deposits) > self.max_addresses and network.id not in self._busy:
             try:
-                logs = client.transfer_logs(first, last, watched.tokens, None, split=False,
-                                            pins=pins)
+                logs = client.transfer_logs(first, last, None, None, split=False, pins=pins,
+                                            strict=strict)
             except RpcError as e:
                 if not is_too_large(e):
                     raise
                 logs = None
             if logs is None or len(logs) > LOCAL_FILTER_MAX:
-                log.info("watch %s: busy token: reading by deposit address", network.id)
+                log.info("watch %s: busy chain: reading by deposit address", network.id)
                 self._busy.add(network.id)
             if logs is not None:
                 return logs
         recipients = watched.recipients
-        return [entry for i in range(0, len(recipients), self.max_addresses)
-                for entry in client.transfer_logs(first, last, watched.tokens,
-                                                  recipients[i:i + self.max_addresses], pins=pins)]
+        chunks = [recipients[i:i + self.max_addresses]
+                  for i in range(0, len(recipients), self.max_addresses)]
+        return client.transfer_logs_by_chunks(first, last, chunks, pins=pins, strict=strict)
 
     def _confirm(self, client, network, head, reads):
         deep_enough = self._deep_enough(network, head, reads)
-        due = transfer_rows.seen_up_to(self.db.connection(), network.id, deep_enough)
-        if not due:
+        conn = self.db.connection()
+        due = transfer_rows.seen_up_to(conn, network.id, deep_enough)
+        strays = transfer_rows.seen_up_to(conn, network.id, deep_enough, table=UNEXPECTED)
+        if not due and not strays:
             return
         # A block proven by this poll's steps is of the chain through the newest kept block, the
         # head (and the tag): read again only the others.
         canonical = dict(reads.proven)
-        unread = {t.block_number for t in due} - set(canonical)
+        unread = {t.block_number for t in due + strays} - set(canonical)
         if unread:
             found = client.headers(unread, pins=self._confirm_pins(network, head, reads))
             canonical.update((n, h.hash if h is not None else None) for n, h in found.items())
+        replaced = {t.block_number: t.block_hash for t in due + strays
+                    if canonical[t.block_number] != t.block_hash}
+        for number, block_hash in sorted(replaced.items()):
+            # Not on the kept chain (a transfer recorded without proof by an earlier release). The
+            # blocks below it may have gone too: read again from the highest kept hash below it,
+            # which the next poll checks (walking down when it is gone as well).
+            with self.db.transaction() as conn:
+                for table in (PAYING, UNEXPECTED):
+                    transfer_rows.orphan_block(conn, network.id, number, block_hash, table=table)
+                transfer_rows.forget_blocks_above(conn, network.id, number - 1)
+                below = transfer_rows.blocks_from_top(conn, network.id, number)
+                transfer_rows.rewind(conn, network.id, below[0].number if below
+                                     else network.start_block - 1)
+            self._forget_watched()
+            log.warning("watch %s: block %d was replaced: transfer orphaned", network.id, number)
         by_process = defaultdict(list)
         for transfer in due:
-            if canonical[transfer.block_number] == transfer.block_hash:
+            if transfer.block_number not in replaced:
                 by_process[transfer.process_id].append(transfer)
-            else:  # not on the kept chain (a transfer recorded without proof by an earlier release)
-                # The blocks below it may have gone too: read again from the highest kept hash
-                # below it, which the next poll checks (walking down when it is gone as well).
-                with self.db.transaction() as conn:
-                    transfer_rows.orphan_block(conn, network.id, transfer.block_number,
-                                               transfer.block_hash)
-                    transfer_rows.forget_blocks_above(conn, network.id, transfer.block_number - 1)
-                    below = transfer_rows.blocks_from_top(conn, network.id, transfer.block_number)
-                    transfer_rows.rewind(conn, network.id, below[0].number if below
-                                         else network.start_block - 1)
-                self._watched.pop(network.id, None)
-                log.warning("watch %s: block %d was replaced: transfer orphaned", network.id,
-                            transfer.block_number)
         now = int(self.clock())
         pending, outcomes = list(by_process.items()), Counter()
         for i in range(0, len(pending), CONFIRM_BATCH):  # one commit (one sync) per batch
@@ -558,6 +607,42 @@ class Watcher:
                 outcomes += self._settle_all(conn, confirmed, now)
         if outcomes:  # one line per poll; each process's event is in the outbox
             log.info("watch %s: transfers confirmed %s", network.id, _outcomes(outcomes))
+        self._report_unexpected(client, network, head, [t for t in strays
+                                                        if t.block_number not in replaced])
+
+    def _report_unexpected(self, client, network, head, strays):
+        """Confirm the unexpected transfers deep enough and proven (the caller's), each with what
+        its contract says of itself (`_describe`) and its one `payment.unexpected`. Never credited:
+        the process keeps its state."""
+        if not strays:
+            return
+        described = self._describe(client, network, {t.token_contract for t in strays})
+        now, reported = int(self.clock()), 0
+        for i in range(0, len(strays), CONFIRM_BATCH):
+            with self.db.transaction() as conn:
+                transfer_rows.set_head(conn, network.id, head)
+                for t in strays[i:i + CONFIRM_BATCH]:
+                    if not transfer_rows.confirm(conn, t, now, table=UNEXPECTED):
+                        continue
+                    unexpected_rows.describe(conn, t, *described[t.token_contract])
+                    if unexpected_rows.report(conn, t, now):
+                        emit(conn, "payment.unexpected", process_rows.get(conn, t.process_id), now)
+                        reported += 1
+        if reported:
+            log.info("watch %s: %d unexpected transfers reported (payment.unexpected)", network.id,
+                     reported)
+
+    def _describe(self, client, network, contracts) -> dict:
+        """{contract: (symbol, decimals)}: a registered asset of the network from its row, another
+        contract from what it answers (app/chain/tokens.py, never a fault), asked once a watcher."""
+        assets = {a.contract.lower(): (a.symbol, a.decimals)
+                  for a in payment_rows.list_assets(self.db.connection())
+                  if a.network_id == network.id}
+        found = {c: assets.get(c, self._described.get((network.chain_id, c))) for c in contracts}
+        unknown = [c for c, known in found.items() if known is None]
+        for contract, answer in tokens.describe(client, unknown).items():
+            found[contract] = self._described[(network.chain_id, contract)] = answer
+        return found
 
     def _settle_all(self, conn, confirmed, now, read=None) -> Counter:
         """Each process's event for `confirmed` ({process id: its transfers just confirmed}), in
@@ -577,8 +662,8 @@ class Watcher:
                      for process_id, done in confirmed.items()}
         refunds = refund_rows.of_processes(conn, confirmed)  # for the events: one query
         for process_id, done in confirmed.items():
-            outcomes[self._settle(conn, processes[process_id], views[process_id], done, now,
-                                  refunds.get(process_id, ()))] += 1
+            outcomes[settle(conn, processes[process_id], views[process_id], done, now,
+                            refunds.get(process_id, ()))] += 1
         return outcomes
 
     def _confirm_pins(self, network, head, reads):
@@ -626,25 +711,6 @@ class Watcher:
                 completing[process_id] = (process, view)
         return completing
 
-    def _settle(self, conn, process, view, confirmed, now, refunds):
-        """The event for transfers just confirmed (same transaction), and completion when paid;
-        `process` and `view` as they are after the confirmations."""
-        process_id = process.id
-        if process.status != "pending" or not _in_time(process, confirmed):
-            event = "payment.received_late"
-        else:
-            counted = [t for t in view.transfers if t.status == "confirmed"]
-            if view.payment.covered_by(_paid(_in_time(process, counted))):
-                if not process_rows.complete_paid(conn, process_id, now):
-                    raise RuntimeError("a pending process could not be completed")  # rolls back
-                process = replace(process, status="completed", updated_at=now)
-                event = "payment.completed"
-            else:
-                event = "payment.partial"
-        emit(conn, event, process, now, payment=view, refunds=refunds)
-        return event
-
-
 class _Reads:
     """What a poll read first, in one batch (`_first_reads`), and the blocks its steps proved."""
 
@@ -657,27 +723,68 @@ class _Reads:
 
 
 class _Watched:
-    """Watched addresses and the lookup tables the steps use, built when rows are added."""
+    """The watched addresses of one mode's networks, built as rows are added: `deposits` address ->
+    process id of every one, whatever network its payment chose, and per network `by_key` (token,
+    address) -> WatchedAddress of the payments (and earlier choices) made on it."""
 
-    def __init__(self, rows, read_at, is_test):
-        self.by_key, self.tokens, self._recipients = {}, [], None
-        self.is_test = is_test  # the network's mode when read: the processes of that mode
+    def __init__(self, rows, read_at):
+        self.deposits, self.by_network, self._recipients = {}, defaultdict(dict), None
         self.full_at = time.monotonic()
         self.add(rows, read_at)
 
     def add(self, rows, read_at):
         self.read_at = read_at
         if rows:
-            self.by_key.update({(w.token_contract, w.address): w for w in rows})
-            self.tokens = sorted(set(self.tokens) | {w.token_contract for w in rows})
+            for w in rows:
+                self.deposits[w.address] = w.process_id
+                self.by_network[w.network_id][(w.token_contract, w.address)] = w
             self._recipients = None
 
     @property
     def recipients(self):
         """The addresses, sorted (for address chunks): built when first needed after a change."""
         if self._recipients is None:
-            self._recipients = sorted({address for _, address in self.by_key})
+            self._recipients = sorted(self.deposits)
         return self._recipients
+
+    def view(self, network_id, registered) -> "_NetworkView":
+        return _NetworkView(self, self.by_network[network_id], registered)
+
+
+class _NetworkView:
+    """What one network's scan steps use: its payments' `by_key`, the mode's `deposits` and
+    `recipients`, and `registered`, the network's asset contracts (lowercase: their logs are
+    strict)."""
+
+    def __init__(self, watched, by_key, registered):
+        self.watched, self.by_key, self.registered = watched, by_key, registered
+        self.deposits = watched.deposits
+
+    @property
+    def recipients(self):
+        return self.watched.recipients
+
+
+def settle(conn, process, view, confirmed, now, refunds=None):
+    """The event for transfers just confirmed, or accepted as payment (app/unexpected.py), in the
+    caller's transaction, and completion when paid; `process` and `view` as they are after them;
+    `refunds` the process's (None: read here). Returns the event's type."""
+    process_id = process.id
+    if process.status != "pending" or not _in_time(process, confirmed):
+        event = "payment.received_late"
+    else:
+        counted = [t for t in view.transfers if t.status == "confirmed"]
+        if view.payment.covered_by(_paid(_in_time(process, counted))):
+            if not process_rows.complete_paid(conn, process_id, now):
+                raise RuntimeError("a pending process could not be completed")  # rolls back
+            process = replace(process, status="completed", updated_at=now)
+            event = "payment.completed"
+        else:
+            event = "payment.partial"
+    if refunds is None:
+        refunds = refund_rows.of_process(conn, process_id)
+    emit(conn, event, process, now, payment=view, refunds=refunds)
+    return event
 
 
 def _outcomes(outcomes):
@@ -689,7 +796,8 @@ def _outcomes(outcomes):
 def _with(view, transfers):
     """The view with `transfers` added, in the order views_of gives (block, then log index)."""
     return PaymentView(view.payment, tuple(sorted(view.transfers + tuple(transfers),
-                                                  key=lambda t: (t.block_number, t.log_index))))
+                                                  key=lambda t: (t.block_number, t.log_index))),
+                       view.unexpected)
 
 
 def _on_choice(payment, transfer) -> bool:

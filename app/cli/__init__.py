@@ -8,6 +8,7 @@ def init_app(app):
     from app.cli.ops import backup_db, prune
     from app.cli.merchants import merchants
     from app.cli.processes import processes
+    from app.cli.reconcile import reconcile
     from app.cli.storage import copy_db_command
     from app.cli.users import users
     from app.cli.watcher import watch_payments
@@ -26,3 +27,4 @@ def init_app(app):
     app.cli.add_command(collect)
     app.cli.add_command(collections)
     app.cli.add_command(users)
+    app.cli.add_command(reconcile)

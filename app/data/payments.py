@@ -3,6 +3,7 @@ read of a process's transfers for display. (The chain watcher writes transfers: 
 
 Amounts in base units are decimal-integer TEXT in the database and `int` in the models."""
 
+from app.data import unexpected as unexpected_rows
 from app.records import Asset, Network, Payment, PaymentView, Transfer, Wallet
 
 _NETWORK_COLUMNS = (
@@ -270,7 +271,8 @@ def change_choice(conn, p: Payment) -> bool:
     other than orphaned or reversed ones (no longer on the chain) or of value 0 (no payment; an
     earlier release recorded them): the check and the change are one statement. The choice it
     replaces
-    is kept in payment_choices (still watched); the caller rolls back when this returns False."""
+    is kept in payment_choices (still watched); the caller rolls back when this returns False. An
+    unexpected transfer accepted as payment locks it too (its credited amount is in this token)."""
     conn.execute(
         "INSERT INTO payment_choices (process_id, network_id, token_contract, decimals, created_at)"
         " SELECT process_id, network_id, token_contract, decimals, ? FROM payments"
@@ -282,7 +284,8 @@ def change_choice(conn, p: Payment) -> bool:
         " decimals = ?, amount_due = ?, updated_at = ?"
         " WHERE process_id = ? AND NOT EXISTS (SELECT 1 FROM transfers t"
         "  WHERE t.process_id = payments.process_id AND t.status IN ('seen', 'confirmed')"
-        "  AND t.amount <> '0')",
+        "  AND t.amount <> '0') AND NOT EXISTS (SELECT 1 FROM unexpected_transfers u"
+        "  WHERE u.process_id = payments.process_id AND u.accepted_at IS NOT NULL)",
         (p.asset_id, p.network_id, p.chain_id, p.token_contract, p.decimals, str(p.amount_due),
          p.updated_at, p.process_id),
     )
@@ -330,11 +333,19 @@ def _rescaled(amount, decimals, to_decimals) -> int:
 
 
 def views_of(conn, process_ids) -> dict[str, PaymentView]:
-    """Payments with their transfers, by process id: two queries whatever the number of ids (and
-    the second only when one of them has a payment)."""
+    """Payments with their transfers (those accepted as payment among them) and their unexpected
+    transfers, by process id: four queries whatever the number of ids (the last three only when one
+    of them has a payment)."""
     payments = payments_of(conn, process_ids)
-    transfers = transfers_of(conn, payments) if payments else {}
-    return {pid: PaymentView(p, tuple(transfers.get(pid, ()))) for pid, p in payments.items()}
+    if not payments:
+        return {}
+    transfers = transfers_of(conn, payments)
+    for pid, accepted in unexpected_rows.accepted_of(conn, payments).items():
+        transfers[pid] = sorted(transfers.get(pid, []) + accepted,
+                                key=lambda t: (t.block_timestamp, t.block_number, t.log_index))
+    unexpected = unexpected_rows.of_processes(conn, payments)
+    return {pid: PaymentView(p, tuple(transfers.get(pid, ())), tuple(unexpected.get(pid, ())))
+            for pid, p in payments.items()}
 
 
 def view_of(conn, process_id) -> PaymentView | None:

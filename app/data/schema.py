@@ -15,7 +15,8 @@ from app.testnets import LIVE_CHAIN_IDS, TEST_CHAIN_IDS
 TABLES = (
     "merchants", "secret_keys", "processes", "events", "delivery_attempts", "idempotency_keys",
     "networks", "assets", "merchant_wallets", "merchant_payouts", "network_factories", "payments",
-    "payment_choices", "transfers", "chain_blocks", "refunds", "collections", "collection_items",
+    "payment_choices", "transfers", "unexpected_transfers", "chain_blocks", "refunds", "collections",
+    "collection_items",
     "pruned_events", "relayed_authorizations",
     "users", "console_sessions", "login_failures", "login_locks", "process_search",
 )

@@ -17,6 +17,17 @@ _TRANSFER = (
 )
 
 
+# The two tables of transfers to deposit addresses, with the same first columns and the same life:
+# `transfers` (what pays a process) and `unexpected_transfers` (app/data/unexpected.py).
+PAYING, UNEXPECTED = "transfers", "unexpected_transfers"
+
+
+def _table(table):
+    if table not in (PAYING, UNEXPECTED):
+        raise ValueError(f"not a table of transfers: {table!r}")
+    return table
+
+
 def _transfer(row):
     values = {name: row[name] for name in row.keys()}
     values["amount"] = int(values["amount"])
@@ -58,45 +69,50 @@ def set_head(conn, network_id, head):
 
 # --- What the watcher watches --------------------------------------------------------------------
 
-def watched_addresses(conn, network_id, final_since, livemode) -> list[WatchedAddress]:
-    """Deposit addresses on the network whose process is pending, or became final at or after
-    `final_since` (late payments are still noticed for PAYMENT_MONITORING_SECONDS), with the token
-    of the payment's choice, and of each earlier choice on the network (the customer may have paid
-    with it before changing). Only processes of `livemode` merchants (the network's mode): a
-    payment on a network of the other mode (made before networks had modes) is never credited.
-    A choice made again appears twice (UNION ALL: no sort); the caller keeps one."""
+def watched_addresses(conn, final_since, livemode) -> list[WatchedAddress]:
+    """Deposit addresses of `livemode` merchants' processes (the mode of the networks they are
+    watched on) that are pending, or became final at or after `final_since` (late payments are
+    still noticed for PAYMENT_MONITORING_SECONDS), each with the network and token of the payment's
+    choice, and of each earlier choice (the customer may have paid with it before changing). The
+    chain watcher looks for every transfer to these addresses on every network of the mode: one on
+    a row's network and token pays, any other is unexpected. A payment on a network of the other
+    mode (made before networks had modes) is never credited. A choice made again appears twice
+    (UNION ALL: no sort); the caller keeps one."""
     rows = conn.execute(
-        "SELECT p.process_id, p.address, p.token_contract, pr.expires_at FROM payments p"
-        " JOIN processes pr ON pr.id = p.process_id"
-        " WHERE p.network_id = ? AND (pr.status = 'pending' OR pr.updated_at >= ?)"
-        " AND pr.livemode = ?"
-        " UNION ALL SELECT p.process_id, p.address, c.token_contract, pr.expires_at"
+        "SELECT p.process_id, p.address, p.network_id, p.token_contract, pr.expires_at"
+        " FROM payments p JOIN processes pr ON pr.id = p.process_id"
+        " WHERE (pr.status = 'pending' OR pr.updated_at >= ?) AND pr.livemode = ?"
+        " UNION ALL SELECT p.process_id, p.address, c.network_id, c.token_contract, pr.expires_at"
         " FROM payment_choices c JOIN payments p ON p.process_id = c.process_id"
         " JOIN processes pr ON pr.id = c.process_id"
-        " WHERE c.network_id = ? AND (pr.status = 'pending' OR pr.updated_at >= ?)"
-        " AND pr.livemode = ?",
-        (network_id, final_since, int(livemode), network_id, final_since, int(livemode)),
+        " WHERE (pr.status = 'pending' OR pr.updated_at >= ?) AND pr.livemode = ?",
+        (final_since, int(livemode), final_since, int(livemode)),
     )
-    return [WatchedAddress(row["process_id"], row["address"].lower(), row["token_contract"].lower(),
-                           row["expires_at"]) for row in rows]
+    return _watched(rows)
 
 
-def watched_since(conn, network_id, since, livemode) -> list[WatchedAddress]:
+def _watched(rows) -> list[WatchedAddress]:
+    """Rows of (process id, address, network id, token, expiry), unpacked by position: a full
+    read makes one per watched address."""
+    return [WatchedAddress(process_id, address.lower(), token.lower(), expires_at, network_id)
+            for process_id, address, network_id, token, expires_at in rows]
+
+
+def watched_since(conn, since, livemode) -> list[WatchedAddress]:
     """What watched_addresses adds for the payments made, or changed to another choice, at or after
     `since` (a new payment's process is pending; one that became final is the caller's to check,
     with final_before)."""
     rows = conn.execute(
-        "SELECT p.process_id, p.address, p.token_contract, pr.expires_at FROM payments p"
-        " JOIN processes pr ON pr.id = p.process_id"
-        " WHERE p.network_id = ? AND p.updated_at >= ? AND pr.livemode = ?"
-        " UNION ALL SELECT p.process_id, p.address, c.token_contract, pr.expires_at"
+        "SELECT p.process_id, p.address, p.network_id, p.token_contract, pr.expires_at"
+        " FROM payments p JOIN processes pr ON pr.id = p.process_id"
+        " WHERE p.updated_at >= ? AND pr.livemode = ?"
+        " UNION ALL SELECT p.process_id, p.address, c.network_id, c.token_contract, pr.expires_at"
         " FROM payment_choices c JOIN payments p ON p.process_id = c.process_id"
         " JOIN processes pr ON pr.id = c.process_id"
-        " WHERE c.network_id = ? AND c.created_at >= ? AND pr.livemode = ?",
-        (network_id, since, int(livemode), network_id, since, int(livemode)),
+        " WHERE c.created_at >= ? AND pr.livemode = ?",
+        (since, int(livemode), since, int(livemode)),
     )
-    return [WatchedAddress(row["process_id"], row["address"].lower(), row["token_contract"].lower(),
-                           row["expires_at"]) for row in rows]
+    return _watched(rows)
 
 
 def final_before(conn, process_ids, final_since) -> set[str]:
@@ -112,12 +128,13 @@ def final_before(conn, process_ids, final_since) -> set[str]:
 
 # --- Transfers -----------------------------------------------------------------------------------
 
-def record(conn, t: Transfer) -> str | None:
+def record(conn, t: Transfer, table=PAYING) -> str | None:
     """Record a transfer in its status (`seen`, or `confirmed` when already deep enough): "new",
     "revived" (back on the chain after its block was orphaned or reversed: the same transaction
-    included again in another block, now in `t`'s block and status), or None (already recorded)."""
+    included again in another block, now in `t`'s block and status), or None (already recorded).
+    `table`: PAYING, or UNEXPECTED for one that is not the process's choice."""
     cur = conn.execute(
-        f"INSERT INTO transfers ({_TRANSFER})"
+        f"INSERT INTO {_table(table)} ({_TRANSFER})"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
         (t.chain_id, t.tx_hash, t.log_index, t.network_id, t.process_id, t.token_contract,
          t.from_address, str(t.amount), t.block_number, t.block_hash, t.block_timestamp, t.status,
@@ -126,7 +143,7 @@ def record(conn, t: Transfer) -> str | None:
     if cur.rowcount == 1:
         return "new"
     cur = conn.execute(
-        "UPDATE transfers SET block_number = ?, block_hash = ?, block_timestamp = ?, status = ?,"
+        f"UPDATE {table} SET block_number = ?, block_hash = ?, block_timestamp = ?, status = ?,"
         " seen_at = ?, confirmed_at = ?"
         " WHERE chain_id = ? AND tx_hash = ? AND log_index = ? AND status IN ('orphaned', 'reversed')",
         (t.block_number, t.block_hash, t.block_timestamp, t.status, t.seen_at, t.confirmed_at,
@@ -135,58 +152,58 @@ def record(conn, t: Transfer) -> str | None:
     return "revived" if cur.rowcount == 1 else None
 
 
-def orphan_block(conn, network_id, number, block_hash) -> int:
+def orphan_block(conn, network_id, number, block_hash, table=PAYING) -> int:
     """The block left the chain: its unconfirmed transfers never count."""
     return conn.execute(
-        "UPDATE transfers SET status = 'orphaned'"
+        f"UPDATE {_table(table)} SET status = 'orphaned'"
         " WHERE network_id = ? AND block_number = ? AND block_hash = ? AND status = 'seen'",
         (network_id, number, block_hash),
     ).rowcount
 
 
-def orphan_above(conn, network_id, number) -> int:
+def orphan_above(conn, network_id, number, table=PAYING) -> int:
     return conn.execute(
-        "UPDATE transfers SET status = 'orphaned'"
+        f"UPDATE {_table(table)} SET status = 'orphaned'"
         " WHERE network_id = ? AND block_number > ? AND status = 'seen'",
         (network_id, number),
     ).rowcount
 
 
-def confirmed_above(conn, network_id, number) -> list[Transfer]:
+def confirmed_above(conn, network_id, number, table=PAYING) -> list[Transfer]:
     """Counted transfers above a block, oldest first (those a deep reorganisation may reverse)."""
     rows = conn.execute(
-        f"SELECT {_TRANSFER} FROM transfers WHERE network_id = ? AND block_number > ?"
+        f"SELECT {_TRANSFER} FROM {_table(table)} WHERE network_id = ? AND block_number > ?"
         " AND status = 'confirmed' ORDER BY block_number, log_index", (network_id, number),
     )
     return [_transfer(row) for row in rows]
 
 
-def reverse(conn, t: Transfer) -> bool:
+def reverse(conn, t: Transfer, table=PAYING) -> bool:
     """confirmed -> reversed: its block (the one the caller found replaced) left the chain; only
     while still confirmed in that block, so a transfer is reversed once however many watchers
     saw it go."""
     return conn.execute(
-        "UPDATE transfers SET status = 'reversed'"
+        f"UPDATE {_table(table)} SET status = 'reversed'"
         " WHERE chain_id = ? AND tx_hash = ? AND log_index = ? AND status = 'confirmed'"
         " AND block_hash = ?",
         (t.chain_id, t.tx_hash, t.log_index, t.block_hash),
     ).rowcount == 1
 
 
-def seen_up_to(conn, network_id, max_block) -> list[Transfer]:
+def seen_up_to(conn, network_id, max_block, table=PAYING) -> list[Transfer]:
     """Unconfirmed transfers at or below max_block (deep enough to confirm), oldest first."""
     rows = conn.execute(
-        f"SELECT {_TRANSFER} FROM transfers WHERE network_id = ? AND status = 'seen'"
+        f"SELECT {_TRANSFER} FROM {_table(table)} WHERE network_id = ? AND status = 'seen'"
         " AND block_number <= ? ORDER BY block_number, log_index",
         (network_id, max_block),
     )
     return [_transfer(row) for row in rows]
 
 
-def confirm(conn, t: Transfer, now) -> bool:
+def confirm(conn, t: Transfer, now, table=PAYING) -> bool:
     """seen -> confirmed, only while still seen in the block the caller checked."""
     return conn.execute(
-        "UPDATE transfers SET status = 'confirmed', confirmed_at = ?"
+        f"UPDATE {_table(table)} SET status = 'confirmed', confirmed_at = ?"
         " WHERE chain_id = ? AND tx_hash = ? AND log_index = ? AND status = 'seen' AND block_hash = ?",
         (now, t.chain_id, t.tx_hash, t.log_index, t.block_hash),
     ).rowcount == 1

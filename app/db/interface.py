@@ -26,6 +26,10 @@ class Database(Protocol):
         """A write transaction on a connection: committed when the block ends, rolled back on any
         exception."""
 
+    def snapshot(self) -> AbstractContextManager:
+        """A read-only transaction on the calling thread's connection: one snapshot for every read
+        of the block, any write refused, rolled back at its end (`reconcile`)."""
+
     def release(self) -> None:
         """The end of a request: the calling thread's connection left outside any transaction."""
 

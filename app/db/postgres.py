@@ -290,6 +290,22 @@ class PostgresDatabase:
                 self.pool().putconn(conn.raw)
         self.write_failures.succeeded()
 
+    @contextmanager
+    def snapshot(self):
+        """A read-only transaction (BEGIN READ ONLY, REPEATABLE READ: one snapshot for every read
+        of the block) on the calling thread's connection, rolled back when the block ends; any
+        write in it fails."""
+        conn = self.connection()
+        conn.rollback()  # the held connection may be inside an implicit transaction
+        conn.raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        try:
+            yield conn
+        finally:
+            try:
+                conn.rollback()
+            except psycopg.Error:
+                pass  # broken: the pool discards it
+
     def listener(self, channel):
         """A connection of its own (not pooled) LISTENing on `channel`; the caller closes it."""
         raw = psycopg.connect(self.url, **self._connect_args())

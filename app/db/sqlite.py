@@ -441,6 +441,23 @@ class SqliteDatabase:
                 raise DatabaseUnavailable(self._lost[1])
         self.write_failures.succeeded()
 
+    @contextmanager
+    def snapshot(self):
+        """A read-only transaction on the calling thread's connection: every read of the block sees
+        one snapshot (a deferred BEGIN: the first read takes it), and any write fails (PRAGMA
+        query_only). Rolled back when the block ends."""
+        conn = self.connection()
+        conn.execute("PRAGMA query_only = ON")
+        try:
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+        finally:
+            conn.execute("PRAGMA query_only = OFF")
+
     def _sync_wal(self, state):
         """fdatasync the WAL: every commit written to it so far is then on disk, this one included
         (the kernel merges concurrent syncs from other writers)."""

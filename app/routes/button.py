@@ -125,7 +125,7 @@ def sandbox_pay(process_id):
         )
     outcome = load_json_body(_sandbox_pay)["outcome"]
     if outcome == "success":
-        process = processes.complete(db, process_id, now(), merchant_id=g.merchant.id)
+        process = processes.complete(db, process_id, now(), merchant_id=g.merchant.id, by="sandbox")
         view = payments.view(db, process)
         return json_response(
             public_process_json(process, process.updated_at, view, _network_state(db, view))

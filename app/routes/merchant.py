@@ -1,7 +1,7 @@
 """The merchant API (x-secret-key): create, read, list and cancel payment processes; refund them."""
 from flask import Blueprint, current_app, g, request
 
-from app import payments, processes, refunds
+from app import payments, processes, refunds, unexpected
 from app.auth import refuse_browsers, require_secret_key
 from app.clock import now
 from app.db import get_db
@@ -137,3 +137,16 @@ def name_refund_transaction(process_id, refund_id):
 def cancel_refund(process_id, refund_id):
     refund = refunds.cancel(get_db(), g.merchant.id, process_id, refund_id, now())
     return json_response(refund_json(refund))
+
+
+@bp.post("/process/<process_id:process_id>/unexpected-transfers/<transfer>/accept")
+@require_secret_key
+def accept_unexpected_transfer(process_id, transfer):
+    """An unexpected transfer (`<txHash>:<logIndex>`) of a registered asset accepted as payment
+    (app/unexpected.py); the Process object as it is after it. No body is read."""
+    key = request.headers.get("x-secret-key", "")
+    db = get_db()
+    process, view = unexpected.accept(db, g.merchant.id, process_id, transfer,
+                                      f"secret key {key[:12]}…", now())
+    return json_response(process_json(process, now(), view,
+                                      refunds.list_for_process(db, g.merchant.id, process_id)))

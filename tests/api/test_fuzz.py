@@ -101,6 +101,32 @@ def _paid_process_id():
 
 
 PAID_PROCESS_ID = _paid_process_id()
+# Unexpected transfers of one confirmed process (as the chain watcher records them), so that
+# accepting one reaches its 200 (a registered asset, once) and 409 (an unregistered token, or
+# accepted already) branches.
+STRAY_PROCESS_ID = _fresh_process_id()
+STRAY_KEYS = ("0x" + "5a" * 32 + ":1", "0x" + "5b" * 32 + ":1")
+
+
+def _record_strays():
+    from app.data import transfers as transfer_rows
+    from app.records import Transfer
+
+    confirmed = _client.post(f"/payment-button/process/{STRAY_PROCESS_ID}/confirm", json=CHOICE,
+                             headers={"x-public-key": MERCHANT["publicKey"]})
+    assert confirmed.status_code == 200, confirmed.get_data(as_text=True)
+    with app.app_context():
+        with app.extensions["db"].transaction() as conn:
+            for key, token in zip(STRAY_KEYS, (CHOICE_CONTRACT.lower(), "0x" + "77" * 20)):
+                transfer_rows.record(conn, Transfer(
+                    chain_id=31337, tx_hash=key[:66], log_index=1, network_id="local",
+                    process_id=STRAY_PROCESS_ID, token_contract=token,
+                    from_address=CUSTOMER.lower(), amount=10**6, block_number=3,
+                    block_hash="0x" + "cd" * 32, block_timestamp=clock(), status="confirmed",
+                    seen_at=clock(), confirmed_at=clock()), table=transfer_rows.UNEXPECTED)
+
+
+_record_strays()
 
 
 def _well_formed_id(value):
@@ -116,6 +142,13 @@ def _aim_at_a_real_process(case):
     the 404 one. A valid id replaces a valid id: the case stays as positive or negative as it was
     generated. (Stateful runs follow the document's links to real ids instead.)"""
     path = case.path_parameters or {}
+    if (isinstance(path.get("transfer"), str)
+            and re.fullmatch(r"0x[0-9a-fA-F]{64}(:|%3A)[0-9]{1,9}\n?", path["transfer"])):
+        # Unexpected transfers: a real one of a real process (accepted once, then 409). The
+        # generated value comes percent-encoded (":" as %3A); the real one is encoded again.
+        path["processId"] = STRAY_PROCESS_ID
+        path["transfer"] = STRAY_KEYS[int(path["transfer"][2], 16) % 2]
+        return
     if _well_formed_id(path.get("processId")) and path["processId"][0] in "02468ace":
         # Refunds: the paid process (200), or a pending one (409) in a quarter of the cases.
         refunds = "/refunds" in case.operation.path and path["processId"][1] in "0123456789ab"

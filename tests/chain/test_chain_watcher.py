@@ -3,6 +3,7 @@ of a real ERC-20 token, confirmations, partial and overpaid payments, late payme
 hold against the expiry sweep, reorganisations, and other tokens to a deposit address."""
 import pytest
 
+from app.chain.addresses import to_checksum_address
 from app.processes import expire_due
 from support.chain_shop import NETWORK, Shop, add_network, cli
 from support.helpers import Api
@@ -242,14 +243,28 @@ def test_a_transfer_included_again_after_a_reorganisation_counts_once(shop, chai
     assert shop.event_types(process_id) == ["payment.pending", "payment.completed"]
 
 
-def test_other_tokens_to_the_address_do_not_pay(shop, chain):
+def test_other_tokens_to_the_address_do_not_pay_and_are_reported_once(shop, chain):
     process_id, address = shop.order(3)
     other = chain.deploy_token()
-    chain.transfer(address, 3 * UNIT, token=other)
+    tx_hash, block = chain.transfer(address, 3 * UNIT, token=other)
+    shop.watch()
+    assert shop.event_types(process_id) == []  # reported once confirmed, never as pending
     chain.mine(CONFIRMATIONS)
     shop.watch()
-    assert shop.event_types(process_id) == []
+    assert shop.event_types(process_id) == ["payment.unexpected"]
     assert shop.transfers(process_id) == []
+    _, event = shop.events(process_id)[0]
+    assert event["data"]["status"] == "pending"
+    payment = event["data"]["payment"]
+    assert (payment["amountPaid"], payment["amountPending"], payment["transfers"]) == ("0", "0", [])
+    assert payment["unexpectedTransfers"] == [{
+        "networkId": NETWORK, "chainId": 31337, "tokenContract": to_checksum_address(other),
+        "symbol": "TUSD", "amount": "3", "baseUnits": "3000000", "txHash": tx_hash, "logIndex": 0,
+        "blockNumber": block, "acceptedAt": None, "acceptedBy": None}]
+    chain.mine(2)
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.unexpected"]
+    assert shop.process(process_id)["payment"]["unexpectedTransfers"] == payment["unexpectedTransfers"]
 
 
 def test_several_transfers_in_one_block_range_and_a_small_step(shop, chain):

@@ -21,7 +21,7 @@ def usdc_local(address, due="19.99", units=19_990_000, paid="0", pending="0", ou
         "address": address, "amountDue": due, "amountPaid": paid, "amountPending": pending,
         "paymentUri": f"ethereum:{USDC_LOCAL}@31337/transfer?address={address}"
                       f"&uint256={units if outstanding is None else outstanding}",
-        "transfers": list(transfers), "finality": "confirmations",
+        "transfers": list(transfers), "unexpectedTransfers": [], "finality": "confirmations",
     }
 
 

@@ -3,8 +3,8 @@ Transfer logs, and the pins every batch of a watcher's step must agree on. No no
 what a lying or broken one could answer."""
 import pytest
 
-from app.chain.rpc import (TRANSFER_TOPIC, ChainMoved, Malformed, Pins, WrongChain,
-                           parse_transfer_log, quantity, topic_of, word)
+from app.chain.rpc import (TRANSFER_TOPIC, ChainMoved, Malformed, NotATransfer, Pins, WrongChain,
+                           parse_logs, parse_transfer_log, quantity, topic_of, word)
 
 TOKEN = "0x5fbdb2315678afecb367f032d93f642f64180aa3"
 SENDER, RECIPIENT = "0x" + "11" * 20, "0x" + "22" * 20
@@ -46,20 +46,42 @@ def test_a_transfer_log():
     assert parse_transfer_log({k: v for k, v in _log().items() if k != "removed"}).amount == 6_000_000
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"data": "0x-" + SIX[3:]}, "eth_getLogs.data: not one 32-byte ABI word"),
-    ({"data": "0x"}, "eth_getLogs.data: not one 32-byte ABI word"),  # not the ERC-20 shape
+@pytest.mark.parametrize("changes, message, contracts", [
+    # What the node writes: never the contract's doing, a fault whoever emitted the log.
+    ({"data": "0x-" + SIX[3:]}, "eth_getLogs.data: not hex bytes", False),
+    ({"blockNumber": "0x-10"}, "blockNumber: not a hex quantity", False),
+    ({"removed": "false"}, "removed is not a boolean", False),
+    ({"address": "0x" + "11" * 19}, "address: not an address", False),
+    ({"topics": [TRANSFER_TOPIC, topic_of(SENDER), "0x22"]}, "topics: not a 32-byte hash", False),
+    ({"topics": [TRANSFER_TOPIC] * 5}, "not a list of at most 4", False),
+    # What a contract chooses to emit: the shape of another event, left to the caller.
+    ({"data": "0x"}, "eth_getLogs.data: not one 32-byte ABI word", True),  # not the ERC-20 shape
+    ({"data": SIX + "00" * 32}, "eth_getLogs.data: not one 32-byte ABI word", True),
     ({"topics": [TRANSFER_TOPIC, topic_of(SENDER), topic_of(RECIPIENT), "0x" + "00" * 32]},
-     "not an ERC-20 Transfer"),  # ERC-721's Transfer: the token id indexed
-    ({"topics": ["0x" + "ee" * 32, topic_of(SENDER), topic_of(RECIPIENT)]}, "not a Transfer"),
+     "not an ERC-20 Transfer", True),  # ERC-721's Transfer: the token id indexed
+    ({"topics": ["0x" + "ee" * 32, topic_of(SENDER), topic_of(RECIPIENT)]}, "not a Transfer", True),
     ({"topics": [TRANSFER_TOPIC, topic_of(SENDER), "0x" + "ff" * 12 + RECIPIENT[2:]]},
-     "not an address"),  # two topics would name one address
-    ({"blockNumber": "0x-10"}, "blockNumber: not a hex quantity"),
-    ({"removed": "false"}, "removed is not a boolean"),
+     "not an address", True),  # two topics would name one address
 ])
-def test_a_malformed_log_raises_for_the_caller_to_decide(changes, message):
-    with pytest.raises(Malformed, match=message):
+def test_a_malformed_log_raises_for_the_caller_to_decide(changes, message, contracts):
+    with pytest.raises(Malformed, match=message) as raised:
         parse_transfer_log(_log(**changes))
+    assert isinstance(raised.value, NotATransfer) is contracts
+    if contracts:
+        assert raised.value.token == TOKEN
+
+
+def test_a_contract_s_odd_log_is_left_out_unless_the_contract_is_registered():
+    odd = _log(topics=[TRANSFER_TOPIC, topic_of(SENDER), topic_of(RECIPIENT), "0x" + "00" * 32])
+    good = _log(address="0x" + "33" * 20)
+    assert [entry.token for entry in parse_logs([odd, good], 0, 100, None, strict=set())] == [
+        "0x" + "33" * 20]
+    with pytest.raises(NotATransfer):
+        parse_logs([odd, good], 0, 100, None, strict={TOKEN})
+    with pytest.raises(Malformed, match="outside the range"):  # the node's doing: always a fault
+        parse_logs([good], 17, 100, None, strict=set())
+    with pytest.raises(Malformed, match="contract not asked for"):
+        parse_logs([good], 0, 100, [TOKEN], strict=set())
 
 
 def test_a_log_marked_removed_is_a_moved_chain_not_a_malformed_log():
@@ -90,3 +112,43 @@ def test_pins_hold_every_batch_of_a_step_to_one_chain():
         with pytest.raises(error, match=message):
             pins.check("http://node.example/KEY", answer)
     assert Pins(None, {10: "0x" + "a" * 64}).calls() == [("eth_getBlockByNumber", ["0xa", False])]
+
+
+def _abi_string(text: bytes, length=None):
+    padded = text + b"\0" * (-len(text) % 32)
+    return "0x" + (32).to_bytes(32, "big").hex() + (len(text) if length is None else length).to_bytes(
+        32, "big").hex() + padded.hex()
+
+
+@pytest.mark.parametrize("answer, symbol", [
+    (_abi_string(b"USDC"), "USDC"),
+    (_abi_string("USD₮".encode()), "USD₮"),  # Tether's own symbol on some chains
+    ("0x" + b"MKR".ljust(32, b"\0").hex(), "MKR"),  # bytes32, as MKR answers
+    (_abi_string(b""), None),
+    (_abi_string(b"A" * 33), None),  # not short
+    (_abi_string(b"US\nDC"), None),  # not printable
+    (_abi_string("USD\u202eC".encode()), None),  # a direction override: not printable
+    (_abi_string(b" USDC"), None),
+    (_abi_string(b"\xff\xfe"), None),  # not UTF-8
+    (_abi_string(b"USDC", length=200), None),  # a length beyond the data
+    ("0x" + (64).to_bytes(32, "big").hex() + _abi_string(b"USDC")[66:], None),  # another offset
+    (_abi_string(b"USDC")[:-2] + "01", None),  # garbage in the padding
+    ("0x010203", None), ("0x", None), ("0xzz", None), (None, None), (7, None),
+    ("0x" + "00" * 5000, None),  # more than any symbol
+])
+def test_a_symbol_is_short_printable_text_or_nothing(answer, symbol):
+    from app.chain.tokens import parse_symbol
+
+    assert parse_symbol(answer) == symbol
+
+
+@pytest.mark.parametrize("answer, decimals", [
+    ("0x" + format(6, "064x"), 6), ("0x" + format(255, "064x"), 255), ("0x" + format(256, "064x"), None),
+    ("0x" + "f" * 64, None), ("0x06", None), ("0x", None), (None, None),
+])
+def test_decimals_are_one_word_of_a_uint8_or_nothing(answer, decimals):
+    from app.chain.rpc import RpcError
+    from app.chain.tokens import parse_decimals
+
+    assert parse_decimals(answer) == decimals
+    assert parse_decimals(RpcError("execution reverted")) is None
