@@ -99,7 +99,8 @@ def collect(db, network_id, key_file, *, merchant_id=None, dry_run=False, max_ba
     for token in extra_tokens:
         if token not in tokens:
             tokens.append(token)
-    sender = Sender(client_factory(network.rpc_url), network.chain_id, account)
+    sender = Sender(client_factory(network.rpc_url), network.chain_id, account,
+                    max_fee_per_gas=network.max_fee_per_gas)
     report = Report(network_id=network_id, sender=sender.address, dry_run=dry_run,
                     confirmations=network.confirmations, finality=network.finality)
     try:

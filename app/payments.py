@@ -8,6 +8,7 @@ Decisions are in docs/payments.md ("Addresses and the API").
 """
 import re
 from dataclasses import replace
+from decimal import Decimal, InvalidOperation
 
 from app.chain import addresses
 from app.chain import eip3009
@@ -82,16 +83,17 @@ def _check_id(value, what):
 
 def add_network(db, *, network_id, name, chain_id, rpc_url, confirmations, start_block, now,
                 testnet=False, finality="confirmations", max_block_age=None,
-                client_factory=rpc.Client) -> Network:
+                max_fee_per_gas=None, client_factory=rpc.Client) -> Network:
     """Enable a network. The node is asked for its chain id, which must be the one given (a node
     of another chain is refused), and, without `start_block`, for its head: the watcher then reads
     from the next block on. With `start_block` a node that cannot be asked now is accepted (it may
     be down for a while): the watcher checks its chain id on every poll. `testnet`: a test network
     (test-mode merchants only); a well-known test chain id is one anyway (app/testnets.py).
     `finality` "safe" or "finalized": the node must serve that block now (`check_tag`).
-    `max_block_age`: seconds (None: off)."""
+    `max_block_age`: seconds (None: off). `max_fee_per_gas`: wei (None: no ceiling; max_fee_wei)."""
     _check_finality(finality)
     _check_max_block_age(max_block_age)
+    _check_max_fee(max_fee_per_gas)
     _check_id(network_id, "The network id")
     if not name or not name.strip():
         raise SetupError("The network's name must not be empty.")
@@ -125,6 +127,7 @@ def add_network(db, *, network_id, name, chain_id, rpc_url, confirmations, start
         confirmations=confirmations, start_block=start_block, scanned_block=start_block - 1,
         head_block=head if head is not None else start_block - 1, disabled_at=None, created_at=now,
         testnet=bool(testnet), finality=finality, max_block_age=max_block_age, ok_since=now,
+        max_fee_per_gas=max_fee_per_gas,
     )
     with db.transaction() as conn:
         if payment_rows.get_network(conn, network_id) is not None:
@@ -181,6 +184,38 @@ def set_max_block_age(db, network_id, seconds) -> Network:
         if network is None or not payment_rows.set_max_block_age(conn, network_id, seconds):
             raise SetupError(f"No network {network_id}.")
     return replace(network, max_block_age=seconds)
+
+
+def max_fee_wei(gwei_text) -> int | None:
+    """A ceiling given in gwei (an exact decimal, at most 9 decimal places: "50", "0.05") as wei;
+    "0" or "off": none."""
+    text = str(gwei_text).strip().lower()
+    if text in ("0", "off", "none"):
+        return None
+    try:
+        wei = Decimal(text) * 10**9
+    except InvalidOperation:
+        wei = None
+    if wei is None or not wei.is_finite() or wei != wei.to_integral_value() or wei <= 0:
+        raise SetupError("The maximum fee must be a positive number of gwei with at most 9 decimal"
+                         " places (e.g. 50 or 0.05), or 0 (off).")
+    return int(wei)
+
+
+def _check_max_fee(wei):
+    if wei is not None and (wei < 1 or wei >= 2**63):
+        raise SetupError("The maximum fee must be at least 1 wei per gas.")
+
+
+def set_max_fee(db, network_id, wei) -> Network:
+    """The operator's ceiling on what a transaction sent on the network (the relayer's, `collect`'s,
+    the factory's deployment) may pay per gas: nothing is sent above it (None: no ceiling)."""
+    _check_max_fee(wei)
+    with db.transaction() as conn:
+        network = payment_rows.get_network(conn, network_id)
+        if network is None or not payment_rows.set_max_fee_per_gas(conn, network_id, wei):
+            raise SetupError(f"No network {network_id}.")
+    return replace(network, max_fee_per_gas=wei)
 
 
 def network_health(db, now, stale_seconds) -> list[tuple[Network, health.Health]]:

@@ -83,7 +83,8 @@ def deploy_factory(db, network_id, key_file, now, client_factory=rpc.Client):
     account = read_key_file(key_file)  # SignerError
     network = _network(db.connection(), network_id)
     _check_replaceable(db.connection(), network_id, None)  # before spending gas on it
-    sender = Sender(client_factory(network.rpc_url), network.chain_id, account)
+    sender = Sender(client_factory(network.rpc_url), network.chain_id, account,
+                    max_fee_per_gas=network.max_fee_per_gas)
     code = forwarder.factory_creation_code()
     try:
         sender.check_chain()

@@ -77,12 +77,12 @@ def rows(app, sql, *params):
 
 
 def test_networks_add_asks_the_node_for_its_head(runner, node, app, clock):
-    result = add_local(runner, node.url, "--json")
+    result = add_local(runner, node.url, "--max-fee-gwei", "0.05", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.output) == {
         "id": "local", "name": "Local", "chainId": 31337, "testnet": True,
         "rpcUrl": f"http://127.0.0.1:{node.server.server_port}", "confirmations": 12,
-        "finality": "confirmations", "maxBlockAge": None,
+        "finality": "confirmations", "maxBlockAge": None, "maxFeeGwei": "0.05",
         "startBlock": 0x1235, "scannedBlock": 0x1234, "headBlock": 0x1234, "enabled": True,
         "state": "ok", "stateSince": "2026-11-18T11:06:40Z", "createdAt": "2026-11-18T11:06:40Z",
     }
