@@ -59,7 +59,7 @@ $(CHAIN)/node_modules/.installed: $(CHAIN)/package.json $(CHAIN)/package-lock.js
 	touch $@
 
 ## demo-live: the demo shop taking live stablecoin payments on this machine (docs/payment-button.md):
-##      a local Hardhat node with a test token (TUSD, ERC-3009: payable without gas), added with the
+##      a local Hardhat node with a test token (TUSDC, ERC-3009: payable without gas), added with the
 ##      operator CLI (networks add, assets add --eip3009, networks deploy-factory, merchants
 ##      set-payout: the payout mode, the payout wallet being the node's dev account #1, the
 ##      operator's gas key dev account #2's, the relayer's (RELAYER_KEY_FILE) #3's, all published
@@ -86,7 +86,7 @@ demo-live: $(VENV)/.installed $(CHAIN)/node_modules/.installed
 		--block-seconds $(DEMO_BLOCK_SECONDS)); \
 	$(FLASK) networks add local --name "Local Hardhat" --chain-id 31337 --testnet --rpc-url $$rpc \
 		--confirmations $(DEMO_CONFIRMATIONS); \
-	$(FLASK) assets add tusd --network local --symbol TUSD --name "Test USD" --contract $$token --decimals 6 --eip3009; \
+	$(FLASK) assets add tusd --network local --symbol TUSDC --name "Test USD Coin" --contract $$token --decimals 6 --eip3009; \
 	$(FLASK) demo-merchant --webhook-url http://$(HOST):$(PORT)/demo/webhooks --console-login; \
 	merchant=$$($(FLASK) demo-merchant --json | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["merchantId"])'); \
 	(umask 077 && $(BIN)/python -c 'from app.demo.merchant import DEMO_OPERATOR_KEY; print(DEMO_OPERATOR_KEY)' \

@@ -13,14 +13,14 @@ from decimal import Decimal, InvalidOperation
 from app.chain import addresses
 from app.chain import eip3009
 from app.chain import forwarder
-from app.chain import health, rpc
+from app.chain import health, rpc, tokens
 from app.testnets import LIVE_CHAIN_IDS, TEST_CHAIN_IDS, is_test_network
 from app.data import merchants as merchant_rows
 from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
 from app.data import processes as process_rows
 from app.records import Asset, Network, Payment
-from app.money import AmountError, to_base_units
+from app.money import AmountError, format_units, to_base_units
 from app.processes import InvalidState, ProcessNotFound
 
 ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
@@ -276,10 +276,12 @@ def networks_of_unknown_mode(db, version_before) -> list[Network]:
 
 
 def add_asset(db, *, asset_id, network_id, symbol, name, contract, decimals, now, eip3009=False,
-              client_factory=rpc.Client) -> Asset:
-    """Let customers pay with a token on a network. `eip3009`: payable without gas (ERC-3009): the
-    token's EIP-712 domain is read from the contract through the network's node and checked
-    (app/chain/eip3009.py); a contract that is not an ERC-3009 token is refused."""
+              check_contract=True, client_factory=rpc.Client) -> Asset:
+    """Let customers pay with a token on a network. The contract's own `decimals()` and `symbol()`
+    are read through the network's node and must be `decimals` and `symbol` (`_check_token`), unless
+    `check_contract` is false (the node cannot be reached: the operator vouches for them).
+    `eip3009`: payable without gas (ERC-3009): the token's EIP-712 domain is read from the contract
+    too and checked (app/chain/eip3009.py); a contract that is not an ERC-3009 token is refused."""
     _check_id(asset_id, "The asset id")
     if not symbol or not symbol.strip() or len(symbol) > 16:
         raise SetupError("The symbol must be 1-16 characters.")
@@ -290,9 +292,20 @@ def add_asset(db, *, asset_id, network_id, symbol, name, contract, decimals, now
     if not addresses.is_checksum_valid(contract or ""):
         raise SetupError("The contract must be 0x followed by 40 hexadecimal digits, with a valid"
                          " EIP-55 checksum when it mixes upper and lower case.")
+    if eip3009 and not check_contract:
+        raise SetupError("--eip3009 reads the token's EIP-712 domain through the network's node: it"
+                         " cannot be added without asking the node.")
     contract = addresses.to_checksum_address(contract)
-    domain = _eip3009_domain(db, network_id, contract, client_factory) if eip3009 else None
-    asset = Asset(id=asset_id, network_id=network_id, symbol=symbol.strip(), name=name.strip(),
+    symbol = symbol.strip()
+    domain = None
+    if check_contract or eip3009:
+        network = payment_rows.get_network(db.connection(), network_id)
+        if network is None:
+            raise SetupError(f"No network {network_id} (networks add it first).")
+        client = client_factory(network.rpc_url)
+        _check_token(client, network, contract, symbol, decimals)
+        domain = _eip3009_domain(client, network, contract) if eip3009 else None
+    asset = Asset(id=asset_id, network_id=network_id, symbol=symbol, name=name.strip(),
                   contract=contract, decimals=decimals, disabled_at=None, created_at=now,
                   eip3009_name=domain and domain.name, eip3009_version=domain and domain.version)
     with db.transaction() as conn:
@@ -307,16 +320,40 @@ def add_asset(db, *, asset_id, network_id, symbol, name, contract, decimals, now
     return asset
 
 
-def _eip3009_domain(db, network_id, contract, client_factory):
-    network = payment_rows.get_network(db.connection(), network_id)
-    if network is None:
-        raise SetupError(f"No network {network_id} (networks add it first).")
-    client = client_factory(network.rpc_url)
+def _check_token(client, network, contract, symbol, decimals):
+    """SetupError unless the contract, asked through the network's node (after its chain id, in
+    the same batch), answers `decimals()` = `decimals` and `symbol()` = `symbol` (exactly: it is
+    what the customer's wallet shows beside the amount)."""
+    where = rpc.redacted(network.rpc_url)
     try:
-        node_chain_id = client.chain_id()
-        if node_chain_id != network.chain_id:
-            raise SetupError(f"The node at {rpc.redacted(network.rpc_url)} serves chain id"
-                             f" {node_chain_id}, not {network.chain_id}: --eip3009 not checked.")
+        found_symbol, found_decimals = tokens.read(client, contract, network.chain_id)
+    except rpc.WrongChain as e:
+        raise SetupError(f"The node at {where} does not serve network {network.id}: {e}.") from None
+    except rpc.RpcError as e:
+        raise SetupError(
+            f"Could not read decimals() and symbol() of {contract} through the node of network"
+            f" {network.id}: {e}. Check the contract address; if the node cannot be reached now,"
+            " --skip-contract-check adds the asset unchecked.") from None
+    if found_decimals is None:
+        raise SetupError(f"The contract {contract} on network {network.id} answers no decimals():"
+                         " it is not an ERC-20 token (check the address and the network).")
+    if found_decimals != decimals:
+        raise SetupError(
+            f"The contract {contract} on network {network.id} has {found_decimals} decimals, not"
+            f" {decimals}: an order of 100 would be due"
+            f" {format_units(100 * 10**decimals, found_decimals)} on chain. Give --decimals"
+            f" {found_decimals}.")
+    if found_symbol is None:
+        raise SetupError(f"The contract {contract} on network {network.id} answers no symbol() of"
+                         " short printable text: check the address and the network.")
+    if found_symbol != symbol:
+        raise SetupError(f"The contract {contract} on network {network.id} is {found_symbol!r}, not"
+                         f" {symbol!r}: check the address, or give --symbol {found_symbol} (what the"
+                         " customer's wallet shows).")
+
+
+def _eip3009_domain(client, network, contract):
+    try:
         return eip3009.read_domain(client, contract, network.chain_id)
     except eip3009.Eip3009Error as e:
         raise SetupError(f"--eip3009 refused: {e}") from None

@@ -30,7 +30,10 @@ def check_address(text, what="The payout address") -> str:
 
 def set_payout(db, merchant_id, text, now) -> tuple[str, str | None]:
     """Register or replace the merchant's payout address: (the address, the one it replaces).
-    Deposit addresses already handed out keep paying the payout they were made for."""
+    Deposit addresses already handed out keep paying the payout they were made for. An address
+    another merchant holds (its payout address, or one its deposit addresses forward to) is
+    refused: a transfer from it must name one merchant (a refund settles only by its own
+    merchant's payment), and one merchant's collections must not land in another's wallet."""
     address = check_address(text)
     with db.transaction() as conn:
         if merchant_rows.get(conn, merchant_id) is None:
@@ -38,6 +41,11 @@ def set_payout(db, merchant_id, text, now) -> tuple[str, str | None]:
         if payout_rows.is_deposit_address(conn, address):
             raise SetupError(f"{address} is a deposit address of this service: a payout address must"
                              " be a wallet of the merchant's own.")
+        payout_rows.lock_payout_address(conn, address)
+        if payout_rows.merchants_of(conn, [address]).get(address.lower(), set()) - {merchant_id}:
+            raise SetupError(f"Another merchant already has {address} as its payout address (or its"
+                             " deposit addresses forward to it): two merchants sharing one wallet"
+                             " could not tell their refunds and collections apart.")
         previous = payout_rows.get_payout(conn, merchant_id)
         payout_rows.set_payout(conn, merchant_id, address, now)
     return address, previous

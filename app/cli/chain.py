@@ -214,20 +214,30 @@ def networks_set_max_fee(network_id, gwei_text):
 @assets.command("add")
 @click.argument("asset_id")
 @click.option("--network", "network_id", required=True, help="The network's id.")
-@click.option("--symbol", required=True, help="E.g. USDC.")
+@click.option("--symbol", required=True, help="E.g. USDC: the contract's own symbol().")
 @click.option("--name", required=True, help="E.g. 'USD Coin'.")
 @click.option("--contract", required=True, help="The ERC-20 contract address (0x…).")
-@click.option("--decimals", required=True, type=int, help="The token's decimals (USDC: 6).")
+@click.option("--decimals", required=True, type=int,
+              help="The token's decimals (USDC: 6): the contract's own decimals().")
 @click.option("--eip3009", is_flag=True,
               help="The token implements ERC-3009 (transferWithAuthorization, as USDC and EURC do):"
                    " payers without the network's gas coin may pay through the relayer"
                    " (RELAYER_KEY_FILE). Its EIP-712 domain is read from the contract and checked.")
+@click.option("--skip-contract-check", is_flag=True,
+              help="Do not ask the network's node for the contract's decimals() and symbol() (it"
+                   " cannot be reached now): you vouch that CONTRACT is this network's token with"
+                   " these decimals and this symbol. Wrong decimals make every order due a"
+                   " fraction or a multiple of its amount.")
 @click.option("--json", "as_json", is_flag=True, help="Print the created asset as JSON.")
-def assets_add(asset_id, network_id, symbol, name, contract, decimals, eip3009, as_json):
-    """Let customers pay with a token on a network."""
+def assets_add(asset_id, network_id, symbol, name, contract, decimals, eip3009,
+               skip_contract_check, as_json):
+    """Let customers pay with a token on a network. The contract's decimals() and symbol() are read
+    through the network's node and must be --decimals and --symbol."""
     def describe(a):
         text = (f"Added asset {a.id} ({a.symbol}, {a.decimals} decimals) on {a.network_id}:"
-                f" contract {a.contract}.")
+                f" contract {a.contract}")
+        text += (" (not checked: you vouch for its decimals and symbol)." if skip_contract_check
+                 else ", its decimals() and symbol() checked.")
         if a.eip3009:
             text += (f" Payable without gas (ERC-3009, EIP-712 domain {a.eip3009_name!r} version"
                      f" {a.eip3009_version!r}) when RELAYER_KEY_FILE is set.")
@@ -235,7 +245,7 @@ def assets_add(asset_id, network_id, symbol, name, contract, decimals, eip3009, 
 
     _add(service.add_asset, as_json, _asset_json, describe, asset_id=asset_id,
          network_id=network_id, symbol=symbol, name=name, contract=contract, decimals=decimals,
-         eip3009=eip3009)
+         eip3009=eip3009, check_contract=not skip_contract_check, client_factory=_client)
 
 
 @assets.command("list")

@@ -44,7 +44,7 @@ class Gasless:
         chain.transfer(PAYER.address, 100_000_000, token=self.usdc)
         cli(runner, "networks", "add", "hardhat", "--name", "Hardhat", "--chain-id", "31337",
             "--rpc-url", chain.url, "--confirmations", str(CONFIRMATIONS))
-        added = cli(runner, "assets", "add", "usdc", "--network", "hardhat", "--symbol", "USDC",
+        added = cli(runner, "assets", "add", "usdc", "--network", "hardhat", "--symbol", "TUSDC",
                     "--name", "USD Coin", "--contract", self.usdc, "--decimals", "6", "--eip3009")
         assert "Payable without gas" in added.output
         cli(runner, "assets", "add", "tusd", "--network", "hardhat", "--symbol", "TUSD",

@@ -242,6 +242,44 @@ def test_a_key_without_gas_an_unreachable_node_and_no_factory(shop, chain, app):
                            " deploy-factory or set-factory first.\n")
 
 
+class HeadLiar(FaultyRpc):
+    """A pool whose node answering a lone `eth_blockNumber` says the head is `ahead` blocks above
+    the real one (a node on a longer fork, a bug, a misrouted request)."""
+
+    ahead = 0
+
+    def answer(self, body):
+        status, payload = super().answer(body)
+        if self.ahead and isinstance(body, dict) and body.get("method") == "eth_blockNumber":
+            answer = json.loads(payload)
+            answer["result"] = hex(int(answer["result"], 16) + self.ahead)
+            payload = self._json(answer)
+        return status, payload
+
+
+def test_a_collection_counts_its_depth_from_the_head_the_watcher_proved(shop, chain, app):
+    """A collection 2 blocks deep of 3 stays pending whatever one node says the head is: collect
+    counts from the head the watcher read in one batch with its kept block, and reads balances in
+    one batch with the block they are read at."""
+    proxy = HeadLiar(chain.url)
+    try:
+        dbutil.execute(app.config["DATABASE"], "UPDATE networks SET rpc_url = ?", proxy.url)
+        merchant = shop.merchant(new_address("payout-head"))
+        _, address = shop.order(merchant, 3)
+        chain.transfer(address, 3_000_000)
+        proxy.ahead = 1000
+        assert [t["status"] for t in shop.collect_json()["transactions"]] == ["pending"]
+        chain.mine(1)  # 2 confirmations of 3
+        watched = shop.runner.invoke(args=["watch-payments", "--once"])
+        assert watched.exit_code == 0, watched.output
+        shop.collect_json("--dry-run")
+        assert _collections(app.config["DATABASE"]) == [(1, "pending", True)]
+        shop.confirm()
+        assert _collections(app.config["DATABASE"]) == [(1, "confirmed", True)]
+    finally:
+        proxy.close()
+
+
 def test_set_factory_checks_the_code(shop, chain, runner):
     token = to_checksum_address(chain.token)
     refused = runner.invoke(args=["networks", "set-factory", NETWORK, token])
