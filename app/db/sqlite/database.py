@@ -29,10 +29,10 @@ from contextlib import contextmanager
 
 from app.data import schema as schema_rows
 from app.db import interface
-from app.db import file_identity
-from app.db.file_identity import NAMES, FilesInUse, OpenedFiles, identity
+from app.db.sqlite import file_identity
+from app.db.sqlite.file_identity import NAMES, FilesInUse, OpenedFiles, identity
 from app.db.health import WriteFailures, probe_space
-from app.db.writer_queue import WriterLock
+from app.db.sqlite.writer_queue import WriterLock
 
 log = logging.getLogger(__name__)
 
