@@ -16,9 +16,10 @@ CHAIN  := tests/chain
 # worker finishes the attempts in flight.
 run: $(VENV)/.installed
 	$(FLASK) init-db
-	$(FLASK) demo-merchant --webhook-url http://127.0.0.1:$(PORT)/demo/webhooks
+	$(FLASK) demo-merchant --webhook-url http://127.0.0.1:$(PORT)/demo/webhooks --console-login
 	@echo "Service on http://$(HOST):$(PORT), webhook worker alongside  (Ctrl-C stops both)"
 	@echo "Demo shop: http://$(HOST):$(PORT)/  (webhooks received: http://$(HOST):$(PORT)/demo/webhooks)"
+	@echo "Merchant console: http://$(HOST):$(PORT)/dashboard/  (the console login is printed above)"
 	@$(FLASK) deliver-webhooks & worker=$$!; \
 	trap 'kill -TERM $$worker 2>/dev/null; wait $$worker' EXIT; \
 	trap 'exit 130' INT TERM; \
@@ -86,7 +87,7 @@ demo-live: $(VENV)/.installed $(CHAIN)/node_modules/.installed
 	$(FLASK) networks add local --name "Local Hardhat" --chain-id 31337 --testnet --rpc-url $$rpc \
 		--confirmations $(DEMO_CONFIRMATIONS); \
 	$(FLASK) assets add tusd --network local --symbol TUSD --name "Test USD" --contract $$token --decimals 6 --eip3009; \
-	$(FLASK) demo-merchant --webhook-url http://$(HOST):$(PORT)/demo/webhooks; \
+	$(FLASK) demo-merchant --webhook-url http://$(HOST):$(PORT)/demo/webhooks --console-login; \
 	merchant=$$($(FLASK) demo-merchant --json | $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["merchantId"])'); \
 	(umask 077 && $(BIN)/python -c 'from app.demo.merchant import DEMO_OPERATOR_KEY; print(DEMO_OPERATOR_KEY)' \
 		>$(DEMO_DIR)/operator.key); \
@@ -98,6 +99,9 @@ demo-live: $(VENV)/.installed $(CHAIN)/node_modules/.installed
 	$(FLASK) watch-payments --poll-interval 1 & watcher=$$!; \
 	echo "Live demo shop: http://$(HOST):$(PORT)/  (local node $$rpc; Ctrl-C stops everything)"; \
 	echo "Collect the payments to the payout wallet: FLASK_DATABASE=$$FLASK_DATABASE $(FLASK) collect local --key-file $(DEMO_DIR)/operator.key"; \
+	echo "Merchant console: http://$(HOST):$(PORT)/dashboard/  (the console login is printed above)"; \
+	echo "This demo has its own database: give every flask command FLASK_DATABASE=$$FLASK_DATABASE"; \
+	echo "  e.g. FLASK_DATABASE=$$FLASK_DATABASE $(FLASK) users create EMAIL --merchant $$merchant"; \
 	FLASK_DEMO_SHOP=1 FLASK_DEMO_WALLET_RPC_URL=$$rpc FLASK_DEMO_COLLECT_KEY_FILE=$(DEMO_DIR)/operator.key \
 		FLASK_RELAYER_KEY_FILE=$(DEMO_DIR)/relayer.key \
 		$(FLASK) run --host $(HOST) --port $(PORT)

@@ -5,7 +5,7 @@ from dataclasses import replace
 from app import keys
 from app.data import merchants as merchant_rows
 from app.money import AmountError, parse_tolerance
-from app.records import Merchant
+from app.records import Merchant, SecretKey
 from app.webhooks.signing import new_secret as new_webhook_secret
 from app.webhooks import ssrf, transport
 
@@ -163,6 +163,25 @@ def revoke_key(db, merchant_id, prefix, now):
             raise MerchantError(f"Key {key.key_prefix}… is already revoked.")
         merchant_rows.revoke_key(conn, key.id, int(now))
     return replace(key, revoked_at=int(now))
+
+
+def revoke_key_now(db, merchant_id, key_id, now) -> SecretKey:
+    """The console's "Revoke now": this key of the merchant stops working at once (a leaked key,
+    kept working by a roll's overlap). Refused for the merchant's last working key: its server
+    would be locked out of the API; roll first."""
+    now = int(now)
+    with db.transaction() as conn:
+        keys_now = merchant_rows.keys(conn, merchant_id)
+        key = next((k for k in keys_now if k.id == key_id), None)
+        if key is None:
+            raise MerchantError("No such key of this merchant.")
+        if key.state(now) in ("revoked", "expired"):
+            raise MerchantError(f"Key {key.key_prefix}… already stopped working.")
+        if not any(k.id != key.id and k.state(now) in ("active", "expiring") for k in keys_now):
+            raise MerchantError(f"Key {key.key_prefix}… is this merchant's last working key: roll the"
+                                " secret key first, then revoke this one.")
+        merchant_rows.revoke_key(conn, key.id, now)
+    return replace(key, revoked_at=now)
 
 
 def disable(db, merchant_id, now):

@@ -142,6 +142,17 @@ def for_process(db, process_id):
     return event_rows.for_process(db.connection(), process_id)
 
 
+def page_of(db, merchant_id, *, type=None, state=None, before=None, limit=50):
+    """(events newest first, each with its last attempt or None, has_more): the console's list of
+    a merchant's events, before the event `before` (an id of this merchant's, else from the top)."""
+    conn = db.connection()
+    anchor = event_rows.get(conn, before) if before else None
+    before_seq = anchor.seq if anchor is not None and anchor.merchant_id == merchant_id else None
+    events, more = event_rows.page_of(conn, merchant_id, type=type, state=state, before_seq=before_seq,
+                                      limit=limit)
+    return [(e, (event_rows.attempts_of(conn, e.id) or [None])[-1]) for e in events], more
+
+
 def failing(db, merchant_id, limit=50):
     """A merchant's events whose delivery is failing (failed, or retrying), newest first."""
     return event_rows.failing(db.connection(), merchant_id, limit)

@@ -170,12 +170,23 @@ def create_once(db, merchant_id, process_id, *, amount, address, reason=None, no
 def _create(conn, merchant_id, process_id, amount, address, reason, now) -> Refund:
     if reason is not None and len(reason) > REASON_MAX_LENGTH:
         raise RefundError({"reason": [f"Longer than maximum length {REASON_MAX_LENGTH}."]})
+    if reason is not None and "\x00" in reason:  # text for people; PostgreSQL's text cannot hold it
+        raise RefundError({"reason": ["Must not contain the NUL character."]})
     process_rows.lock(conn, process_id)
     process = _process(conn, merchant_id, process_id)
     view = _refundable_view(conn, process, now)
     payment = view.payment
-    to = _address(address, payment)
-    units = _amount(amount, payment.decimals, _remaining(conn, view, process_id))
+    errors, checked = {}, {}
+    for field, check in (("address", lambda: _address(address, payment)),
+                         ("amount", lambda: _amount(amount, payment.decimals,
+                                                    _remaining(conn, view, process_id)))):
+        try:
+            checked[field] = check()
+        except RefundError as e:  # every field's error at once, not one at a time
+            errors.update(e.errors)
+    if errors:
+        raise RefundError(errors)
+    to, units = checked["address"], checked["amount"]
     network = payment_rows.get_network(conn, payment.network_id)
     refund = Refund(
         id=new_refund_id(), process_id=process_id, merchant_id=merchant_id, status="pending",

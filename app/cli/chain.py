@@ -11,7 +11,7 @@ from flask.cli import AppGroup
 from app import payments as service
 from app.chain import health
 from app.chain.rpc import Client, redacted
-from app.cli.common import table, when
+from app.cli.common import fail, table, when
 from app.clock import now
 from app.db import get_db
 
@@ -23,7 +23,7 @@ def _run(action, *args, **kwargs):
     try:
         return action(get_db(), *args, **kwargs)
     except service.SetupError as e:
-        raise click.ClickException(str(e)) from None
+        raise fail(e) from None
 
 
 def _add(action, as_json, to_json, describe, **fields):

@@ -14,7 +14,7 @@ from app import collect as collector
 from app import payouts
 from app.chain.signer import ChainError, SignerError
 from app.cli.chain import networks
-from app.cli.common import stop_on_signals, table, when
+from app.cli.common import fail, stop_on_signals, table, when
 from app.cli.merchants import merchants
 from app.clock import now
 from app.data import payments as payment_rows
@@ -31,7 +31,7 @@ def _run(action, *args, **kwargs):
     try:
         return action(get_db(), *args, **kwargs)
     except (SetupError, SignerError, ChainError) as e:
-        raise click.ClickException(str(e)) from None
+        raise fail(e) from None
 
 
 @merchants.command("set-payout")
@@ -102,7 +102,7 @@ def collect(network_id, key_file, merchant_id, dry_run, max_batch, extra_tokens,
     else:
         _print_summary(summary)
     if report.error:
-        raise click.ClickException(report.error)
+        raise fail(report.error)
 
 
 def _units(db, network_id):

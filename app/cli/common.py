@@ -1,16 +1,34 @@
 """Helpers shared by the operator commands."""
 import os
+import re
 import signal
 import time
 from contextlib import contextmanager
 
 import click
+from flask import current_app
 
+from app.db import location
 from app.representation import iso
 
 
 def when(ts):
     return iso(ts) if ts is not None else "-"
+
+
+def fail(message) -> click.ClickException:
+    """The error a command exits with (status 1, the message on stderr). Every command's failures
+    pass here, so a lookup that found nothing (by the code's convention, a message beginning "No ":
+    "No merchant mer_….", "No network x (networks add it first).") says where it looked: the SQLite
+    file's path, or the PostgreSQL URL without its password (API.md, "Operating it"). A second
+    database (the live demo's) is then told from the first at a glance."""
+    message = str(message)
+    if message.startswith("No "):
+        where = location(current_app.config["DATABASE"])
+        named = re.fullmatch(r"(No \S+ [^\s,]+?)(\.| \(.*)", message)  # "No network x (hint)."
+        message = (f"{named[1]} in {where}{named[2]}" if named
+                   else f"{message.rstrip('.')}; looked in {where}.")
+    return click.ClickException(message)
 
 
 def table(rows, headers):

@@ -5,7 +5,7 @@ import click
 from flask.cli import AppGroup
 
 from app import outbox as service
-from app.cli.common import table, when
+from app.cli.common import fail, table, when
 from app.clock import now
 from app.db import get_db
 from app.records import EVENT_STATUSES
@@ -40,7 +40,7 @@ def show(event_id):
     try:
         event, attempts = service.get_with_attempts(get_db(), event_id)
     except service.EventNotFound:
-        raise click.ClickException(f"No event {event_id}.") from None
+        raise fail(f"No event {event_id}.") from None
     click.echo(f"event:     {event.id}")
     click.echo(f"type:      {event.type}")
     click.echo(f"status:    {event.status}")
@@ -98,9 +98,9 @@ def replay(event_id, failed, no_endpoint, merchant_id, since):
         try:
             service.replay(db, event_id, now())
         except service.EventNotFound:
-            raise click.ClickException(f"No event {event_id}.") from None
+            raise fail(f"No event {event_id}.") from None
         except service.NotReplayed as e:
-            raise click.ClickException(str(e)) from None
+            raise fail(e) from None
         click.echo(f"Re-queued {event_id} for delivery now.")
         return
     ids = service.replay_where(db, now(), statuses=statuses, merchant_id=merchant_id, since=since)

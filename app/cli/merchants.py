@@ -8,7 +8,7 @@ from flask.cli import AppGroup
 from app import merchants as service
 from app import payments
 from app.chain.addresses import ADDRESS_PATH, XpubError
-from app.cli.common import table, when
+from app.cli.common import fail, table, when
 from app.clock import now
 from app.db import get_db
 
@@ -19,7 +19,7 @@ def _run(action, *args, **kwargs):
     try:
         return action(get_db(), *args, **kwargs)
     except service.MerchantError as e:
-        raise click.ClickException(str(e)) from None
+        raise fail(e) from None
 
 
 @merchants.command("create")
@@ -197,7 +197,7 @@ def set_xpub(merchant_id, xpub):
     try:
         first = payments.set_xpub(get_db(), merchant_id, xpub, now())
     except (XpubError, payments.SetupError) as e:
-        raise click.ClickException(str(e)) from None
+        raise fail(e) from None
     click.echo(f"Registered the wallet of {merchant_id}. Its first deposit address"
                f" ({ADDRESS_PATH.format(index=0)}) is {first}: check that your wallet shows the same"
                " address for the first account of this seed phrase.")

@@ -6,6 +6,7 @@ from flask.cli import with_appcontext
 from app import ops
 from app.clock import now
 from app.db import get_db
+from app.cli.common import fail
 
 
 @click.command("prune")
@@ -19,7 +20,7 @@ def prune(days):
     config = current_app.config
     days = days or config["RETENTION_DAYS"]
     if not days:
-        raise click.ClickException("RETENTION_DAYS is 0 (keep for ever): give --older-than DAYS.")
+        raise fail("RETENTION_DAYS is 0 (keep for ever): give --older-than DAYS.")
     pruned = ops.prune(get_db(), now(), older_than_days=days,
                               idempotency_ttl=config["IDEMPOTENCY_TTL_SECONDS"])
     click.echo(f"Pruned {pruned.events} events older than {days} days, {pruned.attempts} delivery"
@@ -34,11 +35,11 @@ def backup_db(path, force):
     """Copy the database to PATH while the service runs (SQLite's online backup: one consistent
     snapshot, checked). Restore: docs/operations.md. On PostgreSQL: pg_dump (docs/storage.md)."""
     if get_db().dialect != "sqlite":
-        raise click.ClickException(
+        raise fail(
             "backup-db copies a SQLite file; back up PostgreSQL with pg_dump"
             " (docs/storage.md, \"Backups on PostgreSQL\").")
     try:
         size = ops.backup(current_app.config["DATABASE"], path, overwrite=force)
     except ops.BackupError as e:
-        raise click.ClickException(str(e)) from None
+        raise fail(e) from None
     click.echo(f"Backed up the database to {path} ({size} bytes, integrity ok).")

@@ -4,7 +4,7 @@ from flask.cli import AppGroup
 
 from app import outbox, payments, refunds
 from app import processes as service
-from app.cli.common import table, when
+from app.cli.common import fail, table, when
 from app.clock import now
 from app.db import get_db
 from app.http import parse_process_id
@@ -50,7 +50,7 @@ def show(process_id):
     try:
         process = service.get(db, None, _process_id(process_id))
     except service.ProcessNotFound:
-        raise click.ClickException(f"No process {process_id}.") from None
+        raise fail(f"No process {process_id}.") from None
     payment = payments.view(db, process)
     its_refunds = refunds.of_processes(db, [process]).get(process.id, ())
     click.echo(dumps_pretty(loads(process_json(process, now(), payment, its_refunds).encode("utf-8"))))
@@ -68,7 +68,7 @@ def complete(process_id):
     try:
         process = service.complete(get_db(), _process_id(process_id), now())
     except service.ProcessNotFound:
-        raise click.ClickException(f"No process {process_id}.") from None
+        raise fail(f"No process {process_id}.") from None
     except service.InvalidState as e:
-        raise click.ClickException(str(e)) from None
+        raise fail(e) from None
     click.echo(f"Completed process {process.id}; payment.completed event written.")

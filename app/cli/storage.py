@@ -7,6 +7,7 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 
+from app.cli.common import fail
 from app.data import schema as schema_rows
 from app.db import get_db, is_postgres_url, open_database
 
@@ -43,12 +44,12 @@ def copy_db_command(target):
     written after the copy starts are not copied, so stop the service's writers first."""
     config = current_app.config
     if os.fspath(target) == os.fspath(config["DATABASE"]):
-        raise click.ClickException("TARGET is the configured database itself.")
+        raise fail("TARGET is the configured database itself.")
     source = get_db()
     conn = source.connection()
     latest = schema_rows.latest_version(schema_rows.dialect(conn))
     if schema_rows.version(conn) != latest:
-        raise click.ClickException(
+        raise fail(
             f"The configured database is at schema version {schema_rows.version(conn)}, not"
             f" {latest}: run init-db on it first."
         )
@@ -56,7 +57,7 @@ def copy_db_command(target):
     try:
         foreign, filled = _existing_contents(target, destination)
         if foreign or filled:
-            raise click.ClickException(
+            raise fail(
                 "TARGET is not empty (" + ", ".join(
                     [f"table {t} is not the service's" for t in foreign]
                     + [f"{t} has rows" for t in filled]) + "): copy-db only fills an empty database."
@@ -89,7 +90,7 @@ def _copy(source_conn, destination) -> dict:
             schema_rows.reset_identities(target_conn)
             for table, n in counts.items():
                 if schema_rows.count(target_conn, table) != n:
-                    raise click.ClickException(f"{table}: the copy does not hold {n} rows")
+                    raise fail(f"{table}: the copy does not hold {n} rows")
     finally:
         source_conn.execute("COMMIT")
     return counts

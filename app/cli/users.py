@@ -7,7 +7,7 @@ import sys
 import click
 from flask.cli import AppGroup
 
-from app.cli.common import table, when
+from app.cli.common import fail, table, when
 from app.clock import now
 from app.dashboard import accounts
 from app.db import get_db
@@ -26,7 +26,7 @@ def _run(action, *args, **kwargs):
     try:
         return action(get_db(), *args, **kwargs)
     except accounts.AccountError as e:
-        raise click.ClickException(str(e)) from None
+        raise fail(e) from None
 
 
 @users.command("create")

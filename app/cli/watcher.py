@@ -6,7 +6,7 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 from app.chain.watcher import MAX_ADDRESSES, MAX_RANGE, Watcher
-from app.cli.common import stop_on_signals
+from app.cli.common import fail, stop_on_signals
 from app.data import payments as payment_rows
 from app.db import get_db
 
@@ -33,7 +33,7 @@ def watch_payments(once, poll_interval, backoff_max, max_range, max_addresses, n
     unknown = sorted(set(network_ids) - {n.id for n in payment_rows.list_networks(
         get_db().connection())}) if network_ids else []
     if unknown:
-        raise click.ClickException(f"No network {', '.join(unknown)} (see: networks list).")
+        raise fail(f"No network {', '.join(unknown)} (see: networks list).")
     watcher = Watcher.from_app(current_app._get_current_object(), poll_interval=poll_interval,
                                backoff_max=backoff_max, max_range=max_range,
                                max_addresses=max_addresses, networks=network_ids)

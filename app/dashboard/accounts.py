@@ -112,6 +112,11 @@ def _existing(conn, email):
     return user
 
 
+def user_by_email(db, email):
+    """The user with this email, or None."""
+    return user_rows.by_email(db.connection(), normalize_email(email))
+
+
 def list_users(db):
     return user_rows.list_all(db.connection())
 

@@ -18,6 +18,7 @@ import csv
 import io
 import json
 from datetime import datetime, timezone
+from decimal import Decimal
 
 from flask import (Blueprint, Response, current_app, g, redirect, render_template, request, send_file,
                    stream_with_context, url_for)
@@ -26,9 +27,12 @@ from app import collect, outbox, merchants, payments, processes, refunds
 from app.chain import rpc
 from app.chain.rpc import transfer_calldata
 from app.clock import now
-from app.dashboard import accounts, security
+from app.dashboard import accounts, overview, security
+from app.dashboard import payouts as wallet_payouts
 from app.dashboard.security import PageError, login_required, not_found, owner_required
 from app.data import merchants as merchant_rows
+from app.data import outbox as event_rows
+from app.data import overview as overview_rows
 from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
 from app.data import processes as process_rows
@@ -48,7 +52,7 @@ CSV_BATCH = 500
 # The payment button's QR encoder and the console's renderer of <img data-qr>, in one scope.
 QR_SCRIPT = load_button_script(names=("qr.js", "console/qr-images.js"))
 CSV_COLUMNS = ("processId", "status", "amount", "livemode", "createdAt", "updatedAt", "expiresAt",
-               "metadata", "assetId", "networkId", "amountDue", "amountPaid")
+               "metadata", "assetId", "networkId", "amountDue", "amountPaid", "amountRefunded", "marks")
 
 
 @bp.app_template_filter("when")
@@ -65,6 +69,51 @@ def _context():
             "merchant": getattr(g, "merchant", None)}
 
 
+# --- After a change: POST, then redirect, then GET (PRG) -------------------------------------------
+# A change that succeeded answers 303 to the page it changed, with `done=<what>` in its address: the
+# page then says what happened, and a reload or Back never sends the form again. Only fixed texts
+# and the few values below go into an address (never a secret: a rolled key is answered in place).
+NOTICES = {
+    "cancelled": "The process is cancelled; its process.cancelled event is queued.",
+    "resent": "The event is queued for delivery again; its attempt shows below when the delivery"
+              " worker has made it.",
+    "refund-cancelled": "The refund is cancelled.",
+    "named": "The transaction is named for this refund: it completes once that transaction is"
+             " confirmed.",
+    "tolerance": "Underpayment tolerance saved: payments confirmed from now on complete at the amount"
+                 " due less it.",
+    "url-set": "Webhook URL saved.",
+    "url-removed": "Webhook URL removed.",
+    "test": "Test event queued: its result shows below when the delivery worker has sent it.",
+    "replayed": "{count} failed event(s) queued for delivery again.",
+    "revoked": "The key is revoked: it stopped working now.",
+    "collection": "The collection's transaction is recorded: it is listed below, confirmed once the"
+                  " network's confirmations are reached.",
+}
+
+
+def _done(endpoint, what, **values):
+    return redirect(url_for(endpoint, **values, done=what), 303)
+
+
+def _notice():
+    """The notice of the change this GET follows (`done`), or None."""
+    text = NOTICES.get(request.args.get("done", ""))
+    if text and "{count}" in text:
+        count = request.args.get("count", "")
+        text = text.format(count=int(count)) if count.isdigit() and len(count) < 10 else None
+    if text and request.args.get("warning"):
+        text += f" Careful: {request.args['warning'][:300]}."
+    return text
+
+
+def _confirm(title, message, action, button, back, danger=True):
+    """A confirmation page: a POST form to `action` (its button `button`) and a way back. Works
+    without script; a viewer never reaches it (owner_required)."""
+    return render_template("dashboard/confirm.html", title=title, message=message, action=action,
+                           button=button, back=back, danger=danger)
+
+
 # --- Login -----------------------------------------------------------------------------------------
 
 def _login_page(status=200, error=None, email="", headers=None):
@@ -78,7 +127,7 @@ def _login_page(status=200, error=None, email="", headers=None):
 @bp.get("/login")
 def login():
     if accounts.session(get_db(), security.read_cookie(security.SESSION_COOKIE), now()) is not None:
-        return redirect(url_for("dashboard.processes_page"))
+        return redirect(url_for("dashboard.overview_page"))
     return _login_page()
 
 
@@ -104,7 +153,7 @@ def login_submit():
     except accounts.BadEmail:
         return _login_page(400, f"An email address has at most {accounts.MAX_EMAIL_LENGTH}"
                            " characters.", "")
-    response = redirect(url_for("dashboard.processes_page"), 303)
+    response = redirect(url_for("dashboard.overview_page"), 303)
     security.session_cookie(response, token, security.session_hours() * 3600)
     security.delete_cookie(response, security.LOGIN_CSRF_COOKIE)
     return response
@@ -117,6 +166,62 @@ def logout():
     response = redirect(url_for("dashboard.login"), 303)
     security.delete_cookie(response, security.SESSION_COOKIE)
     return response
+
+
+# --- Overview -------------------------------------------------------------------------------------
+
+def _partly_paid(views) -> list[str]:
+    """The processes whose confirmed money is above zero and below what is due (exactly)."""
+    found = []
+    for process_id, view in views.items():
+        paid = sum(t.amount for t in view.transfers if t.status == "confirmed")
+        if 0 < paid < view.payment.amount_due:
+            found.append(process_id)
+    return found
+
+
+def _waiting(conn, since):
+    """What waits in the merchant's deposit addresses per network and token, as the database knows
+    it (overview_rows.uncollected), from the day before each network's last collection on (or the
+    30 days' start): a list of dicts for the template."""
+    networks = {n.id: n for n in payment_rows.list_networks(conn)}
+    symbols = {(a.network_id, a.contract.lower()): a for a in payment_rows.list_assets(conn)}
+    last = overview_rows.last_collection(conn, g.merchant.id)
+    found = []
+    for network_id in payout_rows.networks_with_factory(conn):
+        start = max(since, last.get(network_id, 0) - overview.DAY)
+        for token, addresses, base in overview_rows.uncollected(conn, g.merchant.id, network_id, start):
+            asset = symbols.get((network_id, token.lower()))
+            found.append({"network": networks[network_id].name, "network_id": network_id,
+                          "amount": overview.text(overview._units(base, asset.decimals)) if asset else str(base),
+                          "symbol": asset.symbol if asset else token, "addresses": addresses,
+                          "since": overview.day_text(start // overview.DAY)})
+    return found
+
+
+def _partly_count(conn, candidates) -> int:
+    count, unsure = overview_rows.partly_paid(conn, candidates)
+    return count + (len(_partly_paid(payment_rows.views_of(conn, unsure))) if unsure else 0)
+
+
+@bp.get("/overview")
+@login_required
+def overview_page():
+    conn, current = get_db().connection(), int(now())
+    today = current // overview.DAY
+    since = (today - 29) * overview.DAY
+    from_seq = overview_rows.seq_since(conn, since)
+    assets, other = overview.money(conn, g.merchant.id, current, from_seq, not g.merchant.livemode)
+    candidates = overview_rows.partly_paid_candidates(conn, g.merchant.id, since)
+    dates = {days: overview.day_text(today - days + 1) for days, _ in overview.WINDOWS}
+    return render_template(
+        "dashboard/overview.html", assets=assets, other=other, windows=overview.WINDOWS, dates=dates,
+        charts={a.id: overview.chart(a.daily, today, a.symbol) for a in assets},
+        other_chart=overview.chart(other["daily"], today, "") if other[30][0] else None,
+        text=overview.text, statuses=overview.statuses(conn, g.merchant.id, current, from_seq),
+        partly=_partly_count(conn, candidates),
+        waiting=_waiting(conn, since), failing=overview_rows.failing_deliveries(conn, g.merchant.id),
+        since=overview.day_text(today - 29))
 
 
 # --- Processes -------------------------------------------------------------------------------------
@@ -132,12 +237,28 @@ def _date(text, name, errors):
         return None
 
 
+# The list's filters on money: (value of `money`, its label). A new filter is one more entry here
+# and in process_rows.CONDITIONS.
+MONEY_FILTERS = [("paid", "Paid (money confirmed)"), ("partly", "Partly paid"), ("refunded", "Refunded")]
+
+
 def _filters():
     """The list's filters from the query string: (filters for process_rows.list_page, form values,
     error messages). An impossible combination (another mode than the merchant's) gives None."""
     args = request.args
-    form = {name: args.get(name, "").strip() for name in ("status", "mode", "from", "to", "q")}
+    form = {name: args.get(name, "").strip()
+            for name in ("status", "mode", "from", "to", "q", "money", "asset", "network")}
     errors, found = [], {}
+    conditions = []
+    if form["money"] and form["money"] not in dict(MONEY_FILTERS):
+        errors.append("money: choose one of the listed filters.")
+    elif form["money"]:
+        conditions.append((form["money"], None))
+    for name in ("asset", "network"):
+        if form[name]:
+            conditions.append((name + "=", form[name]))
+    if conditions:
+        found["conditions"] = conditions
     if form["status"] and form["status"] not in STATUSES:
         errors.append("status: choose one of the listed statuses.")
     elif form["status"]:
@@ -161,7 +282,21 @@ def _filters():
 
 
 def _page(found, *, limit, before=None):
-    """(processes, has_more) for the filters, newest first, before the process `before`."""
+    """(processes, has_more) for the filters, newest first, before the process `before`. "Partly
+    paid" is checked exactly on what SQL found (money confirmed, not completed): below what is due."""
+    if found is None or not any(name == "partly" for name, _ in found.get("conditions", ())):
+        return _sql_page(found, limit=limit, before=before)
+    kept = []
+    while True:
+        batch, more = _sql_page(found, limit=limit, before=before)
+        partly = set(_partly_paid(payments.views(get_db(), batch)))
+        kept += [p for p in batch if p.id in partly]
+        if len(kept) >= limit or not more:
+            return kept[:limit], len(kept) > limit or more
+        before = batch[-1].id
+
+
+def _sql_page(found, *, limit, before=None):
     if found is None:
         return [], False
     found = dict(found)
@@ -188,9 +323,16 @@ def _page(found, *, limit, before=None):
 
 def _matches(process, found):
     """The other filters, for the one process a process-id search found."""
-    return (found.get("status") in (None, process.effective_status(now()))
+    if not (found.get("status") in (None, process.effective_status(now()))
             and process.created_at >= found.get("created_from", process.created_at)
-            and process.created_at < found.get("created_before", process.created_at + 1))
+            and process.created_at < found.get("created_before", process.created_at + 1)):
+        return False
+    conditions = found.get("conditions")
+    if not conditions:
+        return True
+    if not process_rows.meets(get_db().connection(), process.id, conditions):
+        return False
+    return ("partly", None) not in conditions or bool(_partly_paid(payments.views(get_db(), [process])))
 
 
 def _summary(metadata):
@@ -201,6 +343,45 @@ def _summary(metadata):
     return text if len(text) <= 80 else text[:79] + "…"
 
 
+def _names():
+    """(asset symbols by (asset id, network id), network names by id), as people read them."""
+    conn = get_db().connection()
+    return ({(a.id, a.network_id): a.symbol for a in payment_rows.list_assets(conn)},
+            {n.id: n.name for n in payment_rows.list_networks(conn)})
+
+
+def _money(batch, names=None) -> dict:
+    """Per process of `batch` with a live payment: what was paid (confirmed) and refunded
+    (completed), in token units, on which asset and network, and its marks: {process id: dict}."""
+    if not batch:
+        return {}
+    symbols, networks = names or _names()
+    views = payments.views(get_db(), batch)
+    refunded = refunds.of_processes(get_db(), batch)
+    current, found = now(), {}
+    for p in batch:
+        view = views.get(p.id)
+        if view is None:
+            continue
+        pay = view.payment
+        paid = sum(t.amount for t in view.transfers if t.status == "confirmed")
+        # A refund is in its own token's units: the payment's, unless the choice changed since.
+        back = sum(Decimal(r.amount).scaleb(-r.decimals) for r in refunded.get(p.id, ())
+                   if r.status == "completed")
+        marks = []
+        if 0 < paid < pay.amount_due and p.effective_status(current) != "completed":
+            marks.append("partly paid")
+        if back:
+            marks.append("refunded" if back >= Decimal(paid).scaleb(-pay.decimals) else "partly refunded")
+        found[p.id] = {
+            "asset_id": pay.asset_id, "network_id": pay.network_id,
+            "symbol": symbols.get((pay.asset_id, pay.network_id), pay.asset_id),
+            "network": networks.get(pay.network_id, pay.network_id),
+            "due": format_units(pay.amount_due, pay.decimals), "paid": format_units(paid, pay.decimals),
+            "refunded": overview.text(back), "marks": marks}
+    return found
+
+
 @bp.get("/")
 @login_required
 def processes_page():
@@ -208,11 +389,16 @@ def processes_page():
     items, has_more = ([], False) if errors else _page(found, limit=PAGE_SIZE, before=request.args.get("before"))
     query = {k: v for k, v in form.items() if v}
     current = now()
-    rows = [{"process": p, "status": p.effective_status(current), "summary": _summary(p.metadata)}
-            for p in items]
+    money = _money(items)
+    rows = [{"process": p, "status": p.effective_status(current), "summary": _summary(p.metadata),
+             "money": money.get(p.id)} for p in items]
+    symbols, networks = _names()
+    assets = sorted({(asset_id, symbol) for (asset_id, _), symbol in symbols.items()})
     next_url = url_for("dashboard.processes_page", **query, before=items[-1].id) if has_more else None
     return render_template("dashboard/processes.html", rows=rows, form=form, errors=errors,
-                           statuses=STATUSES, next_url=next_url, first_page=bool(request.args.get("before")),
+                           statuses=STATUSES, next_url=next_url, money_filters=MONEY_FILTERS,
+                           assets=assets, networks=sorted(networks.items()),
+                           first_page=bool(request.args.get("before")),
                            first_url=url_for("dashboard.processes_page", **query),
                            csv_url=url_for("dashboard.processes_csv", **query)), 400 if errors else 200
 
@@ -238,15 +424,15 @@ def processes_csv():
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\r\n")
         writer.writerow(CSV_COLUMNS)
-        before = None
+        before, names = None, _names()
         while True:
             batch, more = _page(found, limit=CSV_BATCH, before=before)
             current = now()
-            views = payments.views(get_db(), batch)  # what was paid against what was due
+            money = _money(batch, names)  # what was paid against what was due, and refunded
             for p in batch:
                 writer.writerow((p.id, p.effective_status(current), p.amount, "true" if p.livemode else "false",
                                  iso(p.created_at), iso(p.effective_updated_at(current)), iso(p.expires_at),
-                                 p.metadata, *_paid_against_due(views.get(p.id))))
+                                 p.metadata, *_money_columns(money.get(p.id))))
             yield out.getvalue()
             heartbeat()
             out.seek(0)
@@ -259,14 +445,14 @@ def processes_csv():
                     headers={"Content-Disposition": 'attachment; filename="processes.csv"'})
 
 
-def _paid_against_due(view):
-    """The CSV's payment columns: asset, network, amount due and confirmed amount paid, in token
-    units (a payment completed under the merchant's tolerance shows paid below due); empty without."""
-    if view is None:
-        return ("", "", "", "")
-    p = view.payment
-    paid = sum(t.amount for t in view.transfers if t.status == "confirmed")
-    return (p.asset_id, p.network_id, format_units(p.amount_due, p.decimals), format_units(paid, p.decimals))
+def _money_columns(money):
+    """The CSV's payment columns: asset, network, amount due, confirmed amount paid and completed
+    refunds, in token units (a payment completed under the merchant's tolerance shows paid below
+    due), and the list's marks joined by "; "; empty without a live payment."""
+    if money is None:
+        return ("",) * 6
+    return (money["asset_id"], money["network_id"], money["due"], money["paid"], money["refunded"],
+            "; ".join(money["marks"]))
 
 
 def _process_or_404(process_id):
@@ -320,6 +506,7 @@ def _refresh(url, events, current):
 @login_required
 def process_page(process_id, notice=None, error=None, status=200):
     process = _process_or_404(process_id)
+    notice = notice or _notice()
     db, current = get_db(), now()
     view = payments.view(db, process)
     payment = loads(payment_json(view).encode()) if view is not None else None
@@ -331,12 +518,27 @@ def process_page(process_id, notice=None, error=None, status=200):
         "dashboard/process.html", process=process, status=process.effective_status(current),
         updated_at=process.effective_updated_at(current), payment=payment,
         symbol=_symbol(view.payment.asset_id, view.payment.network_id) if view else "",
+        network_name=_names()[1].get(view.payment.network_id, view.payment.network_id) if view else "",
         refunds=refunds.list_for_process(db, g.merchant.id, process.id),
         can_refund=refundable not in (None, "0"),
         metadata=dumps_pretty(loads(process.metadata.encode())), event_list=event_list,
         timeline=_timeline(process, view, event_list, current), notice=notice, error=error,
         refresh=refresh,
     ), status
+
+
+@bp.get("/processes/<process_id>/cancel")
+@login_required
+@owner_required
+def confirm_cancel_process(process_id):
+    process = _process_or_404(process_id)
+    back = url_for("dashboard.process_page", process_id=process.id)
+    if process.effective_status(now()) != "pending":
+        return redirect(back, 303)
+    return _confirm(f"Cancel process {process.id}?",
+                    f"The customer can no longer pay its {process.amount}; a process.cancelled event"
+                    " is sent to your webhook. A cancelled process cannot be reopened.",
+                    url_for("dashboard.cancel_process", process_id=process.id), "Cancel", back)
 
 
 @bp.post("/processes/<process_id>/cancel")
@@ -348,7 +550,7 @@ def cancel_process(process_id):
         processes.cancel(get_db(), process.id, now(), merchant_id=g.merchant.id)
     except processes.InvalidState as e:
         return process_page(process.id, error=str(e), status=409)
-    return process_page(process.id, notice="The process is cancelled; its process.cancelled event is queued.")
+    return _done("dashboard.process_page", "cancelled", process_id=process.id)
 
 
 @bp.post("/processes/<process_id>/events/<event_id>/resend")
@@ -362,8 +564,7 @@ def resend_event(process_id, event_id):
         outbox.replay(get_db(), event_id, now())
     except outbox.NotReplayed as e:
         return process_page(process.id, error=str(e), status=409)
-    return process_page(process.id, notice=f"Event {event_id} is queued for delivery again; its"
-                        " attempt shows below when the delivery worker has made it.")
+    return _done("dashboard.process_page", "resent", process_id=process.id, _anchor=event_id)
 
 
 # --- Refunds ---------------------------------------------------------------------------------------
@@ -384,8 +585,13 @@ def _refund_form(process, form, errors=None, error=None, status=200):
     remaining = refunds.refundable(get_db(), g.merchant.id, process.id, now())
     if view is None or remaining is None:
         return process_page(process.id, error="This process has no confirmed payment to refund.", status=409)
+    payers = {t.from_address for t in view.transfers if t.status == "confirmed"}
+    payer = payers.pop() if len(payers) == 1 else None
+    if not form:  # a new form: what may still be refunded, to the address that paid when only one did
+        form = {"amount": remaining, "address": payer or "", "reason": ""}
     return render_template("dashboard/refund_new.html", process=process, form=form, errors=errors or {},
-                           error=error, remaining=remaining, network=view.payment.network_id,
+                           error=error, remaining=remaining, payer=payer,
+                           network=_names()[1].get(view.payment.network_id, view.payment.network_id),
                            symbol=_symbol(view.payment.asset_id, view.payment.network_id)), status
 
 
@@ -393,7 +599,7 @@ def _refund_form(process, form, errors=None, error=None, status=200):
 @login_required
 @owner_required
 def refund_form(process_id):
-    return _refund_form(_process_or_404(process_id), {"amount": "", "address": "", "reason": ""})
+    return _refund_form(_process_or_404(process_id), None)
 
 
 @bp.post("/processes/<process_id>/refund")
@@ -423,8 +629,10 @@ def _refund_or_404(process, refund_id):
 @login_required
 def refund_page(process_id, refund_id, notice=None, error=None, tx_hash="", status=200):
     refund = _refund_or_404(_process_or_404(process_id), refund_id)
+    notice = notice or _notice()
     uri = loads(refund_json(refund).encode())["paymentUri"]  # EIP-681, as the API shows it
     return render_template("dashboard/refund.html", refund=refund, amount=_units(refund), notice=notice,
+                           network_name=_names()[1].get(refund.network_id, refund.network_id),
                            error=error, tx_hash=tx_hash,
                            symbol=_symbol(refund.asset_id, refund.network_id), payment_uri=uri,
                            transfer_data=transfer_calldata(refund.address, refund.amount)), status
@@ -445,8 +653,24 @@ def name_refund_transaction(process_id, refund_id):
                            tx_hash=tx_hash, status=400)
     except refunds.NotRefundable as e:
         return refund_page(process.id, refund.id, error=str(e), tx_hash=tx_hash, status=409)
-    return refund_page(process.id, refund.id, notice=f"Transaction {tx_hash.lower()} is named for"
-                       " this refund: it completes once that transaction is confirmed.")
+    return _done("dashboard.refund_page", "named", process_id=process.id, refund_id=refund.id)
+
+
+@bp.get("/processes/<process_id>/refunds/<refund_id>/cancel")
+@login_required
+@owner_required
+def confirm_cancel_refund(process_id, refund_id):
+    process = _process_or_404(process_id)
+    refund = _refund_or_404(process, refund_id)
+    back = url_for("dashboard.refund_page", process_id=process.id, refund_id=refund.id)
+    if refund.status != "pending":
+        return redirect(back, 303)
+    return _confirm(f"Cancel refund {refund.id}?",
+                    f"It will no longer wait for your payment of {_units(refund)}"
+                    f" {_symbol(refund.asset_id, refund.network_id)}; a refund.cancelled event is sent."
+                    " Do not pay it after cancelling.",
+                    url_for("dashboard.cancel_refund", process_id=process.id, refund_id=refund.id),
+                    "Cancel refund", back)
 
 
 @bp.post("/processes/<process_id>/refunds/<refund_id>/cancel")
@@ -459,14 +683,14 @@ def cancel_refund(process_id, refund_id):
         refunds.cancel(get_db(), g.merchant.id, process.id, refund.id, now())
     except refunds.NotRefundable as e:
         return process_page(process.id, error=str(e), status=409)
-    return process_page(process.id, notice=f"Refund {refund.id} is cancelled.")
+    return _done("dashboard.process_page", "refund-cancelled", process_id=process.id)
 
 
 # --- Keys ------------------------------------------------------------------------------------------
 
 @bp.get("/keys")
 @login_required
-def keys_page(new_secret=None):
+def keys_page(new_secret=None, error=None, status=200):
     current = now()
     secret_keys = merchants.keys_of(get_db(), g.merchant.id)
     states = {}
@@ -479,13 +703,70 @@ def keys_page(new_secret=None):
                         f" {_when(g.merchant.previous_webhook_secret_until)}, with the previous one too.")
     else:
         secret_state = "One secret signs every delivery. It is shown once, when it is made."
+    working = [k for k in secret_keys if k.state(current) in ("active", "expiring")]
+    revocable = {k.id for k in working} if len(working) > 1 else set()
     return render_template("dashboard/keys.html", secret_keys=secret_keys, key_states=states,
                            webhook_secret_state=secret_state, new_secret=new_secret,
-                           overlap_hours=current_app.config["KEY_ROLL_OVERLAP_HOURS"])
+                           overlap_hours=current_app.config["KEY_ROLL_OVERLAP_HOURS"],
+                           revocable=revocable, notice=_notice(), error=error), status
 
 
 def _until(overlap):
     return "stop working now" if not overlap else f"keep working until {_when(now() + overlap)}"
+
+
+@bp.get("/keys/roll")
+@login_required
+@owner_required
+def confirm_roll_secret_key():
+    overlap = merchants.roll_overlap_seconds(current_app.config)
+    return _confirm("Roll the secret key?",
+                    f"A new secret key is made and shown once. The current keys {_until(overlap)}:"
+                    " put the new one on your server before then.",
+                    url_for("dashboard.roll_secret_key"), "Roll secret key", url_for("dashboard.keys_page"),
+                    danger=False)
+
+
+@bp.get("/keys/roll-webhook-secret")
+@login_required
+@owner_required
+def confirm_roll_webhook_secret():
+    hours = current_app.config["KEY_ROLL_OVERLAP_HOURS"]
+    return _confirm("Roll the webhook signing secret?",
+                    "A new secret is made and shown once. Deliveries are signed with the previous one"
+                    + (f" too for {hours} hour(s)" if hours else " no longer") + ": update your receiver.",
+                    url_for("dashboard.roll_webhook_secret"), "Roll webhook secret",
+                    url_for("dashboard.keys_page"), danger=False)
+
+
+def _key_or_404(key_id):
+    key = next((k for k in merchants.keys_of(get_db(), g.merchant.id) if k.id == key_id), None)
+    if key is None:
+        raise not_found()
+    return key
+
+
+@bp.get("/keys/<int:key_id>/revoke")
+@login_required
+@owner_required
+def confirm_revoke_key(key_id):
+    key = _key_or_404(key_id)
+    return _confirm(f"Revoke key {key.key_prefix}… now?",
+                    "It stops working at once: every request your servers still send with it answers"
+                    " 401. Do this when the key leaked; a server that still uses it breaks.",
+                    url_for("dashboard.revoke_key", key_id=key.id), "Revoke now", url_for("dashboard.keys_page"))
+
+
+@bp.post("/keys/<int:key_id>/revoke")
+@login_required
+@owner_required
+def revoke_key(key_id):
+    key = _key_or_404(key_id)
+    try:
+        merchants.revoke_key_now(get_db(), g.merchant.id, key.id, now())
+    except merchants.MerchantError as e:
+        return keys_page(error=str(e), status=409)
+    return _done("dashboard.keys_page", "revoked")
 
 
 @bp.post("/keys/roll")
@@ -518,13 +799,23 @@ def roll_webhook_secret():
 GAS_COIN_DECIMALS = 18  # every EVM chain's gas coin (ETH, POL, ...)
 
 
-def _network_payouts(network, assets):
-    """What waits on one network for this merchant: a dict for the template."""
+def _client(network):
+    return rpc.Client.from_config(network.rpc_url, current_app.config)  # CHAIN_RPC_* timeouts
+
+
+def _network_payouts(network, assets, payout):
+    """What waits on one network for this merchant and what its payout address holds there, its
+    browser-wallet collections settled on the way: a dict for the template."""
     found = {"id": network.id, "name": network.name, "chain_id": network.chain_id, "error": None,
-             "waiting": [], "addresses": 0}
+             "waiting": [], "addresses": 0, "balance": []}
     try:
-        held = collect.waiting(get_db(), network.id, g.merchant.id, client_factory=lambda url:
-                               rpc.Client.from_config(url, current_app.config))
+        client = _client(network)
+        try:
+            wallet_payouts.settle(get_db(), network, g.merchant.id, client, now())
+        except rpc.RpcError as e:  # not proven yet (the watcher behind): settled on a later visit
+            current_app.logger.info("payouts page: collections on %s not settled now: %s", network.id, e)
+        found["balance"] = wallet_payouts.balances(client, payout, assets)
+        held = collect.waiting(get_db(), network.id, g.merchant.id, client_factory=lambda url: client)
     except rpc.RpcError:
         found["error"] = "The network's node does not answer now, so what waits cannot be read: try again later."
         return found
@@ -539,22 +830,69 @@ def _network_payouts(network, assets):
     return found
 
 
+def _collections(conn, networks):
+    """The merchant's collections, newest first, each with what it moved of the merchant's."""
+    symbols = {(a.network_id, a.contract.lower()): a for a in payment_rows.list_assets(conn)}
+    rows = payout_rows.of_merchant(conn, g.merchant.id)
+    items = payout_rows.items_of(conn, [c.id for c in rows])
+    found = []
+    for c in rows:
+        moved = {}
+        for i in items.get(c.id, ()):
+            if i.merchant_id == g.merchant.id:
+                moved[i.token] = moved.get(i.token, 0) + i.amount
+        amounts = []
+        for token, amount in sorted(moved.items()):
+            asset = symbols.get((c.network_id, token.lower()))
+            if asset is not None:
+                amounts.append(f"{format_units(amount, asset.decimals)} {asset.symbol}")
+            elif token == payout_rows.GAS_COIN:
+                amounts.append(f"{format_units(amount, GAS_COIN_DECIMALS)} of the gas coin")
+            else:
+                amounts.append(f"{amount} units of {token}")
+        found.append({"c": c, "network": networks.get(c.network_id, c.network_id), "amounts": amounts,
+                      "by": "your browser wallet" if c.recorded_by else "the operator (collect)"})
+    return found
+
+
 @bp.get("/payouts")
 @login_required
 def payouts_page(notice=None, error=None, status=200):
+    notice = notice or _notice()
     conn = get_db().connection()
     payout = payout_rows.get_payout(conn, g.merchant.id)
     with_factory = payout_rows.networks_with_factory(conn)
     assets = payment_rows.list_assets(conn)
+    all_networks = payment_rows.list_networks(conn)
     networks = [
-        _network_payouts(n, [a for a in assets if a.network_id == n.id])
-        for n in payment_rows.list_networks(conn)
+        _network_payouts(n, [a for a in assets if a.network_id == n.id], payout)
+        for n in all_networks
         if n.id in with_factory and n.disabled_at is None and n.is_test != g.merchant.livemode
     ] if payout else []
     return render_template("dashboard/payouts.html", payout=payout, networks=networks,
                            has_xpub=payment_rows.get_wallet(conn, g.merchant.id) is not None,
                            tolerance=merchants.tolerance_of(get_db(), g.merchant.id),
+                           collections=_collections(conn, {n.id: n.name for n in all_networks}),
                            notice=notice, error=error), status
+
+
+@bp.post("/payouts/<network_id>/collections")
+@login_required
+@owner_required
+def record_collection(network_id):
+    """A collection the browser wallet sent (the page posts the hash its wallet answered)."""
+    network = next((n for n in payment_rows.list_networks(get_db().connection()) if n.id == network_id), None)
+    if network is None or payout_rows.get_factory(get_db().connection(), network_id) is None:
+        raise not_found()
+    try:
+        wallet_payouts.record(get_db(), network, g.merchant.id, (request.form.get("tx_hash") or "").strip(),
+                              _client(network), now())
+    except wallet_payouts.Refused as e:
+        return payouts_page(error=str(e), status=400)
+    except rpc.RpcError:
+        return payouts_page(error="The network's node does not answer now: the collection is not recorded."
+                            " Try again later.", status=503)
+    return _done("dashboard.payouts_page", "collection", _anchor="collections")
 
 
 @bp.post("/settings/tolerance")
@@ -563,11 +901,10 @@ def payouts_page(notice=None, error=None, status=200):
 def set_tolerance():
     """The underpayment tolerance (merchants set-tolerance): a form on the payouts page."""
     try:
-        tolerance = merchants.set_tolerance(get_db(), g.merchant.id, request.form.get("tolerance", ""))
+        merchants.set_tolerance(get_db(), g.merchant.id, request.form.get("tolerance", ""))
     except merchants.MerchantError as e:
         return payouts_page(error=str(e), status=400)
-    return payouts_page(notice=f"Underpayment tolerance set to {tolerance} %: payments confirmed from"
-                               " now on complete at the amount due less that.")
+    return _done("dashboard.payouts_page", "tolerance", _anchor="tolerance")
 
 
 # --- Webhooks --------------------------------------------------------------------------------------
@@ -575,11 +912,22 @@ def set_tolerance():
 @bp.get("/webhooks")
 @login_required
 def webhooks_page(notice=None, error=None, status=200):
+    notice = notice or _notice()
     failing = outbox.failing(get_db(), g.merchant.id)
     tests = outbox.tests_of(get_db(), g.merchant.id)
     refresh = _refresh(url_for("dashboard.webhooks_page"), [event for event, _ in tests], now())
+    chosen = {name: request.args.get(name, "").strip() for name in ("type", "state")}
+    types = (*outbox.EVENT_TYPES, outbox.TEST_EVENT_TYPE)
+    if chosen["type"] not in ("", *types) or chosen["state"] not in ("", *event_rows.STATES):
+        raise PageError(400, "No such filter", "Choose an event type and a delivery state from the lists.")
+    events, more = outbox.page_of(get_db(), g.merchant.id, type=chosen["type"] or None,
+                                  state=chosen["state"] or None, before=request.args.get("before"))
+    query = {k: v for k, v in chosen.items() if v}
+    older = (url_for("dashboard.webhooks_page", **query, before=events[-1][0].id, _anchor="events")
+             if more else None)
     return render_template("dashboard/webhooks.html", failing=failing, webhook_url=g.merchant.webhook_url,
-                           notice=notice, error=error, tests=tests, refresh=refresh), status
+                           notice=notice, error=error, tests=tests, refresh=refresh, events=events,
+                           chosen=chosen, types=types, states=event_rows.STATES, older=older), status
 
 
 @bp.post("/webhooks/url")
@@ -593,9 +941,8 @@ def set_webhook_url():
             allow_loopback=current_app.config["WEBHOOK_ALLOW_LOOPBACK"])
     except merchants.MerchantError as e:
         return webhooks_page(error=str(e), status=400)
-    g.merchant = merchant_rows.get(get_db().connection(), g.merchant.id)
-    note = f" Careful: {warning[0].upper()}{warning[1:]}." if warning else ""
-    return webhooks_page(notice=f"Webhook URL {'set to ' + url if url else 'removed'}.{note}")
+    return _done("dashboard.webhooks_page", "url-set" if url else "url-removed",
+                 **({"warning": warning} if warning else {}))
 
 
 @bp.post("/webhooks/test")
@@ -609,8 +956,7 @@ def send_test_event():
         outbox.queue_test(get_db(), g.merchant, now())
     except outbox.TestEventWaiting as e:
         return webhooks_page(error=str(e), status=409)
-    return webhooks_page(notice="Test event queued: its result shows below when the delivery worker"
-                         " has sent it.")
+    return _done("dashboard.webhooks_page", "test")
 
 
 @bp.post("/webhooks/replay-failed")
@@ -618,7 +964,7 @@ def send_test_event():
 @owner_required
 def replay_failed():
     replayed = outbox.replay_where(get_db(), now(), statuses=["failed"], merchant_id=g.merchant.id)
-    return webhooks_page(notice=f"{len(replayed)} failed event(s) queued for delivery again.")
+    return _done("dashboard.webhooks_page", "replayed", count=len(replayed))
 
 
 @bp.get("/qr.js")

@@ -216,6 +216,35 @@ def failing(conn, merchant_id, limit) -> list[Event]:
     return [_event(row) for row in rows]
 
 
+# The console's delivery states: name -> condition on `events` (retrying: pending after a failed
+# attempt; failing: failed or retrying, outbox.failing's rule).
+STATES = {
+    "pending": "status = 'pending' AND last_error IS NULL",
+    "retrying": "status = 'pending' AND last_error IS NOT NULL",
+    "failing": "(status = 'failed' OR (status = 'pending' AND last_error IS NOT NULL))",
+    "delivered": "status = 'delivered'",
+    "failed": "status = 'failed'",
+    "no_endpoint": "status = 'no_endpoint'",
+}
+
+
+def page_of(conn, merchant_id, *, type=None, state=None, before_seq=None, limit=50):
+    """A merchant's events of every kind (test events included), newest first, `limit + 1` read so
+    the caller can tell whether there is more; `type` an event type, `state` one of STATES."""
+    where, params = "merchant_id = ?", [merchant_id]
+    if type is not None:
+        where += " AND type = ?"
+        params.append(type)
+    if state is not None:
+        where += f" AND {STATES[state]}"
+    if before_seq is not None:
+        where += " AND seq < ?"
+        params.append(before_seq)
+    rows = conn.execute(f"SELECT {_COLUMNS} FROM events WHERE {where} ORDER BY seq DESC LIMIT ?",
+                        (*params, limit + 1)).fetchall()
+    return [_event(row) for row in rows[:limit]], len(rows) > limit
+
+
 def test_waiting(conn, merchant_id) -> bool:
     """Whether a test event of the merchant is pending (at most one: events_one_pending_test)."""
     return conn.execute("SELECT 1 FROM events WHERE process_id IS NULL AND merchant_id = ?"

@@ -45,6 +45,7 @@ class Collection:
     anchor_block: int | None = None
     anchor_hash: str | None = None
     note: str | None = None
+    recorded_by: str | None = None  # the merchant whose console recorded it (a browser wallet's)
 
     def __repr__(self):
         return f"Collection(id={self.id}, tx_hash={self.tx_hash!r}, status={self.status!r})"
@@ -151,7 +152,7 @@ def deposits_at(conn, factory, addresses) -> dict[str, Deposit]:
 _COLLECTION = (
     "id, network_id, chain_id, factory, sender, nonce, tx_hash, raw_tx, gas_limit, max_fee_per_gas,"
     " status, block_number, gas_used, gas_price, error, created_at, settled_at, block_hash,"
-    " anchor_block, anchor_hash, note"
+    " anchor_block, anchor_hash, note, recorded_by"
 )
 
 
@@ -333,4 +334,33 @@ def list_collections(conn, *, network_id=None, merchant_id=None, limit=100) -> l
         f"{' WHERE ' + ' AND '.join(where) if where else ''} ORDER BY id DESC LIMIT ?",
         (*params, limit),
     )
+    return [_collection(r) for r in rows]
+
+
+def insert_wallet_collection(conn, c: Collection) -> int | None:
+    """A browser wallet's collection (`recorded_by` its merchant), pending, without items until its
+    receipt shows what it moved; None when its transaction is recorded already."""
+    if conn.execute("SELECT 1 FROM collections WHERE tx_hash = ?", (c.tx_hash,)).fetchone():
+        return None
+    return conn.execute(
+        "INSERT INTO collections (network_id, chain_id, factory, sender, nonce, tx_hash, raw_tx,"
+        " gas_limit, max_fee_per_gas, status, created_at, recorded_by)"
+        " VALUES (?, ?, ?, ?, ?, ?, '', ?, ?, 'pending', ?, ?) RETURNING id",
+        (c.network_id, c.chain_id, c.factory, c.sender, c.nonce, c.tx_hash, c.gas_limit,
+         str(c.max_fee_per_gas), c.created_at, c.recorded_by)).fetchone()["id"]
+
+
+def wallet_pending(conn, network_id, merchant_id) -> list[Collection]:
+    """The merchant's browser-wallet collections on the network still pending."""
+    rows = conn.execute(f"SELECT {_COLLECTION} FROM collections WHERE recorded_by = ? AND network_id = ?"
+                        " AND status = 'pending' ORDER BY id", (merchant_id, network_id))
+    return [_collection(r) for r in rows]
+
+
+def of_merchant(conn, merchant_id, limit=50) -> list[Collection]:
+    """Newest first: those that moved some of the merchant's deposits, and those its console recorded."""
+    rows = conn.execute(
+        f"SELECT {_COLLECTION} FROM collections c WHERE c.recorded_by = ? OR EXISTS"
+        " (SELECT 1 FROM collection_items i WHERE i.collection_id = c.id AND i.merchant_id = ?)"
+        " ORDER BY id DESC LIMIT ?", (merchant_id, merchant_id, limit))
     return [_collection(r) for r in rows]

@@ -140,12 +140,31 @@ def _status_clause(status, now):
     return " AND status = ?", (status,)
 
 
+# The console's filters on what a process was paid, as conditions on `processes`: name -> SQL,
+# with one `?` for the value chosen where the name ends in "=". A new filter is one more entry.
+_CONFIRMED = ("EXISTS (SELECT 1 FROM transfers t WHERE t.process_id = processes.id"
+              " AND t.status = 'confirmed')")
+CONDITIONS = {
+    "paid": _CONFIRMED,
+    # Money confirmed on a process that did not complete; "below what is due" is checked exactly
+    # by the caller (app/dashboard/routes.py), amounts being decimal text.
+    "partly": f"processes.status <> 'completed' AND {_CONFIRMED}",
+    "refunded": ("EXISTS (SELECT 1 FROM refunds r WHERE r.process_id = processes.id"
+                 " AND r.status = 'completed')"),
+    "asset=": "EXISTS (SELECT 1 FROM payments p WHERE p.process_id = processes.id AND p.asset_id = ?)",
+    "network=": ("EXISTS (SELECT 1 FROM payments p WHERE p.process_id = processes.id"
+                 " AND p.network_id = ?)"),
+}
+
+
 def list_page(conn, *, now, limit, merchant_id=None, status=None, before_seq=None, value=None,
-              created_from=None, created_before=None):
+              created_from=None, created_before=None, conditions=()):
     """Newest first; `limit + 1` rows are read so the caller can tell whether there is more.
     The console's filters: `value`, a metadata value as `search_value` writes it (the merchant's
     processes holding it, through the process_search index); `created_from` <= created_at <
-    `created_before` (unix seconds)."""
+    `created_before` (unix seconds); `conditions`: (name of CONDITIONS, value or None) pairs.
+    Those read the merchant's processes newest first and test each (an EXISTS on an index), so a
+    condition few processes meet reads far back for a page (docs/console.md)."""
     source, order = "processes", "seq"
     where, params = "WHERE 1 = 1", []
     if value is not None:  # the index's rows in its own order, each joined to its process
@@ -165,6 +184,9 @@ def list_page(conn, *, now, limit, merchant_id=None, status=None, before_seq=Non
     if created_before is not None:
         where += " AND created_at < ?"
         params.append(created_before)
+    for name, chosen in conditions:
+        where += f" AND {CONDITIONS[name]}"
+        params.extend([chosen] if name.endswith("=") else [])
     if before_seq is not None:
         where += f" AND {order} < ?"
         params.append(before_seq)
@@ -175,6 +197,15 @@ def list_page(conn, *, now, limit, merchant_id=None, status=None, before_seq=Non
         (*params, limit + 1),
     ).fetchall()
     return [_process(row) for row in rows[:limit]], len(rows) > limit
+
+
+def meets(conn, process_id, conditions) -> bool:
+    """Whether the process meets every (name of CONDITIONS, value or None) of `conditions`."""
+    where, params = "", [process_id]
+    for name, chosen in conditions:
+        where += f" AND {CONDITIONS[name]}"
+        params.extend([chosen] if name.endswith("=") else [])
+    return conn.execute(f"SELECT 1 FROM processes WHERE id = ?{where}", params).fetchone() is not None
 
 
 def transition(conn, process_id, to_status, now) -> bool:

@@ -8,6 +8,7 @@ sqlite/ (a package, mapped in its __init__.py), postgres.py; health.py holds /he
 write signals. See docs/storage.md.
 """
 import sys
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import click
 from flask import current_app
@@ -17,11 +18,28 @@ from app.db.interface import Database, DatabaseUnavailable
 from app.db.sqlite import SqliteDatabase
 
 __all__ = ["Database", "DatabaseUnavailable", "database_errors", "get_db", "init_app", "init_db",
-           "is_postgres_url", "is_unavailable", "open_database"]
+           "is_postgres_url", "is_unavailable", "location", "open_database"]
 
 
 def is_postgres_url(target) -> bool:
     return str(target).startswith(("postgresql://", "postgres://"))
+
+
+def location(target) -> str:
+    """Where `target` is, as an operator may read it: the SQLite file's path as configured, or the
+    PostgreSQL URL without its password (in the user part or as a `password` parameter)."""
+    target = str(target)
+    if not is_postgres_url(target):
+        return target
+    parts = urlsplit(target)
+    netloc = parts.netloc.rpartition("@")
+    if netloc[1]:
+        user = netloc[0].partition(":")[0]
+        netloc = f"{user}@{netloc[2]}" if user else netloc[2]
+    else:
+        netloc = parts.netloc
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "password"])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def open_database(target, config) -> Database:

@@ -10,7 +10,8 @@ from flask.cli import with_appcontext
 from app.chain.rpc import RpcError, redacted
 from app.clock import now
 from app.db import get_db
-from app.demo.merchant import ensure
+from app.dashboard.accounts import AccountError
+from app.demo.merchant import DEMO_STAFF_EMAIL, ensure, ensure_staff
 from app.demo.wallet import DemoWallet
 from app.merchants import MerchantError
 
@@ -22,15 +23,19 @@ from app.merchants import MerchantError
 @click.option("--webhook-url", default=None,
               help="Webhook URL of the demo merchant, set whether it is new or not"
                    " (make run: its built-in receiver, http://127.0.0.1:5000/demo/webhooks).")
+@click.option("--console-login", is_flag=True,
+              help=f"Also create the merchant console's owner {DEMO_STAFF_EMAIL} (a random password,"
+                   " kept in the keys file) and print the login.")
 @click.option("--json", "as_json", is_flag=True, help="Print the saved keys as JSON.")
 @with_appcontext
-def create_merchant(path, webhook_url, as_json):
+def create_merchant(path, webhook_url, console_login, as_json):
     """Create the demo test-mode merchant once, save its keys, and print them."""
     path = path or current_app.config["DEMO_MERCHANT_FILE"]
     try:
         keys, created = ensure(get_db(), path, webhook_url=webhook_url, now=now(),
                                allow_loopback=current_app.config["WEBHOOK_ALLOW_LOOPBACK"])
-    except MerchantError as e:
+        login = ensure_staff(get_db(), path, keys, now=now()) if console_login else None
+    except (MerchantError, AccountError) as e:
         raise click.ClickException(str(e)) from None
     if as_json:
         click.echo(json.dumps(keys))
@@ -45,6 +50,8 @@ def create_merchant(path, webhook_url, as_json):
     click.echo(f"  webhook secret:  {keys['webhookSecret']}")
     if webhook_url is not None:
         click.echo(f"  webhook URL:     {webhook_url}")
+    if login is not None:
+        click.echo(f"  console login:   {login[0]}  password {login[1]}  (/dashboard/)")
 
 
 @click.command("demo-chain")

@@ -6,8 +6,10 @@ The file holds the secret key in clear (mode 0600): demo and test mode only.
 """
 import json
 import os
+import secrets
 
 from app import merchants as service
+from app.dashboard import accounts
 
 # The live demo's wallet (`make demo-live`): the account xpub (m/44'/60'/0') of the BIP39 test seed
 # phrase "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon
@@ -64,3 +66,26 @@ def ensure(db, path, *, webhook_url, now, allow_loopback=False):
     keys = service.credentials(merchant, secret_key)
     _write_keys(path, keys)
     return keys, True
+
+
+# The demo's console login (`demo-merchant --console-login`): an owner of the demo merchant.
+DEMO_STAFF_EMAIL = "staff@demo.example"
+
+
+def ensure_staff(db, path, keys, *, now):
+    """The demo merchant's console owner: (email, password). The password is made at random when the
+    user is created and kept in the keys file beside the merchant's keys (mode 0600, test mode only),
+    so a later run prints it again; a user whose password the file does not hold gets a new one."""
+    password = keys.get("consolePassword")
+    user = accounts.user_by_email(db, DEMO_STAFF_EMAIL)
+    if user is not None and user.merchant_id != keys["merchantId"]:
+        raise service.MerchantError(f"The user {DEMO_STAFF_EMAIL} belongs to another merchant.")
+    if user is None or not password:
+        password = secrets.token_urlsafe(12)
+        if user is None:
+            accounts.create_user(db, email=DEMO_STAFF_EMAIL, merchant_id=keys["merchantId"], role="owner",
+                                 password=password, now=now)
+        else:
+            accounts.set_password(db, DEMO_STAFF_EMAIL, password)
+        _write_keys(path, dict(keys, consolePassword=password))
+    return DEMO_STAFF_EMAIL, password

@@ -14,6 +14,10 @@ wallet (wallet.py) for the live payment of the order on the page:
   POST /demo/wallet/<processId>/send  {"kind": "full" | "partial" | "over"}: a token transfer to the
                                       payment's address of what is outstanding, half of it, or
                                       one token more
+  POST /demo/wallet/<processId>/refunds/<refundId>  pays a pending refund of the order: from the
+                                      merchant's payout wallet when the node signs for it (the
+                                      watcher then finds it by itself), else from the dev account,
+                                      the transaction then named for the refund (as the console does)
   POST /demo/wallet/mine              {"blocks": n}: mine n blocks (1-100)
   POST /demo/wallet/rpc               {"method", "params"}: the same account as a browser wallet
                                       (EIP-1193), which the shop's page announces (EIP-6963) to the
@@ -29,7 +33,7 @@ import json
 
 from flask import Blueprint, current_app, render_template, request, url_for
 
-from app import collect, payments, processes
+from app import collect, payments, processes, refunds
 from app.auth import merchant_for_secret_key
 from app.chain.rpc import RpcError
 from app.chain.signer import SignerError
@@ -176,11 +180,10 @@ def _node_error(e):
 
 
 def _outstanding(view):
-    """What the payment still asks for (the amount due less what was seen or confirmed), or the
-    whole amount due again once nothing is (a second payment: over the amount, or late)."""
+    """What the payment still asks for: the amount due less what was seen or confirmed (0 once
+    everything is; "Send 1 more" still pays over the amount, or late)."""
     received = sum(t.amount for t in view.transfers if t.status in ("seen", "confirmed"))  # base units
-    left = view.payment.amount_due - received
-    return left if left > 0 else view.payment.amount_due
+    return max(view.payment.amount_due - received, 0)
 
 
 @bp.get("/demo/wallet/<process_id:process_id>")
@@ -195,6 +198,10 @@ def wallet_state(process_id):
                 "token": p.token_contract, "address": p.address,
                 "balance": format_units(wallet.balance(p.token_contract, account), p.decimals),
                 "full": format_units(_outstanding(view), p.decimals),
+                "refunds": [{"id": r.id, "amount": format_units(r.amount, r.decimals), "to": r.address,
+                             "named": r.named_tx_hash is not None}
+                            for r in refunds.list_for_process(get_db(), p.merchant_id, p.process_id)
+                            if r.status == "pending"],
             }
             if p.payout_address is not None:  # the payout mode: what collect moves, and where to
                 state["payout"] = {
@@ -220,6 +227,8 @@ def wallet_send(process_id):
         raise ApiError(409, "invalid_state", "Choose a coin and network in the payment button first.")
     p = view.payment
     full = _outstanding(view)
+    if kind in ("full", "partial") and not full:
+        raise ApiError(409, "invalid_state", "The payment is paid in full: \"Send 1 more\" pays over it.")
     amount = {"full": full, "partial": max(full // 2, 1), "over": full + 10 ** p.decimals}[kind]
     try:
         sent = wallet.transfer(p.token_contract, p.address, amount)
@@ -227,6 +236,30 @@ def wallet_send(process_id):
         raise _node_error(e) from None
     return json_response(json.dumps({"txHash": sent.tx_hash, "blockNumber": sent.block_number,
                                      "amount": format_units(amount, p.decimals), "to": p.address}))
+
+
+@bp.post("/demo/wallet/<process_id:process_id>/refunds/<refund_id>")
+def wallet_refund(process_id, refund_id):
+    """Pay a pending refund of the order, as its merchant would (the module's docstring)."""
+    wallet, view = _wallet(), _demo_payment(process_id)
+    if view is None:
+        raise ApiError(409, "invalid_state", "This order has no live payment to refund.")
+    p = view.payment
+    refund = next((r for r in refunds.list_for_process(get_db(), p.merchant_id, process_id)
+                   if r.id == refund_id and r.status == "pending"), None)
+    if refund is None:
+        raise ApiError(404, "not_found", "No pending refund of this order with that id.")
+    try:
+        own = p.payout_address is not None and wallet.unlocked(p.payout_address)
+        sent = wallet.transfer(refund.token_contract, refund.address, refund.amount,
+                               sender=p.payout_address if own else None)
+    except RpcError as e:
+        raise _node_error(e) from None
+    if not own:  # another wallet than the merchant's: only its named transaction settles it
+        refunds.name_transaction(get_db(), p.merchant_id, process_id, refund.id, sent.tx_hash, now())
+    return json_response(json.dumps({"txHash": sent.tx_hash, "blockNumber": sent.block_number,
+                                     "amount": format_units(refund.amount, refund.decimals),
+                                     "to": refund.address, "from": "payout wallet" if own else "test wallet"}))
 
 
 @bp.post("/demo/wallet/mine")

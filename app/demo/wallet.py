@@ -50,10 +50,16 @@ class DemoWallet:
         data = "0x" + BALANCE_OF + _word(owner[2:].lower())
         return word(self.client.call("eth_call", [{"to": token, "data": data}, "latest"]), "balanceOf")
 
-    def transfer(self, token: str, to: str, amount: int) -> Sent:
-        """An ERC-20 transfer of `amount` base units from the dev account, mined by the node."""
+    def transfer(self, token: str, to: str, amount: int, sender: str | None = None) -> Sent:
+        """An ERC-20 transfer of `amount` base units from the dev account (or `sender`, another
+        unlocked account of the node), mined by the node."""
         data = transfer_calldata(to, amount)
-        return self._send({"from": self.sender(), "to": token, "data": data})
+        return self._send({"from": sender or self.sender(), "to": token, "data": data})
+
+    def unlocked(self, address: str) -> bool:
+        """Whether the node signs for `address` (one of its dev accounts)."""
+        accounts = self.client.call("eth_accounts")
+        return isinstance(accounts, list) and address.lower() in {str(a).lower() for a in accounts}
 
     def request(self, method, params):
         """The shop's browser wallet (EIP-1193, announced to the page by EIP-6963): the few requests

@@ -266,3 +266,32 @@ def test_rotate_webhook_secret_prints_a_new_one(runner, merchant):
     assert secret.startswith("whsec_") and secret != merchant["webhookSecret"]
     assert secret not in invoke(runner, "merchants", "list").output
     assert invoke(runner, "merchants", "rotate-webhook-secret", "mer_nope").exit_code == 1
+
+
+def test_a_lookup_that_finds_nothing_says_where_it_looked(runner, app):
+    """Every command's "No …" names the database it read (API.md, "Operating it")."""
+    where = app.config["DATABASE"]
+    cases = [(["merchants", "disable", "mer_nope"], f"Error: No merchant mer_nope in {where}.\n"),
+             (["users", "disable", "nobody@example.com"], f"Error: No user nobody@example.com in {where}.\n"),
+             (["processes", "show", "7d7c5a8e-3f0b-4c8e-9a59-4f3f7c1b2d10"],
+              f"Error: No process 7d7c5a8e-3f0b-4c8e-9a59-4f3f7c1b2d10 in {where}.\n"),
+             (["watch-payments", "--once", "--network", "a", "--network", "b"],
+              f"Error: No network a, b (see: networks list); looked in {where}.\n")]
+    for args, message in cases:
+        result = runner.invoke(args=args)
+        assert (result.exit_code, result.output) == (1, message)
+    created = runner.invoke(args=["users", "create", "staff@example.com", "--merchant", "mer_nope"],
+                            input="correct horse battery\n")
+    assert (created.exit_code, created.output) == (1, f"Error: No merchant mer_nope in {where}.\n")
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("postgresql://shop:s3cret@db.example:5433/preorder", "postgresql://shop@db.example:5433/preorder"),
+    ("postgresql://:s3cret@db.example/preorder?sslmode=require&password=s3cret",
+     "postgresql://db.example/preorder?sslmode=require"),
+    ("postgres://db.example/preorder", "postgres://db.example/preorder"),
+    ("instance/demo-live/preorder.sqlite3", "instance/demo-live/preorder.sqlite3"),
+])
+def test_the_database_location_never_shows_a_password(url, shown):
+    from app.db import location
+    assert location(url) == shown

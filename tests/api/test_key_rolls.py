@@ -98,7 +98,7 @@ def test_a_revoked_key_stays_revoked_and_rotate_key_still_adds_one(runner, clien
 
 def test_roll_key_refuses_bad_input(runner, merchant):
     unknown = invoke(runner, "merchants", "roll-key", "mer_nope")
-    assert unknown.exit_code == 1 and "No merchant mer_nope." in unknown.output
+    assert unknown.exit_code == 1 and f"No merchant mer_nope in {runner.app.config['DATABASE']}." in unknown.output
     negative = invoke(runner, "merchants", "roll-key", merchant["merchantId"], "--overlap-hours", "-1")
     assert negative.exit_code == 2 and "-1 is not in the range x>=0" in negative.output
 

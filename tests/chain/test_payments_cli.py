@@ -208,7 +208,7 @@ def test_networks_duplicates_list_and_disable(runner, app):
     twice = invoke(runner, "networks", "disable", "local")
     assert twice.exit_code == 1 and "Network local is already disabled." in twice.output
     unknown = invoke(runner, "networks", "disable", "nope")
-    assert unknown.exit_code == 1 and "No network nope." in unknown.output
+    assert unknown.exit_code == 1 and f"No network nope in {runner.app.config['DATABASE']}." in unknown.output
 
 
 def test_networks_set_mode(runner, app):
@@ -241,7 +241,7 @@ def test_networks_set_mode(runner, app):
     assert modes() == {"local": True, "private": False}
     assert invoke(runner, "networks", "set-mode", "local", "test").exit_code == 0
     unknown = invoke(runner, "networks", "set-mode", "nope", "test")
-    assert (unknown.exit_code, unknown.output) == (1, "Error: No network nope.\n")
+    assert (unknown.exit_code, unknown.output) == (1, f"Error: No network nope in {runner.app.config['DATABASE']}.\n")
     wrong = invoke(runner, "networks", "set-mode", "private", "mainnet")
     assert wrong.exit_code == 2 and "'mainnet' is not one of 'test', 'live'" in wrong.output
 
@@ -264,7 +264,7 @@ def test_assets_add_and_list(runner, app):
 
 @pytest.mark.parametrize("args, message", [
     (["usdc", "--network", "nowhere", "--contract", USDC, "--decimals", "6"],
-     "No network nowhere (networks add it first)."),
+     "No network nowhere in {db} (networks add it first)."),
     (["usdc", "--network", "local", "--contract", USDC[:-1], "--decimals", "6"],
      "The contract must be 0x followed by 40 hexadecimal digits"),
     (["usdc", "--network", "local", "--contract", USDC.replace("F", "f", 1), "--decimals", "6"],
@@ -283,6 +283,7 @@ def test_assets_add_refuses_bad_input(runner, args, message):
     invoke(runner, "assets", "add", "usdc", "--network", "local", "--symbol", "USDC", "--name",
            "USD Coin", "--contract", USDC, "--decimals", "6")
     result = invoke(runner, "assets", "add", *args[:1], "--symbol", "X", "--name", "X", *args[1:])
+    message = message.replace("{db}", runner.app.config["DATABASE"])
     assert result.exit_code == 1 and message in result.output, result.output
 
 
@@ -316,7 +317,7 @@ def test_set_xpub_refuses_a_private_key(runner, merchant, app):
 
 def test_set_xpub_refuses_unknown_merchants_and_shared_wallets(runner, merchant, make_merchant):
     unknown = invoke(runner, "merchants", "set-xpub", "mer_nope", XPUB)
-    assert unknown.exit_code == 1 and "No merchant mer_nope." in unknown.output
+    assert unknown.exit_code == 1 and f"No merchant mer_nope in {runner.app.config['DATABASE']}." in unknown.output
     assert invoke(runner, "merchants", "set-xpub", merchant["merchantId"], XPUB).exit_code == 0
     other = make_merchant(name="Other")
     shared = invoke(runner, "merchants", "set-xpub", other["merchantId"], XPUB)

@@ -47,7 +47,7 @@ def test_set_payout_accepts_lower_case_and_stores_eip55(runner, merchant, app):
     assert rows(app, "SELECT merchant_id, payout_address FROM merchant_payouts") == [
         (merchant["merchantId"], PAYOUT)]
     unknown = runner.invoke(args=["merchants", "set-payout", "mer_nope", PAYOUT])
-    assert (unknown.exit_code, unknown.output) == (1, "Error: No merchant mer_nope.\n")
+    assert (unknown.exit_code, unknown.output) == (1, f"Error: No merchant mer_nope in {app.config['DATABASE']}.\n")
 
 
 def test_assets_offer_only_networks_with_a_factory(runner, merchant, button, app, chains):

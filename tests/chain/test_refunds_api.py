@@ -156,6 +156,12 @@ def test_a_reason_of_500_characters_is_the_most(api, paid):
         "reason": ["Longer than maximum length 500."]}
 
 
+def test_a_reason_holding_nul_is_400_on_every_backend(api, paid):
+    response = post_refund(api, paid, refund_body(reason="Returned\u0000"))
+    assert assert_error(response, 400, "validation_error")["errors"] == {
+        "reason": ["Must not contain the NUL character."]}
+
+
 def test_only_a_final_process_with_confirmed_money_can_be_refunded(api, button, wallet, app, runner,
                                                                     clock):
     def refused(pid, message):

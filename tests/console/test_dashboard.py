@@ -50,7 +50,7 @@ def log_in(client, email, password=PASSWORD):
 @pytest.fixture
 def console(client, owner):
     response = log_in(client, owner)
-    assert response.status_code == 303 and response.headers["Location"] == "/dashboard/"
+    assert response.status_code == 303 and response.headers["Location"] == "/dashboard/overview"
     return client
 
 
@@ -203,7 +203,7 @@ def test_a_post_without_the_csrf_token_is_refused(console, api):
 
 def test_security_headers_on_every_console_page(console, api):
     pid = api.preorder().get_json()["processId"]
-    for path in ("/dashboard/", "/dashboard/login", f"/dashboard/processes/{pid}", "/dashboard/webhooks",
+    for path in ("/dashboard/", "/dashboard/overview", "/dashboard/login", f"/dashboard/processes/{pid}", "/dashboard/webhooks",
                  "/dashboard/nope", "/dashboard/processes.csv"):
         response = console.get(path)
         csp = response.headers["Content-Security-Policy"]
@@ -223,7 +223,7 @@ def test_a_viewer_sees_no_buttons_and_a_forged_post_is_refused(client, make_user
     make_user("viewer@shop.example", merchant["merchantId"], role="viewer")
     log_in(client, "viewer@shop.example")
     page = client.get(f"/dashboard/processes/{pid}")
-    assert page.status_code == 200 and ">Cancel</button>" not in page.text
+    assert page.status_code == 200 and ">Cancel</" not in page.text
     token = csrf_of(page.text)  # its logout form's token: a valid token of this session
     response = client.post(f"/dashboard/processes/{pid}/cancel", data={"csrf_token": token})
     assert response.status_code == 403 and "viewer" in response.text
@@ -235,6 +235,8 @@ def test_a_viewer_sees_no_buttons_and_a_forged_post_is_refused(client, make_user
                  "/keys/roll", "/keys/roll-webhook-secret", f"/processes/{pid}/events/evt_x/resend",
                  f"/processes/{pid}/refunds/re_x/cancel", f"/processes/{pid}/refunds/re_x/transaction"):
         assert client.post("/dashboard" + path, data={"csrf_token": token}).status_code == 403, path
+    for path in (f"/processes/{pid}/cancel", "/keys/roll", "/keys/roll-webhook-secret", "/keys/1/revoke"):
+        assert client.get("/dashboard" + path).status_code == 403, path  # no confirmation page either
 
 
 def test_another_merchants_process_is_the_console_404_page(console, make_shop):
@@ -342,7 +344,8 @@ def test_csv_equals_what_the_merchant_api_lists(console, api, clock, monkeypatch
         assert row == {"processId": p["processId"], "status": p["status"], "amount": str(p["amount"]),
                        "livemode": "false", "createdAt": p["createdAt"], "updatedAt": p["updatedAt"],
                        "expiresAt": p["expiresAt"], "metadata": json.dumps(p["metadata"], separators=(",", ":")),
-                       "assetId": "", "networkId": "", "amountDue": "", "amountPaid": ""}
+                       "assetId": "", "networkId": "", "amountDue": "", "amountPaid": "",
+                           "amountRefunded": "", "marks": ""}
     cancelled = read_csv(console.get("/dashboard/processes.csv?status=cancelled"))
     assert [r["processId"] for r in cancelled] == [ids[3]]
     assert 'href="/dashboard/processes.csv?status=cancelled"' in console.get("/dashboard/?status=cancelled").text
@@ -363,11 +366,19 @@ def test_process_page_cancel_and_resend(shop_console, shop, worker, app):
     pid = shop.api.preorder({"amount": 19.99, "metadata": {"orderRef": "A-77"}}).get_json()["processId"]
     page = console.get(f"/dashboard/processes/{pid}")
     assert page.status_code == 200 and '<dd id="amount">19.99</dd>' in page.text
-    assert "&#34;orderRef&#34;: &#34;A-77&#34;" in page.text and ">Cancel</button>" in page.text
-    cancelled = console.post(f"/dashboard/processes/{pid}/cancel", data={"csrf_token": csrf_of(page.text)})
-    assert cancelled.status_code == 200 and "The process is cancelled" in cancelled.text
+    cancel_link = f'<a class="button danger" href="/dashboard/processes/{pid}/cancel">Cancel</a>'
+    assert "&#34;orderRef&#34;: &#34;A-77&#34;" in page.text and cancel_link in page.text
+    confirm = console.get(f"/dashboard/processes/{pid}/cancel")  # a confirmation first
+    assert confirm.status_code == 200 and f"Cancel process {pid}?" in confirm.text
+    assert shop.api.get(pid).get_json()["status"] == "pending"
+    cancelled = console.post(f"/dashboard/processes/{pid}/cancel", data={"csrf_token": csrf_of(confirm.text)})
+    assert (cancelled.status_code, cancelled.headers["Location"]) == (
+        303, f"/dashboard/processes/{pid}?done=cancelled")  # redirected: a reload sends nothing again
+    cancelled = console.get(cancelled.headers["Location"])
+    assert "The process is cancelled" in cancelled.text
     assert shop.api.get(pid).get_json()["status"] == "cancelled"
-    assert ">Cancel</button>" not in cancelled.text
+    assert cancel_link not in cancelled.text
+    assert console.get(f"/dashboard/processes/{pid}/cancel").status_code == 303  # nothing to confirm
     again = console.post(f"/dashboard/processes/{pid}/cancel", data={"csrf_token": csrf_of(page.text)})
     assert again.status_code == 409 and "is cancelled; only a pending process can be cancelled" in again.text
 
@@ -378,8 +389,8 @@ def test_process_page_cancel_and_resend(shop_console, shop, worker, app):
     refresh = f'<meta http-equiv="refresh" content="2; url=/dashboard/processes/{pid}">'
     assert refresh not in console.get(f"/dashboard/processes/{pid}").text
     resent = console.post(f"/dashboard/processes/{pid}/events/{event.id}/resend",
-                          data={"csrf_token": csrf_of(page.text)})
-    assert resent.status_code == 200 and f"Event {event.id} is queued for delivery again" in resent.text
+                          data={"csrf_token": csrf_of(page.text)}, follow_redirects=True)
+    assert resent.status_code == 200 and "The event is queued for delivery again" in resent.text
     # Queued, not sent from the web request: the page reloads itself until the attempt is made.
     assert len(event_rows.attempts_of(conn, event.id)) == 1 and refresh in resent.text
     assert refresh in console.get(f"/dashboard/processes/{pid}").text
@@ -399,7 +410,8 @@ def test_webhooks_test_event_and_url(shop_console, shop, receiver, worker, clock
     assert receiver.url("/hooks/preorder") in page.text and "Every delivery is going through." in page.text
     assert "No test event sent yet." in page.text
     refresh = '<meta http-equiv="refresh" content="2; url=/dashboard/webhooks">'
-    sent = console.post("/dashboard/webhooks/test", data={"csrf_token": csrf_of(page.text)})
+    sent = console.post("/dashboard/webhooks/test", data={"csrf_token": csrf_of(page.text)},
+                        follow_redirects=True)
     # Queued for the delivery worker, not sent by the web request: the page reloads until it is.
     assert sent.status_code == 200 and "Test event queued" in sent.text and refresh in sent.text
     assert "queued for the delivery worker" in sent.text and receiver.requests == []
@@ -419,7 +431,8 @@ def test_webhooks_test_event_and_url(shop_console, shop, receiver, worker, clock
     clock.advance(3600)
     worker.run_once()
     shown = console.get("/dashboard/webhooks").text
-    assert shown.count("HTTP 500") == 1 and "Every delivery is going through." in shown
+    tests = re.search(r'<section class="panel" id="test-events">(.*?)</section>', shown, re.S)[1]
+    assert tests.count("HTTP 500") == 1 and "Every delivery is going through." in shown
     assert len(receiver.requests) == 2
     for url, reason in (("ftp://x", "scheme 'ftp' is not allowed"),
                         ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 (link-local)"),
@@ -427,7 +440,8 @@ def test_webhooks_test_event_and_url(shop_console, shop, receiver, worker, clock
         saved = console.post("/dashboard/webhooks/url", data={"csrf_token": csrf_of(page.text), "url": url})
         assert saved.status_code == 400
         assert f"The webhook URL is refused: {reason}" in html.unescape(saved.text)
-    removed = console.post("/dashboard/webhooks/url", data={"csrf_token": csrf_of(page.text), "url": ""})
+    removed = console.post("/dashboard/webhooks/url", data={"csrf_token": csrf_of(page.text), "url": ""},
+                           follow_redirects=True)
     assert "Webhook URL removed." in removed.text
     nothing = console.post("/dashboard/webhooks/test", data={"csrf_token": csrf_of(page.text)})
     assert nothing.status_code == 409 and "No webhook URL is set" in nothing.text
@@ -441,14 +455,19 @@ def test_failing_deliveries_are_listed_and_replayed_with_one_button(shop_console
     for pid in pids:
         shop.api.cancel(pid)
     worker.run_once()
-    page = console.get("/dashboard/webhooks")
-    assert page.text.count(">retrying</span>") == 2 and "HTTP 500" in page.text
+    def failing_section():
+        page = console.get("/dashboard/webhooks")
+        return page, re.search(r'<section class="panel" id="failing">(.*?)</section>', page.text, re.S)[1]
+
+    page, failing = failing_section()
+    assert failing.count(">retrying</span>") == 2 and "HTTP 500" in failing
     clock.advance(5)
     worker.run_once()  # the last attempt of the schedule fails too
-    page = console.get("/dashboard/webhooks")
-    assert page.text.count(">failed</span>") == 2
+    page, failing = failing_section()
+    assert failing.count(">failed</span>") == 2
     receiver.default = Reply(status=204)
-    replayed = console.post("/dashboard/webhooks/replay-failed", data={"csrf_token": csrf_of(page.text)})
+    replayed = console.post("/dashboard/webhooks/replay-failed", data={"csrf_token": csrf_of(page.text)},
+                            follow_redirects=True)
     assert "2 failed event(s) queued for delivery again." in replayed.text
     worker.run_once()
     assert "Every delivery is going through." in console.get("/dashboard/webhooks").text
@@ -501,6 +520,7 @@ def test_a_viewer_sees_keys_but_cannot_roll_them(client, make_user, merchant, ap
     log_in(client, "viewer@shop.example")
     page = client.get("/dashboard/keys")
     assert page.status_code == 200 and "Roll secret key" not in page.text and "Roll webhook secret" not in page.text
+    assert ">Revoke now</a>" not in page.text
     assert client.post("/dashboard/keys/roll", data={"csrf_token": csrf_of(page.text)}).status_code == 403
     assert client.post("/dashboard/keys/roll").status_code == 400  # no token: refused before the role
     assert api.list().status_code == 200
@@ -558,11 +578,11 @@ def test_the_refund_page_takes_the_hash_of_the_transaction_that_paid_it(
     assert 'value="0x1234"' in bad.text  # kept in the field to be corrected
     assert console.post(path + "/transaction", data={"tx_hash": "0x" + "ab" * 32}).status_code == 400
     tx_hash = "0x" + "AB" * 32
-    named = console.post(path + "/transaction", data={"csrf_token": token, "tx_hash": f" {tx_hash} "})
+    named = console.post(path + "/transaction", data={"csrf_token": token, "tx_hash": f" {tx_hash} "},
+                         follow_redirects=True)
     assert named.status_code == 200
-    assert (f"Transaction {tx_hash.lower()} is named for this refund: it completes once that"
-            " transaction is confirmed.") in named.text
-    assert f'<span class="mono" id="named-tx">{tx_hash.lower()}</span>' in named.text
+    assert "The transaction is named for this refund: it completes once that transaction is confirmed." in named.text
+    assert f'<span class="mono wrap" id="named-tx">{tx_hash.lower()}</span>' in named.text
     shown = api.client.get(f"/payment-button/process/{pid}/refunds", headers=api.headers())
     assert shown.get_json()["data"][0]["txHash"] == tx_hash.lower()
 
@@ -588,3 +608,182 @@ def test_payouts_page_without_a_payout_address_or_wallet(console, merchant, runn
     page = console.get("/dashboard/payouts")
     assert "0xABaBaBaBABabABabAbAbABAbABabababaBaBABaB" in page.text  # EIP-55 form
     assert 'class="panel network"' not in page.text  # no network has a forwarder factory
+
+
+def test_revoke_now_an_old_secret_key_after_a_roll(console, merchant, api):
+    """A leaked key: roll, then "Revoke now" the old one (after a confirmation): 401 at once."""
+    assert ">Revoke now</a>" not in console.get("/dashboard/keys").text  # the only working key: roll first
+    page = console.get("/dashboard/keys/roll")
+    assert page.status_code == 200 and "Roll the secret key?" in page.text and api.list().status_code == 200
+    rolled = console.post("/dashboard/keys/roll", data={"csrf_token": csrf_of(page.text)})
+    fresh = Api(api.client, re.search(r'<code id="new-secret-value">(sk_test_\w+)</code>', rolled.text)[1])
+    page = console.get("/dashboard/keys")
+    links = re.findall(r'href="(/dashboard/keys/(\d+)/revoke)" aria-label="Revoke (\S+)… now"', page.text)
+    assert {label for _, _, label in links} == {merchant["secretKey"][:20], fresh.secret_key[:20]}
+    old = next(link for link, _, label in links if label == merchant["secretKey"][:20])
+    confirm = console.get(old)
+    assert f"Revoke key {merchant['secretKey'][:20]}… now?" in confirm.text and api.list().status_code == 200
+    revoked = console.post(old, data={"csrf_token": csrf_of(confirm.text)})
+    assert (revoked.status_code, revoked.headers["Location"]) == (303, "/dashboard/keys?done=revoked")
+    assert api.list().status_code == 401 and fresh.list().status_code == 200
+    shown = console.get(revoked.headers["Location"]).text
+    assert "The key is revoked: it stopped working now." in shown and "revoked 2026-" in shown
+    assert ">Revoke now</a>" not in shown  # one working key left
+    last = re.findall(r"/dashboard/keys/(\d+)/revoke", page.text)
+    refused = [console.post(f"/dashboard/keys/{n}/revoke", data={"csrf_token": csrf_of(shown)}) for n in last]
+    assert sorted(r.status_code for r in refused) == [409, 409]
+    assert fresh.list().status_code == 200
+    assert console.get("/dashboard/keys/999999/revoke").status_code == 404
+
+
+# --- Overview and the money on each row -----------------------------------------------------------
+
+DAI_LOCAL = "0x" + "D1" * 20
+DAY = 86_400
+
+
+def _live_shop(api, runner, app, merchant):
+    """A network with USDC (6 decimals) and DAI (18) and the merchant's wallet: confirm(pid, asset)."""
+    from support.chain_shop import XPUB, cli
+    from support.live_payments import USDC_LOCAL
+
+    cli(runner, "networks", "add", "local", "--name", "Local chain", "--chain-id", "31337",
+        "--rpc-url", "http://127.0.0.1:1/rpc", "--confirmations", "3", "--start-block", "1")
+    for asset, symbol, contract, decimals in (("usdc", "USDC", USDC_LOCAL, "6"), ("dai", "DAI", DAI_LOCAL, "18")):
+        cli(runner, "assets", "add", asset, "--network", "local", "--symbol", symbol, "--name", symbol,
+            "--contract", contract, "--decimals", decimals)
+    cli(runner, "merchants", "set-xpub", merchant["merchantId"], XPUB)
+
+    def order(amount, asset):
+        pid = api.preorder({"amount": amount}).get_json()["processId"]
+        confirmed = api.client.post(f"/payment-button/process/{pid}/confirm", content_type="application/json",
+                                    data=json.dumps({"assetId": asset, "networkId": "local"}),
+                                    headers={"x-public-key": merchant["publicKey"]})
+        assert confirmed.status_code == 200, confirmed.text
+        return pid
+    return order
+
+
+def _paid(app, pid, tx, amount, when, token=None):
+    from support.live_payments import USDC_LOCAL
+    with dbutil.connect(app.config["DATABASE"]) as conn:
+        conn.execute(
+            "INSERT INTO transfers (chain_id, tx_hash, log_index, network_id, process_id, token_contract,"
+            " from_address, amount, block_number, block_hash, block_timestamp, status, seen_at, confirmed_at)"
+            " VALUES (31337, ?, 0, 'local', ?, ?, ?, ?, 10, ?, ?, 'confirmed', ?, ?)",
+            ("0x" + tx * 32, pid, token or USDC_LOCAL, "0x" + "ab" * 20, str(amount), "0x" + "cd" * 32,
+             when, when, when))
+
+
+def test_overview_and_the_money_on_every_row(console, api, runner, app, merchant, clock, make_shop):
+    order = _live_shop(api, runner, app, merchant)
+    now = clock.now
+    paid = order(10, "usdc")
+    _paid(app, paid, "a1", 10_000_000, now)
+    runner.invoke(args=["processes", "complete", paid])
+    partly = order(10, "usdc")
+    _paid(app, partly, "a2", 4_000_000, now - 2 * DAY)
+    with dbutil.connect(app.config["DATABASE"]) as conn:  # the watcher's report of it
+        conn.execute("INSERT INTO events (id, merchant_id, process_id, type, payload, created_at, status)"
+                     " VALUES ('evt_partly', ?, ?, 'payment.partial', '{}', ?, 'delivered')",
+                     (merchant["merchantId"], partly, now - 2 * DAY))
+    big = [order(9, "dai") for _ in range(2)]  # 9 * 10^18 each: their sum is past 2^63
+    for n, pid in enumerate(big):
+        _paid(app, pid, f"b{n}", 9 * 10 ** 18, now - 10 * DAY, DAI_LOCAL)
+    sandbox = api.preorder({"amount": 2.5}).get_json()["processId"]
+    assert api.client.post(f"/payment-button/process/{sandbox}/sandbox/pay", json={"outcome": "success"},
+                           headers={"x-public-key": merchant["publicKey"]}).status_code == 200
+    refund = api.client.post(f"/payment-button/process/{paid}/refunds", headers=api.headers(),
+                             json={"amount": 4, "address": "0x" + "ab" * 20}).get_json()
+    with dbutil.connect(app.config["DATABASE"]) as conn:  # paid and settled, as the watcher records it
+        conn.execute("UPDATE refunds SET status = 'completed', updated_at = ?, tx_hash = ?, log_index = 0"
+                     " WHERE id = ?", (now, "0x" + "ee" * 32, refund["refundId"]))
+
+    page = console.get("/dashboard/overview")
+    assert page.status_code == 200
+    usdc = re.search(r'<article class="asset-figures" id="asset-usdc">(.*?)</article>', page.text, re.S)[1]
+    figures = re.findall(r'<td class="num" data-label="[^"]+"><a href="([^"]+)">([^<]+)</a>', usdc)
+    assert [text for _, text in figures] == ["10", "14", "14", "4", "4", "4"]  # paid; refunded
+    today = datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%d")
+    assert html.unescape(figures[0][0]) == f"/dashboard/?money=paid&asset=usdc&from={today}"
+    dai = re.search(r'id="asset-dai">(.*?)</article>', page.text, re.S)[1]
+    assert re.findall(r'data-label="[^"]+"><a href="[^"]+">([^<]+)</a>', dai)[:3] == ["0", "0", "18"]
+    assert usdc.count('<rect x=') == 30 and "<svg" in usdc  # the chart: one bar per day
+    sandbox_panel = re.search(r'<section class="panel" id="sandbox">(.*?)</section>', page.text, re.S)[1]
+    assert "Sandbox payments" in sandbox_panel and ">2.5</a> <span class=\"hint\">(1)</span>" in sandbox_panel
+    assert '<strong id="partly-paid">1</strong>' in page.text
+    counts = re.findall(r'<a href="/dashboard/\?status=(\w+)&amp;from=[-\d]+"><span class="badge badge-\w+">\w+</span> <strong>(\d+)</strong>',
+                        page.text)
+    assert counts == [("pending", "3"), ("completed", "2"), ("cancelled", "0"), ("expired", "0")]
+    assert '<strong id="failing-count">0</strong>' in page.text
+    other = make_shop()  # another merchant's payment: its transfers are then told apart by a join
+    theirs = other.api.preorder({"amount": 10}).get_json()["processId"]
+    with dbutil.connect(app.config["DATABASE"]) as conn:
+        conn.execute("INSERT INTO payments (process_id, merchant_id, address_index, address, asset_id,"
+                     " network_id, chain_id, token_contract, decimals, amount_due, created_at, updated_at)"
+                     " SELECT ?, ?, 0, ?, asset_id, network_id, chain_id, token_contract, decimals, amount_due,"
+                     " created_at, updated_at FROM payments WHERE process_id = ?",
+                     (theirs, other.keys["merchantId"], "0x" + "77" * 20, paid))
+    _paid(app, theirs, "c1", 10_000_000, now)
+    again = console.get("/dashboard/overview").text
+    usdc_again = re.search(r'id="asset-usdc">(.*?)</article>', again, re.S)[1]
+    assert re.findall(r'data-label="[^"]+"><a href="[^"]+">([^<]+)</a>', usdc_again) == [t for _, t in figures]
+
+    assert listed(console.get("/dashboard/?money=partly").text) == [partly]
+    assert listed(console.get("/dashboard/?money=refunded").text) == [paid]
+    assert listed(console.get("/dashboard/?asset=dai").text) == big[::-1]
+    assert listed(console.get(f"/dashboard/?money=partly&q={partly}").text) == [partly]
+    assert listed(console.get(f"/dashboard/?money=partly&q={paid}").text) == []
+    rows = console.get("/dashboard/").text
+    row = re.search(rf'<tr>\s*<td data-label="Process"><a class="mono" href="/dashboard/processes/{partly}".*?</tr>', rows, re.S)[0]
+    assert "partly paid</span>" in row and '<td class="num paid" data-label="Paid">4</td>' in row
+    assert "USDC <span class=\"hint\">on Local chain</span>" in row
+    exported = {r["processId"]: r for r in csv.DictReader(io.StringIO(console.get("/dashboard/processes.csv").text))}
+    assert (exported[paid]["amountPaid"], exported[paid]["amountRefunded"], exported[paid]["marks"]) == (
+        "10", "4", "partly refunded")
+    assert (exported[partly]["amountPaid"], exported[partly]["marks"]) == ("4", "partly paid")
+    assert exported[big[0]]["amountPaid"] == "9" and exported[sandbox]["amountPaid"] == ""
+
+
+@pytest.mark.parametrize("app_config", [{"WEBHOOK_RETRY_SCHEDULE": "0"}])  # one attempt, then failed
+def test_webhooks_page_lists_recent_events_of_every_kind_filtered_by_type_and_state(
+        shop_console, shop, receiver, worker):
+    console = shop_console
+    cancelled = shop.api.preorder().get_json()["processId"]
+    shop.api.cancel(cancelled)
+    worker.run_once()  # delivered
+    receiver.default = Reply(status=500)
+    failed = shop.api.preorder().get_json()["processId"]
+    shop.api.cancel(failed)
+    worker.run_once()  # its one attempt fails
+    page = console.get("/dashboard/webhooks")
+    console.post("/dashboard/webhooks/test", data={"csrf_token": csrf_of(page.text)})  # queued
+
+    def rows(query=""):
+        text = console.get("/dashboard/webhooks" + query).text
+        section = re.search(r'<section class="panel" id="events">(.*?)</section>', text, re.S)[1]
+        return [(kind, state) for kind, state in re.findall(
+            r'<code>([\w.]+)</code></td>.*?<span class="badge badge-\w+">([\w ]+)</span>', section, re.S)]
+
+    assert rows() == [("webhook.test", "pending"), ("process.cancelled", "failed"),
+                      ("process.cancelled", "delivered")]
+    assert rows("?state=failed") == [("process.cancelled", "failed")]
+    assert rows("?state=failing") == [("process.cancelled", "failed")]
+    assert rows("?type=webhook.test") == [("webhook.test", "pending")]
+    assert rows("?type=process.cancelled&state=delivered") == [("process.cancelled", "delivered")]
+    assert "HTTP 500" in console.get("/dashboard/webhooks?state=failed").text
+    assert console.get("/dashboard/webhooks?state=nope").status_code == 400
+
+
+@pytest.mark.parametrize("amounts", [
+    ["900000000000000000"] * 11,  # 18 digits each: their sum passes 2^63 (SQLite's sum() raises)
+    ["1" + "0" * 30, "7", "123456789012345678901234567890123456789012345678901234567890123456789012345678"],
+    ["5", "10", "0"],
+])
+def test_sums_in_sql_are_exact_on_both_backends(app, amounts):
+    from app.data import overview as overview_rows
+    rows = " UNION ALL ".join(f"SELECT '{a}' AS a" for a in amounts)
+    with app.app_context():
+        conn = app.extensions["db"].connection()
+        [(key, total)] = overview_rows._sum(conn, f"SELECT 1, {{sums}} FROM ({rows}) AS x GROUP BY 1", (), "a", 1)
+    assert (key, total) == (1, sum(int(a) for a in amounts))

@@ -37,6 +37,11 @@ def log_in(page, live_server, email, password=PASSWORD):
     page.get_by_role("button", name="Log in").click()
 
 
+def to_processes(page):
+    page.get_by_role("navigation").get_by_role("link", name="Processes").click()
+    expect(page.get_by_role("heading", name="Processes", exact=True)).to_be_visible()
+
+
 @pytest.fixture
 def shop(live_server, make_merchant, receiver):  # noqa: F811
     """A test-mode merchant whose webhooks reach `receiver`, its owner and the API as its backend."""
@@ -64,8 +69,8 @@ def test_log_in_wrong_password_then_lock_out(page, live_server, shop, clock, scr
     clock.advance(15 * 60)
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Log in").click()
-    expect(page).to_have_url(live_server.url + "/dashboard/")
-    expect(page.get_by_role("heading", name="Processes")).to_be_visible()
+    expect(page).to_have_url(live_server.url + "/dashboard/overview")  # where a login lands
+    expect(page.get_by_role("heading", name="Overview", exact=True)).to_be_visible()
 
 
 def processes(shop, clock, n, start=0):
@@ -85,6 +90,7 @@ def test_list_filter_search_pages_and_csv(page, live_server, shop, clock, screen
     ids = processes(shop, clock, 53)
     shop["api"].cancel(ids[7])
     log_in(page, live_server, "owner@shop.example")
+    to_processes(page)
     assert listed(page) == ids[::-1][:50]
     screenshot(page, "console-processes", full_page=False)
     page.get_by_role("link", name="Next page").click()
@@ -116,9 +122,11 @@ def test_cancel_and_a_viewer_changes_nothing(page, live_server, shop, screenshot
     pid = shop["api"].preorder("5.00", {"orderRef": "A-1"})["processId"]
     add_user(live_server, "viewer@shop.example", shop["merchantId"], role="viewer")
     log_in(page, live_server, "viewer@shop.example")
+    to_processes(page)
     page.get_by_role("link", name=pid).click()
     expect(page.locator("#status")).to_have_text("pending")
     expect(page.get_by_role("button", name="Cancel", exact=True)).to_have_count(0)
+    expect(page.get_by_role("link", name="Cancel", exact=True)).to_have_count(0)
     expect(page.get_by_role("button", name="Resend")).to_have_count(0)
     # A forged POST from this viewer's own page (its session, its token) is refused.
     status = page.evaluate("""async (pid) => {
@@ -131,13 +139,22 @@ def test_cancel_and_a_viewer_changes_nothing(page, live_server, shop, screenshot
 
     page.get_by_role("button", name="Log out").click()
     log_in(page, live_server, "owner@shop.example")
+    to_processes(page)
     page.get_by_role("link", name=pid).click()
+    page.get_by_role("link", name="Cancel", exact=True).click()  # a confirmation first
+    expect(page.get_by_role("heading", name=f"Cancel process {pid}?")).to_be_visible()
+    page.get_by_role("link", name="Go back").click()
+    expect(page.locator("#status")).to_have_text("pending")
+    assert shop["api"].get(pid)["status"] == "pending"
+    page.get_by_role("link", name="Cancel", exact=True).click()
     page.get_by_role("button", name="Cancel", exact=True).click()
     expect(page.get_by_role("status")).to_have_text(
         "The process is cancelled; its process.cancelled event is queued.")
     expect(page.locator("#status")).to_have_text("cancelled")
-    expect(page.get_by_role("button", name="Cancel", exact=True)).to_have_count(0)
+    expect(page.get_by_role("link", name="Cancel", exact=True)).to_have_count(0)
     assert shop["api"].get(pid)["status"] == "cancelled"
+    page.reload()  # redirected after the POST: a reload sends nothing again
+    expect(page.locator("#status")).to_have_text("cancelled")
 
 
 def test_another_merchants_process_is_the_404_page(page, live_server, shop, make_merchant):
@@ -169,13 +186,24 @@ def test_process_page_after_a_live_payment_and_resend(page, live_server, app, ru
     assert [e[0] for e in shop.events(pid)] == ["payment.pending", "payment.completed"]
 
     log_in(page, live_server, "owner@shop.example")
+    overview = page.locator("#asset-tusd")  # the overview: paid today, its chart, each a link
+    expect(overview.locator("tr.paid td").first).to_have_text("19.99 (1)")
+    expect(overview.locator("svg rect.bar")).to_have_count(30)
+    expect(page.locator("#partly-paid")).to_have_text("0")
+    screenshot(page, "console-overview", full_page=True)
+    overview.locator("tr.paid td a").first.click()  # the list it counts
+    assert listed(page) == [pid]
+    expect(page.locator("table.processes tbody tr")).to_contain_text("TUSD on Hardhat")
+    to_processes(page)
     page.get_by_role("searchbox").fill("A-1042")
     page.get_by_role("button", name="Filter").click()
     page.get_by_role("link", name=pid).click()
     expect(page.locator("#status")).to_have_text("completed")
     expect(page.locator("#amount-paid")).to_have_text("19.99")
     transfer = page.locator("table.transfers tbody tr")
-    expect(transfer).to_have_text(re.compile(rf"{tx_hash}\s*{block}\s*19.99\s*{CONFIRMATIONS}"))
+    expect(transfer).to_have_text(re.compile(rf"{tx_hash[:10]}…{tx_hash[-8:]}\s*Copy\s*{block}\s*19.99\s*{CONFIRMATIONS}"))
+    expect(transfer.locator("code")).to_have_attribute("data-value", tx_hash)  # what Copy copies
+    expect(page.locator("#payment-asset")).to_have_text("TUSD on Hardhat (chain 31337)")
     events = page.locator("article.event")
     expect(events.locator("h3 code")).to_have_text(["payment.pending", "payment.completed"])
     expect(events.locator("table.attempts tbody tr")).to_have_count(2)
@@ -186,6 +214,7 @@ def test_process_page_after_a_live_payment_and_resend(page, live_server, app, ru
     completed = events.filter(has_text="payment.completed")
     completed.get_by_role("button", name="Resend").click()
     expect(page.get_by_role("status")).to_contain_text("is queued for delivery again")
+    assert "done=resent" in page.url  # redirected after the POST
     worker.run_once()  # queued, sent by the delivery worker: the page reloads itself meanwhile
     expect(page.locator("article.event").filter(has_text="payment.completed")
            .locator("table.attempts tbody tr")).to_have_count(2, timeout=10_000)
@@ -208,6 +237,18 @@ def test_webhooks_page_test_event_and_replay(page, live_server, shop, receiver, 
     expect(page.locator("#test-events")).to_contain_text("queued for the delivery worker")
     worker.run_once()  # the page reloads itself (meta refresh, no script) until the outcome shows
     expect(page.locator("#test-events")).to_contain_text("HTTP 204", timeout=10_000)
+    events = page.locator("table.events tbody tr")
+    expect(events).to_have_count(2)  # every kind: the cancellation's event and the test event
+    page.get_by_label("Delivery").select_option("retrying")
+    page.get_by_role("button", name="Show").click()
+    expect(events).to_have_count(1)
+    expect(events).to_contain_text("process.cancelled")
+    expect(events).to_contain_text("HTTP 500")
+    page.get_by_label("Delivery").select_option("")
+    page.get_by_label("Type").select_option("webhook.test")
+    page.get_by_role("button", name="Show").click()
+    expect(events).to_have_count(1)
+    expect(events).to_contain_text("delivered")
     screenshot(page, "console-webhooks", full_page=True)
 
 
@@ -219,7 +260,10 @@ def test_keyboard_only(page, live_server, shop):
     page.keyboard.press("Tab")
     page.keyboard.type(PASSWORD)
     page.keyboard.press("Enter")
-    expect(page.get_by_role("heading", name="Processes")).to_be_visible()
+    expect(page.get_by_role("heading", name="Overview", exact=True)).to_be_visible()
+    tab_to(page, page.get_by_role("navigation").get_by_role("link", name="Processes"))
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="Processes", exact=True)).to_be_visible()
     link = page.get_by_role("link", name=pid)
     for _ in range(30):  # Tab along the page until the process's link has the focus
         page.keyboard.press("Tab")
@@ -229,28 +273,111 @@ def test_keyboard_only(page, live_server, shop):
         raise AssertionError("the process link is not reachable with Tab")
     page.keyboard.press("Enter")
     expect(page.locator("#status")).to_have_text("pending")
-    cancel = page.get_by_role("button", name="Cancel", exact=True)
-    for _ in range(30):
-        page.keyboard.press("Tab")
-        if cancel.evaluate("el => el === document.activeElement"):
-            break
-    else:
-        raise AssertionError("the Cancel button is not reachable with Tab")
+    tab_to(page, page.get_by_role("link", name="Cancel", exact=True))
+    page.keyboard.press("Enter")
+    tab_to(page, page.get_by_role("button", name="Cancel", exact=True))  # on the confirmation page
     page.keyboard.press("Enter")
     expect(page.locator("#status")).to_have_text("cancelled")
 
 
-def test_phone_width(page, live_server, shop, clock, screenshot):
-    ids = processes(shop, clock, 3)
-    page.set_viewport_size({"width": 390, "height": 844})
+def tab_to(page, target):
+    """Press Tab until `target` has the focus (a keyboard user's way along a page)."""
+    for _ in range(40):
+        page.keyboard.press("Tab")
+        if target.evaluate("el => el === document.activeElement"):
+            return
+    raise AssertionError(f"{target} is not reachable with Tab")
+
+
+PHONE = 390
+OVERFLOW = """() => {
+  const width = document.documentElement.clientWidth, over = [];
+  for (const el of document.querySelectorAll("body *")) {
+    const box = el.getBoundingClientRect();
+    if (box.width > 0 && box.right > width + 0.5) over.push(`${el.tagName.toLowerCase()}.${el.className} ${Math.round(box.right)}`);
+  }
+  return {scrollWidth: document.documentElement.scrollWidth, over: over.slice(0, 8)};
+}"""
+
+
+def assert_fits(page, path):
+    found = page.evaluate(OVERFLOW)
+    assert found == {"scrollWidth": PHONE, "over": []}, f"{path} is wider than a phone: {found}"
+
+
+def test_every_page_fits_a_phone(page, live_server, app, runner, chain, clock, make_merchant, tmp_path,
+                                 screenshot):
+    """Each console page at 390 px: nothing wider than the screen, no element past its right edge
+    (long hashes shortened with a copy button, tables as cards); every page has data in it."""
+    from app.chain.addresses import keccak256, to_checksum_address
+    from support.chain_shop import NETWORK, cli
+
+    key_file = tmp_path / "operator.key"
+    key_file.write_text(OPERATOR_KEY + "\n")
+    key_file.chmod(0o600)
+    add_network(runner, chain, confirmations=CONFIRMATIONS)
+    cli(runner, "networks", "deploy-factory", NETWORK, "--key-file", str(key_file))
+    payout = to_checksum_address("0x" + keccak256(b"phone payout wallet")[-20:].hex())
+    merchant = make_merchant()
+    cli(runner, "merchants", "set-payout", merchant["merchantId"], payout)
+    add_user(live_server, "owner@shop.example", merchant["merchantId"])
+    client = app.test_client()
+    api = Api(client, merchant["secretKey"])
+    clock.now = chain.timestamp()
+    orders = []
+    for amount, ref in ((19.99, "PHONE-1"), (7.5, "PHONE-2")):
+        pid = api.preorder({"amount": amount, "metadata": {"orderRef": ref, "email": f"{ref}@example.com",
+                                                            "note": "a rather long note " * 4}}).get_json()["processId"]
+        confirmed = client.post(f"/payment-button/process/{pid}/confirm", json={"assetId": "tusd", "networkId": NETWORK},
+                                headers={"x-public-key": merchant["publicKey"]})
+        orders.append((pid, confirmed.get_json()["payment"]["address"]))
+    (paid, paid_address), (partly, partly_address) = orders
+    chain.transfer(paid_address, 19_990_000)
+    chain.transfer(partly_address, 2_500_000)  # a third: partly paid
+    chain.mine(CONFIRMATIONS)
+    assert runner.invoke(args=["watch-payments", "--once"]).exit_code == 0
+    refund = client.post(f"/payment-button/process/{paid}/refunds", headers=api.headers(),
+                         json={"amount": 4, "address": chain.accounts[7]}).get_json()
+    cli(runner, "collect", NETWORK, "--key-file", str(key_file), "--merchant", merchant["merchantId"])
+    cli(runner, "merchants", "roll-key", merchant["merchantId"])
+
+    page.set_viewport_size({"width": PHONE, "height": 844})
+    page.goto(live_server.url + "/dashboard/login")
+    assert_fits(page, "/dashboard/login")
     log_in(page, live_server, "owner@shop.example")
-    expect(page.get_by_role("link", name="Export CSV")).to_be_visible()
-    assert page.evaluate("document.documentElement.scrollWidth") <= 390
-    screenshot(page, "console-phone-processes", full_page=True)
-    page.get_by_role("link", name=ids[0]).click()
-    expect(page.get_by_role("button", name="Cancel", exact=True)).to_be_visible()
-    assert page.evaluate("document.documentElement.scrollWidth") <= 390
-    screenshot(page, "console-phone-process", full_page=True)
+    expect(page.get_by_role("heading", name="Overview", exact=True)).to_be_visible()
+    revoke = None
+    base = f"/dashboard/processes/{paid}"
+    for path in ("/dashboard/overview", "/dashboard/", "/dashboard/?money=partly", base, f"{base}/refund",
+                 f"{base}/refunds/{refund['refundId']}", f"{base}/refunds/{refund['refundId']}/cancel",
+                 f"/dashboard/processes/{partly}", f"/dashboard/processes/{partly}/cancel", "/dashboard/webhooks",
+                 "/dashboard/keys", "/dashboard/keys/roll", "/dashboard/keys/roll-webhook-secret", "revoke",
+                 "/dashboard/payouts", "/dashboard/nope"):
+        path = revoke if path == "revoke" else path
+        page.goto(live_server.url + path)
+        expect(page.locator("h1")).to_be_visible()
+        if path == "/dashboard/keys":
+            revoke = page.locator("a[href$='/revoke']").first.get_attribute("href")
+        assert_fits(page, path)
+        shots = {"/dashboard/overview": "overview", "/dashboard/": "processes", base: "process",
+                 f"{base}/refunds/{refund['refundId']}": "refund", "/dashboard/payouts": "payouts"}
+        if path in shots:
+            screenshot(page, f"console-phone-{shots[path]}", full_page=True)
+    # The copy button copies the whole hash that the page shortens.
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page.goto(live_server.url + base)
+    address = page.locator("#payment-address")
+    page.get_by_role("button", name=f"Copy {paid_address}").click()
+    expect(page.get_by_role("button", name=f"Copy {paid_address}")).to_have_text("Copied")
+    assert page.evaluate("navigator.clipboard.readText()") == paid_address == address.get_attribute("data-value")
+    # Without a browser wallet the refund page says how to pay it all the same.
+    page.goto(f"{live_server.url}{base}/refunds/{refund['refundId']}")
+    expect(page.locator("#refund-amount")).to_have_text("4 TUSD")
+    page.get_by_role("button", name="Pay with my wallet").click()
+    expect(page.locator("#wallet-result")).to_have_text(
+        "No browser wallet in this browser: use the address and QR code with any wallet, then give the"
+        " transaction's hash in the field below.")
+    expect(page.get_by_label("Transaction hash")).to_be_visible()
 
 
 def inject_wallet(page, chain):
@@ -300,7 +427,15 @@ def test_refund_paid_with_the_browser_wallet_is_shown_completed(page, live_serve
     log_in(page, live_server, "owner@shop.example")
     page.goto(f"{live_server.url}/dashboard/processes/{pid}")
     page.get_by_role("link", name="Refund", exact=True).click()
-    expect(page.locator("main")).to_contain_text("Up to 19.99 TUSD on hardhat can be refunded")
+    expect(page.locator("main")).to_contain_text("Up to 19.99 TUSD on Hardhat can be refunded")
+    # Prefilled: what may still be refunded, to the address that paid (the chain shows it).
+    expect(page.get_by_label("Amount (TUSD)")).to_have_value("19.99")
+    expect(page.get_by_label("Customer's address")).to_have_value(chain.accounts[0])
+    page.get_by_label("Customer's address").fill("0x1234")
+    page.get_by_label("Amount (TUSD)").fill("20")
+    page.get_by_role("button", name="Refund", exact=True).click()
+    expect(page.locator("#amount-error")).to_contain_text("Must be at most 19.99")  # both at once
+    expect(page.locator("#address-error")).to_contain_text("Must be 0x followed by 40 hexadecimal digits")
     page.get_by_label("Amount (TUSD)").fill("20")
     page.get_by_label("Customer's address").fill(customer)
     page.get_by_role("button", name="Refund", exact=True).click()
@@ -337,7 +472,7 @@ def test_refund_paid_with_the_browser_wallet_is_shown_completed(page, live_serve
     shop.watch()
     # The page follows the watcher by itself (it reads itself again every 5 s).
     expect(page.locator("#refund-status")).to_have_text("completed", timeout=15_000)
-    expect(page.locator("main")).to_contain_text("Paid by")
+    expect(page.locator("#paid-tx")).to_have_attribute("data-value", tx_hash)  # "Paid in transaction 0x…"
     page.goto(f"{live_server.url}/dashboard/processes/{pid}")
     expect(page.locator("table.refunds tbody tr")).to_contain_text("completed")
     expect(page.locator("article.event h3 code")).to_contain_text(["refund.created", "refund.completed"])
@@ -346,6 +481,8 @@ def test_refund_paid_with_the_browser_wallet_is_shown_completed(page, live_serve
 def test_roll_the_secret_key_in_the_browser(page, live_server, shop, screenshot):
     log_in(page, live_server, "owner@shop.example")
     page.get_by_role("link", name="Keys").click()
+    page.get_by_role("link", name="Roll secret key").click()
+    expect(page.get_by_role("heading", name="Roll the secret key?")).to_be_visible()
     page.get_by_role("button", name="Roll secret key").click()
     key = page.locator("#new-secret-value").inner_text()
     assert key.startswith("sk_test_") and key != shop["secretKey"]
@@ -355,6 +492,14 @@ def test_roll_the_secret_key_in_the_browser(page, live_server, shop, screenshot)
     page.get_by_role("link", name="Keys").click()  # the same page, read again: the key is gone
     expect(page.locator("#new-secret-value")).to_have_count(0)
     assert key not in page.content()
+    # The old key leaked: revoked now, after a confirmation; it answers 401 at once.
+    page.get_by_role("link", name=f"Revoke {shop['secretKey'][:20]}… now").click()
+    page.get_by_role("button", name="Revoke now").click()
+    expect(page.get_by_role("status")).to_have_text("The key is revoked: it stopped working now.")
+    api = live_server.app.test_client()
+    assert api.get("/payment-button/processes", headers={"x-secret-key": shop["secretKey"]}).status_code == 401
+    assert api.get("/payment-button/processes", headers={"x-secret-key": key}).status_code == 200
+    expect(page.get_by_role("link", name=re.compile("Revoke"))).to_have_count(0)  # the last key: roll first
 
 
 OPERATOR_KEY = "0xde9be858da4a475276426320d5e9262ecfc3ba460bfac56360bfa6c4c28b4ee0"  # Hardhat dev #18
@@ -392,7 +537,7 @@ def test_collect_with_the_browser_wallet(page, live_server, app, runner, chain, 
 
     sent = inject_wallet(page, chain)
     log_in(page, live_server, "owner@shop.example")
-    page.get_by_role("link", name="Payouts").click()
+    page.get_by_role("link", name="Payouts", exact=True).click()
     expect(page.locator("#payout-address")).to_have_text(payout)
     network = page.locator(f"#network-{NETWORK}")
     expect(network).to_contain_text("Waiting in 2 deposit address(es):")
@@ -401,10 +546,32 @@ def test_collect_with_the_browser_wallet(page, live_server, app, runner, chain, 
         f"flask --app app collect {NETWORK} --key-file PATH --merchant {merchant['merchantId']}")
     screenshot(page, "console-payouts", full_page=True)
 
+    expect(network.locator(".balance")).to_contain_text("Your payout address holds: 0 TUSD")
     network.get_by_role("button", name="Collect with my wallet").click()
-    expect(network.locator(f"#collect-result-{NETWORK}")).to_contain_text("Sent: transaction 0x")
+    expect(network.locator(f"#collect-result-{NETWORK}")).to_contain_text("recorded as a collection")
     (tx,) = sent
     assert tx["from"] == chain.accounts[0]  # the merchant's wallet pays the gas
     assert token_balance(payout) == 24_990_000 and token_balance(deposits[0]) == token_balance(deposits[1]) == 0
-    page.reload()
+    page.reload()  # the page reads the network: the collection's receipt is recorded
     expect(page.locator(f"#network-{NETWORK}")).to_contain_text("Nothing waits to be collected.")
+    expect(page.locator(f"#network-{NETWORK} .balance")).to_contain_text("24.99 TUSD")
+    row = page.locator("table.collections tbody tr")
+    expect(row).to_have_count(1)
+    expect(row).to_contain_text("24.99 TUSD")
+    expect(row).to_contain_text("your browser wallet")
+    expect(row.locator("code")).to_have_attribute("data-value", re.compile("^0x[0-9a-f]{64}$"))
+    chain.mine(3)
+    assert runner.invoke(args=["watch-payments", "--once"]).exit_code == 0  # the kept chain reaches it
+    page.reload()
+    expect(row.locator(".badge")).to_have_text("confirmed")
+    screenshot(page, "console-payouts-collected", full_page=True)
+    # A hash the node does not know, or a transaction to another contract, is refused.
+    field = page.get_by_label("Collected from another wallet? Its transaction hash")
+    field.fill("0x" + "ab" * 32)
+    page.get_by_role("button", name="Record collection").click()
+    expect(page.get_by_role("alert")).to_contain_text("does not know transaction 0x" + "ab" * 32)
+    other = chain.transfer(deposits[0], 1)[0]  # a token transfer: not a call to the factory
+    page.get_by_label("Collected from another wallet? Its transaction hash").fill(other)
+    page.get_by_role("button", name="Record collection").click()
+    expect(page.get_by_role("alert")).to_contain_text("is not a call to the forwarder factory")
+    expect(page.locator("table.collections tbody tr")).to_have_count(1)

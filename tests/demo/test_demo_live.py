@@ -115,6 +115,14 @@ def test_make_demo_live_takes_a_payment_end_to_end(page, tmp_path, screenshot):
         expect(page.locator("payment-button .outcome-title")).to_have_text("Payment received", timeout=20_000)
         screenshot(page, "demo-live-gasless", full_page=True)
         assert errors == []
+
+        # The console login the command printed opens the demo merchant's console.
+        login = re.search(r"console login:   (\S+)  password (\S+)  \(/dashboard/\)", log_path.read_text())
+        page.goto(shop + "/dashboard/")
+        page.get_by_label("Email").fill(login[1])
+        page.get_by_label("Password").fill(login[2])
+        page.get_by_role("button", name="Log in").click()
+        expect(page.locator("#asset-tusd tr.paid td").first).to_have_text("17.34 (2)")
     finally:
         if make.poll() is None:
             os.killpg(make.pid, signal.SIGINT)  # Ctrl-C in the terminal
@@ -133,3 +141,5 @@ def test_make_demo_live_takes_a_payment_end_to_end(page, tmp_path, screenshot):
     assert DEMO_RELAYER_KEY[2:] not in output
     assert f"Payout address of {keys['merchantId']} set to {DEMO_PAYOUT_ADDRESS}." in output
     assert " collect local --key-file " in output
+    database = tmp_path / "demo" / "preorder.sqlite3"
+    assert f"This demo has its own database: give every flask command FLASK_DATABASE={database}" in output

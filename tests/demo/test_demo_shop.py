@@ -189,3 +189,16 @@ def test_receiver_shows_a_body_that_is_not_json_as_text(client, demo, clock):
     assert deliver(client, demo["webhookSecret"], "evt_x", clock(), body=body).status_code == 204
     _, html = listed(client)
     assert '<code class="type">(no type)</code>' in html and escape("<b>not json</b>") in html
+
+
+def test_demo_merchant_console_login_is_created_once_and_printed_again(runner, app, client):
+    first = runner.invoke(args=["demo-merchant", "--console-login"])
+    again = runner.invoke(args=["demo-merchant", "--console-login"])
+    assert first.exit_code == again.exit_code == 0, first.output + again.output
+    login = re.search(r"console login:   staff@demo\.example  password (\S+)  \(/dashboard/\)", first.output)
+    assert login and login[0] in again.output  # the same password: it is kept in the keys file
+    page = client.get("/dashboard/login")
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page.get_data(as_text=True))[1]
+    answer = client.post("/dashboard/login", data={"csrf_token": token, "email": "staff@demo.example",
+                                                   "password": login[1]})
+    assert answer.status_code == 303

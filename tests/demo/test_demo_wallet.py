@@ -70,7 +70,7 @@ def test_the_wallet_pays_what_is_outstanding_half_or_more(client, runner, chain,
     assert payment["address"] == DEMO_FIRST_ADDRESS
     state = client.get(f"/demo/wallet/{pid}").get_json()
     assert state["payment"] == {"token": payment["tokenContract"], "address": DEMO_FIRST_ADDRESS,
-                                "balance": "1000000000", "full": "19.99"}
+                                "balance": "1000000000", "full": "19.99", "refunds": []}
 
     half = send(client, pid, "partial")
     assert half.status_code == 200
@@ -88,6 +88,31 @@ def test_the_wallet_pays_what_is_outstanding_half_or_more(client, runner, chain,
     paid = public_payment(client, shop, pid)
     assert (paid["amountPaid"], paid["amountPending"]) == ("20.99", "0")
     assert client.get(f"/demo/wallet/{pid}").get_json()["payment"]["balance"] == "999999979.01"
+    assert client.get(f"/demo/wallet/{pid}").get_json()["payment"]["full"] == "0"  # paid in full
+    assert_error(send(client, pid, "full"), 409, "invalid_state",
+                 'The payment is paid in full: "Send 1 more" pays over it.')
+
+
+def test_the_wallet_pays_a_refund_and_names_its_transaction(client, runner, chain, shop):
+    pid = order(client, "10")
+    payment = confirm(client, shop, pid)
+    assert send(client, pid, "full").status_code == 200
+    chain.mine(2)
+    assert runner.invoke(args=["watch-payments", "--once"]).exit_code == 0
+    refund = client.post(f"/payment-button/process/{pid}/refunds", headers={"x-secret-key": shop["secretKey"]},
+                         json={"amount": 4, "address": chain.accounts[5]}).get_json()
+    owed = client.get(f"/demo/wallet/{pid}").get_json()["payment"]["refunds"]
+    assert owed == [{"id": refund["refundId"], "amount": "4", "to": refund["address"], "named": False}]
+    paid = client.post(f"/demo/wallet/{pid}/refunds/{refund['refundId']}")
+    assert paid.status_code == 200 and paid.get_json()["from"] == "test wallet"  # xpub mode: no payout wallet
+    data = "0x70a08231" + chain.accounts[5][2:].lower().rjust(64, "0")  # balanceOf
+    assert int(chain.rpc("eth_call", {"to": payment["tokenContract"], "data": data}, "latest"), 16) == 4_000_000
+    chain.mine(2)
+    assert runner.invoke(args=["watch-payments", "--once"]).exit_code == 0
+    shown = client.get(f"/payment-button/process/{pid}/refunds", headers={"x-secret-key": shop["secretKey"]})
+    assert shown.get_json()["data"][0]["status"] == "completed"
+    assert client.get(f"/demo/wallet/{pid}").get_json()["payment"]["refunds"] == []
+    assert_error(client.post(f"/demo/wallet/{pid}/refunds/{refund['refundId']}"), 404, "not_found")
 
 
 def test_mine(client, chain, shop):

@@ -357,7 +357,7 @@ def test_the_access_logs_hold_the_path_never_the_query_string(layout):
     token = re.search(r'name="csrf_token" value="([^"]+)"', form.text).group(1)
     logged_in = session.post(base + "/dashboard/login", timeout=10, allow_redirects=False, data={
         "email": "staff@shop.example", "password": PASSWORD, "csrf_token": token})
-    assert (logged_in.status_code, logged_in.headers["Location"]) == (303, "/dashboard/")
+    assert (logged_in.status_code, logged_in.headers["Location"]) == (303, "/dashboard/overview")
 
     found = session.get(base + "/dashboard/", params={"q": SEARCHED}, timeout=10)
     assert found.status_code == 200 and process_id in found.text

@@ -71,7 +71,7 @@ def test_show_prints_the_body_and_every_attempt(app, shop, receiver, worker, clo
 
 def test_show_unknown_event(runner):
     result = invoke(runner, "events", "show", "evt_nope")
-    assert (result.exit_code, result.output) == (1, "Error: No event evt_nope.\n")
+    assert (result.exit_code, result.output) == (1, f"Error: No event evt_nope in {runner.app.config['DATABASE']}.\n")
 
 
 @pytest.mark.parametrize("args, message", [
@@ -87,7 +87,7 @@ def test_replay_usage_errors(runner, args, message):
 
 def test_replay_unknown_event(runner):
     result = invoke(runner, "events", "replay", "evt_nope")
-    assert (result.exit_code, result.output) == (1, "Error: No event evt_nope.\n")
+    assert (result.exit_code, result.output) == (1, f"Error: No event evt_nope in {runner.app.config['DATABASE']}.\n")
 
 
 def test_replay_refuses_an_event_being_attempted(app, shop, clock, runner):

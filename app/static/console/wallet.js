@@ -5,8 +5,9 @@
 // <button data-wallet-tx data-chain-id="31337" data-to="0x…" data-data="0x…" data-value="0x0"
 //         data-result="#element-id" data-name-form="#form-id">Pay with my wallet</button>
 // The element named by data-result gets the outcome: the transaction hash, or the wallet's error.
-// With data-name-form (a refund), the hash is posted at once with that form (its CSRF token and a
-// `tx_hash` field): the refund is named, and completes once the transaction is confirmed.
+// With data-name-form, the hash is posted at once with that form (its CSRF token and a `tx_hash`
+// field): a refund is named, and completes once the transaction is confirmed; a collection is
+// recorded. data-named says what became of it ("named for this refund: …").
 function hexChainId(chainId) {
   return "0x" + Number(chainId).toString(16);
 }
@@ -19,7 +20,8 @@ async function sendFromWallet(button) {
   };
   const provider = window.ethereum;
   if (!provider || typeof provider.request !== "function") {
-    show("No browser wallet found: install one (e.g. MetaMask), or use the command shown below.", true);
+    show("No browser wallet in this browser: use the address and QR code with any wallet, then give the" +
+         " transaction's hash in the field below.", true);
     return;
   }
   button.disabled = true;
@@ -36,7 +38,9 @@ async function sendFromWallet(button) {
     });
     show("Sent: transaction " + hash + ". The watcher records it once it is confirmed.", false);
     out.dataset.txHash = hash;
-    if (button.dataset.nameForm) await nameTransaction(document.querySelector(button.dataset.nameForm), hash, show);
+    if (button.dataset.nameForm) {
+      await nameTransaction(document.querySelector(button.dataset.nameForm), hash, show, button.dataset.named);
+    }
   } catch (error) {
     show("The wallet did not send it: " + (error && error.message ? error.message : String(error)), true);
   } finally {
@@ -44,17 +48,17 @@ async function sendFromWallet(button) {
   }
 }
 
-async function nameTransaction(form, hash, show) {
+async function nameTransaction(form, hash, show, named) {
   form.elements.tx_hash.value = hash;
   try {
     const response = await fetch(form.action, {
       method: "POST", credentials: "same-origin", body: new URLSearchParams(new FormData(form)),
     });
     if (!response.ok) throw new Error("HTTP " + response.status);
-    show("Sent: transaction " + hash + ", named for this refund: it completes once confirmed.", false);
+    show("Sent: transaction " + hash + ", " + (named || "saved") + ".", false);
   } catch (error) {
-    show("Sent: transaction " + hash + ", but it could not be named for this refund (" + error.message +
-         "): save it with the field below.", true);
+    show("Sent: transaction " + hash + ", but it could not be saved (" + error.message +
+         "): give it with the field below.", true);
   }
 }
 

@@ -1,0 +1,88 @@
+"""The payouts page's chain work: the payout address's balance per network, and the collections a
+merchant's browser wallet sends, recorded by their transaction hash and settled as `collect`'s own.
+
+A browser wallet's collection is recorded when the page posts the hash its wallet answered: the
+network's node must know the transaction, sent from any account to the network's forwarder factory
+(anyone may send that call: it can only move deposits to their payout addresses). It is then
+`pending` with no amounts, and each time the payouts page reads that network it is settled from its
+receipt by what `collect` uses for its own (app/collection_records.py record_receipt: what its own
+logs show moved, confirmed once `confirmations` deep and its block proven on the kept chain,
+app/chain/canonical.py), or `reverted` when the node says its nonce went to another transaction.
+A `collect` run on the network settles it too, as any pending collection (it cannot broadcast it
+again: the wallet kept the signed transaction)."""
+import re
+from types import SimpleNamespace
+
+from app import collect, collection_records
+from app.chain import canonical, rpc
+from app.chain.addresses import to_checksum_address
+from app.data import payouts as payout_rows
+from app.data.payouts import GAS_COIN, Collection
+from app.money import format_units
+
+GAS_COIN_DECIMALS = 18  # every EVM chain's gas coin (ETH, POL, ...)
+TX_HASH = re.compile(r"0x[0-9a-fA-F]{64}")
+
+
+class Refused(ValueError):
+    """The hash cannot be recorded as a collection; str() says why."""
+
+
+def balances(client, address, assets) -> list[tuple[str, str]]:
+    """What `address` holds on the network: [(amount in token units, symbol)] for each token asset
+    and the gas coin, read at one block (RpcError when the node does not answer)."""
+    held = collect._balances(client, [SimpleNamespace(address=address)], [a.contract for a in assets])[address]
+    found = [(format_units(held[a.contract], a.decimals), a.symbol) for a in assets]
+    return found + [(format_units(held[GAS_COIN], GAS_COIN_DECIMALS), "of the gas coin")]
+
+
+def record(db, network, merchant_id, tx_hash, client, now) -> bool:
+    """Record the browser wallet's collection `tx_hash` on `network` for the merchant: True when
+    recorded now, False when it was already. Refused for a malformed hash, one the node does not
+    know, or a transaction to another contract than the network's factory."""
+    if not TX_HASH.fullmatch(tx_hash or ""):
+        raise Refused("Must be 0x followed by 64 hexadecimal digits (the transaction's hash).")
+    factory = payout_rows.get_factory(db.connection(), network.id)
+    sent = client.call("eth_getTransactionByHash", [tx_hash.lower()])
+    if not isinstance(sent, dict):
+        raise Refused(f"The node of {network.name} does not know transaction {tx_hash} (yet): try again"
+                      " in a moment.")
+    if str(sent.get("to") or "").lower() != (factory or "").lower():
+        raise Refused(f"Transaction {tx_hash} is not a call to the forwarder factory of {network.name}.")
+    what = "eth_getTransactionByHash"
+    fee = sent.get("maxFeePerGas") or sent.get("gasPrice")
+    c = Collection(
+        id=0, network_id=network.id, chain_id=network.chain_id, factory=factory,
+        sender=to_checksum_address(rpc._address(sent.get("from"), what)),
+        nonce=rpc.quantity(sent.get("nonce"), what), tx_hash=tx_hash.lower(), raw_tx="",
+        gas_limit=rpc.quantity(sent.get("gas"), what), max_fee_per_gas=rpc.quantity(fee, what),
+        status="pending", block_number=None, gas_used=None, gas_price=None, error=None,
+        created_at=int(now), settled_at=None, recorded_by=merchant_id)
+    with db.transaction() as conn:
+        return payout_rows.insert_wallet_collection(conn, c) is not None
+
+
+def settle(db, network, merchant_id, client, now):
+    """Settle the merchant's pending browser-wallet collections on `network` from their receipts
+    (the module's docstring). RpcError (the node), NotProven (a block not on the kept chain) are
+    left to the caller: nothing is recorded that is not proven."""
+    pending = payout_rows.wallet_pending(db.connection(), network.id, merchant_id)
+    if not pending:
+        return
+    found = canonical.receipts(client, [c.tx_hash for c in pending])
+    kept = canonical.kept_hashes(db.connection(), network.id)
+    head = client.block_number()
+    report = SimpleNamespace(head=head, deep_enough=canonical.deep_enough(network, head),
+                             kept_top=max(kept, default=None), settled=[])
+    shim = SimpleNamespace(client=client)  # record_receipt reads the chain through `.client` only
+    for c in pending:
+        receipt = found[c.tx_hash]
+        if receipt is not None:
+            collection_records.record_receipt(db, shim, network, None, c, receipt, report, now)
+            continue
+        count = rpc.quantity(client.call("eth_getTransactionCount", [c.sender, "latest"]),
+                             "eth_getTransactionCount")
+        if count > c.nonce and client.call("eth_getTransactionByHash", [c.tx_hash]) is None:
+            with db.transaction() as conn:
+                payout_rows.revert(conn, c.id, "pending", "never mined: its nonce was used by another"
+                                   " transaction", int(now))
