@@ -40,7 +40,7 @@ def create_preorder(db, merchant, *, amount, metadata, now, ttl, idempotency_key
     fingerprint = request_fingerprint(amount, metadata) if idempotency_key else None
     search = process_rows.search_values(metadata)  # parsed before the write lock is taken
     # Nobody knows the new processId before this answer, so the commit's sync may wait outside the
-    # write lock (app/db/sqlite.py); a replayed answer syncs too, so it never reports an unsynced process.
+    # write lock (app/db/sqlite/database.py); a replayed answer syncs too, so it never reports an unsynced process.
     with db.transaction(sync_outside_lock=True) as conn:
         if idempotency_key:
             idempotency_rows.lock(conn, merchant.id, idempotency_key)
