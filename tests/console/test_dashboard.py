@@ -331,7 +331,7 @@ def read_csv(response):
 
 
 def test_csv_equals_what_the_merchant_api_lists(console, api, clock, monkeypatch):
-    from app.dashboard import routes
+    from app.console import routes
 
     monkeypatch.setattr(routes, "CSV_BATCH", 7)  # several batches
     ids = make_processes(api, clock, 20, lambda i: {"orderRef": f"A-{i}", "note": 'say "hi", ok'})

@@ -5,7 +5,7 @@ merchant console"; decisions in docs/console.md).
   security.py  who is logged in, CSRF tokens, roles, the security headers, error pages
   routes.py    the pages; templates/dashboard/ their HTML, app/static/console/ the stylesheet and JS
 """
-from app.dashboard import routes, security
+from app.console import routes, security
 
 
 def init_app(app):

@@ -12,7 +12,7 @@ from flask import current_app, g, redirect, render_template, request, url_for
 from werkzeug.exceptions import HTTPException
 
 from app.clock import now
-from app.dashboard import accounts
+from app.console import accounts
 from app.data import merchants as merchant_rows
 from app.db import get_db
 
