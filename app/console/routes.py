@@ -27,8 +27,9 @@ from app import collect, outbox, merchants, payments, processes, refunds, unexpe
 from app.chain import rpc
 from app.chain.rpc import transfer_calldata
 from app.clock import now
-from app.console import accounts, overview, security
-from app.console import payouts as wallet_payouts
+from app import overview
+from app.console import accounts, security
+from app import wallet_collections as wallet_payouts
 from app.console.security import PageError, login_required, not_found, owner_required
 from app.data import merchants as merchant_rows
 from app.data import outbox as event_rows
