@@ -365,6 +365,20 @@ def list_assets(db):
     return payment_rows.list_assets(db.connection())
 
 
+def asset(db, asset_id, network_id) -> Asset | None:
+    return payment_rows.get_asset(db.connection(), asset_id, network_id)
+
+
+def asset_with_contract(db, network_id, contract) -> Asset | None:
+    """The registered asset of that token contract on the network (any case), or None."""
+    return payment_rows.asset_with_contract(db.connection(), network_id, contract)
+
+
+def has_xpub(db, merchant_id) -> bool:
+    """Whether the merchant registered its wallet (the xpub mode); the xpub itself is never shown."""
+    return payment_rows.get_wallet(db.connection(), merchant_id) is not None
+
+
 def set_xpub(db, merchant_id, text, now) -> str:
     """Register or replace a merchant's account xpub; returns its first deposit address (index 0),
     for the merchant to compare with its wallet. Address indexes already given out stay given."""
@@ -424,6 +438,21 @@ def view(db, process):
 
 def views(db, processes):
     return payment_rows.views_of(db.connection(), [p.id for p in processes])
+
+
+def views_of(db, process_ids):
+    return payment_rows.views_of(db.connection(), process_ids)
+
+
+def partly_paid(views) -> list[str]:
+    """Of these {process id: PaymentView}, the processes whose confirmed money is above zero and
+    below what is due (exactly)."""
+    found = []
+    for process_id, view in views.items():
+        paid = sum(t.amount for t in view.transfers if t.status == "confirmed")
+        if 0 < paid < view.payment.amount_due:
+            found.append(process_id)
+    return found
 
 
 def confirm(db, merchant, process_id, *, asset_id, network_id, now, stale_seconds=60):

@@ -12,6 +12,7 @@ from app.data import payouts as payout_rows
 from app.payments import SetupError
 
 ZERO_ADDRESS = "0x" + "0" * 40
+GAS_COIN = payout_rows.GAS_COIN  # an item's token when it moved the network's gas coin
 
 
 def check_address(text, what="The payout address") -> str:
@@ -137,3 +138,25 @@ def _check_replaceable(conn, network_id, factory):
 def factories(db) -> dict[str, str]:
     conn = db.connection()
     return {n: payout_rows.get_factory(conn, n) for n in payout_rows.networks_with_factory(conn)}
+
+
+def factory(db, network_id) -> str | None:
+    return payout_rows.get_factory(db.connection(), network_id)
+
+
+def networks_with_factory(db) -> set[str]:
+    return payout_rows.networks_with_factory(db.connection())
+
+
+def payout_of(db, merchant_id) -> str | None:
+    """The merchant's payout address (the payout mode), or None."""
+    return payout_rows.get_payout(db.connection(), merchant_id)
+
+
+def collections_of(db, merchant_id) -> list[tuple]:
+    """The collections of the merchant's addresses, newest first, each with its items (every
+    merchant's: the caller keeps its own): [(Collection, [Item])]."""
+    conn = db.connection()
+    rows = payout_rows.of_merchant(conn, merchant_id)
+    items = payout_rows.items_of(conn, [c.id for c in rows])
+    return [(c, items.get(c.id, ())) for c in rows]

@@ -89,6 +89,23 @@ def page(db, merchant_id, *, now, limit, status=None, starting_after=None):
     )
 
 
+def search_value(text) -> str:
+    """A search box's text as the search index keeps values (data/processes.py search_value)."""
+    return process_rows.search_value(text)
+
+
+def filtered_page(db, merchant_id, *, now, limit, before_seq=None, **filters):
+    """The console's list: (processes, has_more), newest first, before the process numbered
+    `before_seq`; `filters` those of data/processes.py list_page (status, value, dates, conditions)."""
+    return process_rows.list_page(db.connection(), now=now, limit=limit, merchant_id=merchant_id,
+                                  before_seq=before_seq, **filters)
+
+
+def meets(db, process_id, conditions) -> bool:
+    """Whether the process meets every (name of data/processes.py CONDITIONS, value) given."""
+    return process_rows.meets(db.connection(), process_id, conditions)
+
+
 def _load(conn, process_id, merchant_id):
     """The process, scoped to its merchant when one is given (an operator sees every process)."""
     if merchant_id is None:

@@ -331,9 +331,9 @@ def read_csv(response):
 
 
 def test_csv_equals_what_the_merchant_api_lists(console, api, clock, monkeypatch):
-    from app.dashboard import routes
+    from app.console import processes as list_pages
 
-    monkeypatch.setattr(routes, "CSV_BATCH", 7)  # several batches
+    monkeypatch.setattr(list_pages, "CSV_BATCH", 7)  # several batches
     ids = make_processes(api, clock, 20, lambda i: {"orderRef": f"A-{i}", "note": 'say "hi", ok'})
     api.cancel(ids[3])
     clock.advance(1800)
