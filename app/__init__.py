@@ -22,7 +22,7 @@ def create_app(test_config=None):
     settings.normalize(app.config)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    from app import cli, dashboard, db, demo, errors
+    from app import cli, console, db, demo, errors
     from app.http import ProcessIdConverter
     from app.routes import button, docs, merchant, ops
     from app.schemas import Limits, PreorderSchema
@@ -40,6 +40,6 @@ def create_app(test_config=None):
     app.register_blueprint(button.bp)
     app.register_blueprint(ops.bp)
     app.register_blueprint(docs.bp)
-    dashboard.init_app(app)  # the merchant console, /dashboard/
+    console.init_app(app)  # the merchant console, /dashboard/
     demo.init_app(app)  # its commands; its pages only with DEMO_SHOP on
     return app

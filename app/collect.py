@@ -35,7 +35,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from app import collection_records
-from app.chain import canonical, forwarder, rpc
+from app.chain import forwarder, rpc
 from app.chain.signer import GAS_MARGIN, ChainError, Sender, read_key_file
 from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
@@ -99,7 +99,8 @@ def collect(db, network_id, key_file, *, merchant_id=None, dry_run=False, max_ba
     for token in extra_tokens:
         if token not in tokens:
             tokens.append(token)
-    sender = Sender(client_factory(network.rpc_url), network.chain_id, account)
+    sender = Sender(client_factory(network.rpc_url), network.chain_id, account,
+                    max_fee_per_gas=network.max_fee_per_gas)
     report = Report(network_id=network_id, sender=sender.address, dry_run=dry_run,
                     confirmations=network.confirmations, finality=network.finality)
     try:
@@ -160,23 +161,32 @@ def waiting(db, network_id, merchant_id, *, max_batch=100, client_factory=rpc.Cl
 # --- 2. balances -----------------------------------------------------------------------------
 
 def _balances(client, deposits, tokens) -> dict:
-    """{address: {token or GAS_COIN: amount}} of every deposit, read at one block."""
-    block = hex(client.block_number())
-    calls, keys = [], []
-    for d in deposits:
-        calls.append(("eth_getBalance", [d.address, block]))
-        keys.append((d.address, GAS_COIN))
-        for token in tokens:
-            data = BALANCE_OF + d.address[2:].lower().rjust(64, "0")
-            calls.append(("eth_call", [{"to": token, "data": data}, block]))
-            keys.append((d.address, token))
+    """{address: {token or GAS_COIN: amount}} of every deposit, read at one block: the first batch
+    at "latest" with the node's eth_blockNumber (one node answers both: no lone call, whose number
+    another node of the pool may not have), the next ones at that number."""
+    keys = [(d.address, token) for d in deposits for token in (GAS_COIN, *tokens)]
     found = {d.address: {} for d in deposits}
-    for i in range(0, len(calls), READ_BATCH):
-        results = client.batch(calls[i:i + READ_BATCH])
-        for (address, token), value in zip(keys[i:i + READ_BATCH], results):
+    block, i = "latest", 0
+    while i < len(keys):
+        chunk = keys[i:i + READ_BATCH - (block == "latest")]
+        calls = [_balance_call(address, token, block) for address, token in chunk]
+        if block == "latest":
+            number, *results = client.batch([("eth_blockNumber", [])] + calls)
+            block = hex(rpc.quantity(number, "eth_blockNumber"))
+        else:
+            results = client.batch(calls)
+        for (address, token), value in zip(chunk, results):
             found[address][token] = (rpc.quantity(value, "eth_getBalance") if token == GAS_COIN
                                       else rpc.word(value, "balanceOf"))
+        i += len(chunk)
     return found
+
+
+def _balance_call(address, token, block):
+    if token == GAS_COIN:
+        return "eth_getBalance", [address, block]
+    data = BALANCE_OF + address[2:].lower().rjust(64, "0")
+    return "eth_call", [{"to": token, "data": data}, block]
 
 
 # --- 3. batches ------------------------------------------------------------------------------
@@ -279,8 +289,7 @@ def _send(db, sender, network, factory, batch, gas_limit, fees, report, now, tim
     if receipt is None:
         raise ChainError(f"The collection {signed.tx_hash} was sent but not mined within"
                          f" {timeout} s: the next run settles it from its receipt.")
-    report.head = max(report.head or 0, receipt.block_number)  # the node's head is at least there
-    report.deep_enough = max(report.deep_enough, canonical.deep_enough(network, report.head))
+    report.head = max(report.head or 0, receipt.block_number)  # shown: the node's head is there
     batch.moved = collection_records.record_receipt(db, sender, network, version, batch.collection,
                                                     receipt, report, now)
     batch.collection = payout_rows.get_collection(db.connection(), collection_id)

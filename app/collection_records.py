@@ -40,7 +40,10 @@ def settle_earlier(db, sender, network, version, report, *, may_send, now, timeo
             raise ChainError(f"The chain of network {network.id} changed since the watcher last read"
                              f" it (block {top}): nothing is recorded or sent until it has read it"
                              " (run collect again in a moment).")
-    head = client.block_number()
+    # Depth counts from the head the watcher proved (read in one batch with its kept block), as
+    # the tag mode counts from the tag's block it read: one node's lone eth_blockNumber, a block
+    # far ahead, would confirm a collection not yet deep enough.
+    head = network.head_block
     report.head, report.kept_top = head, max(kept, default=None)
     report.deep_enough = canonical.deep_enough(network, head)
     _recheck(db, sender, network, kept,

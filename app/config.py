@@ -41,9 +41,11 @@ DEFAULTS = {
     "CHAIN_RPC_READ_TIMEOUT_SECONDS": 20,
     # Payments without gas (ERC-3009): the relayer's key file (one hex private key of an account
     # holding only the network's gas coin; read when used, never stored or logged; None: no
-    # relayer, the option is not offered), and how many transactions it may send per hour.
+    # relayer, the option is not offered), how many transactions it may send per hour, and how many
+    # of them for one payer (`from`): one payer cannot fill the cap every payer shares.
     "RELAYER_KEY_FILE": None,
     "RELAYER_MAX_PER_HOUR": 100,
+    "RELAYER_MAX_PER_PAYER_PER_HOUR": 10,
     # A network whose polls have failed since its last successful one, older than this, is
     # unavailable: hidden from the assets listing, confirm answers 503 (app/chain/health.py)
     "NETWORK_STALE_SECONDS": 60,
@@ -101,6 +103,7 @@ def normalize(config):
         "DASHBOARD_SESSION_HOURS",
         "KEY_ROLL_OVERLAP_HOURS",
         "RELAYER_MAX_PER_HOUR",
+        "RELAYER_MAX_PER_PAYER_PER_HOUR",
         "NETWORK_STALE_SECONDS",
     ):
         try:

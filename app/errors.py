@@ -49,7 +49,7 @@ _HTTP_CODES = {
 
 
 def _console_page(e):
-    """The merchant console answers its errors with pages (app/dashboard/security.py), not JSON."""
+    """The merchant console answers its errors with pages (app/console/security.py), not JSON."""
     hook = current_app.extensions.get("html_errors")
     return hook(e) if hook else None
 

@@ -221,6 +221,10 @@ def set_webhook_url(db, merchant_id, url, *, allow_loopback=False) -> tuple[Merc
     return merchant, warning
 
 
+def get(db, merchant_id) -> Merchant | None:
+    return merchant_rows.get(db.connection(), merchant_id)
+
+
 def list_all(db):
     return merchant_rows.list_all(db.connection())
 

@@ -55,6 +55,7 @@ def emit(conn, event_type, process, now, payment=_LOAD, refunds=_LOAD) -> str:
 
 
 TEST_EVENT_TYPE = "webhook.test"
+DELIVERY_STATES = event_rows.STATES  # the events list's filter: pending, retrying, failing, ...
 
 
 class EventNotFound(LookupError):

@@ -8,18 +8,19 @@ Decisions are in docs/payments.md ("Addresses and the API").
 """
 import re
 from dataclasses import replace
+from decimal import Decimal, InvalidOperation
 
 from app.chain import addresses
 from app.chain import eip3009
 from app.chain import forwarder
-from app.chain import health, rpc
+from app.chain import health, rpc, tokens
 from app.testnets import LIVE_CHAIN_IDS, TEST_CHAIN_IDS, is_test_network
 from app.data import merchants as merchant_rows
 from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
 from app.data import processes as process_rows
 from app.records import Asset, Network, Payment
-from app.money import AmountError, to_base_units
+from app.money import AmountError, format_units, to_base_units
 from app.processes import InvalidState, ProcessNotFound
 
 ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
@@ -82,16 +83,17 @@ def _check_id(value, what):
 
 def add_network(db, *, network_id, name, chain_id, rpc_url, confirmations, start_block, now,
                 testnet=False, finality="confirmations", max_block_age=None,
-                client_factory=rpc.Client) -> Network:
+                max_fee_per_gas=None, client_factory=rpc.Client) -> Network:
     """Enable a network. The node is asked for its chain id, which must be the one given (a node
     of another chain is refused), and, without `start_block`, for its head: the watcher then reads
     from the next block on. With `start_block` a node that cannot be asked now is accepted (it may
     be down for a while): the watcher checks its chain id on every poll. `testnet`: a test network
     (test-mode merchants only); a well-known test chain id is one anyway (app/testnets.py).
     `finality` "safe" or "finalized": the node must serve that block now (`check_tag`).
-    `max_block_age`: seconds (None: off)."""
+    `max_block_age`: seconds (None: off). `max_fee_per_gas`: wei (None: no ceiling; max_fee_wei)."""
     _check_finality(finality)
     _check_max_block_age(max_block_age)
+    _check_max_fee(max_fee_per_gas)
     _check_id(network_id, "The network id")
     if not name or not name.strip():
         raise SetupError("The network's name must not be empty.")
@@ -125,6 +127,7 @@ def add_network(db, *, network_id, name, chain_id, rpc_url, confirmations, start
         confirmations=confirmations, start_block=start_block, scanned_block=start_block - 1,
         head_block=head if head is not None else start_block - 1, disabled_at=None, created_at=now,
         testnet=bool(testnet), finality=finality, max_block_age=max_block_age, ok_since=now,
+        max_fee_per_gas=max_fee_per_gas,
     )
     with db.transaction() as conn:
         if payment_rows.get_network(conn, network_id) is not None:
@@ -181,6 +184,38 @@ def set_max_block_age(db, network_id, seconds) -> Network:
         if network is None or not payment_rows.set_max_block_age(conn, network_id, seconds):
             raise SetupError(f"No network {network_id}.")
     return replace(network, max_block_age=seconds)
+
+
+def max_fee_wei(gwei_text) -> int | None:
+    """A ceiling given in gwei (an exact decimal, at most 9 decimal places: "50", "0.05") as wei;
+    "0" or "off": none."""
+    text = str(gwei_text).strip().lower()
+    if text in ("0", "off", "none"):
+        return None
+    try:
+        wei = Decimal(text) * 10**9
+    except InvalidOperation:
+        wei = None
+    if wei is None or not wei.is_finite() or wei != wei.to_integral_value() or wei <= 0:
+        raise SetupError("The maximum fee must be a positive number of gwei with at most 9 decimal"
+                         " places (e.g. 50 or 0.05), or 0 (off).")
+    return int(wei)
+
+
+def _check_max_fee(wei):
+    if wei is not None and (wei < 1 or wei >= 2**63):
+        raise SetupError("The maximum fee must be at least 1 wei per gas.")
+
+
+def set_max_fee(db, network_id, wei) -> Network:
+    """The operator's ceiling on what a transaction sent on the network (the relayer's, `collect`'s,
+    the factory's deployment) may pay per gas: nothing is sent above it (None: no ceiling)."""
+    _check_max_fee(wei)
+    with db.transaction() as conn:
+        network = payment_rows.get_network(conn, network_id)
+        if network is None or not payment_rows.set_max_fee_per_gas(conn, network_id, wei):
+            raise SetupError(f"No network {network_id}.")
+    return replace(network, max_fee_per_gas=wei)
 
 
 def network_health(db, now, stale_seconds) -> list[tuple[Network, health.Health]]:
@@ -241,10 +276,12 @@ def networks_of_unknown_mode(db, version_before) -> list[Network]:
 
 
 def add_asset(db, *, asset_id, network_id, symbol, name, contract, decimals, now, eip3009=False,
-              client_factory=rpc.Client) -> Asset:
-    """Let customers pay with a token on a network. `eip3009`: payable without gas (ERC-3009): the
-    token's EIP-712 domain is read from the contract through the network's node and checked
-    (app/chain/eip3009.py); a contract that is not an ERC-3009 token is refused."""
+              check_contract=True, client_factory=rpc.Client) -> Asset:
+    """Let customers pay with a token on a network. The contract's own `decimals()` and `symbol()`
+    are read through the network's node and must be `decimals` and `symbol` (`_check_token`), unless
+    `check_contract` is false (the node cannot be reached: the operator vouches for them).
+    `eip3009`: payable without gas (ERC-3009): the token's EIP-712 domain is read from the contract
+    too and checked (app/chain/eip3009.py); a contract that is not an ERC-3009 token is refused."""
     _check_id(asset_id, "The asset id")
     if not symbol or not symbol.strip() or len(symbol) > 16:
         raise SetupError("The symbol must be 1-16 characters.")
@@ -255,9 +292,20 @@ def add_asset(db, *, asset_id, network_id, symbol, name, contract, decimals, now
     if not addresses.is_checksum_valid(contract or ""):
         raise SetupError("The contract must be 0x followed by 40 hexadecimal digits, with a valid"
                          " EIP-55 checksum when it mixes upper and lower case.")
+    if eip3009 and not check_contract:
+        raise SetupError("--eip3009 reads the token's EIP-712 domain through the network's node: it"
+                         " cannot be added without asking the node.")
     contract = addresses.to_checksum_address(contract)
-    domain = _eip3009_domain(db, network_id, contract, client_factory) if eip3009 else None
-    asset = Asset(id=asset_id, network_id=network_id, symbol=symbol.strip(), name=name.strip(),
+    symbol = symbol.strip()
+    domain = None
+    if check_contract or eip3009:
+        network = payment_rows.get_network(db.connection(), network_id)
+        if network is None:
+            raise SetupError(f"No network {network_id} (networks add it first).")
+        client = client_factory(network.rpc_url)
+        _check_token(client, network, contract, symbol, decimals)
+        domain = _eip3009_domain(client, network, contract) if eip3009 else None
+    asset = Asset(id=asset_id, network_id=network_id, symbol=symbol, name=name.strip(),
                   contract=contract, decimals=decimals, disabled_at=None, created_at=now,
                   eip3009_name=domain and domain.name, eip3009_version=domain and domain.version)
     with db.transaction() as conn:
@@ -272,16 +320,40 @@ def add_asset(db, *, asset_id, network_id, symbol, name, contract, decimals, now
     return asset
 
 
-def _eip3009_domain(db, network_id, contract, client_factory):
-    network = payment_rows.get_network(db.connection(), network_id)
-    if network is None:
-        raise SetupError(f"No network {network_id} (networks add it first).")
-    client = client_factory(network.rpc_url)
+def _check_token(client, network, contract, symbol, decimals):
+    """SetupError unless the contract, asked through the network's node (after its chain id, in
+    the same batch), answers `decimals()` = `decimals` and `symbol()` = `symbol` (exactly: it is
+    what the customer's wallet shows beside the amount)."""
+    where = rpc.redacted(network.rpc_url)
     try:
-        node_chain_id = client.chain_id()
-        if node_chain_id != network.chain_id:
-            raise SetupError(f"The node at {rpc.redacted(network.rpc_url)} serves chain id"
-                             f" {node_chain_id}, not {network.chain_id}: --eip3009 not checked.")
+        found_symbol, found_decimals = tokens.read(client, contract, network.chain_id)
+    except rpc.WrongChain as e:
+        raise SetupError(f"The node at {where} does not serve network {network.id}: {e}.") from None
+    except rpc.RpcError as e:
+        raise SetupError(
+            f"Could not read decimals() and symbol() of {contract} through the node of network"
+            f" {network.id}: {e}. Check the contract address; if the node cannot be reached now,"
+            " --skip-contract-check adds the asset unchecked.") from None
+    if found_decimals is None:
+        raise SetupError(f"The contract {contract} on network {network.id} answers no decimals():"
+                         " it is not an ERC-20 token (check the address and the network).")
+    if found_decimals != decimals:
+        raise SetupError(
+            f"The contract {contract} on network {network.id} has {found_decimals} decimals, not"
+            f" {decimals}: an order of 100 would be due"
+            f" {format_units(100 * 10**decimals, found_decimals)} on chain. Give --decimals"
+            f" {found_decimals}.")
+    if found_symbol is None:
+        raise SetupError(f"The contract {contract} on network {network.id} answers no symbol() of"
+                         " short printable text: check the address and the network.")
+    if found_symbol != symbol:
+        raise SetupError(f"The contract {contract} on network {network.id} is {found_symbol!r}, not"
+                         f" {symbol!r}: check the address, or give --symbol {found_symbol} (what the"
+                         " customer's wallet shows).")
+
+
+def _eip3009_domain(client, network, contract):
+    try:
         return eip3009.read_domain(client, contract, network.chain_id)
     except eip3009.Eip3009Error as e:
         raise SetupError(f"--eip3009 refused: {e}") from None
@@ -291,6 +363,20 @@ def _eip3009_domain(db, network_id, contract, client_factory):
 
 def list_assets(db):
     return payment_rows.list_assets(db.connection())
+
+
+def asset(db, asset_id, network_id) -> Asset | None:
+    return payment_rows.get_asset(db.connection(), asset_id, network_id)
+
+
+def asset_with_contract(db, network_id, contract) -> Asset | None:
+    """The registered asset of that token contract on the network (any case), or None."""
+    return payment_rows.asset_with_contract(db.connection(), network_id, contract)
+
+
+def has_xpub(db, merchant_id) -> bool:
+    """Whether the merchant registered its wallet (the xpub mode); the xpub itself is never shown."""
+    return payment_rows.get_wallet(db.connection(), merchant_id) is not None
 
 
 def set_xpub(db, merchant_id, text, now) -> str:
@@ -352,6 +438,21 @@ def view(db, process):
 
 def views(db, processes):
     return payment_rows.views_of(db.connection(), [p.id for p in processes])
+
+
+def views_of(db, process_ids):
+    return payment_rows.views_of(db.connection(), process_ids)
+
+
+def partly_paid(views) -> list[str]:
+    """Of these {process id: PaymentView}, the processes whose confirmed money is above zero and
+    below what is due (exactly)."""
+    found = []
+    for process_id, view in views.items():
+        paid = sum(t.amount for t in view.transfers if t.status == "confirmed")
+        if 0 < paid < view.payment.amount_due:
+            found.append(process_id)
+    return found
 
 
 def confirm(db, merchant, process_id, *, asset_id, network_id, now, stale_seconds=60):

@@ -12,6 +12,7 @@ from app.data import payouts as payout_rows
 from app.payments import SetupError
 
 ZERO_ADDRESS = "0x" + "0" * 40
+GAS_COIN = payout_rows.GAS_COIN  # an item's token when it moved the network's gas coin
 
 
 def check_address(text, what="The payout address") -> str:
@@ -30,7 +31,10 @@ def check_address(text, what="The payout address") -> str:
 
 def set_payout(db, merchant_id, text, now) -> tuple[str, str | None]:
     """Register or replace the merchant's payout address: (the address, the one it replaces).
-    Deposit addresses already handed out keep paying the payout they were made for."""
+    Deposit addresses already handed out keep paying the payout they were made for. An address
+    another merchant holds (its payout address, or one its deposit addresses forward to) is
+    refused: a transfer from it must name one merchant (a refund settles only by its own
+    merchant's payment), and one merchant's collections must not land in another's wallet."""
     address = check_address(text)
     with db.transaction() as conn:
         if merchant_rows.get(conn, merchant_id) is None:
@@ -38,6 +42,11 @@ def set_payout(db, merchant_id, text, now) -> tuple[str, str | None]:
         if payout_rows.is_deposit_address(conn, address):
             raise SetupError(f"{address} is a deposit address of this service: a payout address must"
                              " be a wallet of the merchant's own.")
+        payout_rows.lock_payout_address(conn, address)
+        if payout_rows.merchants_of(conn, [address]).get(address.lower(), set()) - {merchant_id}:
+            raise SetupError(f"Another merchant already has {address} as its payout address (or its"
+                             " deposit addresses forward to it): two merchants sharing one wallet"
+                             " could not tell their refunds and collections apart.")
         previous = payout_rows.get_payout(conn, merchant_id)
         payout_rows.set_payout(conn, merchant_id, address, now)
     return address, previous
@@ -83,7 +92,8 @@ def deploy_factory(db, network_id, key_file, now, client_factory=rpc.Client):
     account = read_key_file(key_file)  # SignerError
     network = _network(db.connection(), network_id)
     _check_replaceable(db.connection(), network_id, None)  # before spending gas on it
-    sender = Sender(client_factory(network.rpc_url), network.chain_id, account)
+    sender = Sender(client_factory(network.rpc_url), network.chain_id, account,
+                    max_fee_per_gas=network.max_fee_per_gas)
     code = forwarder.factory_creation_code()
     try:
         sender.check_chain()
@@ -128,3 +138,25 @@ def _check_replaceable(conn, network_id, factory):
 def factories(db) -> dict[str, str]:
     conn = db.connection()
     return {n: payout_rows.get_factory(conn, n) for n in payout_rows.networks_with_factory(conn)}
+
+
+def factory(db, network_id) -> str | None:
+    return payout_rows.get_factory(db.connection(), network_id)
+
+
+def networks_with_factory(db) -> set[str]:
+    return payout_rows.networks_with_factory(db.connection())
+
+
+def payout_of(db, merchant_id) -> str | None:
+    """The merchant's payout address (the payout mode), or None."""
+    return payout_rows.get_payout(db.connection(), merchant_id)
+
+
+def collections_of(db, merchant_id) -> list[tuple]:
+    """The collections of the merchant's addresses, newest first, each with its items (every
+    merchant's: the caller keeps its own): [(Collection, [Item])]."""
+    conn = db.connection()
+    rows = payout_rows.of_merchant(conn, merchant_id)
+    items = payout_rows.items_of(conn, [c.id for c in rows])
+    return [(c, items.get(c.id, ())) for c in rows]

@@ -40,7 +40,7 @@ def create_preorder(db, merchant, *, amount, metadata, now, ttl, idempotency_key
     fingerprint = request_fingerprint(amount, metadata) if idempotency_key else None
     search = process_rows.search_values(metadata)  # parsed before the write lock is taken
     # Nobody knows the new processId before this answer, so the commit's sync may wait outside the
-    # write lock (app/db/sqlite.py); a replayed answer syncs too, so it never reports an unsynced process.
+    # write lock (app/db/sqlite/database.py); a replayed answer syncs too, so it never reports an unsynced process.
     with db.transaction(sync_outside_lock=True) as conn:
         if idempotency_key:
             idempotency_rows.lock(conn, merchant.id, idempotency_key)
@@ -87,6 +87,23 @@ def page(db, merchant_id, *, now, limit, status=None, starting_after=None):
         conn, now=int(now), limit=limit, merchant_id=merchant_id, status=status,
         before_seq=before_seq,
     )
+
+
+def search_value(text) -> str:
+    """A search box's text as the search index keeps values (data/processes.py search_value)."""
+    return process_rows.search_value(text)
+
+
+def filtered_page(db, merchant_id, *, now, limit, before_seq=None, **filters):
+    """The console's list: (processes, has_more), newest first, before the process numbered
+    `before_seq`; `filters` those of data/processes.py list_page (status, value, dates, conditions)."""
+    return process_rows.list_page(db.connection(), now=now, limit=limit, merchant_id=merchant_id,
+                                  before_seq=before_seq, **filters)
+
+
+def meets(db, process_id, conditions) -> bool:
+    """Whether the process meets every (name of data/processes.py CONDITIONS, value) given."""
+    return process_rows.meets(db.connection(), process_id, conditions)
 
 
 def _load(conn, process_id, merchant_id):

@@ -257,6 +257,7 @@ class Network:
     ok_since: int | None = None  # when it was last found available again
     head_timestamp: int | None = None  # the head block's, at the last successful poll
     tag_block: int | None = None  # the finality tag's block number then
+    max_fee_per_gas: int | None = None  # wei: the operator's ceiling for what is sent on it
 
     @property
     def is_test(self) -> bool:

@@ -55,6 +55,32 @@ def page_json(processes, has_more, now, payments=None, refunds=None) -> str:
     return f'{{"data":[{items}],"hasMore":{_bool(has_more)}}}'
 
 
+def payment_json(view, public=False) -> str:
+    """The `payment` object of API.md ("null" for None), as `payment_object` gives it."""
+    return "null" if view is None else json.dumps(payment_object(view, public), separators=(",", ":"))
+
+
+def payment_object(view, public=False) -> dict:
+    """The `payment` object of API.md as a dict (the console's pages read it). Amounts are token
+    units rendered from integer base units; a transfer's confirmations count its own block, from
+    the network's head when last asked. `paymentUri` (EIP-681) asks for what is still outstanding:
+    the amount due less what was paid or seen, 0 when nothing is (the button then shows progress,
+    not a code). `public` (what a browser sees): who accepted an unexpected transfer is left out
+    (null)."""
+    p, d = view.payment, view.payment.decimals
+    paid, pending, _ = _amounts(view)
+    transfers = [{"txHash": t.tx_hash, "logIndex": t.log_index, "blockNumber": t.block_number,
+                  "amount": format_units(t.amount, d),
+                  "confirmations": max(0, _head(t, p) - t.block_number + 1)} for t in view.transfers]
+    return {"assetId": p.asset_id, "networkId": p.network_id, "chainId": p.chain_id,
+            "tokenContract": p.token_contract, "address": p.address,
+            "amountDue": format_units(p.amount_due, d), "amountPaid": format_units(paid, d),
+            "amountPending": format_units(pending, d), "paymentUri": payment_uri(view),
+            "transfers": transfers,
+            "unexpectedTransfers": [unexpected_object(u, public) for u in view.unexpected],
+            "finality": p.finality}
+
+
 def _amounts(view):
     """(paid, pending, outstanding) of a payment in base units: confirmed, seen, and still asked for."""
     paid = sum(t.amount for t in view.transfers if t.status == "confirmed")
@@ -63,54 +89,33 @@ def _amounts(view):
 
 
 def payment_uri(view) -> str:
-    """The payment's EIP-681 request for what is still outstanding (`paymentUri`, its QR code)."""
+    """The EIP-681 request a payment's `paymentUri` shows (and its QR code): what is outstanding."""
     p, outstanding = view.payment, _amounts(view)[2]
     return f"ethereum:{p.token_contract}@{p.chain_id}/transfer?address={p.address}&uint256={outstanding}"
 
 
-def payment_json(view, public=False) -> str:
-    """The `payment` object of API.md ("null" for None). Amounts are token units rendered from
-    integer base units; a transfer's confirmations count its own block, from the network's head
-    when last asked. `paymentUri` (EIP-681) asks for what is still outstanding: the amount due less
-    what was paid or seen, 0 when nothing is (the button then shows progress, not a code).
-    `public` (what a browser sees): who accepted an unexpected transfer is left out (null)."""
-    if view is None:
-        return "null"
-    p, d = view.payment, view.payment.decimals
-    paid, pending, _ = _amounts(view)
-    transfers = ",".join(
-        f'{{"txHash":"{t.tx_hash}","logIndex":{t.log_index},"blockNumber":{t.block_number},'
-        f'"amount":"{format_units(t.amount, d)}",'
-        f'"confirmations":{max(0, _head(t, p) - t.block_number + 1)}}}'
-        for t in view.transfers
-    )
-    unexpected = ",".join(unexpected_json(u, public) for u in view.unexpected)
-    return (
-        f'{{"assetId":{json.dumps(p.asset_id)},"networkId":{json.dumps(p.network_id)},'
-        f'"chainId":{p.chain_id},"tokenContract":"{p.token_contract}","address":"{p.address}",'
-        f'"amountDue":"{format_units(p.amount_due, d)}","amountPaid":"{format_units(paid, d)}",'
-        f'"amountPending":"{format_units(pending, d)}","paymentUri":{json.dumps(payment_uri(view))},'
-        f'"transfers":[{transfers}],"unexpectedTransfers":[{unexpected}],'
-        f'"finality":"{p.finality}"}}'
-    )
-
-
 def unexpected_json(u, public=False) -> str:
+    return json.dumps(unexpected_object(u, public), separators=(",", ":"))
+
+
+def unexpected_object(u, public=False) -> dict:
     """An entry of `payment.unexpectedTransfers`: a confirmed transfer to the deposit address that
     is not the payment's choice. `symbol` and `amount` (token units) when the contract answered
     `symbol()` and `decimals()` (null otherwise); `baseUnits` always; `acceptedAt`/`acceptedBy`
     once staff accepted it as payment (it then counts in `amountPaid`); `acceptedBy` (a staff
     e-mail, a secret key's first characters) is null in what a browser sees (`public`)."""
-    amount = "null" if u.decimals is None else f'"{format_units(u.amount, u.decimals)}"'
-    accepted_at = "null" if u.accepted_at is None else f'"{iso(u.accepted_at)}"'
-    return (
-        f'{{"networkId":{json.dumps(u.network_id)},"chainId":{u.chain_id},'
-        f'"tokenContract":"{to_checksum_address(u.token_contract)}",'
-        f'"symbol":{json.dumps(u.symbol)},"amount":{amount},"baseUnits":"{u.amount}",'
-        f'"txHash":"{u.tx_hash}","logIndex":{u.log_index},"blockNumber":{u.block_number},'
-        f'"acceptedAt":{accepted_at},'
-        f'"acceptedBy":{"null" if public else json.dumps(u.accepted_by)}}}'
-    )
+    return {"networkId": u.network_id, "chainId": u.chain_id,
+            "tokenContract": to_checksum_address(u.token_contract), "symbol": u.symbol,
+            "amount": None if u.decimals is None else format_units(u.amount, u.decimals),
+            "baseUnits": str(u.amount), "txHash": u.tx_hash, "logIndex": u.log_index,
+            "blockNumber": u.block_number,
+            "acceptedAt": None if u.accepted_at is None else iso(u.accepted_at),
+            "acceptedBy": None if public else u.accepted_by}
+
+
+def refund_payment_uri(r) -> str:
+    """The EIP-681 request a refund's `paymentUri` shows: exactly the refund, to the customer."""
+    return f"ethereum:{r.token_contract}@{r.chain_id}/transfer?address={r.address}&uint256={r.amount}"
 
 
 def refund_json(r) -> str:
@@ -118,8 +123,7 @@ def refund_json(r) -> str:
     `paymentUri` (EIP-681) asks the merchant's wallet for exactly the refund; `txHash` is the
     transaction named for it or found paying it (null until then); `transfers` holds the confirmed
     transfer that settled it (empty until then)."""
-    uri = (f"ethereum:{r.token_contract}@{r.chain_id}/transfer?address={r.address}"
-           f"&uint256={r.amount}")
+    uri = refund_payment_uri(r)
     transfers = ""
     if r.status == "completed":
         transfers = (f'{{"txHash":"{r.tx_hash}","logIndex":{r.log_index},'

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from app import create_app
 from app.config import DEFAULTS
-from app.dashboard import accounts
+from app.console import accounts
 from app.data import processes as process_rows
 from app.db import init_db, open_database
 from app.merchants import create as create_merchant

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from app import create_app
-from app.dashboard import accounts
+from app.console import accounts
 from app.db import init_db
 from app.merchants import create as create_merchant
 

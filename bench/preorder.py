@@ -13,7 +13,7 @@ Each scenario compares a reference side with a subject side under the same gunic
   transaction and one sync per batch): the same ceiling for that other storage design.
 - `preorder-sync` (not run by default): floor_app committing with SQLite's own sync inside the write
   lock (`floor-in-lock`) vs floor_app as the service commits a preorder (sync after the lock is
-  released, app/db/sqlite.py): what that choice is worth, measured in one run.
+  released, app/db/sqlite/database.py): what that choice is worth, measured in one run.
 With `--only baseline` every side runs the baseline app, so the ratios show the harness's own noise.
 """
 import contextlib

@@ -2,7 +2,7 @@
 # The local live demo (`make demo-live`, docs/payment-button.md): the demo shop taking live
 # stablecoin payments on this machine.
 #
-# A local Hardhat node with a test token (TUSD, ERC-3009: payable without gas), added with the
+# A local Hardhat node with a test token (TUSDC, ERC-3009: payable without gas), added with the
 # operator CLI (networks add, assets add --eip3009, networks deploy-factory, merchants set-payout:
 # the payout mode, the payout wallet being the node's dev account #1, the operator's gas key dev
 # account #2's, the relayer's (RELAYER_KEY_FILE) #3's, all published Hardhat test keys), the chain
@@ -47,7 +47,7 @@ token=$($FLASK demo-chain --rpc-url "$rpc" --token-build "$CHAIN/token/TestUSDC.
     --block-seconds "$DEMO_BLOCK_SECONDS")
 $FLASK networks add local --name "Local Hardhat" --chain-id 31337 --testnet --rpc-url "$rpc" \
     --confirmations "$DEMO_CONFIRMATIONS"
-$FLASK assets add tusd --network local --symbol TUSD --name "Test USD" --contract "$token" --decimals 6 --eip3009
+$FLASK assets add tusd --network local --symbol TUSDC --name "Test USD Coin" --contract "$token" --decimals 6 --eip3009
 $FLASK demo-merchant --webhook-url "http://$HOST:$PORT/demo/webhooks" --console-login
 merchant=$($FLASK demo-merchant --json | "$BIN/python" -c 'import json, sys; print(json.load(sys.stdin)["merchantId"])')
 demo_value() {  # a published Hardhat test value of app/demo/merchant.py

@@ -128,7 +128,15 @@ class _Checking:
         self.client = client
 
     def call(self, method, params=()):
-        result = self.client.call(method, params)
+        return self._checked(method, self.client.call(method, params))
+
+    def pinned(self, calls, pins, what=None):
+        calls = list(calls)
+        results = self.client.pinned(calls, pins, what)
+        return [self._checked(method, result) for (method, _), result in zip(calls, results)]
+
+    @staticmethod
+    def _checked(method, result):
         if method == "eth_getLogs" and isinstance(result, list):
             for raw in result:
                 check_log(raw)
@@ -136,17 +144,29 @@ class _Checking:
         return result
 
 
-def transfer_logs(client, first, last, tokens, recipients) -> list:
+def transfer_logs(client, first, last, tokens, recipients, pins) -> list:
     """The Transfer logs of `tokens` to `recipients` in [first, last] (rpc.get_logs), every raw log
-    checked; a range the node refuses as too large is split in halves, down to single blocks."""
+    checked; a range the node refuses as too large is split in halves, down to single blocks. Each
+    eth_getLogs is sent in one batch with `pins` (rpc.Pins: a kept block at or above `last`, under
+    its kept hash), so the node that answers holds every block of the range on the kept chain: a
+    node lagging below it, whose empty answer would skip a transfer for good, fails the step."""
     try:
-        return rpc.get_logs(_Checking(client), first, last, tokens, recipients)
+        return rpc.get_logs(_Checking(client), first, last, tokens, recipients, pins)
     except RpcError as e:
         if first == last or isinstance(e, NotProven) or not rpc.is_too_large(e):
             raise
     middle = (first + last) // 2
-    return (transfer_logs(client, first, middle, tokens, recipients)
-            + transfer_logs(client, middle + 1, last, tokens, recipients))
+    return (transfer_logs(client, first, middle, tokens, recipients, pins)
+            + transfer_logs(client, middle + 1, last, tokens, recipients, pins))
+
+
+def pins_for(kept, last) -> rpc.Pins:
+    """The pins of a read up to block `last`: the lowest kept block at or above it, under its kept
+    hash (`kept`: {number: hash}); NotProven when the watcher has kept none that high."""
+    anchor = min((n for n in kept if n >= last), default=None)
+    if anchor is None:
+        raise NotProven(f"block {last} is above the kept chain: the watcher has not read it yet")
+    return rpc.Pins(None, {anchor: kept[anchor]})
 
 
 @dataclass(frozen=True)

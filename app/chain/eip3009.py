@@ -140,17 +140,17 @@ def _word(address: str) -> str:
     return address[2:].lower().rjust(64, "0")
 
 
-def authorization_used(client, token, authorizer, nonce) -> bool:
-    """The token's authorizationState(authorizer, nonce): True once used (or cancelled)."""
-    answer = rpc.word(_call(client, token, AUTHORIZATION_STATE + _word(authorizer) + nonce[2:]),
-                      "authorizationState")
+def authorization_used(client, token, authorizer, nonce, block="latest") -> bool:
+    """The token's authorizationState(authorizer, nonce) at `block`: True once used (or cancelled)."""
+    answer = rpc.word(_call(client, token, AUTHORIZATION_STATE + _word(authorizer) + nonce[2:],
+                            block), "authorizationState")
     if answer > 1:
         raise rpc.RpcError("authorizationState: not a bool")
     return answer == 1
 
 
-def balance_of(client, token, owner) -> int:
-    return rpc.word(_call(client, token, BALANCE_OF + _word(owner)), "balanceOf")
+def balance_of(client, token, owner, block="latest") -> int:
+    return rpc.word(_call(client, token, BALANCE_OF + _word(owner), block), "balanceOf")
 
 
 def read_domain(client, contract: str, chain_id: int) -> Domain:

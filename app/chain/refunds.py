@@ -6,11 +6,16 @@ Only the merchant's own payment settles a refund:
   network's confirmations, or its finality tag),
   its receipt completes the refund when it holds a Transfer of the refund's token to the refund's
   address of at least its amount, in a block stamped at or after createdAt, that settled no other
-  refund; one holding none leaves the refund pending, its name cleared, with a log line saying why;
+  refund and was not sent from another merchant's address (its payout address, one its deposit
+  addresses forward to, or a deposit address: that merchant's payment, whoever names it); one
+  holding none leaves the refund pending, its name cleared, with a log line saying why;
 - without a name: a confirmed Transfer sent from the merchant's payout address (the current one, or
   the one the payment's deposit address forwards to), to the refund's address, of at least its
   amount, in a block stamped after createdAt; the pending refund of exactly that amount first, then
-  the oldest it covers. A transfer from anyone else (the customer included) settles nothing.
+  the oldest it covers. A transfer from anyone else (the customer included) settles nothing, nor
+  does one from an address several merchants share (data from before set-payout refused it).
+  A transaction the same merchant named for another refund is left to it; another merchant's name
+  does not hold it back.
 One transfer settles one refund (a unique index holds it), a completion and its `refund.completed`
 event are one transaction, and a refund cancelled meanwhile is left alone.
 
@@ -22,14 +27,19 @@ reorganisation deeper than the confirmations) it goes back to `pending` with `re
 
 Only blocks at or below both the confirmation depth and the newest kept block are read: the found
 transfers by `eth_getLogs` (topic2 = the refunds' addresses, their tokens), from each refund's
-`scanned_block` on, in steps of at most `max_range`, each step committed with the position it
-reached; a named refund keeps its position (searched again from there if its name is cleared).
-Idle (no pending refund, no completed one whose anchor moved), a poll makes no RPC call here.
+`scanned_block` on, in steps of at most `max_range`, each eth_getLogs in one batch with the lowest
+kept block at or above the step's end under its kept hash (a node lagging below it fails the step
+instead of answering an empty list the search would move past), each step committed with the
+position it reached; a named refund keeps its position (searched again from there if its name is
+cleared). Idle (no pending refund, no completed one whose anchor moved), a poll makes no RPC call
+here.
 """
 import logging
 
 from app.chain import canonical
+from app.chain.addresses import to_checksum_address
 from app.chain.canonical import NotProven
+from app.data import payouts as payout_rows
 from app.data import processes as process_rows
 from app.data import refunds as refund_rows
 from app.outbox import emit
@@ -49,7 +59,7 @@ def settle(db, client, network, head, deep_enough, now, *, max_range, max_addres
              now)
     deep_enough = min(deep_enough, max(kept))
     completed = _settle_named(db, client, network, deep_enough, now)
-    completed += _settle_found(db, client, network, deep_enough, now, max_range, max_addresses)
+    completed += _settle_found(db, client, network, kept, deep_enough, now, max_range, max_addresses)
     if completed:
         log.info("watch %s: %d refunds completed", network.id, completed)
     return completed
@@ -93,11 +103,12 @@ def _settle_named(db, client, network, deep_enough, now) -> int:
     proven = canonical.prove(client, conn, network.id, {receipt.block_number for _, receipt in ready})
     for _, receipt in ready:
         canonical.prove_receipt(proven, receipt)
+    owners = _owners(conn, (entry for refund, receipt in ready for entry in _to(refund, receipt)))
     completed = 0
     with db.transaction() as conn:
         for refund, receipt in ready:
             header, anchor = proven[receipt.block_number]
-            entry, why = _paying(conn, network, refund, receipt, header)
+            entry, why = _paying(conn, network, refund, receipt, header, owners)
             if entry is None:
                 if refund_rows.clear_name(conn, refund.id, refund.named_tx_hash, now):
                     log.warning("watch %s: refund %s: transaction %s %s: its name is cleared and the"
@@ -109,20 +120,38 @@ def _settle_named(db, client, network, deep_enough, now) -> int:
     return completed
 
 
-def _paying(conn, network, refund, receipt, header):
-    """(the transfer of the confirmed `receipt` that pays `refund`, None) or (None, why not)."""
+def _to(refund, receipt) -> list:
+    """The receipt's Transfers (rpc.Log) of the refund's token to the refund's address. Only the
+    token's own logs are parsed (strictly): another contract's odd log in the same transaction is
+    none of the refund's business, and must not make every poll a fault."""
+    token, to = refund.token_contract.lower(), refund.address.lower()
+    own = [raw for raw in receipt.logs if str(raw.get("address")).lower() == token]
+    return [entry for entry in map(canonical.transfer_log, own)
+            if entry is not None and entry.to_address == to]
+
+
+def _owners(conn, entries) -> dict[str, set[str]]:
+    """{sender, lowercase: the merchants it belongs to} for the senders of `entries` (rpc.Log)."""
+    return payout_rows.merchants_of(conn, {to_checksum_address(e.from_address) for e in entries})
+
+
+def _paying(conn, network, refund, receipt, header, owners):
+    """(the transfer of the confirmed `receipt` that pays `refund`, None) or (None, why not).
+    `owners`: _owners of the receipt's transfers. A transfer sent from another merchant's address
+    (its payout address, one its deposits forward to, or a deposit address) is that merchant's
+    payment: it never settles this one's refund, whoever named it."""
     if receipt.status != 1:
         return None, "reverted"
     if header.timestamp < refund.created_at:
         return None, "is in a block stamped before the refund was made"
-    token, to = refund.token_contract.lower(), refund.address.lower()
-    # Only the token's own logs are parsed (strictly): another contract's odd log in the same
-    # transaction is none of the refund's business, and must not make every poll a fault.
-    own = [raw for raw in receipt.logs if str(raw.get("address")).lower() == token]
-    transfers = [entry for entry in map(canonical.transfer_log, own)
-                 if entry is not None and entry.to_address == to]
+    transfers = _to(refund, receipt)
     if not transfers:
         return None, "holds no transfer of the refund's token to the refund's address"
+    transfers = [entry for entry in transfers
+                 if not owners.get(entry.from_address, set()) - {refund.merchant_id}]
+    if not transfers:
+        return None, ("moves the refund's token from another merchant's address (its payout or"
+                      " deposit address): only the merchant's own payment settles its refund")
     enough = [entry for entry in transfers if entry.amount >= refund.amount]
     if not enough:
         return None, "moves less than the refund's amount to the refund's address"
@@ -135,7 +164,7 @@ def _paying(conn, network, refund, receipt, header):
 
 # --- transfers found from the merchant's payout address ------------------------------------------
 
-def _settle_found(db, client, network, deep_enough, now, max_range, max_addresses) -> int:
+def _settle_found(db, client, network, kept, deep_enough, now, max_range, max_addresses) -> int:
     conn = db.connection()
     senders = refund_rows.payout_senders(conn, network.id)
     pending = [r for r in refund_rows.pending_on(conn, network.id)
@@ -150,7 +179,8 @@ def _settle_found(db, client, network, deep_enough, now, max_range, max_addresse
     while first <= deep_enough:
         last = min(deep_enough, first + max_range - 1)
         waiting = [r for r in pending if r.scanned_block < last and senders[r.id]]
-        logs = _logs(client, first, last, waiting, max_addresses) if waiting else []
+        pins = canonical.pins_for(kept, last)
+        logs = _logs(client, first, last, waiting, max_addresses, pins) if waiting else []
         payers = set().union(*(senders[r.id] for r in waiting))
         logs = [entry for entry in logs if entry.from_address in payers]
         proven = canonical.prove(client, conn, network.id, {entry.block_number for entry in logs})
@@ -165,36 +195,50 @@ def _settle_found(db, client, network, deep_enough, now, max_range, max_addresse
     return completed
 
 
-def _logs(client, first, last, refunds, max_addresses):
-    """The Transfer logs in [first, last] of the refunds' tokens to their addresses, in chain order."""
+def _logs(client, first, last, refunds, max_addresses, pins):
+    """The Transfer logs in [first, last] of the refunds' tokens to their addresses, in chain order,
+    each eth_getLogs in one batch with `pins` (canonical.transfer_logs)."""
     tokens = sorted({r.token_contract.lower() for r in refunds})
     recipients = sorted({r.address.lower() for r in refunds})
     logs = []
     for i in range(0, len(recipients), max_addresses):
-        logs += canonical.transfer_logs(client, first, last, tokens, recipients[i:i + max_addresses])
+        logs += canonical.transfer_logs(client, first, last, tokens,
+                                        recipients[i:i + max_addresses], pins)
     return sorted(logs, key=lambda entry: (entry.block_number, entry.log_index))
 
 
 def _complete_found(conn, network, logs, proven, now) -> int:
     """Complete, in the caller's transaction, the refunds that `logs` (proven, in chain order) pay,
-    the pending refunds read again here (one cancelled or named meanwhile is left alone)."""
+    the pending refunds read again here (one cancelled or named meanwhile is left alone). A transfer
+    pays only a refund of the one merchant its sender belongs to: a sender that is the payout (or
+    deposit) address of several merchants (data from before set-payout refused that) settles
+    nothing, and a transaction this merchant named for another of its refunds is left to that one;
+    another merchant's name does not hold it back (its named path refuses the transfer)."""
     if not logs:
         return 0
     senders = refund_rows.payout_senders(conn, network.id)
     pending = refund_rows.pending_on(conn, network.id)
-    reserved = {r.named_tx_hash for r in pending if r.named_tx_hash}  # a named refund's transaction
+    reserved = {(r.merchant_id, r.named_tx_hash) for r in pending if r.named_tx_hash}
     candidates = [r for r in pending if senders.get(r.id)]
+    owners = _owners(conn, logs)
     completed = 0
     for entry in logs:
-        if entry.tx_hash in reserved or refund_rows.transfer_used(conn, network.chain_id,
-                                                                  entry.tx_hash, entry.log_index):
+        if refund_rows.transfer_used(conn, network.chain_id, entry.tx_hash, entry.log_index):
             continue
         header, anchor = proven[entry.block_number]
         fits = [r for r in candidates
                 if entry.token == r.token_contract.lower() and entry.to_address == r.address.lower()
                 and entry.from_address in senders[r.id] and entry.block_number > r.scanned_block
-                and header.timestamp > r.created_at and entry.amount >= r.amount]
+                and header.timestamp > r.created_at and entry.amount >= r.amount
+                and (r.merchant_id, entry.tx_hash) not in reserved]
         if not fits:
+            continue
+        shared = owners.get(entry.from_address, set())
+        if len(shared) > 1:
+            log.warning("watch %s: transfer %s (log %d) settles no refund: its sender %s is the payout"
+                        " or deposit address of %d merchants (%s); give each its own"
+                        " (merchants set-payout)", network.id, entry.tx_hash, entry.log_index,
+                        entry.from_address, len(shared), ", ".join(sorted(shared)))
             continue
         refund = next((r for r in fits if r.amount == entry.amount), fits[0])  # oldest first
         candidates.remove(refund)

@@ -3,14 +3,17 @@
 The key is read from its file, kept in this object only for the command's run, and never printed,
 logged or stored; error messages name the file, never its content. Signing is eth-account's
 (`Account.sign_transaction` with EIP-1559 type-2 fields): nothing here builds or signs a
-transaction by hand. Fees come from the node: the latest block's base fee and
-eth_maxPriorityFeePerGas (eth_feeHistory's median tip when a node lacks it); the nonce is the
-node's pending count for the sender.
+transaction by hand. Fees come from the node, bounded (`Sender.fees`): the latest block's base fee
+and eth_maxPriorityFeePerGas (eth_feeHistory's median tip when a node lacks it), the tip at most
+what recent blocks paid, and nothing above the operator's ceiling for the network (`networks
+set-max-fee`): one node's answer never sets what a transaction costs. The nonce is the node's
+pending count for the sender.
 """
 import re
 import sys
 import time
 from dataclasses import dataclass
+from decimal import Decimal
 
 from app.chain import canonical, rpc
 from app.chain.addresses import to_checksum_address
@@ -19,6 +22,8 @@ from app.chain.canonical import Receipt
 KEY_PATTERN = re.compile(r"(?:0x)?([0-9a-fA-F]{64})")
 RECEIPT_TIMEOUT_SECONDS = 120
 GAS_MARGIN = 1.2  # the gas limit sent: the node's estimate plus 20 % (state may change meanwhile)
+FEE_HISTORY_BLOCKS = 10  # the recent blocks whose tips bound the one paid
+DEFAULT_TIP = 10**9  # wei: the tip when the node answers neither tip method
 
 
 class SignerError(Exception):
@@ -27,6 +32,16 @@ class SignerError(Exception):
 
 class ChainError(Exception):
     """The node refused, or a transaction failed; str() says what (never the key)."""
+
+
+class FeesTooHigh(ChainError):
+    """The network's fees are above the operator's ceiling for it: nothing is signed."""
+
+
+def gwei(wei: int) -> str:
+    """Wei as an exact decimal of gwei ("30", "0.05")."""
+    text = format(Decimal(wei) / 10**9, "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def _account_class():
@@ -74,9 +89,12 @@ class Signed:
 class Sender:
     """One key's transactions on one network's node."""
 
-    def __init__(self, client: rpc.Client, chain_id: int, account):
+    def __init__(self, client: rpc.Client, chain_id: int, account, *, max_fee_per_gas):
+        """`max_fee_per_gas`: the network's ceiling (wei; None: none), `Network.max_fee_per_gas`:
+        a keyword every caller must give, so no sender of the service forgets it."""
         self.client, self.chain_id, self._account = client, chain_id, account
         self.address = account.address
+        self.ceiling = max_fee_per_gas
 
     def __repr__(self):
         return f"Sender({self.address})"
@@ -95,8 +113,8 @@ class Sender:
         return rpc.quantity(self.client.call("eth_getTransactionCount", [self.address, "pending"]),
                     "eth_getTransactionCount")
 
-    def mined_nonce(self) -> int:
-        return rpc.quantity(self.client.call("eth_getTransactionCount", [self.address, "latest"]),
+    def mined_nonce(self, block="latest") -> int:
+        return rpc.quantity(self.client.call("eth_getTransactionCount", [self.address, block]),
                     "eth_getTransactionCount")
 
     def block_gas_limit(self) -> int:
@@ -105,25 +123,57 @@ class Sender:
 
     def fees(self) -> Fees:
         """maxFeePerGas = 2 × the latest base fee + the tip: room for six full blocks of base fee
-        rises (12.5 % each) before the transaction waits; only what is used is paid."""
+        rises (12.5 % each) before the transaction waits; only what is used is paid. The tip is the
+        node's eth_maxPriorityFeePerGas, at most the base fee or the highest 90th-percentile tip of
+        the last FEE_HISTORY_BLOCKS blocks, whichever is larger (a tip paid in full to the block's
+        producer: one node's 1,000 gwei answer must not be). Under the operator's ceiling, the max
+        fee is cut to it; FeesTooHigh when even the base fee and the tip are above it."""
         block = self.client.call("eth_getBlockByNumber", ["latest", False])
         base = rpc.quantity(block.get("baseFeePerGas") if isinstance(block, dict) else None,
                     "baseFeePerGas (an EIP-1559 network is needed)")
+        medians, highs = self._recent_tips()
         try:
             tip = rpc.quantity(self.client.call("eth_maxPriorityFeePerGas"), "eth_maxPriorityFeePerGas")
         except rpc.RpcError:
-            history = self.client.call("eth_feeHistory", [hex(5), "latest", [50]])
-            rewards = [rpc.quantity(r[0], "eth_feeHistory") for r in (history or {}).get("reward") or [] if r]
-            tip = sorted(rewards)[len(rewards) // 2] if rewards else 10**9
-        return Fees(max_fee_per_gas=2 * base + tip, max_priority_fee_per_gas=tip)
+            tip = sorted(medians)[len(medians) // 2] if medians else DEFAULT_TIP
+        tip = min(tip, max([base, *highs]))
+        max_fee = 2 * base + tip
+        if self.ceiling is not None:
+            if base + tip > self.ceiling:
+                raise FeesTooHigh(
+                    f"The fees on chain id {self.chain_id} ({gwei(base)} gwei base fee +"
+                    f" {gwei(tip)} gwei tip) are above the ceiling of {gwei(self.ceiling)} gwei set"
+                    " for it (networks set-max-fee): nothing sent.")
+            max_fee = min(max_fee, self.ceiling)
+        return Fees(max_fee_per_gas=max_fee, max_priority_fee_per_gas=tip)
 
-    def estimate(self, to, data) -> int:
+    def _recent_tips(self) -> tuple[list, list]:
+        """(median tips, 90th-percentile tips) of the last FEE_HISTORY_BLOCKS blocks; empty when the
+        node does not serve eth_feeHistory."""
+        try:
+            history = self.client.call("eth_feeHistory", [hex(FEE_HISTORY_BLOCKS), "latest", [50, 90]])
+            rewards = [r for r in (history or {}).get("reward") or [] if isinstance(r, list) and len(r) == 2]
+            return ([rpc.quantity(r[0], "eth_feeHistory") for r in rewards],
+                    [rpc.quantity(r[1], "eth_feeHistory") for r in rewards])
+        except (rpc.RpcError, AttributeError):
+            return [], []
+
+    def estimate(self, to, data, block=None) -> int:
+        """eth_estimateGas of the call from this key; `block` "pending": on the state with the
+        node's pending transactions (None: the node's default)."""
         tx = {"from": self.address, "data": "0x" + data.hex()}
         if to is not None:
             tx["to"] = to
-        return rpc.quantity(self.client.call("eth_estimateGas", [tx]), "eth_estimateGas")
+        params = [tx] if block is None else [tx, block]
+        return rpc.quantity(self.client.call("eth_estimateGas", params), "eth_estimateGas")
 
     def sign(self, *, to, data: bytes, gas_limit: int, fees: Fees, nonce: int) -> Signed:
+        """The signed transaction; FeesTooHigh above the ceiling (a replacement's bump too)."""
+        if self.ceiling is not None and fees.max_fee_per_gas > self.ceiling:
+            raise FeesTooHigh(
+                f"A transaction paying up to {gwei(fees.max_fee_per_gas)} gwei per gas on chain id"
+                f" {self.chain_id} is above the ceiling of {gwei(self.ceiling)} gwei set for it"
+                " (networks set-max-fee): nothing sent.")
         tx = {"type": 2, "chainId": self.chain_id, "nonce": nonce, "value": 0, "data": data,
               "gas": gas_limit, "maxFeePerGas": fees.max_fee_per_gas,
               "maxPriorityFeePerGas": fees.max_priority_fee_per_gas}

@@ -1,13 +1,13 @@
-"""What an arbitrary ERC-20 contract says of itself: `symbol()` and `decimals()`, read for the
-unexpected transfers the watcher reports (a token nobody registered, sent to a deposit address).
+"""What an ERC-20 contract says of itself: `symbol()` and `decimals()`.
 
-The contract may be anyone's, hostile included: it may revert, burn its gas, or answer garbage. So
-each call carries a small gas cap (CALL_GAS: enough for any real token's view, too little to return
-more than a few kilobytes), a call that fails answers None rather than failing the batch, and an
-answer is taken only when it is exactly of the ABI's form: a symbol is a short printable text
-(an ABI `string`, or the `bytes32` older tokens such as MKR return), decimals one word of at most
-255 (a uint8). Anything else is None: the transfer is still reported, without a symbol or without
-its amount in token units. Nothing here is money: what counts is a registered asset's own row.
+`assets add` checks the operator's --decimals and --symbol against them (`read`): a token registered
+with the wrong decimals would make every order due a fraction (or a multiple) of its amount. The
+watcher describes the unexpected transfers it reports with them (`describe`: a token nobody
+registered, sent to a deposit address). Such a contract may be anyone's, hostile included: it may
+revert, burn its gas, or answer garbage. So each call carries a small gas cap (CALL_GAS), and an
+answer is taken only when it is exactly of the ABI's form: a symbol is a short printable text (an
+ABI `string`, or the `bytes32` older tokens such as MKR return), decimals one word of at most 255
+(a uint8). Anything else is None. Nothing here is money: what counts is a registered asset's row.
 """
 from app.chain import rpc
 
@@ -32,6 +32,21 @@ def describe(client, contracts) -> dict:
         found.update((contract, (parse_symbol(answers[2 * i]), parse_decimals(answers[2 * i + 1])))
                      for i, contract in enumerate(chunk))
     return found
+
+
+def read(client, contract, chain_id) -> tuple[str | None, int | None]:
+    """(symbol, decimals) of `contract` (parse_symbol, parse_decimals: None for an answer that is
+    not one), asked in one JSON-RPC batch with the node's chain id, so one node answers for both:
+    rpc.WrongChain when that node serves another chain than `chain_id`; RpcError when it cannot be
+    asked, or a call fails (a contract that reverts)."""
+    calls = [("eth_chainId", [])] + [
+        ("eth_call", [{"to": contract, "data": selector, "gas": hex(CALL_GAS)}, "latest"])
+        for selector in (SYMBOL, DECIMALS)]
+    reported, symbol, decimals = client.batch(calls, what="eth_call(symbol, decimals)")
+    reported = rpc.quantity(reported, "eth_chainId")
+    if reported != chain_id:
+        raise rpc.wrong_chain(client.url, reported, chain_id)
+    return parse_symbol(symbol), parse_decimals(decimals)
 
 
 def _bytes(value) -> bytes | None:

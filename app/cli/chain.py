@@ -11,6 +11,7 @@ from flask.cli import AppGroup
 from app import payments as service
 from app.chain import health
 from app.chain.rpc import Client, redacted
+from app.chain.signer import gwei
 from app.cli.common import fail, table, when
 from app.clock import now
 from app.db import get_db
@@ -49,7 +50,9 @@ def _network_json(n):
     state = _health(n)
     return {"id": n.id, "name": n.name, "chainId": n.chain_id, "testnet": n.is_test,
             "rpcUrl": redacted(n.rpc_url), "confirmations": n.confirmations,
-            "finality": n.finality, "maxBlockAge": n.max_block_age, "startBlock": n.start_block,
+            "finality": n.finality, "maxBlockAge": n.max_block_age,
+            "maxFeeGwei": None if n.max_fee_per_gas is None else gwei(n.max_fee_per_gas),
+            "startBlock": n.start_block,
             "scannedBlock": n.scanned_block, "headBlock": n.head_block,
             "enabled": n.disabled_at is None, "state": state.state, "stateSince": when(state.since),
             "createdAt": when(n.created_at)}
@@ -87,6 +90,9 @@ def _asset_json(a):
 @click.option("--max-block-age", type=click.IntRange(1), default=None, metavar="SECONDS",
               help="The network is unavailable while its head block is older than this (default:"
                    " off; a development chain mines only on demand).")
+@click.option("--max-fee-gwei", default=None, metavar="GWEI",
+              help="Nothing the service sends on it (the relayer's payments, collect, the"
+                   " factory's deployment) pays more than this per gas (default: no ceiling).")
 @click.option("--start-block", type=int, default=None,
               help="First block to read (default: the block after the node's head now).")
 @click.option("--testnet", is_flag=True,
@@ -94,7 +100,7 @@ def _asset_json(a):
                    " is one without the flag).")
 @click.option("--json", "as_json", is_flag=True, help="Print the created network as JSON.")
 def networks_add(network_id, name, chain_id, rpc_url, confirmations, finality, max_block_age,
-                 start_block, testnet, as_json):
+                 max_fee_gwei, start_block, testnet, as_json):
     """Enable a network. The node is asked for its chain id (which must be --chain-id) and, without
     --start-block, its head. Test networks are offered to test-mode merchants only, live networks
     to live merchants only."""
@@ -105,7 +111,16 @@ def networks_add(network_id, name, chain_id, rpc_url, confirmations, finality, m
                    f" {n.start_block}.",
          network_id=network_id, name=name, chain_id=chain_id, rpc_url=rpc_url,
          confirmations=confirmations, start_block=start_block, testnet=testnet,
-         finality=finality, max_block_age=max_block_age, client_factory=_client)
+         finality=finality, max_block_age=max_block_age,
+         max_fee_per_gas=None if max_fee_gwei is None else _max_fee(max_fee_gwei),
+         client_factory=_client)
+
+
+def _max_fee(gwei_text):
+    try:
+        return service.max_fee_wei(gwei_text)
+    except service.SetupError as e:
+        raise click.ClickException(str(e)) from None
 
 
 def _client(url):
@@ -181,23 +196,48 @@ def networks_set_max_block_age(network_id, seconds):
                    f" {network.max_block_age} s.")
 
 
+@networks.command("set-max-fee")
+@click.argument("network_id")
+@click.argument("gwei_text", metavar="GWEI")
+def networks_set_max_fee(network_id, gwei_text):
+    """The most a transaction the service sends on the network may pay per gas (maxFeePerGas), in
+    gwei (e.g. 50, or 0.05 on an L2); 0 turns the ceiling off. Above it the relayer stops offering
+    payments without gas and collect stops, sending nothing."""
+    network = _run(service.set_max_fee, network_id, _max_fee(gwei_text))
+    if network.max_fee_per_gas is None:
+        click.echo(f"Network {network.id}: no ceiling on the fees it pays.")
+    else:
+        click.echo(f"Network {network.id}: nothing is sent paying more than"
+                   f" {gwei(network.max_fee_per_gas)} gwei per gas.")
+
+
 @assets.command("add")
 @click.argument("asset_id")
 @click.option("--network", "network_id", required=True, help="The network's id.")
-@click.option("--symbol", required=True, help="E.g. USDC.")
+@click.option("--symbol", required=True, help="E.g. USDC: the contract's own symbol().")
 @click.option("--name", required=True, help="E.g. 'USD Coin'.")
 @click.option("--contract", required=True, help="The ERC-20 contract address (0x…).")
-@click.option("--decimals", required=True, type=int, help="The token's decimals (USDC: 6).")
+@click.option("--decimals", required=True, type=int,
+              help="The token's decimals (USDC: 6): the contract's own decimals().")
 @click.option("--eip3009", is_flag=True,
               help="The token implements ERC-3009 (transferWithAuthorization, as USDC and EURC do):"
                    " payers without the network's gas coin may pay through the relayer"
                    " (RELAYER_KEY_FILE). Its EIP-712 domain is read from the contract and checked.")
+@click.option("--skip-contract-check", is_flag=True,
+              help="Do not ask the network's node for the contract's decimals() and symbol() (it"
+                   " cannot be reached now): you vouch that CONTRACT is this network's token with"
+                   " these decimals and this symbol. Wrong decimals make every order due a"
+                   " fraction or a multiple of its amount.")
 @click.option("--json", "as_json", is_flag=True, help="Print the created asset as JSON.")
-def assets_add(asset_id, network_id, symbol, name, contract, decimals, eip3009, as_json):
-    """Let customers pay with a token on a network."""
+def assets_add(asset_id, network_id, symbol, name, contract, decimals, eip3009,
+               skip_contract_check, as_json):
+    """Let customers pay with a token on a network. The contract's decimals() and symbol() are read
+    through the network's node and must be --decimals and --symbol."""
     def describe(a):
         text = (f"Added asset {a.id} ({a.symbol}, {a.decimals} decimals) on {a.network_id}:"
-                f" contract {a.contract}.")
+                f" contract {a.contract}")
+        text += (" (not checked: you vouch for its decimals and symbol)." if skip_contract_check
+                 else ", its decimals() and symbol() checked.")
         if a.eip3009:
             text += (f" Payable without gas (ERC-3009, EIP-712 domain {a.eip3009_name!r} version"
                      f" {a.eip3009_version!r}) when RELAYER_KEY_FILE is set.")
@@ -205,7 +245,7 @@ def assets_add(asset_id, network_id, symbol, name, contract, decimals, eip3009, 
 
     _add(service.add_asset, as_json, _asset_json, describe, asset_id=asset_id,
          network_id=network_id, symbol=symbol, name=name, contract=contract, decimals=decimals,
-         eip3009=eip3009)
+         eip3009=eip3009, check_contract=not skip_contract_check, client_factory=_client)
 
 
 @assets.command("list")

@@ -9,7 +9,7 @@ from flask.cli import AppGroup
 
 from app.cli.common import fail, table, when
 from app.clock import now
-from app.dashboard import accounts
+from app.console import accounts
 from app.db import get_db
 
 users = AppGroup("users", help="Manage the merchant console's users.")

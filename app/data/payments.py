@@ -9,7 +9,7 @@ from app.records import Asset, Network, Payment, PaymentView, Transfer, Wallet
 _NETWORK_COLUMNS = (
     "id, name, chain_id, rpc_url, confirmations, start_block, scanned_block, head_block,"
     " disabled_at, created_at, testnet, finality, max_block_age, polled_at, failing_since, ok_since,"
-    " head_timestamp, tag_block"
+    " head_timestamp, tag_block, max_fee_per_gas"
 )
 _ASSET_COLUMNS = (
     "id, network_id, symbol, name, contract, decimals, disabled_at, created_at, eip3009_name,"
@@ -47,10 +47,10 @@ def _payment(row):
 def insert_network(conn, n: Network):
     conn.execute(
         f"INSERT INTO networks ({_NETWORK_COLUMNS})"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (n.id, n.name, n.chain_id, n.rpc_url, n.confirmations, n.start_block, n.scanned_block,
          n.head_block, n.disabled_at, n.created_at, int(n.testnet), n.finality, n.max_block_age,
-         n.polled_at, n.failing_since, n.ok_since, n.head_timestamp, n.tag_block),
+         n.polled_at, n.failing_since, n.ok_since, n.head_timestamp, n.tag_block, n.max_fee_per_gas),
     )
 
 
@@ -99,6 +99,12 @@ def set_max_block_age(conn, network_id, seconds) -> bool:
     """`seconds` None: off."""
     return conn.execute("UPDATE networks SET max_block_age = ? WHERE id = ?",
                         (seconds, network_id)).rowcount == 1
+
+
+def set_max_fee_per_gas(conn, network_id, wei) -> bool:
+    """`wei` None: no ceiling."""
+    return conn.execute("UPDATE networks SET max_fee_per_gas = ? WHERE id = ?",
+                        (wei, network_id)).rowcount == 1
 
 
 def poll_succeeded(conn, network_id, now, head_timestamp, tag_block, ok_since):

@@ -86,6 +86,36 @@ def is_deposit_address(conn, address) -> bool:
     ).fetchone() is not None
 
 
+def lock_payout_address(conn, address):
+    """Hold the payout address (EIP-55) until the transaction ends, so two merchants setting it at
+    once see each other (PostgreSQL; SQLite's single writer serialises)."""
+    if dialect(conn) == "postgresql":
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('payout-address/'"
+                     " || CAST(? AS text), 0))", (address,))
+
+
+def merchants_of(conn, addresses) -> dict[str, set[str]]:
+    """{address, lowercase: the ids of the merchants it belongs to} for those of `addresses` (EIP-55,
+    as stored) that are a merchant's payout address, one its payments' deposit addresses forward to
+    (it may have changed its payout since), or one of its deposit addresses. Addresses of nobody are
+    left out."""
+    wanted = sorted(set(addresses))
+    if not wanted:
+        return {}
+    marks = ",".join("?" * len(wanted))
+    rows = conn.execute(
+        f"SELECT merchant_id, payout_address AS address FROM merchant_payouts"
+        f" WHERE payout_address IN ({marks})"
+        f" UNION SELECT merchant_id, payout_address FROM payments WHERE payout_address IN ({marks})"
+        f" UNION SELECT merchant_id, address FROM payments WHERE address IN ({marks})",
+        (*wanted, *wanted, *wanted),
+    )
+    found: dict[str, set[str]] = {}
+    for row in rows:
+        found.setdefault(row["address"].lower(), set()).add(row["merchant_id"])
+    return found
+
+
 # Factories
 
 def get_factory(conn, network_id) -> str | None:

@@ -148,7 +148,7 @@ _CONFIRMED = ("EXISTS (SELECT 1 FROM transfers t WHERE t.process_id = processes.
 CONDITIONS = {
     "paid": _CONFIRMED,
     # Money confirmed on a process that did not complete; "below what is due" is checked exactly
-    # by the caller (app/dashboard/routes.py), amounts being decimal text.
+    # by the caller (app/console/processes.py), amounts being decimal text.
     "partly": f"processes.status <> 'completed' AND {_CONFIRMED}",
     "refunded": ("EXISTS (SELECT 1 FROM refunds r WHERE r.process_id = processes.id"
                  " AND r.status = 'completed')"),

@@ -4,7 +4,7 @@
 (interface.py), which is all the rest of the code uses; the SQL itself lives in app/data/. This
 module opens the backend, runs init-db, and says which exceptions of the open backend are database
 failures and which of those mean "cannot serve now" (503) rather than a bug (500). The backends:
-sqlite.py (with writer_queue.py and file_identity.py), postgres.py; health.py holds /healthz's
+sqlite/ (a package, mapped in its __init__.py), postgres.py; health.py holds /healthz's
 write signals. See docs/storage.md.
 """
 import sys

@@ -1,5 +1,5 @@
 """What a database backend is: the calls the rest of the code uses (`Database`, satisfied by
-app/db/sqlite.py and app/db/postgres.py) and the error either raises when it cannot serve."""
+app/db/sqlite/ and app/db/postgres.py) and the error either raises when it cannot serve."""
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 

@@ -10,7 +10,7 @@ from flask.cli import with_appcontext
 from app.chain.rpc import RpcError, redacted
 from app.clock import now
 from app.db import get_db
-from app.dashboard.accounts import AccountError
+from app.console.accounts import AccountError
 from app.demo.merchant import DEMO_STAFF_EMAIL, ensure, ensure_staff
 from app.demo.wallet import DemoWallet
 from app.merchants import MerchantError

@@ -9,7 +9,7 @@ import os
 import secrets
 
 from app import merchants as service
-from app.dashboard import accounts
+from app.console import accounts
 
 # The live demo's wallet (`make demo-live`): the account xpub (m/44'/60'/0') of the BIP39 test seed
 # phrase "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon

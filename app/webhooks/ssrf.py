@@ -5,7 +5,7 @@ itself, its cloud metadata endpoint or its private network, and what a delivery 
 (status, error, duration: the console shows them) must not map the operator's network.
 `check_url` is run when the URL is set and at delivery time (DNS can change after the URL was
 set) and returns the vetted addresses, which the transport then connects to directly (see
-`transport.py`) so a second DNS answer cannot swap in another address.
+`pinning.py`) so a second DNS answer cannot swap in another address.
 
 Decisions:
 - Only `http` and `https` are ever accepted; live mode accepts `https` only.

@@ -45,7 +45,7 @@ for _args in (
     ["networks", "add", "local", "--name", "Local", "--chain-id", "31337", "--rpc-url",
      "http://127.0.0.1:1/", "--start-block", "1"],
     ["assets", "add", "usdc", "--network", "local", "--symbol", "USDC", "--name", "USD Coin",
-     "--contract", CHOICE_CONTRACT, "--decimals", "6"],
+     "--contract", CHOICE_CONTRACT, "--decimals", "6", "--skip-contract-check"],
     ["merchants", "set-xpub", MERCHANT["merchantId"],
      "xpub6DCoCpSuQZB2jawqnGMEPS63ePKWkwWPH4TU45Q7LPXWuNd8TMtVxRrgjtEshuqpK3mdhaWHPFsBngh5GFZaM6si3"
      "yZdUsT8ddYM3PwnATt"],

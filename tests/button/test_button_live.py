@@ -58,7 +58,7 @@ class LiveDemo:
         for network, token in (("hardhat", chain.token), ("second", second.token)):
             cli("assets", "add", "tusd", "--network", network, "--symbol", "TUSD", "--name", "Test USD",
                 "--contract", token, "--decimals", "6")
-        self.other_token = chain.deploy_token()
+        self.other_token = chain.deploy_named_token("Other USD", "USDX", 6)
         cli("assets", "add", "usdx", "--network", "hardhat", "--symbol", "USDX", "--name", "Other USD",
             "--contract", self.other_token, "--decimals", "6")
         # A live network (the chain-137 node) for live-mode merchants: test-mode ones never see it.

@@ -32,7 +32,7 @@ def app_config(tmp_path):
 
 
 class Checkout:
-    """A test-mode merchant taking TUSD (a plain ERC-20) and USDC (ERC-3009) on the test chain."""
+    """A test-mode merchant taking TUSD (a plain ERC-20) and TUSDC (ERC-3009) on the test chain."""
 
     def __init__(self, live_server, merchant_site, chain, clock, page):
         self.live, self.site, self.chain, self.page = live_server, merchant_site, chain, page
@@ -43,7 +43,7 @@ class Checkout:
             "--rpc-url", chain.url, "--confirmations", "2")
         cli("assets", "add", "tusd", "--network", "hardhat", "--symbol", "TUSD", "--name",
             "Test USD", "--contract", chain.token, "--decimals", "6")
-        cli("assets", "add", "usdc", "--network", "hardhat", "--symbol", "USDC", "--name",
+        cli("assets", "add", "usdc", "--network", "hardhat", "--symbol", "TUSDC", "--name",
             "USD Coin", "--contract", self.usdc, "--decimals", "6", "--eip3009")
         self.keys = json.loads(cli("merchants", "create", "--name", "Wallet shop", "--json"))
         cli("merchants", "set-xpub", self.keys["merchantId"], XPUB)
@@ -139,7 +139,7 @@ def test_a_payer_without_gas_pays_through_the_relayer_by_keyboard(page, checkout
     wallet = wallets.TestWallet(chain, "test-wallet", "Test Wallet", wallets.ICON,
                                 address=PAYER.address, key=PAYER.key)
     wallets.install(page, [wallet])
-    pid, address = checkout.open("12.5", "USDC")
+    pid, address = checkout.open("12.5", "TUSDC")
     assert checkout.gas_coin(PAYER.address) == 0
     gasless = checkout.btn(".gasless")
     expect(gasless).to_have_text("Pay without gas")

@@ -10,6 +10,7 @@ from app.chain.addresses import to_checksum_address
 from app.chain.eip3009 import Domain
 from support import eip3009 as signing
 from support.chain_shop import XPUB, cli
+from support.fake_rpc import FaultyRpc
 from support.helpers import Api
 
 # Hardhat's published dev account #3 (the demo's relayer too): gas coin, no token.
@@ -17,6 +18,7 @@ RELAYER_KEY = "0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a
 RELAYER = "0x90F79bf6EB2c4f870365E785982E1f101E93b906"
 PAYER = signing.payer("gasless payer")
 CONFIRMATIONS = 2
+GWEI = 10**9
 
 
 @pytest.fixture
@@ -42,7 +44,7 @@ class Gasless:
         chain.transfer(PAYER.address, 100_000_000, token=self.usdc)
         cli(runner, "networks", "add", "hardhat", "--name", "Hardhat", "--chain-id", "31337",
             "--rpc-url", chain.url, "--confirmations", str(CONFIRMATIONS))
-        added = cli(runner, "assets", "add", "usdc", "--network", "hardhat", "--symbol", "USDC",
+        added = cli(runner, "assets", "add", "usdc", "--network", "hardhat", "--symbol", "TUSDC",
                     "--name", "USD Coin", "--contract", self.usdc, "--decimals", "6", "--eip3009")
         assert "Payable without gas" in added.output
         cli(runner, "assets", "add", "tusd", "--network", "hardhat", "--symbol", "TUSD",
@@ -74,6 +76,16 @@ class Gasless:
 
     def relayer_nonce(self):
         return int(self.chain.rpc("eth_getTransactionCount", RELAYER, "pending"), 16)
+
+    def through(self, proxy):
+        """The network's node is now `proxy` (a pool's URL, in front of the real node)."""
+        with self.app.extensions["db"].transaction() as conn:
+            conn.execute("UPDATE networks SET rpc_url = ? WHERE id = 'hardhat'", (proxy.url,))
+
+    def funded_payer(self, seed, amount):
+        payer = signing.payer(seed)
+        self.chain.transfer(payer.address, amount, token=self.usdc)
+        return payer
 
     def gas_coin(self, address):
         return int(self.chain.rpc("eth_getBalance", address, "latest"), 16)
@@ -199,17 +211,247 @@ def test_one_authorization_in_flight_per_process(shop, chain):
     assert chain.rpc("eth_getTransactionReceipt", first.get_json()["txHash"])["status"] == "0x1"
 
 
-def test_a_dropped_authorization_no_longer_blocks_the_process(shop, chain):
+@pytest.fixture
+def proxy(chain):
+    proxy = FaultyRpc(chain.url)
+    yield proxy
+    proxy.close()
+
+
+class Paused:
+    """The node mines nothing while inside (a real chain's block time): what is sent waits."""
+
+    def __init__(self, chain):
+        self.chain = chain
+
+    def __enter__(self):
+        self.chain.rpc("evm_setAutomine", False)
+
+    def __exit__(self, *exc):
+        self.chain.rpc("evm_setAutomine", True)
+
+
+def test_a_mined_authorization_counts_as_paid_until_the_watcher_records_it(shop, chain):
+    """The first authorization is mined and the watcher has not polled yet (it may be behind or
+    down): the process still shows the whole amount due, yet a second authorization of it (a double
+    click, a reload) is refused, and the payer is charged once."""
+    process_id, process = shop.order(3)
+    before = shop.token_balance(PAYER.address)
+    first = shop.post(process_id, signing.body(shop.authorization(process, value=3_000_000)))
+    assert first.status_code == 202, first.get_json()
+    assert chain.rpc("eth_getTransactionReceipt", first.get_json()["txHash"])["status"] == "0x1"
+    assert shop.api.get(process_id).get_json()["payment"]["amountPaid"] == "0"
+
+    second = signing.body(shop.authorization(process, value=3_000_000))
+    answer = shop.refused(process_id, second, 409, "invalid_state")
+    assert answer["message"] == (
+        f"An authorization of process {process_id} paid 3000000 base units; it counts once the"
+        " chain watcher has recorded its transfer (in a few seconds). Nothing more is due for it.")
+    assert before - shop.token_balance(PAYER.address) == 3_000_000
+    watch(shop)
+    answer = shop.refused(process_id, second, 409, "invalid_state")
+    assert "nothing left to pay" in answer["message"]
+    assert before - shop.token_balance(PAYER.address) == 3_000_000
+
+
+def test_one_balance_backs_one_authorization_in_flight(shop, chain, proxy):
+    """A payer holding 5 USDC signs authorizations for three processes of 5 USDC before the first is
+    mined: each alone passes against the latest state (the node estimates as geth does), but the
+    balance is reserved for the first, so the others are refused; so is an authorization reusing a
+    nonce in flight. Nothing the relayer sends reverts."""
+    proxy.estimates_on_latest = True
+    shop.through(proxy)
+    poor = shop.funded_payer("one balance", 5_000_000)
+    orders = [shop.order(5) for _ in range(3)]
+    rich_id, rich = shop.order(1)
+    sent = []
+    with Paused(chain):
+        process_id, process = orders[0]
+        first = shop.post(process_id, signing.body(
+            shop.authorization(process, value=5_000_000, signer=poor)))
+        assert first.status_code == 202, first.get_json()
+        sent.append(first.get_json()["txHash"])
+        for process_id, process in orders[1:]:
+            answer = shop.refused(process_id, signing.body(
+                shop.authorization(process, value=5_000_000, signer=poor)),
+                400, "validation_error", "from")
+            assert answer["errors"]["from"] == [
+                "Holds less than `value` of the token once its authorizations in flight"
+                " (5000000 base units) are paid."]
+        # Another payer's authorization, then one of its own for another process on that nonce.
+        paying = shop.authorization(orders[1][1], value=5_000_000)
+        answer = shop.post(orders[1][0], signing.body(paying))
+        assert answer.status_code == 202, answer.get_json()
+        sent.append(answer.get_json()["txHash"])
+        reused = shop.authorization(rich, value=1_000_000, nonce=paying.nonce)
+        answer = shop.refused(rich_id, signing.body(reused), 400, "validation_error",
+                              "nonce")
+        assert answer["errors"]["nonce"] == ["An authorization with this nonce is already being sent."]
+    chain.mine(1)
+    assert [chain.rpc("eth_getTransactionReceipt", h)["status"] for h in sent] == ["0x1", "0x1"]
+    assert shop.token_balance(poor.address) == 0
+
+
+def test_the_call_is_simulated_on_the_pending_state(shop, chain, proxy):
+    """The payer's own transfer of its whole balance waits in the node's pool when its authorization
+    arrives: on the latest state (what geth simulates without a block) the call passes, and sent it
+    would revert; simulated on the pending state it is refused."""
+    proxy.estimates_on_latest = True
+    shop.through(proxy)
+    payer = shop.funded_payer("moves its balance away", 5_000_000)
+    chain.rpc("hardhat_setBalance", payer.address, hex(10**18))
+    chain.rpc("hardhat_impersonateAccount", payer.address)
+    process_id, process = shop.order(5)
+    with Paused(chain):
+        chain.rpc("eth_sendTransaction", {"from": payer.address, "to": shop.usdc, "data": "0xa9059cbb"
+                  + chain.accounts[5][2:].lower().rjust(64, "0") + format(5_000_000, "064x")})
+        answer = shop.refused(process_id, signing.body(
+            shop.authorization(process, value=5_000_000, signer=payer)), 400, "validation_error",
+            "signature")
+    chain.rpc("hardhat_stopImpersonatingAccount", payer.address)
+    assert answer["errors"]["signature"][0].startswith("The token refuses this authorization")
+
+
+def test_one_payer_cannot_fill_the_hourly_cap(shop, app):
+    """Every transaction sent counts against RELAYER_MAX_PER_HOUR (a reverted one cost gas too), and
+    one payer may have at most RELAYER_MAX_PER_PAYER_PER_HOUR of them: others still pay."""
+    app.config["RELAYER_MAX_PER_PAYER_PER_HOUR"] = 1
+    first_id, first = shop.order(1)
+    assert shop.post(first_id, signing.body(shop.authorization(first, value=1_000_000))).status_code == 202
+    second_id, second = shop.order(1)
+    answer = shop.refused(second_id, signing.body(shop.authorization(second, value=1_000_000)), 409,
+                          "payment_method_unavailable")
+    assert answer["message"] == (
+        f"Paying without gas is not available now: {PAYER.address} has had as many payments sent"
+        " without gas as it may this hour; pay with gas from the wallet.")
+    other = shop.funded_payer("another payer", 1_000_000)
+    answer = shop.post(second_id, signing.body(
+        shop.authorization(second, value=1_000_000, signer=other)))
+    assert answer.status_code == 202, answer.get_json()
+    assert shop.gasless() is True
+
+
+def test_a_pool_node_that_never_saw_the_relay_frees_nothing(shop, chain, live_chain, proxy):
+    """The relay is pending; the one node of the pool asked about it has never seen it (here
+    another chain's node answers that call): the process stays in flight, the payer charged once."""
+    shop.through(proxy)
     process_id, process = shop.order(2)
-    chain.rpc("evm_setAutomine", False)
-    try:
+    before = shop.token_balance(PAYER.address)
+    with Paused(chain):
         first = shop.post(process_id, signing.body(shop.authorization(process, value=2_000_000)))
-        assert first.status_code == 202
-        chain.rpc("hardhat_dropTransaction", first.get_json()["txHash"])  # lost by the node
-    finally:
-        chain.rpc("evm_setAutomine", True)
+        assert first.status_code == 202, first.get_json()
+        proxy.route(live_chain.url, "eth_getTransactionByHash", times=1)
+        answer = shop.refused(process_id, signing.body(shop.authorization(process, value=2_000_000)),
+                              409, "invalid_state")
+        assert "is in flight" in answer["message"]
+        assert proxy.calls["eth_getTransactionByHash"] == 1
+    chain.mine(1)
+    assert before - shop.token_balance(PAYER.address) == 2_000_000
+
+
+def test_a_relay_the_node_lost_is_sent_again(shop, chain):
+    """The node drops the relay's transaction: the process's next authorization finds it unknown,
+    and the relayer broadcasts it again from its signed bytes (another node may hold it: it stays
+    in flight). The payer's first signature pays, once."""
+    process_id, process = shop.order(2)
+    before = shop.token_balance(PAYER.address)
+    with Paused(chain):
+        first = shop.post(process_id, signing.body(shop.authorization(process, value=2_000_000)))
+        assert first.status_code == 202, first.get_json()
+        tx_hash = first.get_json()["txHash"]
+        chain.rpc("hardhat_dropTransaction", tx_hash)  # lost by the node
+    assert chain.rpc("eth_getTransactionByHash", tx_hash) is None
     again = shop.post(process_id, signing.body(shop.authorization(process, value=2_000_000)))
+    assert (again.status_code, again.get_json()["code"]) == (409, "invalid_state")
+    assert chain.rpc("eth_getTransactionReceipt", tx_hash)["status"] == "0x1"
+    assert before - shop.token_balance(PAYER.address) == 2_000_000
+    chain.mine(CONFIRMATIONS)
+    watch(shop)
+    assert shop.api.get(process_id).get_json()["status"] == "completed"
+
+
+def test_a_lost_relay_frees_the_process_once_it_can_no_longer_pay(shop, chain):
+    """A lost relay is over when its relayer nonce is taken by another transaction while its
+    authorization stayed unused (here the next relay's: the node's pending count), or once its
+    validBefore is past: a new authorization of the process is then sent, and the payer's balance
+    it held is free for its other payments."""
+    lost_id, lost = shop.order(2)
+    other_id, other = shop.order(1)
+    nonce = shop.relayer_nonce()
+    with Paused(chain):
+        first = shop.post(lost_id, signing.body(shop.authorization(lost, value=2_000_000)))
+        assert first.status_code == 202, first.get_json()
+        chain.rpc("hardhat_dropTransaction", first.get_json()["txHash"])
+    taker = shop.post(other_id, signing.body(shop.authorization(  # another payer: its relays alone
+        other, value=1_000_000, signer=shop.funded_payer("takes the nonce", 1_000_000))))
+    assert taker.status_code == 202, taker.get_json()
+    assert int(chain.rpc("eth_getTransactionByHash", taker.get_json()["txHash"])["nonce"], 16) == nonce
+    again = shop.post(lost_id, signing.body(shop.authorization(lost, value=2_000_000)))
     assert again.status_code == 202, again.get_json()
+
+    expiring_id, expiring = shop.order(1)
+    later_id, later = shop.order(1)
+    short_payer = shop.funded_payer("its relay expires", 1_000_000)
+    shop.clock.now = chain.timestamp()  # the module's chain time may have been moved on
+    with Paused(chain):
+        short = shop.post(expiring_id, signing.body(shop.authorization(
+            expiring, value=1_000_000, signer=short_payer, valid_before=int(shop.clock.now) + 100)))
+        assert short.status_code == 202, short.get_json()
+        chain.rpc("hardhat_dropTransaction", short.get_json()["txHash"])
+        shop.clock.advance(100 + 60)  # validBefore, and a minute for clocks that differ
+        answer = shop.post(later_id, signing.body(
+            shop.authorization(later, value=1_000_000, signer=short_payer)))
+        assert answer.status_code == 202, answer.get_json()
+    again = shop.post(expiring_id, signing.body(shop.authorization(expiring, value=1_000_000)))
+    assert again.status_code == 202, again.get_json()
+    assert shop.token_balance(short_payer.address) == 0
+
+
+def _base_fee(chain, gwei):
+    """The latest block's base fee made `gwei`."""
+    chain.rpc("hardhat_setNextBlockBaseFeePerGas", hex(gwei * GWEI))
+    chain.mine(1)
+
+
+def test_one_node_s_tip_does_not_set_what_the_relayer_pays(shop, chain, proxy):
+    """One node of the pool answers eth_maxPriorityFeePerGas with 1,000 gwei (a tip paid in full to
+    the block's producer: about 0.08 ETH for one payment): the tip sent is at most the base fee or
+    what recent blocks paid."""
+    shop.through(proxy)
+    honest = int(chain.rpc("eth_maxPriorityFeePerGas"), 16)
+    _base_fee(chain, 10)
+    proxy.lie("eth_maxPriorityFeePerGas", hex(1000 * GWEI))
+    process_id, process = shop.order(1)
+    answer = shop.post(process_id, signing.body(shop.authorization(process, value=1_000_000)))
+    assert answer.status_code == 202, answer.get_json()
+    sent = chain.rpc("eth_getTransactionByHash", answer.get_json()["txHash"])
+    assert int(sent["maxPriorityFeePerGas"], 16) <= max(10 * GWEI, honest)
+    assert int(sent["maxFeePerGas"], 16) <= 3 * 10 * GWEI
+
+
+def test_above_the_operator_s_ceiling_nothing_is_sent(shop, chain, runner):
+    """`networks set-max-fee`: while the base fee and the tip are above it the option is hidden and
+    an authorization is refused, nothing sent; below it the max fee is cut to the ceiling."""
+    _base_fee(chain, 10)
+    process_id, process = shop.order(1)
+    body = signing.body(shop.authorization(process, value=1_000_000))
+    set_to = cli(runner, "networks", "set-max-fee", "hardhat", "5")
+    assert set_to.output == "Network hardhat: nothing is sent paying more than 5 gwei per gas.\n"
+    assert shop.gasless() is False
+    answer = shop.refused(process_id, body, 409, "payment_method_unavailable")
+    assert answer["message"] == ("Paying without gas is not available now: the network's fees are"
+                                 " above what the operator allows now.")
+    cli(runner, "networks", "set-max-fee", "hardhat", "12.5")
+    answer = shop.post(process_id, body)
+    assert answer.status_code == 202, answer.get_json()
+    sent = chain.rpc("eth_getTransactionByHash", answer.get_json()["txHash"])
+    assert int(sent["maxFeePerGas"], 16) == 12_500_000_000
+    listed = json.loads(cli(runner, "networks", "list", "--json").output)
+    assert listed[0]["maxFeeGwei"] == "12.5"
+    assert cli(runner, "networks", "set-max-fee", "hardhat", "0").output == (
+        "Network hardhat: no ceiling on the fees it pays.\n")
+    refused = runner.invoke(args=["networks", "set-max-fee", "hardhat", "0.0000000001"])
+    assert refused.exit_code == 1 and "at most 9 decimal places" in refused.output
 
 
 def test_states_and_assets_that_cannot_be_paid_without_gas(shop, client):
@@ -238,6 +480,42 @@ def test_states_and_assets_that_cannot_be_paid_without_gas(shop, client):
                                         "Access-Control-Request-Method": "POST"})
     assert preflight.headers["Access-Control-Allow-Origin"] == "*"
     assert "x-public-key" in preflight.headers["Access-Control-Allow-Headers"]
+
+
+def test_a_network_switched_to_the_other_mode_is_not_paid_into(app, client, runner, live_chain,
+                                                                clock, make_merchant):
+    """A live merchant's process confirmed on a live network (chain 137); the operator then makes it
+    a test network (`networks set-mode`): the watcher no longer credits the process there, so the
+    relayer refuses to move the payer's tokens into it, and the listing offers it no more."""
+    clock.now = live_chain.timestamp()
+    usdc = to_checksum_address(live_chain.deploy_token(contract="TestUSDC"))
+    live_chain.transfer(PAYER.address, 4_000_000, token=usdc)
+    cli(runner, "networks", "add", "polygon", "--name", "Polygon", "--chain-id", "137",
+        "--rpc-url", live_chain.url, "--confirmations", "2")
+    cli(runner, "assets", "add", "usdc", "--network", "polygon", "--symbol", "USDC", "--name",
+        "USD Coin", "--contract", usdc, "--decimals", "6", "--eip3009")
+    merchant = make_merchant(live=True)
+    cli(runner, "merchants", "set-xpub", merchant["merchantId"], XPUB)
+    headers = {"x-public-key": merchant["publicKey"]}
+    listed = client.get("/payment-button/assets", headers=headers).get_json()["data"]
+    assert listed[0]["networks"][0]["gasless"] is True
+    process_id = Api(client, merchant["secretKey"]).preorder({"amount": 4}).get_json()["processId"]
+    confirmed = client.post(f"/payment-button/process/{process_id}/confirm",
+                            json={"assetId": "usdc", "networkId": "polygon"}, headers=headers)
+    assert confirmed.status_code == 200, confirmed.get_json()
+    cli(runner, "networks", "set-mode", "polygon", "test")
+
+    authorization = signing.sign(PAYER, Domain("Test USD Coin", "2", 137, usdc),
+                                 to=confirmed.get_json()["payment"]["address"], value=4_000_000,
+                                 valid_before=int(clock.now) + 1800)
+    nonce = live_chain.rpc("eth_getTransactionCount", RELAYER, "pending")
+    answer = client.post(f"/payment-button/process/{process_id}/authorization",
+                         json=signing.body(authorization), headers=headers)
+    assert (answer.status_code, answer.get_json()) == (409, {
+        "code": "payment_method_unavailable", "message": "Paying without gas is not available now:"
+        " network polygon no longer takes live-mode payments."})
+    assert live_chain.rpc("eth_getTransactionCount", RELAYER, "pending") == nonce
+    assert client.get("/payment-button/assets", headers=headers).get_json()["data"] == []
 
 
 def test_the_hourly_cap_hides_the_option(shop, app):

@@ -1,5 +1,6 @@
 // Compiles the test contracts of token/ (TestUSD.sol, the 6-decimal ERC-20 every chain test uses;
-// TestUSDC.sol, the ERC-3009 token of gasless payments; the attack tests' odd tokens) with the pinned
+// TestUSDC.sol, the ERC-3009 token of gasless payments; TestToken.sol, of any name, symbol and
+// decimals; the attack tests' odd tokens) with the pinned
 // solc-js (the npm `solc` package: no compiler download) and compares each with its committed build,
 // token/<Contract>.json {abi, bytecode}: exit status 1 and the names of those that differ.
 // `--write` writes the builds instead (after changing a source). The tests and `make demo-live`

@@ -9,7 +9,7 @@ from support.live_payments import DAI_LOCAL, USDC_LOCAL, USDC_TEST, ZERO_DEC_LOC
 @pytest.fixture
 def chains(runner):
     """Two enabled networks and one disabled, USDC on two of them, DAI (18 decimals), a 0-decimal
-    token; added without asking a node (--start-block)."""
+    token; added without asking a node (--start-block, --skip-contract-check)."""
     cli(runner, "networks", "add", "local", "--name", "Local chain", "--chain-id", "31337",
         "--rpc-url", "http://127.0.0.1:1/rpc", "--confirmations", "3", "--start-block", "1")
     cli(runner, "networks", "add", "testnet", "--name", "Test net", "--chain-id", "11155111",
@@ -17,15 +17,15 @@ def chains(runner):
     cli(runner, "networks", "add", "gone", "--name", "Gone", "--chain-id", "5",
         "--rpc-url", "https://rpc.example/", "--start-block", "1")
     cli(runner, "assets", "add", "usdc", "--network", "local", "--symbol", "USDC", "--name",
-        "USD Coin", "--contract", USDC_LOCAL.lower(), "--decimals", "6")
+        "USD Coin", "--contract", USDC_LOCAL.lower(), "--decimals", "6", "--skip-contract-check")
     cli(runner, "assets", "add", "usdc", "--network", "testnet", "--symbol", "USDC", "--name",
-        "USD Coin", "--contract", USDC_TEST, "--decimals", "6")
+        "USD Coin", "--contract", USDC_TEST, "--decimals", "6", "--skip-contract-check")
     cli(runner, "assets", "add", "dai", "--network", "local", "--symbol", "DAI", "--name", "Dai",
-        "--contract", DAI_LOCAL, "--decimals", "18")
+        "--contract", DAI_LOCAL, "--decimals", "18", "--skip-contract-check")
     cli(runner, "assets", "add", "whole", "--network", "local", "--symbol", "WHL", "--name",
-        "Whole token", "--contract", ZERO_DEC_LOCAL, "--decimals", "0")
+        "Whole token", "--contract", ZERO_DEC_LOCAL, "--decimals", "0", "--skip-contract-check")
     cli(runner, "assets", "add", "usdc", "--network", "gone", "--symbol", "USDC", "--name",
-        "USD Coin", "--contract", USDC_TEST, "--decimals", "6")
+        "USD Coin", "--contract", USDC_TEST, "--decimals", "6", "--skip-contract-check")
     cli(runner, "networks", "disable", "gone")
 
 

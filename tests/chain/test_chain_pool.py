@@ -154,7 +154,7 @@ def test_a_hostile_data_word_is_a_fault_of_the_poll(shop, chain, proxy, fault):
 
 
 def test_zero_value_transfers_leave_no_trace_no_lock_and_no_late_events(shop, chain, runner):
-    other_token = chain.deploy_token()
+    other_token = chain.deploy_named_token("Test USD 2", "TUS2", 6)
     cli(runner, "assets", "add", "tusd2", "--network", NETWORK, "--symbol", "TUS2", "--name",
         "Test USD 2", "--contract", other_token, "--decimals", "6")
     waiting_id, waiting_address = shop.order(6)

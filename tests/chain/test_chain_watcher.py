@@ -408,7 +408,7 @@ def test_a_payment_sent_with_the_earlier_choice_counts_after_a_switch(shop, chai
     """The customer pays 5 TUSD (6 decimals), then, before the watcher has seen it, switches the
     choice to TDAI (18 decimals; same address). The earlier choice is still watched: the transfer
     counts, in TDAI's units, and the choice cannot change again once a transfer is recorded."""
-    dai = chain.deploy_token()  # the watcher reads no decimals() from the contract: 18 is ours
+    dai = chain.deploy_named_token("Test Dai", "TDAI", 18)
     cli(runner, "assets", "add", "tdai", "--network", NETWORK, "--symbol", "TDAI", "--name",
         "Test Dai", "--contract", dai, "--decimals", "18")
     process_id, address = shop.order(5)
@@ -443,7 +443,7 @@ def test_a_deep_transfer_with_an_earlier_finer_token_counts_rescaled(shop, chain
     """The earlier choice has 18 decimals, the current one 6: a transfer already deep enough when
     the watcher first sees it (a catch-up) counts in the current token's units, never its raw
     base units (10**12 wei of TDAI is 0.000001, not 10**12 TUSD base units)."""
-    dai = chain.deploy_token()
+    dai = chain.deploy_named_token("Test Dai", "TDAI", 18)
     cli(runner, "assets", "add", "tdai", "--network", NETWORK, "--symbol", "TDAI", "--name",
         "Test Dai", "--contract", dai, "--decimals", "18")
     process_id, address = shop.order(5)  # TUSD

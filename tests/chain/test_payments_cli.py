@@ -8,6 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from bip32.base58 import b58decode_check, b58encode_check
 
+from app.chain import tokens
 from support import dbutil
 
 XPUB = ("xpub6DCoCpSuQZB2jawqnGMEPS63ePKWkwWPH4TU45Q7LPXWuNd8TMtVxRrgjtEshuqpK3mdhaWHPFsBngh5GFZaM6"
@@ -77,12 +78,12 @@ def rows(app, sql, *params):
 
 
 def test_networks_add_asks_the_node_for_its_head(runner, node, app, clock):
-    result = add_local(runner, node.url, "--json")
+    result = add_local(runner, node.url, "--max-fee-gwei", "0.05", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.output) == {
         "id": "local", "name": "Local", "chainId": 31337, "testnet": True,
         "rpcUrl": f"http://127.0.0.1:{node.server.server_port}", "confirmations": 12,
-        "finality": "confirmations", "maxBlockAge": None,
+        "finality": "confirmations", "maxBlockAge": None, "maxFeeGwei": "0.05",
         "startBlock": 0x1235, "scannedBlock": 0x1234, "headBlock": 0x1234, "enabled": True,
         "state": "ok", "stateSince": "2026-11-18T11:06:40Z", "createdAt": "2026-11-18T11:06:40Z",
     }
@@ -246,20 +247,108 @@ def test_networks_set_mode(runner, app):
     assert wrong.exit_code == 2 and "'mainnet' is not one of 'test', 'live'" in wrong.output
 
 
-def test_assets_add_and_list(runner, app):
-    add_local(runner, "https://rpc.example/", "--start-block", "5")
-    result = invoke(runner, "assets", "add", "usdc", "--network", "local", "--symbol", "USDC",
-                    "--name", "USD Coin", "--contract", USDC.upper().replace("0X", "0x"),
+def test_assets_add_and_list(runner, app, chain):
+    """The contract's decimals() and symbol() are read through the network's node: TUSD, the test
+    chain's token (at the address USDC names here), has 6 and "TUSD"."""
+    add_local(runner, chain.url, "--start-block", "5")
+    assert chain.token == USDC.lower()
+    result = invoke(runner, "assets", "add", "tusd", "--network", "local", "--symbol", "TUSD",
+                    "--name", "Test USD", "--contract", USDC.upper().replace("0X", "0x"),
                     "--decimals", "6", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.output) == {
-        "id": "usdc", "networkId": "local", "symbol": "USDC", "name": "USD Coin", "contract": USDC,
+        "id": "tusd", "networkId": "local", "symbol": "TUSD", "name": "Test USD", "contract": USDC,
         "decimals": 6, "enabled": True, "createdAt": "2026-11-18T11:06:40Z", "eip3009": None,
     }
     assert invoke(runner, "assets", "list").output.splitlines() == [
         "ID    NETWORK  SYMBOL  NAME      CONTRACT                                    DECIMALS  STATE",
-        f"usdc  local    USDC    USD Coin  {USDC}  6         enabled",
+        f"tusd  local    TUSD    Test USD  {USDC}  6         enabled",
     ]
+
+
+def _add_tusd(runner, *args):
+    return invoke(runner, "assets", "add", "tusd", "--network", "local", "--name", "Test USD",
+                  *args)
+
+
+def test_assets_add_refuses_decimals_or_a_symbol_the_contract_does_not_have(runner, app, chain):
+    """A 6-decimal token added with --decimals 2 would make a 19.99 order due 1999 base units,
+    0.001999 TUSD on chain, and that would complete it: refused, as is another symbol (the
+    customer's wallet shows the contract's), and an address that holds no ERC-20 contract."""
+    add_local(runner, chain.url, "--start-block", "5")
+    token = chain.token
+    wrong_decimals = _add_tusd(runner, "--symbol", "TUSD", "--contract", token, "--decimals", "2")
+    assert (wrong_decimals.exit_code, wrong_decimals.output) == (1, (
+        f"Error: The contract {USDC} on network local has 6 decimals, not 2: an order of 100 would"
+        " be due 0.01 on chain. Give --decimals 6.\n"))
+    eighteen = _add_tusd(runner, "--symbol", "TUSD", "--contract", token, "--decimals", "18")
+    assert "has 6 decimals, not 18: an order of 100 would be due 100000000000000 on chain" in (
+        eighteen.output)
+    wrong_symbol = _add_tusd(runner, "--symbol", "USDC", "--contract", token, "--decimals", "6")
+    assert (wrong_symbol.exit_code, wrong_symbol.output) == (1, (
+        f"Error: The contract {USDC} on network local is 'TUSD', not 'USDC': check the address, or"
+        " give --symbol TUSD (what the customer's wallet shows).\n"))
+    nobody = _add_tusd(runner, "--symbol", "TUSD", "--contract", chain.accounts[5],
+                       "--decimals", "6")
+    assert nobody.exit_code == 1 and "answers no decimals(): it is not an ERC-20 token" in (
+        nobody.output)
+    dai = chain.deploy_named_token("Test Dai", "TDAI", 18)
+    tdai = invoke(runner, "assets", "add", "tdai", "--network", "local", "--symbol", "TDAI",
+                  "--name", "Test Dai", "--contract", dai, "--decimals", "18")
+    assert tdai.exit_code == 0 and "(TDAI, 18 decimals)" in tdai.output, tdai.output
+    assert "its decimals() and symbol() checked" in tdai.output
+    assert rows(app, "SELECT id, decimals FROM assets") == [("tdai", 18)]
+
+
+def test_assets_add_asks_a_node_of_the_network_s_chain_or_is_told_to_skip(runner, app, chain):
+    """A node serving another chain id than the network's is not believed about the contract; a
+    node that cannot be reached refuses the asset unless the operator vouches for it."""
+    add_local(runner, chain.url, "--start-block", "5")
+    dbutil.execute(app.config["DATABASE"], "UPDATE networks SET chain_id = 1")  # another chain's
+    other = _add_tusd(runner, "--symbol", "TUSD", "--contract", chain.token, "--decimals", "6")
+    assert other.exit_code == 1
+    assert ("does not serve network local: " in other.output
+            and "answers for chain id 31337, not the network's chain id 1" in other.output)
+    dbutil.execute(app.config["DATABASE"], "UPDATE networks SET chain_id = 31337,"
+                   " rpc_url = 'http://127.0.0.1:1/rpc'")
+    down = _add_tusd(runner, "--symbol", "TUSD", "--contract", chain.token, "--decimals", "6")
+    assert down.exit_code == 1
+    assert (f"Could not read decimals() and symbol() of {USDC} through the node of network local:"
+            in down.output and "unreachable" in down.output
+            and "--skip-contract-check adds the asset unchecked" in down.output)
+    assert rows(app, "SELECT count(*) FROM assets") == [(0,)]
+    gasless = _add_tusd(runner, "--symbol", "TUSD", "--contract", chain.token, "--decimals", "6",
+                        "--eip3009", "--skip-contract-check")
+    assert gasless.exit_code == 1 and "--eip3009 reads the token's EIP-712 domain" in gasless.output
+    vouched = _add_tusd(runner, "--symbol", "TUSD", "--contract", chain.token, "--decimals", "6",
+                        "--skip-contract-check")
+    assert (vouched.exit_code, vouched.output) == (0, (
+        f"Added asset tusd (TUSD, 6 decimals) on local: contract {USDC} (not checked: you vouch for"
+        " its decimals and symbol).\n"))
+
+
+@pytest.mark.parametrize("answer, symbol", [
+    ("0x" + "20".rjust(64, "0") + "4".rjust(64, "0") + b"USDC".hex().ljust(64, "0"), "USDC"),
+    ("0x" + b"MKR".hex().ljust(64, "0"), "MKR"),  # bytes32, as older tokens answer
+    ("0x" + "20".rjust(64, "0") + "7".rjust(64, "0") + "USD\u20ae0".encode().hex().ljust(64, "0"),
+     "USD\u20ae0"),
+    ("0x" + "40".rjust(64, "0") + "4".rjust(64, "0") + b"USDC".hex().ljust(64, "0"), None),
+    ("0x" + "20".rjust(64, "0") + "4".rjust(64, "0") + b"USDC".hex().ljust(62, "0") + "01", None),
+    ("0x" + "20".rjust(64, "0") + "5".rjust(64, "0") + b"US\nDC".hex().ljust(64, "0"), None),
+    ("0x" + "20".rjust(64, "0") + "2".rjust(64, "0") + "ff00".ljust(64, "0"), None),
+    ("0x" + "20".rjust(64, "0") + "40".rjust(64, "0") + b"X".hex() * 64, None),  # too long
+    ("0x" + "00" * 32, None), ("0x", None), (None, None), ("0x" + "zz" * 32, None),
+])
+def test_a_token_symbol_is_short_printable_text(answer, symbol):
+    assert tokens.parse_symbol(answer) == symbol
+
+
+@pytest.mark.parametrize("answer, decimals", [
+    ("0x" + "6".rjust(64, "0"), 6), ("0x" + "12".rjust(64, "0"), 18),
+    ("0x" + "100".rjust(64, "0"), None), ("0x6", None), ("0x", None), ("0x-" + "6".rjust(63, "0"), None),
+])
+def test_token_decimals_are_one_uint8_word(answer, decimals):
+    assert tokens.parse_decimals(answer) == decimals
 
 
 @pytest.mark.parametrize("args, message", [
@@ -281,8 +370,9 @@ def test_assets_add_and_list(runner, app):
 def test_assets_add_refuses_bad_input(runner, args, message):
     add_local(runner, "https://rpc.example/", "--start-block", "5")
     invoke(runner, "assets", "add", "usdc", "--network", "local", "--symbol", "USDC", "--name",
-           "USD Coin", "--contract", USDC, "--decimals", "6")
-    result = invoke(runner, "assets", "add", *args[:1], "--symbol", "X", "--name", "X", *args[1:])
+           "USD Coin", "--contract", USDC, "--decimals", "6", "--skip-contract-check")
+    result = invoke(runner, "assets", "add", *args[:1], "--symbol", "X", "--name", "X", *args[1:],
+                    "--skip-contract-check")
     message = message.replace("{db}", runner.app.config["DATABASE"])
     assert result.exit_code == 1 and message in result.output, result.output
 

@@ -16,6 +16,7 @@ from support import dbutil
 from app.chain import forwarder
 from app.chain.addresses import keccak256, to_checksum_address
 from support.chain_shop import NETWORK, add_network, cli
+from support.fake_rpc import FaultyRpc
 from support.helpers import Api
 from support.servers import BIN, ROOT, service_env
 
@@ -24,6 +25,7 @@ OPERATOR_KEY = "0xde9be858da4a475276426320d5e9262ecfc3ba460bfac56360bfa6c4c28b4e
 COLLECTOR_KEY = "0xdf57089febbacf7ba0bc227dafbffa9fc08a93fdc68e1e42411a14efcf23656e"
 EMPTY_KEY = "0x" + "42" * 32  # an account that never held anything
 ETHER = 10**18
+GWEI = 10**9
 CONFIRMATIONS = 3  # support.chain_shop.add_network's
 GAS_COIN = "0xeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"
 
@@ -240,6 +242,44 @@ def test_a_key_without_gas_an_unreachable_node_and_no_factory(shop, chain, app):
                            " deploy-factory or set-factory first.\n")
 
 
+class HeadLiar(FaultyRpc):
+    """A pool whose node answering a lone `eth_blockNumber` says the head is `ahead` blocks above
+    the real one (a node on a longer fork, a bug, a misrouted request)."""
+
+    ahead = 0
+
+    def answer(self, body):
+        status, payload = super().answer(body)
+        if self.ahead and isinstance(body, dict) and body.get("method") == "eth_blockNumber":
+            answer = json.loads(payload)
+            answer["result"] = hex(int(answer["result"], 16) + self.ahead)
+            payload = self._json(answer)
+        return status, payload
+
+
+def test_a_collection_counts_its_depth_from_the_head_the_watcher_proved(shop, chain, app):
+    """A collection 2 blocks deep of 3 stays pending whatever one node says the head is: collect
+    counts from the head the watcher read in one batch with its kept block, and reads balances in
+    one batch with the block they are read at."""
+    proxy = HeadLiar(chain.url)
+    try:
+        dbutil.execute(app.config["DATABASE"], "UPDATE networks SET rpc_url = ?", proxy.url)
+        merchant = shop.merchant(new_address("payout-head"))
+        _, address = shop.order(merchant, 3)
+        chain.transfer(address, 3_000_000)
+        proxy.ahead = 1000
+        assert [t["status"] for t in shop.collect_json()["transactions"]] == ["pending"]
+        chain.mine(1)  # 2 confirmations of 3
+        watched = shop.runner.invoke(args=["watch-payments", "--once"])
+        assert watched.exit_code == 0, watched.output
+        shop.collect_json("--dry-run")
+        assert _collections(app.config["DATABASE"]) == [(1, "pending", True)]
+        shop.confirm()
+        assert _collections(app.config["DATABASE"]) == [(1, "confirmed", True)]
+    finally:
+        proxy.close()
+
+
 def test_set_factory_checks_the_code(shop, chain, runner):
     token = to_checksum_address(chain.token)
     refused = runner.invoke(args=["networks", "set-factory", NETWORK, token])
@@ -256,7 +296,7 @@ def _collections(database):
         database, "SELECT id, status, block_number FROM collections ORDER BY id")]
 
 
-def _wait(predicate, timeout=30):
+def _wait(predicate, timeout=90):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -469,6 +509,36 @@ def test_deploy_factory_with_a_key_without_gas(shop, runner, app):
     assert broke.output.startswith("Error: The key's account 0x") and "holds 0 wei; deploying the" in broke.output
     assert broke.output.endswith(" gas): fund it first.\n") and EMPTY_KEY[2:] not in broke.output
     assert dbutil.query(app.config["DATABASE"], "SELECT count(*) FROM network_factories") == [(0,)]
+
+
+def test_collect_pays_no_node_s_tip_and_nothing_above_the_ceiling(shop, chain, app, runner):
+    """collect signs with the relayer's signer: one node's 1,000 gwei eth_maxPriorityFeePerGas is
+    not what it pays, and above the network's ceiling (`networks set-max-fee`) it sends nothing."""
+    payout, address = _funded(shop, chain, "payout-fees", coin=0)
+    proxy = FaultyRpc(chain.url)
+    try:
+        dbutil.execute(app.config["DATABASE"], "UPDATE networks SET rpc_url = ?", proxy.url)
+        honest = int(chain.rpc("eth_maxPriorityFeePerGas"), 16)
+        proxy.lie("eth_maxPriorityFeePerGas", hex(1000 * GWEI))
+        chain.rpc("hardhat_setNextBlockBaseFeePerGas", hex(10 * GWEI))
+        chain.mine(1)
+        cli(runner, "networks", "set-max-fee", NETWORK, "5")
+        refused = shop.collect(exit_code=1)
+        assert refused.output.splitlines()[-1] == (
+            "Error: The fees on chain id 31337 (10 gwei base fee + 10 gwei tip) are above the ceiling"
+            " of 5 gwei set for it (networks set-max-fee): nothing sent.")
+        assert dbutil.scalar(app.config["DATABASE"], "SELECT count(*) FROM collections") == 0
+        assert shop.token_balance(address) == 5_000_000
+
+        cli(runner, "networks", "set-max-fee", NETWORK, "0")
+        shop.collect()
+        [(tx_hash,)] = dbutil.query(app.config["DATABASE"], "SELECT tx_hash FROM collections")
+        sent = chain.rpc("eth_getTransactionByHash", tx_hash)
+        assert int(sent["maxPriorityFeePerGas"], 16) <= max(10 * GWEI, honest)
+        assert int(sent["maxFeePerGas"], 16) <= 3 * 10 * GWEI
+        assert shop.token_balance(payout) == 5_000_000
+    finally:
+        proxy.close()
 
 
 def _funded(shop, chain, label, tokens=5_000_000, coin=ETHER):

@@ -50,6 +50,29 @@ def test_set_payout_accepts_lower_case_and_stores_eip55(runner, merchant, app):
     assert (unknown.exit_code, unknown.output) == (1, f"Error: No merchant mer_nope in {app.config['DATABASE']}.\n")
 
 
+def test_set_payout_refuses_another_merchant_s_payout_or_forwarded_address(runner, merchant,
+                                                                             make_merchant, button,
+                                                                             api, app, chains):
+    """A transfer from a payout address settles that merchant's refunds: a second merchant setting
+    the same wallet (its current payout, or one its deposit addresses still forward to) would take
+    the first one's refund payments. Refused; setting one's own again is fine."""
+    cli(runner, "merchants", "set-payout", merchant["merchantId"], PAYOUT)
+    other = make_merchant(name="Other shop")
+    refused = runner.invoke(args=["merchants", "set-payout", other["merchantId"], PAYOUT.lower()])
+    assert (refused.exit_code, refused.output) == (1, (
+        f"Error: Another merchant already has {PAYOUT} as its payout address (or its deposit"
+        " addresses forward to it): two merchants sharing one wallet could not tell their refunds"
+        " and collections apart.\n"))
+    set_factory(app, "local")
+    assert button.confirm(preorder(api)["processId"]).status_code == 200  # forwards to PAYOUT
+    cli(runner, "merchants", "set-payout", merchant["merchantId"], OTHER)
+    cli(runner, "merchants", "set-payout", merchant["merchantId"], OTHER)  # its own, again
+    still = runner.invoke(args=["merchants", "set-payout", other["merchantId"], PAYOUT])
+    assert still.exit_code == 1 and "Another merchant already has" in still.output
+    assert rows(app, "SELECT merchant_id, payout_address FROM merchant_payouts") == [
+        (merchant["merchantId"], OTHER)]
+
+
 def test_assets_offer_only_networks_with_a_factory(runner, merchant, button, app, chains):
     cli(runner, "merchants", "set-payout", merchant["merchantId"], PAYOUT)
     assert button.assets().get_json() == {"data": []}  # no factory anywhere yet

@@ -8,16 +8,17 @@ refund, logs marked removed or served by another chain's node, a deep reorganisa
 import json
 import logging
 
-from standardwebhooks.webhooks import Webhook
-
-from app.chain import refunds as chain_refunds
-from app.chain import rpc
-from app.chain.canonical import NotProven
-from app.data import payments as payment_rows
+from support import dbutil
 from support.chain_shop import NETWORK, OTHER_XPUB, Shop, add_network, cli
 from support.fake_rpc import FaultyRpc
 from support.helpers import Api, assert_error
 from support.receiver import receiver  # noqa: F401  (fixture)
+
+from app.chain import refunds as chain_refunds
+from app.chain import rpc
+from app.chain.addresses import to_checksum_address
+from app.chain.canonical import NotProven
+from app.data import payments as payment_rows
 
 CONFIRMATIONS = 2
 MERCHANT_WALLET = 0  # the dev account holding the test token: the merchant's payout wallet
@@ -134,8 +135,7 @@ def test_a_refund_is_completed_by_the_merchants_confirmed_transfer(app, client, 
     delivered = runner.invoke(args=["deliver-webhooks", "--once"])
     assert delivered.exit_code == 0, delivered.output
     received = receiver.wait_for(5)
-    verifier = Webhook(merchant["webhookSecret"])
-    bodies = [verifier.verify(r.body, r.headers) for r in received]
+    bodies = [r.verified(merchant["webhookSecret"], clock.now) for r in received]
     [event] = [b for b in bodies if b["type"] == "refund.completed"]
     assert event["data"]["processId"] == process_id
     assert event["data"]["status"] == "completed"
@@ -166,9 +166,10 @@ def test_one_transfer_settles_one_refund_the_oldest(app, client, runner, chain, 
 
 
 def test_another_merchants_refund_payment_never_completes_yours(app, client, runner, chain, clock,
-                                                                make_merchant):
+                                                                make_merchant, caplog):
     """A refunds 10 to a customer, then B refunds 10 to the same customer: B's payment from its own
-    payout wallet completes B's refund only, and A's stays pending until A pays."""
+    payout wallet completes B's refund only, even when A names B's transaction (public on chain)
+    for its own refund before the watcher reads it; A's stays pending until A pays."""
     add_network(runner, chain, confirmations=CONFIRMATIONS)
     chain.transfer(chain.accounts[OTHER_WALLET], 50_000_000)  # B's wallet holds the token
     a, a_process = new_shop(app, client, runner, chain, clock, make_merchant(name="A"))
@@ -177,18 +178,57 @@ def test_another_merchants_refund_payment_never_completes_yours(app, client, run
     customer = chain.accounts[8]
     a_refund = refund(a, a_process, 10, customer)
     b_refund = refund(b, b_process, 10, customer)
+    chain.next_timestamp(max(clock.now, chain.timestamp()) + 5)
     b_tx, _ = chain.transfer(customer, 10_000_000, sender=OTHER_WALLET)
+    assert name(a, a_process, a_refund["refundId"], b_tx).status_code == 200  # A claims it
     chain.mine(CONFIRMATIONS - 1)
     clock.advance(30)
-    a.watch()
-    assert status_of(a, a_process, a_refund) == "pending"
+    with caplog.at_level(logging.WARNING, logger="app.chain.refunds"):
+        a.watch()
+    shown = refunds_of(a, a_process)[a_refund["refundId"]]
+    assert (shown["status"], shown["txHash"]) == ("pending", None)
     assert refunds_of(b, b_process)[b_refund["refundId"]]["txHash"] == b_tx
+    assert (f"transaction {b_tx} moves the refund's token from another merchant's address (its"
+            " payout or deposit address): only the merchant's own payment settles its refund: its"
+            " name is cleared" in caplog.text)
     a_tx, _ = chain.transfer(customer, 10_000_000, sender=MERCHANT_WALLET)
     chain.mine(CONFIRMATIONS - 1)
     a.watch()
     assert refunds_of(a, a_process)[a_refund["refundId"]]["txHash"] == a_tx
     assert a.event_types(a_process).count("refund.completed") == 1
     assert b.event_types(b_process).count("refund.completed") == 1
+
+
+def test_a_wallet_two_merchants_share_settles_neither_s_refund(app, client, runner, chain, clock,
+                                                               make_merchant, caplog):
+    """`merchants set-payout` refuses another merchant's payout wallet (whose transfers would settle
+    the refunds of both). Two merchants sharing one anyway (set before that check): a transfer from
+    it settles no refund of either, found or named, and the watcher says why."""
+    add_network(runner, chain, confirmations=CONFIRMATIONS)
+    a, a_process = new_shop(app, client, runner, chain, clock, make_merchant(name="A"))
+    b, b_process = new_shop(app, client, runner, chain, clock, make_merchant(name="B"),
+                            payout_account=OTHER_WALLET, xpub=OTHER_XPUB)
+    wallet = chain.accounts[MERCHANT_WALLET]  # A's
+    refused = runner.invoke(args=["merchants", "set-payout", b.merchant["merchantId"], wallet])
+    assert refused.exit_code == 1 and refused.output.startswith(
+        "Error: Another merchant already has 0x")
+    dbutil.execute(app.config["DATABASE"], "UPDATE merchant_payouts SET payout_address = ?"
+                   " WHERE merchant_id = ?", to_checksum_address(wallet), b.merchant["merchantId"])
+    customer = chain.accounts[16]
+    b_refund = refund(b, b_process, 10, customer)
+    a_refund = refund(a, a_process, 10, customer)
+    chain.next_timestamp(max(clock.now, chain.timestamp()) + 5)
+    a_tx, _ = chain.transfer(customer, 10_000_000, sender=MERCHANT_WALLET)  # A pays its refund
+    assert name(a, a_process, a_refund["refundId"], a_tx).status_code == 200
+    chain.mine(CONFIRMATIONS - 1)
+    clock.advance(30)
+    with caplog.at_level(logging.WARNING, logger="app.chain.refunds"):
+        a.watch()
+    assert (status_of(a, a_process, a_refund), status_of(b, b_process, b_refund)) == (
+        "pending", "pending")
+    assert "moves the refund's token from another merchant's address" in caplog.text
+    assert (f"transfer {a_tx} (log 0) settles no refund: its sender {wallet.lower()} is the payout"
+            " or deposit address of 2 merchants" in caplog.text)
 
 
 def test_the_customer_s_own_transfer_and_a_bystander_s_settle_nothing(app, client, runner, chain,
@@ -340,7 +380,7 @@ def test_a_log_marked_removed_or_from_another_chain_s_node_records_nothing(
         try:
             _settle_through(app, proxy.url, chain, clock)
             raise AssertionError("another chain's log was taken")
-        except NotProven:
+        except rpc.ChainMoved:  # the kept block pinned in the logs' batch is not that node's
             pass
         assert status_of(shop, process_id, made) == "pending"
         proxy.clear()
@@ -350,6 +390,47 @@ def test_a_log_marked_removed_or_from_another_chain_s_node_records_nothing(
     shown = refunds_of(shop, process_id)[made["refundId"]]
     assert shown["status"] == "completed" and shown["txHash"] == paid
     assert shown["transfers"][0]["blockNumber"] == block
+
+
+class LaggingLogs(FaultyRpc):
+    """A pool whose node answering a lone `eth_getLogs` lags at block `lag`: as geth does, it
+    answers the range up to its own head, and nothing above it, without an error."""
+
+    lag = None
+
+    def answer(self, body):
+        if self.lag is not None and isinstance(body, dict) and body.get("method") == "eth_getLogs":
+            query = dict(body["params"][0])
+            if int(query["fromBlock"], 16) > self.lag:
+                return 200, self._json({"jsonrpc": "2.0", "id": body["id"], "result": []})
+            query["toBlock"] = hex(min(int(query["toBlock"], 16), self.lag))
+            body = dict(body, params=[query])
+        return super().answer(body)
+
+
+def test_a_node_lagging_behind_the_payout_transfer_never_makes_the_search_skip_it(
+        app, client, runner, chain, clock, make_merchant):
+    """The refunds' eth_getLogs goes in one batch with a kept block at or above the step's end
+    (pinned, as the payments' reads): a node of the pool lagging below the transfer's block cannot
+    answer it alone with an empty list the search would move past for good."""
+    proxy = LaggingLogs(chain.url)
+    try:
+        add_network(runner, chain, confirmations=CONFIRMATIONS, rpc_url=proxy.url)
+        shop, process_id = new_shop(app, client, runner, chain, clock, make_merchant())
+        customer = chain.accounts[15]
+        made = refund(shop, process_id, 5, customer)
+        clock.advance(30)
+        chain.next_timestamp(max(clock.now, chain.timestamp()) + 5)
+        paid, block = chain.transfer(customer, 5_000_000, sender=MERCHANT_WALLET)
+        chain.mine(CONFIRMATIONS)
+        proxy.lag = block - 1
+        shop.watch()
+        proxy.lag = None
+        shop.watch()
+        assert status_of(shop, process_id, made) == "completed"
+        assert refunds_of(shop, process_id)[made["refundId"]]["txHash"] == paid
+    finally:
+        proxy.close()
 
 
 def test_a_late_payments_event_carries_its_own_process_refunds(app, client, runner, chain, clock,

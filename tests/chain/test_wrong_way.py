@@ -225,7 +225,7 @@ def test_an_unregistered_token_is_reported_never_credited_and_cannot_be_accepted
     assert payment["amountPaid"] == "0" and payment["unexpectedTransfers"][0]["acceptedAt"] is None
     assert two.api.get(process_id).get_json()["status"] == "pending"
     # Registered afterwards (as another asset of the network), it can be accepted.
-    cli(runner, "assets", "add", "usdx", "--network", "hardhat", "--symbol", "USDX", "--name",
+    cli(runner, "assets", "add", "usdx", "--network", "hardhat", "--symbol", "TUSD", "--name",
         "Other USD", "--contract", stranger, "--decimals", "6")
     assert two.accept(process_id, f"{tx_hash}:0").get_json()["status"] == "completed"
 

@@ -70,9 +70,9 @@ def test_make_demo_live_takes_a_payment_end_to_end(page, tmp_path, screenshot):
         page.get_by_role("button", name="Create preorder").click()
         pid = page.locator("payment-button").get_attribute("process-id")
         choice = page.locator("payment-button .choice")
-        expect(choice).to_have_text(["TUSD on Local HardhatTest USD"])  # one asset, one network
+        expect(choice).to_have_text(["TUSDC on Local HardhatTest USD Coin"])  # one asset, one network
         choice.click()
-        expect(page.locator("payment-button .send-amount")).to_have_text("12.34 TUSD")
+        expect(page.locator("payment-button .send-amount")).to_have_text("12.34 TUSDC")
         factory = re.search(r"Deployed the forwarder factory of network local at (0x[0-9a-fA-F]{40})",
                             log_path.read_text()).group(1)
         deposit = forwarder.deposit_address(factory, DEMO_PAYOUT_ADDRESS, forwarder.salt(pid))
@@ -90,7 +90,7 @@ def test_make_demo_live_takes_a_payment_end_to_end(page, tmp_path, screenshot):
         wallet = page.locator("#test-wallet")
         expect(wallet.locator("#payout-address")).to_have_text(DEMO_PAYOUT_ADDRESS)
         expect(wallet.locator("#deposit-balance")).to_have_text("12.34")
-        expect(wallet.locator("#payout-balance")).to_have_text("0")  # dev account #1 holds no TUSD
+        expect(wallet.locator("#payout-balance")).to_have_text("0")  # dev account #1 holds no TUSDC
         wallet.get_by_role("button", name="Collect to the payout wallet").click()
         expect(page.locator("#wallet-log li").first).to_have_text(
             re.compile(r"Collected 12\.34 to the payout wallet \(tx 0x[0-9a-f]{8}…\)"))

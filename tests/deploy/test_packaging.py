@@ -13,7 +13,7 @@ from importlib import metadata
 from pathlib import Path
 
 import requests.adapters
-import urllib3.exceptions
+import urllib3.connection
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -98,13 +98,16 @@ def test_make_and_the_docs_install_with_the_constraints():
 
 def test_requests_and_urllib3_floors_cover_what_the_webhook_transport_uses():
     floors = install_requires()
-    # app/webhooks/transport.py overrides build_connection_pool_key_attributes, which requests
+    # app/webhooks/pinning.py overrides build_connection_pool_key_attributes, which requests
     # 2.32.3 added (with get_connection_with_tls_context, which calls it).
     assert hasattr(requests.adapters.HTTPAdapter, "build_connection_pool_key_attributes")
     assert hasattr(requests.adapters.HTTPAdapter, "get_connection_with_tls_context")
     assert "2.32.3" in floors["requests"] and "2.32.2" not in floors["requests"]
-    # ... and catches urllib3 2's NameResolutionError (urllib3 1.26 has none).
-    assert hasattr(urllib3.exceptions, "NameResolutionError")
+    # ... and app/webhooks/deadline.py's connections extend urllib3's connect and request, and read
+    # HTTPConnection.is_closed, which urllib3 2.0 added (urllib3 1.26 has none).
+    connection = vars(urllib3.connection.HTTPConnection)
+    assert isinstance(connection.get("is_closed"), property)
+    assert callable(connection.get("connect")) and callable(connection.get("request"))
     assert "urllib3" in floors, "urllib3 is imported directly: it must be a declared dependency"
     assert "2.0.0" in floors["urllib3"] and "1.26.20" not in floors["urllib3"]
 

@@ -1,4 +1,4 @@
-"""`transaction(sync_outside_lock=True)` (app/db/sqlite.py): under SYNCHRONOUS=FULL the commit is written
+"""`transaction(sync_outside_lock=True)` (app/db/sqlite/database.py): under SYNCHRONOUS=FULL the commit is written
 at NORMAL and the WAL is fdatasynced after the writer lock is released, before the transaction
 returns. The spy records each fdatasync the process makes and still makes it (the sync is real)."""
 import fcntl

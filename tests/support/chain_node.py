@@ -90,6 +90,17 @@ class Chain:
         receipt = self.rpc("eth_getTransactionReceipt", tx_hash)
         return receipt["contractAddress"].lower()
 
+    def deploy_named_token(self, name, symbol, decimals, supply=SUPPLY) -> str:
+        """Deploy a TestToken (tests/chain/token/TestToken.sol) of this name, symbol and decimals,
+        the supply to the first dev account; its address, lowercase."""
+        from eth_abi import encode
+        build = json.loads((CHAIN_DIR / "token" / "TestToken.json").read_text())
+        data = build["bytecode"] + encode(["string", "string", "uint8", "uint256"],
+                                          [name, symbol, decimals, supply]).hex()
+        tx_hash = self.rpc("eth_sendTransaction", {"from": self.accounts[0], "data": data})
+        receipt = self.rpc("eth_getTransactionReceipt", tx_hash)
+        return receipt["contractAddress"].lower()
+
 
 def _missing(what):
     pytest.fail(

@@ -2,9 +2,11 @@
 URL in front of a provider's pool of nodes would: down (`down()`: its port refuses connections
 until `up()`), hanging or slow calls, HTTP errors, JSON-RPC errors, malformed JSON, a head going
 backwards, "result too large" for wide eth_getLogs ranges, logs marked `"removed": true` or whose
-`data` word is hostile (`fail`, once; `always`, until `clear`), and requests answered by another
-node (`route`): another real node (another chain's), or a node left on an abandoned fork
-(`StaleFork`, recorded from the real node before a reorganisation).
+`data` word is hostile (`fail`, once; `always`, until `clear`), a node's own answer to a method
+(`lie`: a tip of 1,000 gwei), and requests answered by another node (`route`): another real node
+(another chain's), or a node left on an abandoned fork (`StaleFork`, recorded from the real node
+before a reorganisation). `estimates_on_latest`: eth_estimateGas without a block runs on the latest
+state, as geth's does (Hardhat's runs on its pending one).
 
 It also plays a node's view of finality and time: `tag(name, number)` serves the `safe` or
 `finalized` block as the real node's block `number`, whatever `latest` is (`refuse(name)`: an
@@ -52,6 +54,7 @@ class FaultyRpc:
         self.tags = {}  # "safe"/"finalized" -> the block number served for it, or None: refused
         self.frozen = None  # the head block number while frozen
         self.latency = 0.0  # seconds added to every request
+        self.estimates_on_latest = False
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -106,6 +109,10 @@ class FaultyRpc:
         (2: every other, starting with the next)."""
         with self.lock:
             self.routes.append([method, node, times, every, 0])
+
+    def lie(self, method, result):
+        """Answer every call of `method` with `result` until `clear()`."""
+        self.always(method, ("result", result))
 
     def clear(self):
         """Honest again: no fault, every request to the real node (tags, freeze and latency stay
@@ -213,7 +220,7 @@ class FaultyRpc:
         refused = [self._too_large(item) for item in items]
         if self.too_large_status != 200 and any(refused):
             return self.too_large_status, self._json(next(r for r in refused if r))
-        asked = [_as_seen(item, tags, frozen) for item in items]
+        asked = [_as_seen(self._as_geth(item), tags, frozen) for item in items]
         answers = [{"jsonrpc": "2.0", "id": item["id"], **ready} if ready is not None else None
                    for item, (_, ready) in zip(items, asked)]
         pending = [(i, item) for i, (item, ready) in enumerate(asked) if ready is None]
@@ -223,6 +230,12 @@ class FaultyRpc:
         for i, (item, fault) in enumerate(zip(items, faults)):
             answers[i] = refused[i] or _spoiled(item, answers[i], fault, node)
         return 200, self._json(answers if batch else answers[0])
+
+    def _as_geth(self, item):
+        params = item.get("params") or []
+        if self.estimates_on_latest and item["method"] == "eth_estimateGas" and len(params) == 1:
+            return dict(item, params=[params[0], "latest"])
+        return item
 
     def _too_large(self, item):
         """The node's refusal of an eth_getLogs over more than `max_log_range` blocks, or None."""
@@ -292,7 +305,9 @@ def _spoiled(item, answer, fault, node):
     if fault is None or fault in REQUEST_FAULTS or "result" not in answer:
         return answer
     answer = dict(answer)
-    if fault == "error":
+    if isinstance(fault, tuple) and fault[0] == "result":  # `lie`
+        answer["result"] = fault[1]
+    elif fault == "error":
         del answer["result"]
         answer["error"] = {"code": -32000, "message": "header not found"}
     elif fault == "garbage-result":

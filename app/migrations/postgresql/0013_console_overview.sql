@@ -12,5 +12,5 @@ CREATE INDEX IF NOT EXISTS events_merchant_type ON events (merchant_id, type, cr
 -- A collection sent from a merchant's browser wallet on the console's payouts page: recorded by
 -- the transaction hash the page received, for that merchant (NULL: one of `collect`'s own), then
 -- settled from its receipt as `collect` settles its own (app/dashboard/payouts.py).
-ALTER TABLE collections ADD COLUMN recorded_by TEXT REFERENCES merchants (id);
+ALTER TABLE collections ADD COLUMN IF NOT EXISTS recorded_by TEXT REFERENCES merchants (id);
 CREATE INDEX IF NOT EXISTS collections_recorded_by ON collections (recorded_by) WHERE recorded_by IS NOT NULL;

@@ -1,16 +1,16 @@
 """The overview (`/dashboard/overview`, where a login lands): what staff read at a glance, from the
 database only (app/data/overview.py: one merchant, the last 30 UTC days, indexed reads), never from a
 chain's node: a node that does not answer never holds the page (what the addresses hold on the
-chain is read on the payouts page). Every figure is a link to the list it counts.
-
-The chart is drawn here as SVG (`chart`): a few lines of our own rather than a charting library,
-since one bar chart of 30 days needs no more, and no script runs to see it."""
+chain is read on the payouts page). Every figure is a link to the list it counts; the page and its
+chart are app/console/overview.py."""
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import Decimal
 
+from app import payments
 from app.data import overview as overview_rows
 from app.data import payments as payment_rows
+from app.data import payouts as payout_rows
 from app.records import STATUSES
 
 DAY = overview_rows.DAY
@@ -26,6 +26,59 @@ class AssetFigures:
     payments: dict = field(default_factory=lambda: {days: 0 for days, _ in WINDOWS})
     refunded: dict = field(default_factory=lambda: {days: Decimal(0) for days, _ in WINDOWS})
     daily: dict = field(default_factory=dict)  # day number -> paid that day
+
+
+@dataclass
+class Overview:
+    """The overview's figures: the 30 days end `today` (a UTC day number)."""
+    today: int
+    assets: list  # AssetFigures, most paid first
+    other: dict  # the sandbox payments (`money`)
+    statuses: list  # (status, processes created in the 30 days)
+    partly: int  # processes partly paid
+    waiting: list  # what waits to be collected (`waiting`)
+    failing: int  # events whose delivery is failing
+
+
+def of_merchant(db, merchant, now) -> Overview:
+    """The merchant's figures over the last 30 UTC days, today included."""
+    conn, current = db.connection(), int(now)
+    today = current // DAY
+    since = (today - 29) * DAY
+    from_seq = overview_rows.seq_since(conn, since)
+    assets, other = money(conn, merchant.id, current, from_seq, not merchant.livemode)
+    return Overview(today=today, assets=assets, other=other,
+                    statuses=statuses(conn, merchant.id, current, from_seq),
+                    partly=partly_count(db, merchant.id, since), waiting=waiting(conn, merchant.id, since),
+                    failing=overview_rows.failing_deliveries(conn, merchant.id))
+
+
+def partly_count(db, merchant_id, since) -> int:
+    """Processes that reported a partial payment since `since`, did not complete, and whose
+    confirmed money is still above zero and below what is due (exactly)."""
+    conn = db.connection()
+    candidates = overview_rows.partly_paid_candidates(conn, merchant_id, since)
+    count, unsure = overview_rows.partly_paid(conn, candidates)
+    return count + (len(payments.partly_paid(payments.views_of(db, unsure))) if unsure else 0)
+
+
+def waiting(conn, merchant_id, since) -> list[dict]:
+    """What waits in the merchant's deposit addresses per network and token, as the database knows
+    it (overview_rows.uncollected), from the day before each network's last collection on (or the
+    30 days' start): a list of dicts for the page."""
+    networks = {n.id: n for n in payment_rows.list_networks(conn)}
+    symbols = {(a.network_id, a.contract.lower()): a for a in payment_rows.list_assets(conn)}
+    last = overview_rows.last_collection(conn, merchant_id)
+    found = []
+    for network_id in payout_rows.networks_with_factory(conn):
+        start = max(since, last.get(network_id, 0) - DAY)
+        for token, addresses, base in overview_rows.uncollected(conn, merchant_id, network_id, start):
+            asset = symbols.get((network_id, token.lower()))
+            found.append({"network": networks[network_id].name, "network_id": network_id,
+                          "amount": text(_units(base, asset.decimals)) if asset else str(base),
+                          "symbol": asset.symbol if asset else token, "addresses": addresses,
+                          "since": day_text(start // DAY)})
+    return found
 
 
 def _units(base, decimals) -> Decimal:
@@ -81,31 +134,6 @@ def money(conn, merchant_id, now, from_seq, sandbox_mode) -> tuple[list[AssetFig
         for days in _windows(day, today):
             other[days] = (other[days][0] + count, other[days][1] + amount)
     return sorted(by_id.values(), key=lambda f: (-f.paid[30], f.id)), other
-
-
-# --- The chart ------------------------------------------------------------------------------------
-
-WIDTH, HEIGHT, PAD = 600, 160, 24
-
-
-def chart(daily: dict, today: int, label: str) -> dict:
-    """An SVG bar chart of the last 30 days (oldest left) from {day: amount}: the template draws
-    `bars` (x, y, width, height, title) in a viewBox of WIDTH x HEIGHT, scaled to the largest day,
-    with `top` (that amount) and the first and last days' dates beside."""
-    days = [today - 29 + i for i in range(30)]
-    top = max((daily.get(d, Decimal(0)) for d in days), default=Decimal(0))
-    step = (WIDTH - PAD) / 30
-    bars = []
-    for i, day in enumerate(days):
-        amount = daily.get(day, Decimal(0))
-        height = float(amount / top) * (HEIGHT - PAD) if top else 0
-        height = max(height, 1.0) if amount else 0
-        bars.append({"x": round(PAD + i * step + 1, 1), "y": round(HEIGHT - PAD - height, 1),
-                     "width": round(step - 2, 1), "height": round(height, 1),
-                     "title": f"{day_text(day)}: {text(amount)} {label}"})
-    return {"bars": bars, "top": text(top), "first": day_text(days[0]), "last": day_text(days[-1]),
-            "width": WIDTH, "height": HEIGHT, "base": HEIGHT - PAD, "pad": PAD,
-            "label": f"{label} paid per day, last 30 days"}
 
 
 def statuses(conn, merchant_id, now, from_seq) -> list[tuple[str, int]]:

@@ -12,8 +12,8 @@ from flask import current_app, g, redirect, render_template, request, url_for
 from werkzeug.exceptions import HTTPException
 
 from app.clock import now
-from app.dashboard import accounts
-from app.data import merchants as merchant_rows
+from app.console import accounts
+from app import merchants
 from app.db import get_db
 
 PREFIX = "/dashboard"
@@ -49,7 +49,7 @@ def login_required(view):
                 raise PageError(401, "Logged out", "Your session has ended: log in again.")
             return redirect(url_for("dashboard.login"))
         g.user, g.csrf_token = found
-        g.merchant = merchant_rows.get(get_db().connection(), g.user.merchant_id)
+        g.merchant = merchants.get(get_db(), g.user.merchant_id)
         if request.method == "POST" and not accounts.same_token(g.csrf_token, request.form.get("csrf_token")):
             raise csrf_refused()
         return view(*args, **kwargs)

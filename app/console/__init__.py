@@ -1,0 +1,26 @@
+"""The merchant console: server-rendered pages for a merchant's staff at /dashboard/ (API.md "The
+merchant console"; decisions in docs/console.md). Every page but the login needs a session
+(security.login_required); every change needs the owner role and the form's CSRF token. The pages
+call the domain (app/processes.py, app/refunds.py, app/payments.py, ...), never app/data/.
+
+  accounts.py   users, login with throttling and lock-out, server-side sessions
+  security.py   who is logged in, CSRF tokens, roles, the security headers, error pages
+  pages.py      the blueprint and what every page shares: notices after a change (PRG),
+                confirmation pages, template filters, the names of assets and networks
+  login.py      logging in and out
+  overview.py   the overview and its charts
+  processes.py  the processes list and its CSV export
+  process.py    one process: timeline, payment, unexpected transfers, events; cancel, resend, accept
+  refunds.py    a process's refunds: the form, the refund's page, naming its transaction, cancelling
+  keys.py       the secret keys and the webhook secret: rolling, revoking
+  webhooks.py   the webhook URL, test events, failing deliveries, the events list
+  payouts.py    payout address, what waits per network, collecting it, the tolerance
+Templates: templates/dashboard/ (one layout, its pages and macros.html); the stylesheet and
+scripts: app/static/console/.
+"""
+from app.console import keys, login, overview, pages, payouts, process, processes, refunds, security, webhooks
+
+
+def init_app(app):
+    app.register_blueprint(pages.bp)
+    security.init_app(app)

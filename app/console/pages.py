@@ -1,0 +1,122 @@
+"""What every page of the console shares: the blueprint, the template filters and context, the
+post-redirect-get notices, confirmation pages, the meta refresh while an event is due, a process
+by its id (or the 404 page), the names people read for assets and networks. The pages themselves are one module per page group (app/console/__init__.py).
+"""
+from datetime import datetime, timezone
+
+from flask import Blueprint, g, redirect, render_template, request, url_for
+
+from app import payments, processes
+from app.console.security import not_found
+from app.db import get_db
+from app.http import parse_process_id
+from app.money import format_units
+
+bp = Blueprint("dashboard", __name__, url_prefix="/dashboard", template_folder="templates",
+               static_folder="../static/console", static_url_path="/static")
+
+@bp.app_template_filter("when")
+def when(ts):
+    """A timestamp as people read it: UTC, to the second."""
+    if ts is None:
+        return "-"
+    return datetime.fromtimestamp(int(ts), timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@bp.app_context_processor
+def _context():
+    return {"csrf_token": getattr(g, "csrf_token", None), "user": getattr(g, "user", None),
+            "merchant": getattr(g, "merchant", None)}
+
+
+# --- After a change: POST, then redirect, then GET (PRG) -------------------------------------------
+# A change that succeeded answers 303 to the page it changed, with `done=<what>` in its address: the
+# page then says what happened, and a reload or Back never sends the form again. Only fixed texts
+# and the few values below go into an address (never a secret: a rolled key is answered in place).
+NOTICES = {
+    "cancelled": "The process is cancelled; its process.cancelled event is queued.",
+    "resent": "The event is queued for delivery again; its attempt shows below when the delivery"
+              " worker has made it.",
+    "refund-cancelled": "The refund is cancelled.",
+    "named": "The transaction is named for this refund: it completes once that transaction is"
+             " confirmed.",
+    "tolerance": "Underpayment tolerance saved: payments confirmed from now on complete at the amount"
+                 " due less it.",
+    "url-set": "Webhook URL saved.",
+    "url-removed": "Webhook URL removed.",
+    "test": "Test event queued: its result shows below when the delivery worker has sent it.",
+    "replayed": "{count} failed event(s) queued for delivery again.",
+    "accepted": "The transfer is accepted as payment: it counts in the amount paid, and the"
+                " process's event is queued.",
+    "revoked": "The key is revoked: it stopped working now.",
+    "collection": "The collection's transaction is recorded: it is listed below, confirmed once the"
+                  " network's confirmations are reached.",
+}
+
+
+def done(endpoint, what, **values):
+    return redirect(url_for(endpoint, **values, done=what), 303)
+
+
+def notice():
+    """The notice of the change this GET follows (`done`), or None."""
+    text = NOTICES.get(request.args.get("done", ""))
+    if text and "{count}" in text:
+        count = request.args.get("count", "")
+        text = text.format(count=int(count)) if count.isdigit() and len(count) < 10 else None
+    if text and request.args.get("warning"):
+        text += f" Careful: {request.args['warning'][:300]}."
+    return text
+
+
+def confirm(title, message, action, button, back, danger=True):
+    """A confirmation page: a POST form to `action` (its button `button`) and a way back. Works
+    without script; a viewer never reaches it (owner_required)."""
+    return render_template("dashboard/confirm.html", title=title, message=message, action=action,
+                           button=button, back=back, danger=danger)
+
+
+@bp.app_template_filter("units")
+def units(refund):
+    """A refund's amount in token units."""
+    return format_units(refund.amount, refund.decimals)
+
+
+def process_or_404(process_id):
+    parsed = parse_process_id(process_id)
+    if parsed is None:
+        raise not_found()
+    try:
+        return processes.get(get_db(), g.merchant.id, parsed)
+    except processes.ProcessNotFound:
+        raise not_found() from None
+
+
+# While an event is due for the delivery worker (queued at most this long ago: a worker that is
+# down does not keep a page reloading for ever), its page reloads every REFRESH_SECONDS, by a meta
+# refresh to its own address: the attempt's outcome shows when it comes, without a script.
+REFRESH_SECONDS = 2
+REFRESH_WINDOW_SECONDS = 60
+
+
+def refresh(url, events, current):
+    """The page's meta refresh (seconds, address), or None."""
+    due = any(e.status == "pending" and e.next_attempt_at is not None
+              and current - REFRESH_WINDOW_SECONDS <= e.next_attempt_at <= current for e in events)
+    return (REFRESH_SECONDS, url) if due else None
+
+
+def names():
+    """(asset symbols by (asset id, network id), network names by id), as people read them."""
+    return ({(a.id, a.network_id): a.symbol for a in payments.list_assets(get_db())},
+            {n.id: n.name for n in payments.list_networks(get_db())})
+
+
+def symbol(asset_id, network_id):
+    asset = payments.asset(get_db(), asset_id, network_id)
+    return asset.symbol if asset else asset_id
+
+
+@bp.get("/<path:anything>")
+def unknown(anything):
+    raise not_found()

@@ -1,0 +1,126 @@
+"""The payouts page: where the merchant's money goes, what waits in its deposit addresses per
+network (read from the network's node), collecting it with the browser wallet, the collections,
+and the underpayment tolerance (docs/console.md "Payouts"; the chain work is
+app/wallet_collections.py and app/collect.py).
+
+  GET  /dashboard/payouts; POST /dashboard/payouts/<networkId>/collections,
+  POST /dashboard/settings/tolerance
+"""
+from flask import current_app, g, render_template, request
+
+from app import collect, merchants, payments, payouts
+from app import wallet_collections as wallet_payouts
+from app.chain import rpc
+from app.clock import now
+from app.console import pages
+from app.console.pages import bp
+from app.console.security import login_required, not_found, owner_required
+from app.db import get_db
+from app.money import format_units
+from app.wallet_collections import GAS_COIN_DECIMALS
+
+
+def _client(network):
+    return rpc.Client.from_config(network.rpc_url, current_app.config)  # CHAIN_RPC_* timeouts
+
+
+def _network_payouts(network, assets, payout):
+    """What waits on one network for this merchant and what its payout address holds there, its
+    browser-wallet collections settled on the way: a dict for the template."""
+    found = {"id": network.id, "name": network.name, "chain_id": network.chain_id, "error": None,
+             "waiting": [], "addresses": 0, "balance": []}
+    try:
+        client = _client(network)
+        try:
+            wallet_payouts.settle(get_db(), network, g.merchant.id, client, now())
+        except rpc.RpcError as e:  # not proven yet (the watcher behind): settled on a later visit
+            current_app.logger.info("payouts page: collections on %s not settled now: %s", network.id, e)
+        found["balance"] = wallet_payouts.balances(client, payout, assets)
+        held = collect.waiting(get_db(), network.id, g.merchant.id, client_factory=lambda url: client)
+    except rpc.RpcError:
+        found["error"] = "The network's node does not answer now, so what waits cannot be read: try again later."
+        return found
+    for asset in assets:
+        if held.totals.get(asset.contract):
+            found["waiting"].append((format_units(held.totals[asset.contract], asset.decimals), asset.symbol))
+    if held.totals.get(payouts.GAS_COIN):
+        found["waiting"].append((format_units(held.totals[payouts.GAS_COIN], GAS_COIN_DECIMALS),
+                                 "of the network's gas coin"))
+    found.update(factory=held.factory, addresses=len(held.deposits), calldata=held.calldata,
+                 batch=held.batch, capped=held.batch < len(held.deposits))
+    return found
+
+
+def _collections(assets, networks):
+    """The merchant's collections, newest first, each with what it moved of the merchant's."""
+    symbols = {(a.network_id, a.contract.lower()): a for a in assets}
+    found = []
+    for c, items in payouts.collections_of(get_db(), g.merchant.id):
+        moved = {}
+        for i in items:
+            if i.merchant_id == g.merchant.id:
+                moved[i.token] = moved.get(i.token, 0) + i.amount
+        amounts = []
+        for token, amount in sorted(moved.items()):
+            asset = symbols.get((c.network_id, token.lower()))
+            if asset is not None:
+                amounts.append(f"{format_units(amount, asset.decimals)} {asset.symbol}")
+            elif token == payouts.GAS_COIN:
+                amounts.append(f"{format_units(amount, GAS_COIN_DECIMALS)} of the gas coin")
+            else:
+                amounts.append(f"{amount} units of {token}")
+        found.append({"c": c, "network": networks.get(c.network_id, c.network_id), "amounts": amounts,
+                      "by": "your browser wallet" if c.recorded_by else "the operator (collect)"})
+    return found
+
+
+@bp.get("/payouts")
+@login_required
+def payouts_page(notice=None, error=None, status=200):
+    notice = notice or pages.notice()
+    db = get_db()
+    payout = payouts.payout_of(db, g.merchant.id)
+    with_factory = payouts.networks_with_factory(db)
+    assets = payments.list_assets(db)
+    all_networks = payments.list_networks(db)
+    networks = [
+        _network_payouts(n, [a for a in assets if a.network_id == n.id], payout)
+        for n in all_networks
+        if n.id in with_factory and n.disabled_at is None and n.is_test != g.merchant.livemode
+    ] if payout else []
+    return render_template("dashboard/payouts.html", payout=payout, networks=networks,
+                           has_xpub=payments.has_xpub(db, g.merchant.id),
+                           tolerance=merchants.tolerance_of(db, g.merchant.id),
+                           collections=_collections(assets, {n.id: n.name for n in all_networks}),
+                           notice=notice, error=error), status
+
+
+@bp.post("/payouts/<network_id>/collections")
+@login_required
+@owner_required
+def record_collection(network_id):
+    """A collection the browser wallet sent (the page posts the hash its wallet answered)."""
+    network = next((n for n in payments.list_networks(get_db()) if n.id == network_id), None)
+    if network is None or payouts.factory(get_db(), network_id) is None:
+        raise not_found()
+    try:
+        wallet_payouts.record(get_db(), network, g.merchant.id, (request.form.get("tx_hash") or "").strip(),
+                              _client(network), now())
+    except wallet_payouts.Refused as e:
+        return payouts_page(error=str(e), status=400)
+    except rpc.RpcError:
+        return payouts_page(error="The network's node does not answer now: the collection is not recorded."
+                            " Try again later.", status=503)
+    return pages.done("dashboard.payouts_page", "collection", _anchor="collections")
+
+
+@bp.post("/settings/tolerance")
+@login_required
+@owner_required
+def set_tolerance():
+    """The underpayment tolerance (merchants set-tolerance): a form on the payouts page."""
+    try:
+        merchants.set_tolerance(get_db(), g.merchant.id, request.form.get("tolerance", ""))
+    except merchants.MerchantError as e:
+        return payouts_page(error=str(e), status=400)
+    return pages.done("dashboard.payouts_page", "tolerance", _anchor="tolerance")

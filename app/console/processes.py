@@ -1,0 +1,265 @@
+"""The processes page and its CSV export: filters, search, pages of 50 (keyset), and per process
+what was paid and refunded (docs/console.md "The processes page").
+
+  GET  /dashboard/                          processes: filters, search, pages of 50 (keyset)
+  GET  /dashboard/processes.csv             what the filters show, streamed
+"""
+import csv
+import io
+import json
+from datetime import datetime, timezone
+from decimal import Decimal
+
+from flask import Response, g, render_template, request, stream_with_context, url_for
+
+from app import overview, payments, processes, refunds
+from app.clock import now
+from app.console import pages
+from app.console.pages import bp
+from app.console.security import PageError, login_required
+from app.db import get_db
+from app.http import parse_process_id
+from app.money import format_units
+from app.records import STATUSES
+from app.representation import iso
+
+PAGE_SIZE = 50
+CSV_BATCH = 500
+CSV_COLUMNS = ("processId", "status", "amount", "livemode", "createdAt", "updatedAt", "expiresAt",
+               "metadata", "assetId", "networkId", "amountDue", "amountPaid", "amountRefunded", "marks",
+               "transferTxHashes", "transferLogIndexes", "transferBlockNumbers", "transferBlockHashes")
+
+
+def _date(text, name, errors):
+    """A YYYY-MM-DD date as unix seconds at its start (UTC), or None."""
+    if not text:
+        return None
+    try:
+        return int(datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=timezone.utc).timestamp())
+    except ValueError:
+        errors.append(f"{name}: enter a date as YYYY-MM-DD.")
+        return None
+
+
+# The list's filters on money: (value of `money`, its label). A new filter is one more entry here
+# and in data/processes.py CONDITIONS.
+MONEY_FILTERS = [("paid", "Paid (money confirmed)"), ("partly", "Partly paid"), ("refunded", "Refunded")]
+
+
+def _filters():
+    """The list's filters from the query string: (filters for processes.filtered_page, form values,
+    error messages). An impossible combination (another mode than the merchant's) gives None."""
+    args = request.args
+    form = {name: args.get(name, "").strip()
+            for name in ("status", "mode", "from", "to", "q", "money", "asset", "network",
+                         "unexpected")}
+    errors, found = [], {}
+    conditions = []
+    if form["money"] and form["money"] not in dict(MONEY_FILTERS):
+        errors.append("money: choose one of the listed filters.")
+    elif form["money"]:
+        conditions.append((form["money"], None))
+    if form["unexpected"]:  # the checkbox "has unexpected transfers"
+        conditions.append(("unexpected", None))
+    for name in ("asset", "network"):
+        if form[name]:
+            conditions.append((name + "=", form[name]))
+    if conditions:
+        found["conditions"] = conditions
+    if form["status"] and form["status"] not in STATUSES:
+        errors.append("status: choose one of the listed statuses.")
+    elif form["status"]:
+        found["status"] = form["status"]
+    created_from = _date(form["from"], "From", errors)
+    created_to = _date(form["to"], "To", errors)
+    if created_from is not None:
+        found["created_from"] = created_from
+    if created_to is not None:
+        found["created_before"] = created_to + 86_400  # the whole day given
+    if form["mode"] not in ("", "test", "live"):
+        errors.append("mode: choose test or live.")
+    elif form["mode"] and (form["mode"] == "live") != g.merchant.livemode:
+        found = None  # a merchant's processes all have its mode
+    if found is not None and form["q"]:
+        found["value"] = processes.search_value(form["q"])
+        process_id = parse_process_id(form["q"])
+        if process_id is not None:  # a process id, else a metadata value that looks like one
+            found["process_id"] = process_id
+    return found, form, errors
+
+
+def _page(found, *, limit, before=None):
+    """(processes, has_more) for the filters, newest first, before the process `before`. "Partly
+    paid" is checked exactly on what SQL found (money confirmed, not completed): below what is due."""
+    if found is None or not any(name == "partly" for name, _ in found.get("conditions", ())):
+        return _sql_page(found, limit=limit, before=before)
+    kept = []
+    while True:
+        batch, more = _sql_page(found, limit=limit, before=before)
+        partly = set(payments.partly_paid(payments.views(get_db(), batch)))
+        kept += [p for p in batch if p.id in partly]
+        if len(kept) >= limit or not more:
+            return kept[:limit], len(kept) > limit or more
+        before = batch[-1].id
+
+
+def _sql_page(found, *, limit, before=None):
+    if found is None:
+        return [], False
+    found = dict(found)
+    process_id = found.pop("process_id", None)
+    if process_id is not None:  # that one process, if it is this merchant's
+        try:
+            process = processes.get(get_db(), g.merchant.id, process_id)
+        except processes.ProcessNotFound:
+            pass
+        else:
+            return [process] if _matches(process, found) else [], False
+    before_seq = None
+    if before:
+        anchor = parse_process_id(before)
+        try:
+            before_seq = processes.get(get_db(), g.merchant.id, anchor).seq if anchor else None
+        except processes.ProcessNotFound:
+            before_seq = None
+        if before_seq is None:
+            raise PageError(400, "No such page", "The page asked for does not exist: start from the first page.")
+    return processes.filtered_page(get_db(), g.merchant.id, now=now(), limit=limit, before_seq=before_seq,
+                                   **found)
+
+
+def _matches(process, found):
+    """The other filters, for the one process a process-id search found."""
+    if not (found.get("status") in (None, process.effective_status(now()))
+            and process.created_at >= found.get("created_from", process.created_at)
+            and process.created_at < found.get("created_before", process.created_at + 1)):
+        return False
+    conditions = found.get("conditions")
+    if not conditions:
+        return True
+    if not processes.meets(get_db(), process.id, conditions):
+        return False
+    return ("partly", None) not in conditions or bool(payments.partly_paid(payments.views(get_db(), [process])))
+
+
+def _summary(metadata):
+    """A short line of a process's metadata for the list."""
+    text = ", ".join(f"{k}: {v}" for k, v in json.loads(metadata).items()
+                     if isinstance(v, (str, int, float)) and not isinstance(v, bool))
+    text = text.replace("\x00", "\ufffd")  # HTML has no NUL: what a browser would show
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+def _money(batch, names=None) -> dict:
+    """Per process of `batch` with a live payment: what was paid (confirmed) and refunded
+    (completed), in token units, on which asset and network, and its marks: {process id: dict}."""
+    if not batch:
+        return {}
+    symbols, networks = names or pages.names()
+    views = payments.views(get_db(), batch)
+    refunded = refunds.of_processes(get_db(), batch)
+    current, found = now(), {}
+    for p in batch:
+        view = views.get(p.id)
+        if view is None:
+            continue
+        pay = view.payment
+        counted = [t for t in view.transfers if t.status == "confirmed"]
+        paid = sum(t.amount for t in counted)
+        # A refund is in its own token's units: the payment's, unless the choice changed since.
+        back = sum(Decimal(r.amount).scaleb(-r.decimals) for r in refunded.get(p.id, ())
+                   if r.status == "completed")
+        marks = []
+        if 0 < paid < pay.amount_due and p.effective_status(current) != "completed":
+            marks.append("partly paid")
+        if back:
+            marks.append("refunded" if back >= Decimal(paid).scaleb(-pay.decimals) else "partly refunded")
+        found[p.id] = {
+            "asset_id": pay.asset_id, "network_id": pay.network_id,
+            "symbol": symbols.get((pay.asset_id, pay.network_id), pay.asset_id),
+            "network": networks.get(pay.network_id, pay.network_id),
+            "due": format_units(pay.amount_due, pay.decimals), "paid": format_units(paid, pay.decimals),
+            "refunded": overview.text(back), "marks": marks, "proof": _chain_proof(counted)}
+    return found
+
+
+@bp.get("/")
+@login_required
+def processes_page():
+    found, form, errors = _filters()
+    items, has_more = ([], False) if errors else _page(found, limit=PAGE_SIZE, before=request.args.get("before"))
+    query = {k: v for k, v in form.items() if v}
+    current = now()
+    money = _money(items)
+    rows = [{"process": p, "status": p.effective_status(current), "summary": _summary(p.metadata),
+             "money": money.get(p.id)} for p in items]
+    symbols, networks = pages.names()
+    assets = sorted({(asset_id, symbol) for (asset_id, _), symbol in symbols.items()})
+    next_url = url_for("dashboard.processes_page", **query, before=items[-1].id) if has_more else None
+    return render_template("dashboard/processes.html", rows=rows, form=form, errors=errors,
+                           statuses=STATUSES, next_url=next_url, money_filters=MONEY_FILTERS,
+                           assets=assets, networks=sorted(networks.items()),
+                           first_page=bool(request.args.get("before")),
+                           first_url=url_for("dashboard.processes_page", **query),
+                           csv_url=url_for("dashboard.processes_csv", **query)), 400 if errors else 200
+
+
+# The worker's heartbeat, where gunicorn_workers.py's worker classes put one (not under flask run).
+HEARTBEAT = "preorder.heartbeat"
+
+
+@bp.get("/processes.csv")
+@login_required
+def processes_csv():
+    """Streamed without a Content-Length: over HTTP/1.1 (and from nginx, proxy_http_version 1.1)
+    the body is chunked, so an export cut short (a killed worker, an error) lacks the last chunk
+    and no client takes it for a whole file. The worker's heartbeat after each batch keeps
+    gunicorn's timeout from killing an export that is making progress (docs/console.md)."""
+    found, _, errors = _filters()
+    if errors:
+        raise PageError(400, "Export refused", " ".join(errors))
+    heartbeat = request.environ.get(HEARTBEAT, lambda: None)
+
+    def rows():
+        """The rows in batches of CSV_BATCH (keyset): memory stays flat however many there are."""
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\r\n")
+        writer.writerow(CSV_COLUMNS)
+        before, names = None, pages.names()
+        while True:
+            batch, more = _page(found, limit=CSV_BATCH, before=before)
+            current = now()
+            money = _money(batch, names)  # what was paid against what was due, and refunded
+            for p in batch:
+                writer.writerow((p.id, p.effective_status(current), p.amount, "true" if p.livemode else "false",
+                                 iso(p.created_at), iso(p.effective_updated_at(current)), iso(p.expires_at),
+                                 p.metadata, *_money_columns(money.get(p.id))))
+            yield out.getvalue()
+            heartbeat()
+            out.seek(0)
+            out.truncate()
+            if not more:
+                return
+            before = batch[-1].id
+
+    return Response(stream_with_context(rows()), mimetype="text/csv",
+                    headers={"Content-Disposition": 'attachment; filename="processes.csv"'})
+
+
+def _money_columns(money):
+    """The CSV's payment columns: asset, network, amount due, confirmed amount paid and completed
+    refunds, in token units (a payment completed under the merchant's tolerance shows paid below
+    due), the list's marks joined by "; ", and the chain proof (`_chain_proof`); empty without a
+    live payment."""
+    if money is None:
+        return ("",) * 10
+    return (money["asset_id"], money["network_id"], money["due"], money["paid"], money["refunded"],
+            "; ".join(money["marks"]), *money["proof"])
+
+
+def _chain_proof(counted):
+    """The CSV's chain proof of what `amountPaid` counts: per confirmed transfer (an accepted
+    unexpected one included), its transaction hash, log index, block number and block hash, each
+    column a space-separated list in the same order."""
+    return (" ".join(t.tx_hash for t in counted), " ".join(str(t.log_index) for t in counted),
+            " ".join(str(t.block_number) for t in counted), " ".join(t.block_hash for t in counted))
