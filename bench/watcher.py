@@ -135,7 +135,7 @@ def _get_logs(session, url, token, start, end, chunk):
 
 def _range_logs(session, url, token, start, end, recipients, max_addresses):
     """The watcher's eth_getLogs calls for a range: one per address chunk, or one for all the
-    token's transfers when the addresses take more than one (app/chain/watcher.py); (logs, calls)."""
+    token's transfers when the addresses take more than one (app/chain/watcher/window.py); (logs, calls)."""
     if len(recipients) > max_addresses:
         return _get_logs(session, url, token, start, end, None), 1
     return _get_logs(session, url, token, start, end, recipients), 1
