@@ -33,6 +33,9 @@ def confirm(db, client, network, head, reads, now, described) -> bool:
     canonical = _canonical(db, client, network, head, reads, due + strays)
     replaced = {t.block_number: t.block_hash for t in due + strays
                 if canonical[t.block_number] != t.block_hash}
+    depth = deep_enough(network, head, reads)  # that batch asked the tag again: the lowest counts
+    due = [t for t in due if t.block_number <= depth]
+    strays = [t for t in strays if t.block_number <= depth]
     for number, block_hash in sorted(replaced.items()):
         _orphan(db, network, number, block_hash)
     by_process = defaultdict(list)
@@ -52,7 +55,9 @@ def _canonical(db, client, network, head, reads, transfers) -> dict:
     canonical = dict(reads.proven)
     unread = {t.block_number for t in transfers} - set(canonical)
     if unread:
-        found = client.headers(unread, pins=_pins(db, network, head, reads))
+        pins = _pins(db, network, head, reads)
+        found = client.headers(unread, pins=pins)
+        reads.lower_tag(pins.lowest_tag)
         canonical.update((n, h.hash if h is not None else None) for n, h in found.items())
     return canonical
 
@@ -92,7 +97,7 @@ def _pins(db, network, head, reads):
     """The confirm phase's pins: the newest kept block under its kept hash (the chain every `seen`
     transfer was proven on; without one, the chain id), the head's block (that chain is as long as
     the head the depths are counted from), and under a finality mode the tag's block under its
-    hash (the transfers' blocks are below it on its chain)."""
+    hash (the transfers' blocks are below it on its chain) and the tag asked again."""
     blocks = {head: None}
     newest = transfer_rows.newest_block(db.connection(), network.id, network.scanned_block)
     if newest is not None:
@@ -101,4 +106,5 @@ def _pins(db, network, head, reads):
         if blocks.get(reads.tag.number, reads.tag.hash) not in (None, reads.tag.hash):
             raise ChainMoved(f"block {reads.tag.number} is not the tag's {reads.tag.hash}")
         blocks[reads.tag.number] = reads.tag.hash
-    return Pins(None if newest is not None else network.chain_id, blocks)
+    return Pins(None if newest is not None else network.chain_id, blocks,
+                tag=reads.tag_name(network))

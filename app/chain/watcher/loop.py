@@ -202,6 +202,7 @@ class Watcher:
             pins = step_pins(network, head, first, last, reads, previous)
             window = read_window(client, network, first, last, watched, pins,
                                  max_addresses=self.max_addresses, busy=self._busy)
+            reads.lower_tag(window.tag)
             self._record(network, head, window, reads)
         return network
 
@@ -226,7 +227,7 @@ class Watcher:
     def _mark_ok(self, network, reads):
         """The poll succeeded: the network's health, in the database (app/chain/health.py)."""
         now = int(self.clock())
-        tag_block = reads.tag.number if reads.tag is not None else None
+        tag_block = reads.tag.number if reads.tag is not None and reads.tag_asked_again else None
         after = replace(network, polled_at=now, failing_since=None,
                         head_timestamp=reads.head.timestamp)
         recovered = health.recovered_at(network, after, now, self.stale_seconds)

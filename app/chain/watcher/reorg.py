@@ -10,6 +10,7 @@ the confirmations), and the scan position goes back.
 import logging
 
 from app.chain.rpc import TAGS, Pins
+from app.data import payments as payment_rows
 from app.data import processes as process_rows
 from app.data import transfers as transfer_rows
 from app.data import unexpected as unexpected_rows
@@ -70,6 +71,7 @@ def _rewind(db, network, head, fork, gone, now):
                        for table in (PAYING, UNEXPECTED))
         transfer_rows.forget_blocks_above(conn, network.id, fork)
         transfer_rows.rewind(conn, network.id, fork)
+        payment_rows.tag_replaced(conn, network.id, fork)
     return reversed_, orphaned
 
 

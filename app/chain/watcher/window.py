@@ -27,7 +27,22 @@ class Reads:
         self.kept = kept  # the newest kept block (ChainBlock) at or below the scan position
         self.kept_header = None  # the node's header at the kept block's number
         self.tag = None  # the node's Header of the finality tag (None: counting, or not usable)
+        self.tag_asked_again = False  # a pinned batch of the poll answered the tag too
         self.proven = {}  # number -> hash of the blocks this poll's steps proved
+
+    def lower_tag(self, answer):
+        """A pinned batch's answer for the tag (rpc.Pins.lowest_tag), folded in: the poll counts by
+        the lowest answer of its batches, each from the node that held its pins, never above the
+        head (the first batch's answer is at most the head; a node ahead of it lowers nothing)."""
+        if self.tag is None or answer is None:
+            return
+        self.tag_asked_again = True
+        if answer.number < self.tag.number:
+            self.tag = answer
+
+    def tag_name(self, network):
+        """The tag every pinned batch asks (None: counting, or nothing counts by it this poll)."""
+        return network.finality if self.tag is not None else None
 
 
 def first_reads(client, network, kept) -> Reads:
@@ -73,13 +88,15 @@ def deep_enough(network, head, reads) -> int:
 class Window:
     """One scan step's read: blocks `first`-`last`, `tip` the header of `last` (pinned), `paying`
     (log, WatchedAddress) and `strays` (log, process id) as NetworkView.match sorts them, and
-    `headers` {number: Header} of the blocks holding them, each log's block hash its header's."""
+    `headers` {number: Header} of the blocks holding them, each log's block hash its header's;
+    `tag` the lowest answer of its batches for the finality tag (None: not asked)."""
     first: int
     last: int
     tip: Header
     paying: list
     strays: list
     headers: dict
+    tag: Header | None = None
 
 
 def step_pins(network, head, first, last, reads, previous) -> Pins:
@@ -89,7 +106,7 @@ def step_pins(network, head, first, last, reads, previous) -> Pins:
     is block `first - 1` (the new blocks extend the kept chain; without it, the chain id names the
     chain), the head's block (the chain that answers is as long as the head the depths are counted
     from), and under a finality mode the tag's block when the step may hold blocks at or below it
-    (what counts by it is of its chain)."""
+    (what counts by it is of its chain); each batch asks the tag again (Reads.lower_tag)."""
     blocks = {last: reads.head.hash if last == head else None}
     kept = previous is not None and previous.number == first - 1
     if kept:
@@ -101,7 +118,7 @@ def step_pins(network, head, first, last, reads, previous) -> Pins:
             raise ChainMoved(f"block {tag.number} is both {blocks[tag.number]} and the tag's"
                              f" {tag.hash}")
         blocks[tag.number] = tag.hash
-    return Pins(None if kept else network.chain_id, blocks)
+    return Pins(None if kept else network.chain_id, blocks, tag=reads.tag_name(network))
 
 
 def read_window(client, network, first, last, watched, pins, *, max_addresses, busy) -> Window:
@@ -113,7 +130,7 @@ def read_window(client, network, first, last, watched, pins, *, max_addresses, b
     paying, strays = watched.match(entries)
     pins.read(client)  # when no eth_getLogs call carried them (nothing watched)
     headers = proven(client, pins, [entry for entry, _ in paying + strays])
-    return Window(first, last, pins.headers[last], paying, strays, headers)
+    return Window(first, last, pins.headers[last], paying, strays, headers, pins.lowest_tag)
 
 
 def proven(client, pins, entries) -> dict:
