@@ -11,6 +11,7 @@ says what each check defends against.
 import logging
 from dataclasses import dataclass
 
+from app.chain import canonical
 from app.chain.rpc import (TAGS, ChainMoved, Header, Malformed, Pins, RpcError, is_too_large,
                            parse_header, quantity, redacted, wrong_chain)
 
@@ -129,21 +130,28 @@ def read_window(client, network, first, last, watched, pins, *, max_addresses, b
                             max_addresses=max_addresses, busy=busy)
     paying, strays = watched.match(entries)
     pins.read(client)  # when no eth_getLogs call carried them (nothing watched)
-    headers = proven(client, pins, [entry for entry, _ in paying + strays])
+    headers = proven(client, pins, [entry for entry, _ in paying + strays], last)
     return Window(first, last, pins.headers[last], paying, strays, headers, pins.lowest_tag)
 
 
-def proven(client, pins, entries) -> dict:
-    """{block number: header} of the blocks holding the logs `entries`, read in batches carrying
-    the step's pins, and every log's block hash equal to its block's header: else ChainMoved (a log
-    from a node on another fork or chain, or the chain moved), nothing of the step recorded."""
-    headers = client.headers({entry.block_number for entry in entries}, pins=pins)
+def proven(client, pins, entries, last) -> dict:
+    """{block number: header} of the blocks holding the logs `entries`, each an ancestor of the
+    step's pinned last block: the headers from the lowest of them up to `last` are read (in
+    batches carrying the pins) and must link by parent hashes to the pinned one
+    (canonical.linked, as refunds and collections are proven), and each log's block hash must be
+    its block's. Else NotProven or ChainMoved (a log or header from a node on another fork or
+    chain, even one a balancer gave a call of the same batch to, or the chain moved): nothing of
+    the step recorded."""
+    if not entries:
+        return {}
+    lowest = min(entry.block_number for entry in entries)
+    headers = client.headers(range(lowest, last + 1), pins=pins)
+    canonical.linked(headers, lowest, last, pins.headers[last].hash)
     for entry in entries:
-        header = headers[entry.block_number]
-        if header is None or header.hash != entry.block_hash:
+        if headers[entry.block_number].hash != entry.block_hash:
             raise ChainMoved(f"a log's block {entry.block_number} {entry.block_hash} is not"
                              " that of the step's chain")
-    return headers
+    return {entry.block_number: headers[entry.block_number] for entry in entries}
 
 
 def transfer_logs(client, network, first, last, watched, pins, *, max_addresses, busy):
