@@ -21,6 +21,7 @@ import random
 
 import pytest
 
+from support import dbutil
 from support.chain_shop import DECIMALS, NETWORK, Shop, cli
 from support.fake_rpc import FaultyRpc
 from support.helpers import Api
@@ -201,6 +202,12 @@ def test_one_answer_calling_the_head_finalized_completes_nothing(shop, chain, pr
     proxy.before("eth_getBlockByNumber:finalized", 0, lambda: proxy.tag("finalized", block - 3))
     shop.watch()
     assert shop.event_types(process_id) == ["payment.pending"]
+    recorded = "SELECT tag_block FROM networks"  # what collect and reconcile count by
+    assert dbutil.scalar(shop.app.config["DATABASE"], recorded) == block - 3
+    proxy.tag("finalized", block - 5)  # a lagging node: the record does not go back
+    chain.mine(1)
+    shop.watch()
+    assert dbutil.scalar(shop.app.config["DATABASE"], recorded) == block - 3
 
     height = chain.head()
     chain.revert(before)  # a reorganisation above the real finalized block: allowed
