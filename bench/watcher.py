@@ -290,7 +290,7 @@ def run(opts, workdir):
     watched, max_addresses = max(opts.watch_watched or transfers, transfers), opts.watch_max_addresses
     backend = opts.watch_backend
     node = Node(workdir / "hardhat.log")
-    failures = []
+    failures, proxy = [], None
     try:
         # The chain: `transfers` transfers spread evenly over `blocks` blocks, then the confirmations.
         first = node.head() + 1
@@ -316,7 +316,6 @@ def run(opts, workdir):
         payload = _payload_bytes(warm, process_ids)
         databases.drop(warm)
         sides = ["loop", "floor", "service"] + (["floor-many"] if backend == "postgresql" else [])
-        proxy = None
         if opts.watch_latency_ms:  # a provider across a network: both sides through one proxy
             proxy = _latency_proxy(node.url, opts.watch_latency_ms / 1000)
             sides += ["floor-latency", "service-latency"]
