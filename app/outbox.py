@@ -13,7 +13,7 @@ from app.representation import event_json, iso, process_json
 
 EVENT_TYPES = (
     "payment.completed", "payment.failed", "process.cancelled", "process.expired",
-    # Live payments, written by the chain watcher (app/chain/watcher.py).
+    # Live payments, written by the chain watcher (app/chain/watcher/).
     "payment.pending", "payment.partial", "payment.received_late", "payment.reversed",
     "payment.unexpected",
     # Refunds (app/refunds.py; refund.completed and refund.reversed by the chain watcher,

@@ -2,7 +2,7 @@
 customer may pay with, and confirming a customer's choice (which gives the process its deposit
 address: a child of the merchant's xpub, or in the payout mode the CREATE2 address of the network's
 forwarder factory for the merchant's payout address; app/payouts.py sets those up). The chain
-watcher (app/chain/watcher.py) takes it from there.
+watcher (app/chain/watcher/) takes it from there.
 
 Decisions are in docs/payments.md ("Addresses and the API").
 """

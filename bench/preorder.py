@@ -11,6 +11,9 @@ Each scenario compares a reference side with a subject side under the same gunic
 - `preorder-writer` (not run by default): baseline app vs bench/writer_floor.py, the baseline plus
   one INSERT per request stored by a single writer process that batches every worker's rows (one
   transaction and one sync per batch): the same ceiling for that other storage design.
+- `preorder-naive` (not run by default): bench/naive_floor_app.py (bare Flask plus one INSERT
+  committed under synchronous=FULL through a plain sqlite3 connection, none of the service's
+  machinery) vs the service: what the service's own work costs against the plainest durable app.
 - `preorder-sync` (not run by default): floor_app committing with SQLite's own sync inside the write
   lock (`floor-in-lock`) vs floor_app as the service commits a preorder (sync after the lock is
   released, app/db/sqlite/database.py): what that choice is worth, measured in one run.
@@ -34,6 +37,7 @@ SCENARIOS = {
     "preorder-1m": {"body": "preorder", "sides": ("service-empty", "service-1m"), "rounds": 2},
     "preorder-floor": {"body": "preorder", "sides": ("baseline", "floor"), "rounds": 2},
     "preorder-9kb-floor": {"body": "preorder-9kb", "sides": ("baseline", "floor"), "rounds": 2},
+    "preorder-naive": {"body": "preorder", "sides": ("naive-floor", "service"), "rounds": 3},
     "preorder-sync": {"body": "preorder", "sides": ("floor-in-lock", "floor"), "rounds": 3},
     "preorder-writer": {"body": "preorder", "sides": ("baseline", "floor-writer"), "rounds": 2},
     # PostgreSQL (bench/postgres.py: one durable server per run, a database per side).
@@ -73,7 +77,10 @@ def _start_side(scenario, side, only_baseline, workdir, prefill):
         except BaseException:
             writer.stop()
             raise
-    if side.startswith("floor"):
+    if side == "naive-floor":
+        server = Gunicorn(side, service.NAIVE_FLOOR_APP, log, env={
+            "FLASK_DATABASE": str(db_path), "BENCH_MERCHANT_ID": merchant["merchantId"]})
+    elif side.startswith("floor"):
         server = Gunicorn(side, service.FLOOR_APP, log, env={
             "FLASK_DATABASE": str(db_path), "BENCH_MERCHANT_ID": merchant["merchantId"],
             "BENCH_FLOOR_SYNC": "in-lock" if side == "floor-in-lock" else "after-unlock"})
@@ -165,6 +172,8 @@ def _judge(result):
     peak = max(result["peak_rss_kb"][subject] or [0]) or None
     if result["scenario"] in ("preorder-1m", "pg-preorder-1m"):
         targets = [stats.target("req/s 1M-db / empty-db >= 0.90", result["ratios"]["rps"], at_least=0.90)]
+    elif result["scenario"] == "preorder-naive":
+        targets = [stats.target("req/s service / naive floor >= 0.90", result["ratios"]["rps"], at_least=0.90)]
     elif result["scenario"] == "pg-preorder":
         targets = [stats.target("req/s service / PostgreSQL floor >= 0.90", result["ratios"]["rps"],
                                 at_least=0.90)]

@@ -23,7 +23,8 @@ from bench import collect, delivery, preorder, report, service, watcher, wrk  # 
 # The storage floors are in the default run: the service's throughput targets are set against them.
 ALL = ("preorder", "preorder-floor", "preorder-9kb", "preorder-9kb-floor", "preorder-1m", "delivery", "watcher")
 # run only when named; the pg-* ones need Debian's postgresql (docs/storage.md)
-OPTIONAL = ("preorder-sync", "preorder-writer", "pg-preorder", "pg-sqlite", "pg-preorder-1m", "collect")
+OPTIONAL = ("preorder-naive", "preorder-sync", "preorder-writer", "pg-preorder", "pg-sqlite", "pg-preorder-1m",
+            "collect")
 BASELINE_ONLY = ("preorder", "preorder-9kb", "delivery")  # watcher: its floor is in the scenario; preorder-1m needs the service's database
 
 

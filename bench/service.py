@@ -9,6 +9,7 @@ from bench.servers import ROOT
 SERVICE_APP = "wsgi:app"
 BASELINE_APP = "bench.baseline_app:app"
 FLOOR_APP = "bench.floor_app:app"
+NAIVE_FLOOR_APP = "bench.naive_floor_app:app"
 WRITER_FLOOR_APP = "bench.writer_floor:app"
 
 

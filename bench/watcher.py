@@ -6,7 +6,8 @@
    round, each on a fresh copy of the seeded database:
    - service: `flask --app app watch-payments --once`;
    - floor (durable): `python -m bench.watcher durable-floor`: the watcher's eth_getLogs calls, one
-     read of the watched addresses, each range's last header before and after its logs, then per
+     read of the watched addresses, the headers from each range's lowest paying block to its last,
+     linked by parent hashes, then per
      transfer an INSERT of the transfer, an UPDATE of its process and an outbox INSERT with a
      payload of the real event's size, the scan position, one commit per range; on PostgreSQL
      also `floor-many`, the same rows written with executemany;
@@ -89,7 +90,14 @@ class Node:
                                                 "data": data})
 
     def mine(self, blocks):
-        self.rpc("hardhat_mine", hex(blocks))
+        """`blocks` empty blocks, one evm_mine each (in batches): hardhat_mine's several blocks at
+        once carry zero parent hashes, and the watcher links blocks by them."""
+        for start in range(0, blocks, 500):
+            batch = [{"jsonrpc": "2.0", "id": i, "method": "evm_mine", "params": []}
+                     for i in range(min(500, blocks - start))]
+            answers = self.session.post(self.url, json=batch, timeout=120).json()
+            if any("error" in a for a in answers):
+                raise RuntimeError(f"evm_mine: {answers[0]}")
 
     def close(self):
         self.proc.terminate()
@@ -135,7 +143,7 @@ def _get_logs(session, url, token, start, end, chunk):
 
 def _range_logs(session, url, token, start, end, recipients, max_addresses):
     """The watcher's eth_getLogs calls for a range: one per address chunk, or one for all the
-    token's transfers when the addresses take more than one (app/chain/watcher.py); (logs, calls)."""
+    token's transfers when the addresses take more than one (app/chain/watcher/window.py); (logs, calls)."""
     if len(recipients) > max_addresses:
         return _get_logs(session, url, token, start, end, None), 1
     return _get_logs(session, url, token, start, end, recipients), 1
@@ -144,9 +152,10 @@ def _range_logs(session, url, token, start, end, recipients, max_addresses):
 def durable_floor_main(url, token, first, last, database, max_addresses, payload_bytes, many):
     """The durable floor: what any watcher must do to record a catch-up durably and safely, and
     nothing else. One read of the watched addresses; per range its eth_getLogs calls (same ranges
-    and chunks as the watcher), then one batch of the headers of the blocks holding payments and of
-    the range's last block (each log's block hash must be its block's, as API.md requires; the
-    block's timestamp is recorded), then in one transaction per transfer an INSERT of the transfer,
+    and chunks as the watcher), then the headers from the lowest block holding a payment to the
+    range's last, 1,000 to a batch, each naming the one below as its parent (what proves a log's
+    block an ancestor of the range's last whichever node answered; each log's block hash must be
+    its block's, as API.md requires; the block's timestamp is recorded), then in one transaction per transfer an INSERT of the transfer,
     an UPDATE of its process and an outbox INSERT with a payload of the real size, the scan
     position, one durable commit. `many`: each range's rows with executemany."""
     from app.config import DEFAULTS
@@ -166,8 +175,14 @@ def durable_floor_main(url, token, first, last, database, max_addresses, payload
         found, made = _range_logs(session, url, token, start, end, recipients, max_addresses)
         calls += made
         paying = [e for e in found if "0x" + e["topics"][2][-40:] in watched]
-        headers = _headers(session, url, {int(e["blockNumber"], 16) for e in paying} | {end})
-        calls += 1
+        lowest = min((int(e["blockNumber"], 16) for e in paying), default=end)
+        headers = {}
+        for chunk in range(lowest, end + 1, 1000):  # as the watcher's batches
+            headers.update(_headers(session, url, range(chunk, min(end, chunk + 999) + 1)))
+            calls += 1
+        for n in range(lowest, end):  # each paying block an ancestor of the range's last
+            if headers[n + 1]["parentHash"] != headers[n]["hash"]:
+                raise RuntimeError("a block does not extend the one below")
         logs += len(found)
         transfers, processes, events = [], [], []
         for entry in paying:
@@ -275,7 +290,7 @@ def run(opts, workdir):
     watched, max_addresses = max(opts.watch_watched or transfers, transfers), opts.watch_max_addresses
     backend = opts.watch_backend
     node = Node(workdir / "hardhat.log")
-    failures = []
+    failures, proxy = [], None
     try:
         # The chain: `transfers` transfers spread evenly over `blocks` blocks, then the confirmations.
         first = node.head() + 1
@@ -301,7 +316,6 @@ def run(opts, workdir):
         payload = _payload_bytes(warm, process_ids)
         databases.drop(warm)
         sides = ["loop", "floor", "service"] + (["floor-many"] if backend == "postgresql" else [])
-        proxy = None
         if opts.watch_latency_ms:  # a provider across a network: both sides through one proxy
             proxy = _latency_proxy(node.url, opts.watch_latency_ms / 1000)
             sides += ["floor-latency", "service-latency"]

@@ -52,17 +52,25 @@ def prove(client, conn, network_id, numbers) -> dict:
     headers = client.headers(wanted)
     proven = {}
     for number, anchor in anchors.items():
-        for n in range(number, anchor.number):
-            below, above = headers[n], headers[n + 1]
-            if below is None or above is None or above.parent_hash != below.hash:
-                raise NotProven(f"block {n + 1} does not extend block {n} on the node: not the kept"
-                                " chain")
-        top = headers[anchor.number]
-        if top is None or top.hash != anchor.hash:
-            raise NotProven(f"the node's block {anchor.number} is not the kept one: another fork or"
-                            " chain, or a reorganisation the watcher has not read yet")
+        linked(headers, number, anchor.number, anchor.hash)
         proven[number] = (headers[number], anchor)
     return proven
+
+
+def linked(headers, number, anchor, anchor_hash):
+    """NotProven unless the headers ({number: Header or None}) from `number` up to block `anchor`
+    each name the one below as their parent and the top one's hash is `anchor_hash`: then block
+    `number` is an ancestor of that anchor, on whatever node answered (a hash commits to the
+    parent's)."""
+    for n in range(number, anchor):
+        below, above = headers.get(n), headers.get(n + 1)
+        if below is None or above is None or above.parent_hash != below.hash:
+            raise NotProven(f"block {n + 1} does not extend block {n} on the node: not the kept"
+                            " chain")
+    top = headers.get(anchor)
+    if top is None or top.hash != anchor_hash:
+        raise NotProven(f"the node's block {anchor} is not the kept one: another fork or chain, or"
+                        " a reorganisation the watcher has not read yet")
 
 
 KEEP_BLOCKS = 64  # block hashes the watcher keeps below the window that can still change

@@ -1,5 +1,5 @@
 """Refund settlement, the chain watcher's part for refunds (called once per poll of a network,
-after its payments: app/chain/watcher.py). The rules are docs/payments.md's ("Refunds").
+after its payments: app/chain/watcher/). The rules are docs/payments.md's ("Refunds").
 
 Only the merchant's own payment settles a refund:
 - a transaction the merchant named (app/refunds.py, name_transaction): once deep enough (the

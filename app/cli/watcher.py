@@ -1,4 +1,4 @@
-"""`flask --app app watch-payments`: the chain watcher (see app/chain/watcher.py)."""
+"""`flask --app app watch-payments`: the chain watcher (see app/chain/watcher/)."""
 import sys
 
 import click

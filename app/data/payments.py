@@ -91,7 +91,8 @@ def set_testnet(conn, network_id, testnet: bool) -> bool:
 
 
 def set_finality(conn, network_id, finality) -> bool:
-    return conn.execute("UPDATE networks SET finality = ? WHERE id = ?",
+    """The recorded tag block is another tag's: forgotten (the next poll records the new one's)."""
+    return conn.execute("UPDATE networks SET finality = ?, tag_block = NULL WHERE id = ?",
                         (finality, network_id)).rowcount == 1
 
 
@@ -108,11 +109,23 @@ def set_max_fee_per_gas(conn, network_id, wei) -> bool:
 
 
 def poll_succeeded(conn, network_id, now, head_timestamp, tag_block, ok_since):
-    """A successful poll's mark (app/chain/health.py): `ok_since` when it was unavailable before."""
+    """A successful poll's mark (app/chain/health.py): `ok_since` when it was unavailable before;
+    `tag_block` (None: unchanged) only when above the one recorded: it never goes back but by
+    tag_replaced."""
     conn.execute(
         "UPDATE networks SET polled_at = ?, failing_since = NULL, head_timestamp = ?,"
-        " tag_block = COALESCE(?, tag_block), ok_since = COALESCE(?, ok_since) WHERE id = ?",
-        (now, head_timestamp, tag_block, ok_since, network_id))
+        " ok_since = COALESCE(?, ok_since) WHERE id = ?",
+        (now, head_timestamp, ok_since, network_id))
+    if tag_block is not None:
+        conn.execute("UPDATE networks SET tag_block = ? WHERE id = ?"
+                     " AND (tag_block IS NULL OR tag_block < ?)", (tag_block, network_id, tag_block))
+
+
+def tag_replaced(conn, network_id, fork):
+    """A reorganisation replaced blocks above `fork`, at or below the recorded tag block: the
+    chain's own word takes the record back to the fork."""
+    conn.execute("UPDATE networks SET tag_block = ? WHERE id = ? AND tag_block > ?",
+                 (fork, network_id, fork))
 
 
 def poll_failed(conn, network_id, now):

@@ -492,7 +492,7 @@ def test_a_network_switched_to_the_other_mode_is_not_paid_into(app, client, runn
     live_chain.transfer(PAYER.address, 4_000_000, token=usdc)
     cli(runner, "networks", "add", "polygon", "--name", "Polygon", "--chain-id", "137",
         "--rpc-url", live_chain.url, "--confirmations", "2")
-    cli(runner, "assets", "add", "usdc", "--network", "polygon", "--symbol", "USDC", "--name",
+    cli(runner, "assets", "add", "usdc", "--network", "polygon", "--symbol", "TUSDC", "--name",
         "USD Coin", "--contract", usdc, "--decimals", "6", "--eip3009")
     merchant = make_merchant(live=True)
     cli(runner, "merchants", "set-xpub", merchant["merchantId"], XPUB)

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from support.chain_shop import NETWORK, Shop, add_network, cli
-from support.fake_rpc import HOSTILE_DATA, FaultyRpc, StaleFork
+from support.fake_rpc import HOSTILE_DATA, FaultyRpc, SplittingPool, StaleFork
 from support.helpers import Api
 
 CONFIRMATIONS = 3
@@ -94,6 +94,36 @@ def test_a_stale_forks_logs_answered_always_are_never_credited(shop, chain, prox
     assert attacked == [1, 1, 1]  # the logs cannot be proven: each poll is a fault
     proxy.clear()
     _pays_for_real(shop, chain, process_id, address)
+
+
+def test_a_batch_split_over_two_nodes_credits_nothing_of_an_abandoned_fork(
+        app, client, runner, chain, clock, make_merchant):
+    """A balancer that spreads the calls of one batch over its nodes: the pins go to the real node,
+    the logs and the paying block's header to a node left on an abandoned 6-block branch. Each
+    log's block must link by parent hashes to the step's pinned last block: the fork's block does
+    not, so the poll is a fault and nothing is recorded, then or after."""
+    pool = SplittingPool(chain.url)
+    try:
+        merchant = make_merchant()
+        add_network(runner, chain, confirmations=CONFIRMATIONS, rpc_url=pool.url)
+        shop = Shop(app, Api(client, merchant["secretKey"]), runner, chain, clock, merchant, client)
+        shop.sync_clock()
+        process_id, address = shop.order(2)
+        base, before = chain.head(), chain.snapshot()
+        _, block = chain.transfer(address, 2 * UNIT)  # on the fork only
+        chain.mine(5)
+        fork = StaleFork(chain.url, base)
+        chain.revert(before)  # the real chain: no payment, and longer
+        chain.mine(10)
+        pool.split(fork, {block})
+        attacked = _polls(shop)
+        pool.split(None, ())
+        chain.mine(CONFIRMATIONS)
+        assert (attacked, _polls(shop)) == ([1], [0])
+        _nothing_recorded(shop, process_id)
+        assert shop.process(process_id)["status"] == "pending"
+    finally:
+        pool.close()
 
 
 def test_another_chains_node_answering_every_other_request_is_never_credited(

@@ -21,6 +21,7 @@ import random
 
 import pytest
 
+from support import dbutil
 from support.chain_shop import DECIMALS, NETWORK, Shop, cli
 from support.fake_rpc import FaultyRpc
 from support.helpers import Api
@@ -179,6 +180,41 @@ def test_a_reorganisation_at_or_below_finalized_is_reported_and_logged_as_an_err
     assert shop.process(process_id)["payment"]["amountPaid"] == "0"
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1 and 'at or below the node\'s "finalized" block' in errors[0], errors
+
+
+def test_one_answer_calling_the_head_finalized_completes_nothing(shop, chain, proxy, runner):
+    """The pool's nodes say `finalized` is 3 blocks below the payment's; one answer (the poll's
+    first batch) calls the head final. The tag is asked in every pinned batch of the poll and the
+    lowest answer counts: nothing completes, and the later reorganisation above the real finalized
+    block (which the chain is free to make) reverses nothing."""
+    chain.mine(10)
+    proxy.tag("finalized", chain.head())
+    assert add(runner, chain, proxy, "--finality", "finalized").exit_code == 0
+    process_id, address = shop.order(2)
+    before = chain.snapshot()
+    _, block = chain.transfer(address, 2 * UNIT)
+    chain.mine(5)
+    proxy.tag("finalized", block - 3)  # the honest nodes' word
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.pending"]
+
+    proxy.tag("finalized", chain.head())  # one lying answer, then honest again
+    proxy.before("eth_getBlockByNumber:finalized", 0, lambda: proxy.tag("finalized", block - 3))
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.pending"]
+    recorded = "SELECT tag_block FROM networks"  # what collect and reconcile count by
+    assert dbutil.scalar(shop.app.config["DATABASE"], recorded) == block - 3
+    proxy.tag("finalized", block - 5)  # a lagging node: the record does not go back
+    chain.mine(1)
+    shop.watch()
+    assert dbutil.scalar(shop.app.config["DATABASE"], recorded) == block - 3
+
+    height = chain.head()
+    chain.revert(before)  # a reorganisation above the real finalized block: allowed
+    chain.mine(height - chain.head() + 2)
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.pending"]
+    assert shop.process(process_id)["payment"]["amountPaid"] == "0"
 
 
 def test_a_frozen_network_is_hidden_alone_while_the_other_completes_payments(

@@ -369,17 +369,32 @@ def test_the_access_logs_hold_the_path_never_the_query_string(layout):
     # nginx's own answer: logged with the path asked, not its /_errors/ location.
     assert_envelope(session.get(base + "/metrics", params={"q": SEARCHED}, timeout=10), 404, "not_found")
 
-    nginx_log, gunicorn_log = layout.nginx_log.read_text(), layout.gunicorn_log.read_text()
+    # Whole lines: nginx's in combined's layout (Referer "-"), gunicorn's as nginx asked it (HTTP/1.1).
+    nginx_lines = [r'^127\.0\.0\.1 - - \[[^]]+\] "GET ' + re.escape(path)
+                   + rf' HTTP/1\.1" {status} \d+ "-" "python-requests/[\d.]+"$'
+                   for path, status in (("/dashboard/", 200), ("/dashboard/processes.csv", 200),
+                                        ("/metrics", 404))]
+    gunicorn_lines = [r'^127\.0\.0\.1 "GET ' + re.escape(path) + r' HTTP/1\.1" 200 \d+ \d+ms$'
+                      for path in ("/dashboard/", "/dashboard/processes.csv")]
+    nginx_log = _logged(layout.nginx_log, nginx_lines)
+    gunicorn_log = _logged(layout.gunicorn_log, gunicorn_lines)
     for log in (nginx_log, gunicorn_log):
         assert "buyer-secret" not in log, log
-    # Whole lines: nginx's in combined's layout (Referer "-"), gunicorn's as nginx asked it (HTTP/1.1).
-    for path, status in (("/dashboard/", 200), ("/dashboard/processes.csv", 200), ("/metrics", 404)):
-        line = (r'^127\.0\.0\.1 - - \[[^]]+\] "GET ' + re.escape(path)
-                + rf' HTTP/1\.1" {status} \d+ "-" "python-requests/[\d.]+"$')
+    for line in nginx_lines:
         assert re.search(line, nginx_log, re.MULTILINE), nginx_log
-    for path in ("/dashboard/", "/dashboard/processes.csv"):
-        line = r'^127\.0\.0\.1 "GET ' + re.escape(path) + r' HTTP/1\.1" 200 \d+ \d+ms$'
+    for line in gunicorn_lines:
         assert re.search(line, gunicorn_log, re.MULTILINE), gunicorn_log
+
+
+def _logged(path, lines, timeout=10):
+    """The log once it holds every line (or the timeout passed): a streamed answer (the CSV) is
+    logged after its last chunk is sent, which the client may have read before."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = path.read_text()
+        if all(re.search(line, text, re.MULTILINE) for line in lines) or time.monotonic() > deadline:
+            return text
+        time.sleep(0.05)
 
 
 def test_the_consoles_cookies_have_the_host_prefix_behind_nginx(layout):

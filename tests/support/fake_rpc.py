@@ -383,3 +383,32 @@ def _matches(log, query):
                 w.lower() for w in wanted}:
             return False
     return True
+
+
+class SplittingPool(FaultyRpc):
+    """A provider's balancer that spreads the calls of ONE batch over its nodes (some route and
+    bill each call of a batch alone). `split(fork, blocks)`: `eth_getLogs`, and
+    `eth_getBlockByNumber` of the numbers in `blocks`, are answered by `fork` (a StaleFork); every
+    other call of the same batch (the chain id, the pins) by the real node. `split(None, ())`:
+    honest again."""
+
+    fork, blocks = None, ()
+
+    def split(self, fork, blocks):
+        self.fork, self.blocks = fork, set(blocks)
+
+    def _node_for(self, item):
+        params = item.get("params") or []
+        if item["method"] == "eth_getLogs":
+            return self.fork
+        if (item["method"] == "eth_getBlockByNumber" and params
+                and str(params[0]).startswith("0x") and int(params[0], 16) in self.blocks):
+            return self.fork
+        return self.upstream
+
+    def answer(self, body):
+        if self.fork is None:
+            return super().answer(body)
+        items = body if isinstance(body, list) else [body]
+        answers = [_ask(self._node_for(item), [item])[0] for item in items]
+        return 200, self._json(answers if isinstance(body, list) else answers[0])

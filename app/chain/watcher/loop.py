@@ -1,0 +1,247 @@
+"""The watcher's loop: which networks, when, one poll of each (`Watcher.poll_network`), the backoff
+of a failing one, and each poll's outcome written to the network's row (app/chain/health.py reads
+it). The package docstring (app/chain/watcher/__init__.py) maps a poll's parts.
+"""
+import logging
+import threading
+import time
+from collections import Counter, defaultdict
+from dataclasses import replace
+
+from app.backoff import doubling
+from app.chain import health, refunds
+from app.chain.rpc import Client, RpcError, WrongChain, redacted
+from app.chain.watcher import confirm, reorg
+from app.chain.watcher.record import LostRace, outcomes_text, record_step
+from app.chain.watcher.watched import WatchedSets
+from app.chain.watcher.window import deep_enough, first_reads, read_window, step_pins
+from app.config import DEFAULTS
+from app.data import payments as payment_rows
+from app.data import transfers as transfer_rows
+
+log = logging.getLogger("app.chain.watcher")
+
+MAX_RANGE = 2_000  # blocks per eth_getLogs: providers refuse wider ranges (often 2k–10k)
+MAX_ADDRESSES = 500  # deposit addresses per eth_getLogs (topic OR-list)
+
+
+def _summary(error) -> str:
+    """An exception in one log line: its class and the first line of its message (PostgreSQL's
+    go on with the statement's text)."""
+    lines = str(error).splitlines()
+    return f"{type(error).__name__}: {lines[0][:200] if lines else ''}"
+
+
+class Watcher:
+    def __init__(self, db, *, clock, monitoring_seconds=86_400, poll_interval=5.0,
+                 max_range=MAX_RANGE, max_addresses=MAX_ADDRESSES, backoff_base=1.0,
+                 backoff_max=60.0, config=DEFAULTS, networks=None):
+        self.db, self.clock = db, clock
+        self.monitoring_seconds = monitoring_seconds
+        self.poll_interval, self.max_range = poll_interval, max_range
+        self.max_addresses = max_addresses
+        self.backoff_base, self.backoff_max = backoff_base, backoff_max
+        self.config = config  # the CHAIN_RPC_* timeouts, NETWORK_STALE_SECONDS
+        self.stale_seconds = int(config.get("NETWORK_STALE_SECONDS", 60))
+        self.only = set(networks) if networks else None  # network ids to watch (None: every one)
+        self.stopping = False
+        self._wake = threading.Event()
+        self._clients = {}
+        self._failures = defaultdict(int)  # network id -> consecutive failed polls
+        self._next_poll = {}  # network id -> time.monotonic() of its next poll
+        self._busy = set()  # networks whose token logs are too many to filter here
+        self._watched = WatchedSets(monitoring_seconds)  # kept between polls
+        self._described = {}  # (chain id, contract) -> (symbol, decimals) its contract answered
+
+    @classmethod
+    def from_app(cls, app, **options):
+        config = app.config
+        return cls(app.extensions["db"], clock=config["CLOCK"], config=config,
+                   monitoring_seconds=config["PAYMENT_MONITORING_SECONDS"], **options)
+
+    # --- the loops -------------------------------------------------------------------------------
+
+    def run_once(self) -> bool:
+        """One pass over every enabled network, each caught up to its head (cron's `--once`).
+        False when some network could not be read (logged)."""
+        ok, started = True, time.perf_counter()
+        networks = self._networks()
+        if networks is None:  # the exit status says so
+            return False
+        for network in networks:
+            if self.stopping:
+                break
+            ok = self._poll_logged(network.id) and ok
+        calls = sum((client.calls for client in self._clients.values()), Counter())
+        log.info("watch: pass done in %.3f s, %d RPC calls (%s)", time.perf_counter() - started,
+                 sum(calls.values()), ", ".join(f"{m} {n}" for m, n in sorted(calls.items())))
+        return ok
+
+    def run(self):
+        """Poll every enabled network every `poll_interval` seconds (a failing one after its
+        backoff) until stopped."""
+        log.info("watch: started, polling every %.1f s", self.poll_interval)
+        self._loop()
+        log.info("watch: stopped")
+
+    def _loop(self):
+        failures = 0  # consecutive failed reads of the network list
+        while not self.stopping:
+            now = time.monotonic()
+            networks = self._networks(retry_in=self._backoff(failures + 1))
+            if networks is None:  # wait, as for a failing node
+                failures += 1
+                self._wake.wait(self._backoff(failures))
+                continue
+            failures = 0
+            for network in networks:
+                if self.stopping:
+                    break
+                if self._next_poll.get(network.id, 0) <= now:
+                    self._poll_logged(network.id)
+            due = [t for t in self._next_poll.values()]
+            wait = max(0.0, min(due, default=now + self.poll_interval) - time.monotonic())
+            self._wake.wait(min(wait, self.poll_interval))
+
+    def _networks(self, retry_in=None):
+        """The enabled networks, or None when the database cannot be read (logged on one line)."""
+        try:
+            networks = payment_rows.enabled_networks(self.db.connection())
+            return [n for n in networks if self.only is None or n.id in self.only]
+        except Exception as e:
+            then = "" if retry_in is None else f"; retry in {retry_in:.1f}s"
+            log.warning("watch: cannot read the networks (%s)%s", _summary(e), then)
+            return None
+
+    def _poll_logged(self, network_id) -> bool:
+        started = time.monotonic()  # polls start every poll_interval, however long each takes
+        try:
+            self.poll_network(network_id)
+        except Exception as e:  # the loop never dies: RPC faults, a locked database, a bug
+            self._mark_failed(network_id)
+            self._failures[network_id] += 1
+            self._watched.forget()
+            delay = self._backoff(self._failures[network_id])
+            self._next_poll[network_id] = time.monotonic() + delay
+            if isinstance(e, RpcError):  # its message names the URL's host only
+                report = log.error if isinstance(e, WrongChain) else log.warning  # the operator's
+                report("watch %s: %s; retry in %.1fs", network_id, e, delay)
+            else:
+                log.exception("watch %s: %s; retry in %.1fs", network_id, type(e).__name__, delay)
+            return False
+        self._failures.pop(network_id, None)
+        self._next_poll[network_id] = started + self.poll_interval
+        return True
+
+    def _backoff(self, failures):
+        """Seconds to wait after `failures` consecutive failures: doubling, up to backoff_max."""
+        return doubling(failures, self.backoff_base, self.backoff_max)
+
+    def stop(self):
+        self.stopping = True
+        self._wake.set()
+
+    def close(self):
+        for client in self._clients.values():
+            client.session.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # --- one network -----------------------------------------------------------------------------
+
+    def _client(self, network):
+        client = self._clients.get(network.rpc_url)
+        if client is None:
+            client = Client.from_config(network.rpc_url, self.config)
+            self._clients[network.rpc_url] = client
+        return client
+
+    def poll_network(self, network_id):
+        """One poll (the package docstring's steps 0-5) of one network; RpcError on a fault."""
+        network = payment_rows.get_network(self.db.connection(), network_id)
+        if network is None:
+            return
+        client = self._client(network)
+        kept = transfer_rows.newest_block(self.db.connection(), network.id, network.scanned_block)
+        reads = first_reads(client, network, kept)
+        head = reads.head.number
+        if head < network.head_block:
+            raise RpcError(f"{redacted(network.rpc_url)} reports head {head}, below"
+                           f" {network.head_block} already seen (a lagging node?)")
+        if reorg.check(self.db, client, network, head, reads, int(self.clock())):
+            self._watched.forget()
+        network = self._scan(client, network, head, reads)
+        if confirm.confirm(self.db, client, network, head, reads, int(self.clock()),
+                           self._described):
+            self._watched.forget()
+        refunds.settle(self.db, client, network, head, deep_enough(network, head, reads),
+                       int(self.clock()), max_range=self.max_range,
+                       max_addresses=self.max_addresses)
+        self._mark_ok(network, reads)
+
+    def _scan(self, client, network, head, reads):
+        """Scan steps of at most `max_range` blocks up to the head, each read from the node whole
+        (window.read_window) then recorded in one transaction (record.record_step). Returns the
+        network's row as the last step left it."""
+        watched = None
+        while not self.stopping:
+            network = payment_rows.get_network(self.db.connection(), network.id)
+            if network.scanned_block >= head:
+                break
+            if watched is None:  # once a poll, and only when there are blocks to scan: an address
+                # handed out after this read is paid in a block after `head` (read before it),
+                # which the next poll scans
+                watched = self._watched.view(self.db.connection(), network, int(self.clock()))
+            first = network.scanned_block + 1
+            last = min(head, first + self.max_range - 1)
+            previous = transfer_rows.newest_block(self.db.connection(), network.id,
+                                                  network.scanned_block)
+            pins = step_pins(network, head, first, last, reads, previous)
+            window = read_window(client, network, first, last, watched, pins,
+                                 max_addresses=self.max_addresses, busy=self._busy)
+            reads.lower_tag(window.tag)
+            self._record(network, head, window, reads)
+        return network
+
+    def _record(self, network, head, window, reads):
+        """The step's transaction; its transfers logged; the blocks it proved noted in `reads`."""
+        now = int(self.clock())
+        try:
+            paying, strays, outcomes = record_step(
+                self.db, network, head, window, deep_enough(network, head, reads), now,
+                now - self.monitoring_seconds)
+        except LostRace:
+            log.info("watch %s: another watcher read blocks %d-%d first", network.id,
+                     window.first, window.last)
+            return
+        reads.proven.update((n, h.hash) for n, h in window.headers.items() if h is not None)
+        if paying or strays:
+            settled = f"; settled {outcomes_text(outcomes)}" if outcomes else ""
+            other = f", {strays} unexpected" if strays else ""
+            log.info("watch %s: blocks %d-%d: %d transfers%s%s", network.id, window.first,
+                     window.last, paying, other, settled)
+
+    def _mark_ok(self, network, reads):
+        """The poll succeeded: the network's health, in the database (app/chain/health.py)."""
+        now = int(self.clock())
+        tag_block = reads.tag.number if reads.tag is not None and reads.tag_asked_again else None
+        after = replace(network, polled_at=now, failing_since=None,
+                        head_timestamp=reads.head.timestamp)
+        recovered = health.recovered_at(network, after, now, self.stale_seconds)
+        with self.db.transaction() as conn:
+            payment_rows.poll_succeeded(conn, network.id, now, reads.head.timestamp, tag_block,
+                                        recovered)
+        if recovered is not None and network.polled_at is not None:
+            log.warning("watch %s: available again", network.id)
+
+    def _mark_failed(self, network_id):
+        """The poll failed: kept in the database, so cron's runs and a loop agree."""
+        try:
+            with self.db.transaction() as conn:
+                payment_rows.poll_failed(conn, network_id, int(self.clock()))
+        except Exception as e:  # the database may be what failed: the log says so already
+            log.debug("watch %s: could not record the failed poll (%s)", network_id, _summary(e))
