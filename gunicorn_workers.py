@@ -56,7 +56,7 @@ ANSWERS = {
 def answer(status, reason, cfg):
     """(reason phrase, code, message) for a status gunicorn answers itself. Others it may answer
     (417 for an Expect other than 100-continue, 403 for a refused PROXY line or TLS peer) take
-    their code from gunicorn's reason phrase, as app.errors does for werkzeug's exceptions."""
+    their code from gunicorn's reason phrase, as app.web.errors does for werkzeug's exceptions."""
     if status not in ANSWERS:
         return reason, reason.lower().replace(" ", "_"), reason + "."
     reason, code, message = ANSWERS[status]

@@ -22,10 +22,10 @@ def create_app(test_config=None):
     settings.normalize(app.config)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    from app import cli, console, db, demo, errors
-    from app.http import ProcessIdConverter
-    from app.routes import button, docs, merchant, ops
-    from app.schemas import Limits, PreorderSchema
+    from app import cli, console, db, demo
+    from app.web import button, docs, errors, merchant, ops
+    from app.web.http import ProcessIdConverter
+    from app.web.schemas import Limits, PreorderSchema
 
     app.url_map.converters["process_id"] = ProcessIdConverter
     # A doubled slash is no path of the API: 404 not_found in the envelope, not werkzeug's HTML 308

@@ -47,7 +47,7 @@ DEFAULTS = {
     "RELAYER_MAX_PER_HOUR": 100,
     "RELAYER_MAX_PER_PAYER_PER_HOUR": 10,
     # A network whose polls have failed since its last successful one, older than this, is
-    # unavailable: hidden from the assets listing, confirm answers 503 (app/chain/health.py)
+    # unavailable: hidden from the assets listing, confirm answers 503 (app/domain/health.py)
     "NETWORK_STALE_SECONDS": 60,
     # Rolling a secret key or the webhook secret: hours the old one keeps working beside the new
     # one (0: it stops at once)

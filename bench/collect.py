@@ -1,4 +1,4 @@
-"""Collection gas: the forwarder factory (app/chain/forwarder.py) against what a merchant pays
+"""Collection gas: the forwarder factory (app/evm/forwarder.py) against what a merchant pays
 without it, measured side by side on one Hardhat node (tests/chain, `npm ci` first).
 
 - baseline, per deposit address: an EOA holding the token and no gas coin; the merchant tops it up
@@ -22,8 +22,8 @@ from pathlib import Path
 
 from eth_abi import encode
 
-from app.chain import forwarder
-from app.chain.addresses import keccak256, to_checksum_address
+from app.evm import forwarder
+from app.evm.addresses import keccak256, to_checksum_address
 from bench import report, stats
 from bench.watcher import Node
 
@@ -61,7 +61,9 @@ class Bench:
 
     def baseline(self, n):
         """Gas per address: top-up (the receipt's gasUsed) + the address's own token transfer out."""
-        from eth_account import Account  # here: it sets the process's recursion limit to 100,000
+        from eth_account import (
+            Account,  # here: it sets the process's recursion limit to 100,000
+        )
 
         keys = [Account.create() for _ in range(n)]
         for key in keys:

@@ -24,9 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from app import create_app, payments, payouts, processes
-from app import merchants as merchant_service
+from app import create_app
 from app.db import get_db, init_db
+from app.domain import merchants as merchant_service
+from app.domain import payments, payouts, processes
 from bench.watcher import Node
 
 ROOT = Path(__file__).resolve().parent.parent

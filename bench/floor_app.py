@@ -26,7 +26,7 @@ from app.config import DEFAULTS
 from app.data import merchants as merchant_rows
 from app.data import processes as process_rows
 from app.db import open_database
-from app.keys import hash_key
+from app.domain.keys import hash_key
 from bench.seed import floor_process
 
 app = Flask(__name__)

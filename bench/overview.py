@@ -26,7 +26,7 @@ from pathlib import Path
 from app import create_app
 from app.console import accounts
 from app.db import init_db
-from app.merchants import create as create_merchant
+from app.domain.merchants import create as create_merchant
 
 PASSWORD = "bench password 1"
 USDC = "0x5FbDB2315678afecb367f032d93F642f64180aa3"

@@ -18,8 +18,8 @@ from dataclasses import replace
 from app.config import DEFAULTS
 from app.data import processes as process_rows
 from app.db import open_database
-from app.outbox import emit
-from app.records import Process
+from app.domain.outbox import emit
+from app.domain.records import Process
 
 METADATA = '{"orderRef":"A-1042","email":"buyer@example.com"}'
 SEEDED_BEFORE = 300  # seconds: the watcher scenario's payments are older than this
@@ -60,7 +60,7 @@ def prefill_processes(db_path, merchant_id, n):
 
 def seed_events(db_path, merchant, n):
     """Create `n` cancelled processes and their `process.cancelled` events, due now, through the
-    service's own event writer (app.outbox.emit), in one transaction."""
+    service's own event writer (app.domain.outbox.emit), in one transaction."""
     db = open_database(str(db_path), DEFAULTS)
     now = int(time.time())
     try:
@@ -79,7 +79,7 @@ def seed_payments(db_path, merchant_id, rpc_url, token, start_block, addresses, 
     decimals) to that address (the row confirm writes; the addresses are the harness's own, so no
     xpub is needed). Returns the process ids, in the order of `addresses`."""
     from app.data import payments as payment_rows
-    from app.records import Network, Payment
+    from app.domain.records import Network, Payment
 
     db = open_database(str(db_path), DEFAULTS)
     now = int(time.time())

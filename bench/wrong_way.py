@@ -95,7 +95,7 @@ def seed(db_path, merchant_id, networks, chosen):
 
     from app.data import payments as payment_rows
     from app.data import processes as process_rows
-    from app.records import Asset, Network, Payment, Process
+    from app.domain.records import Asset, Network, Payment, Process
 
     now = int(time.time())
     db = open_db(db_path)
@@ -270,7 +270,7 @@ def _balances(chain, targets, block, batch=500):
 
 
 def _selector(signature):
-    from app.chain.addresses import keccak256
+    from app.evm.addresses import keccak256
 
     return keccak256(signature.encode())[:4].hex()
 
@@ -279,7 +279,7 @@ def _record(db_path, ids, targets, logs, chain):
     """Each sprayed Transfer recorded as the watcher records a confirmed payment, and its process
     completed by it."""
     from app.data import transfers as transfer_rows
-    from app.records import Transfer
+    from app.domain.records import Transfer
 
     by_address = dict(zip(targets, ids))
     stamps = {}

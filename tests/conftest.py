@@ -4,12 +4,12 @@ import os
 
 import pytest
 from hypothesis import settings
+from support.dbutil import BACKEND
+from support.helpers import Api, FakeClock, Shop
 
 from app import create_app
 from app.db import init_db
 from app.webhooks.worker import Worker
-from support.dbutil import BACKEND
-from support.helpers import Api, FakeClock, Shop
 
 # Browser fixtures (Debian's Chromium through Playwright); the app served over real HTTP; the
 # webhook receivers (`receiver`, `tls`).

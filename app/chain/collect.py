@@ -3,7 +3,7 @@ through the network's forwarder factory, paying the gas from an operator's key f
 
 One run:
 1. settles the collections of earlier runs; nothing is recorded that is not proven on the kept chain
-   (app/chain/canonical.py), and the run stops when the node's chain is not the one the watcher
+   (app/evm/canonical.py), and the run stops when the node's chain is not the one the watcher
    last read (a reorganisation it has not read yet):
    - a confirmed one whose proof's anchor the kept chain lost is read again: if its block left the
      chain it is `reverted` (`pending` again when the node holds it again), and what it had moved is
@@ -34,13 +34,13 @@ finds still holding their funds. Docs: docs/payments.md ("Collecting the funds")
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from app import collection_records
-from app.chain import forwarder, rpc
-from app.chain.signer import GAS_MARGIN, ChainError, Sender, read_key_file
+from app.chain import collection_records
 from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
 from app.data.payouts import GAS_COIN, Collection, Item
-from app.payments import SetupError
+from app.domain.payments import SetupError
+from app.evm import forwarder, rpc
+from app.evm.signer import GAS_MARGIN, ChainError, Sender, read_key_file
 
 BALANCE_OF = "0x70a08231"  # balanceOf(address)
 # A batch's transaction uses at most this share of the block gas limit: EIP-1559 aims blocks at half

@@ -1,10 +1,10 @@
 """What `collect`'s transactions moved, recorded from their own receipts and counted once confirmed
-(app/collect.py sends them; this settles them, in the next run or the same one).
+(app/chain/collect.py sends them; this settles them, in the next run or the same one).
 
 A collection is `pending` from the moment it is signed: not yet mined, or mined (its block and what
 its logs show it moved recorded) and not yet deep enough (its confirmations, or the network's
 finality tag) on the chain the watcher keeps.
-It is `confirmed` when it is, and its receipt's block is proven canonical (app/chain/canonical.py:
+It is `confirmed` when it is, and its receipt's block is proven canonical (app/evm/canonical.py:
 the header read in the same step, linked to a kept block, the anchor). It is `reverted` when it
 moved nothing: reverted by the EVM, never mined (its nonce used by another transaction, such as its
 replacement), or removed by a reorganisation. Only confirmed collections count.
@@ -16,17 +16,17 @@ transaction of the same block, a stranger's collection or a second run's, change
 """
 from collections import defaultdict
 
-from app.chain import canonical, forwarder, rpc
-from app.chain.addresses import to_checksum_address
-from app.chain.signer import ChainError
 from app.data import payouts as payout_rows
 from app.data.payouts import GAS_COIN, Item
+from app.evm import canonical, forwarder, rpc
+from app.evm.addresses import to_checksum_address
+from app.evm.signer import ChainError
 
 REPLACEMENT_BUMP = 1.125  # a replacement's fees over the replaced one's: nodes ask for at least +10 %
 
 
 def settle_earlier(db, sender, network, version, report, *, may_send, now, timeout):
-    """Step 1 of a run (app/collect.py's docstring); each collection this run changes is added to
+    """Step 1 of a run (app/chain/collect.py's docstring); each collection this run changes is added to
     `report.settled` (`_settled`). ChainError when the node's chain is not the kept one, NotProven
     (an RpcError) when a receipt's block does not link to it."""
     now = int(now)

@@ -29,15 +29,15 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from app import collection_records
-from app.chain import canonical, rpc
-from app.chain.rpc import TAGS, Pins
+from app.chain import collection_records
 from app.data import books
 from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
 from app.data.payouts import GAS_COIN
-from app.money import minimum_paid
-from app.payments import SetupError
+from app.domain.money import minimum_paid
+from app.domain.payments import SetupError
+from app.evm import canonical, rpc
+from app.evm.rpc import TAGS, Pins
 
 CHUNK = 500  # deposit addresses per eth_getLogs
 RECEIPTS_PER_BATCH = 100

@@ -2,7 +2,7 @@
 after its payments: app/chain/watcher/). The rules are docs/payments.md's ("Refunds").
 
 Only the merchant's own payment settles a refund:
-- a transaction the merchant named (app/refunds.py, name_transaction): once deep enough (the
+- a transaction the merchant named (app/domain/refunds.py, name_transaction): once deep enough (the
   network's confirmations, or its finality tag),
   its receipt completes the refund when it holds a Transfer of the refund's token to the refund's
   address of at least its amount, in a block stamped at or after createdAt, that settled no other
@@ -19,7 +19,7 @@ Only the merchant's own payment settles a refund:
 One transfer settles one refund (a unique index holds it), a completion and its `refund.completed`
 event are one transaction, and a refund cancelled meanwhile is left alone.
 
-Everything recorded is proven (app/chain/canonical.py): the block hash of the log or receipt is the
+Everything recorded is proven (app/evm/canonical.py): the block hash of the log or receipt is the
 one of a header read in the same step and linked to the kept chain; the refund keeps that proof's
 anchor. Each poll looks, in the database only, whether the anchors of completed refunds are still
 kept; a refund whose anchor went is read again, and if its transfer's block left the chain (a
@@ -36,13 +36,13 @@ here.
 """
 import logging
 
-from app.chain import canonical
-from app.chain.addresses import to_checksum_address
-from app.chain.canonical import NotProven
 from app.data import payouts as payout_rows
 from app.data import processes as process_rows
 from app.data import refunds as refund_rows
-from app.outbox import emit
+from app.domain.outbox import emit
+from app.evm import canonical
+from app.evm.addresses import to_checksum_address
+from app.evm.canonical import NotProven
 
 log = logging.getLogger(__name__)
 

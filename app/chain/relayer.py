@@ -13,7 +13,7 @@ payer's hourly limit), the node's word (chain id; the process's authorization in
 unused, the payer's balance less what its authorizations in flight will take, the call simulated on
 the pending state, the relayer's gas and the network's fees), then the relayer's turn (one row
 `sending` at a time, in the database: several workers share one nonce sequence; the payer's
-reservation checked again in it), signing (app/chain/signer.py) and broadcast. Nothing is broadcast
+reservation checked again in it), signing (app/evm/signer.py) and broadcast. Nothing is broadcast
 before every check passed. The key signs nothing but transferWithAuthorization of the payment's
 registered asset to the payment's deposit address.
 
@@ -24,13 +24,12 @@ One whose authorization is used counts as paid until the chain watcher has recor
 import logging
 import time
 
-from app.chain import eip3009, rpc, signer
 from app.data import payments as payment_rows
 from app.data import processes as process_rows
 from app.data import relays as relay_rows
-from app.errors import ApiError
-from app.payments import ChoiceError, PaymentMethodUnavailable
-from app.processes import InvalidState, ProcessNotFound
+from app.domain.payments import ChoiceError, PaymentMethodUnavailable
+from app.domain.processes import InvalidState, ProcessNotFound
+from app.evm import eip3009, rpc, signer
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +43,11 @@ GAS_RESERVE = 100_000  # gas units the listing wants the relayer to afford (one 
 RETRY_AFTER = "5"
 
 
+class RelayUnavailable(Exception):
+    """Nothing was sent: the node cannot be asked, or the relayer is busy (503 network_unavailable,
+    Retry-After RETRY_AFTER seconds)."""
+
+
 class AuthorizationError(ChoiceError):
     """A field of the authorization is wrong: 400 validation_error naming it."""
 
@@ -53,8 +57,8 @@ def _unavailable(reason):
 
 
 def _network_down(e):
-    return ApiError(503, "network_unavailable", f"The network's node cannot be asked now ({e});"
-                    " nothing was sent. Try again shortly.", headers={"Retry-After": RETRY_AFTER})
+    return RelayUnavailable(f"The network's node cannot be asked now ({e}); nothing was sent. Try"
+                            " again shortly.")
 
 
 def relayer_account(config):
@@ -378,6 +382,5 @@ def _take_turn(db, config, payment, authorization, funds, now) -> int:
         if in_flight:
             raise _in_flight(payment.process_id)
         if time.monotonic() > deadline:
-            raise ApiError(503, "network_unavailable", "The relayer is busy; nothing was sent."
-                           " Try again shortly.", headers={"Retry-After": RETRY_AFTER})
+            raise RelayUnavailable("The relayer is busy; nothing was sent. Try again shortly.")
         time.sleep(0.05)

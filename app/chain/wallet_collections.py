@@ -5,20 +5,20 @@ A browser wallet's collection is recorded when the page posts the hash its walle
 network's node must know the transaction, sent from any account to the network's forwarder factory
 (anyone may send that call: it can only move deposits to their payout addresses). It is then
 `pending` with no amounts, and each time the payouts page reads that network it is settled from its
-receipt by what `collect` uses for its own (app/collection_records.py record_receipt: what its own
+receipt by what `collect` uses for its own (app/chain/collection_records.py record_receipt: what its own
 logs show moved, confirmed once `confirmations` deep and its block proven on the kept chain,
-app/chain/canonical.py), or `reverted` when the node says its nonce went to another transaction.
+app/evm/canonical.py), or `reverted` when the node says its nonce went to another transaction.
 A `collect` run on the network settles it too, as any pending collection (it cannot broadcast it
 again: the wallet kept the signed transaction)."""
 import re
 from types import SimpleNamespace
 
-from app import collect, collection_records
-from app.chain import canonical, rpc
-from app.chain.addresses import to_checksum_address
+from app.chain import collect, collection_records
 from app.data import payouts as payout_rows
 from app.data.payouts import GAS_COIN, Collection
-from app.money import format_units
+from app.domain.money import format_units
+from app.evm import canonical, rpc
+from app.evm.addresses import to_checksum_address
 
 GAS_COIN_DECIMALS = 18  # every EVM chain's gas coin (ETH, POL, ...)
 TX_HASH = re.compile(r"0x[0-9a-fA-F]{64}")

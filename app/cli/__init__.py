@@ -3,10 +3,13 @@
 
 def init_app(app):
     from app.cli.chain import assets, networks
-    from app.cli.collect import collect, collections  # also merchants set-payout, networks *-factory
+    from app.cli.collect import (  # also merchants set-payout, networks *-factory
+        collect,
+        collections,
+    )
     from app.cli.events import events
-    from app.cli.ops import backup_db, prune
     from app.cli.merchants import merchants
+    from app.cli.ops import backup_db, prune
     from app.cli.processes import processes
     from app.cli.reconcile import reconcile
     from app.cli.storage import copy_db_command

@@ -8,13 +8,13 @@ import click
 from flask import current_app
 from flask.cli import AppGroup
 
-from app import payments as service
-from app.chain import health
-from app.chain.rpc import Client, redacted
-from app.chain.signer import gwei
 from app.cli.common import fail, table, when
 from app.clock import now
 from app.db import get_db
+from app.domain import health
+from app.domain import payments as service
+from app.evm.rpc import Client, redacted
+from app.evm.signer import gwei
 
 networks = AppGroup("networks", help="EVM networks customers may pay on.")
 assets = AppGroup("assets", help="Tokens customers may pay with.")

@@ -1,5 +1,5 @@
 """The payout mode's operator commands: `merchants set-payout`, `networks deploy-factory` and
-`set-factory`, `collect`, `collections list` (the service side: app/payouts.py, app/collect.py).
+`set-factory`, `collect`, `collections list` (the service side: app/domain/payouts.py, app/chain/collect.py).
 
 Key files are read by the commands that send (deploy-factory, collect) and never printed.
 """
@@ -10,9 +10,7 @@ from collections import defaultdict
 import click
 from flask.cli import AppGroup, with_appcontext
 
-from app import collect as collector
-from app import payouts
-from app.chain.signer import ChainError, SignerError
+from app.chain import collect as collector
 from app.cli.chain import networks
 from app.cli.common import fail, stop_on_signals, table, when
 from app.cli.merchants import merchants
@@ -21,8 +19,10 @@ from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
 from app.data.payouts import GAS_COIN
 from app.db import get_db
-from app.money import format_units
-from app.payments import SetupError
+from app.domain import payouts
+from app.domain.money import format_units
+from app.domain.payments import SetupError
+from app.evm.signer import ChainError, SignerError
 
 collections = AppGroup("collections", help="Transactions that moved deposits to payout addresses.")
 

@@ -13,7 +13,7 @@ import click
 from flask import current_app
 
 from app.db import location
-from app.representation import iso
+from app.domain.representation import iso
 
 
 def when(ts):

@@ -4,11 +4,11 @@ from datetime import datetime, timezone
 import click
 from flask.cli import AppGroup
 
-from app import outbox as service
 from app.cli.common import fail, table, when
 from app.clock import now
 from app.db import get_db
-from app.records import EVENT_STATUSES
+from app.domain import outbox as service
+from app.domain.records import EVENT_STATUSES
 
 events = AppGroup("events", help="Inspect webhook events and their delivery attempts; replay them.")
 

@@ -5,12 +5,12 @@ import click
 from flask import current_app
 from flask.cli import AppGroup
 
-from app import merchants as service
-from app import payments
-from app.chain.addresses import ADDRESS_PATH, XpubError
 from app.cli.common import fail, table, when
 from app.clock import now
 from app.db import get_db
+from app.domain import merchants as service
+from app.domain import payments
+from app.evm.addresses import ADDRESS_PATH, XpubError
 
 merchants = AppGroup("merchants", help="Create and manage merchants and their keys.")
 

@@ -3,10 +3,10 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 
-from app import ops
+from app.cli.common import fail
 from app.clock import now
 from app.db import get_db
-from app.cli.common import fail
+from app.domain import ops
 
 
 @click.command("prune")

@@ -2,15 +2,15 @@
 import click
 from flask.cli import AppGroup
 
-from app import outbox, payments, refunds
-from app import processes as service
 from app.cli.common import fail, table, when
 from app.clock import now
 from app.db import get_db
-from app.http import parse_process_id
-from app.jsonutil import dumps_pretty, loads
-from app.records import STATUSES
-from app.representation import process_json
+from app.domain import outbox, payments, refunds
+from app.domain import processes as service
+from app.domain.jsonutil import dumps_pretty, loads
+from app.domain.records import STATUSES
+from app.domain.representation import process_json
+from app.web.http import parse_process_id
 
 processes = AppGroup("processes", help="Inspect payment processes; complete one by hand.")
 

@@ -1,4 +1,4 @@
-"""`flask --app app reconcile NETWORK_ID`: the books checked against the chain (app/reconcile.py).
+"""`flask --app app reconcile NETWORK_ID`: the books checked against the chain (app/chain/reconcile.py).
 Exit status 0 when the three lists are empty, 1 otherwise (or when it cannot read the node)."""
 import json
 
@@ -6,10 +6,10 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 
-from app import reconcile as books
-from app.chain import rpc
+from app.chain import reconcile as books
 from app.db import get_db
-from app.payments import SetupError
+from app.domain.payments import SetupError
+from app.evm import rpc
 
 TITLES = (("not_on_chain", "recordedNotOnChain", "Recorded but not on the chain"),
           ("not_recorded", "onChainNotRecorded", "On the chain but not recorded"),

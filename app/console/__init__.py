@@ -1,7 +1,7 @@
 """The merchant console: server-rendered pages for a merchant's staff at /dashboard/ (API.md "The
 merchant console"; decisions in docs/console.md). Every page but the login needs a session
 (security.login_required); every change needs the owner role and the form's CSRF token. The pages
-call the domain (app/processes.py, app/refunds.py, app/payments.py, ...), never app/data/.
+call the domain (app/domain/processes.py, app/domain/refunds.py, app/domain/payments.py, ...), never app/data/.
 
   accounts.py   users, login with throttling and lock-out, server-side sessions
   security.py   who is logged in, CSRF tokens, roles, the security headers, error pages
@@ -18,7 +18,18 @@ call the domain (app/processes.py, app/refunds.py, app/payments.py, ...), never 
 Templates: templates/dashboard/ (one layout, its pages and macros.html); the stylesheet and
 scripts: app/static/console/.
 """
-from app.console import keys, login, overview, pages, payouts, process, processes, refunds, security, webhooks
+from app.console import (
+    keys,
+    login,
+    overview,
+    pages,
+    payouts,
+    process,
+    processes,
+    refunds,
+    security,
+    webhooks,
+)
 
 
 def init_app(app):

@@ -7,12 +7,12 @@ each after a confirmation page (docs/console.md "Keys").
 """
 from flask import current_app, g, render_template, url_for
 
-from app import merchants
 from app.clock import now
 from app.console import pages
 from app.console.pages import bp, when
 from app.console.security import login_required, not_found, owner_required
 from app.db import get_db
+from app.domain import merchants
 
 
 @bp.get("/keys")

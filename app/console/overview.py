@@ -1,4 +1,4 @@
-"""The overview (`/dashboard/overview`, where a login lands): the figures of app/overview.py, each a
+"""The overview (`/dashboard/overview`, where a login lands): the figures of app/domain/overview.py, each a
 link to the list it counts, and a chart per asset of the last 30 days.
 
 The chart is drawn here as SVG (`chart`): a few lines of our own rather than a charting library,
@@ -7,12 +7,12 @@ from decimal import Decimal
 
 from flask import g, render_template
 
-from app import overview
 from app.clock import now
 from app.console.pages import bp
 from app.console.security import login_required
 from app.db import get_db
-from app.overview import day_text, text
+from app.domain import overview
+from app.domain.overview import day_text, text
 
 
 @bp.get("/overview")

@@ -6,11 +6,11 @@ from datetime import datetime, timezone
 
 from flask import Blueprint, g, redirect, render_template, request, url_for
 
-from app import payments, processes
 from app.console.security import not_found
 from app.db import get_db
-from app.http import parse_process_id
-from app.money import format_units
+from app.domain import payments, processes
+from app.domain.money import format_units
+from app.web.http import parse_process_id
 
 bp = Blueprint("dashboard", __name__, url_prefix="/dashboard", template_folder="templates",
                static_folder="../static/console", static_url_path="/static")

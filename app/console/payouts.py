@@ -1,23 +1,24 @@
 """The payouts page: where the merchant's money goes, what waits in its deposit addresses per
 network (read from the network's node), collecting it with the browser wallet, the collections,
 and the underpayment tolerance (docs/console.md "Payouts"; the chain work is
-app/wallet_collections.py and app/collect.py).
+app/chain/wallet_collections.py and app/chain/collect.py).
 
   GET  /dashboard/payouts; POST /dashboard/payouts/<networkId>/collections,
   POST /dashboard/settings/tolerance
 """
 from flask import current_app, g, render_template, request
 
-from app import collect, merchants, payments, payouts
-from app import wallet_collections as wallet_payouts
-from app.chain import rpc
+from app.chain import collect
+from app.chain import wallet_collections as wallet_payouts
+from app.chain.wallet_collections import GAS_COIN_DECIMALS
 from app.clock import now
 from app.console import pages
 from app.console.pages import bp
 from app.console.security import login_required, not_found, owner_required
 from app.db import get_db
-from app.money import format_units
-from app.wallet_collections import GAS_COIN_DECIMALS
+from app.domain import merchants, payments, payouts
+from app.domain.money import format_units
+from app.evm import rpc
 
 
 def _client(network):

@@ -9,15 +9,15 @@ event, accepting an unexpected transfer as payment (docs/console.md). Its refund
 """
 from flask import g, redirect, render_template, url_for
 
-from app import outbox, payments, processes, refunds, unexpected
 from app.clock import now
 from app.console import pages
 from app.console.pages import bp
 from app.console.security import login_required, not_found, owner_required
 from app.db import get_db
-from app.jsonutil import dumps_pretty, loads
-from app.money import format_units
-from app.representation import payment_object
+from app.domain import outbox, payments, processes, refunds, unexpected
+from app.domain.jsonutil import dumps_pretty, loads
+from app.domain.money import format_units
+from app.domain.representation import payment_object
 
 
 def _timeline(process, view, event_list, current):
@@ -89,7 +89,7 @@ def _unexpected_rows(payment):
 @login_required
 @owner_required
 def accept_unexpected(process_id, transfer):
-    """Accept an unexpected transfer of a registered asset as payment (app/unexpected.py)."""
+    """Accept an unexpected transfer of a registered asset as payment (app/domain/unexpected.py)."""
     process = pages.process_or_404(process_id)
     try:
         unexpected.accept(get_db(), g.merchant.id, process.id, transfer, f"console {g.user.email}",

@@ -12,16 +12,16 @@ from decimal import Decimal
 
 from flask import Response, g, render_template, request, stream_with_context, url_for
 
-from app import overview, payments, processes, refunds
 from app.clock import now
 from app.console import pages
 from app.console.pages import bp
 from app.console.security import PageError, login_required
 from app.db import get_db
-from app.http import parse_process_id
-from app.money import format_units
-from app.records import STATUSES
-from app.representation import iso
+from app.domain import overview, payments, processes, refunds
+from app.domain.money import format_units
+from app.domain.records import STATUSES
+from app.domain.representation import iso
+from app.web.http import parse_process_id
 
 PAGE_SIZE = 50
 CSV_BATCH = 500

@@ -1,6 +1,6 @@
 """A process's refunds: the form (what may still be refunded, to the address that paid), the
 refund's page (its EIP-681 QR code, the browser wallet's button, the transaction that paid it) and
-cancelling it (docs/console.md "Refunds"; the rules are app/refunds.py's).
+cancelling it (docs/console.md "Refunds"; the rules are app/domain/refunds.py's).
 
   GET, POST /dashboard/processes/<id>/refund
   GET  /dashboard/processes/<id>/refunds/<refundId>, POST .../transaction (the hash that paid it)
@@ -8,15 +8,16 @@ cancelling it (docs/console.md "Refunds"; the rules are app/refunds.py's).
 """
 from flask import g, redirect, render_template, request, url_for
 
-from app import payments, qr, refunds
-from app.chain.rpc import transfer_calldata
 from app.clock import now
 from app.console import pages
 from app.console.pages import bp
 from app.console.process import process_page
 from app.console.security import login_required, not_found, owner_required
 from app.db import get_db
-from app.representation import refund_payment_uri
+from app.domain import payments, refunds
+from app.domain.representation import refund_payment_uri
+from app.evm.rpc import transfer_calldata
+from app.web import qr
 
 
 def _refund_form(process, form, errors=None, error=None, status=200):

@@ -13,8 +13,8 @@ from werkzeug.exceptions import HTTPException
 
 from app.clock import now
 from app.console import accounts
-from app import merchants
 from app.db import get_db
+from app.domain import merchants
 
 PREFIX = "/dashboard"
 # The console's cookies: (name, path over plain HTTP). Behind HTTPS: __Host-<name>, path / (cookie()).

@@ -6,12 +6,12 @@ event and a resend go through the outbox (docs/console.md "Webhooks").
 """
 from flask import current_app, g, render_template, request, url_for
 
-from app import merchants, outbox
 from app.clock import now
 from app.console import pages
 from app.console.pages import bp
 from app.console.security import PageError, login_required, owner_required
 from app.db import get_db
+from app.domain import merchants, outbox
 
 
 @bp.get("/webhooks")

@@ -1,9 +1,10 @@
-"""SQL of `reconcile` (app/reconcile.py): what the books hold about one network, read in one
+"""SQL of `reconcile` (app/chain/reconcile.py): what the books hold about one network, read in one
 read-only snapshot. Nothing here writes."""
 from app.data import payouts as payout_rows
 from app.data import refunds as refund_rows
 from app.data.transfers import _TRANSFER, _transfer
-from app.data.unexpected import _COLUMNS as _UNEXPECTED, _row as _unexpected
+from app.data.unexpected import _COLUMNS as _UNEXPECTED
+from app.data.unexpected import _row as _unexpected
 
 
 def transfers_on(conn, network_id) -> list:

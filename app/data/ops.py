@@ -6,7 +6,7 @@ events by status, `processes_status_expiry` for processes by status.
 """
 from app.data.processes import HELD
 from app.data.schema import dialect
-from app.records import FINAL_EVENT_STATUSES, OutboxBacklog, Snapshot, STATUSES
+from app.domain.records import FINAL_EVENT_STATUSES, STATUSES, OutboxBacklog, Snapshot
 
 
 def outbox_backlog(conn, now) -> OutboxBacklog:

@@ -4,7 +4,7 @@ read of a process's transfers for display. (The chain watcher writes transfers: 
 Amounts in base units are decimal-integer TEXT in the database and `int` in the models."""
 
 from app.data import unexpected as unexpected_rows
-from app.records import Asset, Network, Payment, PaymentView, Transfer, Wallet
+from app.domain.records import Asset, Network, Payment, PaymentView, Transfer, Wallet
 
 _NETWORK_COLUMNS = (
     "id, name, chain_id, rpc_url, confirmations, start_block, scanned_block, head_block,"
@@ -109,7 +109,7 @@ def set_max_fee_per_gas(conn, network_id, wei) -> bool:
 
 
 def poll_succeeded(conn, network_id, now, head_timestamp, tag_block, ok_since):
-    """A successful poll's mark (app/chain/health.py): `ok_since` when it was unavailable before;
+    """A successful poll's mark (app/domain/health.py): `ok_since` when it was unavailable before;
     `tag_block` (None: unchanged) only when above the one recorded: it never goes back but by
     tag_replaced."""
     conn.execute(

@@ -1,5 +1,5 @@
 """SQL of the payout mode: merchants' payout addresses, networks' forwarder factories, the payout-mode
-deposit addresses a collection reads, and the collections themselves (app/collect.py).
+deposit addresses a collection reads, and the collections themselves (app/chain/collect.py).
 
 Amounts and wei are decimal-integer TEXT in the database and `int` in Python."""
 from dataclasses import dataclass
@@ -124,7 +124,7 @@ def get_factory(conn, network_id) -> str | None:
 
 
 def factory_of(conn, network_id) -> tuple[str, int] | None:
-    """(address, version) of the network's factory (app/chain/forwarder.py's versions)."""
+    """(address, version) of the network's factory (app/evm/forwarder.py's versions)."""
     row = conn.execute(
         "SELECT address, version FROM network_factories WHERE network_id = ?", (network_id,)
     ).fetchone()

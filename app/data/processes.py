@@ -5,9 +5,10 @@ The console's search reads `process_search`: each top-level scalar value of a pr
 trimmed and lowercased (`search_values`), written with the process in the same transaction."""
 import json
 from itertools import islice
+
 from app.data.schema import dialect
 from app.data.unexpected import HAS_UNEXPECTED
-from app.records import Process
+from app.domain.records import Process
 
 _STORED = (
     "seq, id, merchant_id, status, amount, metadata, livemode, created_at, updated_at, expires_at"

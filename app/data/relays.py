@@ -1,4 +1,4 @@
-"""SQL for the relayer's authorizations (app/relayer.py): one row per ERC-3009 authorization it
+"""SQL for the relayer's authorizations (app/chain/relayer.py): one row per ERC-3009 authorization it
 submitted or began to, what counts against RELAYER_MAX_PER_HOUR (and per payer), the one in flight
 per process, what is in flight from a payer (its balance is reserved for it), and the relayer's
 turn (at most one row `sending`: its nonce is the node's pending count, read in turn)."""

@@ -9,7 +9,7 @@ so applying it creates only what such a database lacks and keeps every row.
 """
 from importlib import resources
 
-from app.testnets import LIVE_CHAIN_IDS, TEST_CHAIN_IDS
+from app.domain.testnets import LIVE_CHAIN_IDS, TEST_CHAIN_IDS
 
 # Every table, parents before children (the order copy-db inserts in); schema_version is not copied.
 TABLES = (
@@ -72,7 +72,7 @@ def _after(number) -> str:
     it: what the migration's own file cannot know. Version 3 brought test and live networks; a
     network added before could only be classed by its chain id, so one that is neither a well-known
     test chain nor a well-known live one is made a test network until the operator sets its mode
-    (init-db names them: app/payments.py, networks_of_unknown_mode)."""
+    (init-db names them: app/domain/payments.py, networks_of_unknown_mode)."""
     if number == 3:
         known = ", ".join(str(chain_id) for chain_id in sorted(TEST_CHAIN_IDS | LIVE_CHAIN_IDS))
         return f"UPDATE networks SET testnet = 1 WHERE chain_id NOT IN ({known});"

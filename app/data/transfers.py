@@ -9,7 +9,7 @@ transfer whose block left the chain (a reorganisation deeper than the confirmati
 also by a guarded UPDATE.
 """
 from app.data.schema import dialect
-from app.records import ChainBlock, Transfer, WatchedAddress
+from app.domain.records import ChainBlock, Transfer, WatchedAddress
 
 _TRANSFER = (
     "chain_id, tx_hash, log_index, network_id, process_id, token_contract, from_address, amount,"

@@ -3,7 +3,7 @@ process's choice (the watcher records them with app/data/transfers.py's function
 UNEXPECTED; this module holds what is theirs alone): what the contract says of itself, the one
 `payment.unexpected` of each, what the payment object lists, and staff's acceptance as payment."""
 from app.data.transfers import UNEXPECTED
-from app.records import Transfer, UnexpectedTransfer
+from app.domain.records import Transfer, UnexpectedTransfer
 
 _COLUMNS = (
     "chain_id, tx_hash, log_index, network_id, process_id, token_contract, from_address, amount,"
@@ -23,7 +23,7 @@ def _row(row) -> UnexpectedTransfer:
 
 
 def describe(conn, t: Transfer, symbol, decimals):
-    """What the token's contract answered (app/chain/tokens.py), kept with the transfer."""
+    """What the token's contract answered (app/evm/tokens.py), kept with the transfer."""
     conn.execute(
         f"UPDATE {UNEXPECTED} SET symbol = ?, decimals = ?"
         " WHERE chain_id = ? AND tx_hash = ? AND log_index = ?",

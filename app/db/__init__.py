@@ -93,7 +93,9 @@ def init_db_command(reset):
         click.echo(f"Upgraded the database from schema version {before} to {after}.")
     else:
         click.echo(f"{done} the database (schema version {after}).")
-    from app.payments import networks_of_unknown_mode  # the service layer: imported when needed
+    from app.domain.payments import (
+        networks_of_unknown_mode,  # the service layer: imported when needed
+    )
 
     for network in networks_of_unknown_mode(get_db(), before):
         click.echo(f"Network {network.id} (chain id {network.chain_id}) is now a test network: the"

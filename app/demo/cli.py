@@ -7,13 +7,13 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 
-from app.chain.rpc import RpcError, redacted
 from app.clock import now
-from app.db import get_db
 from app.console.accounts import AccountError
+from app.db import get_db
 from app.demo.merchant import DEMO_STAFF_EMAIL, ensure, ensure_staff
 from app.demo.wallet import DemoWallet
-from app.merchants import MerchantError
+from app.domain.merchants import MerchantError
+from app.evm.rpc import RpcError, redacted
 
 
 @click.command("demo-merchant")

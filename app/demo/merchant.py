@@ -8,8 +8,8 @@ import json
 import os
 import secrets
 
-from app import merchants as service
 from app.console import accounts
+from app.domain import merchants as service
 
 # The live demo's wallet (`make demo-live`): the account xpub (m/44'/60'/0') of the BIP39 test seed
 # phrase "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon

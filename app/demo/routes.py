@@ -33,20 +33,21 @@ import json
 
 from flask import Blueprint, current_app, render_template, request, url_for
 
-from app import collect, payments, processes, refunds
-from app.auth import merchant_for_secret_key
-from app.chain.rpc import RpcError
-from app.chain.signer import SignerError
+from app.chain import collect
 from app.clock import now
 from app.db import get_db
 from app.demo.merchant import read_keys
 from app.demo.wallet import DemoWallet, WalletRequestError
-from app.errors import ApiError, validation_error
-from app.http import json_response, load, read_json_body
-from app.jsonutil import InvalidJSON, JSONNumber, dumps_pretty, loads
-from app.money import format_units
-from app.payments import SetupError
-from app.representation import iso
+from app.domain import payments, processes, refunds
+from app.domain.jsonutil import InvalidJSON, JSONNumber, dumps_pretty, loads
+from app.domain.money import format_units
+from app.domain.payments import SetupError
+from app.domain.representation import iso
+from app.evm.rpc import RpcError
+from app.evm.signer import SignerError
+from app.web.auth import merchant_for_secret_key
+from app.web.errors import ApiError, validation_error
+from app.web.http import json_response, load, read_json_body
 from app.webhooks.signing import VerificationError, verify
 
 bp = Blueprint("demo", __name__, template_folder="templates")

@@ -8,7 +8,7 @@ never point it at a real network.
 import json
 from dataclasses import dataclass
 
-from app.chain.rpc import Client, RpcError, quantity, transfer_calldata, word
+from app.evm.rpc import Client, RpcError, quantity, transfer_calldata, word
 
 BALANCE_OF = "70a08231"  # balanceOf(address)
 SENDER_INDEX = 0  # the dev account that deployed the test token holds its supply

@@ -1,13 +1,13 @@
 """The upkeep a delivery worker does beside its polls, each chore once its interval has passed:
 expire processes past their expiry (so their `process.expired` events go out), purge Idempotency-Key
-records past IDEMPOTENCY_TTL_SECONDS, prune final events older than RETENTION_DAYS (app/ops.py).
+records past IDEMPOTENCY_TTL_SECONDS, prune final events older than RETENTION_DAYS (app/domain/ops.py).
 Every worker may run them at once: each is a guarded write that one of them wins per row."""
 import logging
 import math
 
-from app import ops
 from app.data import idempotency as idempotency_rows
-from app.processes import expire_due
+from app.domain import ops
+from app.domain.processes import expire_due
 
 log = logging.getLogger(__name__)
 

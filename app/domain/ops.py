@@ -9,7 +9,7 @@ import os
 import sqlite3
 
 from app.data import ops
-from app.records import Pruned
+from app.domain.records import Pruned
 
 DAY = 86_400
 PRUNE_BATCH = 200  # events looked at per transaction: a short hold of the write lock (bench/README.md)
@@ -41,7 +41,7 @@ def prune(db, now, *, older_than_days, idempotency_ttl, batch_size=PRUNE_BATCH, 
 
 def metrics_text(snapshot, networks=(), now=0) -> str:
     """The Prometheus text exposition format (version 0.0.4). `networks`: (Network, Health) of
-    each enabled network (app/chain/health.py)."""
+    each enabled network (app/domain/health.py)."""
     lines = []
 
     def family(name, kind, help_text, samples):

@@ -9,14 +9,14 @@ import uuid
 from app.data import outbox as event_rows
 from app.data import payments as payment_rows
 from app.data import refunds as refund_rows
-from app.representation import event_json, iso, process_json
+from app.domain.representation import event_json, iso, process_json
 
 EVENT_TYPES = (
     "payment.completed", "payment.failed", "process.cancelled", "process.expired",
     # Live payments, written by the chain watcher (app/chain/watcher/).
     "payment.pending", "payment.partial", "payment.received_late", "payment.reversed",
     "payment.unexpected",
-    # Refunds (app/refunds.py; refund.completed and refund.reversed by the chain watcher,
+    # Refunds (app/domain/refunds.py; refund.completed and refund.reversed by the chain watcher,
     # app/chain/refunds.py).
     "refund.created", "refund.completed", "refund.cancelled", "refund.reversed",
 )

@@ -1,7 +1,7 @@
 """Live payments, the merchant and operator side: networks, assets, merchants' xpubs, what a
 customer may pay with, and confirming a customer's choice (which gives the process its deposit
 address: a child of the merchant's xpub, or in the payout mode the CREATE2 address of the network's
-forwarder factory for the merchant's payout address; app/payouts.py sets those up). The chain
+forwarder factory for the merchant's payout address; app/domain/payouts.py sets those up). The chain
 watcher (app/chain/watcher/) takes it from there.
 
 Decisions are in docs/payments.md ("Addresses and the API").
@@ -10,18 +10,16 @@ import re
 from dataclasses import replace
 from decimal import Decimal, InvalidOperation
 
-from app.chain import addresses
-from app.chain import eip3009
-from app.chain import forwarder
-from app.chain import health, rpc, tokens
-from app.testnets import LIVE_CHAIN_IDS, TEST_CHAIN_IDS, is_test_network
 from app.data import merchants as merchant_rows
 from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
 from app.data import processes as process_rows
-from app.records import Asset, Network, Payment
-from app.money import AmountError, format_units, to_base_units
-from app.processes import InvalidState, ProcessNotFound
+from app.domain import health
+from app.domain.money import AmountError, format_units, to_base_units
+from app.domain.processes import InvalidState, ProcessNotFound
+from app.domain.records import Asset, Network, Payment
+from app.domain.testnets import LIVE_CHAIN_IDS, TEST_CHAIN_IDS, is_test_network
+from app.evm import addresses, eip3009, forwarder, rpc, tokens
 
 ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 ID_RULE = "1-32 characters: lowercase letters, digits, '-' and '_', starting with a letter or digit"
@@ -34,7 +32,7 @@ FINALITY_MODES = ("confirmations",) + rpc.TAGS
 
 
 class NetworkUnavailable(Exception):
-    """The chosen network's node is down or stalled (app/chain/health.py): 503, try later."""
+    """The chosen network's node is down or stalled (app/domain/health.py): 503, try later."""
 
     def __init__(self, network_id):
         super().__init__(f"Network {network_id!r} is unavailable for now (its node is down or"
@@ -88,7 +86,7 @@ def add_network(db, *, network_id, name, chain_id, rpc_url, confirmations, start
     of another chain is refused), and, without `start_block`, for its head: the watcher then reads
     from the next block on. With `start_block` a node that cannot be asked now is accepted (it may
     be down for a while): the watcher checks its chain id on every poll. `testnet`: a test network
-    (test-mode merchants only); a well-known test chain id is one anyway (app/testnets.py).
+    (test-mode merchants only); a well-known test chain id is one anyway (app/domain/testnets.py).
     `finality` "safe" or "finalized": the node must serve that block now (`check_tag`).
     `max_block_age`: seconds (None: off). `max_fee_per_gas`: wei (None: no ceiling; max_fee_wei)."""
     _check_finality(finality)
@@ -219,7 +217,7 @@ def set_max_fee(db, network_id, wei) -> Network:
 
 
 def network_health(db, now, stale_seconds) -> list[tuple[Network, health.Health]]:
-    """Every enabled network with its health (app/chain/health.py), by id."""
+    """Every enabled network with its health (app/domain/health.py), by id."""
     return [(n, health.of(n, now, stale_seconds))
             for n in payment_rows.enabled_networks(db.connection())]
 
@@ -281,7 +279,7 @@ def add_asset(db, *, asset_id, network_id, symbol, name, contract, decimals, now
     are read through the network's node and must be `decimals` and `symbol` (`_check_token`), unless
     `check_contract` is false (the node cannot be reached: the operator vouches for them).
     `eip3009`: payable without gas (ERC-3009): the token's EIP-712 domain is read from the contract
-    too and checked (app/chain/eip3009.py); a contract that is not an ERC-3009 token is refused."""
+    too and checked (app/evm/eip3009.py); a contract that is not an ERC-3009 token is refused."""
     _check_id(asset_id, "The asset id")
     if not symbol or not symbol.strip() or len(symbol) > 16:
         raise SetupError("The symbol must be 1-16 characters.")
@@ -402,7 +400,7 @@ def set_xpub(db, merchant_id, text, now) -> str:
 def payable_assets(db, merchant, now, stale_seconds) -> list[dict]:
     """What the customer may pay with: every enabled asset on every enabled network of the
     merchant's mode (test networks for test mode, live networks for live mode) that is not
-    unavailable (app/chain/health.py), grouped by asset id; for a payout-mode merchant, on the
+    unavailable (app/domain/health.py), grouped by asset id; for a payout-mode merchant, on the
     networks with a forwarder factory only; nothing for a merchant with neither a payout address
     nor an xpub (it cannot take live payments)."""
     conn = db.connection()
@@ -425,7 +423,7 @@ def payable_assets(db, merchant, now, stale_seconds) -> list[dict]:
         )
         network = {"id": asset.network_id, "name": network_name, "chainId": chain_id,
                    "confirmations": confirmations, "finality": finalities[asset.network_id]}
-        if asset.eip3009:  # payable without gas when a relayer serves it (app/relayer.py)
+        if asset.eip3009:  # payable without gas when a relayer serves it (app/chain/relayer.py)
             network["eip712Domain"] = {"name": asset.eip3009_name, "version": asset.eip3009_version,
                                        "chainId": chain_id, "verifyingContract": asset.contract}
         entry["networks"].append(network)

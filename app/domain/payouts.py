@@ -1,15 +1,15 @@
 """The payout mode's setup: a merchant's payout address, and each network's forwarder factory
 (deployed from an operator's key file, or an existing one checked and set). Collecting the deposits
-is app/collect.py; the factory's contract and addresses are app/chain/forwarder.py.
+is app/chain/collect.py; the factory's contract and addresses are app/chain/forwarder.py.
 
 Decisions are in docs/payments.md ("Collecting the funds: the payout mode").
 """
-from app.chain import addresses, forwarder, rpc
-from app.chain.signer import GAS_MARGIN, ChainError, Sender, read_key_file
 from app.data import merchants as merchant_rows
 from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
-from app.payments import SetupError
+from app.domain.payments import SetupError
+from app.evm import addresses, forwarder, rpc
+from app.evm.signer import GAS_MARGIN, ChainError, Sender, read_key_file
 
 ZERO_ADDRESS = "0x" + "0" * 40
 GAS_COIN = payout_rows.GAS_COIN  # an item's token when it moved the network's gas coin

@@ -10,9 +10,9 @@ from dataclasses import replace
 
 from app.data import idempotency as idempotency_rows
 from app.data import processes as process_rows
-from app.outbox import emit
-from app.records import Process
-from app.representation import process_json
+from app.domain.outbox import emit
+from app.domain.records import Process
+from app.domain.representation import process_json
 
 
 class ProcessNotFound(LookupError):

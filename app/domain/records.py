@@ -2,8 +2,8 @@
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from app.money import minimum_paid
-from app.testnets import is_test_network
+from app.domain.money import minimum_paid
+from app.domain.testnets import is_test_network
 
 FINAL_STATUSES = ("completed", "cancelled", "expired")
 STATUSES = ("pending",) + FINAL_STATUSES
@@ -251,7 +251,7 @@ class Network:
     testnet: bool = False  # the operator's --testnet; `is_test` also knows the well-known test chains
     finality: str = "confirmations"  # or "safe", "finalized": the node's block of that tag
     max_block_age: int | None = None  # seconds; an older head block makes it unavailable
-    # Its health, as the watcher's polls leave it (app/chain/health.py): unix seconds
+    # Its health, as the watcher's polls leave it (app/domain/health.py): unix seconds
     polled_at: int | None = None  # the last successful poll
     failing_since: int | None = None  # the first failed poll since then
     ok_since: int | None = None  # when it was last found available again
@@ -326,7 +326,7 @@ class Payment:
 
     def covered_by(self, paid: int) -> bool:
         """Whether `paid` (base units) completes the payment: the amount due less the tolerance
-        (app/money.py minimum_paid). The chain watcher's completion rule."""
+        (app/domain/money.py minimum_paid). The chain watcher's completion rule."""
         return paid >= minimum_paid(self.amount_due, self.tolerance)
 
 

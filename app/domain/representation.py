@@ -7,8 +7,8 @@ import json
 from datetime import datetime, timezone
 from functools import lru_cache
 
-from app.chain.addresses import to_checksum_address
-from app.money import format_units
+from app.domain.money import format_units
+from app.evm.addresses import to_checksum_address
 
 
 @lru_cache(maxsize=4096)

@@ -10,12 +10,12 @@ process's outcome and its event are one transaction, decided as for a confirmed 
 (the watcher's settle): `payment.completed` when it brings the in-time sum to the amount due
 less the tolerance, `payment.partial` below it, `payment.received_late` for a final process or a
 transfer after the expiry."""
-from app.chain.watcher import settle
 from app.data import payments as payment_rows
 from app.data import processes as process_rows
 from app.data import unexpected as unexpected_rows
 from app.data.payments import _rescaled
-from app.processes import InvalidState, ProcessNotFound
+from app.domain.processes import InvalidState, ProcessNotFound
+from app.domain.settlement import settle
 
 
 class TransferNotFound(LookupError):

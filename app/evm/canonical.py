@@ -14,9 +14,9 @@ block per poll, so one or two; after a long pause, up to one watcher step (MAX_R
 """
 from dataclasses import dataclass
 
-from app.chain import rpc
-from app.chain.rpc import RpcError
 from app.data import transfers as transfer_rows
+from app.evm import rpc
+from app.evm.rpc import RpcError
 
 _EVERY_BLOCK = 2**62
 

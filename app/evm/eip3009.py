@@ -1,6 +1,6 @@
 """ERC-3009 (`transferWithAuthorization`): what the service needs to let a payer without the network's
 gas coin pay. The payer signs an EIP-712 `TransferWithAuthorization` under the token's domain; the
-operator's relayer (app/relayer.py) submits it and pays the gas.
+operator's relayer (app/chain/relayer.py) submits it and pays the gas.
 
 - `read_domain`: the token's EIP-712 domain, read from the contract (`eip712Domain()`, EIP-5267, where
   it answers, else `name()` and `version()`, as USDC's FiatToken has them) and accepted only when it
@@ -10,8 +10,8 @@ operator's relayer (app/relayer.py) submits it and pays the gas.
 """
 from dataclasses import dataclass
 
-from app.chain import rpc
-from app.chain.addresses import keccak256, to_checksum_address
+from app.evm import rpc
+from app.evm.addresses import keccak256, to_checksum_address
 
 AUTHORIZATION_TYPE = [
     {"name": "from", "type": "address"},
@@ -102,7 +102,7 @@ def recover(domain: Domain, authorization: Authorization) -> str | None:
     """The EIP-55 address whose key signed `authorization` under `domain`; None when the signature
     recovers no address (malformed, or s in the upper half of the curve order, which the token
     refuses as well)."""
-    from app.chain.signer import _account_class
+    from app.evm.signer import _account_class
     account = _account_class()  # first: it puts back the recursion limit eth-account's import raises
     from eth_account.messages import encode_typed_data
     v, r, s = authorization.vrs()

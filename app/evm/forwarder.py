@@ -1,8 +1,8 @@
 """The payout mode's deposit addresses: CREATE2 addresses of the forwarder factory.
 
-The contract is app/chain/contracts/ForwarderFactory.sol; its compiled form (ABI, creation and
+The contract is app/evm/contracts/ForwarderFactory.sol; its compiled form (ABI, creation and
 runtime code, and the Forwarder's creation code that every deposit address is computed from) is
-the committed app/chain/contracts/ForwarderFactory.json, which tests/chain/compile-forwarder.js
+the committed app/evm/contracts/ForwarderFactory.json, which tests/chain/compile-forwarder.js
 reproduces byte for byte. docs/payments.md says what the contract can and cannot do.
 
 Two versions exist. Version 2 (deployed by `networks deploy-factory`) logs the gas coin each
@@ -19,7 +19,7 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from app.chain.addresses import keccak256, to_checksum_address
+from app.evm.addresses import keccak256, to_checksum_address
 
 _CONTRACTS = Path(__file__).resolve().parent / "contracts"
 BUILD = _CONTRACTS / "ForwarderFactory.json"  # the current version's
@@ -105,7 +105,9 @@ def collect_calldata(tokens: list[str], deposits: list[tuple[str, bytes]]) -> by
     for payout, value in deposits:
         groups.setdefault(to_checksum_address(payout), {})[_check_salt(value)] = None
     payouts = [(payout, list(salts)) for payout, salts in groups.items()]
-    from eth_abi import encode  # here, not at the top: importing it takes about half a second
+    from eth_abi import (
+        encode,  # here, not at the top: importing it takes about half a second
+    )
 
     selector = keccak256(COLLECT_SIGNATURE.encode("ascii"))[:4]
     return selector + encode(["address[]", "(address,bytes32[])[]"], [token_list, payouts])

@@ -11,7 +11,6 @@ import requests
 
 from app.config import DEFAULTS
 
-
 MAX_BATCH = 1000  # geth's default batch limit (BatchRequestLimit); smaller ones are found as refused
 LOGS_PER_BATCH = 20  # eth_getLogs calls of address chunks sent in one batch (each may be heavy)
 

@@ -15,9 +15,9 @@ import time
 from dataclasses import dataclass
 from decimal import Decimal
 
-from app.chain import canonical, rpc
-from app.chain.addresses import to_checksum_address
-from app.chain.canonical import Receipt
+from app.evm import canonical, rpc
+from app.evm.addresses import to_checksum_address
+from app.evm.canonical import Receipt
 
 KEY_PATTERN = re.compile(r"(?:0x)?([0-9a-fA-F]{64})")
 RECEIPT_TIMEOUT_SECONDS = 120
@@ -205,7 +205,7 @@ class Sender:
             raise
 
     def receipt(self, tx_hash) -> Receipt | None:
-        """The transaction's receipt (app/chain/canonical.py reads it strictly), None: not mined."""
+        """The transaction's receipt (app/evm/canonical.py reads it strictly), None: not mined."""
         return canonical.receipt(self.client.call("eth_getTransactionReceipt", [tx_hash]), tx_hash)
 
     def known(self, tx_hash) -> bool:

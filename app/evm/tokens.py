@@ -9,7 +9,7 @@ answer is taken only when it is exactly of the ABI's form: a symbol is a short p
 ABI `string`, or the `bytes32` older tokens such as MKR return), decimals one word of at most 255
 (a uint8). Anything else is None. Nothing here is money: what counts is a registered asset's row.
 """
-from app.chain import rpc
+from app.evm import rpc
 
 SYMBOL = "0x95d89b41"  # symbol()
 DECIMALS = "0x313ce567"  # decimals()

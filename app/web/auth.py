@@ -3,11 +3,11 @@ from functools import wraps
 
 from flask import g, request
 
-from app.data import merchants as merchant_rows
 from app.clock import now
+from app.data import merchants as merchant_rows
 from app.db import get_db
-from app.errors import ApiError
-from app.keys import hash_key, looks_like_public_key
+from app.domain.keys import hash_key, looks_like_public_key
+from app.web.errors import ApiError
 
 
 def _admitted(merchant, invalid_code, invalid_message):

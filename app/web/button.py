@@ -12,14 +12,16 @@ from pathlib import Path
 
 from flask import Blueprint, Response, current_app, g, request, send_file
 
-from app import payments, processes, qr, relayer
-from app.auth import require_public_key
+from app.chain import relayer
 from app.clock import now
 from app.db import get_db
-from app.errors import ApiError
-from app.http import json_response, load_json_body
-from app.representation import payment_uri, public_process_json
-from app.schemas import AuthorizationSchema, ConfirmSchema, SandboxPaySchema
+from app.domain import payments, processes
+from app.domain.representation import payment_uri, public_process_json
+from app.web import qr
+from app.web.auth import require_public_key
+from app.web.errors import ApiError
+from app.web.http import json_response, load_json_body
+from app.web.schemas import AuthorizationSchema, ConfirmSchema, SandboxPaySchema
 
 bp = Blueprint("button_api", __name__, url_prefix="/payment-button")
 
@@ -61,7 +63,7 @@ def public_process(process_id):
 @bp.get("/process/<process_id:process_id>/qr.svg")
 @require_public_key
 def payment_qr(process_id):
-    """The QR code of the payment's `paymentUri` as SVG, drawn here (app/qr.py) so that the button
+    """The QR code of the payment's `paymentUri` as SVG, drawn here (app/web/qr.py) so that the button
     carries no encoder and the customer's browser asks no third party; 404 before a payment is
     chosen. The button asks again only when the URI changes; never stored by the browser, since
     the URI follows what is still outstanding."""

@@ -5,9 +5,9 @@ import logging
 from flask import Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
-from app import payments, processes, refunds, unexpected
-from app.chain import health
+from app.chain import relayer
 from app.db import database_errors, get_db, is_unavailable
+from app.domain import health, payments, processes, refunds, unexpected
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +114,8 @@ def _domain_errors():
             503, "network_unavailable", str(e), {"networkId": [str(e)]},
             headers={"Retry-After": str(health.RETRY_AFTER_SECONDS)},
         ),
+        relayer.RelayUnavailable: lambda e: error_response(
+            503, "network_unavailable", str(e), headers={"Retry-After": relayer.RETRY_AFTER}),
         payments.ChoiceError: lambda e: error_response(
             400, "validation_error", str(e), e.errors
         ),

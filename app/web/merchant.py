@@ -1,14 +1,19 @@
 """The merchant API (x-secret-key): create, read, list and cancel payment processes; refund them."""
 from flask import Blueprint, current_app, g, request
 
-from app import payments, processes, refunds, unexpected
-from app.auth import refuse_browsers, require_secret_key
 from app.clock import now
 from app.db import get_db
-from app.errors import validation_error
-from app.http import json_response, load, load_json_body, parse_process_id
-from app.representation import page_json, process_json, refund_json, refund_list_json
-from app.schemas import ListQuerySchema, RefundSchema, RefundTransactionSchema
+from app.domain import payments, processes, refunds, unexpected
+from app.domain.representation import (
+    page_json,
+    process_json,
+    refund_json,
+    refund_list_json,
+)
+from app.web.auth import refuse_browsers, require_secret_key
+from app.web.errors import validation_error
+from app.web.http import json_response, load, load_json_body, parse_process_id
+from app.web.schemas import ListQuerySchema, RefundSchema, RefundTransactionSchema
 
 bp = Blueprint("merchant_api", __name__, url_prefix="/payment-button")
 bp.before_request(refuse_browsers)
@@ -143,7 +148,7 @@ def cancel_refund(process_id, refund_id):
 @require_secret_key
 def accept_unexpected_transfer(process_id, transfer):
     """An unexpected transfer (`<txHash>:<logIndex>`) of a registered asset accepted as payment
-    (app/unexpected.py); the Process object as it is after it. No body is read."""
+    (app/domain/unexpected.py); the Process object as it is after it. No body is read."""
     key = request.headers.get("x-secret-key", "")
     db = get_db()
     process, view = unexpected.accept(db, g.merchant.id, process_id, transfer,

@@ -10,14 +10,14 @@ import logging
 
 from flask import Blueprint, Response, current_app
 
-from app import payments
 from app.clock import now
 from app.data import ops
 from app.db import DatabaseUnavailable, database_errors, get_db
-from app.errors import ApiError
-from app.http import json_response
-from app.ops import metrics_text
-from app.representation import iso
+from app.domain import payments
+from app.domain.ops import metrics_text
+from app.domain.representation import iso
+from app.web.errors import ApiError
+from app.web.http import json_response
 
 log = logging.getLogger(__name__)
 

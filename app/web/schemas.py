@@ -1,6 +1,6 @@
 """Request validation (marshmallow 4). Field errors become 400 validation_error naming the field.
 
-Values arrive from app.jsonutil.loads, where JSON numbers are JSONNumber literals: the amount is
+Values arrive from app.domain.jsonutil.loads, where JSON numbers are JSONNumber literals: the amount is
 checked on its exact decimal value, and metadata is re-encoded compactly once, here, to measure it
 and to store it.
 """
@@ -10,9 +10,9 @@ from decimal import Decimal
 
 from marshmallow import RAISE, Schema, ValidationError, fields, validate
 
-from app.jsonutil import JSONNumber, TooDeep, dumps_compact
-from app.records import STATUSES
-from app.money import AmountError, parse_amount
+from app.domain.jsonutil import JSONNumber, TooDeep, dumps_compact
+from app.domain.money import AmountError, parse_amount
+from app.domain.records import STATUSES
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,7 @@ class EvmAddress(JSONString):
     """0x and 40 hex digits, a valid EIP-55 checksum when it mixes cases; loads to its EIP-55 form."""
 
     def _deserialize(self, value, attr, data, **kwargs):
-        from app.chain.addresses import is_checksum_valid, to_checksum_address
+        from app.evm.addresses import is_checksum_valid, to_checksum_address
         text = super()._deserialize(value, attr, data, **kwargs)
         if not is_checksum_valid(text):
             raise ValidationError("Must be 0x followed by 40 hexadecimal digits, with a valid EIP-55"
@@ -219,7 +219,7 @@ class AuthorizationSchema(Schema):
 
 class RefundTransactionSchema(Schema):
     """POST …/refunds/<refundId>/transaction: the transaction that paid the refund (its form is
-    checked by app/refunds.py, as for the console's field)."""
+    checked by app/domain/refunds.py, as for the console's field)."""
 
     class Meta:
         unknown = RAISE

@@ -3,7 +3,7 @@
 One thread drives a worker (`run`; `run_once` is one poll). Each poll, in one transaction, records
 the attempts that ended since the last poll, releases the claims that did not start, and leases more
 due events with their merchants, so attempts touch no database. Around it the poll runs the chores
-that are due (app/chores.py: expiring processes first, so their events go out in the same poll).
+that are due (app/domain/chores.py: expiring processes first, so their events go out in the same poll).
 - Leases: an attempt starts only while timeout + LEASE_MARGIN_SECONDS of its lease remain, so no
   other worker claims an event while it is attempted. A killed worker's leases expire and its events
   are attempted again: at least once, receivers deduplicate on webhook-id.
@@ -23,9 +23,9 @@ from collections import Counter
 from concurrent import futures
 
 from app.backoff import doubling
-from app.chores import Chores
-from app.data import outbox as event_rows
 from app.data import merchants as merchant_rows
+from app.data import outbox as event_rows
+from app.domain.chores import Chores
 from app.webhooks import delivery, transport
 from app.webhooks.schedule import LEASE_MARGIN_SECONDS
 

@@ -2,9 +2,8 @@
 import json
 import os
 
-from support import dbutil
 import pytest
-
+from support import dbutil
 from support.helpers import Api, assert_error
 from support.servers import flask, service_env
 

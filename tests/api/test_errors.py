@@ -1,6 +1,5 @@
 """Every non-2xx response is the JSON error envelope (API.md, Errors)."""
 import pytest
-
 from support import dbutil
 from support.helpers import assert_error
 

@@ -15,11 +15,11 @@ import uuid
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
+from support.fuzz_totals import record
+from support.helpers import FakeClock
 
 from app import create_app
 from app.db import init_db
-from support.helpers import FakeClock
-from support.fuzz_totals import record
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "50"))
 # Its own SQLite file whichever backend the suite runs on: the PostgreSQL pass would run it again.
@@ -82,7 +82,7 @@ def _paid_process_id():
     """A completed process paid by a confirmed transfer (recorded as the chain watcher records
     one), so that creating and cancelling refunds reach their 200 branches."""
     from app.data import transfers as transfer_rows
-    from app.records import Transfer
+    from app.domain.records import Transfer
 
     process_id = _fresh_process_id()
     confirmed = _client.post(f"/payment-button/process/{process_id}/confirm", json=CHOICE,
@@ -110,7 +110,7 @@ STRAY_KEYS = ("0x" + "5a" * 32 + ":1", "0x" + "5b" * 32 + ":1")
 
 def _record_strays():
     from app.data import transfers as transfer_rows
-    from app.records import Transfer
+    from app.domain.records import Transfer
 
     confirmed = _client.post(f"/payment-button/process/{STRAY_PROCESS_ID}/confirm", json=CHOICE,
                              headers={"x-public-key": MERCHANT["publicKey"]})

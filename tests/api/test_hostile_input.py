@@ -11,10 +11,10 @@ import sqlite3
 from dataclasses import dataclass, field
 
 import pytest
+from support.helpers import FakeClock, assert_error
 
 from app import create_app
 from app.db import init_db
-from support.helpers import FakeClock, assert_error
 
 PREORDER = "/payment-button/process/preorder"
 PROCESS = "/payment-button/process/{id}"

@@ -3,7 +3,6 @@ import json
 import threading
 
 import pytest
-
 from support.helpers import assert_error
 
 BODY = {"amount": 42.5, "metadata": {"orderRef": "A-7"}}

@@ -1,9 +1,9 @@
-"""app.jsonutil: exact JSON out (compact and indented), numbers and key order as received."""
+"""app.domain.jsonutil: exact JSON out (compact and indented), numbers and key order as received."""
 import json
 
 import pytest
 
-from app.jsonutil import TooDeep, dumps_compact, dumps_pretty, loads
+from app.domain.jsonutil import TooDeep, dumps_compact, dumps_pretty, loads
 
 
 @pytest.mark.parametrize("text", [

@@ -2,11 +2,11 @@
 /healthz: exact figures as processes, events and attempts go through their states."""
 import requests
 from prometheus_client.parser import text_string_to_metric_families
+from support.helpers import assert_error
+from support.servers import create_merchant, flask, gunicorn, service_env
 
 from app.data import outbox as event_rows
-from support.helpers import assert_error
 from app.webhooks.worker import Worker
-from support.servers import create_merchant, flask, gunicorn, service_env
 
 
 def metrics(client):

@@ -2,7 +2,6 @@
 routes the app registers (no drift in either direction)."""
 import pytest
 from openapi_spec_validator import OpenAPIV31SpecValidator
-
 from support.helpers import assert_error
 from support.openapi_routes import app_operations, document_operations, load_document
 
@@ -121,7 +120,7 @@ def test_every_error_response_uses_the_shared_error_schema(document):
 
 
 def test_webhooks_describe_every_event_type(document):
-    from app.outbox import EVENT_TYPES
+    from app.domain.outbox import EVENT_TYPES
 
     assert set(document["webhooks"]) == set(EVENT_TYPES)
     for event_type, item in document["webhooks"].items():

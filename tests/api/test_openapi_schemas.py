@@ -1,4 +1,4 @@
-"""app/openapi.json's request schemas say what app/schemas.py enforces: the same fields, the same
+"""app/openapi.json's request schemas say what app/web/schemas.py enforces: the same fields, the same
 required ones, unknown fields refused on both sides, the same enums and the same limits. Each side is
 also probed through the marshmallow schema (the documented bounds load, one step past them does
 not), and the comparison is shown to catch a drift on either side."""
@@ -10,10 +10,21 @@ import pytest
 from marshmallow import RAISE, Schema, ValidationError, fields, validate
 
 from app import config as settings
-from app.jsonutil import loads
-from app.routes.docs import DOCUMENT_PATH
-from app.schemas import (Amount, ConfirmSchema, JSONString, Limits, ListQuerySchema, Metadata,
-                         PreorderSchema, QueryInteger, RefundAmount, RefundSchema, SandboxPaySchema)
+from app.domain.jsonutil import loads
+from app.web.docs import DOCUMENT_PATH
+from app.web.schemas import (
+    Amount,
+    ConfirmSchema,
+    JSONString,
+    Limits,
+    ListQuerySchema,
+    Metadata,
+    PreorderSchema,
+    QueryInteger,
+    RefundAmount,
+    RefundSchema,
+    SandboxPaySchema,
+)
 
 DEFAULT_LIMITS = Limits.from_config(settings.normalize(dict(settings.DEFAULTS)))
 
@@ -97,7 +108,7 @@ def field_differences(prop, field, schema):
         limits = schema.limits
         expected = {"exclusiveMinimum": 0, "maximum": limits.max_amount,
                     "multipleOf": Decimal(1).scaleb(-limits.amount_decimals)}
-    elif isinstance(field, RefundAmount):  # its other bounds depend on the payment (app/refunds.py)
+    elif isinstance(field, RefundAmount):  # its other bounds depend on the payment (app/domain/refunds.py)
         expected = {"exclusiveMinimum": 0}
     elif isinstance(field, Metadata):
         limits = schema.limits

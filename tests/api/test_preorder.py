@@ -4,7 +4,6 @@ import re
 import uuid
 
 import pytest
-
 from support import dbutil
 from support.helpers import START, assert_error
 

@@ -1,6 +1,5 @@
 """Reading, listing and cancelling processes (API.md, Merchant API and States)."""
 import pytest
-
 from support.helpers import Api, assert_error
 
 

@@ -13,11 +13,11 @@ from decimal import Decimal
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support.dbutil import BACKEND
+from support.helpers import Api, FakeClock
 
 from app import create_app
 from app.db import init_db
-from support.dbutil import BACKEND
-from support.helpers import Api, FakeClock
 
 pytestmark = pytest.mark.both_backends  # `api` picks the backend itself
 

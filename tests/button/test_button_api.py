@@ -5,9 +5,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from werkzeug.http import http_date
-
 from support.helpers import Api, assert_error, events_of
+from werkzeug.http import http_date
 
 SECRET_MARK = "very-private@example.com"
 

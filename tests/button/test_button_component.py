@@ -17,12 +17,12 @@ import time
 import uuid
 
 import pytest
-
 from support.browser import expect_ready, tab_from
 from support.helpers import events_of
 
 try:
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import expect
 except ImportError:  # the page fixture (tests/support/browser.py) skips, or fails in CI, before these are used
     PlaywrightTimeout = expect = None
 

@@ -16,11 +16,11 @@ import time
 from pathlib import Path
 
 import pytest
+from support.browser import expect_ready, tab_from
+from support.qr_decode import qr_texts
 
 from app.data import outbox as event_rows
 from app.demo.merchant import DEMO_FIRST_ADDRESS, DEMO_XPUB
-from support.browser import expect_ready, tab_from
-from support.qr_decode import qr_texts
 
 try:
     from playwright.sync_api import expect

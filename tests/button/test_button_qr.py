@@ -1,4 +1,4 @@
-"""The QR codes the service draws (app/qr.py: segno), checked with a real decoder: the SVG, rendered
+"""The QR codes the service draws (app/web/qr.py: segno), checked with a real decoder: the SVG, rendered
 by Chromium at the size the payment button shows it, decodes with zbar to exactly the text given,
 for EIP-681 payment URIs of every realistic length and for arbitrary text long enough to need the
 larger versions (several error correction blocks, version bits). The button's own use of it
@@ -8,9 +8,9 @@ import re
 import string
 
 import pytest
-
-from app import qr
 from support.qr_decode import qr_texts
+
+from app.web import qr
 
 TOKEN = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
 ADDRESS = "0x9858EfFD232B4033E47d90003D41EC34EcaEda94"

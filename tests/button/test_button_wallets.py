@@ -7,11 +7,11 @@ import json
 import re
 
 import pytest
-
-from app.chain.addresses import to_checksum_address
 from support import eip3009 as signing
 from support import wallets
 from support.chain_shop import XPUB
+
+from app.evm.addresses import to_checksum_address
 
 try:
     from playwright.sync_api import expect

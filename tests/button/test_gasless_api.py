@@ -5,13 +5,13 @@ checked to broadcast nothing: the relayer's nonce (pending transactions included
 import json
 
 import pytest
-
-from app.chain.addresses import to_checksum_address
-from app.chain.eip3009 import Domain
 from support import eip3009 as signing
 from support.chain_shop import XPUB, cli
 from support.fake_rpc import FaultyRpc
 from support.helpers import Api
+
+from app.evm.addresses import to_checksum_address
+from app.evm.eip3009 import Domain
 
 # Hardhat's published dev account #3 (the demo's relayer too): gas coin, no token.
 RELAYER_KEY = "0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6"
@@ -181,7 +181,7 @@ def test_every_wrong_field_is_refused_before_anything_is_broadcast(shop, chain):
     # A nonce already used on chain (the payer spent it elsewhere).
     elsewhere = signing.sign(PAYER, shop.domain, to=chain.accounts[4], value=1,
                              valid_before=now + 600)
-    from app.chain.eip3009 import calldata
+    from app.evm.eip3009 import calldata
     chain.send(chain.accounts[1], shop.usdc, "0x" + calldata(elsewhere).hex())
     reused = shop.authorization(process, **good, nonce=elsewhere.nonce)
     shop.refused(process_id, signing.body(reused), 400, "validation_error", "nonce")

@@ -1,4 +1,4 @@
-// Compiles a forwarder factory of app/chain/contracts with the pinned solc-js (package.json) and the
+// Compiles a forwarder factory of app/evm/contracts with the pinned solc-js (package.json) and the
 // settings below, and prints {"compiler", "settings", "ForwarderFactory": {abi, bytecode,
 // deployedBytecode}, "Forwarder": {abi, bytecode}} as JSON: what the .json beside the source must
 // hold byte for byte (tests/chain/test_forwarder_contract.py checks it). The first argument names

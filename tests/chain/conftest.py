@@ -1,9 +1,14 @@
 """Fixtures of the Button API's live-payment tests that need no node (test_live_payments_api.py,
 test_payout_setup.py, test_refunds_api.py); their helpers are in support/live_payments.py."""
 import pytest
-
 from support.chain_shop import XPUB, cli
-from support.live_payments import DAI_LOCAL, USDC_LOCAL, USDC_TEST, ZERO_DEC_LOCAL, Button
+from support.live_payments import (
+    DAI_LOCAL,
+    USDC_LOCAL,
+    USDC_TEST,
+    ZERO_DEC_LOCAL,
+    Button,
+)
 
 
 @pytest.fixture

@@ -15,9 +15,9 @@ from eth_account import Account  # noqa: E402
 
 sys.setrecursionlimit(_recursion_limit)
 
-from app.chain import addresses
-from app.chain.rpc import transfer_calldata
-from app.chain.addresses import NEVER_PRIVATE, PrivateKeyGiven, XpubError
+from app.evm import addresses
+from app.evm.addresses import NEVER_PRIVATE, PrivateKeyGiven, XpubError
+from app.evm.rpc import transfer_calldata
 
 MNEMONIC = "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about"
 # m/44'/60'/0' of MNEMONIC (BIP39 test mnemonic, empty passphrase).

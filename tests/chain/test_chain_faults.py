@@ -7,10 +7,9 @@ import subprocess
 import time
 
 import pytest
-
 from support.chain_shop import Shop, add_network
-from support.helpers import Api
 from support.fake_rpc import FaultyRpc
+from support.helpers import Api
 from support.servers import BIN, ROOT, service_env
 
 CONFIRMATIONS = 2

@@ -8,7 +8,6 @@ of value 0 is no payment: no record, no event, no lock of the customer's choice.
 import json
 
 import pytest
-
 from support.chain_shop import NETWORK, Shop, add_network, cli
 from support.fake_rpc import HOSTILE_DATA, FaultyRpc, SplittingPool, StaleFork
 from support.helpers import Api

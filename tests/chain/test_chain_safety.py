@@ -7,13 +7,13 @@ import json
 import logging
 
 import pytest
-
 from support import dbutil
-from app.processes import expire_due
-from app.chain.watcher import Watcher
 from support.chain_shop import NETWORK, OTHER_XPUB, Shop, add_network, cli
 from support.fake_rpc import FaultyRpc
 from support.helpers import Api
+
+from app.chain.watcher import Watcher
+from app.domain.processes import expire_due
 
 CONFIRMATIONS = 3
 UNIT = 10**6

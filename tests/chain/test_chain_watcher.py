@@ -2,11 +2,11 @@
 of a real ERC-20 token, confirmations, partial and overpaid payments, late payments, the paid-in-time
 hold against the expiry sweep, reorganisations, and other tokens to a deposit address."""
 import pytest
-
-from app.chain.addresses import to_checksum_address
-from app.processes import expire_due
 from support.chain_shop import NETWORK, Shop, add_network, cli
 from support.helpers import Api
+
+from app.domain.processes import expire_due
+from app.evm.addresses import to_checksum_address
 
 CONFIRMATIONS = 3
 UNIT = 10**6  # one token in base units (6 decimals)

@@ -1,5 +1,5 @@
 """The test ERC-3009 token (tests/chain/token/TestUSDC.sol) attacked on a real node, and the service's
-reading of it (app/chain/eip3009.py): its EIP-712 domain read and checked (eip712Domain(), or name()
+reading of it (app/evm/eip3009.py): its EIP-712 domain read and checked (eip712Domain(), or name()
 and version() on a token without EIP-5267, as USDC has it), a token without ERC-3009 refused, and
 signatures recovered as the token recovers them. The token's committed build is what the pinned
 compiler makes of its source."""
@@ -7,12 +7,12 @@ import shutil
 import subprocess
 
 import pytest
-
-from app.chain import eip3009
-from app.chain.addresses import to_checksum_address
-from app.chain.rpc import Client
 from support import eip3009 as signing
 from support.chain_node import CHAIN_DIR
+
+from app.evm import eip3009
+from app.evm.addresses import to_checksum_address
+from app.evm.rpc import Client
 
 SUPPLY = 10**15
 PAYER = signing.payer("token-test payer")

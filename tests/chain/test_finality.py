@@ -20,7 +20,6 @@ import os
 import random
 
 import pytest
-
 from support import dbutil
 from support.chain_shop import DECIMALS, NETWORK, Shop, cli
 from support.fake_rpc import FaultyRpc

@@ -1,4 +1,4 @@
-"""The forwarder factory (app/chain/contracts/ForwarderFactory.sol) on the real Hardhat node.
+"""The forwarder factory (app/evm/contracts/ForwarderFactory.sol) on the real Hardhat node.
 
 The committed build is what the pinned compiler makes; deposit addresses computed in Python are where
 the factory creates its forwarders; whatever reaches an address (tokens with or without a boolean
@@ -13,10 +13,10 @@ from eth_abi import decode, encode
 from eth_account import Account
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from app.chain import forwarder
-from app.chain.addresses import keccak256, to_checksum_address
 from support.chain_node import CHAIN_DIR
+
+from app.evm import forwarder
+from app.evm.addresses import keccak256, to_checksum_address
 
 # keccak256 of the Forwarder's creation code and of the factory's runtime code, per version. Every
 # deposit address handed out depends on the first: changing the contract or its compile settings

@@ -7,12 +7,22 @@ writes; where a test needs some, it writes them into the real database file as t
 import json
 
 import pytest
-
-from app import qr
 from support.chain_shop import XPUB, cli
 from support.helpers import Api, assert_error
-from support.live_payments import (ADDRESS_0, ADDRESS_1, DAI_LOCAL, USDC_LOCAL, USDC_TEST, Button,
-                                   add_transfer, db, preorder, set_head)
+from support.live_payments import (
+    ADDRESS_0,
+    ADDRESS_1,
+    DAI_LOCAL,
+    USDC_LOCAL,
+    USDC_TEST,
+    Button,
+    add_transfer,
+    db,
+    preorder,
+    set_head,
+)
+
+from app.web import qr
 
 
 def usdc_local(address, due="19.99", units=19_990_000, paid="0", pending="0", outstanding=None,

@@ -11,14 +11,14 @@ import subprocess
 import time
 
 import pytest
-
 from support import dbutil
-from app.chain import forwarder
-from app.chain.addresses import keccak256, to_checksum_address
 from support.chain_shop import NETWORK, add_network, cli
 from support.fake_rpc import FaultyRpc
 from support.helpers import Api
 from support.servers import BIN, ROOT, service_env
+
+from app.evm import forwarder
+from app.evm.addresses import keccak256, to_checksum_address
 
 # Hardhat's published dev keys ("test test … junk"): accounts #18 and #19 pay the gas here.
 OPERATOR_KEY = "0xde9be858da4a475276426320d5e9262ecfc3ba460bfac56360bfa6c4c28b4ee0"

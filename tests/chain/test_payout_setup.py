@@ -4,12 +4,12 @@ checks, what `GET /payment-button/assets` offers a payout-mode merchant, confirm
 Factories are written as `networks set-factory` writes them after checking the code on the node
 (tested against the real node in tests/chain/test_payout_collect.py)."""
 import pytest
-
 from support import dbutil
-from app.chain import forwarder
 from support.chain_shop import XPUB, cli
 from support.helpers import assert_error
 from support.live_payments import preorder
+
+from app.evm import forwarder
 
 PAYOUT = "0x52908400098527886E0F7030069857D2E4169EE7"  # EIP-55's own test vector
 OTHER = "0x8617E340B3D01FA5F11F306F4090FD50E238070D"

@@ -8,10 +8,16 @@ import json
 import threading
 
 import pytest
-
 from support.chain_shop import cli
 from support.helpers import Api, assert_error, events_of
-from support.live_payments import ADDRESS_0, USDC_LOCAL, add_transfer, db, preorder, set_head
+from support.live_payments import (
+    ADDRESS_0,
+    USDC_LOCAL,
+    add_transfer,
+    db,
+    preorder,
+    set_head,
+)
 
 CUSTOMER = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"  # Hardhat's second dev account
 

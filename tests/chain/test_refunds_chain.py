@@ -15,10 +15,10 @@ from support.helpers import Api, assert_error
 from support.receiver import receiver  # noqa: F401  (fixture)
 
 from app.chain import refunds as chain_refunds
-from app.chain import rpc
-from app.chain.addresses import to_checksum_address
-from app.chain.canonical import NotProven
 from app.data import payments as payment_rows
+from app.evm import rpc
+from app.evm.addresses import to_checksum_address
+from app.evm.canonical import NotProven
 
 CONFIRMATIONS = 2
 MERCHANT_WALLET = 0  # the dev account holding the test token: the merchant's payout wallet

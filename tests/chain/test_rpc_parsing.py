@@ -1,10 +1,21 @@
-"""The one strict parser of what a node sends (app/chain/rpc.py): quantities, ABI words, ERC-20
+"""The one strict parser of what a node sends (app/evm/rpc.py): quantities, ABI words, ERC-20
 Transfer logs, and the pins every batch of a watcher's step must agree on. No node: the values are
 what a lying or broken one could answer."""
 import pytest
 
-from app.chain.rpc import (TRANSFER_TOPIC, ChainMoved, Malformed, NotATransfer, Pins, WrongChain,
-                           parse_logs, parse_transfer_log, quantity, topic_of, word)
+from app.evm.rpc import (
+    TRANSFER_TOPIC,
+    ChainMoved,
+    Malformed,
+    NotATransfer,
+    Pins,
+    WrongChain,
+    parse_logs,
+    parse_transfer_log,
+    quantity,
+    topic_of,
+    word,
+)
 
 TOKEN = "0x5fbdb2315678afecb367f032d93f642f64180aa3"
 SENDER, RECIPIENT = "0x" + "11" * 20, "0x" + "22" * 20
@@ -137,7 +148,7 @@ def _abi_string(text: bytes, length=None):
     ("0x" + "00" * 5000, None),  # more than any symbol
 ])
 def test_a_symbol_is_short_printable_text_or_nothing(answer, symbol):
-    from app.chain.tokens import parse_symbol
+    from app.evm.tokens import parse_symbol
 
     assert parse_symbol(answer) == symbol
 
@@ -147,8 +158,8 @@ def test_a_symbol_is_short_printable_text_or_nothing(answer, symbol):
     ("0x" + "f" * 64, None), ("0x06", None), ("0x", None), (None, None),
 ])
 def test_decimals_are_one_word_of_a_uint8_or_nothing(answer, decimals):
-    from app.chain.rpc import RpcError
-    from app.chain.tokens import parse_decimals
+    from app.evm.rpc import RpcError
+    from app.evm.tokens import parse_decimals
 
     assert parse_decimals(answer) == decimals
     assert parse_decimals(RpcError("execution reverted")) is None

@@ -6,7 +6,6 @@ import io
 import re
 
 import pytest
-
 from support.chain_shop import Shop, add_network
 from support.helpers import Api
 

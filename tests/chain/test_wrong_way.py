@@ -11,13 +11,13 @@ transfer the watcher never read."""
 import json
 
 import pytest
-
-from app.chain.addresses import to_checksum_address
-from app.representation import iso
 from support import dbutil
 from support.chain_shop import XPUB, add_network, cli
 from support.dbutil import BACKEND
 from support.helpers import Api
+
+from app.domain.representation import iso
+from app.evm.addresses import to_checksum_address
 
 CONFIRMATIONS = 3
 UNIT = 10**6
@@ -238,7 +238,7 @@ def _odd_token(chain):
 def _call(chain, contract, signature, types, values):
     from eth_abi import encode
 
-    from app.chain.addresses import keccak256
+    from app.evm.addresses import keccak256
 
     data = keccak256(signature.encode())[:4] + encode(types, values)
     return chain.send(chain.accounts[0], contract, "0x" + data.hex())

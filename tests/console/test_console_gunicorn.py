@@ -13,10 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
-
-from app import create_app
 from support.receiver import Reply, receiver  # noqa: F401  (fixture)
 from support.servers import BIN, ROOT, gunicorn, service_env
+
+from app import create_app
 
 PASSWORD = "correct horse battery"
 PREORDER = "/payment-button/process/preorder"

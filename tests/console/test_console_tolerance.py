@@ -21,7 +21,7 @@ def user(runner, client, merchant, role):
 
 
 def tolerance(runner, merchant):
-    from app.merchants import tolerance_of
+    from app.domain.merchants import tolerance_of
     return tolerance_of(runner.app.extensions["db"], merchant["merchantId"])
 
 

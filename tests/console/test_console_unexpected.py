@@ -9,10 +9,9 @@ import json
 import re
 
 import pytest
-
 from support import dbutil
-from support.helpers import Api
 from support.chain_shop import XPUB
+from support.helpers import Api
 from support.live_payments import USDC_LOCAL, add_transfer
 
 PASSWORD = "correct horse battery"

@@ -11,10 +11,10 @@ from datetime import datetime, timezone
 
 import pytest
 from standardwebhooks.webhooks import Webhook
-
 from support import dbutil
 from support.helpers import Api
 from support.receiver import Reply
+
 from app.data import outbox as event_rows
 
 PASSWORD = "correct horse battery"

@@ -10,7 +10,6 @@ import json
 import re
 
 import pytest
-
 from support.chain_shop import Shop, add_network
 from support.helpers import Api
 from support.receiver import receiver  # noqa: F401  (fixture)
@@ -309,8 +308,9 @@ def test_every_page_fits_a_phone(page, live_server, app, runner, chain, clock, m
                                  screenshot):
     """Each console page at 390 px: nothing wider than the screen, no element past its right edge
     (long hashes shortened with a copy button, tables as cards); every page has data in it."""
-    from app.chain.addresses import keccak256, to_checksum_address
     from support.chain_shop import NETWORK, cli
+
+    from app.evm.addresses import keccak256, to_checksum_address
 
     key_file = tmp_path / "operator.key"
     key_file.write_text(OPERATOR_KEY + "\n")
@@ -507,8 +507,9 @@ OPERATOR_KEY = "0xde9be858da4a475276426320d5e9262ecfc3ba460bfac56360bfa6c4c28b4e
 
 def test_collect_with_the_browser_wallet(page, live_server, app, runner, chain, clock, make_merchant,
                                          tmp_path, screenshot):
-    from app.chain.addresses import keccak256, to_checksum_address
     from support.chain_shop import NETWORK, cli
+
+    from app.evm.addresses import keccak256, to_checksum_address
 
     key_file = tmp_path / "operator.key"
     key_file.write_text(OPERATOR_KEY + "\n")

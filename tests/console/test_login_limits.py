@@ -8,7 +8,6 @@ import time
 
 import pytest
 import requests
-
 from support import dbutil
 from support.servers import create_merchant, flask, gunicorn, service_env
 

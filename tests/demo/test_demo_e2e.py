@@ -4,16 +4,16 @@ completes, the signed webhook reaches the built-in receiver, which verifies it a
 reference from the metadata. Also the failure path and the expiry path.
 
 Webhooks are delivered by the real delivery worker (`Worker.run_once`, which also sweeps expired
-processes with `app.processes.expire_due`), to the receiver over real HTTP.
+processes with `app.domain.processes.expire_due`), to the receiver over real HTTP.
 Screenshots of each final state: tests/artifacts/demo-*.png.
 """
 import json
 import re
 
 import pytest
+from support.browser import expect_ready
 
 from app.data import outbox as event_rows
-from support.browser import expect_ready
 
 try:
     from playwright.sync_api import expect

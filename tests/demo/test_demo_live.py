@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 import requests
-
-from app.chain import forwarder
-from app.demo.merchant import DEMO_OPERATOR_KEY, DEMO_PAYOUT_ADDRESS, DEMO_RELAYER_KEY
 from support.qr_decode import qr_texts
 from support.servers import free_port, wait_for
+
+from app.demo.merchant import DEMO_OPERATOR_KEY, DEMO_PAYOUT_ADDRESS, DEMO_RELAYER_KEY
+from app.evm import forwarder
 
 try:
     from playwright.sync_api import expect

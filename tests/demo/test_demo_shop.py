@@ -2,11 +2,11 @@
 built-in webhook receiver. The same pages in Chromium, with the whole loop: tests/demo/test_demo_e2e.py."""
 import json
 import re
-from markupsafe import escape
 
 import pytest
-
+from markupsafe import escape
 from support.helpers import Api, assert_error, events_of
+
 from app.webhooks.signing import webhook_headers
 
 AMOUNT_FORMAT = "Enter the amount as a number, e.g. 19.99."

@@ -5,10 +5,15 @@ import json
 import uuid
 
 import pytest
-
-from app.demo.merchant import DEMO_FIRST_ADDRESS, DEMO_OPERATOR_KEY, DEMO_PAYOUT_ADDRESS, DEMO_XPUB
 from support.helpers import assert_error
 from support.servers import free_port
+
+from app.demo.merchant import (
+    DEMO_FIRST_ADDRESS,
+    DEMO_OPERATOR_KEY,
+    DEMO_PAYOUT_ADDRESS,
+    DEMO_XPUB,
+)
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.helpers import Api, unavailable
+from support.receiver import receiver  # noqa: F401  (fixture)
 
 from app.config import DEFAULTS
-from support.receiver import receiver  # noqa: F401  (fixture)
-from support.helpers import Api, unavailable
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DEPLOY = ROOT / "deploy"

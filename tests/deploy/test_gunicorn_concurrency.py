@@ -2,7 +2,6 @@
 from concurrent.futures import ThreadPoolExecutor
 
 import requests
-
 from support import dbutil
 from support.servers import create_merchant, flask, gunicorn, service_env
 

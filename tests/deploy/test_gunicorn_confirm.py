@@ -5,10 +5,10 @@ import random
 from concurrent.futures import ThreadPoolExecutor
 
 import requests
-
 from support import dbutil
-from app.chain.addresses import deposit_address
 from support.servers import create_merchant, flask, gunicorn, service_env
+
+from app.evm.addresses import deposit_address
 
 XPUB = ("xpub6DCoCpSuQZB2jawqnGMEPS63ePKWkwWPH4TU45Q7LPXWuNd8TMtVxRrgjtEshuqpK3mdhaWHPFsBngh5GFZaM6"
         "si3yZdUsT8ddYM3PwnATt")

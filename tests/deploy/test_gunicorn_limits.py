@@ -7,7 +7,6 @@ import socket
 
 import pytest
 import requests
-
 from support.servers import create_merchant, flask, gunicorn, read_answer, service_env
 
 PREORDER = "/payment-button/process/preorder"

@@ -131,7 +131,7 @@ client = web.test_client()
 for path in ("/healthz", "/payment-button/button.js", "/openapi.json", "/demo/webhooks",
              "/dashboard/login", "/dashboard/static/console.css", "/dashboard/static/console.js"):
     assert client.get(path).status_code == 200, path
-from app.chain import forwarder  # the forwarder factory's committed build
+from app.evm import forwarder  # the forwarder factory's committed build
 assert forwarder.BUILD.is_file() and forwarder.BUILD.is_relative_to(sys.argv[1]), forwarder.BUILD
 assert forwarder.is_factory(bytes.fromhex(forwarder._build()["ForwarderFactory"]["deployedBytecode"][2:]))
 print("ok")

@@ -7,9 +7,15 @@ import socket
 
 import pytest
 import requests
-
 from support.framing import BODY, BROKEN_CHUNKED, count_processes
-from support.servers import create_merchant, flask, flask_run, gunicorn, read_answer, service_env
+from support.servers import (
+    create_merchant,
+    flask,
+    flask_run,
+    gunicorn,
+    read_answer,
+    service_env,
+)
 
 PREORDER = "/payment-button/process/preorder"
 METADATA = "M3tadata-c0ntent"

@@ -16,10 +16,16 @@ from types import SimpleNamespace
 
 import pytest
 import requests
-
 from support.framing import BODY, BROKEN_CHUNKED, count_processes
 from support.nginx import https_session, nginx, write_certificates
-from support.servers import create_merchant, flask, free_port, gunicorn, read_answer, service_env
+from support.servers import (
+    create_merchant,
+    flask,
+    free_port,
+    gunicorn,
+    read_answer,
+    service_env,
+)
 
 PREORDER = "/payment-button/process/preorder"
 SLOW_CLIENTS = 50

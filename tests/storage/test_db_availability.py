@@ -13,10 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
-
-from app import create_app
 from support.helpers import Api, assert_error
 from support.servers import create_merchant, flask, gunicorn, service_env
+
+from app import create_app
 
 pytestmark = pytest.mark.sqlite_only  # SQLite's own machinery: the file, its locks, its WAL
 

@@ -24,12 +24,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
-
 from support import dbutil
-from app import create_app
-from app.db import init_db
 from support.helpers import Api, assert_error, unavailable
 from support.servers import create_merchant, flask, gunicorn, service_env
+
+from app import create_app
+from app.db import init_db
 
 PREORDER = "/payment-button/process/preorder"
 UNAVAILABLE = {"code": "service_unavailable",

@@ -15,17 +15,17 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
-
 from support import dbutil
-from app import create_app
-from app.data import processes as process_rows
-from app.records import Process
-from app.processes import expire_due
 from support.chain_node import TRANSFER_SELECTOR
 from support.chain_shop import DECIMALS, NETWORK, XPUB
 from support.postgres_server import PostgresServer
 from support.receiver import receiver  # noqa: F401  (fixture)
 from support.servers import BIN, ROOT, create_merchant, flask, gunicorn, service_env
+
+from app import create_app
+from app.data import processes as process_rows
+from app.domain.processes import expire_due
+from app.domain.records import Process
 
 pytestmark = pytest.mark.postgres_only
 

@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 from standardwebhooks.webhooks import Webhook
-
 from support import dbutil
+from support.helpers import Api, FakeClock
+from support.receiver import receiver  # noqa: F401  (fixture)
+
 from app import create_app
-from app import merchants as merchant_service
-from app import processes as process_service
 from app.data import outbox as event_rows
 from app.data import schema as schema_rows
 from app.db import init_db
+from app.domain import merchants as merchant_service
+from app.domain import processes as process_service
 from app.webhooks.worker import Worker
-from support.helpers import Api, FakeClock
-from support.receiver import receiver  # noqa: F401  (fixture)
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 LATEST = {name: schema_rows.latest_version(name) for name in ("sqlite", "postgresql")}

@@ -2,9 +2,11 @@
 token's EIP-712 domain, as a wallet's eth_signTypedData_v4 would (eth-account)."""
 import os
 
-from app.chain.addresses import keccak256
-from app.chain.eip3009 import Authorization, Domain
-from app.chain.signer import _account_class  # eth-account, the interpreter's recursion limit kept
+from app.evm.addresses import keccak256
+from app.evm.eip3009 import Authorization, Domain
+from app.evm.signer import (
+    _account_class,  # eth-account, the interpreter's recursion limit kept
+)
 
 
 def payer(seed: str):

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from support import dbutil
 from app.data import outbox as event_rows
+from support import dbutil
 
 START = 1_795_000_000  # 2026-11-18T11:06:40Z
 

@@ -31,7 +31,7 @@ import pytest
 import requests
 from werkzeug.serving import WSGIRequestHandler, make_server
 
-from app.routes.button import load_button_script
+from app.web.button import load_button_script
 
 BUTTON_EVENTS = ["payment-success", "payment-failure", "payment-expired", "payment-cancelled", "payment-error"]
 

@@ -7,7 +7,7 @@ console's pages (/dashboard/, docs/console.md) are web pages for people, not API
 import json
 import re
 
-from app.routes.docs import DOCUMENT_PATH
+from app.web.docs import DOCUMENT_PATH
 
 HTTP_METHODS = {"get", "put", "post", "delete", "patch", "options", "head", "trace"}
 IMPLICIT_METHODS = {"HEAD", "OPTIONS"}

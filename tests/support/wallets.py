@@ -65,7 +65,7 @@ class TestWallet:
                 return {"error": {"code": -32000, "message": "sent on the wrong chain"}}
             return {"result": self.chain.rpc("eth_sendTransaction", params[0])}
         if method == "eth_signTypedData_v4":
-            from app.chain.signer import _account_class
+            from app.evm.signer import _account_class
             signed = _account_class().from_key(self.key).sign_typed_data(full_message=json.loads(params[1]))
             return {"result": "0x" + bytes(signed.signature).hex()}
         return {"error": {"code": 4200, "message": f"{method} is not supported."}}

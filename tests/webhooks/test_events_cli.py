@@ -3,11 +3,11 @@ import re
 import time
 
 import pytest
+from support.helpers import FakeClock, only_event
+from support.receiver import Reply, receiver  # noqa: F401  (fixture)
 
 from app.data import outbox as event_rows
-from app.representation import iso
-from support.receiver import Reply, receiver  # noqa: F401  (fixture)
-from support.helpers import FakeClock, only_event
+from app.domain.representation import iso
 
 
 @pytest.fixture
@@ -149,8 +149,8 @@ def test_deliver_webhooks_option_ranges(runner, args):
 
 def test_a_test_event_is_listed_without_a_process_and_never_replayed(app, make_shop, receiver, worker,
                                                                        runner, clock):
-    from app import outbox
     from app.data import merchants as merchant_rows
+    from app.domain import outbox
 
     shop = make_shop(webhook_url=receiver.url())
     merchant = merchant_rows.get(app.extensions["db"].connection(), shop.id)

@@ -2,10 +2,10 @@ import ipaddress
 import socket
 
 import pytest
+from support.receiver import receiver  # noqa: F401  (fixture)
 
 from app.webhooks import transport
 from app.webhooks.ssrf import UnsafeURL, check_url, unsafe_reason
-from support.receiver import receiver  # noqa: F401  (fixture)
 
 PUBLIC = "93.184.216.34"
 
@@ -219,7 +219,7 @@ def test_a_refused_test_mode_url_reports_nothing_of_the_port_it_names(receiver):
 
 
 def test_setting_a_url_refuses_what_deliveries_refuse_and_warns_when_the_name_does_not_resolve():
-    from app.merchants import MerchantError, check_webhook_url
+    from app.domain.merchants import MerchantError, check_webhook_url
 
     assert check_webhook_url("https://hooks.example/", True, allow_loopback=False,
                              resolve=resolver(PUBLIC)) is None

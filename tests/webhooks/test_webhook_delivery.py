@@ -1,26 +1,33 @@
 """The delivery worker in-process: `Worker.run_once` against a real local receiver and a real SQLite
 file, with the clock moved forward instead of sleeping through the retry schedule."""
 import contextlib
-from dataclasses import replace
 import logging
 import re
 import sqlite3
 import threading
 import time
+from dataclasses import replace
 from email.utils import formatdate
 
-from support import dbutil
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+from support import dbutil
+from support.helpers import (
+    FakeClock,
+    attempts_of,
+    body_json,
+    count,
+    only_event,
+    raw_metadata,
+)
+from support.receiver import Receiver, Reply, closed_port, receiver  # noqa: F401  (fixture)
 
-from app.data import outbox as event_rows
 from app.data import merchants as merchant_rows
-from app.representation import iso
+from app.data import outbox as event_rows
+from app.domain.representation import iso
 from app.webhooks import delivery, transport
 from app.webhooks.signing import user_agent
 from app.webhooks.worker import POLL_MIN_SECONDS, Worker
-from support.receiver import Receiver, Reply, closed_port, receiver  # noqa: F401  (fixture)
-from support.helpers import FakeClock, attempts_of, body_json, count, only_event, raw_metadata
 
 SHORT = {"WEBHOOK_RETRY_SCHEDULE": "0,5,10"}
 

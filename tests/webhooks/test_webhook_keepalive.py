@@ -3,8 +3,9 @@ or a TLS host name, and a receiver that hung up on a kept connection costs no fa
 import ipaddress
 import threading
 
-from app.webhooks.transport import new_session, post, send
 from support.receiver import Reply, receiver, tls  # noqa: F401  (fixtures)
+
+from app.webhooks.transport import new_session, post, send
 
 BODY = b'{"type":"payment.completed","data":{"metadata":{"orderRef":"A-1"}}}'
 HEADERS = {"webhook-id": "evt_1", "webhook-timestamp": "1700000000",

@@ -1,7 +1,12 @@
 import pytest
 
 from app.webhooks.schedule import (
-    DEFAULT_SCHEDULE, MAX_RETRY_AFTER, next_attempt_delay, parse_retry_after, parse_schedule)
+    DEFAULT_SCHEDULE,
+    MAX_RETRY_AFTER,
+    next_attempt_delay,
+    parse_retry_after,
+    parse_schedule,
+)
 
 
 def test_default_schedule_matches_the_contract():

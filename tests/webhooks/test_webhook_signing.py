@@ -4,12 +4,19 @@ import time
 from datetime import datetime, timezone
 
 import pytest
-from werkzeug.datastructures import Headers
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+from support.receiver import receiver  # noqa: F401  (fixture)
+from werkzeug.datastructures import Headers
 
 from app.webhooks import transport
-from app.webhooks.signing import VerificationError, new_secret, sign, user_agent, verify, webhook_headers
-from support.receiver import receiver  # noqa: F401  (fixture)
+from app.webhooks.signing import (
+    VerificationError,
+    new_secret,
+    sign,
+    user_agent,
+    verify,
+    webhook_headers,
+)
 
 # Known-answer vector from the Standard Webhooks reference libraries' tests.
 SPEC_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

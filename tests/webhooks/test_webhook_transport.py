@@ -4,11 +4,16 @@ import socket
 import threading
 
 import pytest
-
-from app.webhooks.transport import (
-    MAX_RESPONSE_BYTES, AttemptResult, new_session, post, send)
-from app.webhooks.schedule import MAX_RETRY_AFTER
 from support.receiver import Receiver, Reply, closed_port, receiver, tls  # noqa: F401  (fixtures)
+
+from app.webhooks.schedule import MAX_RETRY_AFTER
+from app.webhooks.transport import (
+    MAX_RESPONSE_BYTES,
+    AttemptResult,
+    new_session,
+    post,
+    send,
+)
 
 BODY = b'{"type":"payment.completed","data":{"metadata":{"orderRef":"A-1"}}}'
 HEADERS = {"webhook-id": "evt_1", "webhook-timestamp": "1700000000",

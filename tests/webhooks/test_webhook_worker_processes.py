@@ -11,14 +11,14 @@ import time
 
 import pytest
 from standardwebhooks.webhooks import Webhook
-
-from app import create_app
-from app import processes as process_service
-from app.data import merchants as merchant_rows
-from app.cli.common import STOP_AGAIN_SECONDS
+from support.helpers import count
 from support.receiver import Reply, receiver  # noqa: F401  (fixture)
 from support.servers import BIN, ROOT, create_merchant, flask, service_env
-from support.helpers import count
+
+from app import create_app
+from app.cli.common import STOP_AGAIN_SECONDS
+from app.data import merchants as merchant_rows
+from app.domain import processes as process_service
 
 FAST_DISK = {"FLASK_SQLITE_SYNCHRONOUS": "NORMAL"}  # WAL + NORMAL: crash-safe, no fsync per commit
 

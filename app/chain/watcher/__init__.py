@@ -22,10 +22,10 @@ bounded by the client's timeouts:
 
 Faults (unreachable node, timeouts, HTTP errors, malformed answers) end the poll of that network
 only: logged with the URL's host alone, retried after a backoff doubling up to `backoff_max`. Each
-poll's outcome is written to the network's row (app/chain/health.py reads it). Nothing half-done is
+poll's outcome is written to the network's row (app/domain/health.py reads it). Nothing half-done is
 committed. SIGTERM/SIGINT: the current step commits, the command exits 0.
 """
 from app.chain.watcher.loop import MAX_ADDRESSES, MAX_RANGE, Watcher
-from app.chain.watcher.record import settle
+from app.domain.settlement import settle
 
 __all__ = ["MAX_ADDRESSES", "MAX_RANGE", "Watcher", "settle"]

@@ -9,12 +9,13 @@ hash below it. The unexpected transfers deep enough are reported (unexpected.py)
 import logging
 from collections import Counter, defaultdict
 
-from app.chain.rpc import ChainMoved, Pins
 from app.chain.watcher import unexpected
-from app.chain.watcher.record import outcomes_text, settle_all
+from app.chain.watcher.record import outcomes_text
 from app.chain.watcher.window import deep_enough
 from app.data import transfers as transfer_rows
 from app.data.transfers import PAYING, UNEXPECTED
+from app.domain.settlement import settle_all
+from app.evm.rpc import ChainMoved, Pins
 
 log = logging.getLogger("app.chain.watcher")
 

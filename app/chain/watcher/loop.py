@@ -1,5 +1,5 @@
 """The watcher's loop: which networks, when, one poll of each (`Watcher.poll_network`), the backoff
-of a failing one, and each poll's outcome written to the network's row (app/chain/health.py reads
+of a failing one, and each poll's outcome written to the network's row (app/domain/health.py reads
 it). The package docstring (app/chain/watcher/__init__.py) maps a poll's parts.
 """
 import logging
@@ -9,8 +9,7 @@ from collections import Counter, defaultdict
 from dataclasses import replace
 
 from app.backoff import doubling
-from app.chain import health, refunds
-from app.chain.rpc import Client, RpcError, WrongChain, redacted
+from app.chain import refunds
 from app.chain.watcher import confirm, reorg
 from app.chain.watcher.record import LostRace, outcomes_text, record_step
 from app.chain.watcher.watched import WatchedSets
@@ -18,6 +17,8 @@ from app.chain.watcher.window import deep_enough, first_reads, read_window, step
 from app.config import DEFAULTS
 from app.data import payments as payment_rows
 from app.data import transfers as transfer_rows
+from app.domain import health
+from app.evm.rpc import Client, RpcError, WrongChain, redacted
 
 log = logging.getLogger("app.chain.watcher")
 
@@ -226,7 +227,7 @@ class Watcher:
                      window.last, paying, other, settled)
 
     def _mark_ok(self, network, reads):
-        """The poll succeeded: the network's health, in the database (app/chain/health.py)."""
+        """The poll succeeded: the network's health, in the database (app/domain/health.py)."""
         now = int(self.clock())
         tag_block = reads.tag.number if reads.tag is not None and reads.tag_asked_again else None
         after = replace(network, polled_at=now, failing_since=None,

@@ -1,5 +1,7 @@
 """Recording what a scan step read (window.Window), in one transaction that decides seen, confirmed
-or completing, and the settlement of a process's confirmed transfers (its event).
+or completing.
+
+The settlement itself (the event, completion when paid) is the domain's: app/domain/settlement.py.
 
 A step's transaction: the head, the new transfers (`seen`, with `payment.pending`), the step's last
 block's hash, the scan position by compare-and-set (a watcher that lost the race rolls back).
@@ -8,17 +10,17 @@ there (`payment.completed`): a catch-up writes each transfer once. Any other dee
 `seen`, for the confirm phase (app/chain/watcher/confirm.py), which settles each process's deep
 transfers together: one event, the outcome only.
 """
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import replace
 
-from app.chain.canonical import KEEP_BLOCKS, kept_floor
 from app.data import payments as payment_rows
 from app.data import processes as process_rows
-from app.data import refunds as refund_rows
 from app.data import transfers as transfer_rows
 from app.data.transfers import UNEXPECTED
-from app.outbox import emit
-from app.records import PaymentView, Transfer
+from app.domain.outbox import emit
+from app.domain.records import Transfer
+from app.domain.settlement import in_time, on_choice, paid, settle_all
+from app.evm.canonical import KEEP_BLOCKS, kept_floor
 
 
 class LostRace(Exception):
@@ -101,84 +103,16 @@ def _completing(conn, transfers, deep_enough) -> dict:
         process, view = processes[process_id], views[process_id]
         known = {(t.chain_id, t.tx_hash, t.log_index) for t in view.transfers}
         new = [t for t in new if (t.chain_id, t.tx_hash, t.log_index) not in known]
-        if (process.status == "pending" and _in_time(process, new)
-                and all(_on_choice(view.payment, t) for t in new)  # else: rescaled later
+        if (process.status == "pending" and in_time(process, new)
+                and all(on_choice(view.payment, t) for t in new)  # else: rescaled later
                 and all(t.status == "confirmed" for t in view.transfers)
                 and view.payment.covered_by(
-                    _paid(_in_time(process, view.transfers + tuple(new))))):
+                    paid(in_time(process, view.transfers + tuple(new))))):
             completing[process_id] = (process, view)
     return completing
-
-
-def settle_all(conn, confirmed, now, read=None) -> Counter:
-    """Each process's event for `confirmed` ({process id: its transfers just confirmed}), in the
-    caller's transaction; the events written, by type. `read`: {process id: (process, view)} read
-    earlier in the transaction, before these transfers were recorded (the scan step's), else they
-    are read now."""
-    outcomes = Counter()
-    if not confirmed:
-        return outcomes
-    if read is None:  # two queries for all the views: a settlement changes no other process
-        processes = process_rows.get_many(conn, confirmed)
-        views = payment_rows.views_of(conn, confirmed)
-    else:  # the step's own transfers are the only change since (a concurrent watcher's step
-        # would make this one's compare-and-set fail and roll it back)
-        processes = {process_id: read[process_id][0] for process_id in confirmed}
-        views = {process_id: _with(read[process_id][1], done)
-                 for process_id, done in confirmed.items()}
-    refunds = refund_rows.of_processes(conn, confirmed)  # for the events: one query
-    for process_id, done in confirmed.items():
-        outcomes[settle(conn, processes[process_id], views[process_id], done, now,
-                        refunds.get(process_id, ()))] += 1
-    return outcomes
-
-
-def settle(conn, process, view, confirmed, now, refunds=None):
-    """The event for transfers just confirmed, or accepted as payment (app/unexpected.py), in the
-    caller's transaction, and completion when paid; `process` and `view` as they are after them;
-    `refunds` the process's (None: read here). Returns the event's type."""
-    process_id = process.id
-    if process.status != "pending" or not _in_time(process, confirmed):
-        event = "payment.received_late"
-    else:
-        counted = [t for t in view.transfers if t.status == "confirmed"]
-        if view.payment.covered_by(_paid(_in_time(process, counted))):
-            if not process_rows.complete_paid(conn, process_id, now):
-                raise RuntimeError("a pending process could not be completed")  # rolls back
-            process = replace(process, status="completed", updated_at=now)
-            event = "payment.completed"
-        else:
-            event = "payment.partial"
-    if refunds is None:
-        refunds = refund_rows.of_process(conn, process_id)
-    emit(conn, event, process, now, payment=view, refunds=refunds)
-    return event
 
 
 def outcomes_text(outcomes):
     """'in 4 processes: 3 payment.completed, 1 payment.partial', for the log."""
     return (f"in {sum(outcomes.values())} processes: "
             + ", ".join(f"{n} {e}" for e, n in sorted(outcomes.items())))
-
-
-def _with(view, transfers):
-    """The view with `transfers` added, in the order views_of gives (block, then log index)."""
-    return PaymentView(view.payment, tuple(sorted(view.transfers + tuple(transfers),
-                                                  key=lambda t: (t.block_number, t.log_index))),
-                       view.unexpected)
-
-
-def _on_choice(payment, transfer) -> bool:
-    """Whether the transfer is in the payment's current token (its amount in the due's units); one
-    sent with an earlier choice counts only as views_of rescales it."""
-    return (transfer.network_id == payment.network_id
-            and transfer.token_contract.lower() == payment.token_contract.lower())
-
-
-def _in_time(process, transfers):
-    """The transfers whose block is at or before the process's expiry (docs/payments.md)."""
-    return [t for t in transfers if t.block_timestamp <= process.expires_at]
-
-
-def _paid(transfers) -> int:
-    return sum(t.amount for t in transfers)

@@ -9,13 +9,13 @@ the confirmations), and the scan position goes back.
 """
 import logging
 
-from app.chain.rpc import TAGS, Pins
 from app.data import payments as payment_rows
 from app.data import processes as process_rows
 from app.data import transfers as transfer_rows
 from app.data import unexpected as unexpected_rows
 from app.data.transfers import PAYING, UNEXPECTED
-from app.outbox import emit
+from app.domain.outbox import emit
+from app.evm.rpc import TAGS, Pins
 
 log = logging.getLogger("app.chain.watcher")
 

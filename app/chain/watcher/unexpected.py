@@ -5,13 +5,13 @@ Never credited: the process keeps its state (docs/payments.md, "Money that arriv
 """
 import logging
 
-from app.chain import tokens
 from app.data import payments as payment_rows
 from app.data import processes as process_rows
 from app.data import transfers as transfer_rows
 from app.data import unexpected as unexpected_rows
 from app.data.transfers import UNEXPECTED
-from app.outbox import emit
+from app.domain.outbox import emit
+from app.evm import tokens
 
 log = logging.getLogger("app.chain.watcher")
 
@@ -42,7 +42,7 @@ def report(db, client, network, head, strays, now, described):
 
 def describe(db, client, network, contracts, described) -> dict:
     """{contract: (symbol, decimals)}: a registered asset of the network from its row, another
-    contract from what it answers (app/chain/tokens.py, never a fault), asked once a watcher
+    contract from what it answers (app/evm/tokens.py, never a fault), asked once a watcher
     (`described`: (chain id, contract) -> the answer)."""
     assets = {a.contract.lower(): (a.symbol, a.decimals)
               for a in payment_rows.list_assets(db.connection()) if a.network_id == network.id}

@@ -11,9 +11,20 @@ says what each check defends against.
 import logging
 from dataclasses import dataclass
 
-from app.chain import canonical
-from app.chain.rpc import (TAGS, ChainMoved, Header, Malformed, Pins, RpcError, is_too_large,
-                           parse_header, quantity, redacted, wrong_chain)
+from app.evm import canonical
+from app.evm.rpc import (
+    TAGS,
+    ChainMoved,
+    Header,
+    Malformed,
+    Pins,
+    RpcError,
+    is_too_large,
+    parse_header,
+    quantity,
+    redacted,
+    wrong_chain,
+)
 
 log = logging.getLogger("app.chain.watcher")
 
