@@ -31,10 +31,10 @@ from pathlib import Path
 from app import create_app
 from app.config import DEFAULTS
 from app.console import accounts
+from app.core.records import Process
 from app.data import processes as process_rows
 from app.db import init_db, open_database
 from app.domain.merchants import create as create_merchant
-from app.domain.records import Process
 
 PASSWORD = "bench password 1"
 STATUSES = ("completed", "completed", "cancelled", "expired", "pending")

@@ -23,10 +23,10 @@ import uuid
 from flask import Flask, request
 
 from app.config import DEFAULTS
+from app.core.keys import hash_key
 from app.data import merchants as merchant_rows
 from app.data import processes as process_rows
 from app.db import open_database
-from app.domain.keys import hash_key
 from bench.seed import floor_process
 
 app = Flask(__name__)

@@ -16,10 +16,10 @@ import uuid
 from dataclasses import replace
 
 from app.config import DEFAULTS
+from app.core.records import Process
 from app.data import processes as process_rows
 from app.db import open_database
 from app.domain.outbox import emit
-from app.domain.records import Process
 
 METADATA = '{"orderRef":"A-1042","email":"buyer@example.com"}'
 SEEDED_BEFORE = 300  # seconds: the watcher scenario's payments are older than this
@@ -78,8 +78,8 @@ def seed_payments(db_path, merchant_id, rpc_url, token, start_block, addresses, 
     `start_block`, and one pending process per address with its live payment of 1 token (6
     decimals) to that address (the row confirm writes; the addresses are the harness's own, so no
     xpub is needed). Returns the process ids, in the order of `addresses`."""
+    from app.core.records import Network, Payment
     from app.data import payments as payment_rows
-    from app.domain.records import Network, Payment
 
     db = open_database(str(db_path), DEFAULTS)
     now = int(time.time())

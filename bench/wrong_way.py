@@ -93,9 +93,9 @@ def seed(db_path, merchant_id, networks, chosen):
     its payment chosen on `chosen[address]`."""
     from dataclasses import replace
 
+    from app.core.records import Asset, Network, Payment, Process
     from app.data import payments as payment_rows
     from app.data import processes as process_rows
-    from app.domain.records import Asset, Network, Payment, Process
 
     now = int(time.time())
     db = open_db(db_path)
@@ -278,8 +278,8 @@ def _selector(signature):
 def _record(db_path, ids, targets, logs, chain):
     """Each sprayed Transfer recorded as the watcher records a confirmed payment, and its process
     completed by it."""
+    from app.core.records import Transfer
     from app.data import transfers as transfer_rows
-    from app.domain.records import Transfer
 
     by_address = dict(zip(targets, ids))
     stamps = {}

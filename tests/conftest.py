@@ -9,7 +9,7 @@ from support.helpers import Api, FakeClock, Shop
 
 from app import create_app
 from app.db import init_db
-from app.webhooks.worker import Worker
+from app.worker import Worker
 
 # Browser fixtures (Debian's Chromium through Playwright); the app served over real HTTP; the
 # webhook receivers (`receiver`, `tls`).

@@ -30,11 +30,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from app.chain import collection_records
+from app.core.money import minimum_paid
 from app.data import books
 from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
 from app.data.payouts import GAS_COIN
-from app.domain.money import minimum_paid
 from app.domain.payments import SetupError
 from app.evm import canonical, rpc
 from app.evm.rpc import TAGS, Pins

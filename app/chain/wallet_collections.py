@@ -14,9 +14,9 @@ import re
 from types import SimpleNamespace
 
 from app.chain import collect, collection_records
+from app.core.money import format_units
 from app.data import payouts as payout_rows
 from app.data.payouts import GAS_COIN, Collection
-from app.domain.money import format_units
 from app.evm import canonical, rpc
 from app.evm.addresses import to_checksum_address
 

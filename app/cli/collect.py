@@ -15,12 +15,12 @@ from app.cli.chain import networks
 from app.cli.common import fail, stop_on_signals, table, when
 from app.cli.merchants import merchants
 from app.clock import now
+from app.core.money import format_units
 from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
 from app.data.payouts import GAS_COIN
 from app.db import get_db
 from app.domain import payouts
-from app.domain.money import format_units
 from app.domain.payments import SetupError
 from app.evm.signer import ChainError, SignerError
 

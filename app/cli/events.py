@@ -6,9 +6,9 @@ from flask.cli import AppGroup
 
 from app.cli.common import fail, table, when
 from app.clock import now
+from app.core.records import EVENT_STATUSES
 from app.db import get_db
 from app.domain import outbox as service
-from app.domain.records import EVENT_STATUSES
 
 events = AppGroup("events", help="Inspect webhook events and their delivery attempts; replay them.")
 

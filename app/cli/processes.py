@@ -4,11 +4,11 @@ from flask.cli import AppGroup
 
 from app.cli.common import fail, table, when
 from app.clock import now
+from app.core.jsonutil import dumps_pretty, loads
+from app.core.records import STATUSES
 from app.db import get_db
 from app.domain import outbox, payments, refunds
 from app.domain import processes as service
-from app.domain.jsonutil import dumps_pretty, loads
-from app.domain.records import STATUSES
 from app.domain.representation import process_json
 from app.web.http import parse_process_id
 

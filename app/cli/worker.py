@@ -1,10 +1,10 @@
-"""`flask --app app deliver-webhooks`: the delivery worker (see app/webhooks/worker.py)."""
+"""`flask --app app deliver-webhooks`: the delivery worker (see app/worker.py)."""
 import click
 from flask import current_app
 from flask.cli import with_appcontext
 
 from app.cli.common import stop_on_signals
-from app.webhooks.worker import POLL_MIN_SECONDS, Worker
+from app.worker import POLL_MIN_SECONDS, Worker
 
 
 @click.command("deliver-webhooks")

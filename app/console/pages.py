@@ -7,9 +7,9 @@ from datetime import datetime, timezone
 from flask import Blueprint, g, redirect, render_template, request, url_for
 
 from app.console.security import not_found
+from app.core.money import format_units
 from app.db import get_db
 from app.domain import payments, processes
-from app.domain.money import format_units
 from app.web.http import parse_process_id
 
 bp = Blueprint("dashboard", __name__, url_prefix="/dashboard", template_folder="templates",

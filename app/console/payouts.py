@@ -15,9 +15,9 @@ from app.clock import now
 from app.console import pages
 from app.console.pages import bp
 from app.console.security import login_required, not_found, owner_required
+from app.core.money import format_units
 from app.db import get_db
 from app.domain import merchants, payments, payouts
-from app.domain.money import format_units
 from app.evm import rpc
 
 

@@ -13,10 +13,10 @@ from app.clock import now
 from app.console import pages
 from app.console.pages import bp
 from app.console.security import login_required, not_found, owner_required
+from app.core.jsonutil import dumps_pretty, loads
+from app.core.money import format_units
 from app.db import get_db
 from app.domain import outbox, payments, processes, refunds, unexpected
-from app.domain.jsonutil import dumps_pretty, loads
-from app.domain.money import format_units
 from app.domain.representation import payment_object
 
 

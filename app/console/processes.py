@@ -16,10 +16,10 @@ from app.clock import now
 from app.console import pages
 from app.console.pages import bp
 from app.console.security import PageError, login_required
+from app.core.money import format_units
+from app.core.records import STATUSES
 from app.db import get_db
 from app.domain import overview, payments, processes, refunds
-from app.domain.money import format_units
-from app.domain.records import STATUSES
 from app.domain.representation import iso
 from app.web.http import parse_process_id
 

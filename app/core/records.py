@@ -2,8 +2,8 @@
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from app.domain.money import minimum_paid
-from app.domain.testnets import is_test_network
+from app.core.money import minimum_paid
+from app.core.testnets import is_test_network
 
 FINAL_STATUSES = ("completed", "cancelled", "expired")
 STATUSES = ("pending",) + FINAL_STATUSES
@@ -326,7 +326,7 @@ class Payment:
 
     def covered_by(self, paid: int) -> bool:
         """Whether `paid` (base units) completes the payment: the amount due less the tolerance
-        (app/domain/money.py minimum_paid). The chain watcher's completion rule."""
+        (app/core/money.py minimum_paid). The chain watcher's completion rule."""
         return paid >= minimum_paid(self.amount_due, self.tolerance)
 
 

@@ -1,5 +1,5 @@
 """SQL for merchants and their secret keys."""
-from app.domain.records import Merchant, SecretKey
+from app.core.records import Merchant, SecretKey
 
 _MERCHANT_COLUMNS = (
     "m.id, m.name, m.livemode, m.public_key, m.webhook_secret, m.webhook_url, m.disabled_at, "

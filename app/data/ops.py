@@ -4,9 +4,9 @@ Figures are counted from the database on every call, so every gunicorn worker gi
 Each count walks an index: the pending part of `events_due` for the backlog, `events_due` for
 events by status, `processes_status_expiry` for processes by status.
 """
+from app.core.records import FINAL_EVENT_STATUSES, STATUSES, OutboxBacklog, Snapshot
 from app.data.processes import HELD
 from app.data.schema import dialect
-from app.domain.records import FINAL_EVENT_STATUSES, STATUSES, OutboxBacklog, Snapshot
 
 
 def outbox_backlog(conn, now) -> OutboxBacklog:

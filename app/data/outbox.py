@@ -1,6 +1,6 @@
 """SQL for the outbox of webhook events and their delivery attempts."""
+from app.core.records import Attempt, Event
 from app.data.schema import dialect
-from app.domain.records import Attempt, Event
 
 _COLUMNS = (
     "seq, id, merchant_id, process_id, type, payload, created_at, status, attempts,"

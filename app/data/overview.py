@@ -11,9 +11,9 @@ turns into a float), sums each amount cut into 9-digit pieces (`_pieces`), each 
 (UTC)."""
 from decimal import Decimal
 
+from app.core.records import STATUSES
 from app.data.processes import HELD
 from app.data.schema import dialect
-from app.domain.records import STATUSES
 
 DAY = 86_400
 _WHOLE_PIECES = 9  # 81 digits: more than any uint256 (78)

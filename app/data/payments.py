@@ -3,8 +3,8 @@ read of a process's transfers for display. (The chain watcher writes transfers: 
 
 Amounts in base units are decimal-integer TEXT in the database and `int` in the models."""
 
+from app.core.records import Asset, Network, Payment, PaymentView, Transfer, Wallet
 from app.data import unexpected as unexpected_rows
-from app.domain.records import Asset, Network, Payment, PaymentView, Transfer, Wallet
 
 _NETWORK_COLUMNS = (
     "id, name, chain_id, rpc_url, confirmations, start_block, scanned_block, head_block,"

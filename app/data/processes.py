@@ -6,9 +6,9 @@ trimmed and lowercased (`search_values`), written with the process in the same t
 import json
 from itertools import islice
 
+from app.core.records import Process
 from app.data.schema import dialect
 from app.data.unexpected import HAS_UNEXPECTED
-from app.domain.records import Process
 
 _STORED = (
     "seq, id, merchant_id, status, amount, metadata, livemode, created_at, updated_at, expires_at"

@@ -2,8 +2,8 @@
 watcher settles (app/chain/refunds.py). Amounts are base units, decimal-integer TEXT in the
 database and `int` in the models. Every change is a guarded UPDATE from the state it leaves: of a
 cancel and a settlement racing, exactly one touches the row."""
+from app.core.records import Refund
 from app.data.schema import dialect
-from app.domain.records import Refund
 
 _COLUMNS = (
     "id, process_id, merchant_id, status, asset_id, network_id, chain_id, token_contract, decimals,"

@@ -9,7 +9,7 @@ so applying it creates only what such a database lacks and keeps every row.
 """
 from importlib import resources
 
-from app.domain.testnets import LIVE_CHAIN_IDS, TEST_CHAIN_IDS
+from app.core.testnets import LIVE_CHAIN_IDS, TEST_CHAIN_IDS
 
 # Every table, parents before children (the order copy-db inserts in); schema_version is not copied.
 TABLES = (

@@ -8,8 +8,8 @@ watcher whose view is stale rolls its step back instead of overwriting another's
 transfer whose block left the chain (a reorganisation deeper than the confirmations) is `reversed`,
 also by a guarded UPDATE.
 """
+from app.core.records import ChainBlock, Transfer, WatchedAddress
 from app.data.schema import dialect
-from app.domain.records import ChainBlock, Transfer, WatchedAddress
 
 _TRANSFER = (
     "chain_id, tx_hash, log_index, network_id, process_id, token_contract, from_address, amount,"

@@ -2,8 +2,8 @@
 process's choice (the watcher records them with app/data/transfers.py's functions, table
 UNEXPECTED; this module holds what is theirs alone): what the contract says of itself, the one
 `payment.unexpected` of each, what the payment object lists, and staff's acceptance as payment."""
+from app.core.records import Transfer, UnexpectedTransfer
 from app.data.transfers import UNEXPECTED
-from app.domain.records import Transfer, UnexpectedTransfer
 
 _COLUMNS = (
     "chain_id, tx_hash, log_index, network_id, process_id, token_contract, from_address, amount,"

@@ -35,12 +35,12 @@ from flask import Blueprint, current_app, render_template, request, url_for
 
 from app.chain import collect
 from app.clock import now
+from app.core.jsonutil import InvalidJSON, JSONNumber, dumps_pretty, loads
+from app.core.money import format_units
 from app.db import get_db
 from app.demo.merchant import read_keys
 from app.demo.wallet import DemoWallet, WalletRequestError
 from app.domain import payments, processes, refunds
-from app.domain.jsonutil import InvalidJSON, JSONNumber, dumps_pretty, loads
-from app.domain.money import format_units
 from app.domain.payments import SetupError
 from app.domain.representation import iso
 from app.evm.rpc import RpcError

@@ -2,10 +2,10 @@
 import uuid
 from dataclasses import replace
 
+from app.core import keys
+from app.core.money import AmountError, parse_tolerance
+from app.core.records import Merchant, SecretKey
 from app.data import merchants as merchant_rows
-from app.domain import keys
-from app.domain.money import AmountError, parse_tolerance
-from app.domain.records import Merchant, SecretKey
 from app.webhooks import ssrf, transport
 from app.webhooks.signing import new_secret as new_webhook_secret
 
@@ -192,7 +192,7 @@ def disable(db, merchant_id, now):
 
 
 def set_tolerance(db, merchant_id, percent) -> str:
-    """Set the merchant's underpayment tolerance (percent, a decimal from 0 to 5, app/domain/money.py);
+    """Set the merchant's underpayment tolerance (percent, a decimal from 0 to 5, app/core/money.py);
     the value stored. It applies to payments confirmed from now on: each keeps the one it was made
     under, so a change never completes or reopens a payment already under way."""
     try:

@@ -8,8 +8,8 @@ It works in batches, one short write transaction each, so writers never wait lon
 import os
 import sqlite3
 
+from app.core.records import Pruned
 from app.data import ops
-from app.domain.records import Pruned
 
 DAY = 86_400
 PRUNE_BATCH = 200  # events looked at per transaction: a short hold of the write lock (bench/README.md)

@@ -2,7 +2,7 @@
 
 The `events` table is the outbox: `emit` is called inside the write transaction that made the
 change it reports, so the change and its event commit together or not at all; the delivery worker
-(app/webhooks/worker.py) sends them. Operators list them, look at their attempts and replay them.
+(app/worker.py) sends them. Operators list them, look at their attempts and replay them.
 """
 import uuid
 

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import Decimal
 
+from app.core.records import STATUSES
 from app.data import overview as overview_rows
 from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
 from app.domain import payments
-from app.domain.records import STATUSES
 
 DAY = overview_rows.DAY
 WINDOWS = ((1, "Today"), (7, "7 days"), (30, "30 days"))  # UTC days, today included

@@ -10,15 +10,15 @@ import re
 from dataclasses import replace
 from decimal import Decimal, InvalidOperation
 
+from app.core.money import AmountError, format_units, to_base_units
+from app.core.records import Asset, Network, Payment
+from app.core.testnets import LIVE_CHAIN_IDS, TEST_CHAIN_IDS, is_test_network
 from app.data import merchants as merchant_rows
 from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
 from app.data import processes as process_rows
 from app.domain import health
-from app.domain.money import AmountError, format_units, to_base_units
 from app.domain.processes import InvalidState, ProcessNotFound
-from app.domain.records import Asset, Network, Payment
-from app.domain.testnets import LIVE_CHAIN_IDS, TEST_CHAIN_IDS, is_test_network
 from app.evm import addresses, eip3009, forwarder, rpc, tokens
 
 ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
@@ -86,7 +86,7 @@ def add_network(db, *, network_id, name, chain_id, rpc_url, confirmations, start
     of another chain is refused), and, without `start_block`, for its head: the watcher then reads
     from the next block on. With `start_block` a node that cannot be asked now is accepted (it may
     be down for a while): the watcher checks its chain id on every poll. `testnet`: a test network
-    (test-mode merchants only); a well-known test chain id is one anyway (app/domain/testnets.py).
+    (test-mode merchants only); a well-known test chain id is one anyway (app/core/testnets.py).
     `finality` "safe" or "finalized": the node must serve that block now (`check_tag`).
     `max_block_age`: seconds (None: off). `max_fee_per_gas`: wei (None: no ceiling; max_fee_wei)."""
     _check_finality(finality)

@@ -8,10 +8,10 @@ import hashlib
 import uuid
 from dataclasses import replace
 
+from app.core.records import Process
 from app.data import idempotency as idempotency_rows
 from app.data import processes as process_rows
 from app.domain.outbox import emit
-from app.domain.records import Process
 from app.domain.representation import process_json
 
 

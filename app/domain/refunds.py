@@ -15,14 +15,14 @@ import re
 import uuid
 from decimal import Decimal, InvalidOperation
 
+from app.core.money import format_units, significant_places, to_base_units
+from app.core.records import FINAL_STATUSES, Refund
 from app.data import idempotency as idempotency_rows
 from app.data import payments as payment_rows
 from app.data import processes as process_rows
 from app.data import refunds as refund_rows
-from app.domain.money import format_units, significant_places, to_base_units
 from app.domain.outbox import emit
 from app.domain.processes import IdempotencyKeyReused, InvalidState, ProcessNotFound
-from app.domain.records import FINAL_STATUSES, Refund
 from app.domain.representation import refund_json
 from app.evm import addresses
 

@@ -7,7 +7,7 @@ import json
 from datetime import datetime, timezone
 from functools import lru_cache
 
-from app.domain.money import format_units
+from app.core.money import format_units
 from app.evm.addresses import to_checksum_address
 
 

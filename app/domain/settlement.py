@@ -6,11 +6,11 @@ and by staff accepting an unexpected transfer; all in the caller's transaction.
 from collections import Counter
 from dataclasses import replace
 
+from app.core.records import PaymentView
 from app.data import payments as payment_rows
 from app.data import processes as process_rows
 from app.data import refunds as refund_rows
 from app.domain.outbox import emit
-from app.domain.records import PaymentView
 
 
 def settle_all(conn, confirmed, now, read=None) -> Counter:

@@ -4,9 +4,9 @@ from functools import wraps
 from flask import g, request
 
 from app.clock import now
+from app.core.keys import hash_key, looks_like_public_key
 from app.data import merchants as merchant_rows
 from app.db import get_db
-from app.domain.keys import hash_key, looks_like_public_key
 from app.web.errors import ApiError
 
 

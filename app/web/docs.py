@@ -10,7 +10,7 @@ from decimal import Decimal
 
 from flask import Blueprint, current_app
 
-from app.domain.jsonutil import JSONNumber, dumps_compact, loads
+from app.core.jsonutil import JSONNumber, dumps_compact, loads
 from app.web.http import json_response
 
 DOCUMENT_PATH = os.path.join(os.path.dirname(os.path.dirname(__file__)), "openapi.json")
@@ -20,7 +20,7 @@ bp = Blueprint("docs", __name__)
 
 def load_document(config) -> str:
     """The document as served: the file with this deployment's amount limits, as JSON text.
-    Read and written with app.domain.jsonutil, so the limits go out as exact decimal literals (never
+    Read and written with app.core.jsonutil, so the limits go out as exact decimal literals (never
     through a binary float) and every other number as written in the file."""
     with open(DOCUMENT_PATH, "rb") as f:
         document = loads(f.read())

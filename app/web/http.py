@@ -7,7 +7,7 @@ from marshmallow import ValidationError
 from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge
 from werkzeug.routing import BaseConverter
 
-from app.domain.jsonutil import InvalidJSON, loads
+from app.core.jsonutil import InvalidJSON, loads
 from app.web.errors import ApiError, validation_error
 
 try:  # what gunicorn's body readers raise on a malformed chunked body (not OSErrors since gunicorn 23)
@@ -31,7 +31,7 @@ def json_response(text: str, status=200) -> Response:
 
 
 def read_json_body():
-    """The request body as JSON values (app.domain.jsonutil), or the API's 415 / 400 / 413 error."""
+    """The request body as JSON values (app.core.jsonutil), or the API's 415 / 400 / 413 error."""
     environ = request.environ
     # The common case is read straight from the WSGI environ (werkzeug's header parsing and stream
     # wrappers are a measurable share of a preorder's CPU); anything else takes werkzeug's path.

@@ -1,6 +1,6 @@
 """Request validation (marshmallow 4). Field errors become 400 validation_error naming the field.
 
-Values arrive from app.domain.jsonutil.loads, where JSON numbers are JSONNumber literals: the amount is
+Values arrive from app.core.jsonutil.loads, where JSON numbers are JSONNumber literals: the amount is
 checked on its exact decimal value, and metadata is re-encoded compactly once, here, to measure it
 and to store it.
 """
@@ -10,9 +10,9 @@ from decimal import Decimal
 
 from marshmallow import RAISE, Schema, ValidationError, fields, validate
 
-from app.domain.jsonutil import JSONNumber, TooDeep, dumps_compact
-from app.domain.money import AmountError, parse_amount
-from app.domain.records import STATUSES
+from app.core.jsonutil import JSONNumber, TooDeep, dumps_compact
+from app.core.money import AmountError, parse_amount
+from app.core.records import STATUSES
 
 
 @dataclass(frozen=True)

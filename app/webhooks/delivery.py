@@ -13,8 +13,8 @@ import logging
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from app.core.records import Event
 from app.data import outbox as event_rows
-from app.domain.records import Event
 from app.webhooks import transport
 from app.webhooks.schedule import next_attempt_delay
 from app.webhooks.signing import webhook_headers

@@ -81,8 +81,8 @@ CUSTOMER = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
 def _paid_process_id():
     """A completed process paid by a confirmed transfer (recorded as the chain watcher records
     one), so that creating and cancelling refunds reach their 200 branches."""
+    from app.core.records import Transfer
     from app.data import transfers as transfer_rows
-    from app.domain.records import Transfer
 
     process_id = _fresh_process_id()
     confirmed = _client.post(f"/payment-button/process/{process_id}/confirm", json=CHOICE,
@@ -109,8 +109,8 @@ STRAY_KEYS = ("0x" + "5a" * 32 + ":1", "0x" + "5b" * 32 + ":1")
 
 
 def _record_strays():
+    from app.core.records import Transfer
     from app.data import transfers as transfer_rows
-    from app.domain.records import Transfer
 
     confirmed = _client.post(f"/payment-button/process/{STRAY_PROCESS_ID}/confirm", json=CHOICE,
                              headers={"x-public-key": MERCHANT["publicKey"]})

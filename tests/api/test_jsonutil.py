@@ -1,9 +1,9 @@
-"""app.domain.jsonutil: exact JSON out (compact and indented), numbers and key order as received."""
+"""app.core.jsonutil: exact JSON out (compact and indented), numbers and key order as received."""
 import json
 
 import pytest
 
-from app.domain.jsonutil import TooDeep, dumps_compact, dumps_pretty, loads
+from app.core.jsonutil import TooDeep, dumps_compact, dumps_pretty, loads
 
 
 @pytest.mark.parametrize("text", [

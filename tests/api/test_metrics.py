@@ -6,7 +6,7 @@ from support.helpers import assert_error
 from support.servers import create_merchant, flask, gunicorn, service_env
 
 from app.data import outbox as event_rows
-from app.webhooks.worker import Worker
+from app.worker import Worker
 
 
 def metrics(client):

@@ -10,7 +10,7 @@ import pytest
 from marshmallow import RAISE, Schema, ValidationError, fields, validate
 
 from app import config as settings
-from app.domain.jsonutil import loads
+from app.core.jsonutil import loads
 from app.web.docs import DOCUMENT_PATH
 from app.web.schemas import (
     Amount,

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.domain.money import AmountError, format_units, to_base_units
+from app.core.money import AmountError, format_units, to_base_units
 
 
 @given(st.integers(min_value=1, max_value=10**8), st.integers(min_value=0, max_value=2),

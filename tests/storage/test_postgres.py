@@ -23,9 +23,9 @@ from support.receiver import receiver  # noqa: F401  (fixture)
 from support.servers import BIN, ROOT, create_merchant, flask, gunicorn, service_env
 
 from app import create_app
+from app.core.records import Process
 from app.data import processes as process_rows
 from app.domain.processes import expire_due
-from app.domain.records import Process
 
 pytestmark = pytest.mark.postgres_only
 

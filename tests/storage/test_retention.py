@@ -6,13 +6,13 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from support import dbutil
 
+from app.core.records import Attempt, Event, Process
 from app.data import idempotency as idempotency_rows
 from app.data import outbox as event_rows
 from app.data import processes as process_rows
 from app.db import is_postgres_url
 from app.domain import ops
-from app.domain.records import Attempt, Event, Process
-from app.webhooks.worker import Worker
+from app.worker import Worker
 
 DAY = 86_400
 DAYS = 365

@@ -17,7 +17,7 @@ from app.data import schema as schema_rows
 from app.db import init_db
 from app.domain import merchants as merchant_service
 from app.domain import processes as process_service
-from app.webhooks.worker import Worker
+from app.worker import Worker
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 LATEST = {name: schema_rows.latest_version(name) for name in ("sqlite", "postgresql")}

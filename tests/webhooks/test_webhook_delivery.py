@@ -27,7 +27,7 @@ from app.data import outbox as event_rows
 from app.domain.representation import iso
 from app.webhooks import delivery, transport
 from app.webhooks.signing import user_agent
-from app.webhooks.worker import POLL_MIN_SECONDS, Worker
+from app.worker import POLL_MIN_SECONDS, Worker
 
 SHORT = {"WEBHOOK_RETRY_SCHEDULE": "0,5,10"}
 

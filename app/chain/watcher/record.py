@@ -13,12 +13,12 @@ transfers together: one event, the outcome only.
 from collections import defaultdict
 from dataclasses import replace
 
+from app.core.records import Transfer
 from app.data import payments as payment_rows
 from app.data import processes as process_rows
 from app.data import transfers as transfer_rows
 from app.data.transfers import UNEXPECTED
 from app.domain.outbox import emit
-from app.domain.records import Transfer
 from app.domain.settlement import in_time, on_choice, paid, settle_all
 from app.evm.canonical import KEEP_BLOCKS, kept_floor
 
