@@ -46,7 +46,7 @@ def settle(conn, process, view, confirmed, now, refunds=None):
     else:
         counted = [t for t in view.transfers if t.status == "confirmed"]
         if view.payment.covered_by(paid(in_time(process, counted))):
-            if not process_rows.completepaid(conn, process_id, now):
+            if not process_rows.complete_paid(conn, process_id, now):
                 raise RuntimeError("a pending process could not be completed")  # rolls back
             process = replace(process, status="completed", updated_at=now)
             event = "payment.completed"
