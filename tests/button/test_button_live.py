@@ -155,7 +155,7 @@ def expect_sandbox(page):
     expect(btn(page, ".pay")).to_have_class("pay secondary")
 
 
-def freshness(page, css, text, seconds=2.0):
+def freshness(page, css, text, seconds=3.0):
     """The button shows `text` within `seconds` of the service knowing it; the time it took."""
     started = time.monotonic()
     expect(btn(page, css)).to_have_text(text, timeout=seconds * 1000)

@@ -10,7 +10,7 @@ const fs = require("fs");
 const path = require("path");
 const solc = require("solc");
 
-const contracts = path.resolve(__dirname, "..", "..", "app", "chain", "contracts");
+const contracts = path.resolve(__dirname, "..", "..", "app", "evm", "contracts");
 const name = process.argv.slice(2).find((arg) => !arg.startsWith("--")) || "ForwarderFactory";
 if (!/^ForwarderFactory(-v\d+)?$/.test(name)) {
   console.error(`unknown source ${name}`);
