@@ -39,7 +39,7 @@ PREORDER_BODIES = {"preorder": lambda: preorder_body(), "preorder-9kb": lambda: 
 
 
 def event_body(size=None):
-    """A `process.cancelled` event as API.md shows it; padded with spaces to `size` bytes if given."""
+    """A `process.cancelled` event as the contract shows it; padded with spaces to `size` bytes if given."""
     process = {
         "processId": "7d7c1a52-4a4b-4f0e-9d55-2b1f6c1f8a10", "status": "cancelled", "amount": 19.99,
         "metadata": ORDER_METADATA, "livemode": False, "createdAt": "2026-11-22T10:00:00Z",

@@ -155,7 +155,7 @@ def durable_floor_main(url, token, first, last, database, max_addresses, payload
     and chunks as the watcher), then the headers from the lowest block holding a payment to the
     range's last, 1,000 to a batch, each naming the one below as its parent (what proves a log's
     block an ancestor of the range's last whichever node answered; each log's block hash must be
-    its block's, as API.md requires; the block's timestamp is recorded), then in one transaction per transfer an INSERT of the transfer,
+    its block's, as the contract requires; the block's timestamp is recorded), then in one transaction per transfer an INSERT of the transfer,
     an UPDATE of its process and an outbox INSERT with a payload of the real size, the scan
     position, one durable commit. `many`: each range's rows with executemany."""
     from app.config import DEFAULTS

@@ -1,4 +1,4 @@
-"""`reconcile NETWORK_ID`: the books checked against the chain (API.md, "Books that prove
+"""`reconcile NETWORK_ID`: the books checked against the chain (docs/contract.md, "Books that prove
 themselves"). Read-only: the database is read in one read-only snapshot (db.snapshot()), then the
 chain, then the two are compared in memory.
 

@@ -1,5 +1,5 @@
 """Payments without gas: the relayer checks a payer's signed ERC-3009 authorization and submits it,
-paying the gas from the operator's key (RELAYER_KEY_FILE). API.md, "Paying from the browser wallet,
+paying the gas from the operator's key (RELAYER_KEY_FILE). the contract, "Paying from the browser wallet,
 with or without gas"; docs/payments.md, "Payments without gas".
 
 The web request broadcasts, not the chain watcher: the payer waits for a transaction hash, the
@@ -123,7 +123,7 @@ def _check_limits(conn, config, from_address, now):
 # --- POST /payment-button/process/<processId>/authorization ----------------------------------
 
 def submit(db, config, merchant, process_id, fields: dict, now) -> str:
-    """Check the authorization (API.md's list), submit it, and return the transaction's hash."""
+    """Check the authorization (the contract's list), submit it, and return the transaction's hash."""
     started = time.monotonic()
     account = relayer_account(config)
     process, view, asset, network = _payment(db, merchant, process_id, now)

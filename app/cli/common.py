@@ -24,7 +24,7 @@ def fail(message) -> click.ClickException:
     """The error a command exits with (status 1, the message on stderr). Every command's failures
     pass here, so a lookup that found nothing (by the code's convention, a message beginning "No ":
     "No merchant mer_….", "No network x (networks add it first).") says where it looked: the SQLite
-    file's path, or the PostgreSQL URL without its password (API.md, "Operating it"). A second
+    file's path, or the PostgreSQL URL without its password (the contract, "Operating it"). A second
     database (the live demo's) is then told from the first at a glance."""
     message = str(message)
     if message.startswith("No "):

@@ -1,4 +1,4 @@
-"""The merchant console: server-rendered pages for a merchant's staff at /dashboard/ (API.md "The
+"""The merchant console: server-rendered pages for a merchant's staff at /dashboard/ (the contract "The
 merchant console"; decisions in docs/console.md). Every page but the login needs a session
 (security.login_required); every change needs the owner role and the form's CSRF token. The pages
 call the domain (app/domain/processes.py, app/domain/refunds.py, app/domain/payments.py, ...), never app/data/.

@@ -4,7 +4,7 @@ import secrets
 import string
 
 BASE62 = string.digits + string.ascii_letters
-KEY_RANDOM_CHARS = 40  # API.md asks for at least 32
+KEY_RANDOM_CHARS = 40  # docs/contract.md asks for at least 32
 KEY_PREFIX_LENGTH = 20  # "sk_test_" + 12 random characters: enough to tell keys apart
 
 

@@ -466,13 +466,7 @@ def confirm(db, merchant, process_id, *, asset_id, network_id, now, stale_second
     and its guarded increment cannot interleave."""
     now = int(now)
     with db.transaction() as conn:
-        process_rows.lock(conn, process_id)  # two confirms of one process: the second waits
-        process = process_rows.get_for_merchant(conn, merchant.id, process_id)
-        if process is None:
-            raise ProcessNotFound(process_id)
-        status = process.effective_status(now)
-        if status != "pending" or now >= process.expires_at:
-            raise InvalidState(process_id, "expired" if status == "pending" else status, "paid")
+        process = _pending_process(conn, merchant, process_id, now)
         existing = payment_rows.get_payment(conn, process_id)
         payout = payout_rows.get_payout(conn, merchant.id)
         wallet = payment_rows.get_wallet(conn, merchant.id)
@@ -482,26 +476,10 @@ def confirm(db, merchant, process_id, *, asset_id, network_id, now, stale_second
         if not health.of(network, now, stale_seconds).ok:
             raise NetworkUnavailable(network.id)
         payout_mode = existing.mode == "payout" if existing is not None else payout is not None
-        factory, version = (payout_rows.factory_of(conn, network.id) if payout_mode else None) \
-            or (None, None)
-        if payout_mode and factory is None:
-            raise PaymentMethodUnavailable(
-                f"This merchant's payments are collected by a forwarder contract, which network"
-                f" {network.id} does not offer yet: choose another network.")
-        if existing is not None and existing.mode == "payout" and (factory, version) != \
-                payout_rows.factory_of(conn, existing.network_id):
-            raise PaymentMethodUnavailable(
-                f"This payment's address was made with another network's forwarder factory, which"
-                f" is not at the same address on network {network.id}: choose another network.")
-        try:
-            amount_due = to_base_units(process.amount, asset.decimals)
-        except AmountError:
-            raise ChoiceError({"assetId": [
-                f"The amount {process.amount} cannot be paid in {asset.symbol}: the token has"
-                f" {asset.decimals} decimal places. Choose another asset."
-            ]}) from None
+        factory, version = _factory(conn, network, existing) if payout_mode else (None, None)
         choice = dict(asset_id=asset.id, network_id=network.id, chain_id=network.chain_id,
-                      token_contract=asset.contract, decimals=asset.decimals, amount_due=amount_due)
+                      token_contract=asset.contract, decimals=asset.decimals,
+                      amount_due=_amount_due(process, asset))
         # The merchant's tolerance when the payment is made: a later change leaves it as it was.
         tolerance = merchant_rows.get_tolerance(conn, merchant.id) or "0"
         if existing is not None:
@@ -526,6 +504,47 @@ def confirm(db, merchant, process_id, *, asset_id, network_id, now, stale_second
                 address=address, **choice, created_at=now, updated_at=now, tolerance=tolerance,
             ))
         return process, payment_rows.view_of(conn, process_id)
+
+
+def _pending_process(conn, merchant, process_id, now):
+    """The merchant's process, locked for the transaction (a second confirm of it waits), while it
+    can still be paid: ProcessNotFound, InvalidState otherwise."""
+    process_rows.lock(conn, process_id)
+    process = process_rows.get_for_merchant(conn, merchant.id, process_id)
+    if process is None:
+        raise ProcessNotFound(process_id)
+    status = process.effective_status(now)
+    if status != "pending" or now >= process.expires_at:
+        raise InvalidState(process_id, "expired" if status == "pending" else status, "paid")
+    return process
+
+
+def _factory(conn, network, existing):
+    """(address, version) of the network's forwarder factory, for a payout-mode payment: one the
+    network offers, and the one an existing payment's address was made with."""
+    factory, version = payout_rows.factory_of(conn, network.id) or (None, None)
+    if factory is None:
+        raise PaymentMethodUnavailable(
+            f"This merchant's payments are collected by a forwarder contract, which network"
+            f" {network.id} does not offer yet: choose another network.")
+    if existing is not None and existing.mode == "payout" and (factory, version) != \
+            payout_rows.factory_of(conn, existing.network_id):
+        raise PaymentMethodUnavailable(
+            f"This payment's address was made with another network's forwarder factory, which"
+            f" is not at the same address on network {network.id}: choose another network.")
+    return factory, version
+
+
+def _amount_due(process, asset) -> int:
+    """The process's amount in the asset's base units; ChoiceError when the token's decimals
+    cannot hold it."""
+    try:
+        return to_base_units(process.amount, asset.decimals)
+    except AmountError:
+        raise ChoiceError({"assetId": [
+            f"The amount {process.amount} cannot be paid in {asset.symbol}: the token has"
+            f" {asset.decimals} decimal places. Choose another asset."
+        ]}) from None
 
 
 def _payable(conn, merchant, asset_id, network_id) -> tuple[Asset, Network]:

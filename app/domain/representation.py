@@ -1,7 +1,7 @@
 """The JSON the service shows: Process objects, pages of them, and webhook event bodies.
 
 Built as text so that the amount literal and the stored metadata JSON go out byte for byte as they
-came in (no float, no re-encoding). Key order follows API.md.
+came in (no float, no re-encoding). Key order follows docs/contract.md.
 """
 import json
 from datetime import datetime, timezone
@@ -56,12 +56,12 @@ def page_json(processes, has_more, now, payments=None, refunds=None) -> str:
 
 
 def payment_json(view, public=False) -> str:
-    """The `payment` object of API.md ("null" for None), as `payment_object` gives it."""
+    """The `payment` object of docs/contract.md ("null" for None), as `payment_object` gives it."""
     return "null" if view is None else json.dumps(payment_object(view, public), separators=(",", ":"))
 
 
 def payment_object(view, public=False) -> dict:
-    """The `payment` object of API.md as a dict (the console's pages read it). Amounts are token
+    """The `payment` object of the contract as a dict (the console's pages read it). Amounts are token
     units rendered from integer base units; a transfer's confirmations count its own block, from
     the network's head when last asked. `paymentUri` (EIP-681) asks for what is still outstanding:
     the amount due less what was paid or seen, 0 when nothing is (the button then shows progress,

@@ -268,7 +268,7 @@ def test_rotate_webhook_secret_prints_a_new_one(runner, merchant):
 
 
 def test_a_lookup_that_finds_nothing_says_where_it_looked(runner, app):
-    """Every command's "No …" names the database it read (API.md, "Operating it")."""
+    """Every command's "No …" names the database it read (docs/contract.md, "Operating it")."""
     where = app.config["DATABASE"]
     cases = [(["merchants", "disable", "mer_nope"], f"Error: No merchant mer_nope in {where}.\n"),
              (["users", "disable", "nobody@example.com"], f"Error: No user nobody@example.com in {where}.\n"),

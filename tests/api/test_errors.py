@@ -1,4 +1,4 @@
-"""Every non-2xx response is the JSON error envelope (API.md, Errors)."""
+"""Every non-2xx response is the JSON error envelope (docs/contract.md, Errors)."""
 import pytest
 from support import dbutil
 from support.helpers import assert_error

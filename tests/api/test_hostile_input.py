@@ -4,7 +4,7 @@ The last test then proves nothing else happened: every row that existed is uncha
 new rows are the processes (and Idempotency-Key records) of the requests that were accepted.
 
 Preorder bodies are raw text, so that literals such as 19.99, 1e400 or NaN reach the service as
-written (API.md, Preorder request; README, Decisions).
+written (docs/contract.md, Preorder request; README, Decisions).
 """
 import json
 import sqlite3
@@ -165,7 +165,7 @@ REQUESTS = [
     ("Content-Type missing", Req(content_type=None), UNSUPPORTED),
     ("Content-Type text/plain", Req(content_type="text/plain"), UNSUPPORTED),
     ("Content-Type form", Req(content_type="application/x-www-form-urlencoded"), UNSUPPORTED),
-    # API.md: "a charset parameter is fine". JSON is UTF-8 whatever the label says (RFC 8259).
+    # the contract: "a charset parameter is fine". JSON is UTF-8 whatever the label says (RFC 8259).
     ("charset=latin-1, ASCII body", Req(content_type="application/json; charset=latin-1"), OK),
     ("charset=latin-1, latin-1 bytes", Req(body='{"amount": 5, "metadata": {"n": "\xe9"}}'.encode("latin-1"),
                                            content_type="application/json; charset=latin-1"), INVALID_JSON),

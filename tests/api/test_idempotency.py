@@ -1,4 +1,4 @@
-"""Idempotency-Key on preorders (API.md): replay, conflict, expiry, concurrency."""
+"""Idempotency-Key on preorders (docs/contract.md): replay, conflict, expiry, concurrency."""
 import json
 import threading
 

@@ -247,7 +247,7 @@ def test_a_drift_on_either_side_is_caught(document):
 
 
 def test_the_document_accepts_any_charset_as_the_service_does(document, api):
-    # The service decodes every JSON body as UTF-8 whatever the charset label says (API.md,
+    # The service decodes every JSON body as UTF-8 whatever the charset label says (the contract,
     # tests/api/test_hostile_input.py); the document must not promise a 415 for another charset.
     texts = [document["info"]["description"],
              document["components"]["responses"]["UnsupportedMediaType"]["description"]]

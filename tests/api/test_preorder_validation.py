@@ -1,4 +1,4 @@
-"""Preorder validation beyond status and code: exact messages and configured limits (API.md,
+"""Preorder validation beyond status and code: exact messages and configured limits (the contract,
 Preorder request). The table of bodies, case by case, is tests/api/test_hostile_input.py."""
 import json
 

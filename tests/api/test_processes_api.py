@@ -1,4 +1,4 @@
-"""Reading, listing and cancelling processes (API.md, Merchant API and States)."""
+"""Reading, listing and cancelling processes (docs/contract.md, Merchant API and States)."""
 import pytest
 from support.helpers import Api, assert_error
 

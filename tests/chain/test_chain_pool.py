@@ -1,4 +1,4 @@
-"""Nothing is credited on one node's word (API.md, "Live payments": an RPC provider is a pool of
+"""Nothing is credited on one node's word (the contract, "Live payments": an RPC provider is a pool of
 nodes). The network's URL is the proxy of tests/support/fake_rpc.py in front of the real Hardhat
 node; some of its requests are answered by a node left on an abandoned fork (recorded from the real
 node before a reorganisation), by the chain-137 node (another chain, the same token address), or

@@ -1,4 +1,4 @@
-"""Settling by a chain's finality, and network health (API.md, "Finality and network health"), on
+"""Settling by a chain's finality, and network health (the contract, "Finality and network health"), on
 real nodes behind the proxy of tests/support/fake_rpc.py, which serves `safe` and `finalized`
 independently of `latest`, freezes the head, goes down and refuses the tags.
 

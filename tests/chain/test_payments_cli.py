@@ -137,7 +137,7 @@ def test_networks_add_testnet_by_flag_or_well_known_chain_id(runner, node, app, 
 
 
 def test_the_well_known_test_chain_ids():
-    """The constant API.md's list names, and the common public testnets; the well-known live
+    """The constant the contract's list names, and the common public testnets; the well-known live
     chains (the mainnets) are none of them."""
     from app.core.testnets import LIVE_CHAIN_IDS, TEST_CHAIN_IDS
     assert {31337, 1337, 11155111, 17000, 560048, 80002, 84532, 421614, 11155420, 97} <= TEST_CHAIN_IDS

@@ -1,6 +1,6 @@
 """Limits that only the real server shows: gunicorn's own limits and refusals (request line, header
 fields, malformed HTTP), answered in the JSON envelope by its worker class (gunicorn_workers.py),
-and hostile bodies that must not cost the worker process its life (API.md, README Resource
+and hostile bodies that must not cost the worker process its life (docs/contract.md, README Resource
 limits)."""
 import json
 import socket

@@ -380,7 +380,7 @@ def test_two_instances_three_workers_two_watchers_count_each_transfer_once(
     """Live payments on the real test chain with everything running at once on one database: two
     gunicorn instances take the preorders and the customers' choices, two chain watcher loops
     record and confirm the transfers, three delivery workers send the webhooks. Each transfer is
-    recorded once and each event delivered once with the body API.md gives it; a watcher killed
+    recorded once and each event delivered once with the body the contract gives it; a watcher killed
     with SIGKILL mid-way loses nothing (the other finishes)."""
     confirmations, unit = 3, 10**6
     database = make_database("chain")
@@ -479,7 +479,7 @@ def test_two_instances_three_workers_two_watchers_count_each_transfer_once(
     for request in receiver.requests:
         assert request.body.decode() == outbox[request.headers["webhook-id"]][2]
 
-    # Each process's events, in order, with the payment API.md describes.
+    # Each process's events, in order, with the payment docs/contract.md describes.
     block_1, block_2 = first[0][2], rest[0][2]
 
     def transfer(tx_index, amount, head):
