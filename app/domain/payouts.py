@@ -1,6 +1,6 @@
 """The payout mode's setup: a merchant's payout address, and each network's forwarder factory
 (deployed from an operator's key file, or an existing one checked and set). Collecting the deposits
-is app/chain/collect.py; the factory's contract and addresses are app/chain/forwarder.py.
+is app/chain/collect.py; the factory's contract and addresses are app/evm/forwarder.py.
 
 Decisions are in docs/payments.md ("Collecting the funds: the payout mode").
 """
