@@ -1,1 +1,2 @@
-"""Live payments on EVM networks: deposit addresses, the JSON-RPC client, the chain watcher."""
+"""The service's chain work, built on app/evm: the chain watcher, refunds settled from the chain,
+collect and its records, the gasless relayer, reconcile, the browser wallet's collections."""
