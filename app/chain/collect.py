@@ -202,6 +202,13 @@ def _batch(deposits, balances, all_tokens):
                  tokens=[t for t in all_tokens if t in held])
 
 
+def even_size(count, size) -> int:
+    """The batch size that splits `count` addresses into as few batches as batches of `size` would,
+    of even sizes (101 by 100: two of 51 and 50, not 100 and 1)."""
+    batches = (count + size - 1) // size
+    return (count + batches - 1) // batches
+
+
 def _estimate(sender, factory, batch, budget):
     """The batch's gas estimate, or None when it is over `budget` or the node refuses it as too
     large for a block."""
@@ -228,7 +235,7 @@ def _send_batches(db, sender, network, factory, full, balances, report, *, dry_r
             per_address = (few - one) / (PROBE - 1)  # the call's fixed cost counted once
             fits = int((budget / GAS_MARGIN - (one - per_address)) / per_address)
             size = max(PROBE, min(size, fits))
-    size = -(-len(full) // -(-len(full) // size))  # as many batches, of even sizes
+    size = even_size(len(full), size)
     start = 0
     while start < len(full):
         if stopping():

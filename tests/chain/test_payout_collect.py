@@ -735,3 +735,8 @@ def test_under_a_finality_mode_a_collection_counts_by_the_tag_the_watcher_read(s
     shop.collect_json("--dry-run")
     assert [state for _, state, _ in _collections(app.config["DATABASE"])] == ["confirmed"]
     assert shop.records() == {(address, chain.token.lower()): 5_000_000, (address, GAS_COIN): ETHER}
+
+
+def test_batches_split_the_addresses_evenly():
+    from app.chain.collect import even_size
+    assert [even_size(n, 100) for n in (1, 100, 101, 250, 500)] == [1, 100, 51, 84, 100]
