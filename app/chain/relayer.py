@@ -25,10 +25,9 @@ import logging
 import time
 
 from app.data import payments as payment_rows
-from app.data import processes as process_rows
 from app.data import relays as relay_rows
-from app.domain.payments import ChoiceError, PaymentMethodUnavailable
-from app.domain.processes import InvalidState, ProcessNotFound
+from app.domain.payments import ChoiceError, PaymentMethodUnavailable, pending_process
+from app.domain.processes import InvalidState
 from app.evm import eip3009, rpc, signer
 
 log = logging.getLogger(__name__)
@@ -162,12 +161,7 @@ def submit(db, config, merchant, process_id, fields: dict, now) -> str:
 def _payment(db, merchant, process_id, now):
     """The pending, confirmed process and its payment, asset and network; else 404 or 409."""
     conn = db.connection()
-    process = process_rows.get_for_merchant(conn, merchant.id, process_id)
-    if process is None:
-        raise ProcessNotFound(process_id)
-    status = process.effective_status(now)
-    if status != "pending" or now >= process.expires_at:
-        raise InvalidState(process_id, "expired" if status == "pending" else status, "paid")
+    process = pending_process(conn, merchant, process_id, now)
     view = payment_rows.view_of(conn, process_id)
     if view is None:
         raise _Conflict(f"Process {process_id} has no asset and network chosen yet: confirm the"

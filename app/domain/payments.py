@@ -507,9 +507,13 @@ def confirm(db, merchant, process_id, *, asset_id, network_id, now, stale_second
 
 
 def _pending_process(conn, merchant, process_id, now):
-    """The merchant's process, locked for the transaction (a second confirm of it waits), while it
-    can still be paid: ProcessNotFound, InvalidState otherwise."""
+    """`pending_process`, locked for the transaction: a second confirm of it waits."""
     process_rows.lock(conn, process_id)
+    return pending_process(conn, merchant, process_id, now)
+
+
+def pending_process(conn, merchant, process_id, now):
+    """The merchant's process while it can still be paid: ProcessNotFound, InvalidState otherwise."""
     process = process_rows.get_for_merchant(conn, merchant.id, process_id)
     if process is None:
         raise ProcessNotFound(process_id)
