@@ -331,7 +331,7 @@ def test_a_collect_killed_between_batches_is_completed_by_the_next_run(shop, cha
             _wait(lambda: chain.rpc("eth_getBlockByNumber", "pending", False)["transactions"])
             proc.send_signal(signal.SIGKILL)
         finally:
-            proc.wait(timeout=30)
+            proc.wait(timeout=90)
         assert proc.returncode == -signal.SIGKILL
         chain.rpc("evm_mine")  # the second batch, broadcast before the kill, is mined
     finally:
