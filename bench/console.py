@@ -30,10 +30,10 @@ from pathlib import Path
 
 from app import create_app
 from app.config import DEFAULTS
-from app.console import accounts
 from app.core.records import Process
 from app.data import processes as process_rows
 from app.db import init_db, open_database
+from app.domain import accounts
 from app.domain.merchants import create as create_merchant
 
 PASSWORD = "bench password 1"

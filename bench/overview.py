@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 from app import create_app
-from app.console import accounts
 from app.db import init_db
+from app.domain import accounts
 from app.domain.merchants import create as create_merchant
 
 PASSWORD = "bench password 1"

@@ -9,8 +9,8 @@ from flask.cli import AppGroup
 
 from app.cli.common import fail, table, when
 from app.clock import now
-from app.console import accounts
 from app.db import get_db
+from app.domain import accounts
 
 users = AppGroup("users", help="Manage the merchant console's users.")
 

@@ -1,4 +1,4 @@
-"""Logging in and out (accounts.py: the throttling, the lock-out and the sessions; security.py: the
+"""Logging in and out (app/domain/accounts.py: the throttling, the lock-out and the sessions; security.py: the
 cookies and the CSRF tokens).
 
   GET  /dashboard/login, POST /dashboard/login, POST /dashboard/logout
@@ -6,10 +6,11 @@ cookies and the CSRF tokens).
 from flask import Response, redirect, render_template, request, url_for
 
 from app.clock import now
-from app.console import accounts, security
+from app.console import security
 from app.console.pages import bp
 from app.console.security import login_required
 from app.db import get_db
+from app.domain import accounts
 
 
 def _login_page(status=200, error=None, email="", headers=None):

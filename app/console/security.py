@@ -12,9 +12,8 @@ from flask import current_app, g, redirect, render_template, request, url_for
 from werkzeug.exceptions import HTTPException
 
 from app.clock import now
-from app.console import accounts
 from app.db import get_db
-from app.domain import merchants
+from app.domain import accounts, merchants
 
 PREFIX = "/dashboard"
 # The console's cookies: (name, path over plain HTTP). Behind HTTPS: __Host-<name>, path / (cookie()).

@@ -1,5 +1,5 @@
 """SQL for the merchant console's people: users, their sessions, and failed logins with the locks
-they set (app/console/accounts.py holds the rules)."""
+they set (app/domain/accounts.py holds the rules)."""
 from dataclasses import dataclass
 
 from app.data.schema import dialect

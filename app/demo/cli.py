@@ -8,10 +8,10 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 from app.clock import now
-from app.console.accounts import AccountError
 from app.db import get_db
 from app.demo.merchant import DEMO_STAFF_EMAIL, ensure, ensure_staff
 from app.demo.wallet import DemoWallet
+from app.domain.accounts import AccountError
 from app.domain.merchants import MerchantError
 from app.evm.rpc import RpcError, redacted
 

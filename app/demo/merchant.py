@@ -8,7 +8,7 @@ import json
 import os
 import secrets
 
-from app.console import accounts
+from app.domain import accounts
 from app.domain import merchants as service
 
 # The live demo's wallet (`make demo-live`): the account xpub (m/44'/60'/0') of the BIP39 test seed
