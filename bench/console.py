@@ -60,7 +60,7 @@ def make_database(folder, n, now):
         db = app.extensions["db"]
         merchant, _ = create_merchant(db, name="Bench shop", livemode=False, webhook_url=None, now=now)
         accounts.create_user(db, email="owner@bench.example", merchant_id=merchant.id, role="owner",
-                             password=PASSWORD, now=now)
+                             password=PASSWORD, now=now, hash_method=app.config["DASHBOARD_PASSWORD_HASH"])
     load = open_database(path, dict(DEFAULTS, SQLITE_SYNCHRONOUS="OFF"))
     started = time.perf_counter()
     with load.transaction() as conn:

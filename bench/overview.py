@@ -118,7 +118,7 @@ def make_side(folder, dialect, n, now):
         db = app.extensions["db"]
         merchant, _ = create_merchant(db, name="Bench shop", livemode=True, webhook_url=None, now=now)
         accounts.create_user(db, email="owner@bench.example", merchant_id=merchant.id, role="owner",
-                             password=PASSWORD, now=now)
+                             password=PASSWORD, now=now, hash_method=app.config["DASHBOARD_PASSWORD_HASH"])
         started = time.perf_counter()
         with db.transaction() as conn:
             conn.execute("INSERT INTO networks (id, name, chain_id, rpc_url, confirmations, start_block,"

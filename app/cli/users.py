@@ -5,6 +5,7 @@ prompted twice on a terminal, or read as the first line of standard input otherw
 import sys
 
 import click
+from flask import current_app
 from flask.cli import AppGroup
 
 from app.cli.common import fail, table, when
@@ -22,6 +23,10 @@ def _password():
     return line[:-1] if line.endswith("\n") else line
 
 
+def _hash_method():
+    return current_app.config["DASHBOARD_PASSWORD_HASH"]
+
+
 def _run(action, *args, **kwargs):
     try:
         return action(get_db(), *args, **kwargs)
@@ -37,7 +42,7 @@ def _run(action, *args, **kwargs):
 def create(email, merchant_id, role):
     """Create a console user (the password is prompted, or read from standard input)."""
     user = _run(accounts.create_user, email=email, merchant_id=merchant_id, role=role,
-                password=_password(), now=now())
+                password=_password(), now=now(), hash_method=_hash_method())
     click.echo(f"Created {user.role} {user.email} for merchant {user.merchant_id}.")
 
 
@@ -63,5 +68,5 @@ def disable(email):
 @click.argument("email")
 def set_password(email):
     """Set a user's password (prompted, or read from standard input); its sessions end."""
-    ended = _run(accounts.set_password, email, _password())
+    ended = _run(accounts.set_password, email, _password(), hash_method=_hash_method())
     click.echo(f"Password of {accounts.normalize_email(email)} set ({ended} session(s) ended).")

@@ -3,7 +3,7 @@ cookies and the CSRF tokens).
 
   GET  /dashboard/login, POST /dashboard/login, POST /dashboard/logout
 """
-from flask import Response, redirect, render_template, request, url_for
+from flask import Response, current_app, redirect, render_template, request, url_for
 
 from app.clock import now
 from app.console import security
@@ -36,7 +36,8 @@ def login_submit():
     try:
         token, _ = accounts.log_in(get_db(), email=email, password=request.form.get("password", ""),
                                    client=security.client_address(), now=now(),
-                                   session_hours=security.session_hours())
+                                   session_hours=security.session_hours(),
+                                   hash_method=current_app.config["DASHBOARD_PASSWORD_HASH"])
     except accounts.LoginRefused as e:
         minutes = -(-e.retry_after // 60)
         if e.locked:

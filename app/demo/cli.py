@@ -34,7 +34,8 @@ def create_merchant(path, webhook_url, console_login, as_json):
     try:
         keys, created = ensure(get_db(), path, webhook_url=webhook_url, now=now(),
                                allow_loopback=current_app.config["WEBHOOK_ALLOW_LOOPBACK"])
-        login = ensure_staff(get_db(), path, keys, now=now()) if console_login else None
+        login = ensure_staff(get_db(), path, keys, now=now(),
+                             hash_method=current_app.config["DASHBOARD_PASSWORD_HASH"]) if console_login else None
     except (MerchantError, AccountError) as e:
         raise click.ClickException(str(e)) from None
     if as_json:

@@ -72,7 +72,7 @@ def ensure(db, path, *, webhook_url, now, allow_loopback=False):
 DEMO_STAFF_EMAIL = "staff@demo.example"
 
 
-def ensure_staff(db, path, keys, *, now):
+def ensure_staff(db, path, keys, *, now, hash_method):
     """The demo merchant's console owner: (email, password). The password is made at random when the
     user is created and kept in the keys file beside the merchant's keys (mode 0600, test mode only),
     so a later run prints it again; a user whose password the file does not hold gets a new one."""
@@ -84,8 +84,8 @@ def ensure_staff(db, path, keys, *, now):
         password = secrets.token_urlsafe(12)
         if user is None:
             accounts.create_user(db, email=DEMO_STAFF_EMAIL, merchant_id=keys["merchantId"], role="owner",
-                                 password=password, now=now)
+                                 password=password, now=now, hash_method=hash_method)
         else:
-            accounts.set_password(db, DEMO_STAFF_EMAIL, password)
+            accounts.set_password(db, DEMO_STAFF_EMAIL, password, hash_method=hash_method)
         _write_keys(path, dict(keys, consolePassword=password))
     return DEMO_STAFF_EMAIL, password

@@ -20,7 +20,6 @@ import logging
 import re
 import secrets
 
-from flask import current_app
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from app.data import merchants as merchant_rows
@@ -41,11 +40,6 @@ MAX_EMAIL_LENGTH = 254    # RFC 5321's longest address: a longer one is refused 
 # dozen clients at once; beyond it an attacker with many addresses mostly evicts its own rows.
 LOGIN_ROWS_MAX = 1000
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
-
-
-def _method() -> str:
-    """werkzeug's hash method for new passwords (DASHBOARD_PASSWORD_HASH, default scrypt)."""
-    return current_app.config["DASHBOARD_PASSWORD_HASH"]
 
 
 @functools.cache
@@ -82,19 +76,21 @@ def _hash_token(token) -> str:
     return hashlib.sha256(token.encode("ascii")).hexdigest()
 
 
-def _check_password(password):
+def _check_password(password, hash_method):
     if len(password) < MIN_PASSWORD_LENGTH:
         raise AccountError(f"The password must have at least {MIN_PASSWORD_LENGTH} characters.")
-    return generate_password_hash(password, method=_method())
+    return generate_password_hash(password, method=hash_method)
 
 
-def create_user(db, *, email, merchant_id, role, password, now):
+def create_user(db, *, email, merchant_id, role, password, now, hash_method):
+    """A console user. `hash_method`: werkzeug's method for its password hash (the setting
+    DASHBOARD_PASSWORD_HASH, default scrypt), as for set_password and log_in."""
     email = normalize_email(email)
     if len(email) > MAX_EMAIL_LENGTH or not _EMAIL.fullmatch(email):
         raise AccountError(f"{email[:MAX_EMAIL_LENGTH]!r} is not an email address.")
     if role not in ROLES:
         raise AccountError(f"The role must be one of {', '.join(ROLES)}.")
-    password_hash = _check_password(password)
+    password_hash = _check_password(password, hash_method)
     with db.transaction() as conn:
         if merchant_rows.get(conn, merchant_id) is None:
             raise AccountError(f"No merchant {merchant_id}.")
@@ -130,9 +126,9 @@ def disable_user(db, email, now) -> int:
         return user_rows.delete_sessions_of(conn, user.id)
 
 
-def set_password(db, email, password) -> int:
+def set_password(db, email, password, *, hash_method) -> int:
     """A new password; every session of the user ends (whoever knew the old one is logged out)."""
-    password_hash = _check_password(password)
+    password_hash = _check_password(password, hash_method)
     with db.transaction() as conn:
         user = _existing(conn, email)
         user_rows.set_password_hash(conn, user.id, password_hash)
@@ -177,7 +173,7 @@ def _failed(conn, email, client, now):
             user_rows.lock(conn, subject, now + LOCK_SECONDS)
 
 
-def log_in(db, *, email, password, client, now, session_hours):
+def log_in(db, *, email, password, client, now, session_hours, hash_method):
     """(session token for the cookie, user), or BadEmail / LoginRefused / BadCredentials."""
     email, now = normalize_email(email), int(now)
     if len(email) > MAX_EMAIL_LENGTH:
@@ -186,7 +182,7 @@ def log_in(db, *, email, password, client, now, session_hours):
     with db.transaction() as conn:
         checks = _reserve(conn, email, client, now, protected=user is not None)
     # The hash is always checked, so an unknown email costs as long as a wrong password.
-    good = check_password_hash(user.password_hash if user else _dummy_hash(_method()), password)
+    good = check_password_hash(user.password_hash if user else _dummy_hash(hash_method), password)
     log.info("console login: password checked for %s: %s", f"user {user.id}" if user else "an unknown email",
              "right" if good else "wrong")
     admitted = (good and user is not None and user.disabled_at is None

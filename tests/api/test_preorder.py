@@ -1,11 +1,10 @@
 """Creating a preorder: the Process object, exact amounts, metadata round trip, authentication."""
-import json
 import re
 import uuid
 
 import pytest
 from support import dbutil
-from support.helpers import START, assert_error
+from support.helpers import assert_error
 
 
 def test_preorder_returns_the_process_object(api):

@@ -5,7 +5,6 @@ verified with the `standardwebhooks` package as a merchant would."""
 
 
 from support.chain_shop import Shop, add_network
-from support.helpers import Api
 from support.receiver import receiver  # noqa: F401  (fixture)
 
 CONFIRMATIONS = 2
@@ -15,7 +14,7 @@ def test_preorder_to_a_signed_payment_completed_webhook(app, client, runner, cha
                                                         make_merchant, receiver):  # noqa: F811
     merchant = make_merchant(webhook_url=receiver.url("/hooks/chain"))
     add_network(runner, chain, confirmations=CONFIRMATIONS)
-    shop = Shop(app, Api(client, merchant["secretKey"]), runner, chain, clock, merchant, client)
+    shop = Shop(app, client, runner, chain, clock, merchant)
     shop.sync_clock()
     process_id, address = shop.order(19.99, {"orderRef": "A-1042", "email": "buyer@example.com"})
 

@@ -2,14 +2,13 @@
 node): each fault ends the pass for that network with nothing miscounted and no URL path in the
 logs, the next pass catches up; too-large log queries are split; several watchers at once count each
 transfer once; the loop survives faults with backoff and exits 0 on SIGTERM."""
+import logging
 import signal
 import subprocess
 import time
 
 import pytest
 from support.chain_shop import Shop, add_network
-from support.fake_rpc import FaultyRpc
-from support.helpers import Api
 from support.servers import BIN, ROOT, service_env
 
 CONFIRMATIONS = 2
@@ -23,17 +22,10 @@ def app_config():
 
 
 @pytest.fixture
-def fake(chain):
-    fake = FaultyRpc(chain.url)
-    yield fake
-    fake.close()
-
-
-@pytest.fixture
-def shop(app, client, runner, chain, clock, make_merchant, fake):
+def shop(app, client, runner, chain, clock, make_merchant, proxy):
     merchant = make_merchant()
-    add_network(runner, chain, confirmations=CONFIRMATIONS, rpc_url=fake.url)
-    shop = Shop(app, Api(client, merchant["secretKey"]), runner, chain, clock, merchant, client)
+    add_network(runner, chain, confirmations=CONFIRMATIONS, rpc_url=proxy.url)
+    shop = Shop(app, client, runner, chain, clock, merchant)
     shop.sync_clock()
     return shop
 
@@ -52,7 +44,7 @@ def shop(app, client, runner, chain, clock, make_merchant, fake):
     ("eth_getLogs", "garbage-result", "eth_getLogs: the result is not a list"),
     ("eth_getBlockByNumber", "garbage-result", "eth_getBlockByNumber.number: not a hex quantity"),
 ])
-def test_a_fault_ends_the_pass_and_nothing_is_miscounted(shop, chain, fake, caplog, method,
+def test_a_fault_ends_the_pass_and_nothing_is_miscounted(shop, chain, proxy, caplog, method,
                                                          fault, message):
     process_id, address = shop.order(4)
     chain.transfer(address, 4 * UNIT)
@@ -60,10 +52,10 @@ def test_a_fault_ends_the_pass_and_nothing_is_miscounted(shop, chain, fake, capl
     assert shop.event_types(process_id) == ["payment.pending"]
     chain.mine(CONFIRMATIONS)
 
-    fake.fail(method, fault)
+    proxy.fail(method, fault)
     caplog.clear()
     shop.watch(exit_code=1)
-    port = fake.server.server_address[1]
+    port = proxy.server.server_address[1]
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1 and message.format(port=port) in warnings[0], warnings
     assert SECRET not in caplog.text
@@ -77,19 +69,19 @@ def test_a_fault_ends_the_pass_and_nothing_is_miscounted(shop, chain, fake, capl
 
 
 @pytest.mark.parametrize("status", [200, 400, 413])
-def test_a_range_the_node_finds_too_large_is_split(shop, chain, fake, status):
+def test_a_range_the_node_finds_too_large_is_split(shop, chain, proxy, status):
     """Refused with a JSON-RPC error on HTTP 200, or on 400/413 as some providers do."""
     orders = [shop.order(2) for _ in range(3)]
     for _, address in orders:
         chain.mine(5)
         chain.transfer(address, 2 * UNIT)
     chain.mine(CONFIRMATIONS)
-    fake.max_log_range = 4
-    fake.too_large_status = status
+    proxy.max_log_range = 4
+    proxy.too_large_status = status
     shop.watch()
     for process_id, _ in orders:
         assert shop.event_types(process_id) == ["payment.completed"]
-    assert fake.calls["eth_getLogs"] >= 7  # 20 blocks, refused above 4: split down to ranges of 3
+    assert proxy.calls["eth_getLogs"] >= 7  # 20 blocks, refused above 4: split down to ranges of 3
 
 
 def _watcher(database, *args, read_timeout=0.5):
@@ -119,9 +111,9 @@ def test_several_watchers_at_once_count_each_transfer_once(shop, chain, app):
         assert [t["status"] for t in shop.transfers(process_id)] == ["confirmed", "confirmed"]
 
 
-def test_the_loop_survives_faults_backs_off_and_stops_on_sigterm(shop, chain, fake, app):
+def test_the_loop_survives_faults_backs_off_and_stops_on_sigterm(shop, chain, proxy, app):
     process_id, address = shop.order(3)
-    fake.fail("eth_getBlockByNumber:latest", "hang", "http500", "malformed", "error",
+    proxy.fail("eth_getBlockByNumber:latest", "hang", "http500", "malformed", "error",
               "garbage-result")
     loop = _watcher(app.config["DATABASE"], "--poll-interval", "0.1", "--backoff-max", "0.4")
     try:
@@ -138,9 +130,9 @@ def test_the_loop_survives_faults_backs_off_and_stops_on_sigterm(shop, chain, fa
     assert loop.returncode == 0, output
     # One backoff per fault; a real call that also outlasts the 0.5 s read timeout on a loaded
     # machine backs off once more, which is the same behaviour.
-    assert output.count("retry in") >= 5, (output, fake.calls, fake.queued)
+    assert output.count("retry in") >= 5, (output, proxy.calls, proxy.queued)
     assert SECRET not in output
-    assert fake.calls["eth_getBlockByNumber"] >= 6
+    assert proxy.calls["eth_getBlockByNumber"] >= 6
 
 
 def _wait_for(condition, what, loop, timeout=60):
@@ -156,7 +148,7 @@ def _scanned_block(app):
     return conn.execute("SELECT scanned_block FROM networks WHERE id = 'hardhat'").fetchone()[0]
 
 
-def test_the_loop_waits_out_a_node_that_is_down_and_picks_up_when_it_is_back(shop, chain, fake,
+def test_the_loop_waits_out_a_node_that_is_down_and_picks_up_when_it_is_back(shop, chain, proxy,
                                                                               app):
     """Connections refused while the loop runs: each poll fails, is logged and retried after its
     backoff; nothing is counted meanwhile; once the node listens again the loop catches up."""
@@ -165,13 +157,13 @@ def test_the_loop_waits_out_a_node_that_is_down_and_picks_up_when_it_is_back(sho
     loop = _watcher(app.config["DATABASE"], "--poll-interval", "0.1", "--backoff-max", "0.4")
     try:
         _wait_for(lambda: shop.event_types(process_id) == ["payment.pending"], "pending", loop)
-        fake.down()
+        proxy.down()
         chain.transfer(address, UNIT)
         chain.mine(CONFIRMATIONS)
         time.sleep(2)  # polls refused meanwhile: about five, 0.4 s apart
         assert shop.event_types(process_id) == ["payment.pending"]
         assert [t["status"] for t in shop.transfers(process_id)] == ["seen"]
-        fake.up()
+        proxy.up()
         _wait_for(lambda: shop.event_types(process_id)[-1:] == ["payment.completed"],
                   "completed", loop)
     finally:
@@ -191,16 +183,16 @@ def test_the_loop_waits_out_a_node_that_is_down_and_picks_up_when_it_is_back(sho
     assert completed["data"]["payment"]["amountPaid"] == "3"
 
 
-def test_sigterm_during_a_step_commits_the_step_and_exits_0(shop, chain, fake, app):
+def test_sigterm_during_a_step_commits_the_step_and_exits_0(shop, chain, proxy, app):
     """SIGTERM while the step's eth_getLogs is under way (a slow node): the step's transfer and
     scan position are committed, no further step or poll starts, exit status 0."""
     process_id, address = shop.order(3)
     chain.transfer(address, 3 * UNIT)
     head = chain.head()
-    fake.fail("eth_getLogs", "slow")
+    proxy.fail("eth_getLogs", "slow")
     loop = _watcher(app.config["DATABASE"], "--poll-interval", "0.1", read_timeout=20)
     try:
-        _wait_for(fake.slow_started.is_set, "the slow eth_getLogs", loop)
+        _wait_for(proxy.slow_started.is_set, "the slow eth_getLogs", loop)
         assert shop.event_types(process_id) == []  # the step is under way, nothing committed yet
         loop.send_signal(signal.SIGTERM)
         output, _ = loop.communicate(timeout=30)
@@ -213,7 +205,7 @@ def test_sigterm_during_a_step_commits_the_step_and_exits_0(shop, chain, fake, a
     assert shop.event_types(process_id) == ["payment.pending"]
     assert [t["status"] for t in shop.transfers(process_id)] == ["seen"]
     assert _scanned_block(app) == head
-    assert fake.calls["eth_getLogs"] == 1 and fake.calls["eth_getBlockByNumber:latest"] == 1, fake.calls
+    assert proxy.calls["eth_getLogs"] == 1 and proxy.calls["eth_getBlockByNumber:latest"] == 1, proxy.calls
 
 
 def test_the_loop_outlives_a_database_error_and_goes_on_when_it_is_gone(shop, chain, app):
@@ -257,11 +249,13 @@ def test_once_with_a_database_error_exits_1_without_a_traceback(shop, app, caplo
     shop.watch()
 
 
-def test_a_reorganisation_met_while_confirming_reads_again_from_a_kept_hash(shop, chain, fake):
+def test_a_reorganisation_met_while_confirming_reads_again_from_a_kept_hash(shop, chain, proxy,
+                                                                           caplog):
     """The chain is reorganised after the poll checked its kept hashes, just before it confirms:
     the transfer's block is gone, and so are the blocks below it down to the last kept hash K. The
-    confirm phase's batch no longer finds the newest kept block: a fault, nothing confirmed. The
-    next poll finds the fork at K; the new branch pays in a block above it, and that counts."""
+    confirm phase's batch no longer finds the newest kept block: the chain moved, nothing
+    confirmed. The poll reads again at once and finds the fork at K; the new branch pays in a
+    block above it, and that counts, in the same run."""
     process_id, address = shop.order(4)
     shop.watch()  # keeps the hash of block K
     fork = chain.snapshot()
@@ -281,11 +275,12 @@ def test_a_reorganisation_met_while_confirming_reads_again_from_a_kept_hash(shop
     # The next poll's requests for blocks: its first batch (the head b+1, its kept hash b), the
     # step's batch (b+1, b and the logs), then the confirm phase's batch (b+1, the head, b): the
     # reorganisation comes just before that one.
-    fake.before("eth_getBlockByNumber", 2, reorganise)
-    shop.watch(exit_code=1)
-    assert "tx" in paid and paid["block"] < orphan_block
-    assert shop.event_types(process_id) == ["payment.pending"]
+    proxy.before("eth_getBlockByNumber", 2, reorganise)
+    caplog.set_level(logging.INFO, logger="app.chain.watcher")
     shop.watch()
+    assert "tx" in paid and paid["block"] < orphan_block
+    moved = [r.getMessage() for r in caplog.records if r.getMessage().endswith("; reading again")]
+    assert len(moved) == 1 and moved[0].startswith("watch hardhat: block "), moved
     assert shop.transfers(process_id) == [
         {"tx_hash": paid["tx"], "status": "confirmed", "amount": str(5 * UNIT),
          "block_number": paid["block"]},

@@ -9,8 +9,6 @@ import logging
 import pytest
 from support import dbutil
 from support.chain_shop import NETWORK, OTHER_XPUB, Shop, add_network, cli
-from support.fake_rpc import FaultyRpc
-from support.helpers import Api
 
 from app.chain.watcher import Watcher
 from app.domain.processes import expire_due
@@ -21,7 +19,7 @@ LIVE = "polygon"  # the chain-137 node's network
 
 
 def _shop(app, client, runner, chain, clock, merchant, **kwargs):
-    shop = Shop(app, Api(client, merchant["secretKey"]), runner, chain, clock, merchant, client,
+    shop = Shop(app, client, runner, chain, clock, merchant,
                 **kwargs)
     shop.sync_clock()
     return shop
@@ -39,14 +37,6 @@ def _kept_blocks(app, network_id):
 
 
 # --- The node behind a network's URL must be that network's chain --------------------------------
-
-@pytest.fixture
-def proxy(chain):
-    """One URL in front of the nodes: `proxy.upstream` says which one answers."""
-    proxy = FaultyRpc(chain.url)
-    yield proxy
-    proxy.close()
-
 
 def test_a_node_of_another_chain_is_read_no_further_and_reading_resumes(
         app, client, runner, chain, live_chain, clock, make_merchant, proxy, caplog):

@@ -3,7 +3,6 @@ of a real ERC-20 token, confirmations, partial and overpaid payments, late payme
 hold against the expiry sweep, reorganisations, and other tokens to a deposit address."""
 import pytest
 from support.chain_shop import NETWORK, Shop, add_network, cli
-from support.helpers import Api
 
 from app.domain.processes import expire_due
 from app.evm.addresses import to_checksum_address
@@ -16,7 +15,7 @@ UNIT = 10**6  # one token in base units (6 decimals)
 def shop(app, client, runner, chain, clock, make_merchant):
     merchant = make_merchant()
     add_network(runner, chain, confirmations=CONFIRMATIONS)
-    shop = Shop(app, Api(client, merchant["secretKey"]), runner, chain, clock, merchant, client)
+    shop = Shop(app, client, runner, chain, clock, merchant)
     shop.sync_clock()
     return shop
 

@@ -23,7 +23,6 @@ import pytest
 from support import dbutil
 from support.chain_shop import DECIMALS, NETWORK, Shop, cli
 from support.fake_rpc import FaultyRpc
-from support.helpers import Api
 
 UNIT = 10**DECIMALS
 OTHER = "amoy"  # the second test network: the chain-80002 node
@@ -36,22 +35,8 @@ def app_config():
 
 
 @pytest.fixture
-def proxy(chain):
-    proxy = FaultyRpc(chain.url)
-    yield proxy
-    proxy.close()
-
-
-@pytest.fixture
-def other_chain(second_test_chain_node):
-    snapshot = second_test_chain_node.snapshot()
-    yield second_test_chain_node
-    second_test_chain_node.revert(snapshot)
-
-
-@pytest.fixture
-def other_proxy(other_chain):
-    proxy = FaultyRpc(other_chain.url)
+def other_proxy(amoy):
+    proxy = FaultyRpc(amoy.url)
     yield proxy
     proxy.close()
 
@@ -59,7 +44,7 @@ def other_proxy(other_chain):
 @pytest.fixture
 def shop(app, client, runner, chain, clock, make_merchant):
     merchant = make_merchant()
-    shop = Shop(app, Api(client, merchant["secretKey"]), runner, chain, clock, merchant, client)
+    shop = Shop(app, client, runner, chain, clock, merchant)
     shop.sync_clock()
     return shop
 
@@ -217,11 +202,11 @@ def test_one_answer_calling_the_head_finalized_completes_nothing(shop, chain, pr
 
 
 def test_a_frozen_network_is_hidden_alone_while_the_other_completes_payments(
-        shop, chain, proxy, other_chain, other_proxy, runner, client, clock):
+        shop, chain, proxy, amoy, other_proxy, runner, client, clock):
     """The chain-31337 node's head stops (a stuck node) on a network with --max-block-age 30; the
     chain-80002 network goes on, read by one watcher process for both, then by one per network."""
     assert add(runner, chain, proxy, "--max-block-age", "30").exit_code == 0
-    assert add(runner, other_chain, other_proxy, network=OTHER, chain_id=80002).exit_code == 0
+    assert add(runner, amoy, other_proxy, network=OTHER, chain_id=80002).exit_code == 0
     stuck_id, stuck_address = shop.order(5)
     shop.watch()
     assert offered(shop) == [OTHER, NETWORK]
@@ -233,8 +218,8 @@ def test_a_frozen_network_is_hidden_alone_while_the_other_completes_payments(
     clock.now = chain.timestamp(proxy.frozen) + 31  # the head the node shows is 31 s old
     for watch in ([], ["--network", OTHER]):  # one process for both networks, then one for each
         paid_id, paid_address = shop.order(5, network=OTHER)
-        other_chain.transfer(paid_address, 5 * UNIT)
-        other_chain.mine(3)
+        amoy.transfer(paid_address, 5 * UNIT)
+        amoy.mine(3)
         shop.watch(*watch)
         if watch:
             shop.watch("--network", NETWORK)
@@ -267,14 +252,14 @@ def test_a_frozen_network_is_hidden_alone_while_the_other_completes_payments(
 
 
 def test_a_network_down_is_unavailable_after_the_stale_time_holds_its_expiry_and_recovers(
-        shop, chain, proxy, other_chain, other_proxy, runner, client, clock):
+        shop, chain, proxy, amoy, other_proxy, runner, client, clock):
     """The node behind one network goes down; a customer pays in time there meanwhile. Failed
     polls make it unavailable once the last good one is NETWORK_STALE_SECONDS old (cron's --once
     runs, each a new process: the state is the database's); its process is not expired past
     expiresAt while that transfer is unread, the other network's unpaid one is; back up, the
     transfer is credited and completes the process (paid in time)."""
     assert add(runner, chain, proxy).exit_code == 0
-    assert add(runner, other_chain, other_proxy, network=OTHER, chain_id=80002).exit_code == 0
+    assert add(runner, amoy, other_proxy, network=OTHER, chain_id=80002).exit_code == 0
     held_id, held_address = shop.order(7)
     unpaid_id, _ = shop.order(7, network=OTHER)
     shop.watch()
@@ -294,8 +279,8 @@ def test_a_network_down_is_unavailable_after_the_stale_time_holds_its_expiry_and
     assert since["state"] == "unavailable"
 
     clock.advance(1800)  # past expiresAt; the other network's chain reads past it too
-    other_chain.next_timestamp(int(clock.now) + 1)
-    other_chain.mine(1)
+    amoy.next_timestamp(int(clock.now) + 1)
+    amoy.mine(1)
     shop.watch(exit_code=1)
     cli(runner, "deliver-webhooks", "--once")
     assert shop.process(unpaid_id)["status"] == "expired"

@@ -11,7 +11,7 @@ import logging
 from support import dbutil
 from support.chain_shop import NETWORK, OTHER_XPUB, Shop, add_network, cli
 from support.fake_rpc import FaultyRpc
-from support.helpers import Api, assert_error
+from support.helpers import assert_error
 from support.receiver import receiver  # noqa: F401  (fixture)
 
 from app.chain import refunds as chain_refunds
@@ -64,7 +64,7 @@ def paid_order(shop, chain):
 def new_shop(app, client, runner, chain, clock, merchant, payout_account=MERCHANT_WALLET, **kwargs):
     """A merchant with an xpub whose order is paid, then a payout address (its refunds' wallet):
     the order keeps its xpub-mode deposit address."""
-    shop = Shop(app, Api(client, merchant["secretKey"]), runner, chain, clock, merchant, client,
+    shop = Shop(app, client, runner, chain, clock, merchant,
                 **kwargs)
     shop.sync_clock()
     process_id = paid_order(shop, chain)
@@ -439,7 +439,7 @@ def test_a_late_payments_event_carries_its_own_process_refunds(app, client, runn
     carries its own process's refunds (the watcher reads them once for the batch)."""
     merchant = make_merchant()
     add_network(runner, chain, confirmations=CONFIRMATIONS)
-    shop = Shop(app, Api(client, merchant["secretKey"]), runner, chain, clock, merchant, client)
+    shop = Shop(app, client, runner, chain, clock, merchant)
     shop.sync_clock()
     refunded, other = paid_order(shop, chain), paid_order(shop, chain)
     clock.now = chain.timestamp() + 10

@@ -7,7 +7,6 @@ import re
 
 import pytest
 from support.chain_shop import Shop, add_network
-from support.helpers import Api
 
 CONFIRMATIONS = 2
 
@@ -16,7 +15,7 @@ CONFIRMATIONS = 2
 def shop(app, client, runner, chain, clock, make_merchant):
     merchant = make_merchant()
     add_network(runner, chain, confirmations=CONFIRMATIONS)
-    shop = Shop(app, Api(client, merchant["secretKey"]), runner, chain, clock, merchant, client)
+    shop = Shop(app, client, runner, chain, clock, merchant)
     shop.sync_clock()
     return shop
 

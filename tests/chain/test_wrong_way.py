@@ -30,14 +30,6 @@ TRANSFER_TOPIC = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523
 
 
 @pytest.fixture
-def away(second_test_chain_node):
-    """The chain-80002 node, reverted after the test to the state it had before it."""
-    snapshot = second_test_chain_node.snapshot()
-    yield second_test_chain_node
-    second_test_chain_node.revert(snapshot)
-
-
-@pytest.fixture
 def keys(tmp_path):
     paths = {}
     for name, key in (("operator", OPERATOR_KEY), ("collector", COLLECTOR_KEY)):
@@ -52,25 +44,25 @@ class TwoNetworks:
     """One test-mode merchant, the networks "hardhat" and "amoy" (TUSD on each), the app's clock
     and both chains' clocks together."""
 
-    def __init__(self, app, client, runner, chain, away, clock, merchant, both=True):
-        self.app, self.client, self.runner, self.chain, self.away = app, client, runner, chain, away
+    def __init__(self, app, client, runner, chain, amoy, clock, merchant, both=True):
+        self.app, self.client, self.runner, self.chain, self.amoy = app, client, runner, chain, amoy
         self.clock, self.merchant = clock, merchant
         self.api = Api(client, merchant["secretKey"])
         add_network(runner, chain, confirmations=CONFIRMATIONS)
         if both:
             self.add_away()
-        assert away.token == chain.token  # the same deployer's first transaction on each
+        assert amoy.token == chain.token  # the same deployer's first transaction on each
         self.align()
 
     def add_away(self):
         """The "amoy" network, read from the chain's next block on."""
-        add_network(self.runner, self.away, confirmations=CONFIRMATIONS, network="amoy",
+        add_network(self.runner, self.amoy, confirmations=CONFIRMATIONS, network="amoy",
                     name="Amoy", chain_id=80002)
 
     def align(self):
         """Both chains' next blocks and the app's clock at one time (the later chain's, plus 1)."""
-        t = max(self.chain.timestamp(), self.away.timestamp()) + 1
-        for node in (self.chain, self.away):
+        t = max(self.chain.timestamp(), self.amoy.timestamp()) + 1
+        for node in (self.chain, self.amoy):
             node.next_timestamp(t)
             node.mine(1)
         self.clock.now = t
@@ -118,12 +110,12 @@ class TwoNetworks:
 
 
 @pytest.fixture
-def two(app, client, runner, chain, away, clock, merchant):
-    return TwoNetworks(app, client, runner, chain, away, clock, merchant)
+def two(app, client, runner, chain, amoy, clock, merchant):
+    return TwoNetworks(app, client, runner, chain, amoy, clock, merchant)
 
 
 def test_the_right_token_on_the_wrong_network_is_reported_accepted_and_collected_there(
-        two, chain, away, runner, keys, clock):
+        two, chain, amoy, runner, keys, clock):
     factories = [cli(runner, "networks", "deploy-factory", network, "--key-file", keys["operator"])
                  .output.split(" at ")[1].split(" ")[0] for network in ("hardhat", "amoy")]
     assert factories[0] == factories[1]  # so a deposit address is the same on both
@@ -131,14 +123,14 @@ def test_the_right_token_on_the_wrong_network_is_reported_accepted_and_collected
     two.align()
     process_id, address = two.order(10)
 
-    tx_hash, block = away.transfer(address, 10 * UNIT)  # the customer's wallet was on amoy
+    tx_hash, block = amoy.transfer(address, 10 * UNIT)  # the customer's wallet was on amoy
     two.watch()
     assert two.events(process_id) == []  # reported once confirmed, never as pending
-    away.mine(CONFIRMATIONS - 1)
+    amoy.mine(CONFIRMATIONS - 1)
     two.watch()
     [(kind, event)] = two.events(process_id)
     assert kind == "payment.unexpected" and event["data"]["status"] == "pending"
-    reported = {"networkId": "amoy", "chainId": 80002, "tokenContract": to_checksum_address(away.token),
+    reported = {"networkId": "amoy", "chainId": 80002, "tokenContract": to_checksum_address(amoy.token),
                 "symbol": "TUSD", "amount": "10", "baseUnits": str(10 * UNIT), "txHash": tx_hash,
                 "logIndex": 0, "blockNumber": block, "acceptedAt": None, "acceptedBy": None}
     payment = event["data"]["payment"]
@@ -177,14 +169,14 @@ def test_the_right_token_on_the_wrong_network_is_reported_accepted_and_collected
     assert collected["error"] is None
     assert [(t["amount"], t["addresses"]) for m in collected["merchants"] for t in m["tokens"]] == [
         ("10", [address])]
-    assert two.token_balance(away, address) == 0 and two.token_balance(away, PAYOUT) == 10 * UNIT
+    assert two.token_balance(amoy, address) == 0 and two.token_balance(amoy, PAYOUT) == 10 * UNIT
     assert two.token_balance(chain, PAYOUT) == 0
 
     # The gas coin, sent on hardhat to the same address: no log, so reconcile reports it and
     # collect moves it.
     chain.send(chain.accounts[3], address, value=ETHER)
     chain.mine(CONFIRMATIONS)
-    away.mine(CONFIRMATIONS)
+    amoy.mine(CONFIRMATIONS)
     two.watch()
     found = two.reconcile("hardhat", exit_code=1)
     assert [(f["kind"], f["processId"], f["address"], f["amount"]) for f in found["onChainNotRecorded"]] == [
@@ -291,14 +283,14 @@ def test_a_contract_emitting_garbage_to_a_deposit_address_cannot_jam_the_network
 
 
 def test_the_watcher_sees_a_payment_chosen_on_one_network_arrive_on_another_in_one_poll(
-        two, chain, away, runner):
+        two, chain, amoy, runner):
     """Each network of the mode reads every watched address: a burst of payments chosen on
     hardhat, paid on amoy, are all found in one pass (more addresses than one eth_getLogs takes)."""
     cli(runner, "merchants", "set-xpub", two.merchant["merchantId"], XPUB)
     orders = [two.order(1) for _ in range(5)]
     for _, address in orders:
-        away.transfer(address, UNIT)
-    away.mine(CONFIRMATIONS)
+        amoy.transfer(address, UNIT)
+    amoy.mine(CONFIRMATIONS)
     result = runner.invoke(args=["watch-payments", "--once", "--max-addresses", "2"])
     assert result.exit_code == 0, result.output
     for process_id, _ in orders:
@@ -360,7 +352,7 @@ def test_reconcile_is_clean_after_honest_payments_writes_nothing_and_finds_forge
     assert named.status_code == 200, named.get_data(as_text=True)
     cli(runner, "processes", "complete", by_hand_id)  # by the operator: no money on the chain
     chain.mine(CONFIRMATIONS)
-    away_head = two.away.head()
+    away_head = two.amoy.head()
     two.watch()
     assert two.api.get(paid_id).get_json()["refunds"][0]["status"] == "completed"
 
@@ -380,7 +372,7 @@ def test_reconcile_is_clean_after_honest_payments_writes_nothing_and_finds_forge
                                  "collections": 0, "completedProcesses": 2, "payoutAddresses": 0}
     assert report["toBlock"] == chain.head() - CONFIRMATIONS + 1
     assert commits.none() and sorted(dbutil.dump(database).splitlines()) == rows
-    assert two.away.head() == away_head
+    assert two.amoy.head() == away_head
 
     # Forged: a transfer that never was completes the partly paid process; the refund's
     # transaction named as another.
@@ -411,15 +403,15 @@ def test_reconcile_is_clean_after_honest_payments_writes_nothing_and_finds_forge
     assert text.output.splitlines()[-1] == "The books do not match the chain."
 
 
-def test_reconcile_finds_a_transfer_the_watcher_never_read(app, client, runner, chain, away,
+def test_reconcile_finds_a_transfer_the_watcher_never_read(app, client, runner, chain, amoy,
                                                            clock, merchant):
-    two = TwoNetworks(app, client, runner, chain, away, clock, merchant, both=False)
+    two = TwoNetworks(app, client, runner, chain, amoy, clock, merchant, both=False)
     cli(runner, "merchants", "set-xpub", merchant["merchantId"], XPUB)
     process_id, address = two.order(2)
-    tx_hash, block = away.transfer(address, 2 * UNIT)  # the same xpub address, on chain 80002
-    away.mine(CONFIRMATIONS)
+    tx_hash, block = amoy.transfer(address, 2 * UNIT)  # the same xpub address, on chain 80002
+    amoy.mine(CONFIRMATIONS)
     two.add_away()  # added with its start block past the transfer: the watcher never reads it
-    away.mine(CONFIRMATIONS)
+    amoy.mine(CONFIRMATIONS)
     two.watch()
     assert two.payment(process_id)["unexpectedTransfers"] == []
     found = two.reconcile("amoy", exit_code=1)
@@ -431,6 +423,6 @@ def test_reconcile_finds_a_transfer_the_watcher_never_read(app, client, runner, 
     assert two.reconcile("hardhat")["onChainNotRecorded"] == []
     past = runner.invoke(args=["reconcile", "amoy", "--from-block", str(block + 1)])
     assert past.exit_code == 0, past.output
-    wrong = runner.invoke(args=["reconcile", "amoy", "--to-block", str(away.head() + 5)])
+    wrong = runner.invoke(args=["reconcile", "amoy", "--to-block", str(amoy.head() + 5)])
     assert wrong.exit_code == 1 and "above the node's head" in wrong.output
     assert runner.invoke(args=["reconcile", "nope"]).output == "Error: No network nope.\n"

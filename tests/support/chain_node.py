@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from support.fake_rpc import FaultyRpc
 from support.servers import free_port
 
 CHAIN_DIR = Path(__file__).resolve().parent.parent / "chain"
@@ -197,3 +198,20 @@ def live_chain(live_chain_node):
     snapshot = live_chain_node.snapshot()
     yield live_chain_node
     live_chain_node.revert(snapshot)
+
+
+@pytest.fixture
+def amoy(second_test_chain_node):
+    """The chain-80002 node, reverted after the test like `chain`."""
+    snapshot = second_test_chain_node.snapshot()
+    yield second_test_chain_node
+    second_test_chain_node.revert(snapshot)
+
+
+@pytest.fixture
+def proxy(chain):
+    """One URL in front of `chain`'s node that can lie, fail or forward elsewhere
+    (support/fake_rpc.py); `proxy.upstream` says which node answers."""
+    proxy = FaultyRpc(chain.url)
+    yield proxy
+    proxy.close()

@@ -5,6 +5,7 @@ watcher through its CLI; events read from the outbox."""
 import json
 
 from app.data import outbox as event_rows
+from support.helpers import Api
 
 NETWORK = "hardhat"
 DECIMALS = 6
@@ -34,9 +35,10 @@ def add_network(runner, chain, *, confirmations=3, rpc_url=None, network=NETWORK
 
 
 class Shop:
-    def __init__(self, app, api, runner, chain, clock, merchant, client, xpub=XPUB):
-        self.app, self.api, self.runner, self.chain, self.clock = app, api, runner, chain, clock
+    def __init__(self, app, client, runner, chain, clock, merchant, xpub=XPUB):
+        self.app, self.runner, self.chain, self.clock = app, runner, chain, clock
         self.merchant, self.client = merchant, client
+        self.api = Api(client, merchant["secretKey"])
         cli(runner, "merchants", "set-xpub", merchant["merchantId"], xpub)
 
     def sync_clock(self):

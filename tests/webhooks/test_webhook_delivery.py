@@ -16,7 +16,6 @@ from support.helpers import (
     FakeClock,
     attempts_of,
     body_json,
-    count,
     only_event,
     raw_metadata,
 )

@@ -18,7 +18,7 @@ from app.config import DEFAULTS
 from app.data import payments as payment_rows
 from app.data import transfers as transfer_rows
 from app.domain import health
-from app.evm.rpc import Client, RpcError, WrongChain, redacted
+from app.evm.rpc import ChainMoved, Client, RpcError, WrongChain, redacted
 
 log = logging.getLogger("app.chain.watcher")
 
@@ -117,7 +117,7 @@ class Watcher:
     def _poll_logged(self, network_id) -> bool:
         started = time.monotonic()  # polls start every poll_interval, however long each takes
         try:
-            self.poll_network(network_id)
+            self._poll_rereading(network_id)
         except Exception as e:  # the loop never dies: RPC faults, a locked database, a bug
             self._mark_failed(network_id)
             self._failures[network_id] += 1
@@ -133,6 +133,18 @@ class Watcher:
         self._failures.pop(network_id, None)
         self._next_poll[network_id] = started + self.poll_interval
         return True
+
+    def _poll_rereading(self, network_id):
+        """A poll, read again at once when the chain moved under it (a block it read was replaced,
+        or the pool's nodes disagreed about one): a reorganisation in the middle of a read is
+        ordinary on a live chain and is not worth the backoff. Nothing of the moved read was
+        recorded; a second move in a row is the poll's fault."""
+        try:
+            self.poll_network(network_id)
+        except ChainMoved as e:
+            log.info("watch %s: %s; reading again", network_id, e)
+            self._watched.forget()
+            self.poll_network(network_id)
 
     def _backoff(self, failures):
         """Seconds to wait after `failures` consecutive failures: doubling, up to backoff_max."""
