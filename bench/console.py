@@ -36,7 +36,7 @@ from app.db import init_db, open_database
 from app.domain import accounts
 from app.domain.merchants import create as create_merchant
 
-PASSWORD = "bench password 1"
+OWNER, PASSWORD = "owner@bench.example", "bench password 1"
 STATUSES = ("completed", "completed", "cancelled", "expired", "pending")
 SHARED = 200  # processes per e-mail address, whatever the size: buyer<i % (n / 200)>@example.com
 
@@ -51,29 +51,41 @@ def _process(merchant_id, i, now, n):
         livemode=False, created_at=created, updated_at=created, expires_at=created + 1800)
 
 
+def merchant_with_owner(app, now, *, livemode=False):
+    """In `app`'s context: its database made, the bench's merchant and its console owner created;
+    returns the merchant."""
+    init_db()
+    db = app.extensions["db"]
+    merchant, _ = create_merchant(db, name="Bench shop", livemode=livemode, webhook_url=None, now=now)
+    accounts.create_user(db, email=OWNER, merchant_id=merchant.id, role="owner", password=PASSWORD,
+                         now=now, hash_method=app.config["DASHBOARD_PASSWORD_HASH"])
+    return merchant
+
+
+def logged_in(app):
+    """A test client of `app` logged in as the owner."""
+    client = app.test_client()
+    login = client.get("/dashboard/login")
+    token = re.search(r'name="csrf_token" value="([^"]+)"', login.text).group(1)
+    answer = client.post("/dashboard/login", data={"email": OWNER, "password": PASSWORD,
+                                                   "csrf_token": token})
+    assert answer.status_code == 303, answer.status_code
+    return client
+
+
 def make_database(folder, n, now):
     """A database with `n` processes of one merchant and its owner: (app, logged-in client, n)."""
     path = str(Path(folder) / f"console-{n}.sqlite3")
     app = create_app({"DATABASE": path, "CLOCK": lambda: now})
     with app.app_context():
-        init_db()
-        db = app.extensions["db"]
-        merchant, _ = create_merchant(db, name="Bench shop", livemode=False, webhook_url=None, now=now)
-        accounts.create_user(db, email="owner@bench.example", merchant_id=merchant.id, role="owner",
-                             password=PASSWORD, now=now, hash_method=app.config["DASHBOARD_PASSWORD_HASH"])
+        merchant = merchant_with_owner(app, now)
     load = open_database(path, dict(DEFAULTS, SQLITE_SYNCHRONOUS="OFF"))
     started = time.perf_counter()
     with load.transaction() as conn:
         process_rows.insert_many(conn, (_process(merchant.id, i, now - n * 5, n) for i in range(n)))
     load.close_all()
     print(f"loaded {n:,} processes in {time.perf_counter() - started:.0f} s", flush=True)
-    client = app.test_client()
-    login = client.get("/dashboard/login")
-    token = re.search(r'name="csrf_token" value="([^"]+)"', login.text).group(1)
-    answer = client.post("/dashboard/login", data={"email": "owner@bench.example", "password": PASSWORD,
-                                                   "csrf_token": token})
-    assert answer.status_code == 303, answer.status_code
-    return app, client, n
+    return app, logged_in(app), n
 
 
 def page_urls(client, n, rng):

@@ -17,18 +17,14 @@ bench/results/overview-<UTC timestamp>.json.
 import argparse
 import datetime
 import json
-import re
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
 from app import create_app
-from app.db import init_db
-from app.domain import accounts
-from app.domain.merchants import create as create_merchant
+from bench.console import logged_in, merchant_with_owner
 
-PASSWORD = "bench password 1"
 USDC = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
 FACTORY = "0x" + "fa" * 20
 PAYOUT = "0x" + "ab" * 20
@@ -114,11 +110,8 @@ def make_side(folder, dialect, n, now):
         target = str(Path(folder) / f"overview-{n}.sqlite3")
     app = create_app({"DATABASE": target, "CLOCK": lambda: now})
     with app.app_context():
-        init_db()
+        merchant = merchant_with_owner(app, now, livemode=True)
         db = app.extensions["db"]
-        merchant, _ = create_merchant(db, name="Bench shop", livemode=True, webhook_url=None, now=now)
-        accounts.create_user(db, email="owner@bench.example", merchant_id=merchant.id, role="owner",
-                             password=PASSWORD, now=now, hash_method=app.config["DASHBOARD_PASSWORD_HASH"])
         started = time.perf_counter()
         with db.transaction() as conn:
             conn.execute("INSERT INTO networks (id, name, chain_id, rpc_url, confirmations, start_block,"
@@ -132,13 +125,7 @@ def make_side(folder, dialect, n, now):
             with psycopg.connect(target, autocommit=True) as raw:
                 raw.execute("VACUUM ANALYZE")
         print(f"{dialect}: loaded {n:,} processes in {time.perf_counter() - started:.0f} s", flush=True)
-    client = app.test_client()
-    login = client.get("/dashboard/login")
-    token = re.search(r'name="csrf_token" value="([^"]+)"', login.text).group(1)
-    answer = client.post("/dashboard/login", data={"email": "owner@bench.example", "password": PASSWORD,
-                                                   "csrf_token": token})
-    assert answer.status_code == 303, answer.status_code
-    return app, client, merchant.id
+    return app, logged_in(app), merchant.id
 
 
 WARM_UP = 5  # untimed requests first: the figures are the steady state's, not a cold cache's

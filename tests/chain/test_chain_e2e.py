@@ -4,7 +4,7 @@ real local receiver that gets the signed `payment.completed` carrying the metada
 verified with the `standardwebhooks` package as a merchant would."""
 
 
-from support.chain_shop import Shop, add_network
+from support.chain_shop import open_shop
 from support.receiver import receiver  # noqa: F401  (fixture)
 
 CONFIRMATIONS = 2
@@ -13,9 +13,7 @@ CONFIRMATIONS = 2
 def test_preorder_to_a_signed_payment_completed_webhook(app, client, runner, chain, clock,
                                                         make_merchant, receiver):  # noqa: F811
     merchant = make_merchant(webhook_url=receiver.url("/hooks/chain"))
-    add_network(runner, chain, confirmations=CONFIRMATIONS)
-    shop = Shop(app, client, runner, chain, clock, merchant)
-    shop.sync_clock()
+    shop = open_shop(app, client, runner, chain, clock, merchant, confirmations=CONFIRMATIONS)
     process_id, address = shop.order(19.99, {"orderRef": "A-1042", "email": "buyer@example.com"})
 
     tx_hash, block = chain.transfer(address, 19_990_000)

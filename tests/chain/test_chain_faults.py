@@ -8,7 +8,7 @@ import subprocess
 import time
 
 import pytest
-from support.chain_shop import Shop, add_network
+from support.chain_shop import open_shop
 from support.servers import BIN, ROOT, service_env
 
 CONFIRMATIONS = 2
@@ -23,11 +23,8 @@ def app_config():
 
 @pytest.fixture
 def shop(app, client, runner, chain, clock, make_merchant, proxy):
-    merchant = make_merchant()
-    add_network(runner, chain, confirmations=CONFIRMATIONS, rpc_url=proxy.url)
-    shop = Shop(app, client, runner, chain, clock, merchant)
-    shop.sync_clock()
-    return shop
+    return open_shop(app, client, runner, chain, clock, make_merchant(), confirmations=CONFIRMATIONS,
+                     rpc_url=proxy.url)
 
 
 @pytest.mark.parametrize("method, fault, message", [

@@ -9,7 +9,7 @@ of value 0 is no payment: no record, no event, no lock of the customer's choice.
 import json
 
 import pytest
-from support.chain_shop import NETWORK, Shop, add_network, cli
+from support.chain_shop import NETWORK, Shop, add_network, cli, open_shop
 from support.fake_rpc import HOSTILE_DATA, SplittingPool, StaleFork
 
 CONFIRMATIONS = 3
@@ -18,11 +18,8 @@ UNIT = 10**6
 
 @pytest.fixture
 def shop(app, client, runner, chain, clock, make_merchant, proxy):
-    merchant = make_merchant()
-    add_network(runner, chain, confirmations=CONFIRMATIONS, rpc_url=proxy.url)
-    shop = Shop(app, client, runner, chain, clock, merchant)
-    shop.sync_clock()
-    return shop
+    return open_shop(app, client, runner, chain, clock, make_merchant(), confirmations=CONFIRMATIONS,
+                     rpc_url=proxy.url)
 
 
 def _polls(shop, count=1):

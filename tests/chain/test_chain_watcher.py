@@ -2,7 +2,7 @@
 of a real ERC-20 token, confirmations, partial and overpaid payments, late payments, the paid-in-time
 hold against the expiry sweep, reorganisations, and other tokens to a deposit address."""
 import pytest
-from support.chain_shop import NETWORK, Shop, add_network, cli
+from support.chain_shop import NETWORK, cli, open_shop
 
 from app.domain.processes import expire_due
 from app.evm.addresses import to_checksum_address
@@ -13,11 +13,7 @@ UNIT = 10**6  # one token in base units (6 decimals)
 
 @pytest.fixture
 def shop(app, client, runner, chain, clock, make_merchant):
-    merchant = make_merchant()
-    add_network(runner, chain, confirmations=CONFIRMATIONS)
-    shop = Shop(app, client, runner, chain, clock, merchant)
-    shop.sync_clock()
-    return shop
+    return open_shop(app, client, runner, chain, clock, make_merchant(), confirmations=CONFIRMATIONS)
 
 
 def test_a_transfer_is_pending_until_its_confirmations_then_completes(shop, chain):

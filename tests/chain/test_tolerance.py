@@ -6,18 +6,14 @@ import io
 import re
 
 import pytest
-from support.chain_shop import Shop, add_network
+from support.chain_shop import open_shop
 
 CONFIRMATIONS = 2
 
 
 @pytest.fixture
 def shop(app, client, runner, chain, clock, make_merchant):
-    merchant = make_merchant()
-    add_network(runner, chain, confirmations=CONFIRMATIONS)
-    shop = Shop(app, client, runner, chain, clock, merchant)
-    shop.sync_clock()
-    return shop
+    return open_shop(app, client, runner, chain, clock, make_merchant(), confirmations=CONFIRMATIONS)
 
 
 def console_csv(shop):

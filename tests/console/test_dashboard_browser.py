@@ -10,7 +10,7 @@ import json
 import re
 
 import pytest
-from support.chain_shop import Shop, add_network
+from support.chain_shop import add_network, open_shop
 from support.helpers import Api
 from support.receiver import receiver  # noqa: F401  (fixture)
 
@@ -172,10 +172,7 @@ def test_process_page_after_a_live_payment_and_resend(page, live_server, app, ru
                                                       make_merchant, receiver, worker, screenshot):  # noqa: F811
     merchant = make_merchant(webhook_url=receiver.url("/hooks/chain"))
     add_user(live_server, "owner@shop.example", merchant["merchantId"])
-    add_network(runner, chain, confirmations=CONFIRMATIONS)
-    client = app.test_client()
-    shop = Shop(app, client, runner, chain, clock, merchant)
-    shop.sync_clock()
+    shop = open_shop(app, app.test_client(), runner, chain, clock, merchant, confirmations=CONFIRMATIONS)
     pid, address = shop.order(19.99, {"orderRef": "A-1042", "email": "buyer@example.com"})
     tx_hash, block = chain.transfer(address, 19_990_000)
     shop.watch()
@@ -405,10 +402,7 @@ def inject_wallet(page, chain):
 def paid_live_order(live_server, app, runner, chain, clock, make_merchant, receiver):  # noqa: F811
     merchant = make_merchant(webhook_url=receiver.url("/hooks/chain"))
     add_user(live_server, "owner@shop.example", merchant["merchantId"])
-    add_network(runner, chain, confirmations=CONFIRMATIONS)
-    client = app.test_client()
-    shop = Shop(app, client, runner, chain, clock, merchant)
-    shop.sync_clock()
+    shop = open_shop(app, app.test_client(), runner, chain, clock, merchant, confirmations=CONFIRMATIONS)
     pid, address = shop.order(19.99, {"orderRef": "A-2001"})
     chain.transfer(address, 19_990_000)
     chain.mine(CONFIRMATIONS - 1)

@@ -184,28 +184,29 @@ def second_test_chain_node(tmp_path_factory):
     yield from _start_node(tmp_path_factory, 80002)
 
 
+def _reverted(node):
+    """The node for one test, reverted after it to the state it had before it."""
+    snapshot = node.snapshot()
+    yield node
+    node.revert(snapshot)
+
+
 @pytest.fixture
 def chain(chain_node):
     """The node, reverted after the test to the state it had before it."""
-    snapshot = chain_node.snapshot()
-    yield chain_node
-    chain_node.revert(snapshot)
+    yield from _reverted(chain_node)
 
 
 @pytest.fixture
 def live_chain(live_chain_node):
     """The chain-137 node, reverted after the test like `chain`."""
-    snapshot = live_chain_node.snapshot()
-    yield live_chain_node
-    live_chain_node.revert(snapshot)
+    yield from _reverted(live_chain_node)
 
 
 @pytest.fixture
 def amoy(second_test_chain_node):
     """The chain-80002 node, reverted after the test like `chain`."""
-    snapshot = second_test_chain_node.snapshot()
-    yield second_test_chain_node
-    second_test_chain_node.revert(snapshot)
+    yield from _reverted(second_test_chain_node)
 
 
 @pytest.fixture

@@ -34,6 +34,15 @@ def add_network(runner, chain, *, confirmations=3, rpc_url=None, network=NETWORK
         "Test USD", "--contract", chain.token, "--decimals", str(DECIMALS))
 
 
+def open_shop(app, client, runner, chain, clock, merchant, *, confirmations=3, rpc_url=None):
+    """`merchant` selling on the test chain: the network (`rpc_url`: a proxy in front of the node)
+    and its token added, the merchant's wallet set, the app's clock at the chain's time."""
+    add_network(runner, chain, confirmations=confirmations, rpc_url=rpc_url)
+    shop = Shop(app, client, runner, chain, clock, merchant)
+    shop.sync_clock()
+    return shop
+
+
 class Shop:
     def __init__(self, app, client, runner, chain, clock, merchant, xpub=XPUB):
         self.app, self.runner, self.chain, self.clock = app, runner, chain, clock
