@@ -233,3 +233,13 @@ def keys_of(db, merchant_id):
     conn = db.connection()
     _existing(conn, merchant_id)
     return merchant_rows.keys(conn, merchant_id)
+
+
+def by_secret_key(db, key, now) -> Merchant | None:
+    """The merchant whose secret key this is, while it works (a revoked key, or a rolled one past
+    its overlap, is nobody's): looked up by the key's hash, on every request."""
+    return merchant_rows.by_secret_key_hash(db.connection(), keys.hash_key(key), now)
+
+
+def by_public_key(db, key) -> Merchant | None:
+    return merchant_rows.by_public_key(db.connection(), key)

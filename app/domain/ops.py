@@ -39,6 +39,16 @@ def prune(db, now, *, older_than_days, idempotency_ttl, batch_size=PRUNE_BATCH, 
 
 # --- /metrics ------------------------------------------------------------------------------------
 
+def outbox_backlog(db, now):
+    """For /healthz: the outbox's pending and due events, and how long the oldest has waited."""
+    return ops.outbox_backlog(db.connection(), now)
+
+
+def snapshot(db, now):
+    """For /metrics: the counts it shows, read in one go."""
+    return ops.snapshot(db.connection(), now)
+
+
 def metrics_text(snapshot, networks=(), now=0) -> str:
     """The Prometheus text exposition format (version 0.0.4). `networks`: (Network, Health) of
     each enabled network (app/domain/health.py)."""

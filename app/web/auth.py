@@ -4,9 +4,9 @@ from functools import wraps
 from flask import g, request
 
 from app.clock import now
-from app.core.keys import hash_key, looks_like_public_key
-from app.data import merchants as merchant_rows
+from app.core.keys import looks_like_public_key
 from app.db import get_db
+from app.domain import merchants
 from app.web.errors import ApiError
 
 
@@ -54,7 +54,7 @@ def merchant_for_secret_key(key):
             "x-secret-key holds a public key (pk_...); the merchant API needs your secret key"
             " (sk_...), sent from your server.",
         )
-    merchant = merchant_rows.by_secret_key_hash(get_db().connection(), hash_key(key), now())
+    merchant = merchants.by_secret_key(get_db(), key, now())
     return _admitted(merchant, "invalid_secret_key", "Invalid secret key.")
 
 
@@ -74,7 +74,7 @@ def require_public_key(view):
                 " Use the public key (pk_...), and rotate the exposed secret key now.",
             )
         g.merchant = _admitted(
-            merchant_rows.by_public_key(get_db().connection(), key), "invalid_public_key", "Invalid public key."
+            merchants.by_public_key(get_db(), key), "invalid_public_key", "Invalid public key."
         )
         return view(*args, **kwargs)
 

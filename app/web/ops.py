@@ -11,10 +11,8 @@ import logging
 from flask import Blueprint, Response, current_app
 
 from app.clock import now
-from app.data import ops
 from app.db import DatabaseUnavailable, database_errors, get_db
-from app.domain import payments
-from app.domain.ops import metrics_text
+from app.domain import ops, payments
 from app.domain.representation import iso
 from app.web.errors import ApiError
 from app.web.http import json_response
@@ -32,7 +30,7 @@ def healthz():
         # this worker opened, not deleted or replaced under us; room on the disk), no recent write
         # failure.
         db.check()
-        backlog = ops.outbox_backlog(db.connection(), int(now()))
+        backlog = ops.outbox_backlog(db, int(now()))
         networks = payments.network_health(db, int(now()), current_app.config["NETWORK_STALE_SECONDS"])
     except DatabaseUnavailable as e:
         # The reason is ours (no path, host or SQL in it): the body says it, for the operator.
@@ -54,10 +52,10 @@ def healthz():
 @bp.get("/metrics")
 def metrics():
     try:
-        snapshot = ops.snapshot(get_db().connection(), int(now()))
+        snapshot = ops.snapshot(get_db(), int(now()))
         networks = payments.network_health(get_db(), int(now()),
                                            current_app.config["NETWORK_STALE_SECONDS"])
     except (*database_errors(get_db()), OSError):
         raise ApiError(503, "unavailable", "The database does not answer.") from None
-    return Response(metrics_text(snapshot, networks, int(now())),
+    return Response(ops.metrics_text(snapshot, networks, int(now())),
                     content_type="text/plain; version=0.0.4; charset=utf-8")
