@@ -20,10 +20,12 @@ One run:
    that this network's factory can empty, whatever network its payment chose (money sent on the
    wrong network sits at the same address here when the factory has the same address and version);
 3. sends one factory call per batch of non-empty addresses: as many as fit in BLOCK_SHARE of the
-   block gas limit by eth_estimateGas (sized from the estimates of 1 and PROBE addresses, halved until
-   they fit; at most `max_batch`), each recorded with its nonce (above every pending one of its
-   sender: two runs at once never sign one nonce twice), hash and signed bytes before it is
-   broadcast, its receipt awaited and what it moved recorded, `pending` until a later run confirms it.
+   block gas limit by eth_estimateGas (sized from the estimates of 1 and PROBE addresses, at most
+   `max_batch`), in even batches (`plan_batches`, pure); a batch the node finds too large is planned
+   again, with the rest, at half its size. Each batch (`send_batch`) is recorded with its nonce
+   (above every pending one of its sender: two runs at once never sign one nonce twice), hash and
+   signed bytes before it is broadcast, its receipt awaited and what it moved recorded, `pending`
+   until a later run confirms it.
 What a collection moved is what its own transaction's logs show (never a balance difference across
 its block, which other transactions change): each token's Transfer from a deposit address to its
 payout, and the gas coin each forwarder of a version-2 factory logs. A first-release factory's
@@ -202,11 +204,15 @@ def _batch(deposits, balances, all_tokens):
                  tokens=[t for t in all_tokens if t in held])
 
 
-def even_size(count, size) -> int:
-    """The batch size that splits `count` addresses into as few batches as batches of `size` would,
-    of even sizes (101 by 100: two of 51 and 50, not 100 and 1)."""
+def plan_batches(start, stop, size) -> list[range]:
+    """The addresses start..stop-1 in as few batches as batches of at most `size` would make, of
+    even sizes (101 by 100: 51 and 50, not 100 and 1), as ranges of their indexes."""
+    count = stop - start
+    if count <= 0:
+        return []
     batches = (count + size - 1) // size
-    return (count + batches - 1) // batches
+    even = (count + batches - 1) // batches
+    return [range(i, min(i + even, stop)) for i in range(start, stop, even)]
 
 
 def _estimate(sender, factory, batch, budget):
@@ -221,46 +227,59 @@ def _estimate(sender, factory, batch, budget):
     return gas if gas * GAS_MARGIN <= budget or len(batch.deposits) == 1 else None
 
 
-def _send_batches(db, sender, network, factory, full, balances, report, *, dry_run, max_batch, now,
-                  timeout, stopping):
-    """Step 3; `factory` is (address, version)."""
-    address, version = factory
-    tokens = sorted({t for b in balances.values() for t, a in b.items() if a and t != GAS_COIN})
-    budget = int(sender.block_gas_limit() * BLOCK_SHARE)
+def _first_size(sender, factory, full, balances, tokens, budget, max_batch) -> int:
+    """Addresses a batch may hold, from two small estimates (1 and PROBE addresses): no estimate
+    of a batch far too large is ever asked."""
     size = max(1, min(max_batch, len(full)))
-    if size > PROBE:  # sized from two small estimates: no estimate of a batch far too large
-        one = _estimate(sender, address, _batch(full[:1], balances, tokens), budget)
-        few = _estimate(sender, address, _batch(full[:PROBE], balances, tokens), budget)
+    if size > PROBE:
+        one = _estimate(sender, factory, _batch(full[:1], balances, tokens), budget)
+        few = _estimate(sender, factory, _batch(full[:PROBE], balances, tokens), budget)
         if one is not None and few is not None and few > one:
             per_address = (few - one) / (PROBE - 1)  # the call's fixed cost counted once
             fits = int((budget / GAS_MARGIN - (one - per_address)) / per_address)
             size = max(PROBE, min(size, fits))
-    size = even_size(len(full), size)
-    start = 0
-    while start < len(full):
+    return size
+
+
+def _send_batches(db, sender, network, factory, full, balances, report, *, dry_run, max_batch, now,
+                  timeout, stopping):
+    """Step 3, batch after batch as planned; a batch the node finds too large is planned again, with
+    the rest, at half its size. `factory` is (address, version)."""
+    tokens = sorted({t for b in balances.values() for t, a in b.items() if a and t != GAS_COIN})
+    budget = int(sender.block_gas_limit() * BLOCK_SHARE)
+    plan = plan_batches(0, len(full), _first_size(sender, factory[0], full, balances, tokens,
+                                                  budget, max_batch))
+    while plan:
         if stopping():
-            raise ChainError(f"Stopped (SIGTERM/SIGINT) with {len(full) - start} address(es) not collected:"
-                             " run collect again for them.")
-        batch = _batch(full[start:start + size], balances, tokens)
-        gas = _estimate(sender, address, batch, budget)
-        if gas is None:
-            size = max(1, len(batch.deposits) // 2)
+            raise ChainError(f"Stopped (SIGTERM/SIGINT) with {len(full) - plan[0].start} address(es)"
+                             " not collected: run collect again for them.")
+        part = plan.pop(0)
+        batch = _batch(full[part.start:part.stop], balances, tokens)
+        batch.gas = _estimate(sender, factory[0], batch, budget)
+        if batch.gas is None:
+            plan = plan_batches(part.start, len(full), max(1, len(part) // 2))
             continue
-        batch.gas = gas
-        start += len(batch.deposits)
         report.batches.append(batch)
-        fees = sender.fees()
-        report.max_fee_per_gas = fees.max_fee_per_gas
-        gas_limit = int(gas * GAS_MARGIN)
-        cost = gas_limit * fees.max_fee_per_gas
-        balance = sender.balance()
-        if balance < cost:
-            raise ChainError(
-                f"The key's account {sender.address} holds {balance} wei, less than the {cost} wei"
-                f" ({gas_limit} gas at up to {fees.max_fee_per_gas} wei) the next transaction may"
-                f" cost: send it some of {network.name}'s gas coin. Nothing more was sent.")
-        if not dry_run:
-            _send(db, sender, network, factory, batch, gas_limit, fees, report, now, timeout)
+        send_batch(db, sender, network, factory, batch, report, dry_run=dry_run, now=now,
+                   timeout=timeout)
+
+
+def send_batch(db, sender, network, factory, batch, report, *, dry_run, now, timeout):
+    """One batch's factory call, at the node's fees: ChainError when the key's account cannot pay
+    for it. Unless `dry_run`: signed, recorded, broadcast, and what its receipt shows it moved
+    recorded."""
+    fees = sender.fees()
+    report.max_fee_per_gas = fees.max_fee_per_gas
+    gas_limit = int(batch.gas * GAS_MARGIN)
+    cost = gas_limit * fees.max_fee_per_gas
+    balance = sender.balance()
+    if balance < cost:
+        raise ChainError(
+            f"The key's account {sender.address} holds {balance} wei, less than the {cost} wei"
+            f" ({gas_limit} gas at up to {fees.max_fee_per_gas} wei) the next transaction may"
+            f" cost: send it some of {network.name}'s gas coin. Nothing more was sent.")
+    if not dry_run:
+        _send(db, sender, network, factory, batch, gas_limit, fees, report, now, timeout)
 
 
 def _send(db, sender, network, factory, batch, gas_limit, fees, report, now, timeout):

@@ -511,34 +511,46 @@ def test_deploy_factory_with_a_key_without_gas(shop, runner, app):
     assert dbutil.query(app.config["DATABASE"], "SELECT count(*) FROM network_factories") == [(0,)]
 
 
-def test_collect_pays_no_node_s_tip_and_nothing_above_the_ceiling(shop, chain, app, runner):
+def test_collect_pays_no_node_s_tip_and_nothing_above_the_ceiling(shop, chain, app, runner, proxy):
     """collect signs with the relayer's signer: one node's 1,000 gwei eth_maxPriorityFeePerGas is
     not what it pays, and above the network's ceiling (`networks set-max-fee`) it sends nothing."""
     payout, address = _funded(shop, chain, "payout-fees", coin=0)
-    proxy = FaultyRpc(chain.url)
-    try:
-        dbutil.execute(app.config["DATABASE"], "UPDATE networks SET rpc_url = ?", proxy.url)
-        honest = int(chain.rpc("eth_maxPriorityFeePerGas"), 16)
-        proxy.lie("eth_maxPriorityFeePerGas", hex(1000 * GWEI))
-        chain.rpc("hardhat_setNextBlockBaseFeePerGas", hex(10 * GWEI))
-        chain.mine(1)
-        cli(runner, "networks", "set-max-fee", NETWORK, "5")
-        refused = shop.collect(exit_code=1)
-        assert refused.output.splitlines()[-1] == (
-            "Error: The fees on chain id 31337 (10 gwei base fee + 10 gwei tip) are above the ceiling"
-            " of 5 gwei set for it (networks set-max-fee): nothing sent.")
-        assert dbutil.scalar(app.config["DATABASE"], "SELECT count(*) FROM collections") == 0
-        assert shop.token_balance(address) == 5_000_000
+    dbutil.execute(app.config["DATABASE"], "UPDATE networks SET rpc_url = ?", proxy.url)
+    honest = int(chain.rpc("eth_maxPriorityFeePerGas"), 16)
+    proxy.lie("eth_maxPriorityFeePerGas", hex(1000 * GWEI))
+    chain.rpc("hardhat_setNextBlockBaseFeePerGas", hex(10 * GWEI))
+    chain.mine(1)
+    cli(runner, "networks", "set-max-fee", NETWORK, "5")
+    refused = shop.collect(exit_code=1)
+    assert refused.output.splitlines()[-1] == (
+        "Error: The fees on chain id 31337 (10 gwei base fee + 10 gwei tip) are above the ceiling"
+        " of 5 gwei set for it (networks set-max-fee): nothing sent.")
+    assert dbutil.scalar(app.config["DATABASE"], "SELECT count(*) FROM collections") == 0
+    assert shop.token_balance(address) == 5_000_000
 
-        cli(runner, "networks", "set-max-fee", NETWORK, "0")
-        shop.collect()
-        [(tx_hash,)] = dbutil.query(app.config["DATABASE"], "SELECT tx_hash FROM collections")
-        sent = chain.rpc("eth_getTransactionByHash", tx_hash)
-        assert int(sent["maxPriorityFeePerGas"], 16) <= max(10 * GWEI, honest)
-        assert int(sent["maxFeePerGas"], 16) <= 3 * 10 * GWEI
-        assert shop.token_balance(payout) == 5_000_000
-    finally:
-        proxy.close()
+    cli(runner, "networks", "set-max-fee", NETWORK, "0")
+    shop.collect()
+    [(tx_hash,)] = dbutil.query(app.config["DATABASE"], "SELECT tx_hash FROM collections")
+    sent = chain.rpc("eth_getTransactionByHash", tx_hash)
+    assert int(sent["maxPriorityFeePerGas"], 16) <= max(10 * GWEI, honest)
+    assert int(sent["maxFeePerGas"], 16) <= 3 * 10 * GWEI
+    assert shop.token_balance(payout) == 5_000_000
+
+
+def test_a_batch_the_node_finds_too_large_is_planned_again_at_half_its_size(shop, chain, app, proxy):
+    """Nine addresses fit one batch by size; the node refuses its estimate as too large for a
+    block: they are planned again in batches of at most four, evenly (three of three, not four,
+    four and one), and every one is collected."""
+    payout = new_address("payout-halved")
+    merchant = shop.merchant(payout)
+    for _ in range(9):
+        _, address = shop.order(merchant, 1)
+        chain.transfer(address, 1_000_000)
+    dbutil.execute(app.config["DATABASE"], "UPDATE networks SET rpc_url = ?", proxy.url)
+    proxy.fail("eth_estimateGas", "gas-too-large")
+    report = shop.collect_json()
+    assert [t["addresses"] for t in report["transactions"]] == [3, 3, 3]
+    assert shop.token_balance(payout) == 9_000_000
 
 
 def _funded(shop, chain, label, tokens=5_000_000, coin=ETHER):
@@ -738,5 +750,17 @@ def test_under_a_finality_mode_a_collection_counts_by_the_tag_the_watcher_read(s
 
 
 def test_batches_split_the_addresses_evenly():
-    from app.chain.collect import even_size
-    assert [even_size(n, 100) for n in (1, 100, 101, 250, 500)] == [1, 100, 51, 84, 100]
+    from app.chain.collect import plan_batches
+
+    def sizes(start, stop, size):
+        planned = plan_batches(start, stop, size)
+        assert [i for part in planned for i in part] == list(range(start, stop))  # each once, in order
+        return [len(part) for part in planned]
+
+    assert sizes(0, 1, 100) == [1]
+    assert sizes(0, 100, 100) == [100]
+    assert sizes(0, 101, 100) == [51, 50]
+    assert sizes(0, 250, 100) == [84, 84, 82]
+    assert sizes(0, 500, 100) == [100] * 5
+    assert sizes(40, 141, 50) == [34, 34, 33]  # the rest, planned again at a smaller size
+    assert sizes(7, 7, 10) == []

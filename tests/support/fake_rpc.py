@@ -310,6 +310,9 @@ def _spoiled(item, answer, fault, node):
     elif fault == "error":
         del answer["result"]
         answer["error"] = {"code": -32000, "message": "header not found"}
+    elif fault == "gas-too-large":  # an estimate's refusal, as geth words it
+        del answer["result"]
+        answer["error"] = {"code": -32000, "message": "exceeds block gas limit"}
     elif fault == "garbage-result":
         answer["result"] = {"oops": 1}
     elif fault == "backwards" and isinstance(answer["result"], dict):  # a head block 5 below
