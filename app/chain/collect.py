@@ -205,14 +205,19 @@ def _batch(deposits, balances, all_tokens):
 
 
 def plan_batches(start, stop, size) -> list[range]:
-    """The addresses start..stop-1 in as few batches as batches of at most `size` would make, of
-    even sizes (101 by 100: 51 and 50, not 100 and 1), as ranges of their indexes."""
+    """The addresses start..stop-1 in as few batches as batches of at most `size` would make, their
+    sizes differing by one at most (101 by 100: 51 and 50, not 100 and 1), as ranges of indexes."""
     count = stop - start
-    if count <= 0:
-        return []
     batches = (count + size - 1) // size
-    even = (count + batches - 1) // batches
-    return [range(i, min(i + even, stop)) for i in range(start, stop, even)]
+    if batches == 0:
+        return []
+    small, larger = divmod(count, batches)  # the first `larger` batches hold one more
+    plan, first = [], start
+    for n in range(batches):
+        length = small + (n < larger)
+        plan.append(range(first, first + length))
+        first += length
+    return plan
 
 
 def _estimate(sender, factory, batch, budget):

@@ -7,10 +7,13 @@ a chain that moved under it is read again at once, a second move or any other sp
 fault of the poll; honest answers then credit the real payment, and only it. A transfer
 of value 0 is no payment: no record, no event, no lock of the customer's choice."""
 import json
+import logging
 
 import pytest
 from support.chain_shop import NETWORK, Shop, add_network, cli, open_shop
 from support.fake_rpc import HOSTILE_DATA, SplittingPool, StaleFork
+
+from app.chain.watcher import Watcher
 
 CONFIRMATIONS = 3
 UNIT = 10**6
@@ -137,16 +140,38 @@ def test_another_chains_node_answering_every_other_request_is_never_credited(
 
 
 def test_a_log_marked_removed_is_read_again_at_once_and_the_honest_answer_credits_it(
-        shop, chain, proxy):
+        shop, chain, proxy, caplog):
     process_id, address = shop.order(6)
     tx_hash, _ = chain.transfer(address, 6 * UNIT)
     chain.mine(CONFIRMATIONS - 1)
     proxy.fail("eth_getLogs", "removed")
+    caplog.set_level(logging.INFO, logger="app.chain.watcher")
     assert _polls(shop) == [0]
+    moved = [r.getMessage() for r in caplog.records if r.getMessage().endswith("; reading again")]
+    assert len(moved) == 1 and "a log marked removed" in moved[0], moved
     assert [t["status"] for t in shop.transfers(process_id)] == ["confirmed"]
     assert shop.event_types(process_id) == ["payment.completed"]
     payment = shop.events(process_id)[0][1]["data"]["payment"]
     assert payment["amountPaid"] == "6" and [t["txHash"] for t in payment["transfers"]] == [tx_hash]
+
+
+def test_a_moved_chain_is_not_read_again_once_the_watcher_is_stopping(shop, app, chain, proxy,
+                                                                     caplog):
+    """SIGTERM arrives while the poll reads, and the chain moved under that read: no other poll
+    starts; nothing is recorded, and the next run credits the payment."""
+    process_id, address = shop.order(6)
+    chain.transfer(address, 6 * UNIT)
+    chain.mine(CONFIRMATIONS - 1)
+    caplog.set_level(logging.INFO, logger="app.chain.watcher")
+    with app.app_context():
+        watcher = Watcher.from_app(app)
+        proxy.fail("eth_getLogs", "removed")
+        proxy.before("eth_getLogs", 0, watcher.stop)
+        assert watcher.run_once() is False
+    assert [r.getMessage() for r in caplog.records if r.getMessage().endswith("; reading again")] == []
+    _nothing_recorded(shop, process_id)
+    shop.watch()
+    assert shop.event_types(process_id) == ["payment.completed"]
 
 
 @pytest.mark.parametrize("fault", sorted(HOSTILE_DATA))

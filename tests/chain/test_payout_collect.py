@@ -760,7 +760,9 @@ def test_batches_split_the_addresses_evenly():
     assert sizes(0, 1, 100) == [1]
     assert sizes(0, 100, 100) == [100]
     assert sizes(0, 101, 100) == [51, 50]
-    assert sizes(0, 250, 100) == [84, 84, 82]
+    assert sizes(0, 250, 100) == [84, 83, 83]
+    assert sizes(0, 7, 3) == [3, 2, 2]
+    assert sizes(0, 13, 4) == [4, 3, 3, 3]
     assert sizes(0, 500, 100) == [100] * 5
     assert sizes(40, 141, 50) == [34, 34, 33]  # the rest, planned again at a smaller size
     assert sizes(7, 7, 10) == []

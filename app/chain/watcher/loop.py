@@ -142,6 +142,8 @@ class Watcher:
         try:
             self.poll_network(network_id)
         except ChainMoved as e:
+            if self.stopping:  # SIGTERM/SIGINT: no other poll starts
+                raise
             log.info("watch %s: %s; reading again", network_id, e)
             self._watched.forget()
             self.poll_network(network_id)
