@@ -155,10 +155,13 @@ def durable_floor_main(url, token, first, last, database, max_addresses, payload
     and chunks as the watcher), then the headers from the lowest block holding a payment to the
     range's last, 1,000 to a batch, each naming the one below as its parent (what proves a log's
     block an ancestor of the range's last whichever node answered; each log's block hash must be
-    its block's, as the contract requires; the block's timestamp is recorded), then in one transaction per transfer an INSERT of the transfer,
-    an UPDATE of its process and an outbox INSERT with a payload of the real size, the scan
-    position, one durable commit. `many`: each range's rows with executemany."""
+    its block's, as the contract requires; the block's timestamp is recorded), then in one
+    transaction per transfer an INSERT of the transfer, an UPDATE of its process and an outbox INSERT
+    with a payload of the real size; the head, the range's last block kept (what the next read is
+    proven against) and the kept blocks pruned, as the watcher's step does; the scan position; one
+    durable commit. `many`: each range's rows with executemany."""
     from app.config import DEFAULTS
+    from app.data import transfers as transfer_rows
     from app.db import open_database
 
     db = open_database(database, DEFAULTS)
@@ -212,6 +215,11 @@ def durable_floor_main(url, token, first, last, database, max_addresses, payload
                 for row in zip(transfers, processes, events):
                     for sql, values in zip(sqls, row):
                         conn.execute(sql, values)
+            tip = headers[end]
+            transfer_rows.set_head(conn, "bench", last)
+            transfer_rows.save_block(conn, "bench", end, tip["hash"], tip["parentHash"],
+                                     int(tip["timestamp"], 16))
+            transfer_rows.prune_blocks(conn, "bench", end - 64, 64)
             conn.execute("UPDATE networks SET scanned_block = ? WHERE id = 'bench'", (end,))
     seconds = time.perf_counter() - started
     db.close_all()

@@ -159,9 +159,7 @@ def freshness(page, css, text, seconds=3.0):
     """The button shows `text` within `seconds` of the service knowing it; the time it took."""
     started = time.monotonic()
     expect(btn(page, css)).to_have_text(text, timeout=seconds * 1000)
-    took = time.monotonic() - started
-    assert took <= seconds
-    return took
+    return time.monotonic() - started
 
 
 def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, console_errors, screenshot,

@@ -7,7 +7,6 @@ import json
 import pytest
 from support import eip3009 as signing
 from support.chain_shop import XPUB, cli
-from support.fake_rpc import FaultyRpc
 from support.helpers import Api
 
 from app.evm.addresses import to_checksum_address
@@ -209,13 +208,6 @@ def test_one_authorization_in_flight_per_process(shop, chain):
         chain.rpc("evm_setAutomine", True)
     chain.mine(1)
     assert chain.rpc("eth_getTransactionReceipt", first.get_json()["txHash"])["status"] == "0x1"
-
-
-@pytest.fixture
-def proxy(chain):
-    proxy = FaultyRpc(chain.url)
-    yield proxy
-    proxy.close()
 
 
 class Paused:

@@ -10,7 +10,7 @@ import json
 import logging
 
 import pytest
-from support.chain_shop import NETWORK, Shop, add_network, cli, open_shop
+from support.chain_shop import NETWORK, cli, open_shop
 from support.fake_rpc import HOSTILE_DATA, SplittingPool, StaleFork
 
 from app.chain.watcher import Watcher
@@ -62,14 +62,17 @@ def _stale_fork(chain, address):
     return stale
 
 
-def test_a_stale_forks_logs_answered_once_are_not_credited(shop, chain, proxy):
+def test_a_stale_forks_logs_answered_once_are_not_credited(shop, chain, proxy, caplog):
     """The stale log cannot be proven (the chain moved under the read): the poll reads again at
     once, and the honest answer has no payment."""
     process_id, address = shop.order(6)
     shop.watch()  # keeps the hash of the block the fork starts above
     stale = _stale_fork(chain, address)
     proxy.route(stale, method="eth_getLogs", times=1)
+    caplog.set_level(logging.INFO, logger="app.chain.watcher")
     attacked = _polls(shop)
+    moved = [r.getMessage() for r in caplog.records if r.getMessage().endswith("; reading again")]
+    assert len(moved) == 1, moved
     chain.mine(CONFIRMATIONS + 2)  # the abandoned block would be deep by now
     honest = _polls(shop, 2)
     _nothing_recorded(shop, process_id)
@@ -99,9 +102,8 @@ def test_a_batch_split_over_two_nodes_credits_nothing_of_an_abandoned_fork(
     pool = SplittingPool(chain.url)
     try:
         merchant = make_merchant()
-        add_network(runner, chain, confirmations=CONFIRMATIONS, rpc_url=pool.url)
-        shop = Shop(app, client, runner, chain, clock, merchant)
-        shop.sync_clock()
+        shop = open_shop(app, client, runner, chain, clock, merchant, confirmations=CONFIRMATIONS,
+                         rpc_url=pool.url)
         process_id, address = shop.order(2)
         base, before = chain.head(), chain.snapshot()
         _, block = chain.transfer(address, 2 * UNIT)  # on the fork only

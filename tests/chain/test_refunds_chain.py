@@ -9,7 +9,7 @@ import json
 import logging
 
 from support import dbutil
-from support.chain_shop import NETWORK, OTHER_XPUB, Shop, add_network, cli
+from support.chain_shop import NETWORK, OTHER_XPUB, Shop, add_network, cli, open_shop
 from support.fake_rpc import FaultyRpc
 from support.helpers import assert_error
 from support.receiver import receiver  # noqa: F401  (fixture)
@@ -438,9 +438,7 @@ def test_a_late_payments_event_carries_its_own_process_refunds(app, client, runn
     """Two completed processes paid again, settled in one confirm batch: each payment.received_late
     carries its own process's refunds (the watcher reads them once for the batch)."""
     merchant = make_merchant()
-    add_network(runner, chain, confirmations=CONFIRMATIONS)
-    shop = Shop(app, client, runner, chain, clock, merchant)
-    shop.sync_clock()
+    shop = open_shop(app, client, runner, chain, clock, merchant, confirmations=CONFIRMATIONS)
     refunded, other = paid_order(shop, chain), paid_order(shop, chain)
     clock.now = chain.timestamp() + 10
     made = refund(shop, refunded, 5, chain.accounts[5])
