@@ -339,6 +339,12 @@ class PaymentView:
     transfers: tuple[Transfer, ...]
     unexpected: tuple[UnexpectedTransfer, ...] = ()
 
+    @property
+    def paid(self) -> int:
+        """Confirmed money, in the base units of the payment's token (views_of rescales transfers
+        of an earlier choice)."""
+        return sum(t.amount for t in self.transfers if t.status == "confirmed")
+
 
 REFUND_STATUSES = ("pending", "completed", "cancelled")
 

@@ -435,7 +435,7 @@ def view(db, process):
 
 
 def views(db, processes):
-    return payment_rows.views_of(db.connection(), [p.id for p in processes])
+    return views_of(db, [p.id for p in processes])
 
 
 def views_of(db, process_ids):
@@ -447,8 +447,7 @@ def partly_paid(views) -> list[str]:
     below what is due (exactly)."""
     found = []
     for process_id, view in views.items():
-        paid = sum(t.amount for t in view.transfers if t.status == "confirmed")
-        if 0 < paid < view.payment.amount_due:
+        if 0 < view.paid < view.payment.amount_due:
             found.append(process_id)
     return found
 

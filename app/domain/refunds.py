@@ -63,17 +63,11 @@ def _process(conn, merchant_id, process_id):
     return process
 
 
-def _paid(view) -> int:
-    """Confirmed money, in the base units of the payment's token (views_of rescales transfers of
-    an earlier choice)."""
-    return sum(t.amount for t in view.transfers if t.status == "confirmed")
-
-
 def _remaining(conn, view, process_id) -> int:
     """What may still be refunded: paid, less every refund not cancelled (pending ones included)."""
     committed = sum(r.amount for r in refund_rows.of_process(conn, process_id)
                     if r.status != "cancelled")
-    return max(_paid(view) - committed, 0)
+    return max(view.paid - committed, 0)
 
 
 def _refundable_view(conn, process, now):
@@ -81,7 +75,7 @@ def _refundable_view(conn, process, now):
     pending process may still be paid in full (or cancelled): its money is refunded once final."""
     status = process.effective_status(now)
     view = payment_rows.view_of(conn, process.id)
-    if view is None or _paid(view) == 0:
+    if view is None or view.paid == 0:
         raise NotRefundable(f"Process {process.id} has no confirmed payment to refund.", status)
     if status not in FINAL_STATUSES:
         raise NotRefundable(

@@ -83,7 +83,7 @@ def payment_object(view, public=False) -> dict:
 
 def _amounts(view):
     """(paid, pending, outstanding) of a payment in base units: confirmed, seen, and still asked for."""
-    paid = sum(t.amount for t in view.transfers if t.status == "confirmed")
+    paid = view.paid
     pending = sum(t.amount for t in view.transfers if t.status == "seen")
     return paid, pending, max(view.payment.amount_due - paid - pending, 0)
 
@@ -92,10 +92,6 @@ def payment_uri(view) -> str:
     """The EIP-681 request a payment's `paymentUri` shows (and its QR code): what is outstanding."""
     p, outstanding = view.payment, _amounts(view)[2]
     return f"ethereum:{p.token_contract}@{p.chain_id}/transfer?address={p.address}&uint256={outstanding}"
-
-
-def unexpected_json(u, public=False) -> str:
-    return json.dumps(unexpected_object(u, public), separators=(",", ":"))
 
 
 def unexpected_object(u, public=False) -> dict:

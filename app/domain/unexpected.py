@@ -7,7 +7,7 @@ registered has no agreed value), once: it then counts in `amountPaid` for its am
 token units, converted exactly from the asset's decimals (1:1 in token units; what a coarser payment
 token cannot hold is left out, never more than was sent). The acceptance, who made it and when, the
 process's outcome and its event are one transaction, decided as for a confirmed transfer
-(the watcher's settle): `payment.completed` when it brings the in-time sum to the amount due
+(settlement.settle, as the watcher's): `payment.completed` when it brings the in-time sum to the amount due
 less the tolerance, `payment.partial` below it, `payment.received_late` for a final process or a
 transfer after the expiry."""
 from app.data import payments as payment_rows

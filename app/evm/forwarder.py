@@ -106,7 +106,7 @@ def collect_calldata(tokens: list[str], deposits: list[tuple[str, bytes]]) -> by
         groups.setdefault(to_checksum_address(payout), {})[_check_salt(value)] = None
     payouts = [(payout, list(salts)) for payout, salts in groups.items()]
     from eth_abi import (
-        encode,  # here, not at the top: importing it takes about half a second
+        encode,  # here, not at the top: its import is slow, and few commands need it
     )
 
     selector = keccak256(COLLECT_SIGNATURE.encode("ascii"))[:4]

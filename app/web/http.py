@@ -34,7 +34,7 @@ def read_json_body():
     """The request body as JSON values (app.core.jsonutil), or the API's 415 / 400 / 413 error."""
     environ = request.environ
     # The common case is read straight from the WSGI environ (werkzeug's header parsing and stream
-    # wrappers are a measurable share of a preorder's CPU); anything else takes werkzeug's path.
+    # wrappers cost a preorder more than the read itself); anything else takes werkzeug's path.
     if environ.get("CONTENT_TYPE") != "application/json" and request.mimetype != "application/json":
         raise ApiError(415, "unsupported_media_type", "Content-Type must be application/json.")
     # A charset parameter is accepted whatever it says: JSON is UTF-8 (RFC 8259 section 8.1), and a

@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 def svg(text: str) -> str:
     """A standalone SVG document of `text`'s QR code (no XML declaration: also fits inside HTML)."""
-    import segno  # here: only the pages that show a code pay for its import (tens of ms)
+    import segno  # here: only the pages that show a code pay for its import
     out = io.BytesIO()
     segno.make(text, error="m", micro=False).save(
         out, kind="svg", xmldecl=False, omitsize=True, border=4, dark="#000", light="#fff",

@@ -27,6 +27,5 @@ poll's outcome is written to the network's row (app/domain/health.py reads it). 
 committed. SIGTERM/SIGINT: the current step commits, the command exits 0.
 """
 from app.chain.watcher.loop import MAX_ADDRESSES, MAX_RANGE, Watcher
-from app.domain.settlement import settle
 
-__all__ = ["MAX_ADDRESSES", "MAX_RANGE", "Watcher", "settle"]
+__all__ = ["MAX_ADDRESSES", "MAX_RANGE", "Watcher"]

@@ -64,8 +64,8 @@ def _canonical(db, client, network, head, reads, transfers) -> dict:
 
 
 def _orphan(db, network, number, block_hash):
-    """Block `number` is not on the kept chain (a transfer recorded without proof by an earlier
-    release). The blocks below it may have gone too: read again from the highest kept hash below
+    """Block `number`, where a `seen` transfer was recorded, is not on the kept chain. The blocks
+    below it may have gone too: read again from the highest kept hash below
     it, which the next poll checks (walking down when it is gone as well)."""
     with db.transaction() as conn:
         for table in (PAYING, UNEXPECTED):
