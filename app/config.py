@@ -22,7 +22,7 @@ DEFAULTS = {
     "POSTGRES_CONNECT_TIMEOUT_SECONDS": 2,
     # Preorder validation
     "MAX_AMOUNT": "1000000",
-    "AMOUNT_DECIMALS": 2,
+    "AMOUNT_DECIMALS": None,  # unset: the process currency's minor-unit digits alone decide
     "METADATA_MAX_BYTES": 10_240,
     "METADATA_MAX_DEPTH": 32,
     "MAX_CONTENT_LENGTH": 64 * 1024,  # whole request body; Flask answers 413 past it
@@ -85,8 +85,17 @@ def normalize(config):
         raise ConfigError(f"MAX_AMOUNT must be a decimal number, got {config['MAX_AMOUNT']!r}")
     if not config["MAX_AMOUNT"].is_finite() or config["MAX_AMOUNT"] <= 0:
         raise ConfigError("MAX_AMOUNT must be a positive decimal number")
+    if config["AMOUNT_DECIMALS"] in (None, ""):
+        config["AMOUNT_DECIMALS"] = None
+    else:
+        try:
+            config["AMOUNT_DECIMALS"] = int(config["AMOUNT_DECIMALS"])
+        except (TypeError, ValueError):
+            raise ConfigError(f"AMOUNT_DECIMALS must be a whole number, got"
+                              f" {config['AMOUNT_DECIMALS']!r}") from None
+        if config["AMOUNT_DECIMALS"] < 0:
+            raise ConfigError("AMOUNT_DECIMALS must not be negative")
     for name in (
-        "AMOUNT_DECIMALS",
         "METADATA_MAX_BYTES",
         "METADATA_MAX_DEPTH",
         "MAX_CONTENT_LENGTH",

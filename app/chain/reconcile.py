@@ -35,6 +35,7 @@ from app.data import books
 from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
 from app.data.payouts import GAS_COIN
+from app.domain import rates
 from app.domain.payments import SetupError
 from app.evm import canonical, rpc
 from app.evm.rpc import TAGS, Pins
@@ -386,9 +387,14 @@ def _processes(report, books_, bad):
     for t in books_.transfers:
         if t.status == "confirmed" and (t.tx_hash, t.log_index) not in bad:
             simple[t.process_id] += t.amount
-    for process_id, completed_by, due, tolerance, token, mixed in books_.completed:
+    for process_id, completed_by, due, tolerance, token, mixed, priced in books_.completed:
         if completed_by in ("operator", "sandbox"):
             continue  # supported by that record
+        wrong = rates.quote_problem(*priced, due)
+        if wrong:
+            report.unsupported.append(Finding(
+                "process", f"due {due} base units, which its quote does not give: {wrong}",
+                process_id=process_id, token=token, amount=due))
         if mixed:
             paid = sum(t.amount for t in books_.views[process_id].transfers
                        if t.status == "confirmed" and (t.tx_hash, t.log_index) not in bad)

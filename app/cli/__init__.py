@@ -10,6 +10,7 @@ def init_app(app):
     from app.cli.events import events
     from app.cli.merchants import merchants
     from app.cli.ops import backup_db, prune
+    from app.cli.rates import rates
     from app.cli.processes import processes
     from app.cli.reconcile import reconcile
     from app.cli.storage import copy_db_command
@@ -27,6 +28,7 @@ def init_app(app):
     app.cli.add_command(backup_db)
     app.cli.add_command(networks)
     app.cli.add_command(assets)
+    app.cli.add_command(rates)
     app.cli.add_command(collect)
     app.cli.add_command(collections)
     app.cli.add_command(users)

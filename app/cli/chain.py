@@ -11,7 +11,7 @@ from flask.cli import AppGroup
 from app.cli.common import fail, table, when
 from app.clock import now
 from app.db import get_db
-from app.domain import health
+from app.domain import health, rates
 from app.domain import payments as service
 from app.evm.rpc import Client, redacted
 from app.evm.signer import gwei
@@ -73,7 +73,8 @@ def _asset_json(a):
     return {"id": a.id, "networkId": a.network_id, "symbol": a.symbol, "name": a.name,
             "contract": a.contract, "decimals": a.decimals, "enabled": a.disabled_at is None,
             "createdAt": when(a.created_at),
-            "eip3009": {"name": a.eip3009_name, "version": a.eip3009_version} if a.eip3009 else None}
+            "eip3009": {"name": a.eip3009_name, "version": a.eip3009_version} if a.eip3009 else None,
+            "peg": a.peg}
 
 
 @networks.command("add")
@@ -228,13 +229,17 @@ def networks_set_max_fee(network_id, gwei_text):
                    " cannot be reached now): you vouch that CONTRACT is this network's token with"
                    " these decimals and this symbol. Wrong decimals make every order due a"
                    " fraction or a multiple of its amount.")
+@click.option("--peg", default="USD", show_default=True,
+              help="The currency one token is worth (ISO 4217; EURC: EUR). A process in another"
+                   " currency is paid at a rate (`rates`).")
 @click.option("--json", "as_json", is_flag=True, help="Print the created asset as JSON.")
 def assets_add(asset_id, network_id, symbol, name, contract, decimals, eip3009,
-               skip_contract_check, as_json):
+               skip_contract_check, peg, as_json):
     """Let customers pay with a token on a network. The contract's decimals() and symbol() are read
     through the network's node and must be --decimals and --symbol."""
     def describe(a):
-        text = (f"Added asset {a.id} ({a.symbol}, {a.decimals} decimals) on {a.network_id}:"
+        text = (f"Added asset {a.id} ({a.symbol}, {a.decimals} decimals, pegged to {a.peg}) on"
+                f" {a.network_id}:"
                 f" contract {a.contract}")
         text += (" (not checked: you vouch for its decimals and symbol)." if skip_contract_check
                  else ", its decimals() and symbol() checked.")
@@ -245,7 +250,7 @@ def assets_add(asset_id, network_id, symbol, name, contract, decimals, eip3009,
 
     _add(service.add_asset, as_json, _asset_json, describe, asset_id=asset_id,
          network_id=network_id, symbol=symbol, name=name, contract=contract, decimals=decimals,
-         eip3009=eip3009, check_contract=not skip_contract_check, client_factory=_client)
+         eip3009=eip3009, check_contract=not skip_contract_check, client_factory=_client, peg=peg)
 
 
 @assets.command("list")
@@ -254,7 +259,23 @@ def assets_list(as_json):
     """List assets."""
     _print_rows(
         _run(service.list_assets), as_json, _asset_json,
-        lambda a: (a.id, a.network_id, a.symbol, a.name, a.contract, a.decimals,
+        lambda a: (a.id, a.network_id, a.symbol, a.name, a.contract, a.decimals, a.peg,
                    "disabled" if a.disabled_at else "enabled"),
-        ("ID", "NETWORK", "SYMBOL", "NAME", "CONTRACT", "DECIMALS", "STATE"),
+        ("ID", "NETWORK", "SYMBOL", "NAME", "CONTRACT", "DECIMALS", "PEG", "STATE"),
     )
+
+
+@assets.command("set-peg")
+@click.argument("asset_id")
+@click.argument("currency")
+@click.option("--network", "network_id", default=None,
+              help="Only on this network (default: on every network the asset is on).")
+def assets_set_peg(asset_id, currency, network_id):
+    """Peg ASSET_ID to CURRENCY (ISO 4217): what one token is worth. Payments confirmed from now on
+    are quoted by it; those already confirmed keep their quote."""
+    try:
+        changed = rates.set_peg(get_db(), asset_id, currency, network_id)
+    except rates.RateError as e:
+        raise fail(e) from None
+    click.echo(f"Asset {asset_id} is pegged to {currency} ({changed} network"
+               f"{'s' if changed != 1 else ''}).")

@@ -203,6 +203,18 @@ def set_xpub(merchant_id, xpub):
                " address for the first account of this seed phrase.")
 
 
+@merchants.command("set-currency")
+@click.argument("merchant_id")
+@click.argument("currency")
+def set_currency(merchant_id, currency):
+    """Price the merchant's new processes in CURRENCY (ISO 4217, e.g. EUR) when their preorder names
+    none. Processes already made keep theirs."""
+    code = _run(service.set_currency, merchant_id, currency)
+    click.echo(f"Currency of {merchant_id}: {code}. New processes without a currency of their own"
+               f" are priced in {code}; paying them in a token pegged to another currency needs a"
+               f" rate (`rates add` or `rates set`).")
+
+
 @merchants.command("set-tolerance")
 @click.argument("merchant_id")
 @click.argument("percent")

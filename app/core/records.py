@@ -22,6 +22,7 @@ class Merchant:
     # The secret replaced by the last roll, still signing beside the new one until `_until`.
     previous_webhook_secret: str | None = None
     previous_webhook_secret_until: int | None = None
+    currency: str = "USD"  # its new processes' when the preorder names none
 
     @property
     def disabled(self):
@@ -71,6 +72,7 @@ class Process:
     # Paid in time, still confirming: its live payment has a `seen` transfer in a block at or before
     # expires_at. Such a process stays pending past its expiry (see docs/payments.md).
     held: bool = False
+    currency: str = "USD"  # ISO 4217: the amount is in it
 
     def effective_status(self, now):
         """A pending process past its expiry is expired, whether or not the sweep has run, unless
@@ -281,6 +283,7 @@ class Asset:
     # Added with --eip3009 (payable without gas): its EIP-712 domain's name and version.
     eip3009_name: str | None = None
     eip3009_version: str | None = None
+    peg: str = "USD"  # the currency one token is worth
 
     @property
     def eip3009(self) -> bool:
@@ -323,6 +326,7 @@ class Payment:
     factory: str | None = None
     tolerance: str = "0"  # underpayment tolerance in percent, the merchant's at the first confirm
     finality: str = "confirmations"  # its network's (read with it)
+    quote: str | None = None  # the locked quote, compact JSON (None: made before quotes, at par)
 
     def covered_by(self, paid: int) -> bool:
         """Whether `paid` (base units) completes the payment: the amount due less the tolerance
@@ -344,6 +348,39 @@ class PaymentView:
         """Confirmed money, in the base units of the payment's token (views_of rescales transfers
         of an earlier choice)."""
         return sum(t.amount for t in self.transfers if t.status == "confirmed")
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A pair's one source, "EUR/USD" being the price of one EUR in USD: a price feed on a network
+    (its last answer as the watcher read it) or a manual rate (`value` as set, `updated_at` when).
+    Whether it counts now is app/domain/rates.py's `state`."""
+    pair: str
+    source: str  # feed | manual
+    network_id: str | None
+    feed: str | None
+    feed_decimals: int | None
+    sequencer_feed: str | None
+    max_age: int
+    max_depeg: str
+    value: str | None
+    round_id: str | None
+    answered_in_round: str | None
+    updated_at: int | None
+    sequencer_answer: int | None
+    sequencer_since: int | None
+    problem: str | None
+    read_at: int | None
+    reported: str | None
+    created_at: int
+
+    @property
+    def base(self) -> str:
+        return self.pair.split("/")[0]
+
+    @property
+    def quote(self) -> str:
+        return self.pair.split("/")[1]
 
 
 REFUND_STATUSES = ("pending", "completed", "cancelled")

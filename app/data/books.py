@@ -60,16 +60,19 @@ def payout_deposits(conn) -> dict:
 
 
 def completed_on(conn, network_id) -> list[tuple]:
-    """(process id, completed_by, amount due (base units), tolerance, token contract, mixed) of the
-    completed processes whose payment is on the network; `mixed`: whether some of its money is not
-    simply its token on this network (a transfer on another network or of another token, an
-    unexpected transfer accepted as payment), which only the payment's view counts right."""
+    """(process id, completed_by, amount due (base units), tolerance, token contract, mixed,
+    (amount, currency, token decimals, quote)) of the completed processes whose payment is on the
+    network; `mixed`: whether some of its money is not simply its token on this network (a transfer
+    on another network or of another token, an unexpected transfer accepted as payment), which only
+    the payment's view counts right; the last, what its amount due was quoted from."""
     rows = conn.execute(
         "SELECT pr.id, pr.completed_by, p.amount_due, p.tolerance, p.token_contract,"
+        " pr.amount, pr.currency, p.decimals, p.quote,"
         " (EXISTS (SELECT 1 FROM transfers t WHERE t.process_id = pr.id"
         "   AND (t.network_id <> p.network_id OR lower(t.token_contract) <> lower(p.token_contract)))"
         "  OR EXISTS (SELECT 1 FROM unexpected_transfers u WHERE u.process_id = pr.id"
         "   AND u.accepted_at IS NOT NULL)) AS mixed"
         " FROM processes pr JOIN payments p ON p.process_id = pr.id"
         " WHERE p.network_id = ? AND pr.status = 'completed' ORDER BY pr.seq", (network_id,))
-    return [(row[0], row[1], int(row[2]), row[3], row[4], bool(row[5])) for row in rows]
+    return [(row[0], row[1], int(row[2]), row[3], row[4], bool(row[9]), tuple(row[5:9]))
+            for row in rows]

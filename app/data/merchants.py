@@ -3,7 +3,7 @@ from app.core.records import Merchant, SecretKey
 
 _MERCHANT_COLUMNS = (
     "m.id, m.name, m.livemode, m.public_key, m.webhook_secret, m.webhook_url, m.disabled_at, "
-    "m.created_at, m.previous_webhook_secret, m.previous_webhook_secret_until"
+    "m.created_at, m.previous_webhook_secret, m.previous_webhook_secret_until, m.currency"
 )
 _KEY_COLUMNS = "id, merchant_id, key_prefix, created_at, revoked_at, expires_at"
 
@@ -20,6 +20,7 @@ def _merchant(row):
         created_at=row["created_at"],
         previous_webhook_secret=row["previous_webhook_secret"],
         previous_webhook_secret_until=row["previous_webhook_secret_until"],
+        currency=row["currency"],
     )
 
 
@@ -37,7 +38,7 @@ def _key(row):
 def insert(conn, merchant: Merchant):
     conn.execute(
         "INSERT INTO merchants (id, name, livemode, public_key, webhook_secret, webhook_url,"
-        " disabled_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        " disabled_at, created_at, currency) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             merchant.id,
             merchant.name,
@@ -47,6 +48,7 @@ def insert(conn, merchant: Merchant):
             merchant.webhook_url,
             merchant.disabled_at,
             merchant.created_at,
+            merchant.currency,
         ),
     )
 
@@ -172,3 +174,9 @@ def set_tolerance(conn, merchant_id, tolerance: str) -> bool:
     cur = conn.execute("UPDATE merchants SET underpayment_tolerance = ? WHERE id = ?",
                        (tolerance, merchant_id))
     return cur.rowcount == 1
+
+
+def set_currency(conn, merchant_id, currency) -> bool:
+    """The currency of the merchant's processes whose preorder names none, from now on."""
+    return conn.execute("UPDATE merchants SET currency = ? WHERE id = ?",
+                        (currency, merchant_id)).rowcount == 1

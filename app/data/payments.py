@@ -13,12 +13,12 @@ _NETWORK_COLUMNS = (
 )
 _ASSET_COLUMNS = (
     "id, network_id, symbol, name, contract, decimals, disabled_at, created_at, eip3009_name,"
-    " eip3009_version"
+    " eip3009_version, peg"
 )
 _PAYMENT_COLUMNS = (
     "p.process_id, p.merchant_id, p.address_index, p.address, p.asset_id, p.network_id, p.chain_id,"
     " p.token_contract, p.decimals, p.amount_due, p.created_at, p.updated_at, n.head_block, p.mode,"
-    " p.payout_address, p.factory, p.tolerance, n.finality"
+    " p.payout_address, p.factory, p.tolerance, n.finality, p.quote"
 )
 _TRANSFER_FIELDS = (
     "chain_id", "tx_hash", "log_index", "network_id", "process_id", "token_contract", "from_address",
@@ -149,10 +149,18 @@ def pending_chosen_on(conn, network_id, livemode) -> int:
 
 def insert_asset(conn, a: Asset):
     conn.execute(
-        f"INSERT INTO assets ({_ASSET_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO assets ({_ASSET_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (a.id, a.network_id, a.symbol, a.name, a.contract, a.decimals, a.disabled_at, a.created_at,
-         a.eip3009_name, a.eip3009_version),
+         a.eip3009_name, a.eip3009_version, a.peg),
     )
+
+
+def set_peg(conn, asset_id, peg, network_id=None) -> int:
+    """The asset's peg, on one network or on every one it is on: the rows changed."""
+    if network_id is None:
+        return conn.execute("UPDATE assets SET peg = ? WHERE id = ?", (peg, asset_id)).rowcount
+    return conn.execute("UPDATE assets SET peg = ? WHERE id = ? AND network_id = ?",
+                        (peg, asset_id, network_id)).rowcount
 
 
 def get_asset(conn, asset_id, network_id) -> Asset | None:
@@ -180,7 +188,7 @@ def payable_assets(conn) -> list[tuple[Asset, str, int, int, bool]]:
     name, its chain id, its confirmations, its --testnet flag)."""
     rows = conn.execute(
         "SELECT a.id AS a_id, a.network_id, a.symbol, a.name AS a_name, a.contract, a.decimals,"
-        " a.created_at AS a_created_at, a.eip3009_name, a.eip3009_version, n.name AS n_name,"
+        " a.created_at AS a_created_at, a.eip3009_name, a.eip3009_version, a.peg, n.name AS n_name,"
         " n.chain_id, n.confirmations, n.testnet"
         " FROM assets a JOIN networks n ON n.id = a.network_id"
         " WHERE a.disabled_at IS NULL AND n.disabled_at IS NULL ORDER BY a.id, a.network_id"
@@ -190,7 +198,7 @@ def payable_assets(conn) -> list[tuple[Asset, str, int, int, bool]]:
             Asset(id=r["a_id"], network_id=r["network_id"], symbol=r["symbol"], name=r["a_name"],
                   contract=r["contract"], decimals=r["decimals"], disabled_at=None,
                   created_at=r["a_created_at"], eip3009_name=r["eip3009_name"],
-                  eip3009_version=r["eip3009_version"]),
+                  eip3009_version=r["eip3009_version"], peg=r["peg"]),
             r["n_name"],
             r["chain_id"],
             r["confirmations"],
@@ -271,11 +279,11 @@ def insert_payment(conn, p: Payment):
     conn.execute(
         "INSERT INTO payments (process_id, merchant_id, address_index, address, asset_id, network_id,"
         " chain_id, token_contract, decimals, amount_due, created_at, updated_at, mode,"
-        " payout_address, factory, tolerance)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " payout_address, factory, tolerance, quote)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (p.process_id, p.merchant_id, p.address_index, p.address, p.asset_id, p.network_id,
          p.chain_id, p.token_contract, p.decimals, str(p.amount_due), p.created_at, p.updated_at,
-         p.mode, p.payout_address, p.factory, p.tolerance),
+         p.mode, p.payout_address, p.factory, p.tolerance, p.quote),
     )
 
 
@@ -284,23 +292,25 @@ def change_choice(conn, p: Payment) -> bool:
     other than orphaned or reversed ones (no longer on the chain) or of value 0 (no payment; an
     earlier release recorded them): the check and the change are one statement. The choice it
     replaces
-    is kept in payment_choices (still watched); the caller rolls back when this returns False. An
+    is kept in payment_choices (still watched) with what it was due; the caller rolls back when
+    this returns False. An
     unexpected transfer accepted as payment locks it too (its credited amount is in this token)."""
     conn.execute(
-        "INSERT INTO payment_choices (process_id, network_id, token_contract, decimals, created_at)"
-        " SELECT process_id, network_id, token_contract, decimals, ? FROM payments"
-        " WHERE process_id = ? ON CONFLICT DO NOTHING",
+        "INSERT INTO payment_choices (process_id, network_id, token_contract, decimals, created_at,"
+        " amount_due) SELECT process_id, network_id, token_contract, decimals, ?, amount_due"
+        " FROM payments WHERE process_id = ? ON CONFLICT (process_id, network_id, token_contract)"
+        " DO UPDATE SET amount_due = excluded.amount_due",
         (p.updated_at, p.process_id),
     )
     cur = conn.execute(
         "UPDATE payments SET asset_id = ?, network_id = ?, chain_id = ?, token_contract = ?,"
-        " decimals = ?, amount_due = ?, updated_at = ?"
+        " decimals = ?, amount_due = ?, updated_at = ?, quote = ?"
         " WHERE process_id = ? AND NOT EXISTS (SELECT 1 FROM transfers t"
         "  WHERE t.process_id = payments.process_id AND t.status IN ('seen', 'confirmed')"
         "  AND t.amount <> '0') AND NOT EXISTS (SELECT 1 FROM unexpected_transfers u"
         "  WHERE u.process_id = payments.process_id AND u.accepted_at IS NOT NULL)",
         (p.asset_id, p.network_id, p.chain_id, p.token_contract, p.decimals, str(p.amount_due),
-         p.updated_at, p.process_id),
+         p.updated_at, p.quote, p.process_id),
     )
     return cur.rowcount == 1
 
@@ -309,19 +319,22 @@ def transfers_of(conn, process_ids) -> dict[str, list[Transfer]]:
     """The seen and confirmed transfers of these processes (orphaned and reversed ones, no longer on
     the chain, never show), by process
     id, each list ordered by (block_number, log_index); one query. Each carries its network's head
-    (for its confirmations); one sent with an earlier choice of the payment has its amount in the
-    current choice's base units (the process amount is due 1:1 in whichever token)."""
+    (for its confirmations); one sent with an earlier choice of the payment counts for the share of
+    that choice's amount due it paid, in the current choice's base units (rounded down: never more
+    than was sent); before quotes, every choice was due the same amount, rescaled by decimals."""
     ids = list(process_ids)
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
     rows = conn.execute(
         f"SELECT {', '.join('t.' + f for f in _TRANSFER_FIELDS)}, n.head_block,"
-        " p.decimals AS chosen_decimals, c.decimals AS earlier_decimals"
+        " p.decimals AS chosen_decimals, p.amount_due AS chosen_due, c.decimals AS earlier_decimals,"
+        " c.amount_due AS earlier_due"
         " FROM transfers t JOIN networks n ON n.id = t.network_id"
         " JOIN payments p ON p.process_id = t.process_id"
         " LEFT JOIN payment_choices c ON c.process_id = t.process_id"
         "  AND c.network_id = t.network_id AND lower(c.token_contract) = lower(t.token_contract)"
+        "  AND NOT (p.network_id = t.network_id AND lower(p.token_contract) = lower(t.token_contract))"
         f" WHERE t.process_id IN ({marks}) AND t.status IN ('seen', 'confirmed')"
         " ORDER BY t.block_number, t.log_index",
         ids,
@@ -329,7 +342,9 @@ def transfers_of(conn, process_ids) -> dict[str, list[Transfer]]:
     found: dict[str, list[Transfer]] = {}
     for r in rows:
         amount = int(r["amount"])  # base units, stored as decimal text
-        if r["earlier_decimals"] is not None:  # an earlier choice's token (back to it: unchanged)
+        if r["earlier_due"] is not None:  # an earlier choice's token (back to it: unchanged)
+            amount = amount * int(r["chosen_due"]) // int(r["earlier_due"])
+        elif r["earlier_decimals"] is not None:
             amount = _rescaled(amount, r["earlier_decimals"], r["chosen_decimals"])
         values = {k: r[k] for k in _TRANSFER_FIELDS}
         transfer = Transfer(**dict(values, amount=amount), head_block=r["head_block"])

@@ -11,7 +11,8 @@ from app.data.schema import dialect
 from app.data.unexpected import HAS_UNEXPECTED
 
 _STORED = (
-    "seq, id, merchant_id, status, amount, metadata, livemode, created_at, updated_at, expires_at"
+    "seq, id, merchant_id, status, amount, metadata, livemode, created_at, updated_at, expires_at,"
+    " currency"
 )
 # Held past its expiry: not expired, by the sweep or on display (docs/payments.md), while either
 # - paid in time, still confirming: a `seen` transfer to its deposit address in a block at or before
@@ -43,19 +44,20 @@ def _process(row):
         updated_at=row["updated_at"],
         expires_at=row["expires_at"],
         held=bool(row["held"]),
+        currency=row["currency"],
     )
 
 
 # seq is left to the database (SQLite's rowid alias, PostgreSQL's identity column).
 _INSERT = (
     "INSERT INTO processes (id, merchant_id, status, amount, metadata, livemode, created_at,"
-    " updated_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " updated_at, expires_at, currency) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
 def _values(p: Process):
     return (p.id, p.merchant_id, p.status, p.amount, p.metadata, int(p.livemode), p.created_at,
-            p.updated_at, p.expires_at)
+            p.updated_at, p.expires_at, p.currency)
 
 
 # What the console's search indexes of one process: enough for order references, e-mails and

@@ -14,7 +14,7 @@ from app.core.testnets import LIVE_CHAIN_IDS, TEST_CHAIN_IDS
 # Every table, parents before children (the order copy-db inserts in); schema_version is not copied.
 TABLES = (
     "merchants", "secret_keys", "processes", "events", "delivery_attempts", "idempotency_keys",
-    "networks", "assets", "merchant_wallets", "merchant_payouts", "network_factories", "payments",
+    "networks", "rates", "assets", "merchant_wallets", "merchant_payouts", "network_factories", "payments",
     "payment_choices", "transfers", "unexpected_transfers", "chain_blocks", "refunds", "collections",
     "collection_items",
     "pruned_events", "relayed_authorizations",

@@ -2,7 +2,7 @@
 import uuid
 from dataclasses import replace
 
-from app.core import keys
+from app.core import currency, keys
 from app.core.money import AmountError, parse_tolerance
 from app.core.records import Merchant, SecretKey
 from app.data import merchants as merchant_rows
@@ -203,6 +203,19 @@ def set_tolerance(db, merchant_id, percent) -> str:
         _existing(conn, merchant_id)
         merchant_rows.set_tolerance(conn, merchant_id, tolerance)
     return tolerance
+
+
+def set_currency(db, merchant_id, code) -> str:
+    """The currency of the merchant's processes whose preorder names none, from now on (ISO 4217,
+    app/core/currency.py); processes already made keep theirs."""
+    try:
+        currency.check(code)
+    except ValueError as e:
+        raise MerchantError(f"The currency: {e}") from None
+    with db.transaction() as conn:
+        _existing(conn, merchant_id)
+        merchant_rows.set_currency(conn, merchant_id, code)
+    return code
 
 
 def tolerance_of(db, merchant_id) -> str:

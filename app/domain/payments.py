@@ -10,6 +10,7 @@ import re
 from dataclasses import replace
 from decimal import Decimal, InvalidOperation
 
+from app.core import currency
 from app.core.money import AmountError, format_units, to_base_units
 from app.core.records import Asset, Network, Payment
 from app.core.testnets import LIVE_CHAIN_IDS, TEST_CHAIN_IDS, is_test_network
@@ -17,7 +18,8 @@ from app.data import merchants as merchant_rows
 from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
 from app.data import processes as process_rows
-from app.domain import health
+from app.data import rates as rate_rows
+from app.domain import health, rates
 from app.domain.processes import InvalidState, ProcessNotFound
 from app.evm import addresses, eip3009, forwarder, rpc, tokens
 
@@ -274,13 +276,16 @@ def networks_of_unknown_mode(db, version_before) -> list[Network]:
 
 
 def add_asset(db, *, asset_id, network_id, symbol, name, contract, decimals, now, eip3009=False,
-              check_contract=True, client_factory=rpc.Client) -> Asset:
+              check_contract=True, client_factory=rpc.Client, peg="USD") -> Asset:
     """Let customers pay with a token on a network. The contract's own `decimals()` and `symbol()`
     are read through the network's node and must be `decimals` and `symbol` (`_check_token`), unless
     `check_contract` is false (the node cannot be reached: the operator vouches for them).
     `eip3009`: payable without gas (ERC-3009): the token's EIP-712 domain is read from the contract
     too and checked (app/evm/eip3009.py); a contract that is not an ERC-3009 token is refused."""
     _check_id(asset_id, "The asset id")
+    if not currency.is_known(peg):
+        raise SetupError(f"The peg must be an ISO 4217 currency code in use (e.g. USD, EUR), not"
+                         f" {str(peg)[:8]!r}.")
     if not symbol or not symbol.strip() or len(symbol) > 16:
         raise SetupError("The symbol must be 1-16 characters.")
     if not name or not name.strip():
@@ -305,7 +310,8 @@ def add_asset(db, *, asset_id, network_id, symbol, name, contract, decimals, now
         domain = _eip3009_domain(client, network, contract) if eip3009 else None
     asset = Asset(id=asset_id, network_id=network_id, symbol=symbol, name=name.strip(),
                   contract=contract, decimals=decimals, disabled_at=None, created_at=now,
-                  eip3009_name=domain and domain.name, eip3009_version=domain and domain.version)
+                  eip3009_name=domain and domain.name, eip3009_version=domain and domain.version,
+                  peg=peg)
     with db.transaction() as conn:
         network = payment_rows.get_network(conn, network_id)
         if network is None:
@@ -397,12 +403,13 @@ def set_xpub(db, merchant_id, text, now) -> str:
 
 # The Button API
 
-def payable_assets(db, merchant, now, stale_seconds) -> list[dict]:
+def payable_assets(db, merchant, now, stale_seconds, process=None) -> list[dict]:
     """What the customer may pay with: every enabled asset on every enabled network of the
     merchant's mode (test networks for test mode, live networks for live mode) that is not
     unavailable (app/domain/health.py), grouped by asset id; for a payout-mode merchant, on the
     networks with a forwarder factory only; nothing for a merchant with neither a payout address
-    nor an xpub (it cannot take live payments)."""
+    nor an xpub (it cannot take live payments). For a `process`, only what can be quoted now, each
+    network with the `amountDue` the customer would pay on it (the locked one for its choice)."""
     conn = db.connection()
     states = network_health(db, now, stale_seconds)
     down = {n.id for n, state in states if not state.ok}
@@ -413,16 +420,28 @@ def payable_assets(db, merchant, now, stale_seconds) -> list[dict]:
         usable = lambda network_id: True  # noqa: E731
     else:
         return []
+    chosen = process and payment_rows.get_payment(conn, process.id)
     grouped: dict[str, dict] = {}
     for asset, network_name, chain_id, confirmations, testnet in payment_rows.payable_assets(conn):
         if (is_test_network(chain_id, testnet) == merchant.livemode or not usable(asset.network_id)
                 or asset.network_id in down):
             continue
+        due = None
+        if process is not None:
+            if chosen and (chosen.asset_id, chosen.network_id) == (asset.id, asset.network_id):
+                due = chosen.amount_due
+            else:
+                try:
+                    due = _quote(conn, process, asset, now).amount_due
+                except (rates.RateUnavailable, ChoiceError):
+                    continue
         entry = grouped.setdefault(
             asset.id, {"id": asset.id, "symbol": asset.symbol, "name": asset.name, "networks": []}
         )
         network = {"id": asset.network_id, "name": network_name, "chainId": chain_id,
                    "confirmations": confirmations, "finality": finalities[asset.network_id]}
+        if due is not None:
+            network["amountDue"] = format_units(due, asset.decimals)
         if asset.eip3009:  # payable without gas when a relayer serves it (app/chain/relayer.py)
             network["eip712Domain"] = {"name": asset.eip3009_name, "version": asset.eip3009_version,
                                        "chainId": chain_id, "verifyingContract": asset.contract}
@@ -477,12 +496,14 @@ def confirm(db, merchant, process_id, *, asset_id, network_id, now, stale_second
         payout_mode = existing.mode == "payout" if existing is not None else payout is not None
         factory, version = _factory(conn, network, existing) if payout_mode else (None, None)
         choice = dict(asset_id=asset.id, network_id=network.id, chain_id=network.chain_id,
-                      token_contract=asset.contract, decimals=asset.decimals,
-                      amount_due=_amount_due(process, asset))
+                      token_contract=asset.contract, decimals=asset.decimals)
+        same = existing is not None and all(getattr(existing, k) == v for k, v in choice.items())
+        if not same:  # the same choice keeps its locked quote; another is quoted now
+            quoted = _quote(conn, process, asset, now)
+            choice.update(amount_due=quoted.amount_due, quote=quoted.text)
         # The merchant's tolerance when the payment is made: a later change leaves it as it was.
         tolerance = merchant_rows.get_tolerance(conn, merchant.id) or "0"
         if existing is not None:
-            same = all(getattr(existing, k) == v for k, v in choice.items())
             if not same:
                 changed = replace(existing, **choice, updated_at=now)
                 if not payment_rows.change_choice(conn, changed):
@@ -538,16 +559,19 @@ def _factory(conn, network, existing):
     return factory, version
 
 
-def _amount_due(process, asset) -> int:
-    """The process's amount in the asset's base units; ChoiceError when the token's decimals
-    cannot hold it."""
-    try:
-        return to_base_units(process.amount, asset.decimals)
-    except AmountError:
-        raise ChoiceError({"assetId": [
-            f"The amount {process.amount} cannot be paid in {asset.symbol}: the token has"
-            f" {asset.decimals} decimal places. Choose another asset."
-        ]}) from None
+def _quote(conn, process, asset, now) -> rates.Quote:
+    """The process's amount in the asset's base units, quoted now (rates.RateUnavailable when it
+    cannot be). At par it is exact, as it always was: ChoiceError when the token's decimals cannot
+    hold it; at a rate it is rounded up."""
+    if process.currency == asset.peg:
+        try:
+            to_base_units(process.amount, asset.decimals)
+        except AmountError:
+            raise ChoiceError({"assetId": [
+                f"The amount {process.amount} cannot be paid in {asset.symbol}: the token has"
+                f" {asset.decimals} decimal places. Choose another asset."
+            ]}) from None
+    return rates.quote(process, asset, rate_rows.all_rates(conn), now)
 
 
 def _payable(conn, merchant, asset_id, network_id) -> tuple[Asset, Network]:

@@ -7,7 +7,10 @@ written for the loser.
 import hashlib
 import uuid
 from dataclasses import replace
+from decimal import Decimal
 
+from app.core import currency as currencies
+from app.core.money import significant_places
 from app.core.records import Process
 from app.data import idempotency as idempotency_rows
 from app.data import processes as process_rows
@@ -29,15 +32,31 @@ class IdempotencyKeyReused(ValueError):
     pass
 
 
-def request_fingerprint(amount: str, metadata: str) -> str:
-    return hashlib.sha256(f"{amount}\n{metadata}".encode("utf-8")).hexdigest()
+class InvalidAmount(ValueError):
+    """The amount has more places than its currency allows; `errors` names the field."""
+
+    def __init__(self, message):
+        super().__init__(f"amount: {message}")
+        self.errors = {"amount": [message]}
+
+
+def request_fingerprint(amount: str, metadata: str, code=None) -> str:
+    """The request as an Idempotency-Key remembers it; `code` the preorder's own currency field
+    (None: not given, the form of requests made before currencies)."""
+    text = f"{amount}\n{metadata}" if code is None else f"{amount}\n{metadata}\n{code}"
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def create_preorder(db, merchant, *, amount, metadata, now, ttl, idempotency_key=None,
-                    idempotency_ttl=86400):
-    """Create a pending process. Returns (response_body, replayed)."""
+                    idempotency_ttl=86400, currency=None):
+    """Create a pending process, in `currency` (None: the merchant's). Returns (response_body,
+    replayed). InvalidAmount when the amount has more places than the currency allows."""
     now = int(now)
-    fingerprint = request_fingerprint(amount, metadata) if idempotency_key else None
+    code = currency or merchant.currency
+    places = currencies.minor_digits(code)
+    if significant_places(Decimal(amount)) > places:
+        raise InvalidAmount(f"Must have at most {places} decimal places ({code}).")
+    fingerprint = request_fingerprint(amount, metadata, currency) if idempotency_key else None
     search = process_rows.search_values(metadata)  # parsed before the write lock is taken
     # Nobody knows the new processId before this answer, so the commit's sync may wait outside the
     # write lock (app/db/sqlite/database.py); a replayed answer syncs too, so it never reports an unsynced process.
@@ -63,6 +82,7 @@ def create_preorder(db, merchant, *, amount, metadata, now, ttl, idempotency_key
             created_at=now,
             updated_at=now,
             expires_at=now + ttl,
+            currency=code,
         )
         process_rows.insert(conn, process, search)
         body = process_json(process, now)

@@ -27,7 +27,7 @@ def process_json(p, now, payment=None, refunds=()) -> str:
     updated = p.effective_updated_at(now)
     return (
         f'{{"processId":"{p.id}","status":"{status}","amount":{p.amount},'
-        f'"metadata":{p.metadata},"livemode":{_bool(p.livemode)},'
+        f'"currency":"{p.currency}","metadata":{p.metadata},"livemode":{_bool(p.livemode)},'
         f'"createdAt":"{iso(p.created_at)}","updatedAt":"{iso(updated)}",'
         f'"expiresAt":"{iso(p.expires_at)}","payment":{payment_json(payment)},'
         f'"refunds":[{",".join(refund_json(r) for r in refunds)}]}}'
@@ -41,7 +41,7 @@ def public_process_json(p, now, payment=None, network_state=None) -> str:
     state = "null" if network_state is None else f'"{network_state}"'
     return (
         f'{{"processId":"{p.id}","status":"{p.effective_status(now)}","amount":{p.amount},'
-        f'"expiresAt":"{iso(p.expires_at)}","livemode":{_bool(p.livemode)},'
+        f'"currency":"{p.currency}","expiresAt":"{iso(p.expires_at)}","livemode":{_bool(p.livemode)},'
         f'"networkState":{state},"payment":{payment_json(payment, public=True)}}}'
     )
 
@@ -78,7 +78,17 @@ def payment_object(view, public=False) -> dict:
             "amountPending": format_units(pending, d), "paymentUri": payment_uri(view),
             "transfers": transfers,
             "unexpectedTransfers": [unexpected_object(u, public) for u in view.unexpected],
-            "finality": p.finality}
+            "finality": p.finality, "quote": quote_object(p)}
+
+
+def quote_object(payment) -> dict:
+    """The payment's locked quote (docs/contract.md, "Prices in the merchant's currency"); one made
+    before quotes was at par, in USD, when the payment was made."""
+    if payment.quote is not None:
+        return json.loads(payment.quote)
+    return {"currency": "USD", "amount": format_units(payment.amount_due, payment.decimals),
+            "rate": "1", "pair": None, "inverse": False, "source": "par", "networkId": None,
+            "feed": None, "roundId": None, "rateUpdatedAt": None, "quotedAt": iso(payment.created_at)}
 
 
 def _amounts(view):

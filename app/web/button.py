@@ -19,8 +19,8 @@ from app.domain import payments, processes
 from app.domain.representation import payment_uri, public_process_json
 from app.web import qr
 from app.web.auth import require_public_key
-from app.web.errors import ApiError
-from app.web.http import json_response, load_json_body
+from app.web.errors import ApiError, validation_error
+from app.web.http import json_response, load_json_body, parse_process_id
 from app.web.schemas import AuthorizationSchema, ConfirmSchema, SandboxPaySchema
 
 bp = Blueprint("button_api", __name__, url_prefix="/payment-button")
@@ -92,9 +92,16 @@ def _network_state(db, view):
 def assets():
     """What the customer may pay with (empty for a merchant without an xpub). A network entry of
     an ERC-3009 asset also carries its `eip712Domain` and whether it can be paid without gas now
-    (`gasless`: a relayer is set, below its hourly cap, with gas on that network)."""
+    (`gasless`: a relayer is set, below its hourly cap, with gas on that network). With
+    `?processId=`, only what can be quoted for that process now, with each network's `amountDue`."""
     db, current = get_db(), now()
-    data = payments.payable_assets(db, g.merchant, current, _stale_seconds())
+    process = None
+    if "processId" in request.args:
+        process_id = parse_process_id(request.args["processId"])
+        if process_id is None:
+            raise validation_error({"processId": ["Must be a process id (a UUID)."]})
+        process = processes.get(db, g.merchant.id, process_id)  # another merchant's: 404
+    data = payments.payable_assets(db, g.merchant, current, _stale_seconds(), process)
     networks = {}
     for asset in data:
         for entry in asset["networks"]:

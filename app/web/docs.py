@@ -26,7 +26,8 @@ def load_document(config) -> str:
         document = loads(f.read())
     amount = document["components"]["schemas"]["Amount"]
     amount["maximum"] = JSONNumber(format(config["MAX_AMOUNT"], "f"))
-    amount["multipleOf"] = JSONNumber(format(Decimal(1).scaleb(-config["AMOUNT_DECIMALS"]), "f"))
+    if config["AMOUNT_DECIMALS"] is not None:  # unset: the currency's digits (the description)
+        amount["multipleOf"] = JSONNumber(format(Decimal(1).scaleb(-config["AMOUNT_DECIMALS"]), "f"))
     return dumps_compact(document)
 
 

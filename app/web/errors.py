@@ -7,7 +7,7 @@ from werkzeug.exceptions import HTTPException
 
 from app.chain import relayer
 from app.db import database_errors, get_db, is_unavailable
-from app.domain import health, payments, processes, refunds, unexpected
+from app.domain import health, payments, processes, rates, refunds, unexpected
 
 log = logging.getLogger(__name__)
 
@@ -114,11 +114,16 @@ def _domain_errors():
             503, "network_unavailable", str(e), {"networkId": [str(e)]},
             headers={"Retry-After": str(health.RETRY_AFTER_SECONDS)},
         ),
+        rates.RateUnavailable: lambda e: error_response(
+            503, "rate_unavailable", str(e), {"assetId": [str(e)]},
+            headers={"Retry-After": str(rates.RETRY_AFTER_SECONDS)},
+        ),
         relayer.RelayUnavailable: lambda e: error_response(
             503, "network_unavailable", str(e), headers={"Retry-After": relayer.RETRY_AFTER}),
         payments.ChoiceError: lambda e: error_response(
             400, "validation_error", str(e), e.errors
         ),
+        processes.InvalidAmount: lambda e: error_response(400, "validation_error", str(e), e.errors),
         processes.ProcessNotFound: lambda e: error_response(404, "not_found", "No such process."),
         refunds.RefundNotFound: lambda e: error_response(404, "not_found", "No such refund."),
         unexpected.TransferNotFound: lambda e: error_response(

@@ -58,6 +58,7 @@ def create_preorder():
         ttl=current_app.config["PROCESS_TTL_SECONDS"],
         idempotency_key=idempotency_key,
         idempotency_ttl=current_app.config["IDEMPOTENCY_TTL_SECONDS"],
+        currency=fields.get("currency"),
     )
     return _answer(body, replayed)
 

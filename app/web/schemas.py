@@ -10,6 +10,7 @@ from decimal import Decimal
 
 from marshmallow import RAISE, Schema, ValidationError, fields, validate
 
+from app.core import currency
 from app.core.jsonutil import JSONNumber, TooDeep, dumps_compact
 from app.core.money import AmountError, parse_amount
 from app.core.records import STATUSES
@@ -18,7 +19,7 @@ from app.core.records import STATUSES
 @dataclass(frozen=True)
 class Limits:
     max_amount: Decimal
-    amount_decimals: int
+    amount_decimals: int | None  # None: the currency's minor-unit digits alone
     metadata_max_bytes: int
     metadata_max_depth: int
 
@@ -33,15 +34,32 @@ class Limits:
 
 
 class Amount(fields.Field):
-    """A JSON number, > 0, <= MAX_AMOUNT, at most AMOUNT_DECIMALS places; loads to its literal."""
+    """A JSON number, > 0, <= MAX_AMOUNT, at most AMOUNT_DECIMALS places where set; loads to its
+    literal. The currency's own places are checked with the process (app/domain/processes.py)."""
 
     def _deserialize(self, value, attr, data, **kwargs):
         if not isinstance(value, JSONNumber):
             raise ValidationError("Must be a JSON number, not a string, boolean, array or object.")
         limits = self.parent.limits
+        places = MAX_PLACES if limits.amount_decimals is None else limits.amount_decimals
         try:
-            return parse_amount(value, limits.max_amount, limits.amount_decimals)
+            return parse_amount(value, limits.max_amount, places)
         except AmountError as e:
+            raise ValidationError(str(e)) from None
+
+
+MAX_PLACES = 18  # more than any currency has: the currency's own places are checked after
+
+
+class Currency(fields.String):
+    """An ISO 4217 code in use, in capital letters (app/core/currency.py)."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, JSONNumber) or not isinstance(value, str):
+            raise ValidationError("Must be a JSON string.")
+        try:
+            return currency.check(value)
+        except ValueError as e:
             raise ValidationError(str(e)) from None
 
 
@@ -83,6 +101,7 @@ class PreorderSchema(Schema):
         load_default="{}",
         error_messages={"null": "Must be a JSON object, not null."},
     )
+    currency = Currency(error_messages={"null": "Must be a JSON string, not null."})
 
     def __init__(self, limits: Limits, **kwargs):
         self.limits = limits

@@ -21,7 +21,7 @@ def test_defaults(clean_env):
     app = create_app()
     assert app.config["DATABASE"].endswith("instance/preorder.sqlite3")
     assert app.config["MAX_AMOUNT"] == Decimal("1000000")
-    assert app.config["AMOUNT_DECIMALS"] == 2
+    assert app.config["AMOUNT_DECIMALS"] is None  # the currency decides
     assert app.config["METADATA_MAX_BYTES"] == 10_240
     assert app.config["PROCESS_TTL_SECONDS"] == 1800
     assert app.config["KEY_ROLL_OVERLAP_HOURS"] == 24

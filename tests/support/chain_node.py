@@ -102,6 +102,54 @@ class Chain:
         receipt = self.rpc("eth_getTransactionReceipt", tx_hash)
         return receipt["contractAddress"].lower()
 
+    def deploy_feed(self, decimals, description, answer) -> str:
+        """Deploy a TestPriceFeed (tests/chain/token/TestPriceFeed.sol, a Chainlink-style feed, also
+        a sequencer uptime feed) answering `answer` in round 1, now; its address, lowercase."""
+        from eth_abi import encode
+        build = json.loads((CHAIN_DIR / "token" / "TestPriceFeed.json").read_text())
+        data = build["bytecode"] + encode(["uint8", "string", "int256"],
+                                          [decimals, description, answer]).hex()
+        tx_hash = self.rpc("eth_sendTransaction", {"from": self.accounts[0], "data": data})
+        receipt = self.rpc("eth_getTransactionReceipt", tx_hash)
+        return receipt["contractAddress"].lower()
+
+    def set_feed(self, feed, answer, *, updated_at=None, started_at=None, round_id=None,
+                 answered_in_round=None):
+        """A new latest round of a TestPriceFeed: with only `answer`, the next round, now
+        (setAnswer); else setRound, the missing values filled in: round_id the latest + 1,
+        updated_at the latest block's timestamp, started_at = updated_at, answered_in_round =
+        round_id. The receipt."""
+        from eth_abi import encode
+        if updated_at is started_at is round_id is answered_in_round is None:
+            data = selector("setAnswer(int256)") + encode(["int256"], [answer]).hex()
+        else:
+            round_id = self.read_feed(feed)[0] + 1 if round_id is None else round_id
+            updated_at = self.timestamp() if updated_at is None else updated_at
+            started_at = updated_at if started_at is None else started_at
+            answered_in_round = round_id if answered_in_round is None else answered_in_round
+            data = selector("setRound(uint80,int256,uint256,uint256,uint80)") + encode(
+                ["uint80", "int256", "uint256", "uint256", "uint80"],
+                [round_id, answer, started_at, updated_at, answered_in_round]).hex()
+        return self.send(self.accounts[0], feed, data)
+
+    def read_feed(self, feed, round_id=None) -> tuple:
+        """latestRoundData() of a feed (or getRoundData(round_id)), by eth_call: (roundId, answer,
+        startedAt, updatedAt, answeredInRound). A revert raises RuntimeError."""
+        from eth_abi import decode, encode
+        if round_id is None:
+            data = selector("latestRoundData()")
+        else:
+            data = selector("getRoundData(uint80)") + encode(["uint80"], [round_id]).hex()
+        result = self.rpc("eth_call", {"to": feed, "data": data}, "latest")
+        return decode(["uint80", "int256", "uint256", "uint256", "uint80"],
+                      bytes.fromhex(result[2:]))
+
+
+def selector(signature) -> str:
+    """0x and the 4-byte function selector of `signature`, hex."""
+    from eth_utils import keccak
+    return "0x" + keccak(text=signature)[:4].hex()
+
 
 def _missing(what):
     pytest.fail(

@@ -17,7 +17,7 @@ from app.chain.watcher.window import deep_enough, first_reads, read_window, step
 from app.config import DEFAULTS
 from app.data import payments as payment_rows
 from app.data import transfers as transfer_rows
-from app.domain import health
+from app.domain import health, rates
 from app.evm.rpc import ChainMoved, Client, RpcError, WrongChain, redacted
 
 log = logging.getLogger("app.chain.watcher")
@@ -182,7 +182,10 @@ class Watcher:
             return
         client = self._client(network)
         kept = transfer_rows.newest_block(self.db.connection(), network.id, network.scanned_block)
-        reads = first_reads(client, network, kept)
+        feeds, feed_calls = rates.feed_calls(self.db.connection(), network.id)
+        reads = first_reads(client, network, kept, feed_calls)
+        if feeds:  # kept before the payments are read: a confirm quotes from the database alone
+            rates.record_reads(self.db, network.id, feeds, reads.feeds, int(self.clock()))
         head = reads.head.number
         if head < network.head_block:
             raise RpcError(f"{redacted(network.rpc_url)} reports head {head}, below"

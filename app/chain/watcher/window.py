@@ -41,6 +41,7 @@ class Reads:
         self.tag = None  # the node's Header of the finality tag (None: counting, or not usable)
         self.tag_asked_again = False  # a pinned batch of the poll answered the tag too
         self.proven = {}  # number -> hash of the blocks this poll's steps proved
+        self.feeds = {}  # price feed contract -> its latestRoundData() answer, or its RpcError
 
     def lower_tag(self, answer):
         """A pinned batch's answer for the tag (rpc.Pins.lowest_tag), folded in: the poll counts by
@@ -57,16 +58,24 @@ class Reads:
         return network.finality if self.tag is not None else None
 
 
-def first_reads(client, network, kept) -> Reads:
+def first_reads(client, network, kept, feed_calls=()) -> Reads:
     """One batch, so one node: the chain id, the head's block, the newest kept block `kept` (its
-    hash is compared with the kept one) and, under a finality mode, the node's block of that tag
-    (which must exist: a node that stops serving it fails the poll, never a fallback)."""
+    hash is compared with the kept one), under a finality mode the node's block of that tag
+    (which must exist: a node that stops serving it fails the poll, never a fallback), and the
+    price feeds read through the network (`feed_calls`: (contract, call) pairs; a feed's failing
+    call is its own problem, never the poll's)."""
     calls = [("eth_chainId", []), ("eth_getBlockByNumber", ["latest", False])]
     if kept is not None:
         calls.append(("eth_getBlockByNumber", [hex(kept.number), False]))
     if network.finality in TAGS:
         calls.append(("eth_getBlockByNumber", [network.finality, False]))
-    results = client.batch(calls, what='eth_getBlockByNumber("latest")')
+    results = client.batch(calls + [call for _, call in feed_calls],
+                           what='eth_getBlockByNumber("latest")', tolerate=bool(feed_calls))
+    feed_answers = results[len(calls):]
+    results = results[:len(calls)]
+    for result in results:
+        if isinstance(result, RpcError):
+            raise result
     reported = quantity(results[0], "eth_chainId")
     if reported != network.chain_id:
         raise wrong_chain(network.rpc_url, reported, network.chain_id)
@@ -74,6 +83,7 @@ def first_reads(client, network, kept) -> Reads:
     if head is None:
         raise RpcError(f"{redacted(network.rpc_url)} has no latest block")
     reads = Reads(head, kept)
+    reads.feeds = {contract: answer for (contract, _), answer in zip(feed_calls, feed_answers)}
     if kept is not None:
         reads.kept_header = parse_header(results[2], "eth_getBlockByNumber")
     if network.finality in TAGS:
