@@ -24,10 +24,16 @@ def load_document(config) -> str:
     through a binary float) and every other number as written in the file."""
     with open(DOCUMENT_PATH, "rb") as f:
         document = loads(f.read())
-    amount = document["components"]["schemas"]["Amount"]
-    amount["maximum"] = JSONNumber(format(config["MAX_AMOUNT"], "f"))
-    if config["AMOUNT_DECIMALS"] is not None:  # unset: the currency's digits (the description)
-        amount["multipleOf"] = JSONNumber(format(Decimal(1).scaleb(-config["AMOUNT_DECIMALS"]), "f"))
+    schemas = document["components"]["schemas"]
+    amount = {}
+    for key, value in schemas["Amount"].items():
+        amount[key] = value
+        if key == "maximum":
+            amount[key] = JSONNumber(format(config["MAX_AMOUNT"], "f"))
+            if config["AMOUNT_DECIMALS"] is not None:  # unset: the currency's (the description)
+                step = Decimal(1).scaleb(-config["AMOUNT_DECIMALS"])
+                amount["multipleOf"] = JSONNumber(format(step, "f"))
+    schemas["Amount"] = amount
     return dumps_compact(document)
 
 

@@ -15,6 +15,7 @@ from app.web.docs import DOCUMENT_PATH
 from app.web.schemas import (
     Amount,
     ConfirmSchema,
+    Currency,
     JSONString,
     Limits,
     ListQuerySchema,
@@ -70,7 +71,7 @@ def request_schemas(document, limits=DEFAULT_LIMITS):
 
 
 _TYPES = {Amount: "number", RefundAmount: "number", Metadata: "object", QueryInteger: "integer", fields.String: "string",
-          JSONString: "string"}
+          JSONString: "string", Currency: "string"}
 
 
 def differences(document, doc_schema, schema: Schema):
@@ -106,8 +107,9 @@ def field_differences(prop, field, schema):
     lengths = [v for v in field.validators if isinstance(v, validate.Length)]
     if isinstance(field, Amount):
         limits = schema.limits
-        expected = {"exclusiveMinimum": 0, "maximum": limits.max_amount,
-                    "multipleOf": Decimal(1).scaleb(-limits.amount_decimals)}
+        expected = {"exclusiveMinimum": 0, "maximum": limits.max_amount}
+        if limits.amount_decimals is not None:  # else the currency's places (the description)
+            expected["multipleOf"] = Decimal(1).scaleb(-limits.amount_decimals)
     elif isinstance(field, RefundAmount):  # its other bounds depend on the payment (app/domain/refunds.py)
         expected = {"exclusiveMinimum": 0}
     elif isinstance(field, Metadata):
@@ -154,7 +156,7 @@ def test_the_documented_bounds_hold_in_the_marshmallow_schemas(document):
     components = document["components"]["schemas"]
     preorder = PreorderSchema(DEFAULT_LIMITS)
     amount = components["Amount"]
-    step, top = amount["multipleOf"], amount["maximum"]
+    step, top = Decimal("0.01"), amount["maximum"]  # the currency's places: checked with the process
 
     def number(value):
         return loads(str(value).encode())
@@ -162,7 +164,9 @@ def test_the_documented_bounds_hold_in_the_marshmallow_schemas(document):
     assert accepts(preorder, {"amount": number(top)})
     assert not accepts(preorder, {"amount": number(top + step)})
     assert accepts(preorder, {"amount": number(step)})
-    assert not accepts(preorder, {"amount": number(step / 10)})
+    assert "multipleOf" not in amount  # AMOUNT_DECIMALS unset by default
+    assert accepts(preorder, {"amount": number(1), "currency": "KWD"})
+    assert not accepts(preorder, {"amount": number(1), "currency": "EURO"})
     assert not accepts(preorder, {"amount": number(amount["exclusiveMinimum"])})
     assert not accepts(preorder, {"amount": number(1), "ammount": number(1)})  # additionalProperties
     sandbox = SandboxPaySchema()

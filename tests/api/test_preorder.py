@@ -13,7 +13,7 @@ def test_preorder_returns_the_process_object(api):
     assert response.mimetype == "application/json"
     body = response.get_json()
     assert list(body) == [
-        "processId", "status", "amount", "metadata", "livemode", "createdAt", "updatedAt", "expiresAt",
+        "processId", "status", "amount", "currency", "metadata", "livemode", "createdAt", "updatedAt", "expiresAt",
         "payment", "refunds",
     ]
     assert body["payment"] is None  # until the customer confirms a live payment

@@ -59,7 +59,11 @@ def test_configured_limits_apply(tmp_path, clock):
     key = json.loads(runner.invoke(args=["merchants", "create", "--name", "L", "--json"]).output)["secretKey"]
     api = Api(app.test_client(), key)
     assert api.preorder_raw(b'{"amount": 50.5}').status_code == 200
-    assert api.preorder_raw(b'{"amount": 1.005}').status_code == 200
+    assert api.preorder_raw(b'{"amount": 1.005, "currency": "KWD"}').status_code == 200
+    assert_error(api.preorder_raw(b'{"amount": 1.005}'), 400, "validation_error",
+                 "amount: Must have at most 2 decimal places (USD).")  # the currency's, below 3
+    assert_error(api.preorder_raw(b'{"amount": 1.0005, "currency": "KWD"}'), 400, "validation_error",
+                 "amount: Must have at most 3 decimal places.")  # AMOUNT_DECIMALS and KWD alike
     assert_error(api.preorder_raw(b'{"amount": 50.51}'), 400, "validation_error", "amount: Must be less than or equal to 50.5.")
     assert_error(api.preorder_raw(b'{"amount": 5, "metadata": {"k": "0123456789abc"}}'), 400, "validation_error")
     app.extensions["db"].close_all()

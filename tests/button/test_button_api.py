@@ -60,13 +60,14 @@ def test_public_process_shows_no_metadata(button, process):
         "processId": process["processId"],
         "status": "pending",
         "amount": 19.9,
+        "currency": "USD",
         "expiresAt": process["expiresAt"],
         "livemode": False,
         "networkState": None,
         "payment": None,
     }
-    assert list(body) == ["processId", "status", "amount", "expiresAt", "livemode", "networkState",
-                          "payment"]
+    assert list(body) == ["processId", "status", "amount", "currency", "expiresAt", "livemode",
+                          "networkState", "payment"]
     assert SECRET_MARK not in response.get_data(as_text=True)
     assert_cors(response)
 
