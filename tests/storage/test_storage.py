@@ -3,6 +3,7 @@ copy-db (every row into an empty database of either kind; the copy serves the sa
 import json
 import sqlite3
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -12,11 +13,14 @@ from support.helpers import Api, FakeClock
 from support.receiver import receiver  # noqa: F401  (fixture)
 
 from app import create_app
+from app.core import keys
 from app.data import outbox as event_rows
 from app.data import schema as schema_rows
 from app.db import init_db
+from app.domain.representation import iso
 from app.domain import merchants as merchant_service
 from app.domain import processes as process_service
+from app.webhooks.signing import new_secret as new_webhook_secret
 from app.worker import Worker
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -31,33 +35,43 @@ def clock():
     return FakeClock(int(time.time()))
 
 
-class _OldRelease:
-    """An earlier release's database as its own code wrote it: a plain connection, BEGIN/COMMIT."""
+def _old_rows(conn, now, webhook_url, *, livemode=False, cancelled=True):
+    """What an earlier release's code wrote, in the columns every release since the first has (today's
+    code writes newer ones): a merchant and its key, a process kept with an Idempotency-Key and, with
+    `cancelled`, one cancelled with its event. (merchant id, secret key, kept id, cancelled id)."""
+    merchant_id, secret = merchant_service.new_merchant_id(), keys.new_secret_key(livemode)
+    conn.execute("INSERT INTO merchants (id, name, livemode, public_key, webhook_secret, webhook_url,"
+                 " disabled_at, created_at) VALUES (?, 'Old shop', ?, ?, ?, ?, NULL, ?)",
+                 (merchant_id, int(livemode), keys.new_public_key(livemode), new_webhook_secret(),
+                  webhook_url, now))
+    conn.execute("INSERT INTO secret_keys (merchant_id, key_hash, key_prefix, created_at)"
+                 " VALUES (?, ?, ?, ?)", (merchant_id, keys.hash_key(secret), keys.key_prefix(secret), now))
+    kept, other = str(uuid.uuid4()), str(uuid.uuid4())
+    rows = [(kept, "19.99", '{"orderRef":"A-1"}', "pending")]
+    if cancelled:
+        rows.append((other, "5", "{}", "cancelled"))
+    for process_id, amount, metadata, status in rows:
+        conn.execute("INSERT INTO processes (id, merchant_id, status, amount, metadata, livemode,"
+                     " created_at, updated_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     (process_id, merchant_id, status, amount, metadata, int(livemode), now, now,
+                      now + 1800))
+    body = json.dumps({"processId": kept, "status": "pending", "amount": 19.99,
+                       "metadata": {"orderRef": "A-1"}}, separators=(",", ":"))
+    conn.execute("INSERT INTO idempotency_keys (merchant_id, key, request_hash, process_id,"
+                 " response_body, created_at) VALUES (?, 'order-1', ?, ?, ?, ?)",
+                 (merchant_id, process_service.request_fingerprint("19.99", '{"orderRef":"A-1"}'),
+                  kept, body, now))
+    if cancelled:
+        event_rows.insert(conn, id="evt_" + "0" * 32, merchant_id=merchant_id, process_id=other,
+                          type="process.cancelled", now=now,
+                          payload=json.dumps({"type": "process.cancelled", "data": {
+                              "processId": other}}))
+    return merchant_id, secret, kept, other
 
-    def __init__(self, conn):
-        self.conn = conn
-        # Today's preorder also writes the console's search rows, which no earlier release had: a
-        # temporary table takes them and vanishes with the connection (init-db builds them again).
-        conn.execute("CREATE TEMP TABLE IF NOT EXISTS process_search (merchant_id TEXT, value TEXT, seq INTEGER)")
 
-    def transaction(self, **_):
-        import contextlib
-
-        @contextlib.contextmanager
-        def tx():
-            self.conn.execute("BEGIN")
-            yield self.conn
-            self.conn.execute("COMMIT")
-
-        return tx()
-
-    def connection(self):
-        return self.conn
-
-
-def _fill(db, now, webhook_url, old=False):
-    """A merchant, two processes (one with an Idempotency-Key, one cancelled: a pending event).
-    `old`: the cancel as a release without the payment tables wrote it (today's reads them)."""
+def _fill(db, now, webhook_url):
+    """A merchant with two processes through today's code: one kept with an Idempotency-Key, one
+    cancelled. (merchant, secret key, kept id, cancelled id)."""
     merchant, secret = merchant_service.create(db, name="Old shop", livemode=False,
                                                webhook_url=webhook_url, now=now, allow_loopback=True)
     kept, _ = process_service.create_preorder(db, merchant, amount="19.99",
@@ -65,17 +79,7 @@ def _fill(db, now, webhook_url, old=False):
                                               idempotency_key="order-1")
     other, _ = process_service.create_preorder(db, merchant, amount="5", metadata="{}", now=now,
                                                ttl=1800)
-    if old:
-        other_id = json.loads(other)["processId"]
-        with db.transaction() as conn:
-            conn.execute("UPDATE processes SET status = 'cancelled', updated_at = ? WHERE id = ?",
-                         (now, other_id))
-            event_rows.insert(conn, id="evt_" + "0" * 32, merchant_id=merchant.id,
-                              process_id=other_id, type="process.cancelled", now=now,
-                              payload=json.dumps({"type": "process.cancelled", "data": {
-                                  "processId": other_id}}))
-    else:
-        process_service.cancel(db, json.loads(other)["processId"], now)
+    process_service.cancel(db, json.loads(other)["processId"], now)
     return merchant, secret, json.loads(kept)["processId"], json.loads(other)["processId"]
 
 
@@ -116,8 +120,9 @@ def test_init_db_upgrades_an_earlier_releases_sqlite_database_in_place(tmp_path,
     conn = sqlite3.connect(database, isolation_level=None)
     conn.row_factory = sqlite3.Row
     conn.executescript((DATA / f"schema-{release}.sql").read_text())
-    _, secret, kept, cancelled = _fill(_OldRelease(conn), clock(), "http://127.0.0.1:1/hook",
-                                       old=True)
+    conn.execute("BEGIN")
+    _, secret, kept, cancelled = _old_rows(conn, clock(), "http://127.0.0.1:1/hook")
+    conn.execute("COMMIT")
     networks = release == "71fdeb4"  # the release with live payments: its networks get a mode
     if networks:
         for network_id, chain_id in (("local", 31337), ("polygon", 137)):
@@ -350,11 +355,7 @@ def test_init_db_upgrade_classes_existing_networks_by_chain_id_and_keeps_transfe
                          " start_block, scanned_block, head_block, created_at)"
                          " VALUES (?, ?, ?, 'http://127.0.0.1:1/', 3, 1, 0, 0, 1)",
                          (network_id, network_id.title(), chain_id))
-        merchant, _ = merchant_service.create(_OldRelease(conn), name="Old shop", livemode=True,
-                                              webhook_url=None, now=clock())
-        process, _ = process_service.create_preorder(_OldRelease(conn), merchant, amount="5",
-                                                     metadata="{}", now=clock(), ttl=1800)
-        process_id = json.loads(process)["processId"]
+        _, _, process_id, _ = _old_rows(conn, clock(), None, livemode=True, cancelled=False)
         transfer = (137, "0x" + "aa" * 32, 0, "polygon", process_id, "0x" + "11" * 20,
                     "0x" + "22" * 20, "5000000", 9, "0x" + "bb" * 32, 1, "confirmed", 1, 2)
         conn.execute("INSERT INTO transfers (chain_id, tx_hash, log_index, network_id, process_id,"
@@ -377,3 +378,49 @@ def test_init_db_upgrade_classes_existing_networks_by_chain_id_and_keeps_transfe
     dbutil.execute(database, "UPDATE transfers SET status = 'reversed'")
     with pytest.raises(Exception, match="(?i)check"):
         dbutil.execute(database, "UPDATE transfers SET status = 'gone'")
+
+
+def test_init_db_upgrade_prices_existing_processes_merchants_and_payments_in_usd(make_database,
+                                                                                 clock):
+    """A database of the release before currencies (version 16), with a payment confirmed: its
+    merchant and processes are in USD, its assets pegged to USD, and its payment shows the par quote
+    it was made at; reconcile's rule still holds for it."""
+    database = make_database("v16")
+    kind = "postgresql" if database.startswith("postgresql") else "sqlite"
+    with dbutil.connect(database) as conn:
+        conn.execute("CREATE TABLE schema_version (version BIGINT PRIMARY KEY, name TEXT NOT NULL,"
+                     " applied_at BIGINT NOT NULL)")
+        for number, name, sql in schema_rows.migrations(kind):
+            if number <= 16:
+                conn.executescript(sql) if kind == "sqlite" else conn.execute(sql)
+                conn.execute("INSERT INTO schema_version VALUES (?, ?, 1)", (number, name))
+        merchant_id, secret, process_id, _ = _old_rows(conn, clock(), None, cancelled=False)
+        conn.execute("INSERT INTO networks (id, name, chain_id, rpc_url, confirmations, start_block,"
+                     " scanned_block, head_block, created_at) VALUES"
+                     " ('local', 'Local', 31337, 'http://127.0.0.1:1/', 3, 1, 0, 0, 1)")
+        token = "0x" + "11" * 20
+        conn.execute("INSERT INTO assets (id, network_id, symbol, name, contract, decimals, created_at)"
+                     " VALUES ('usdc', 'local', 'USDC', 'USD Coin', ?, 6, 1)", (token,))
+        conn.execute("INSERT INTO payments (process_id, merchant_id, address_index, address, asset_id,"
+                     " network_id, chain_id, token_contract, decimals, amount_due, created_at,"
+                     " updated_at) VALUES (?, ?, 0, ?, 'usdc', 'local', 31337, ?, 6, '19990000', ?, ?)",
+                     (process_id, merchant_id, "0x" + "22" * 20, token, clock(), clock()))
+
+    app = create_app({"TESTING": True, "DATABASE": database, "CLOCK": clock})
+    with app.app_context():
+        assert init_db() == (16, LATEST[kind])
+    runner = app.test_cli_runner()
+    try:
+        shown = Api(app.test_client(), secret).get(process_id).get_json()
+        assert (shown["amount"], shown["currency"]) == (19.99, "USD")
+        assert shown["payment"]["quote"] == {
+            "currency": "USD", "amount": "19.99", "rate": "1", "pair": None, "inverse": False,
+            "source": "par", "networkId": None, "feed": None, "roundId": None,
+            "rateUpdatedAt": None, "quotedAt": iso(clock())}
+        assets = json.loads(runner.invoke(args=["assets", "list", "--json"]).output)
+        assert [a["peg"] for a in assets] == ["USD"]
+        fresh = Api(app.test_client(), secret).preorder({"amount": 5})
+        assert fresh.get_json()["currency"] == "USD"  # the merchant's, upgraded
+        assert dbutil.query(database, "SELECT currency FROM merchants") == [("USD",)]
+    finally:
+        app.extensions["db"].close_all()
