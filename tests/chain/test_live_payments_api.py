@@ -8,7 +8,7 @@ import json
 
 import pytest
 from support.chain_shop import XPUB, cli
-from support.helpers import Api, assert_error
+from support.helpers import START, Api, assert_error
 from support.live_payments import (
     ADDRESS_0,
     ADDRESS_1,
@@ -22,6 +22,7 @@ from support.live_payments import (
     set_head,
 )
 
+from app.domain.representation import iso
 from app.web import qr
 
 
@@ -33,6 +34,9 @@ def usdc_local(address, due="19.99", units=19_990_000, paid="0", pending="0", ou
         "paymentUri": f"ethereum:{USDC_LOCAL}@31337/transfer?address={address}"
                       f"&uint256={units if outstanding is None else outstanding}",
         "transfers": list(transfers), "unexpectedTransfers": [], "finality": "confirmations",
+        "quote": {"currency": "USD", "amount": due, "rate": "1", "pair": None, "inverse": False,
+                  "source": "par", "networkId": None, "feed": None, "roundId": None,
+                  "rateUpdatedAt": None, "quotedAt": iso(START)},
     }
 
 
@@ -79,8 +83,8 @@ def test_a_new_process_has_a_null_payment_everywhere(api, button, merchant):
     assert list(created)[-2:] == ["payment", "refunds"] and created["payment"] is None
     assert api.get(created["processId"]).get_json()["payment"] is None
     public = button.public(created["processId"]).get_json()
-    assert list(public) == ["processId", "status", "amount", "expiresAt", "livemode", "networkState",
-                            "payment"]
+    assert list(public) == ["processId", "status", "amount", "currency", "expiresAt", "livemode",
+                            "networkState", "payment"]
     assert public["payment"] is None
 
 
@@ -90,7 +94,7 @@ def test_confirm_gives_the_next_address_and_shows_the_payment(api, button, walle
     assert response.status_code == 200, response.get_data(as_text=True)
     assert response.headers["Access-Control-Allow-Origin"] == "*"
     assert response.get_json() == {
-        "processId": first["processId"], "status": "pending", "amount": 19.99,
+        "processId": first["processId"], "status": "pending", "amount": 19.99, "currency": "USD",
         "expiresAt": first["expiresAt"], "livemode": False, "networkState": "ok",
         "payment": usdc_local(ADDRESS_0),
     }

@@ -259,10 +259,11 @@ def test_assets_add_and_list(runner, app, chain):
     assert json.loads(result.output) == {
         "id": "tusd", "networkId": "local", "symbol": "TUSD", "name": "Test USD", "contract": USDC,
         "decimals": 6, "enabled": True, "createdAt": "2026-11-18T11:06:40Z", "eip3009": None,
+        "peg": "USD",
     }
     assert invoke(runner, "assets", "list").output.splitlines() == [
-        "ID    NETWORK  SYMBOL  NAME      CONTRACT                                    DECIMALS  STATE",
-        f"tusd  local    TUSD    Test USD  {USDC}  6         enabled",
+        "ID    NETWORK  SYMBOL  NAME      CONTRACT                                    DECIMALS  PEG  STATE",
+        f"tusd  local    TUSD    Test USD  {USDC}  6         USD  enabled",
     ]
 
 
@@ -295,7 +296,7 @@ def test_assets_add_refuses_decimals_or_a_symbol_the_contract_does_not_have(runn
     dai = chain.deploy_named_token("Test Dai", "TDAI", 18)
     tdai = invoke(runner, "assets", "add", "tdai", "--network", "local", "--symbol", "TDAI",
                   "--name", "Test Dai", "--contract", dai, "--decimals", "18")
-    assert tdai.exit_code == 0 and "(TDAI, 18 decimals)" in tdai.output, tdai.output
+    assert tdai.exit_code == 0 and "(TDAI, 18 decimals, pegged to USD)" in tdai.output, tdai.output
     assert "its decimals() and symbol() checked" in tdai.output
     assert rows(app, "SELECT id, decimals FROM assets") == [("tdai", 18)]
 
@@ -323,7 +324,7 @@ def test_assets_add_asks_a_node_of_the_network_s_chain_or_is_told_to_skip(runner
     vouched = _add_tusd(runner, "--symbol", "TUSD", "--contract", chain.token, "--decimals", "6",
                         "--skip-contract-check")
     assert (vouched.exit_code, vouched.output) == (0, (
-        f"Added asset tusd (TUSD, 6 decimals) on local: contract {USDC} (not checked: you vouch for"
+        f"Added asset tusd (TUSD, 6 decimals, pegged to USD) on local: contract {USDC} (not checked: you vouch for"
         " its decimals and symbol).\n"))
 
 

@@ -205,9 +205,11 @@ def test_version_4_keeps_every_payment_and_earlier_choice_and_their_constraints(
     assert dbutil.query(database, "SELECT process_id, address_index, address, amount_due,"
                                   " updated_at, mode, payout_address, factory FROM payments") == [
         ("p-1", 7, PAYOUT, "5000000", 1, "xpub", None, None)]
-    assert dbutil.query(database, "SELECT * FROM payment_choices") == [("p-1", "local", OTHER, 18, 1)]
+    assert dbutil.query(database, "SELECT process_id, network_id, token_contract, decimals,"
+                        " created_at FROM payment_choices") == [("p-1", "local", OTHER, 18, 1)]
     assert dbutil.query(database, "SELECT count(*) FROM transfers") == [(1,)]
-    for bad in ("INSERT INTO payment_choices VALUES ('nope', 'local', '0x1', 6, 1)",  # foreign key
+    for bad in ("INSERT INTO payment_choices (process_id, network_id, token_contract, decimals,"
+                " created_at) VALUES ('nope', 'local', '0x1', 6, 1)",  # foreign key
                 "UPDATE payments SET mode = 'payout'",  # a payout-mode payment needs its payout
                 "UPDATE payments SET address_index = NULL"):  # an xpub-mode one its index
         with dbutil.connect(database) as conn:
