@@ -2,8 +2,9 @@
 # The local live demo (`make demo-live`, docs/payment-button.md): the demo shop taking live
 # stablecoin payments on this machine.
 #
-# A local Hardhat node with a test token (TUSDC, ERC-3009: payable without gas), added with the
-# operator CLI (networks add, assets add --eip3009, networks deploy-factory, merchants set-payout:
+# A local Hardhat node with a test token (TUSDC, ERC-3009: payable without gas) and a EUR / USD
+# price feed (so a euro order is paid in dollar tokens at its rate), added with the operator CLI
+# (networks add, assets add --eip3009, rates add, networks deploy-factory, merchants set-payout:
 # the payout mode, the payout wallet being the node's dev account #1, the operator's gas key dev
 # account #2's, the relayer's (RELAYER_KEY_FILE) #3's, all published Hardhat test keys), the chain
 # watcher and the webhook worker alongside; the shop's "Test wallet" panel pays, is announced to the
@@ -43,11 +44,13 @@ set -e
 
 # The chain, the token and the operator's setup.
 $FLASK init-db
-token=$($FLASK demo-chain --rpc-url "$rpc" --token-build "$CHAIN/token/TestUSDC.json" \
-    --block-seconds "$DEMO_BLOCK_SECONDS")
+set -- $($FLASK demo-chain --rpc-url "$rpc" --token-build "$CHAIN/token/TestUSDC.json" \
+    --feed-build "$CHAIN/token/TestPriceFeed.json" --block-seconds "$DEMO_BLOCK_SECONDS")
+token=$1 feed=$2
 $FLASK networks add local --name "Local Hardhat" --chain-id 31337 --testnet --rpc-url "$rpc" \
     --confirmations "$DEMO_CONFIRMATIONS"
 $FLASK assets add tusd --network local --symbol TUSDC --name "Test USD Coin" --contract "$token" --decimals 6 --eip3009
+$FLASK rates add EUR/USD --network local --feed "$feed"
 $FLASK demo-merchant --webhook-url "http://$HOST:$PORT/demo/webhooks" --console-login
 merchant=$($FLASK demo-merchant --json | "$BIN/python" -c 'import json, sys; print(json.load(sys.stdin)["merchantId"])')
 demo_value() {  # a published Hardhat test value of app/demo/merchant.py

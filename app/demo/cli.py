@@ -2,6 +2,7 @@
 `flask --app app demo-chain`: the local node of `make demo-live`, made ready for live payments."""
 import json
 import time
+from decimal import Decimal
 
 import click
 from flask import current_app
@@ -14,6 +15,8 @@ from app.demo.wallet import DemoWallet
 from app.domain.accounts import AccountError
 from app.domain.merchants import MerchantError
 from app.evm.rpc import RpcError, redacted
+
+DEMO_EUR_USD = "1.0842"  # the demo's EUR / USD feed: one euro in dollars
 
 
 @click.command("demo-merchant")
@@ -63,11 +66,15 @@ def create_merchant(path, webhook_url, console_login, as_json):
 @click.option("--block-seconds", default=0.0, type=click.FloatRange(0, 3600), show_default=True,
               help="Mine an empty block this often besides each transaction (0: only on demand), so"
                    " confirmations come in by themselves.")
+@click.option("--feed-build", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="Also deploy this compiled test price feed (tests/chain/token/TestPriceFeed.json) as"
+                   f" a EUR / USD feed at {DEMO_EUR_USD}, and print its address after the token's.")
 @click.option("--wait", "wait_seconds", default=60.0, type=click.FloatRange(0, 600), show_default=True,
               help="How long to wait for the node to answer.")
-def prepare_chain(rpc_url, token_build, block_seconds, wait_seconds):
+def prepare_chain(rpc_url, token_build, block_seconds, feed_build, wait_seconds):
     """Make a fresh local node ready for the live demo: deploy the test token from a dev account
-    (which keeps its whole supply for the shop's test wallet) and print the token's address."""
+    (which keeps its whole supply for the shop's test wallet) and print the token's address; with
+    --feed-build, a EUR / USD price feed too (its address on the same line)."""
     wallet = DemoWallet(rpc_url)
     deadline = time.monotonic() + wait_seconds
     while True:
@@ -80,6 +87,9 @@ def prepare_chain(rpc_url, token_build, block_seconds, wait_seconds):
             time.sleep(0.2)
     try:
         token = wallet.deploy_token(token_build)
+        if feed_build:
+            answer = int(Decimal(DEMO_EUR_USD) * 10**8)
+            token += " " + wallet.deploy_feed(feed_build, "EUR / USD", answer)
         if block_seconds:
             wallet.client.call("evm_setIntervalMining", [int(block_seconds * 1000)])
     except RpcError as e:

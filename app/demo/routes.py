@@ -62,7 +62,12 @@ def _keys():
     return read_keys(current_app.config["DEMO_MERCHANT_FILE"])
 
 
+# The shop sells in dollars and in euros: a euro order paid in a dollar token shows a quote.
+CURRENCIES = (("USD", "US dollar"), ("EUR", "Euro"))
+
+
 def _shop(status=200, **context):
+    context.setdefault("currencies", CURRENCIES)
     context.setdefault("webhooks_url", url_for("demo.webhooks"))
     context.setdefault("button_js_url", url_for("button_api.button_js"))
     context.setdefault("test_wallet", bool(current_app.config.get("DEMO_WALLET_RPC_URL")))
@@ -80,25 +85,30 @@ def shop():
 def checkout():
     amount_text = request.form.get("amount", "").strip()
     order_ref = request.form.get("order_ref", "").strip()
-    form = {"amount": amount_text, "order_ref": order_ref}
+    code = request.form.get("currency", "USD")
+    code = code if code in dict(CURRENCIES) else "USD"
+    form = {"amount": amount_text, "order_ref": order_ref, "currency": code}
     keys = _keys()
     if keys is None:
         return _shop(503, error=NOT_SET_UP, **form)
     try:
         merchant = merchant_for_secret_key(keys["secretKey"])
         fields = _preorder_fields(amount_text, order_ref)
+        body, _ = processes.create_preorder(
+            get_db(), merchant, amount=fields["amount"], metadata=fields["metadata"], now=now(),
+            ttl=current_app.config["PROCESS_TTL_SECONDS"], currency=code,
+        )
+    except processes.InvalidAmount as e:  # more places than the currency has
+        return _shop(400, error="The preorder was not created: check the amount.", errors=e.errors,
+                     **form)
     except ApiError as e:  # a validation error, or a demo merchant the database no longer has
         if e.status != 400:
             return _shop(503, error=f"{e.message} {NOT_SET_UP}", **form)
         fields = " and the ".join(FIELD_NAMES.get(field, field) for field in e.errors)
         return _shop(400, error=f"The preorder was not created: check the {fields}.", errors=e.errors, **form)
-    body, _ = processes.create_preorder(
-        get_db(), merchant, amount=fields["amount"], metadata=fields["metadata"], now=now(),
-        ttl=current_app.config["PROCESS_TTL_SECONDS"],
-    )
     process = loads(body.encode("utf-8"))
     return _shop(process_id=process["processId"], public_key=merchant.public_key,
-                 amount=fields["amount"], order_ref=order_ref)
+                 amount=fields["amount"], order_ref=order_ref, currency=code)
 
 
 def _preorder_fields(amount_text, order_ref):

@@ -97,6 +97,17 @@ class DemoWallet:
             "eth_sendTransaction", [{"from": self.sender(), "data": bytecode + _word(format(supply, "x"))}]))
         return receipt["contractAddress"]
 
+    def deploy_feed(self, build_path, description, answer, decimals=8) -> str:
+        """Deploy the test price feed compiled at `build_path` (tests/chain/token/TestPriceFeed.json,
+        a Chainlink-style AggregatorV3Interface) answering `answer` (with `decimals`); its address."""
+        from eth_abi import encode
+        with open(build_path) as f:
+            bytecode = json.load(f)["bytecode"]
+        args = encode(["uint8", "string", "int256"], [decimals, description, answer]).hex()
+        receipt = self._receipt(self.client.call(
+            "eth_sendTransaction", [{"from": self.sender(), "data": bytecode + args}]))
+        return receipt["contractAddress"]
+
     def _send(self, tx) -> Sent:
         receipt = self._receipt(self.client.call("eth_sendTransaction", [tx]))
         return Sent(tx_hash=receipt["transactionHash"], block_number=quantity(receipt["blockNumber"], "blockNumber"))

@@ -115,6 +115,18 @@ def test_make_demo_live_takes_a_payment_end_to_end(page, tmp_path, screenshot):
         expect(page.locator("payment-button .wallet-tx")).to_contain_text("Transaction sent: 0x")
         expect(page.locator("payment-button .outcome-title")).to_have_text("Payment received", timeout=20_000)
         screenshot(page, "demo-live-gasless", full_page=True)
+
+        # A euro order, paid in dollar tokens at the rate of the demo's EUR / USD feed (1.0842).
+        page.goto(shop + "/")
+        page.get_by_label("Amount").fill("10")
+        page.get_by_label("Currency").select_option("EUR")
+        page.get_by_role("button", name="Create preorder").click()
+        page.locator("payment-button .choice").click()
+        expect(page.locator("payment-button .send-amount")).to_have_text("10.842 TUSDC")
+        expect(page.locator("payment-button")).to_contain_text("1 EUR = 1.0842 USD")
+        page.locator("#test-wallet").get_by_role("button", name="Send 10.842").click()
+        expect(page.locator("payment-button .outcome-title")).to_have_text("Payment received", timeout=20_000)
+        screenshot(page, "demo-live-euro", full_page=True)
         assert errors == []
 
         # The console login the command printed opens the demo merchant's console.
@@ -123,7 +135,7 @@ def test_make_demo_live_takes_a_payment_end_to_end(page, tmp_path, screenshot):
         page.get_by_label("Email").fill(login[1])
         page.get_by_label("Password").fill(login[2])
         page.get_by_role("button", name="Log in").click()
-        expect(page.locator("#asset-tusd tr.paid td").first).to_have_text("17.34 (2)")
+        expect(page.locator("#asset-tusd tr.paid td").first).to_have_text("28.182 (3)")
     finally:
         if make.poll() is None:
             os.killpg(make.pid, signal.SIGINT)  # Ctrl-C in the terminal
