@@ -65,9 +65,22 @@ def test_checkout_creates_the_preorder_server_side_and_renders_the_button(client
     assert demo["secretKey"] not in html and demo["webhookSecret"] not in html
     assert '<script src="/payment-button/button.js"></script>' in html
     process = Api(client, demo["secretKey"]).get(process_id)
-    assert '"amount":19.90,"metadata":{"orderRef":"A-1001"},"livemode":false' in process.get_data(as_text=True)
+    assert ('"amount":19.90,"currency":"USD","metadata":{"orderRef":"A-1001"},"livemode":false'
+            in process.get_data(as_text=True))
     assert process.get_json()["status"] == "pending"
     assert events_of(runner, process_id) == []
+
+
+def test_a_euro_order_is_priced_in_euros_and_its_places_are_the_currencys(client, demo):
+    html = client.post("/", data={"amount": "12.50", "currency": "EUR"}).get_data(as_text=True)
+    assert '<option value="EUR" selected>EUR: Euro</option>' in html
+    [(process_id, _)] = button_attrs(html)
+    body = Api(client, demo["secretKey"]).get(process_id).get_json()
+    assert (body["amount"], body["currency"]) == (12.5, "EUR")
+    refused = client.post("/", data={"amount": "1.005", "currency": "EUR"})
+    assert refused.status_code == 400
+    assert ('<p class="field-error" id="amount-error">Must have at most 2 decimal places (EUR).</p>'
+            in refused.get_data(as_text=True))
 
 
 def test_checkout_without_an_order_reference_sends_empty_metadata(client, demo):
@@ -86,8 +99,8 @@ def test_checkout_without_an_order_reference_sends_empty_metadata(client, demo):
     ("5 5", "A-1", "amount", AMOUNT_FORMAT),
     ("0", "A-1", "amount", "Must be greater than 0."),
     ("-1", "A-1", "amount", "Must be greater than 0."),
-    ("1.999", "A-1", "amount", "Must have at most 2 decimal places."),
-    ("0.30000000000000004", "A-1", "amount", "Must have at most 2 decimal places."),
+    ("1.999", "A-1", "amount", "Must have at most 2 decimal places (USD)."),
+    ("0.30000000000000004", "A-1", "amount", "Must have at most 2 decimal places (USD)."),
     ("1000000.01", "A-1", "amount", "Must be less than or equal to 1000000."),
     ("5", "x" * 10_240, "order_ref", "Must be at most 10240 bytes as compact UTF-8 JSON (got 10255)."),
 ])
