@@ -92,7 +92,7 @@ def with_round(rate: Rate, rnd: feeds.Round | None, sequencer: feeds.Round | Non
         round_id=None if rnd is None else str(rnd.round_id),
         answered_in_round=None if rnd is None else str(rnd.answered_in_round),
         updated_at=None if rnd is None or rnd.updated_at >= 2**63 else rnd.updated_at,
-        sequencer_answer=None if sequencer is None else min(sequencer.answer, 2),
+        sequencer_answer=None if sequencer is None else max(min(sequencer.answer, 2), -1),
         sequencer_since=None if sequencer is None or sequencer.started_at >= 2**63
         else sequencer.started_at)
 
