@@ -402,6 +402,9 @@ def run(opts, workdir):
                                  steady["poll_work_vs_minimal"], at_most=2.0),
                     stats.target("idle poll: round trips", steady["poll_no_block_round_trips"],
                                  at_most=2),
+                    stats.target("idle poll with 2 price feeds: round trips more than without",
+                                 steady["poll_no_block_feeds_round_trips"]
+                                 - steady["poll_no_block_round_trips"], at_most=1),
                     stats.target("idle poll time / a minimal poller's",
                                  steady["poll_no_block_vs_minimal"], at_most=1.5),
                     stats.target("poll with a new block: round trips",
@@ -452,6 +455,7 @@ def _steady_state(node, workdir, opts):
         loop.wait(timeout=30)
         log.close()
     polls = _poll_work(node, db, opts)
+    polls.update(_feed_polls(node, db, polls))
     latencies.sort()
     pick = lambda q: round(latencies[min(len(latencies) - 1, int(q * len(latencies)))], 3)  # noqa: E731
     return {"poll_interval_s": poll, "watched": idle + len(addresses), "samples": len(latencies),
@@ -459,6 +463,46 @@ def _steady_state(node, workdir, opts):
             "max_s": round(latencies[-1], 3),
             "max_minus_min_s": round(latencies[-1] - latencies[0], 3),
             "latencies_s": [round(x, 3) for x in latencies], "exit_code": loop.returncode, **polls}
+
+
+def _feed_polls(node, db, polls, samples=10):
+    """An idle poll of the same network once it has two price feeds (EUR/USD, GBP/USD, each a
+    TestPriceFeed read in the poll's first batch): its round trips, calls and median seconds, beside
+    the idle poll's without them (`polls`)."""
+    from app.chain.watcher import Watcher
+    from app.config import DEFAULTS
+    from app.db import open_database
+    from app.domain import rates
+    from eth_abi import encode
+
+    build = json.loads((CHAIN_DIR / "token" / "TestPriceFeed.json").read_text())
+    chain_time = lambda: int(node.rpc("eth_getBlockByNumber", "latest", False)["timestamp"], 16)  # noqa: E731
+    database = open_database(db, DEFAULTS)
+    for pair, answer in (("EUR/USD", 108_420_000), ("GBP/USD", 127_000_000)):
+        args = encode(["uint8", "string", "int256"], [8, pair.replace("/", " / "), answer]).hex()
+        tx = node.rpc("eth_sendTransaction", {"from": node.accounts[0], "data": build["bytecode"] + args})
+        feed = node.rpc("eth_getTransactionReceipt", tx)["contractAddress"]
+        rates.add_feed(database, pair, network_id="bench", feed=feed, now=chain_time())
+    watcher = Watcher(database, clock=chain_time)  # the node's blocks run ahead of the wall clock
+    watcher.poll_network("bench")
+    client = next(iter(watcher._clients.values()))
+    posts = _count_posts(client.session)
+    calls, trips, wall = [], [], []
+    try:
+        for _ in range(samples):
+            calls_before, posts_before = sum(client.calls.values()), posts[0]
+            started = time.perf_counter()
+            watcher.poll_network("bench")
+            wall.append(time.perf_counter() - started)
+            calls.append(sum(client.calls.values()) - calls_before)
+            trips.append(posts[0] - posts_before)
+    finally:
+        watcher.close()
+        database.close_all()
+    seconds = sorted(wall)[samples // 2]
+    return {"poll_no_block_feeds_rpc_calls": max(calls), "poll_no_block_feeds_round_trips": max(trips),
+            "poll_no_block_feeds_s": round(seconds, 4),
+            "poll_no_block_feeds_vs_no_feeds": round(seconds / polls["poll_no_block_s"], 2)}
 
 
 def _minimal_poll(session, url, token, database, scanned):

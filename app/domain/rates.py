@@ -332,7 +332,8 @@ def feed_calls(conn, network_id) -> tuple[list, list]:
 
 def record_reads(db, network_id, rates, answers, now):
     """Keep what the watcher read of each feed ({contract: eth_call answer or RpcError}) with its
-    round, and log a rate whose state changed (once, not on every poll)."""
+    round, and log a rate whose state changed (once, not on every poll). An answer that did not
+    change since the last poll is not written again: an idle poll commits nothing more."""
     updated = []
     for rate in rates:
         rnd, problem = _parsed(answers.get(rate.feed), "the feed")
@@ -345,7 +346,11 @@ def record_reads(db, network_id, rates, answers, now):
             report = log.info if found == "ok" else log.warning
             report("rate %s (feed on %s): %s", rate.pair, network_id,
                    f"ok, {read.value} in round {read.round_id}" if found == "ok" else shown)
-        updated.append(replace(read, reported=shown))
+        read = replace(read, reported=shown)
+        if replace(read, read_at=rate.read_at) != rate:
+            updated.append(read)
+    if not updated:
+        return
     with db.transaction() as conn:
         for rate in updated:
             rate_rows.record_read(conn, rate)

@@ -33,7 +33,7 @@ CREATE TABLE IF NOT EXISTS rates (
     sequencer_answer  INTEGER,                      -- 0: up, 1: down (Chainlink's convention)
     sequencer_since   INTEGER,                      -- its startedAt: when the status last changed
     problem           TEXT,                         -- why the last read cannot count (NULL: none)
-    read_at           INTEGER,                      -- when the watcher last read the feed
+    read_at           INTEGER,                      -- when the watcher last recorded a new answer
     reported          TEXT,                         -- the state and reason last logged
     created_at        INTEGER NOT NULL
 );
