@@ -8,13 +8,14 @@ login and sessions, ...), never app/data/.
   pages.py      the blueprint and what every page shares: notices after a change (PRG),
                 confirmation pages, template filters, the names of assets and networks
   login.py      logging in and out
-  overview.py   the overview and its charts
+  overview.py   the overview (per asset, per currency) and its charts
   processes.py  the processes list and its CSV export
   process.py    one process: timeline, payment, unexpected transfers, events; cancel, resend, accept
   refunds.py    a process's refunds: the form, the refund's page, naming its transaction, cancelling
   keys.py       the secret keys and the webhook secret: rolling, revoking
   webhooks.py   the webhook URL, test events, failing deliveries, the events list
-  payouts.py    payout address, what waits per network, collecting it, the tolerance
+  payouts.py    payout address, what waits per network, collecting it; the settings: the
+                tolerance, the currency of new processes
 Templates: templates/dashboard/ (one layout, its pages and macros.html); the stylesheet and
 scripts: app/static/console/.
 """

@@ -3,11 +3,13 @@ post-redirect-get notices, confirmation pages, the meta refresh while an event i
 by its id (or the 404 page), the names people read for assets and networks. The pages themselves are one module per page group (app/console/__init__.py).
 """
 from datetime import datetime, timezone
+from decimal import Decimal
 
 from flask import Blueprint, g, redirect, render_template, request, url_for
 
 from app.console.security import not_found
-from app.core.money import format_units
+from app.core import currency
+from app.core.money import format_units, significant_places
 from app.db import get_db
 from app.domain import payments, processes
 from app.web.http import parse_process_id
@@ -21,6 +23,25 @@ def when(ts):
     if ts is None:
         return "-"
     return datetime.fromtimestamp(int(ts), timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@bp.app_template_filter("priced")
+def priced(amount, code) -> str:
+    """A process's amount (or a sum of them) in its currency, as people of that currency read it:
+    "€19.99", "¥1,200" (app/core/currency.py display). Never rounded: an amount with more places
+    than its currency has (stored before currencies, under a larger AMOUNT_DECIMALS) shows exactly,
+    with its code: "0.001 USD"."""
+    value = Decimal(amount)
+    if significant_places(value) > currency.minor_digits(code):
+        return f"{format(value.normalize(), 'f')} {code}"
+    return currency.display(value, code)
+
+
+def iso_when(text):
+    """An ISO 8601 UTC time of the API ("2026-11-22T10:00:00Z") as the `when` filter shows it."""
+    if not text:
+        return "-"
+    return when(datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp())
 
 
 @bp.app_context_processor
@@ -49,6 +70,8 @@ NOTICES = {
     "accepted": "The transfer is accepted as payment: it counts in the amount paid, and the"
                 " process's event is queued.",
     "revoked": "The key is revoked: it stopped working now.",
+    "currency": "Currency saved: processes created from now on whose preorder names none are priced"
+                " in it; those made before keep theirs.",
     "collection": "The collection's transaction is recorded: it is listed below, confirmed once the"
                   " network's confirmations are reached.",
 }

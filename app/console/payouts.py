@@ -1,11 +1,12 @@
 """The payouts page: where the merchant's money goes, what waits in its deposit addresses per
 network (read from the network's node), collecting it with the browser wallet, the collections,
-and the underpayment tolerance (docs/console.md "Payouts"; the chain work is
-app/chain/wallet_collections.py and app/chain/collect.py).
+and the settings: the underpayment tolerance and the currency of new processes (docs/console.md
+"Payouts" and "Settings"; the chain work is app/chain/wallet_collections.py and app/chain/collect.py).
 
   GET  /dashboard/payouts; POST /dashboard/payouts/<networkId>/collections,
-  POST /dashboard/settings/tolerance
+  POST /dashboard/settings/tolerance, POST /dashboard/settings/currency
 """
+from babel.numbers import get_currency_name
 from flask import current_app, g, render_template, request
 
 from app.chain import collect
@@ -15,6 +16,7 @@ from app.clock import now
 from app.console import pages
 from app.console.pages import bp
 from app.console.security import login_required, not_found, owner_required
+from app.core import currency
 from app.core.money import format_units
 from app.db import get_db
 from app.domain import merchants, payments, payouts
@@ -77,8 +79,11 @@ def _collections(assets, networks):
 
 @bp.get("/payouts")
 @login_required
-def payouts_page(notice=None, error=None, status=200):
+def payouts_page(notice=None, error=None, status=200, section=None):
+    """`section`: the settings form a refused change (`error`) or a saved one (`done`) belongs to,
+    whose panel shows it: "currency", else the tolerance's panel, as before."""
     notice = notice or pages.notice()
+    section = section or ("currency" if request.args.get("done") == "currency" else None)
     db = get_db()
     payout = payouts.payout_of(db, g.merchant.id)
     with_factory = payouts.networks_with_factory(db)
@@ -93,7 +98,19 @@ def payouts_page(notice=None, error=None, status=200):
                            has_xpub=payments.has_xpub(db, g.merchant.id),
                            tolerance=merchants.tolerance_of(db, g.merchant.id),
                            collections=_collections(assets, {n.id: n.name for n in all_networks}),
-                           notice=notice, error=error), status
+                           currencies=_currencies() if g.user.role == "owner" else (),
+                           currency_name=_currency_name(g.merchant.currency),
+                           notice=notice, error=error, section=section), status
+
+
+def _currency_name(code):
+    return get_currency_name(code, locale="en")  # the code itself where Babel has no name
+
+
+def _currencies():
+    """The currency form's choices: every code a process may be priced in (app/core/currency.py
+    known), with its English name, by code."""
+    return [(code, _currency_name(code)) for code in sorted(currency.known())]
 
 
 @bp.post("/payouts/<network_id>/collections")
@@ -125,3 +142,16 @@ def set_tolerance():
     except merchants.MerchantError as e:
         return payouts_page(error=str(e), status=400)
     return pages.done("dashboard.payouts_page", "tolerance", _anchor="tolerance")
+
+
+@bp.post("/settings/currency")
+@login_required
+@owner_required
+def set_currency():
+    """The currency of the merchant's new processes whose preorder names none (merchants
+    set-currency): a form on the payouts page, beside the tolerance."""
+    try:
+        merchants.set_currency(get_db(), g.merchant.id, (request.form.get("currency") or "").strip())
+    except merchants.MerchantError as e:
+        return payouts_page(error=str(e), status=400, section="currency")
+    return pages.done("dashboard.payouts_page", "currency", _anchor="currency")

@@ -22,7 +22,8 @@ from app.domain.representation import payment_object
 
 def _timeline(process, view, event_list, current):
     """What happened to a process, oldest first: (time, title, detail, kind)."""
-    items = [(process.created_at, "Created", f"Amount {process.amount}", "created")]
+    items = [(process.created_at, "Created", f"Amount {pages.priced(process.amount, process.currency)}",
+              "created")]
     for t in view.transfers if view is not None else ():
         amount = format_units(t.amount, view.payment.decimals)
         detail = f"{amount} in block {t.block_number}, tx {t.tx_hash}"
@@ -64,8 +65,25 @@ def process_page(process_id, notice=None, error=None, status=200):
         can_refund=refundable not in (None, "0"),
         metadata=dumps_pretty(loads(process.metadata.encode())), event_list=event_list,
         timeline=_timeline(process, view, event_list, current), notice=notice, error=error,
-        refresh=refresh, unexpected=_unexpected_rows(payment),
+        refresh=refresh, unexpected=_unexpected_rows(payment), quote=_quote(payment),
     ), status
+
+
+def _quote(payment):
+    """The payment's locked quote (representation.quote_object) as the page shows it: the process's
+    amount in its currency, and unless it is at par, the rate as "1 EUR = 1.0842 USD", where it
+    came from (a price feed: its network, contract and round; or a manual rate) and its times."""
+    if not payment:
+        return None
+    q = payment["quote"]
+    found = {"amount": pages.priced(q["amount"], q["currency"]), "source": q["source"],
+             "quoted_at": pages.iso_when(q.get("quotedAt")), "rate": None}
+    if q["source"] != "par" and q.get("pair"):
+        base, _, quote_code = q["pair"].partition("/")
+        found.update(rate=f"1 {base} = {q['rate']} {quote_code}", round=q.get("roundId"),
+                     feed=q.get("feed"), updated_at=pages.iso_when(q.get("rateUpdatedAt")),
+                     network=pages.names()[1].get(q.get("networkId"), q.get("networkId")))
+    return found
 
 
 # --- Unexpected transfers (templates/dashboard/_unexpected.html) -----------------------------------
@@ -110,7 +128,8 @@ def confirm_cancel_process(process_id):
     if process.effective_status(now()) != "pending":
         return redirect(back, 303)
     return pages.confirm(f"Cancel process {process.id}?",
-                    f"The customer can no longer pay its {process.amount}; a process.cancelled event"
+                    f"The customer can no longer pay its {pages.priced(process.amount, process.currency)};"
+                    " a process.cancelled event"
                     " is sent to your webhook. A cancelled process cannot be reopened.",
                     url_for("dashboard.cancel_process", process_id=process.id), "Cancel", back)
 

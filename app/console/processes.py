@@ -20,14 +20,15 @@ from app.core.money import format_units
 from app.core.records import STATUSES
 from app.db import get_db
 from app.domain import overview, payments, processes, refunds
-from app.domain.representation import iso
+from app.domain.representation import iso, quote_object
 from app.web.http import parse_process_id
 
 PAGE_SIZE = 50
 CSV_BATCH = 500
 CSV_COLUMNS = ("processId", "status", "amount", "livemode", "createdAt", "updatedAt", "expiresAt",
                "metadata", "assetId", "networkId", "amountDue", "amountPaid", "amountRefunded", "marks",
-               "transferTxHashes", "transferLogIndexes", "transferBlockNumbers", "transferBlockHashes")
+               "transferTxHashes", "transferLogIndexes", "transferBlockNumbers", "transferBlockHashes",
+               "currency", "rate", "rateSource", "rateRound")
 
 
 def _date(text, name, errors):
@@ -179,7 +180,8 @@ def _money(batch, names=None) -> dict:
             "symbol": symbols.get((pay.asset_id, pay.network_id), pay.asset_id),
             "network": networks.get(pay.network_id, pay.network_id),
             "due": format_units(pay.amount_due, pay.decimals), "paid": format_units(paid, pay.decimals),
-            "refunded": overview.text(back), "marks": marks, "proof": _chain_proof(counted)}
+            "refunded": overview.text(back), "marks": marks, "proof": _chain_proof(counted),
+            "quote": quote_object(pay)}
     return found
 
 
@@ -233,7 +235,8 @@ def processes_csv():
             for p in batch:
                 writer.writerow((p.id, p.effective_status(current), p.amount, "true" if p.livemode else "false",
                                  iso(p.created_at), iso(p.effective_updated_at(current)), iso(p.expires_at),
-                                 p.metadata, *_money_columns(money.get(p.id))))
+                                 p.metadata, *_money_columns(money.get(p.id)),
+                                 *_price_columns(p, money.get(p.id))))
             yield out.getvalue()
             heartbeat()
             out.seek(0)
@@ -255,6 +258,17 @@ def _money_columns(money):
         return ("",) * 10
     return (money["asset_id"], money["network_id"], money["due"], money["paid"], money["refunded"],
             "; ".join(money["marks"]), *money["proof"])
+
+
+def _price_columns(process, money):
+    """The CSV's last columns: the process's currency (always: its amount is in it), and the
+    payment's locked quote (representation.quote_object): its rate ("1" at par), source (feed,
+    manual, par) and a feed's round; those three empty without a live payment. A payment made
+    before quotes was at par: "1", "par"."""
+    if money is None:
+        return process.currency, "", "", ""
+    quote = money["quote"]
+    return process.currency, quote["rate"], quote["source"], quote["roundId"] or ""
 
 
 def _chain_proof(counted):

@@ -1,7 +1,8 @@
 """SQL for the console's overview (docs/console.md, "The overview"): what a merchant was paid, what
-it refunded, its sandbox payments, its processes by status, the partly paid ones and what waits in
-its deposit addresses. Every query reads one merchant and, but for the counts by status, one time
-window (the last 30 UTC days), through an index: the page costs the same at a million processes.
+it refunded, its completed processes per currency, its sandbox payments, its processes by status,
+the partly paid ones and what waits in its deposit addresses. Every query reads one merchant and,
+but for the counts by status, one time window (the last 30 UTC days), through an index: the page
+costs the same at a million processes.
 
 Amounts are summed exactly in SQL on both backends (`_sum`): as integers when every one fits in 64
 bits (the usual case: PostgreSQL sums bigints as NUMERIC, SQLite raises on an overflow), else
@@ -124,12 +125,24 @@ def refunded_by_day(conn, merchant_id, since) -> list[tuple]:
 
 def completed_without_transfer_by_day(conn, merchant_id, since, from_seq) -> list[tuple]:
     """Processes created from `from_seq` on (seq_since) and completed at or after `since` with no
-    live payment (sandbox payments; in live mode, completed by the operator): [(day, processes, sum
-    of their amounts)]. Such a completion comes before the expiry, so within the creation window."""
-    return _sum(conn, f"SELECT updated_at / {DAY}, count(*), {{sums}} FROM processes"
+    live payment (sandbox payments; in live mode, completed by the operator): [(currency, day,
+    processes, sum of their amounts)], amounts of one currency only summed together. Such a
+    completion comes before the expiry, so within the creation window."""
+    return _sum(conn, f"SELECT currency, updated_at / {DAY}, count(*), {{sums}} FROM processes"
                 " WHERE merchant_id = ? AND status = 'completed' AND seq >= ? AND updated_at >= ?"
-                " AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.process_id = processes.id) GROUP BY 1",
-                (merchant_id, from_seq, since), "amount", 2, fraction=True)
+                " AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.process_id = processes.id)"
+                " GROUP BY 1, 2", (merchant_id, from_seq, since), "amount", 3, fraction=True)
+
+
+def completed_by_day(conn, merchant_id, since, from_seq) -> list[tuple]:
+    """Processes created from `from_seq` on (seq_since) and completed at or after `since` (a
+    completed process's `updated_at` is when it completed: nothing changes it afterwards), live
+    or sandbox: [(currency, day, processes, exact sum of their amounts)]. One range of the
+    `(merchant_id, status, seq)` index; the caller starts `from_seq` early enough for a process
+    completed after its creation day."""
+    return _sum(conn, f"SELECT currency, updated_at / {DAY}, count(*), {{sums}} FROM processes"
+                " WHERE merchant_id = ? AND status = 'completed' AND seq >= ? AND updated_at >= ?"
+                " GROUP BY 1, 2", (merchant_id, from_seq, since), "amount", 3, fraction=True)
 
 
 def counts_by_status(conn, merchant_id, now, from_seq) -> dict[str, int]:

@@ -29,25 +29,38 @@ class AssetFigures:
 
 
 @dataclass
+class CurrencyFigures:
+    """Processes of one currency over the windows: how many, the exact sum of their amounts (in
+    that currency), and that sum per day."""
+    code: str
+    amount: dict = field(default_factory=lambda: {days: Decimal(0) for days, _ in WINDOWS})
+    count: dict = field(default_factory=lambda: {days: 0 for days, _ in WINDOWS})
+    daily: dict = field(default_factory=dict)  # day number -> amount that day
+
+
+@dataclass
 class Overview:
     """The overview's figures: the 30 days end `today` (a UTC day number)."""
     today: int
     assets: list  # AssetFigures, most paid first
-    other: dict  # the sandbox payments (`money`)
+    sandbox: list  # CurrencyFigures of the sandbox payments (`money`), test mode only
+    completed: list  # CurrencyFigures of the completed processes (`completed`)
     statuses: list  # (status, processes created in the 30 days)
     partly: int  # processes partly paid
     waiting: list  # what waits to be collected (`waiting`)
     failing: int  # events whose delivery is failing
 
 
-def of_merchant(db, merchant, now) -> Overview:
-    """The merchant's figures over the last 30 UTC days, today included."""
+def of_merchant(db, merchant, now, ttl=0) -> Overview:
+    """The merchant's figures over the last 30 UTC days, today included. `ttl`: how long a process
+    may be paid after its creation (PROCESS_TTL_SECONDS), for the completed processes' window."""
     conn, current = db.connection(), int(now)
     today = current // DAY
     since = (today - 29) * DAY
     from_seq = overview_rows.seq_since(conn, since)
-    assets, other = money(conn, merchant.id, current, from_seq, not merchant.livemode)
-    return Overview(today=today, assets=assets, other=other,
+    assets, sandbox = money(conn, merchant.id, current, from_seq, not merchant.livemode, merchant.currency)
+    return Overview(today=today, assets=assets, sandbox=sandbox,
+                    completed=completed(conn, merchant, current, ttl),
                     statuses=statuses(conn, merchant.id, current, from_seq),
                     partly=partly_count(db, merchant.id, since), waiting=waiting(conn, merchant.id, since),
                     failing=overview_rows.failing_deliveries(conn, merchant.id))
@@ -99,10 +112,35 @@ def _windows(day, today):
     return [days for days, _ in WINDOWS if day > today - days]
 
 
-def money(conn, merchant_id, now, from_seq, sandbox_mode) -> tuple[list[AssetFigures], dict]:
+def _by_currency(rows, today, first) -> list[CurrencyFigures]:
+    """CurrencyFigures from [(currency, day, processes, amount)]: the currency `first` (the
+    merchant's) first, then by code (sums in different currencies do not compare)."""
+    found = {}
+    for code, day, count, amount in rows:
+        figures = found.setdefault(code, CurrencyFigures(code))
+        figures.daily[day] = figures.daily.get(day, Decimal(0)) + amount
+        for days in _windows(day, today):
+            figures.amount[days] += amount
+            figures.count[days] += count
+    return sorted(found.values(), key=lambda f: (f.code != first, f.code))
+
+
+def completed(conn, merchant, now, ttl=0) -> list[CurrencyFigures]:
+    """The merchant's processes completed in the windows (by when they completed), live or
+    sandbox, per currency: the exact sum of their amounts. Read from the processes created since a
+    day and `ttl` before the 30 days (a process is paid within its TTL of its creation, or a little
+    after while a transfer made in time confirms): one bounded range of seq, as the counts are."""
+    today = now // DAY
+    since = (today - 29) * DAY
+    from_seq = overview_rows.seq_since(conn, since - int(ttl) - DAY)
+    return _by_currency(overview_rows.completed_by_day(conn, merchant.id, since, from_seq), today,
+                        merchant.currency)
+
+
+def money(conn, merchant_id, now, from_seq, sandbox_mode, currency=None) -> tuple[list[AssetFigures], list]:
     """(per asset id: paid and refunded over the windows, and paid per day; in test mode
-    (`sandbox_mode`) the sandbox payments, processes completed without a live payment: {days:
-    (count, amount)} over the windows and per day)."""
+    (`sandbox_mode`) the sandbox payments, processes completed without a live payment, per
+    currency: CurrencyFigures over the windows and per day)."""
     today = now // DAY
     since = (today - 29) * DAY
     assets = {(a.network_id, a.contract.lower()): a for a in payment_rows.list_assets(conn)}
@@ -126,14 +164,9 @@ def money(conn, merchant_id, now, from_seq, sandbox_mode) -> tuple[list[AssetFig
         found = figures(asset_id, symbols.get(asset_id, asset_id))
         for days in _windows(day, today):
             found.refunded[days] += _units(base, decimals)
-    other = {"daily": {}, **{days: (0, Decimal(0)) for days, _ in WINDOWS}}
     sandbox = overview_rows.completed_without_transfer_by_day(conn, merchant_id, since, from_seq) \
         if sandbox_mode else ()
-    for day, count, amount in sandbox:
-        other["daily"][day] = amount
-        for days in _windows(day, today):
-            other[days] = (other[days][0] + count, other[days][1] + amount)
-    return sorted(by_id.values(), key=lambda f: (-f.paid[30], f.id)), other
+    return sorted(by_id.values(), key=lambda f: (-f.paid[30], f.id)), _by_currency(sandbox, today, currency)
 
 
 def statuses(conn, merchant_id, now, from_seq) -> list[tuple[str, int]]:

@@ -347,7 +347,8 @@ def test_csv_equals_what_the_merchant_api_lists(console, api, clock, monkeypatch
                        "assetId": "", "networkId": "", "amountDue": "", "amountPaid": "",
                        "amountRefunded": "", "marks": "",
                        "transferTxHashes": "", "transferLogIndexes": "", "transferBlockNumbers": "",
-                       "transferBlockHashes": ""}
+                       "transferBlockHashes": "", "currency": p["currency"], "rate": "", "rateSource": "",
+                       "rateRound": ""}
     cancelled = read_csv(console.get("/dashboard/processes.csv?status=cancelled"))
     assert [r["processId"] for r in cancelled] == [ids[3]]
     assert 'href="/dashboard/processes.csv?status=cancelled"' in console.get("/dashboard/?status=cancelled").text
@@ -367,7 +368,7 @@ def test_process_page_cancel_and_resend(shop_console, shop, worker, app):
     console = shop_console
     pid = shop.api.preorder({"amount": 19.99, "metadata": {"orderRef": "A-77"}}).get_json()["processId"]
     page = console.get(f"/dashboard/processes/{pid}")
-    assert page.status_code == 200 and '<dd id="amount">19.99</dd>' in page.text
+    assert page.status_code == 200 and '<dd id="amount">$19.99</dd>' in page.text  # in the process's currency
     cancel_link = f'<a class="button danger" href="/dashboard/processes/{pid}/cancel">Cancel</a>'
     assert "&#34;orderRef&#34;: &#34;A-77&#34;" in page.text and cancel_link in page.text
     confirm = console.get(f"/dashboard/processes/{pid}/cancel")  # a confirmation first
@@ -712,7 +713,7 @@ def test_overview_and_the_money_on_every_row(console, api, runner, app, merchant
     assert re.findall(r'data-label="[^"]+"><a href="[^"]+">([^<]+)</a>', dai)[:3] == ["0", "0", "18"]
     assert usdc.count('<rect x=') == 30 and "<svg" in usdc  # the chart: one bar per day
     sandbox_panel = re.search(r'<section class="panel" id="sandbox">(.*?)</section>', page.text, re.S)[1]
-    assert "Sandbox payments" in sandbox_panel and ">2.5</a> <span class=\"hint\">(1)</span>" in sandbox_panel
+    assert "Sandbox payments" in sandbox_panel and ">$2.50</a> <span class=\"hint\">(1)</span>" in sandbox_panel
     assert '<strong id="partly-paid">1</strong>' in page.text
     counts = re.findall(r'<a href="/dashboard/\?status=(\w+)&amp;from=[-\d]+"><span class="badge badge-\w+">\w+</span> <strong>(\d+)</strong>',
                         page.text)
