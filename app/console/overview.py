@@ -6,7 +6,7 @@ The chart is drawn here as SVG (`chart`): a few lines of our own rather than a c
 since one bar chart of 30 days needs no more, and no script runs to see it."""
 from decimal import Decimal
 
-from flask import current_app, g, render_template
+from flask import g, render_template
 
 from app.clock import now
 from app.console.pages import bp, priced
@@ -19,7 +19,7 @@ from app.domain.overview import day_text, text
 @bp.get("/overview")
 @login_required
 def overview_page():
-    found = overview.of_merchant(get_db(), g.merchant, now(), current_app.config["PROCESS_TTL_SECONDS"])
+    found = overview.of_merchant(get_db(), g.merchant, now())
     today, assets = found.today, found.assets
     dates = {days: day_text(today - days + 1) for days, _ in overview.WINDOWS}
     return render_template(

@@ -12,7 +12,7 @@ turns into a float), sums each amount cut into 9-digit pieces (`_pieces`), each 
 (UTC)."""
 from decimal import Decimal
 
-from app.core.records import STATUSES
+from app.data import rollups
 from app.data.processes import HELD
 from app.data.schema import dialect
 
@@ -145,19 +145,65 @@ def completed_by_day(conn, merchant_id, since, from_seq) -> list[tuple]:
                 " GROUP BY 1, 2", (merchant_id, from_seq, since), "amount", 3, fraction=True)
 
 
-def counts_by_status(conn, merchant_id, now, from_seq) -> dict[str, int]:
-    """The merchant's processes created from `from_seq` on (seq_since) by effective status (a
-    pending one past its expiry, not held, is expired): index range counts, one per status."""
-    counts = {status: conn.execute(  # one range each: a GROUP BY would read the merchant's whole index
-        "SELECT count(*) FROM processes WHERE merchant_id = ? AND status = ? AND seq >= ?",
-        (merchant_id, status, from_seq)).fetchone()[0] for status in STATUSES}
+def final_by_created_day(conn, merchant_id, from_seq) -> list[tuple]:
+    """The merchant's processes created from `from_seq` on that reached a final status: [(status,
+    day created, processes)]."""
+    return [tuple(r) for r in conn.execute(
+        f"SELECT status, created_at / {DAY}, count(*) FROM processes WHERE merchant_id = ?"
+        " AND status IN ('completed', 'cancelled', 'expired') AND seq >= ? GROUP BY 1, 2",
+        (merchant_id, from_seq))]
+
+
+def pending_counts(conn, merchant_id, now, from_seq) -> tuple[int, int]:
+    """(pending, lapsed) of the merchant's processes created from `from_seq` on that are still
+    stored pending: lapsed ones are past their expiry and not held (shown as expired). The expiry
+    sweep keeps these few: one range of the (merchant_id, status, seq) index."""
+    pending = conn.execute("SELECT count(*) FROM processes WHERE merchant_id = ? AND status ="
+                           " 'pending' AND seq >= ?", (merchant_id, from_seq)).fetchone()[0]
     lapsed = conn.execute(
         "SELECT count(*) FROM processes WHERE merchant_id = ? AND status = 'pending' AND seq >= ?"
-        f" AND expires_at <= ? AND NOT {HELD}", (merchant_id, from_seq, now)).fetchone()[0]
-    if lapsed:
-        counts["pending"] -= lapsed
-        counts["expired"] = counts.get("expired", 0) + lapsed
-    return counts
+        f" AND expires_at <= ? AND NOT {HELD}", (merchant_id, from_seq, now)).fetchone()[0] \
+        if pending else 0
+    return pending, lapsed
+
+
+def days(conn, merchant_id, kind, since) -> list[tuple]:
+    """The merchant's overview_days rows of `kind` from the day of `since` on, shaped as the
+    history's queries give them (paid_by_day, refunded_by_day, completed_by_day,
+    final_by_created_day): what a view reads instead of summing history. Rows a reversal brought
+    back to nothing are left out."""
+    found = []
+    for key, day, count, amount in rollups.rows(conn, merchant_id, kind, since // DAY):
+        if not count and not amount:
+            continue
+        if kind == "paid":
+            network_id, token = key.split(" ", 1)
+            found.append((network_id, token, day, count, int(amount)))
+        elif kind == "refunded":
+            asset_id, decimals = key.rsplit(" ", 1)
+            found.append((asset_id, int(decimals), day, count, int(amount)))
+        elif kind == "final":
+            found.append((key, day, count))
+        else:
+            found.append((key, day, count, amount))
+    return found
+
+
+def rebuild(conn):
+    """overview_days (app/data/rollups.py) summed anew from the history, exactly: init-db's upgrade
+    to version 20, and tools that load rows without the service's writes (benchmark seeds)."""
+    rollups.clear(conn)
+    for (merchant_id,) in conn.execute("SELECT id FROM merchants").fetchall():
+        for status, day, count in final_by_created_day(conn, merchant_id, 0):
+            rollups.bump(conn, merchant_id, "final", status, day, count)
+        for kind, found in (("completed", completed_by_day(conn, merchant_id, 0, 0)),
+                            ("sandbox", completed_without_transfer_by_day(conn, merchant_id, 0, 0))):
+            for code, day, count, amount in found:
+                rollups.bump(conn, merchant_id, kind, code, day, count, amount)
+        for network_id, token, day, count, base in paid_by_day(conn, merchant_id, 0):
+            rollups.bump(conn, merchant_id, "paid", f"{network_id} {token}", day, count, base)
+        for asset_id, decimals, day, count, base in refunded_by_day(conn, merchant_id, 0):
+            rollups.bump(conn, merchant_id, "refunded", f"{asset_id} {decimals}", day, count, base)
 
 
 def _by_type(conn) -> str:

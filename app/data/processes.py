@@ -7,6 +7,7 @@ import json
 from itertools import islice
 
 from app.core.records import Process
+from app.data import rollups
 from app.data.schema import dialect
 from app.data.unexpected import HAS_UNEXPECTED
 
@@ -221,7 +222,10 @@ def transition(conn, process_id, to_status, now, completed_by=None) -> bool:
         f" WHERE id = ? AND status = 'pending' AND (expires_at > ? OR {HELD})",
         (to_status, now, completed_by, process_id, now),
     )
-    return cur.rowcount == 1
+    if cur.rowcount != 1:
+        return False
+    rollups.on_final(conn, process_id, to_status, now)
+    return True
 
 
 def complete_paid(conn, process_id, now) -> bool:
@@ -233,7 +237,10 @@ def complete_paid(conn, process_id, now) -> bool:
         " WHERE id = ? AND status = 'pending'",
         (now, process_id),
     )
-    return cur.rowcount == 1
+    if cur.rowcount != 1:
+        return False
+    rollups.on_final(conn, process_id, "completed", now)
+    return True
 
 
 def completed_by(conn, process_ids) -> dict[str, str | None]:
@@ -255,7 +262,10 @@ def expire(conn, process_id, now) -> bool:
         f" WHERE id = ? AND status = 'pending' AND expires_at <= ? AND NOT {HELD}",
         (process_id, now),
     )
-    return cur.rowcount == 1
+    if cur.rowcount != 1:
+        return False
+    rollups.on_final(conn, process_id, "expired", now)
+    return True
 
 
 def due_for_expiry(conn, now, limit) -> list[str]:

@@ -18,7 +18,7 @@ TABLES = (
     "payment_choices", "transfers", "unexpected_transfers", "chain_blocks", "refunds", "collections",
     "collection_items",
     "pruned_events", "relayed_authorizations",
-    "users", "console_sessions", "login_failures", "login_locks", "process_search",
+    "users", "console_sessions", "login_failures", "login_locks", "process_search", "overview_days",
 )
 
 _VERSION_TABLE = (
@@ -79,6 +79,14 @@ def _after(number) -> str:
     return ""
 
 
+def _derive(conn, applied):
+    """What a new version derives from the rows already there, in Python (exact sums SQLite's SQL
+    cannot make), in the upgrade's transaction: version 20's overview_days."""
+    if 20 in applied:
+        from app.data import overview  # it reads this module's dialect()
+        overview.rebuild(conn)
+
+
 def upgrade(conn, now=None) -> tuple[int, int]:
     """Apply every migration the database lacks, in one transaction. (version before, after).
     "Lacks" is by number, not only above the highest applied: versions developed side by side may
@@ -101,6 +109,7 @@ def upgrade(conn, now=None) -> tuple[int, int]:
                     conn.execute(_after(number))
                 conn.execute("INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)",
                              (number, filename, now))
+            _derive(conn, {m[0] for m in pending})
             conn.execute("COMMIT")
         except BaseException:
             conn.rollback()
@@ -117,9 +126,10 @@ def upgrade(conn, now=None) -> tuple[int, int]:
         script.append(_after(number))
         script.append(f"INSERT INTO schema_version (version, name, applied_at)"
                       f" VALUES ({number}, '{filename}', {now});")
-    script.append("COMMIT;")
     try:
-        conn.executescript("\n".join(script))
+        conn.executescript("\n".join(script))  # its transaction stays open: committed below
+        _derive(conn, {m[0] for m in pending})
+        conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")

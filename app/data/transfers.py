@@ -8,7 +8,10 @@ watcher whose view is stale rolls its step back instead of overwriting another's
 transfer whose block left the chain (a reorganisation deeper than the confirmations) is `reversed`,
 also by a guarded UPDATE.
 """
+from dataclasses import replace
+
 from app.core.records import ChainBlock, Transfer, WatchedAddress
+from app.data import rollups
 from app.data.schema import dialect
 
 _TRANSFER = (
@@ -141,6 +144,8 @@ def record(conn, t: Transfer, table=PAYING) -> str | None:
          t.seen_at, t.confirmed_at),
     )
     if cur.rowcount == 1:
+        if t.status == "confirmed" and table == PAYING:
+            rollups.on_paid(conn, t)
         return "new"
     cur = conn.execute(
         f"UPDATE {table} SET block_number = ?, block_hash = ?, block_timestamp = ?, status = ?,"
@@ -149,7 +154,11 @@ def record(conn, t: Transfer, table=PAYING) -> str | None:
         (t.block_number, t.block_hash, t.block_timestamp, t.status, t.seen_at, t.confirmed_at,
          t.chain_id, t.tx_hash, t.log_index),
     )
-    return "revived" if cur.rowcount == 1 else None
+    if cur.rowcount != 1:
+        return None
+    if t.status == "confirmed" and table == PAYING:
+        rollups.on_paid(conn, t)
+    return "revived"
 
 
 def orphan_block(conn, network_id, number, block_hash, table=PAYING) -> int:
@@ -182,12 +191,16 @@ def reverse(conn, t: Transfer, table=PAYING) -> bool:
     """confirmed -> reversed: its block (the one the caller found replaced) left the chain; only
     while still confirmed in that block, so a transfer is reversed once however many watchers
     saw it go."""
-    return conn.execute(
+    if conn.execute(
         f"UPDATE {_table(table)} SET status = 'reversed'"
         " WHERE chain_id = ? AND tx_hash = ? AND log_index = ? AND status = 'confirmed'"
         " AND block_hash = ?",
         (t.chain_id, t.tx_hash, t.log_index, t.block_hash),
-    ).rowcount == 1
+    ).rowcount != 1:
+        return False
+    if table == PAYING:
+        rollups.on_paid(conn, t, -1)
+    return True
 
 
 def seen_up_to(conn, network_id, max_block, table=PAYING) -> list[Transfer]:
@@ -202,11 +215,15 @@ def seen_up_to(conn, network_id, max_block, table=PAYING) -> list[Transfer]:
 
 def confirm(conn, t: Transfer, now, table=PAYING) -> bool:
     """seen -> confirmed, only while still seen in the block the caller checked."""
-    return conn.execute(
+    if conn.execute(
         f"UPDATE {_table(table)} SET status = 'confirmed', confirmed_at = ?"
         " WHERE chain_id = ? AND tx_hash = ? AND log_index = ? AND status = 'seen' AND block_hash = ?",
         (now, t.chain_id, t.tx_hash, t.log_index, t.block_hash),
-    ).rowcount == 1
+    ).rowcount != 1:
+        return False
+    if table == PAYING:
+        rollups.on_paid(conn, replace(t, status="confirmed", confirmed_at=now))
+    return True
 
 
 # --- Block hashes --------------------------------------------------------------------------------

@@ -51,17 +51,20 @@ class Overview:
     failing: int  # events whose delivery is failing
 
 
-def of_merchant(db, merchant, now, ttl=0) -> Overview:
-    """The merchant's figures over the last 30 UTC days, today included. `ttl`: how long a process
-    may be paid after its creation (PROCESS_TTL_SECONDS), for the completed processes' window."""
+def of_merchant(db, merchant, now, recount=False) -> Overview:
+    """The merchant's figures over the last 30 UTC days, today included: read from what is kept
+    current as it happens (app/data/rollups.py), or with `recount` summed from the history (what
+    those must equal, to the unit)."""
     conn, current = db.connection(), int(now)
     today = current // DAY
     since = (today - 29) * DAY
     from_seq = overview_rows.seq_since(conn, since)
-    assets, sandbox = money(conn, merchant.id, current, from_seq, not merchant.livemode, merchant.currency)
+    read = _history(conn, merchant.id, since, from_seq) if recount else \
+        (lambda kind: overview_rows.days(conn, merchant.id, kind, since))
+    assets, sandbox = money(conn, current, read, not merchant.livemode, merchant.currency)
     return Overview(today=today, assets=assets, sandbox=sandbox,
-                    completed=completed(conn, merchant, current, ttl),
-                    statuses=statuses(conn, merchant.id, current, from_seq),
+                    completed=_by_currency(read("completed"), today, merchant.currency),
+                    statuses=statuses(conn, merchant.id, current, from_seq, read("final")),
                     partly=partly_count(db, merchant.id, since), waiting=waiting(conn, merchant.id, since),
                     failing=overview_rows.failing_deliveries(conn, merchant.id))
 
@@ -125,31 +128,30 @@ def _by_currency(rows, today, first) -> list[CurrencyFigures]:
     return sorted(found.values(), key=lambda f: (f.code != first, f.code))
 
 
-def completed(conn, merchant, now, ttl=0) -> list[CurrencyFigures]:
-    """The merchant's processes completed in the windows (by when they completed), live or
-    sandbox, per currency: the exact sum of their amounts. Read from the processes created since a
-    day and `ttl` before the 30 days (a process is paid within its TTL of its creation, or a little
-    after while a transfer made in time confirms): one bounded range of seq, as the counts are."""
-    today = now // DAY
-    since = (today - 29) * DAY
-    from_seq = overview_rows.seq_since(conn, since - int(ttl) - DAY)
-    return _by_currency(overview_rows.completed_by_day(conn, merchant.id, since, from_seq), today,
-                        merchant.currency)
+def _history(conn, merchant_id, since, from_seq):
+    """The figures' rows summed from the history, by kind (the recount)."""
+    queries = {
+        "paid": lambda: overview_rows.paid_by_day(conn, merchant_id, since),
+        "refunded": lambda: overview_rows.refunded_by_day(conn, merchant_id, since),
+        "completed": lambda: overview_rows.completed_by_day(conn, merchant_id, since, 0),
+        "sandbox": lambda: overview_rows.completed_without_transfer_by_day(conn, merchant_id, since, 0),
+        "final": lambda: overview_rows.final_by_created_day(conn, merchant_id, from_seq),
+    }
+    return lambda kind: queries[kind]()
 
 
-def money(conn, merchant_id, now, from_seq, sandbox_mode, currency=None) -> tuple[list[AssetFigures], list]:
+def money(conn, now, read, sandbox_mode, currency=None) -> tuple[list[AssetFigures], list]:
     """(per asset id: paid and refunded over the windows, and paid per day; in test mode
     (`sandbox_mode`) the sandbox payments, processes completed without a live payment, per
-    currency: CurrencyFigures over the windows and per day)."""
+    currency: CurrencyFigures over the windows and per day). `read(kind)`: the rows of a kind."""
     today = now // DAY
-    since = (today - 29) * DAY
     assets = {(a.network_id, a.contract.lower()): a for a in payment_rows.list_assets(conn)}
     by_id = {}
 
     def figures(asset_id, symbol):
         return by_id.setdefault(asset_id, AssetFigures(asset_id, symbol))
 
-    for network_id, token, day, count, base in overview_rows.paid_by_day(conn, merchant_id, since):
+    for network_id, token, day, count, base in read("paid"):
         asset = assets.get((network_id, token.lower()))
         if asset is None:  # a token no longer registered: shown by its contract
             found, amount = figures(token, token[:10] + "…"), Decimal(base)
@@ -160,15 +162,22 @@ def money(conn, merchant_id, now, from_seq, sandbox_mode, currency=None) -> tupl
             found.paid[days] += amount
             found.payments[days] += count
     symbols = {a.id: a.symbol for a in assets.values()}
-    for asset_id, decimals, day, _, base in overview_rows.refunded_by_day(conn, merchant_id, since):
+    for asset_id, decimals, day, _, base in read("refunded"):
         found = figures(asset_id, symbols.get(asset_id, asset_id))
         for days in _windows(day, today):
             found.refunded[days] += _units(base, decimals)
-    sandbox = overview_rows.completed_without_transfer_by_day(conn, merchant_id, since, from_seq) \
-        if sandbox_mode else ()
+    sandbox = read("sandbox") if sandbox_mode else ()
     return sorted(by_id.values(), key=lambda f: (-f.paid[30], f.id)), _by_currency(sandbox, today, currency)
 
 
-def statuses(conn, merchant_id, now, from_seq) -> list[tuple[str, int]]:
-    counts = overview_rows.counts_by_status(conn, merchant_id, now, from_seq)
-    return [(status, counts.get(status, 0)) for status in STATUSES]
+def statuses(conn, merchant_id, now, from_seq, final_rows) -> list[tuple[str, int]]:
+    """The merchant's processes created in the 30 days by effective status: the final ones from
+    `final_rows` [(status, day created, processes)], the pending ones counted now (a pending one
+    past its expiry, not held, is expired)."""
+    counts = {status: 0 for status in STATUSES}
+    for status, _, count in final_rows:
+        counts[status] += count
+    pending, lapsed = overview_rows.pending_counts(conn, merchant_id, now, from_seq)
+    counts["pending"] += pending - lapsed
+    counts["expired"] += lapsed
+    return [(status, counts[status]) for status in STATUSES]

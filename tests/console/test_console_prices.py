@@ -278,8 +278,8 @@ def test_the_overview_sums_completed_processes_per_currency_exactly(euro_shop, a
     from app.domain import merchants, overview  # the figures themselves: exact decimals, never floats
     with app.app_context():
         db = app.extensions["db"]
-        sums = {c.code: c.amount[30] for c in overview.completed(
-            db.connection(), merchants.get(db, euro_shop["merchantId"]), clock.now, 1800)}
+        sums = {c.code: c.amount[30] for c in overview.of_merchant(
+            db, merchants.get(db, euro_shop["merchantId"]), clock.now).completed}
     assert all(type(amount) is Decimal for amount in sums.values())
     assert {code: str(amount.normalize()) for code, amount in sums.items()} == {
         "EUR": "59.97", "JPY": "1201", "USD": "0.3"}

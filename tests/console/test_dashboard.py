@@ -668,14 +668,17 @@ def _live_shop(api, runner, app, merchant):
 
 
 def _paid(app, pid, tx, amount, when, token=None):
+    """A confirmed transfer, recorded as the chain watcher records one (the overview's sums too)."""
     from support.live_payments import USDC_LOCAL
-    with dbutil.connect(app.config["DATABASE"]) as conn:
-        conn.execute(
-            "INSERT INTO transfers (chain_id, tx_hash, log_index, network_id, process_id, token_contract,"
-            " from_address, amount, block_number, block_hash, block_timestamp, status, seen_at, confirmed_at)"
-            " VALUES (31337, ?, 0, 'local', ?, ?, ?, ?, 10, ?, ?, 'confirmed', ?, ?)",
-            ("0x" + tx * 32, pid, token or USDC_LOCAL, "0x" + "ab" * 20, str(amount), "0x" + "cd" * 32,
-             when, when, when))
+
+    from app.core.records import Transfer
+    from app.data import transfers as transfer_rows
+    with app.extensions["db"].transaction() as conn:
+        transfer_rows.record(conn, Transfer(
+            chain_id=31337, tx_hash="0x" + tx * 32, log_index=0, network_id="local", process_id=pid,
+            token_contract=token or USDC_LOCAL, from_address="0x" + "ab" * 20, amount=amount,
+            block_number=10, block_hash="0x" + "cd" * 32, block_timestamp=when, status="confirmed",
+            seen_at=when, confirmed_at=when))
 
 
 def test_overview_and_the_money_on_every_row(console, api, runner, app, merchant, clock, make_shop):
@@ -698,9 +701,11 @@ def test_overview_and_the_money_on_every_row(console, api, runner, app, merchant
                            headers={"x-public-key": merchant["publicKey"]}).status_code == 200
     refund = api.client.post(f"/payment-button/process/{paid}/refunds", headers=api.headers(),
                              json={"amount": 4, "address": "0x" + "ab" * 20}).get_json()
-    with dbutil.connect(app.config["DATABASE"]) as conn:  # paid and settled, as the watcher records it
+    from app.data import overview as overview_rows
+    with app.extensions["db"].transaction() as conn:  # paid and settled; the sums as init-db builds them
         conn.execute("UPDATE refunds SET status = 'completed', updated_at = ?, tx_hash = ?, log_index = 0"
                      " WHERE id = ?", (now, "0x" + "ee" * 32, refund["refundId"]))
+        overview_rows.rebuild(conn)
 
     page = console.get("/dashboard/overview")
     assert page.status_code == 200
