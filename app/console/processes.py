@@ -19,7 +19,7 @@ from app.console.security import PageError, login_required
 from app.core.money import format_units
 from app.core.records import STATUSES
 from app.db import get_db
-from app.domain import overview, payments, processes, refunds
+from app.domain import accounts, overview, payments, processes, refunds
 from app.domain.representation import iso, quote_object
 from app.web.http import parse_process_id
 
@@ -220,6 +220,12 @@ def processes_csv():
     found, _, errors = _filters()
     if errors:
         raise PageError(400, "Export refused", " ".join(errors))
+    db, user_id = get_db(), g.user.id
+    if not accounts.begin_export(db, user_id, now()):
+        raise PageError(429, "An export is running",
+                        "One export at a time: yours is still being sent (in another tab or"
+                        " window). Try again once it has finished.",
+                        {"Retry-After": str(accounts.EXPORT_SLOT_SECONDS)})
     heartbeat = request.environ.get(HEARTBEAT, lambda: None)
 
     def rows():
@@ -239,14 +245,17 @@ def processes_csv():
                                  *_price_columns(p, money.get(p.id))))
             yield out.getvalue()
             heartbeat()
+            accounts.keep_export(db, user_id, now())
             out.seek(0)
             out.truncate()
             if not more:
                 return
             before = batch[-1].id
 
-    return Response(stream_with_context(rows()), mimetype="text/csv",
-                    headers={"Content-Disposition": 'attachment; filename="processes.csv"'})
+    response = Response(stream_with_context(rows()), mimetype="text/csv",
+                        headers={"Content-Disposition": 'attachment; filename="processes.csv"'})
+    response.call_on_close(lambda: accounts.end_export(db, user_id))  # ended, or the client left
+    return response
 
 
 def _money_columns(money):

@@ -164,3 +164,19 @@ def prune(conn, now, window, max_unprotected):
         f" AND id <= (SELECT max(id) FROM login_failures) - ? ORDER BY id LIMIT {PRUNE_BATCH}{skip})",
         (max_unprotected,),
     )
+
+
+def take_slot(conn, subject, now, until) -> bool:
+    """Hold `subject`'s slot (a login_locks row) until `until`, unless it is held past `now`."""
+    return conn.execute(
+        "INSERT INTO login_locks (subject, locked_until) VALUES (?, ?) ON CONFLICT (subject)"
+        " DO UPDATE SET locked_until = excluded.locked_until WHERE login_locks.locked_until <= ?"
+        " RETURNING locked_until", (subject, until, now)).fetchone() is not None
+
+
+def hold_slot(conn, subject, until):
+    conn.execute("UPDATE login_locks SET locked_until = ? WHERE subject = ?", (until, subject))
+
+
+def free_slot(conn, subject):
+    conn.execute("DELETE FROM login_locks WHERE subject = ?", (subject,))

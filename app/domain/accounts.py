@@ -219,3 +219,30 @@ def log_out(db, token):
 def same_token(expected, given) -> bool:
     """Constant-time comparison of a CSRF token."""
     return bool(expected) and bool(given) and hmac.compare_digest(expected.encode(), given.encode())
+
+
+# One CSV export at a time per user, over all its sessions and workers: a slot held while rows are
+# sent, renewed after each batch, freed when the export ends or its client goes away; a worker that
+# died holding it lets it lapse after EXPORT_SLOT_SECONDS without progress.
+EXPORT_SLOT_SECONDS = 60
+
+
+def _export_subject(user_id) -> str:
+    return f"export:{user_id}"
+
+
+def begin_export(db, user_id, now) -> bool:
+    """Whether the user may start an export now (then it holds the slot)."""
+    with db.transaction() as conn:
+        return user_rows.take_slot(conn, _export_subject(user_id), int(now),
+                                   int(now) + EXPORT_SLOT_SECONDS)
+
+
+def keep_export(db, user_id, now):
+    with db.transaction() as conn:
+        user_rows.hold_slot(conn, _export_subject(user_id), int(now) + EXPORT_SLOT_SECONDS)
+
+
+def end_export(db, user_id):
+    with db.transaction() as conn:
+        user_rows.free_slot(conn, _export_subject(user_id))

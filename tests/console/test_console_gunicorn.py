@@ -26,9 +26,9 @@ def csrf_of(html):
     return re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
 
 
-def _setup(database, merchants, webhook_url=None):
-    """init-db, `merchants` merchants (webhooks to `webhook_url`) each with an owner
-    owner<i>@shop.example, through the CLI in this process; returns their keys."""
+def _setup(database, merchants, webhook_url=None, roles=("owner",)):
+    """init-db, `merchants` merchants (webhooks to `webhook_url`) each with a user of each of
+    `roles`, <role><i>@shop.example, through the CLI in this process; returns their keys."""
     app = create_app({"DATABASE": database, "DASHBOARD_PASSWORD_HASH": "pbkdf2:sha256:1000"})
     runner = app.test_cli_runner()
     assert runner.invoke(args=["init-db"]).exit_code == 0
@@ -37,9 +37,10 @@ def _setup(database, merchants, webhook_url=None):
         args = ["merchants", "create", "--name", f"Shop {i}", "--json"]
         result = runner.invoke(args=args + (["--webhook-url", webhook_url] if webhook_url else []))
         keys.append(json.loads(result.stdout))
-        result = runner.invoke(args=["users", "create", f"owner{i}@shop.example", "--merchant",
-                                     keys[-1]["merchantId"]], input=PASSWORD + "\n")
-        assert result.exit_code == 0, result.output
+        for role in roles:
+            result = runner.invoke(args=["users", "create", f"{role}{i}@shop.example", "--merchant",
+                                         keys[-1]["merchantId"], "--role", role], input=PASSWORD + "\n")
+            assert result.exit_code == 0, result.output
     app.extensions["db"].close_all()
     return keys
 
@@ -161,8 +162,8 @@ def export_layout(tmp_path_factory, request):
         database = str(tmp / "export.sqlite3")
     else:
         database = request.getfixturevalue("postgres").create_database()
-    [keys] = _setup(database, 1)
-    _load_processes(database, keys["merchantId"], EXPORTED)
+    [keys] = _setup(database, 1, roles=("owner", "viewer"))  # a user each way: one export at a
+    _load_processes(database, keys["merchantId"], EXPORTED)  # time per user, a killed one's lapses
     write_certificates(tmp)
     env = service_env(database, GUNICORN_TIMEOUT=1)
     started, https_port = [], free_port()
@@ -171,7 +172,7 @@ def export_layout(tmp_path_factory, request):
                   http_port=free_port(), cert=tmp / "cert.pem", key=tmp / "key.pem"):
         proxied = "https://pay.example.com"
         yield ({"direct": (direct, log_in(direct, "owner0@shop.example")),
-                "nginx": (proxied, log_in(proxied, "owner0@shop.example",
+                "nginx": (proxied, log_in(proxied, "viewer0@shop.example",
                                           https_session(https_port, tmp / "ca.pem")))},
                started[0], tmp / "gunicorn.log")
 
