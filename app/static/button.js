@@ -11,22 +11,32 @@
  *   public-key  the merchant's public key (pk_test_… / pk_live_…), sent as the x-public-key header
  *   api-base    base URL of the service; default: where this script was loaded from (the origin of
  *               its src, keeping a path prefix when the src ends in /payment-button/button.js)
- *   currency    display only (the API defines no currency): shown after the amount, e.g. "EUR"
+ *   currency    a fallback only, for a service that sends no currency (one older than prices in the
+ *               merchant's currency): the ISO 4217 code the amount is in, e.g. "EUR"
  *
- * Paying: the stablecoins the service lists (GET /payment-button/assets): the customer picks the
- * asset, then the network (a step with one choice is skipped), and the button confirms the choice
- * (POST …/confirm), then shows the exact amount and the address (each with a copy button), the
- * network, a QR code of the EIP-681 payment URI and a link opening it in a wallet app, and follows
- * the payment as the service sees it (polled every second while shown). Beside them, one "Pay with
- * NAME" button per browser wallet (EIP-6963 announcements; a bare EIP-1193 window.ethereum when none
- * announces itself): the wallet is switched to the payment's network, the chain id read again, and
- * one transfer of exactly what is due is asked for; for an ERC-3009 token that the service's relayer
- * serves, "Pay without gas" asks the wallet to sign the authorization instead (POST …/authorization).
+ * The price: the process's amount in its currency (the process's `currency`, ISO 4217), formatted
+ * as people of that currency read it in the page's language (the nearest lang attribute, else
+ * navigator.language) with Intl.NumberFormat, from the exact decimal string the service wrote:
+ * "€19.99" on an English page, "19,99 €" on a German one.
+ *
+ * Paying: the stablecoins the service can quote for this process now (GET /payment-button/assets
+ * ?processId=…), each network with what the customer would pay on it ("pay 21.673158 USDC"): the
+ * customer picks the asset, then the network (a step with one choice is skipped), and the button
+ * confirms the choice (POST …/confirm; a choice that cannot be quoted any more says why, and the
+ * list is read again without it). Once chosen at a rate (not at par), a line under the price says
+ * what the quote was: "19.99 EUR · pay 21.673158 USDC at 1 EUR = 1.0842 USD, 10:02 UTC". Then it
+ * shows the exact amount and the address (each with a copy button), the network, a QR code of the
+ * EIP-681 payment URI and a link opening it in a wallet app, and follows the payment as the service
+ * sees it (polled every second while shown). Beside them, one "Pay with NAME" button per browser
+ * wallet (EIP-6963 announcements; a bare EIP-1193 window.ethereum when none announces itself): the
+ * wallet is switched to the payment's network, the chain id read again, and one transfer of exactly
+ * what is due is asked for; for an ERC-3009 token that the service's relayer serves, "Pay without
+ * gas" asks the wallet to sign the authorization instead (POST …/authorization).
  * Test-mode merchants also get the sandbox ("Simulate a payment").
  *
  * Events (CustomEvent, bubbles, composed, fired on the element):
- *   payment-success    detail: the public process {processId, status, amount, expiresAt, livemode,
- *                      payment}
+ *   payment-success    detail: the public process {processId, status, amount, currency, expiresAt,
+ *                      livemode, payment}
  *   payment-pending    detail: the public process; a transfer was seen on the chain, not yet
  *                      confirmed (once per transfer)
  *   payment-partial    detail: the public process; confirmed transfers pay less than the amount due
@@ -40,8 +50,8 @@
  * when the button loads (so a merchant page reloaded after payment still learns the outcome).
  *
  * Styling hooks: CSS custom properties --payment-button-accent, --payment-button-radius,
- * --payment-button-font on the element; shadow parts card, amount, pay-button, test-badge, outcome,
- * methods, instructions, qr, wallets.
+ * --payment-button-font on the element; shadow parts card, amount, quote, pay-button, test-badge,
+ * outcome, methods, instructions, qr, wallets.
  *
  * Reading order: 1. constants and texts (and the shadow DOM's style and markup), 2. amounts and
  * small helpers, 3. the element's life, 4. API calls and polling, 5. rendering, per state,
@@ -109,6 +119,11 @@
     payWith: 'Pay with',
     payWithOn: (symbol) => `Pay with ${symbol} on`,
     assetOn: (symbol, network) => `${symbol} on ${network}`,
+    payAmount: (amount, symbol) => `pay ${amount} ${symbol}`,
+    // The quote under the price: "19.99 EUR · pay 21.673158 USDC at 1 EUR = 1.0842 USD, 10:02 UTC".
+    quote: (price, pay, rate) => (rate ? `${price} · ${pay} at ${rate}` : `${price} · ${pay}`),
+    rate: (base, value, quote, time) => `1 ${base} = ${value} ${quote}${time ? `, ${time}` : ''}`,
+    rateTime: (day, hhmm) => (day ? `${day} ${hhmm} UTC` : `${hhmm} UTC`),
     back: 'Back',
     keepChoice: 'Keep the current choice',
     preparing: 'Preparing your payment…',
@@ -167,6 +182,7 @@
 .amount { margin: 4px 0 2px; font-size: 32px; font-weight: 700; letter-spacing: -.01em;
   font-variant-numeric: tabular-nums; overflow-wrap: anywhere; }
 .currency { font-size: 18px; font-weight: 600; color: #4b5563; margin-left: 4px; }
+.quote { margin: 0 0 4px; font-size: 14px; color: #4b5563; font-variant-numeric: tabular-nums; overflow-wrap: anywhere; }
 .countdown { margin: 0 0 16px; font-size: 14px; color: #4b5563; font-variant-numeric: tabular-nums; }
 .countdown.urgent { color: #b91c1c; font-weight: 600; }
 .loading { margin: 8px 0; color: #6b7280; }
@@ -221,6 +237,9 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
   background: #fff; color: #111827; border-color: #d1d5db; }
 .choice:hover:not(:disabled) { border-color: var(--accent); background: #f5f5ff; }
 .choice .sub { font-weight: 400; font-size: 13px; color: #6b7280; }
+.choice > :first-child { flex: 1 1 0; min-width: 0; }
+.choice .side { flex: 0 1 auto; max-width: 60%; display: grid; justify-items: end; text-align: right; }
+.choice .due { font-size: 13px; font-weight: 600; color: #111827; font-variant-numeric: tabular-nums; overflow-wrap: anywhere; }
 .link { width: auto; min-height: 44px; padding: 8px 4px; background: none; border: none; color: var(--accent);
   font-weight: 600; text-decoration: underline; }
 .instructions { margin-top: 4px; }
@@ -268,6 +287,7 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
   </div>
   <p class="loading">Loading payment…</p>
   <p class="amount" part="amount" aria-labelledby="amount-label" hidden><span class="amount-value"></span><span class="currency"></span></p>
+  <p class="quote" part="quote" hidden></p>
   <p class="countdown" role="timer" hidden></p>
   <div class="live" role="status" aria-live="polite"><p class="pay-status"></p><p class="notice" hidden></p><p class="wallet-tx" hidden></p><span class="copied sr-only"></span><div class="outcome" part="outcome" tabindex="-1" hidden><span class="outcome-icon" aria-hidden="true"><svg viewBox="0 0 24 24"></svg></span><div><p class="outcome-title"></p><p class="outcome-text"></p></div></div></div>
   <div class="methods" part="methods" hidden>
@@ -370,6 +390,60 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
 
   function transfersOf(payment) { return Array.isArray(payment.transfers) ? payment.transfers : []; }
 
+  // -- Prices in the merchant's currency --
+
+  /** The price as people of its currency read it ("€19.99", "19,99 €"), in the first of `languages`
+   * Intl accepts (else the browser's own): Intl.NumberFormat formats the decimal string itself,
+   * exactly, never through a float, with the currency's usual places and never fewer than the
+   * amount has. null when Intl refuses the currency (not a three-letter code). */
+  function formatPrice(amount, currency, languages) {
+    const places = (amount.split('.')[1] || '').length;
+    for (const language of [...languages, undefined]) {
+      try {
+        const options = { style: 'currency', currency };
+        const usual = new Intl.NumberFormat(language, options).resolvedOptions();
+        if (places > usual.maximumFractionDigits) {
+          options.minimumFractionDigits = usual.minimumFractionDigits;
+          options.maximumFractionDigits = Math.min(places, 100);
+        }
+        return new Intl.NumberFormat(language, options).format(amount);
+      } catch (_) { /* a malformed language tag: the next one (a malformed currency fails each time) */ }
+    }
+    return null;
+  }
+
+  /** "pay 21.673158 USDC": what these networks of the asset would cost the customer (the amountDue
+   * the service lists for a process), when they agree; '' without it. */
+  function dueText(asset, networks) {
+    const dues = new Set(networks.map((n) => n.amountDue));
+    const [due] = dues;
+    return dues.size === 1 && dec(due) ? TEXT.payAmount(due, asset.symbol) : '';
+  }
+
+  /** The line under the price for a payment quoted at a rate (the payment's `quote`): the price, what
+   * to pay in the token, the pair's rate as it reads ("1 EUR = 1.0842 USD", whichever way the amount
+   * due was worked out) and its time; '' at par or without a quote (an older service). */
+  function quoteText(payment, symbol) {
+    const q = payment.quote;
+    if (!q || typeof q !== 'object' || q.source === 'par' || typeof q.amount !== 'string'
+        || typeof q.currency !== 'string') return '';
+    const pair = typeof q.pair === 'string' ? q.pair.split('/') : [];
+    const rate = pair.length === 2 && typeof q.rate === 'string'
+      ? TEXT.rate(pair[0], q.rate, pair[1], utcTime(q.rateUpdatedAt, q.quotedAt)) : '';
+    return TEXT.quote(`${q.amount} ${q.currency}`, TEXT.payAmount(payment.amountDue, symbol), rate);
+  }
+
+  /** An ISO 8601 time as "10:02 UTC", its date before it when that is not the day of `reference`
+   * ("2026-11-27 23:40 UTC" for a rate read the day before the quote); '' when it cannot be read. */
+  function utcTime(iso, reference) {
+    const at = typeof iso === 'string' ? new Date(iso) : null;
+    if (!at || Number.isNaN(at.getTime())) return '';
+    const day = at.toISOString().slice(0, 10);
+    const ref = typeof reference === 'string' ? new Date(reference) : null;
+    const sameDay = ref && !Number.isNaN(ref.getTime()) && ref.toISOString().slice(0, 10) === day;
+    return TEXT.rateTime(sameDay ? '' : day, at.toISOString().slice(11, 16));
+  }
+
   // -- Browser wallets: EIP-6963 discovery (each wallet announces itself), a bare EIP-1193
   // window.ethereum when none does. A wallet announced twice keeps its first announcement.
   const WALLETS = new Map(); // uuid -> {name, icon, provider}
@@ -455,19 +529,24 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
 
   function hide(...elements) { for (const e of elements) e.hidden = true; }
 
-  function choiceButton(text, sub, onClick) {
+  // A choice: its text, and on its side the asset's name (sub) over what it costs (due), each if any.
+  function choiceButton(text, sub, due, onClick) {
     const b = document.createElement('button');
     b.type = 'button';
     b.className = 'choice';
     const main = document.createElement('span');
     main.textContent = text;
     b.append(main);
-    if (sub) {
+    const side = document.createElement('span');
+    side.className = 'side';
+    for (const [className, line] of [['sub', sub], ['due', due]]) {
+      if (!line) continue;
       const s = document.createElement('span');
-      s.className = 'sub';
-      s.textContent = sub;
-      b.append(s);
+      s.className = className;
+      s.textContent = line;
+      side.append(s);
     }
+    if (side.firstChild) b.append(side);
     b.addEventListener('click', onClick);
     return b;
   }
@@ -508,7 +587,7 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       const $ = (sel) => root.querySelector(sel);
       this._el = {
         label: $('.label'), badge: $('.badge'), loading: $('.loading'), amount: $('.amount'), amountValue: $('.amount-value'),
-        currency: $('.currency'), countdown: $('.countdown'), pay: $('.pay'), note: $('.note'),
+        currency: $('.currency'), quote: $('.quote'), countdown: $('.countdown'), pay: $('.pay'), note: $('.note'),
         notice: $('.notice'), outcome: $('.outcome'), outcomeIcon: $('.outcome-icon svg'),
         outcomeTitle: $('.outcome-title'), outcomeText: $('.outcome-text'), retry: $('.retry'),
         dialog: $('dialog'), dlgAmount: $('.dlg-amount'), success: $('.sim-success'),
@@ -591,7 +670,7 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       this._amountText = ''; // its amount, exactly as the service wrote it
       this._final = null; // 'completed' | 'expired' | 'cancelled' once shown as final
       this._expiring = false; // the countdown ran out, the service has not said final yet
-      this._assets = []; // what the customer may pay with (GET /payment-button/assets)
+      this._assets = []; // what the customer may pay with (GET /payment-button/assets?processId=…)
       this._asset = null; // the asset whose networks are offered
       this._choosing = false; // the asset/network choice is shown (instead of the instructions)
       this._confirming = false; // a POST …/confirm is under way
@@ -643,8 +722,11 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       return [r, assets];
     }
 
+    // For this process: only what can be quoted for it now, each network with its amountDue (an
+    // older service ignores the query and lists everything, without amounts).
     async _fetchAssets() {
-      const { data } = await this._request('GET', '/payment-button/assets', undefined, 'data');
+      const path = `/payment-button/assets?processId=${encodeURIComponent(this._id)}`;
+      const { data } = await this._request('GET', path, undefined, 'data');
       const list = Array.isArray(data.data) ? data.data : [];
       return list.filter((a) => a && typeof a.id === 'string' && Array.isArray(a.networks))
         .map((a) => ({ ...a, networks: a.networks.filter((n) => n && typeof n.id === 'string') }))
@@ -686,6 +768,7 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
     // The customer's last click of the choice: an address is given out only now.
     _confirm(asset, network) {
       if (this._confirming || this._final) return;
+      const focused = this._el.methods.contains(this.shadowRoot.activeElement);
       this._confirming = true;
       this._setChoicesDisabled(true);
       this._setNotice('', '');
@@ -706,8 +789,26 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
           this._assets = [];
           this._choosing = false;
         }
+        // No rate counts now for that asset (503 rate_unavailable): the list read again leaves it
+        // out, so the customer can pick another.
+        if (err.code === 'rate_unavailable') this._reloadAssets(focused);
         this._pollNow(); // e.g. 409 invalid_state: the process changed meanwhile; read it now
       });
+    }
+
+    // The list again, then the choice again from it (focus on its first button when it was in the
+    // choice); with nothing left to choose, the current payment's instructions or the note.
+    _reloadAssets(focus) {
+      this._call(this._fetchAssets(), (assets) => {
+        this._assets = assets;
+        if (this._final || !this._choosing || this._confirming) return;
+        if (assets.length) {
+          this._showChoices(null, focus);
+        } else {
+          this._choosing = false;
+          this._renderPayable(this._process);
+        }
+      }, () => {}); // not read: the list stays as it was, the error is already shown
     }
 
     _simulate(outcome) {
@@ -796,7 +897,8 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
     _resetView() {
       const el = this._el;
       el.loading.hidden = false;
-      hide(el.amount, el.countdown, el.pay, el.note, el.outcome, el.retry, el.badge, el.methods, el.instructions, el.walletTx);
+      hide(el.amount, el.quote, el.countdown, el.pay, el.note, el.outcome, el.retry, el.badge, el.methods, el.instructions,
+        el.walletTx);
       this._setNotice('', '');
       this._setStatus('', '');
       this._setBusy(false);
@@ -807,7 +909,7 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       const el = this._el;
       this._stopTimers();
       if (el.dialog.open) el.dialog.close();
-      hide(el.loading, el.amount, el.countdown, el.pay, el.note, el.methods, el.instructions);
+      hide(el.loading, el.amount, el.quote, el.countdown, el.pay, el.note, el.methods, el.instructions);
       el.label.textContent = TEXT.payment;
       this._setStatus('', '');
       el.retry.hidden = !retryable;
@@ -855,10 +957,10 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
     _renderAmount() {
       const el = this._el;
       if (!this._amountText) return;
-      const currency = this._currency();
-      el.amountValue.textContent = this._amountText;
-      el.currency.textContent = currency;
-      el.currency.hidden = !currency;
+      const { value, code } = this._price();
+      el.amountValue.textContent = value;
+      el.currency.textContent = code;
+      el.currency.hidden = !code;
       el.amount.hidden = false;
       el.label.textContent = TEXT.amountLabel(this._process && this._process.status);
       const shown = this._shownAmount();
@@ -866,11 +968,32 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       el.dlgAmount.textContent = shown;
     }
 
-    _currency() { return (this.getAttribute('currency') || '').trim(); }
+    // The process's currency as the service says it; the currency attribute only for a service that
+    // sends none.
+    _currency() {
+      const sent = this._process && this._process.currency;
+      if (typeof sent === 'string' && /^[A-Z]{3}$/.test(sent)) return sent;
+      return (this.getAttribute('currency') || '').trim();
+    }
+
+    // The languages to format the price in: the nearest lang attribute (the page's), the browser's.
+    _languages() {
+      const tagged = this.closest('[lang]');
+      return [tagged && tagged.getAttribute('lang'), navigator.language]
+        .filter((l) => typeof l === 'string' && l.trim());
+    }
+
+    // The price formatted ({value}), or, when Intl cannot format its currency, the amount with the
+    // currency as written after it ({value, code}).
+    _price() {
+      const currency = this._currency();
+      const formatted = currency ? formatPrice(this._amountText, currency, this._languages()) : null;
+      return formatted ? { value: formatted, code: '' } : { value: this._amountText, code: currency };
+    }
 
     _shownAmount() {
-      const currency = this._currency();
-      return currency ? `${this._amountText} ${currency}` : this._amountText;
+      const { value, code } = this._price();
+      return code ? `${value} ${code}` : value;
     }
 
     // -- the countdown, and what happens when it runs out --
@@ -943,18 +1066,22 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       const pickNetwork = Boolean(chosen && chosen.networks.length > 1);
       if (pickNetwork) {
         el.stepTitle.textContent = TEXT.payWithOn(chosen.symbol);
-        el.choices.replaceChildren(...chosen.networks.map((n) => choiceButton(n.name, '', () => this._confirm(chosen, n))));
+        el.choices.replaceChildren(...chosen.networks.map((n) => choiceButton(n.name, '', dueText(chosen, [n]),
+          () => this._confirm(chosen, n))));
       } else {
         el.stepTitle.textContent = TEXT.payWith;
+        // An asset on several networks: its amount when they all agree (else on the network step).
         el.choices.replaceChildren(...assets.map((a) => (a.networks.length === 1
-          ? choiceButton(TEXT.assetOn(a.symbol, a.networks[0].name), a.name, () => this._confirm(a, a.networks[0]))
-          : choiceButton(a.symbol, a.name, () => this._showChoices(a, true)))));
+          ? choiceButton(TEXT.assetOn(a.symbol, a.networks[0].name), a.name, dueText(a, a.networks),
+            () => this._confirm(a, a.networks[0]))
+          : choiceButton(a.symbol, a.name, dueText(a, a.networks), () => this._showChoices(a, true)))));
       }
       const hasPayment = Boolean(this._process && this._process.payment);
       el.back.hidden = !(pickNetwork && assets.length > 1) && !hasPayment;
       el.back.textContent = hasPayment && !pickNetwork ? TEXT.keepChoice : TEXT.back;
       el.methods.hidden = false;
       el.instructions.hidden = true;
+      this._renderQuote(null); // the quote is the current choice's: shown with its instructions
       this._setStatus('', '');
       if (focus) el.choices.firstElementChild.focus();
     }
@@ -1006,7 +1133,15 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       el.change.hidden = this._expiring || transfersOf(payment).length > 0;
       el.methods.hidden = true;
       el.instructions.hidden = false;
+      this._renderQuote(payment);
       this._renderPaymentStatus(this._process);
+    }
+
+    // Under the price, for a payment quoted at a rate: what the quote was (nothing at par).
+    _renderQuote(payment) {
+      const line = payment ? quoteText(payment, this._names(payment).symbol) : '';
+      this._el.quote.textContent = line;
+      this._el.quote.hidden = !line;
     }
 
     // The QR code and the wallet link of the service's EIP-681 URI, which asks for what is still
@@ -1252,7 +1387,7 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
       // the controls it was on disappear (or were disabled while the payment was recorded).
       const hadFocus = el.dialog.open || this.shadowRoot.activeElement !== null;
       if (el.dialog.open) el.dialog.close();
-      hide(el.countdown, el.pay, el.note, el.retry, el.methods, el.instructions, el.walletTx);
+      hide(el.quote, el.countdown, el.pay, el.note, el.retry, el.methods, el.instructions, el.walletTx);
       this._setNotice('', '');
       this._setStatus('', '');
       el.outcome.className = `outcome ${status}`;

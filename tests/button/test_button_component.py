@@ -48,6 +48,9 @@ class Shop:
     def complete(self, process_id):
         self.live.cli("processes", "complete", process_id)
 
+    def set_currency(self, code):
+        self.live.cli("merchants", "set-currency", self.keys["merchantId"], code)
+
 
 @pytest.fixture
 def shop(live_server, merchant_site, make_merchant):
@@ -104,12 +107,14 @@ def set_hidden(page, hidden):
 
 
 def test_shows_exact_amount_test_mode_and_countdown(page, shop, api_calls, screenshot):
+    shop.set_currency("EUR")  # the process's currency comes from the service (the merchant's)
     pid = shop.create(amount="1234.50")
-    page.goto(shop.url(pid, currency="EUR"))
+    page.goto(shop.url(pid))
 
-    expect(button(page, ".amount-value")).to_have_text("1234.50")
-    expect(button(page, ".currency")).to_have_text("EUR")
-    expect(button(page, ".pay")).to_have_text("Pay 1234.50 EUR")
+    # In the currency, as the page's language (<html lang="en">) writes it, from the exact digits.
+    expect(button(page, ".amount-value")).to_have_text("€1,234.50")
+    expect(button(page, ".currency")).to_be_hidden()
+    expect(button(page, ".pay")).to_have_text("Pay €1,234.50")
     expect_ready(button(page, ".pay"))
     expect(button(page, ".badge")).to_have_text("TEST MODE")
     # The service's clock (START, in 2026) is far from the browser's: the countdown uses the former.
@@ -130,12 +135,12 @@ def test_successful_sandbox_payment(page, shop, api_calls, runner, screenshot):
     dialog = button(page, "dialog")
     expect(dialog).to_be_visible()
     expect(dialog.locator(".sandbox-banner")).to_have_text("TEST MODE · SANDBOX")
-    expect(dialog.locator(".dlg-amount")).to_have_text("19.99")
+    expect(dialog.locator(".dlg-amount")).to_have_text("$19.99")  # the merchant's currency: USD by default
     screenshot(page, "button-sandbox-dialog")
     dialog.get_by_role("button", name="Simulate successful payment").click()
 
     expect(button(page, ".outcome-title")).to_have_text("Payment received")
-    expect(button(page, ".outcome-text")).to_have_text("Thank you. 19.99 has been paid.")
+    expect(button(page, ".outcome-text")).to_have_text("Thank you. $19.99 has been paid.")
     expect(dialog).to_be_hidden()
     expect(button(page, ".pay")).to_be_hidden()
     expect(button(page, ".countdown")).to_be_hidden()
@@ -282,7 +287,7 @@ def test_gateway_failure_says_something_and_can_be_retried(page, shop, gateway):
     assert events(page, 1)[0]["detail"] == {
         "code": "http_502", "message": "The payment service answered with status 502.", "status": 502}
     button(page, ".retry").click()
-    expect(button(page, ".amount-value")).to_have_text("7.50")
+    expect(button(page, ".amount-value")).to_have_text("$7.50")
     expect(button(page, ".notice")).to_be_hidden()
     expect_ready(button(page, ".pay"))
 
@@ -369,10 +374,11 @@ def test_keyboard_tab_enter_escape(page, shop):
 
 
 def test_readable_at_320_px(page, shop, screenshot):
+    shop.set_currency("EUR")
     pid = shop.create(amount="1000000.00")
     page.set_viewport_size({"width": 320, "height": 640})
-    page.goto(shop.url(pid, currency="EUR"))
-    expect(button(page, ".amount-value")).to_have_text("1000000.00")
+    page.goto(shop.url(pid))
+    expect(button(page, ".amount-value")).to_have_text("€1,000,000.00")
 
     assert page.evaluate("document.documentElement.scrollWidth") <= 320
     box = button(page, ".pay").bounding_box()
@@ -389,10 +395,10 @@ def test_changing_process_id_reinitialises(page, shop):
     second = shop.create(amount="25.50")
     shop.complete(second)
     page.goto(shop.url(first))
-    expect(button(page, ".amount-value")).to_have_text("10.00")
+    expect(button(page, ".amount-value")).to_have_text("$10.00")
 
     page.evaluate("id => document.querySelector('payment-button').setAttribute('process-id', id)", second)
-    expect(button(page, ".amount-value")).to_have_text("25.50")
+    expect(button(page, ".amount-value")).to_have_text("$25.50")
     expect(button(page, ".outcome-title")).to_have_text("Payment received")
     assert [(e["type"], e["detail"]["processId"]) for e in events(page, 1)] == [("payment-success", second)]
 
@@ -401,7 +407,7 @@ def test_api_base_attribute_overrides_the_script_origin(page, shop, api_calls):
     pid = shop.create(amount="3.25")
     page.goto(shop.url(pid, script="site", **{"api-base": shop.live.url + "/"}))
 
-    expect(button(page, ".amount-value")).to_have_text("3.25")
+    expect(button(page, ".amount-value")).to_have_text("$3.25")
     assert [r.url for r in api_calls()] == [f"{shop.live.url}/payment-button/process/{pid}/public"]
 
 

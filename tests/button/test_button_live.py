@@ -170,11 +170,14 @@ def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, conso
 
     # Asset, then network (two of each), then the instructions.
     expect(btn(page, ".step-title")).to_have_text("Pay with")
-    expect(btn(page, ".choice")).to_have_text(["TUSDTest USD", "USDX on Local HardhatOther USD"])
+    # Each with what it costs: a USD price in USD tokens, at par.
+    expect(btn(page, ".choice")).to_have_text(["TUSDTest USDpay 19.99 TUSD",
+                                               "USDX on Local HardhatOther USDpay 19.99 USDX"])
     expect_sandbox(page)  # a test-mode merchant: the sandbox beside the live choice
     btn(page, ".choice").first.click()
     expect(btn(page, ".step-title")).to_have_text("Pay with TUSD on")
-    expect(btn(page, ".choice")).to_have_text(["Local Hardhat", "Second testnet"])
+    expect(btn(page, ".choice")).to_have_text(["Local Hardhatpay 19.99 TUSD", "Second testnetpay 19.99 TUSD"])
+    expect(btn(page, ".quote")).to_be_hidden()  # at par: no rate to show, before or after the choice
     btn(page, ".choice").first.click()
     expect(btn(page, ".instructions")).to_be_visible()  # the choice is confirmed
 
@@ -186,6 +189,7 @@ def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, conso
     expect(btn(page, ".address")).to_have_text(DEMO_FIRST_ADDRESS)
     expect(btn(page, ".wallet")).to_have_attribute("href", payment["paymentUri"])
     expect(btn(page, ".pay-status")).to_have_text("Waiting for your payment of 19.99 TUSD…")
+    expect(btn(page, ".quote")).to_be_hidden()
     expect_sandbox(page)  # ...and beside the instructions
     assert payment["paymentUri"] == (f"ethereum:{payment['tokenContract']}@31337/transfer"
                                      f"?address={DEMO_FIRST_ADDRESS}&uint256=19990000")
@@ -323,6 +327,48 @@ def test_expiry_then_a_late_payment(page, demo, live_server, console_errors, scr
     screenshot(page, "live-late", full_page=True)
 
 
+def test_a_euro_order_paid_in_dollar_tokens_at_the_rate(page, demo, live_server, console_errors, screenshot,
+                                                        details):
+    """A EUR price (the demo shop's currency select) paid in a USD token at a manual EUR/USD rate:
+    the price in euros, what each token costs, the quote's line, and the payment of the quoted
+    amount completing the process."""
+    live_server.cli("rates", "set", "EUR/USD", "1.0842")
+    rate_time = time.strftime("%H:%M", time.gmtime(demo.clock.now))
+    page.goto(live_server.url + "/")
+    page.get_by_label("Amount").fill("19.99")
+    page.get_by_label("Currency").select_option("EUR")
+    page.get_by_label("Order reference").fill("A-7011")
+    page.get_by_role("button", name="Create preorder").click()
+    expect(btn(page, ".methods")).to_be_visible()
+    pid = page.locator("payment-button").get_attribute("process-id")
+
+    expect(btn(page, ".amount-value")).to_have_text("€19.99")
+    expect(btn(page, ".choice")).to_have_text(["TUSDTest USDpay 21.673158 TUSD",  # 19.99 × 1.0842
+                                               "USDX on Local HardhatOther USDpay 21.673158 USDX"])
+    expect(btn(page, ".quote")).to_be_hidden()
+    btn(page, ".choice").nth(1).click()  # USDX: one network, so this click confirms
+    expect(btn(page, ".send-amount")).to_have_text("21.673158 USDX")
+    expect(btn(page, ".quote")).to_have_text(
+        f"19.99 EUR · pay 21.673158 USDX at 1 EUR = 1.0842 USD, {rate_time} UTC")
+    quote = demo.public(pid)["payment"]["quote"]
+    assert (quote["currency"], quote["amount"], quote["rate"], quote["pair"], quote["source"]) == (
+        "EUR", "19.99", "1.0842", "EUR/USD", "manual")
+    screenshot(page, "live-euro-quoted", full_page=True)
+
+    wallet(page, "Send 21.673158")
+    expect_logged(page, r"Sent 21\.673158 in block #\d+")
+    demo.watch()
+    freshness(page, ".pay-status", "Payment seen, waiting for confirmations (1 of 3).")
+    demo.chain.mine(2)
+    demo.watch()
+    freshness(page, ".outcome-title", "Payment received")
+    expect(btn(page, ".outcome-text")).to_have_text("Thank you. 21.673158 USDX has been paid.")
+    expect(btn(page, ".quote")).to_be_hidden()  # the quote was for paying: the outcome says what was paid
+    paid = demo.public(pid)
+    assert (paid["status"], paid["currency"], paid["payment"]["amountPaid"]) == ("completed", "EUR", "21.673158")
+    assert details("payment-success") == [paid]
+
+
 def test_paid_in_time_is_held_past_expiry_until_confirmed(page, demo, live_server, console_errors):
     pid = place_order(page, live_server, "3", "A-7004")
     btn(page, ".choice").nth(1).click()
@@ -376,7 +422,7 @@ def test_the_sandbox_still_pays_beside_the_live_instructions(page, demo, live_se
     expect(btn(page, "dialog")).to_be_visible()
     btn(page, ".sim-success").click()
     expect(btn(page, ".outcome-title")).to_have_text("Payment received")
-    expect(btn(page, ".outcome-text")).to_have_text("Thank you. 4 has been paid.")
+    expect(btn(page, ".outcome-text")).to_have_text("Thank you. $4.00 has been paid.")  # the process's price
     expect(btn(page, ".instructions")).to_be_hidden()
     completed = demo.public(pid)
     assert completed["status"] == "completed"
@@ -414,7 +460,7 @@ def test_a_live_mode_merchant_pays_on_chain_without_the_sandbox(page, demo, live
     live_server.cli("merchants", "set-xpub", keys["merchantId"], OTHER_XPUB)
     pid = live_server.merchant_api(keys["secretKey"]).preorder("12.5")["processId"]
     page.goto(merchant_site.checkout_url(live_server.url, pid, keys["publicKey"]))
-    expect(btn(page, ".choice")).to_have_text(["TUSD on Polygon PoSTest USD"])
+    expect(btn(page, ".choice")).to_have_text(["TUSD on Polygon PoSTest USDpay 12.5 TUSD"])
     expect(btn(page, ".badge")).to_be_hidden()
     expect(btn(page, ".pay")).to_be_hidden()
     btn(page, ".choice").nth(0).click()
