@@ -81,7 +81,7 @@ def test_pay_in_the_demo_shop_and_see_the_verified_webhook(page, live_server, de
     pid = place_order(page, live_server, "42.00", "A-1001")
     assert demo["secretKey"] not in page.content()
     expect(page.locator("dl.summary dd").first).to_have_text("A-1001")
-    expect(page.locator("payment-button .amount-value")).to_have_text("42.00")
+    expect(page.locator("payment-button .amount-value")).to_have_text("$42.00")
 
     pay(page, "successful")
     expect(page.locator("payment-button .outcome-title")).to_have_text("Payment received")

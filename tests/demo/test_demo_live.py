@@ -70,7 +70,7 @@ def test_make_demo_live_takes_a_payment_end_to_end(page, tmp_path, screenshot):
         page.get_by_role("button", name="Create preorder").click()
         pid = page.locator("payment-button").get_attribute("process-id")
         choice = page.locator("payment-button .choice")
-        expect(choice).to_have_text(["TUSDC on Local HardhatTest USD Coin"])  # one asset, one network
+        expect(choice).to_have_text(["TUSDC on Local HardhatTest USD Coinpay 12.34 TUSDC"])  # one asset, one network
         choice.click()
         expect(page.locator("payment-button .send-amount")).to_have_text("12.34 TUSDC")
         factory = re.search(r"Deployed the forwarder factory of network local at (0x[0-9a-fA-F]{40})",
