@@ -37,10 +37,22 @@ def _run(action, *args, **kwargs):
 @merchants.command("set-payout")
 @click.argument("merchant_id")
 @click.argument("address")
-def set_payout(merchant_id, address):
+@click.option("--unchecked", is_flag=True,
+              help="Take an address without an EIP-55 checksum (all lower or all upper case),"
+                   " checked character by character: a typo in it cannot be caught.")
+def set_payout(merchant_id, address, unchecked):
     """Set the wallet address (EOA or smart account, the same on every network) that this
-    merchant's payout-mode deposit addresses pay; processes confirmed from now on use it."""
-    address, previous = _run(payouts.set_payout, merchant_id, address, now())
+    merchant's payout-mode deposit addresses pay; processes confirmed from now on use it.
+    Copy it from the wallet: mixed case, its EIP-55 checksum, catches a typo."""
+    try:
+        address, previous = payouts.set_payout(get_db(), merchant_id, address, now(),
+                                               unchecked=unchecked)
+    except payouts.UncheckedAddress as e:
+        raise fail(f"{e} Copy the address from the wallet, which shows it with its checksum (in"
+                   " mixed case); or, after checking this one character by character, run again"
+                   " with --unchecked.") from None
+    except SetupError as e:
+        raise fail(e) from None
     click.echo(f"Payout address of {merchant_id} set to {address}. New payments' deposit addresses"
                " forward to it" + (f"; those already handed out keep forwarding to {previous}."
                                    if previous and previous != address else "."))

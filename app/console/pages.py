@@ -7,12 +7,12 @@ from decimal import Decimal
 
 from flask import Blueprint, g, redirect, render_template, request, url_for
 
-from app.console.security import not_found
+from app.console.security import PageError, not_found
 from app.core import currency
 from app.core.money import format_units, significant_places
 from app.db import get_db
 from app.domain import payments, processes
-from app.web.http import parse_process_id
+from app.web.http import NotAscii, ascii_int, ascii_text, parse_process_id
 
 bp = Blueprint("dashboard", __name__, url_prefix="/dashboard", template_folder="templates",
                static_folder="../static/console", static_url_path="/static")
@@ -52,8 +52,10 @@ def _context():
 
 # --- After a change: POST, then redirect, then GET (PRG) -------------------------------------------
 # A change that succeeded answers 303 to the page it changed, with `done=<what>` in its address: the
-# page then says what happened, and a reload or Back never sends the form again. Only fixed texts
-# and the few values below go into an address (never a secret: a rolled key is answered in place).
+# page then says what happened, and a reload or Back never sends the form again. The address only
+# selects one of the service's own texts below by its key (an unknown key shows nothing); no words
+# of an address go into a notice, only a count where the text holds one (never a secret: a rolled key
+# is answered in place).
 NOTICES = {
     "cancelled": "The process is cancelled; its process.cancelled event is queued.",
     "resent": "The event is queued for delivery again; its attempt shows below when the delivery"
@@ -64,6 +66,8 @@ NOTICES = {
     "tolerance": "Underpayment tolerance saved: payments confirmed from now on complete at the amount"
                  " due less it.",
     "url-set": "Webhook URL saved.",
+    "url-unresolved": "Webhook URL saved, but its host name does not resolve now: deliveries to it are"
+                      " refused until it does (each delivery checks it again).",
     "url-removed": "Webhook URL removed.",
     "test": "Test event queued: its result shows below when the delivery worker has sent it.",
     "replayed": "{count} failed event(s) queued for delivery again.",
@@ -74,29 +78,50 @@ NOTICES = {
                 " in it; those made before keep theirs.",
     "collection": "The collection's transaction is recorded: it is listed below, confirmed once the"
                   " network's confirmations are reached.",
+    "payout": "Payout address saved: processes confirmed from now on forward to it; deposit addresses"
+              " already handed out keep paying the one they were made for.",
 }
 
+# A change saved with a warning of the service's: the notice that says it. The warning's own words
+# never go into the address (a page would show whatever an address says).
+WARNED = {"url-set": "url-unresolved"}
 
-def done(endpoint, what, **values):
+
+def done(endpoint, what, warning=None, **values):
+    """The 303 after a change `what` (a key of NOTICES) to `endpoint`; with a `warning`, the notice
+    of `what` that carries one (WARNED)."""
+    if warning:
+        what = WARNED.get(what, what)
     return redirect(url_for(endpoint, **values, done=what), 303)
 
 
 def notice():
-    """The notice of the change this GET follows (`done`), or None."""
+    """The notice of the change this GET follows (`done`, a key of NOTICES), or None. A count is
+    read as ASCII digits (a `count` of other digits is the 400 page)."""
     text = NOTICES.get(request.args.get("done", ""))
     if text and "{count}" in text:
-        count = request.args.get("count", "")
-        text = text.format(count=int(count)) if count.isdigit() and len(count) < 10 else None
-    if text and request.args.get("warning"):
-        text += f" Careful: {request.args['warning'][:300]}."
+        count = ascii_value(request.args.get("count", ""), "count", number=True)
+        text = text.format(count=count) if count is not None else None
     return text
 
 
-def confirm(title, message, action, button, back, danger=True):
+def ascii_value(value, field, *, number=False):
+    """A path, query or form value read as ASCII (app/web/http.py): the value, or with `number`
+    the whole number its ASCII digits 0-9 write (None for other ASCII text). A character outside
+    ASCII (`³`, `٣`) is the console's 400 page naming `field`, never read as what it resembles."""
+    try:
+        return ascii_int(value, field) if number else ascii_text(value, field)
+    except NotAscii as e:
+        raise PageError(400, "Not understood", f"{e} Check the address or the form, and try"
+                        " again.") from None
+
+
+def confirm(title, message, action, button, back, danger=True, fields=None):
     """A confirmation page: a POST form to `action` (its button `button`) and a way back. Works
-    without script; a viewer never reaches it (owner_required)."""
+    without script; a viewer never reaches it (owner_required). `fields`: {name: value} posted
+    again with it (hidden), for a form confirmed after a first post (a payout address)."""
     return render_template("dashboard/confirm.html", title=title, message=message, action=action,
-                           button=button, back=back, danger=danger)
+                           button=button, back=back, danger=danger, fields=fields or {})
 
 
 @bp.app_template_filter("units")

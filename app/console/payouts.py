@@ -1,13 +1,15 @@
 """The payouts page: where the merchant's money goes, what waits in its deposit addresses per
 network (read from the network's node), collecting it with the browser wallet, the collections,
-and the settings: the underpayment tolerance and the currency of new processes (docs/console.md
-"Payouts" and "Settings"; the chain work is app/chain/wallet_collections.py and app/chain/collect.py).
+and the settings: the payout address, the underpayment tolerance and the currency of new processes
+(docs/console.md "Payouts" and "Settings"; the chain work is app/chain/wallet_collections.py and
+app/chain/collect.py).
 
   GET  /dashboard/payouts; POST /dashboard/payouts/<networkId>/collections,
-  POST /dashboard/settings/tolerance, POST /dashboard/settings/currency
+  POST /dashboard/settings/payout, POST /dashboard/settings/tolerance,
+  POST /dashboard/settings/currency
 """
 from babel.numbers import get_currency_name
-from flask import current_app, g, render_template, request
+from flask import current_app, g, render_template, request, url_for
 
 from app.chain import collect
 from app.chain import wallet_collections as wallet_payouts
@@ -20,6 +22,7 @@ from app.core import currency
 from app.core.money import format_units
 from app.db import get_db
 from app.domain import merchants, payments, payouts
+from app.domain.payments import SetupError
 from app.evm import rpc
 
 
@@ -81,9 +84,9 @@ def _collections(assets, networks):
 @login_required
 def payouts_page(notice=None, error=None, status=200, section=None):
     """`section`: the settings form a refused change (`error`) or a saved one (`done`) belongs to,
-    whose panel shows it: "currency", else the tolerance's panel, as before."""
+    whose panel shows it: "payout", "currency", else the tolerance's panel, as before."""
     notice = notice or pages.notice()
-    section = section or ("currency" if request.args.get("done") == "currency" else None)
+    section = section or {"currency": "currency", "payout": "payout"}.get(request.args.get("done"))
     db = get_db()
     payout = payouts.payout_of(db, g.merchant.id)
     with_factory = payouts.networks_with_factory(db)
@@ -99,6 +102,8 @@ def payouts_page(notice=None, error=None, status=200, section=None):
                            tolerance=merchants.tolerance_of(db, g.merchant.id),
                            collections=_collections(assets, {n.id: n.name for n in all_networks}),
                            currencies=_currencies() if g.user.role == "owner" else (),
+                           payout_form=g.user.role == "owner" and (payout or not
+                                                                   payments.has_xpub(db, g.merchant.id)),
                            currency_name=_currency_name(g.merchant.currency),
                            notice=notice, error=error, section=section), status
 
@@ -132,13 +137,46 @@ def record_collection(network_id):
     return pages.done("dashboard.payouts_page", "collection", _anchor="collections")
 
 
+@bp.post("/settings/payout")
+@login_required
+@owner_required
+def set_payout():
+    """The payout address (merchants set-payout): a form on the payouts page. An address without an
+    EIP-55 checksum (all lower or all upper case) is saved only once confirmed: the confirmation page
+    names the risk and posts it again with `unchecked`. A merchant in xpub mode gets no form: its
+    switch to the payout mode (which needs the networks' factories) is the operator's."""
+    db = get_db()
+    if payouts.payout_of(db, g.merchant.id) is None and payments.has_xpub(db, g.merchant.id):
+        return payouts_page(error="This shop is paid to its wallet's xpub: switching it to a payout"
+                            " address is done by the operator (merchants set-payout).", status=409,
+                            section="payout")
+    try:
+        address = pages.ascii_value((request.form.get("address") or "").strip(), "address")
+        payouts.set_payout(db, g.merchant.id, address, now(),
+                           unchecked=request.form.get("unchecked") == "1")
+    except payouts.UncheckedAddress as e:
+        return pages.confirm(
+            "Save a payout address without a checksum?",
+            f"{e} Every payment confirmed from now on is forwarded to it. Copy the address from your"
+            " wallet, which shows it with its checksum (in mixed case), and paste that instead; or"
+            " save this one only if you have checked it character by character.",
+            url_for("dashboard.set_payout"), "Save without checksum",
+            url_for("dashboard.payouts_page", _anchor="payout"),
+            fields={"address": e.typed, "unchecked": "1"})
+    except SetupError as e:
+        return payouts_page(error=str(e), status=400, section="payout")
+    return pages.done("dashboard.payouts_page", "payout", _anchor="payout")
+
+
 @bp.post("/settings/tolerance")
 @login_required
 @owner_required
 def set_tolerance():
-    """The underpayment tolerance (merchants set-tolerance): a form on the payouts page."""
+    """The underpayment tolerance (merchants set-tolerance): a form on the payouts page. Read as
+    ASCII: "٣" is not 3."""
     try:
-        merchants.set_tolerance(get_db(), g.merchant.id, request.form.get("tolerance", ""))
+        tolerance = pages.ascii_value(request.form.get("tolerance", ""), "tolerance")
+        merchants.set_tolerance(get_db(), g.merchant.id, tolerance)
     except merchants.MerchantError as e:
         return payouts_page(error=str(e), status=400)
     return pages.done("dashboard.payouts_page", "tolerance", _anchor="tolerance")

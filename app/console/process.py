@@ -107,8 +107,10 @@ def _unexpected_rows(payment):
 @login_required
 @owner_required
 def accept_unexpected(process_id, transfer):
-    """Accept an unexpected transfer of a registered asset as payment (app/domain/unexpected.py)."""
+    """Accept an unexpected transfer of a registered asset as payment (app/domain/unexpected.py).
+    A key with a character outside ASCII is the 400 page (pages.ascii_value), an unknown one 404."""
     process = pages.process_or_404(process_id)
+    pages.ascii_value(transfer, "transfer")
     try:
         unexpected.accept(get_db(), g.merchant.id, process.id, transfer, f"console {g.user.email}",
                           now())

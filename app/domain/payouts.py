@@ -15,9 +15,26 @@ ZERO_ADDRESS = "0x" + "0" * 40
 GAS_COIN = payout_rows.GAS_COIN  # an item's token when it moved the network's gas coin
 
 
-def check_address(text, what="The payout address") -> str:
+class UncheckedAddress(SetupError):
+    """A well-formed address without an EIP-55 checksum (all lower or all upper case): a mistyped
+    character in it cannot be caught, so it is taken only when the caller says it was checked
+    (`merchants set-payout --unchecked`, the console's confirmation). str() names the risk; the
+    address is `typed` as it was given. Never answered with the checksummed form of what was typed:
+    a typo's checksum is as valid as the right address's, so only the wallet's own copy can catch it."""
+
+    def __init__(self, what, typed):
+        case = "lower" if typed[2:] == typed[2:].lower() else "upper"
+        super().__init__(f"{what} {typed} has no EIP-55 checksum (it is all {case} case): a mistyped"
+                         " character in it cannot be caught, and what is sent to a mistyped address"
+                         " is lost.")
+        self.typed = typed
+
+
+def check_address(text, what="The payout address", *, require_checksum=False) -> str:
     """An address as typed: 0x + 40 hex digits, all-lower (or all-upper) case or a valid EIP-55
-    checksum, not the zero address; returned in EIP-55 casing."""
+    checksum, not the zero address; returned in EIP-55 casing. With `require_checksum`, one not
+    written in its EIP-55 form (all lower or all upper case) is UncheckedAddress; mixed case must be
+    a valid checksum either way."""
     text = (text or "").strip()
     if not addresses.is_checksum_valid(text):
         if addresses.is_checksum_valid(text.lower()):
@@ -26,16 +43,22 @@ def check_address(text, what="The payout address") -> str:
         raise SetupError(f"{what} must be 0x followed by 40 hexadecimal digits.")
     if int(text, 16) == 0:
         raise SetupError(f"{what} must not be the zero address: what is sent there is lost.")
-    return addresses.to_checksum_address(text)
+    checksummed = addresses.to_checksum_address(text)
+    # An address of digits only is its own EIP-55 form (nothing to check it by, nothing to ask for).
+    if require_checksum and text != checksummed:
+        raise UncheckedAddress(what, text)
+    return checksummed
 
 
-def set_payout(db, merchant_id, text, now) -> tuple[str, str | None]:
+def set_payout(db, merchant_id, text, now, *, unchecked=False) -> tuple[str, str | None]:
     """Register or replace the merchant's payout address: (the address, the one it replaces).
+    An address without an EIP-55 checksum is UncheckedAddress unless `unchecked` (the caller
+    checked it by other means: a typo there sends every payment to a wallet nobody holds).
     Deposit addresses already handed out keep paying the payout they were made for. An address
     another merchant holds (its payout address, or one its deposit addresses forward to) is
     refused: a transfer from it must name one merchant (a refund settles only by its own
     merchant's payment), and one merchant's collections must not land in another's wallet."""
-    address = check_address(text)
+    address = check_address(text, require_checksum=not unchecked)
     with db.transaction() as conn:
         if merchant_rows.get(conn, merchant_id) is None:
             raise SetupError(f"No merchant {merchant_id}.")

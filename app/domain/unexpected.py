@@ -10,6 +10,8 @@ process's outcome and its event are one transaction, decided as for a confirmed 
 (settlement.settle, as the watcher's): `payment.completed` when it brings the in-time sum to the amount due
 less the tolerance, `payment.partial` below it, `payment.received_late` for a final process or a
 transfer after the expiry."""
+import re
+
 from app.data import payments as payment_rows
 from app.data import processes as process_rows
 from app.data import unexpected as unexpected_rows
@@ -30,13 +32,18 @@ class NotAcceptable(InvalidState):
         self.status = None
 
 
+# `<txHash>:<logIndex>` in ASCII only: explicit classes, never `\d` or str.isdigit(), which take other
+# scripts' digits ("٣" read as 3, "³" raising in int()). The web layers refuse a key with a character
+# outside ASCII before it comes here (app/web/http.py ascii_text); here it is simply no key.
+_KEY = re.compile(r"(0x[0-9a-fA-F]{64}):([0-9]{1,9})")
+
+
 def parse_key(text) -> tuple[str, int] | None:
     """`<txHash>:<logIndex>` as (lowercase hash, index), or None."""
-    tx_hash, _, index = (text or "").partition(":")
-    if (len(tx_hash) != 66 or not tx_hash.startswith("0x") or not index.isdigit()
-            or len(index) > 9 or not all(c in "0123456789abcdefABCDEF" for c in tx_hash[2:])):
+    found = _KEY.fullmatch(text) if isinstance(text, str) else None
+    if found is None:
         return None
-    return tx_hash.lower(), int(index)
+    return found[1].lower(), int(found[2])
 
 
 def accept(db, merchant_id, process_id, key, who, now):

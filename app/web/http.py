@@ -85,6 +85,52 @@ def load(schema, data):
         raise validation_error(e.messages) from None
 
 
+# --- Path, query and form values are read as ASCII -----------------------------------------------
+# Python reads other scripts' digits as numbers: int("٣"), int("𝟑") and int("३") are 3, and
+# "³".isdigit() is true though int("³") raises. A value typed into an address or a form is read as
+# the ASCII it must be: any other character is refused as written (400, naming the field), so no
+# other spelling names the same thing (an alias) and none reaches a conversion that raises (a 500).
+# A key or number read from a path, a query or a form passes here before it is parsed: the API's
+# with ascii_param (its JSON error), the console's with app/console/pages.py ascii_value (its 400
+# page). (The API's JSON bodies need none: JSON's own grammar has ASCII digits only.)
+NOT_ASCII = ("Must be written in ASCII characters: digits are 0-9 only, never another script's"
+             " digits, superscripts or circled ones.")
+_ASCII_DIGITS = re.compile(r"[0-9]+")  # an explicit class: `\d` would match every script's digits
+
+
+class NotAscii(ValueError):
+    """A path, query or form value holding a character outside ASCII; `field` names it."""
+
+    def __init__(self, field):
+        super().__init__(f"{field}: {NOT_ASCII}")
+        self.field = field
+        self.errors = {field: [NOT_ASCII]}
+
+
+def ascii_text(value, field):
+    """`value` (a str, or None) unchanged when it is ASCII, else NotAscii naming `field`."""
+    if value is not None and not value.isascii():
+        raise NotAscii(field)
+    return value
+
+
+def ascii_int(value, field, *, digits=9):
+    """A whole number written in 1 to `digits` ASCII digits 0-9 (nothing else: no sign, no space),
+    or None for other ASCII text; NotAscii for anything outside ASCII."""
+    ascii_text(value, field)
+    if value is None or len(value) > digits or not _ASCII_DIGITS.fullmatch(value):
+        return None
+    return int(value)
+
+
+def ascii_param(value, field):
+    """For the API: `value` read as ASCII, else 400 validation_error naming `field`."""
+    try:
+        return ascii_text(value, field)
+    except NotAscii as e:
+        raise validation_error(e.errors) from None
+
+
 def parse_process_id(value: str) -> str | None:
     """The canonical (lowercase) form of a UUID written in its usual 36-character form, or None.
     UUIDs compare case-insensitively (RFC 9562)."""

@@ -12,7 +12,7 @@ from app.domain.representation import (
 )
 from app.web.auth import refuse_browsers, require_secret_key
 from app.web.errors import validation_error
-from app.web.http import json_response, load, load_json_body, parse_process_id
+from app.web.http import ascii_param, json_response, load, load_json_body, parse_process_id
 from app.web.schemas import ListQuerySchema, RefundSchema, RefundTransactionSchema
 
 bp = Blueprint("merchant_api", __name__, url_prefix="/payment-button")
@@ -149,7 +149,10 @@ def cancel_refund(process_id, refund_id):
 @require_secret_key
 def accept_unexpected_transfer(process_id, transfer):
     """An unexpected transfer (`<txHash>:<logIndex>`) of a registered asset accepted as payment
-    (app/domain/unexpected.py); the Process object as it is after it. No body is read."""
+    (app/domain/unexpected.py); the Process object as it is after it. No body is read. A key with
+    a character outside ASCII (`³`, `٣`) is 400 validation_error naming `transfer`: never read as
+    the ASCII key it resembles."""
+    ascii_param(transfer, "transfer")
     key = request.headers.get("x-secret-key", "")
     db = get_db()
     process, view = unexpected.accept(db, g.merchant.id, process_id, transfer,

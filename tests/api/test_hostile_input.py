@@ -23,6 +23,8 @@ PUBLIC_VIEW = "/payment-button/process/{id}/public"
 SANDBOX_PAY = "/payment-button/process/{id}/sandbox/pay"
 BUTTON_JS = "/payment-button/button.js"
 UNKNOWN_ID = "00000000-0000-4000-8000-000000000000"
+ACCEPT = "/payment-button/process/{id}/unexpected-transfers/{key}/accept"
+TX = "0x" + "ab" * 32  # a transaction hash nobody sent
 
 # Keys known once the catalog's merchants exist; rows name them by these tokens.
 SECRET, PUBLIC, REVOKED = "<secret key>", "<public key>", "<revoked key>"
@@ -214,6 +216,34 @@ REQUESTS = [
         ]
         for verb, method, path in [("GET", "GET", PROCESS), ("cancel", "POST", CANCEL)]
     ],
+    # Path and query values are read as ASCII: other scripts' digits, superscripts and circled
+    # ones are 400 validation_error naming the value (never a 500, never the ASCII number they
+    # resemble); an ASCII key that names no transfer is 404, like an unknown one.
+    *[
+        (f"unexpected transfer key with {label}",
+         Req("POST", ACCEPT.format(id=KNOWN, key=key), None, None), invalid("transfer"))
+        for label, key in [
+            ("superscript three", TX + ":³"), ("superscript two", TX + ":²"),
+            ("circled one", TX + ":①"), ("Arabic-Indic three", TX + ":٣"),
+            ("mathematical bold three", TX + ":𝟑"), ("Devanagari three", TX + ":३"),
+            ("fullwidth three", TX + ":３"), ("ASCII and Arabic-Indic digits", TX + ":1٣"),
+            ("Arabic-Indic digit in the hash", TX[:-1] + "٣:3"),
+            ("fullwidth 0x", "０x" + TX[2:] + ":3"),
+        ]
+    ],
+    ("unexpected transfer key with other digits, unknown process",
+     Req("POST", ACCEPT.format(id=UNKNOWN_ID, key=TX + ":٣"), None, None), invalid("transfer")),
+    *[
+        (f"unexpected transfer key {label}", Req("POST", ACCEPT.format(id=KNOWN, key=key), None, None),
+         NOT_FOUND)
+        for label, key in [("of ASCII digits", TX + ":3"), ("with a sign", TX + ":+3"),
+                           ("with a space", TX + ":%203"), ("of 10 digits", TX + ":" + "1" * 10),
+                           ("without an index", TX + ":"), ("with a short hash", "0x12:3")]
+    ],
+    ("list limit of Arabic-Indic digits", Req("GET", "/payment-button/processes?limit=٣", None, None),
+     invalid("limit")),
+    ("list limit of superscripts", Req("GET", "/payment-button/processes?limit=³", None, None),
+     invalid("limit")),
     # The Button API's other id cases are in tests/button/test_button_api.py
     ("public view, path traversal ../", Req("GET", PUBLIC_VIEW.format(id="../processes"), None, None), NOT_FOUND),
     ("sandbox pay, path traversal ../", Req("POST", SANDBOX_PAY.format(id="../../healthz")), NOT_FOUND),

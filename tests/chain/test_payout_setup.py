@@ -1,8 +1,12 @@
 """The payout mode's setup and the Button API in it, without a node: `merchants set-payout` and its
-checks, what `GET /payment-button/assets` offers a payout-mode merchant, confirm's CREATE2 address
-(made for the payout stored with the payment, never the merchant's current one) and its 409s.
+checks (and the console's payout form, which asks to confirm an address without a checksum),
+what `GET /payment-button/assets` offers a payout-mode merchant, confirm's CREATE2 address (made
+for the payout stored with the payment, never the merchant's current one) and its 409s.
 Factories are written as `networks set-factory` writes them after checking the code on the node
 (tested against the real node in tests/chain/test_payout_collect.py)."""
+import html
+import re
+
 import pytest
 from support import dbutil
 from support.chain_shop import XPUB, cli
@@ -10,6 +14,7 @@ from support.helpers import assert_error
 from support.live_payments import preorder
 
 from app.evm import forwarder
+from app.evm.addresses import to_checksum_address
 
 PAYOUT = "0x52908400098527886E0F7030069857D2E4169EE7"  # EIP-55's own test vector
 OTHER = "0x8617E340B3D01FA5F11F306F4090FD50E238070D"
@@ -40,14 +45,186 @@ def test_set_payout_refuses_what_is_not_a_checked_address(runner, merchant, app,
     assert rows(app, "SELECT count(*) FROM merchant_payouts") == [(0,)]
 
 
-def test_set_payout_accepts_lower_case_and_stores_eip55(runner, merchant, app):
-    result = cli(runner, "merchants", "set-payout", merchant["merchantId"], PAYOUT.lower())
-    assert result.output == (f"Payout address of {merchant['merchantId']} set to {PAYOUT}. New"
+MIXED = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"  # EIP-55's, mixed case
+TYPO = "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaee"  # MIXED in lower case, its last digit mistyped
+
+
+@pytest.mark.parametrize("typed, case", [(TYPO, "lower"), (MIXED.lower(), "lower"),
+                                         ("0x" + MIXED[2:].upper(), "upper")])
+def test_set_payout_refuses_an_address_without_a_checksum_unless_unchecked(runner, merchant, app,
+                                                                            typed, case):
+    """All lower or all upper case carries no EIP-55 checksum: a typo in it (TYPO) cannot be told
+    from the right address, so it is taken only with --unchecked, and the refusal says why and
+    where the checksummed form comes from (never computed from what was typed: a typo's checksum is
+    as valid as the right one's)."""
+    refused = runner.invoke(args=["merchants", "set-payout", merchant["merchantId"], typed])
+    assert (refused.exit_code, refused.output) == (1, (
+        f"Error: The payout address {typed} has no EIP-55 checksum (it is all {case} case): a"
+        " mistyped character in it cannot be caught, and what is sent to a mistyped address is"
+        " lost. Copy the address from the wallet, which shows it with its checksum (in mixed"
+        " case); or, after checking this one character by character, run again with"
+        " --unchecked.\n"))
+    assert to_checksum_address(typed) not in refused.output
+    assert rows(app, "SELECT count(*) FROM merchant_payouts") == [(0,)]
+    taken = cli(runner, "merchants", "set-payout", merchant["merchantId"], typed, "--unchecked")
+    stored = to_checksum_address(typed)
+    assert taken.output == (f"Payout address of {merchant['merchantId']} set to {stored}. New"
+                            " payments' deposit addresses forward to it.\n")
+    assert rows(app, "SELECT merchant_id, payout_address FROM merchant_payouts") == [
+        (merchant["merchantId"], stored)]
+
+
+@pytest.mark.parametrize("address", [MIXED, PAYOUT, "0x" + "12" * 20])
+def test_set_payout_takes_an_address_written_with_its_checksum(runner, merchant, app, address):
+    """Mixed case that is its valid checksum; all caps or digits only when that is the address's
+    own EIP-55 form (PAYOUT is EIP-55's all-caps vector): no --unchecked needed."""
+    result = cli(runner, "merchants", "set-payout", merchant["merchantId"], address)
+    assert result.output == (f"Payout address of {merchant['merchantId']} set to {address}. New"
                              " payments' deposit addresses forward to it.\n")
     assert rows(app, "SELECT merchant_id, payout_address FROM merchant_payouts") == [
-        (merchant["merchantId"], PAYOUT)]
+        (merchant["merchantId"], address)]
+
+
+@pytest.mark.parametrize("address, message", [
+    (MIXED[:-1] + "D", "mixes upper and lower case but its EIP-55 checksum is wrong"),
+    ("0x" + "0" * 40, "must not be the zero address"),
+    ("0x" + "ab" * 19 + "a", "must be 0x followed by 40 hexadecimal digits."),
+])
+def test_set_payout_unchecked_still_refuses_a_wrong_checksum_the_zero_address_and_malformed(
+        runner, merchant, app, address, message):
+    result = runner.invoke(args=["merchants", "set-payout", merchant["merchantId"], address,
+                                 "--unchecked"])
+    assert result.exit_code == 1 and message in result.output
+    assert rows(app, "SELECT count(*) FROM merchant_payouts") == [(0,)]
+
+
+def test_set_payout_of_an_unknown_merchant(runner, app):
     unknown = runner.invoke(args=["merchants", "set-payout", "mer_nope", PAYOUT])
     assert (unknown.exit_code, unknown.output) == (1, f"Error: No merchant mer_nope in {app.config['DATABASE']}.\n")
+
+
+# --- The console's payout form (owners) ---------------------------------------------------------------
+PASSWORD = "correct horse battery"
+
+
+def console_of(runner, client, merchant, role="owner"):
+    """`client` logged in to the console as a user of `merchant` with `role`."""
+    email = f"{role}@shop.example"
+    created = runner.invoke(args=["users", "create", email, "--merchant", merchant["merchantId"],
+                                  "--role", role], input=PASSWORD + "\n")
+    assert created.exit_code == 0, created.output
+    page = client.get("/dashboard/login")
+    logged = client.post("/dashboard/login", data={"email": email, "password": PASSWORD,
+                                                   "csrf_token": csrf_of(page.text)})
+    assert logged.status_code == 303
+    return client
+
+
+def csrf_of(text):
+    return re.search(r'name="csrf_token" value="([^"]+)"', text).group(1)
+
+
+def hidden_fields(text):
+    return dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', text))
+
+
+def payout_stored(app):
+    return rows(app, "SELECT payout_address FROM merchant_payouts")
+
+
+def test_the_owner_saves_a_checksummed_payout_address_in_the_console(runner, client, merchant, app):
+    console = console_of(runner, client, merchant)
+    page = console.get("/dashboard/payouts")
+    assert 'action="/dashboard/settings/payout"' in page.text and 'name="address"' in page.text
+    saved = console.post("/dashboard/settings/payout", data={"csrf_token": csrf_of(page.text),
+                                                             "address": f"  {MIXED} "})
+    assert (saved.status_code, saved.headers["Location"]) == (303, "/dashboard/payouts?done=payout#payout")
+    assert payout_stored(app) == [(MIXED,)]
+    shown = console.get(saved.headers["Location"])
+    assert "Payout address saved" in shown.text and MIXED in shown.text
+
+
+@pytest.mark.parametrize("typed, case", [(TYPO, "lower"), ("0x" + MIXED[2:].upper(), "upper")])
+def test_the_console_asks_to_confirm_an_address_without_a_checksum(runner, client, merchant, app,
+                                                                   typed, case):
+    """All lower or all upper case: a confirmation page naming the risk (a typo cannot be caught)
+    and where the checksummed form comes from; nothing saved until it is confirmed."""
+    console = console_of(runner, client, merchant)
+    token = csrf_of(console.get("/dashboard/payouts").text)
+    asked = console.post("/dashboard/settings/payout", data={"csrf_token": token, "address": typed})
+    assert asked.status_code == 200
+    text = html.unescape(asked.text)
+    assert "Save a payout address without a checksum?" in text
+    assert (f"The payout address {typed} has no EIP-55 checksum (it is all {case} case): a mistyped"
+            " character in it cannot be caught, and what is sent to a mistyped address is lost.") in text
+    assert "Copy the address from your wallet, which shows it with its checksum (in mixed case)" in text
+    assert to_checksum_address(typed) not in text  # never offered: a typo's checksum is as valid
+    assert 'action="/dashboard/settings/payout"' in asked.text
+    assert ">Save without checksum</button>" in asked.text
+    assert 'href="/dashboard/payouts#payout">Go back</a>' in asked.text
+    fields = hidden_fields(asked.text)
+    assert (fields["address"], fields["unchecked"]) == (typed, "1")
+    assert payout_stored(app) == []
+    confirmed = console.post("/dashboard/settings/payout", data=fields)
+    assert (confirmed.status_code, confirmed.headers["Location"]) == (
+        303, "/dashboard/payouts?done=payout#payout")
+    assert payout_stored(app) == [(to_checksum_address(typed),)]
+
+
+@pytest.mark.parametrize("address, message", [
+    (MIXED[:-1] + "D", "mixes upper and lower case but its EIP-55 checksum is wrong"),
+    ("0x" + "0" * 40, "must not be the zero address"),
+    (MIXED[:-1], "must be 0x followed by 40 hexadecimal digits."),
+    ("", "must be 0x followed by 40 hexadecimal digits."),
+])
+def test_the_console_refuses_a_wrong_checksum_the_zero_address_and_malformed_even_confirmed(
+        runner, client, merchant, app, address, message):
+    console = console_of(runner, client, merchant)
+    token = csrf_of(console.get("/dashboard/payouts").text)
+    for confirmed in ({}, {"unchecked": "1"}):
+        refused = console.post("/dashboard/settings/payout",
+                               data={"csrf_token": token, "address": address, **confirmed})
+        assert refused.status_code == 400 and message in html.unescape(refused.text)
+        assert 'id="payout"' in refused.text  # the payouts page, its form's panel saying why
+    assert payout_stored(app) == []
+
+
+def test_payouts_page_forms_read_their_values_as_ascii(runner, client, merchant, app):
+    """A form value with a character outside ASCII is the 400 page: "٣" is no tolerance of 3, a
+    fullwidth "０x" no address."""
+    console = console_of(runner, client, merchant)
+    token = csrf_of(console.get("/dashboard/payouts").text)
+    tolerance = rows(app, "SELECT underpayment_tolerance FROM merchants")
+    for path, field, value in (("/dashboard/settings/tolerance", "tolerance", "٣"),
+                               ("/dashboard/settings/tolerance", "tolerance", "1.𝟓"),
+                               ("/dashboard/settings/payout", "address", "０x" + MIXED[2:]),
+                               ("/dashboard/settings/payout", "address", MIXED[:-1] + "ｄ")):
+        refused = console.post(path, data={"csrf_token": token, field: value})
+        assert refused.status_code == 400, (field, value)
+        assert f"{field}: Must be written in ASCII characters" in refused.text
+    assert payout_stored(app) == []
+    assert rows(app, "SELECT underpayment_tolerance FROM merchants") == tolerance
+
+
+def test_a_viewer_gets_no_payout_form_and_a_merchant_in_xpub_mode_none_either(runner, client,
+                                                                               merchant, app,
+                                                                               make_merchant):
+    viewer = console_of(runner, client, merchant, role="viewer")
+    page = viewer.get("/dashboard/payouts")
+    assert 'name="address"' not in page.text
+    refused = viewer.post("/dashboard/settings/payout", data={"csrf_token": csrf_of(page.text),
+                                                              "address": MIXED})
+    assert refused.status_code == 403 and payout_stored(app) == []
+    viewer.post("/dashboard/logout", data={"csrf_token": csrf_of(page.text)})
+    xpub_shop = make_merchant(name="Xpub shop")
+    cli(runner, "merchants", "set-xpub", xpub_shop["merchantId"], XPUB)
+    owner = console_of(runner, client, xpub_shop)
+    page = owner.get("/dashboard/payouts")
+    assert 'name="address"' not in page.text and "merchants set-payout" not in page.text
+    refused = owner.post("/dashboard/settings/payout", data={"csrf_token": csrf_of(page.text),
+                                                             "address": MIXED})
+    assert refused.status_code == 409 and "done by the operator" in html.unescape(refused.text)
+    assert payout_stored(app) == []
 
 
 def test_set_payout_refuses_another_merchant_s_payout_or_forwarded_address(runner, merchant,
@@ -58,7 +235,8 @@ def test_set_payout_refuses_another_merchant_s_payout_or_forwarded_address(runne
     the first one's refund payments. Refused; setting one's own again is fine."""
     cli(runner, "merchants", "set-payout", merchant["merchantId"], PAYOUT)
     other = make_merchant(name="Other shop")
-    refused = runner.invoke(args=["merchants", "set-payout", other["merchantId"], PAYOUT.lower()])
+    refused = runner.invoke(args=["merchants", "set-payout", other["merchantId"], PAYOUT.lower(),
+                                  "--unchecked"])
     assert (refused.exit_code, refused.output) == (1, (
         f"Error: Another merchant already has {PAYOUT} as its payout address (or its deposit"
         " addresses forward to it): two merchants sharing one wallet could not tell their refunds"

@@ -141,6 +141,13 @@ def test_the_right_token_on_the_wrong_network_is_reported_accepted_and_collected
     # Staff accept it: it counts as paid on the chosen asset, once, with who and when.
     key = f"{tx_hash}:0"
     assert two.accept(process_id, key, Origin="https://shop.example").status_code == 403
+    # The key is read as ASCII: another script's 0 is no alias of it (nor a 500: "⁰" raised in
+    # int()), but 400 validation_error naming the path's `transfer`; nothing is accepted.
+    for other in ("٠", "⁰", "𝟎", "०", "⓪", "０"):
+        refused = two.accept(process_id, f"{tx_hash}:{other}")
+        assert (refused.status_code, refused.get_json()["code"]) == (400, "validation_error")
+        assert list(refused.get_json()["errors"]) == ["transfer"]
+    assert two.payment(process_id)["unexpectedTransfers"][0]["acceptedAt"] is None
     accepted = two.accept(process_id, key.upper().replace("0X", "0x"))
     assert accepted.status_code == 200, accepted.get_data(as_text=True)
     body = accepted.get_json()

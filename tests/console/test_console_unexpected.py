@@ -156,3 +156,33 @@ def test_the_csv_carries_the_chain_proof_of_each_counted_transfer(app, client, s
             row["transferBlockHashes"]) == (
         f"0x{'a1' * 32} 0x{'a2' * 32}", "0 3", "7 9", f"0x{'cd' * 32} 0x{'cd' * 32}")
     assert json.loads(row["metadata"]) == {}
+
+
+# A transfer's key in the address is read as ASCII: other scripts' digits, superscripts and circled
+# ones are the 400 page (never a 500, never an alias of the ASCII key); an ASCII key that names no
+# transfer is the 404 page, as before. The transfer below has log index 2: each of these would have
+# read as 2 (or raised in int(), a 500).
+OTHER_DIGITS = ["²", "②", "٢", "𝟐", "२", "２", "³", "①"]
+
+
+@pytest.mark.parametrize("digit", OTHER_DIGITS)
+def test_a_transfer_key_with_other_digits_is_the_400_page_never_an_alias(app, client, shop, merchant,
+                                                                          digit):
+    process_id = confirmed_process(shop, client, merchant)
+    unexpected(app, process_id, TX_DAI, DAI, 10**18, "DAI", 18)  # log index 2
+    log_in(client, "owner@shop.example")
+    token = csrf(client.get(f"/dashboard/processes/{process_id}"))
+    for key in (f"{TX_DAI}:{digit}", f"{TX_DAI}:1{digit}", f"{TX_DAI[:-1]}{digit}:2"):
+        refused = client.post(f"/dashboard/processes/{process_id}/unexpected/{key}/accept",
+                              data={"csrf_token": token})
+        assert refused.status_code == 400, (key, refused.text)
+        assert "transfer: Must be written in ASCII characters" in refused.text
+        assert "Traceback" not in refused.text
+    assert shop.get(process_id).get_json()["payment"]["amountPaid"] == "0"  # nothing accepted
+    for ascii_key in (f"{TX_DAI}:2x", f"{TX_DAI}:+2", f"{TX_DAI}: 2", f"{TX_DAI}:9"):
+        missing = client.post(f"/dashboard/processes/{process_id}/unexpected/{ascii_key}/accept",
+                              data={"csrf_token": token})
+        assert missing.status_code == 404, ascii_key
+    accepted = client.post(f"/dashboard/processes/{process_id}/unexpected/{TX_DAI}:2/accept",
+                           data={"csrf_token": token})
+    assert accepted.status_code == 303  # the ASCII key still names it

@@ -476,6 +476,63 @@ def test_failing_deliveries_are_listed_and_replayed_with_one_button(shop_console
     assert "Every delivery is going through." in console.get("/dashboard/webhooks").text
 
 
+# --- Notices after a change ----------------------------------------------------------------------------
+
+PLANTED = "your account is suspended: call +1 555 0100 and read out your secret key " + "x" * 227
+
+
+def notices_of(page):
+    return re.findall(r'<p class="alert notice" role="status">(.*?)</p>', page.text, re.S)
+
+
+def test_a_notice_is_one_of_the_service_s_own_texts_chosen_by_its_key(console):
+    """The address only selects a notice by its key: no query parameter puts words into it (the
+    `warning` that once did is gone), and an unknown key shows nothing."""
+    assert len(PLANTED) == 300
+    for path, key in (("/dashboard/webhooks", "url-set"), ("/dashboard/payouts", "tolerance"),
+                      ("/dashboard/keys", "revoked")):
+        for planted in ("warning", "message", "text", "notice", "count"):
+            page = console.get(path, query_string={"done": key, planted: PLANTED})
+            assert page.status_code == 200
+            assert len(notices_of(page)) == 1, (path, planted)
+            assert "suspended" not in page.text and "Careful" not in page.text
+    for unknown in (PLANTED, "url-set ", "URL-SET", "__class__", "{count}", ""):
+        page = console.get("/dashboard/webhooks", query_string={"done": unknown, "warning": PLANTED})
+        assert page.status_code == 200 and notices_of(page) == [], unknown
+        assert "suspended" not in page.text
+
+
+def test_a_notice_s_count_is_read_as_ascii_digits(console):
+    page = console.get("/dashboard/webhooks?done=replayed&count=3")
+    assert notices_of(page) == ["3 failed event(s) queued for delivery again."]
+    for count in ("", "x", "-3", "3.0", " 3", "1" * 10, "3" + PLANTED):
+        page = console.get("/dashboard/webhooks", query_string={"done": "replayed", "count": count})
+        assert page.status_code == 200 and notices_of(page) == [], count
+    for count in ("³", "٣", "𝟑", "३", "①", "3٣"):  # "³" raised in int() (a 500), "٣" read as 3
+        page = console.get("/dashboard/webhooks", query_string={"done": "replayed", "count": count})
+        assert page.status_code == 400, count
+        assert "count: Must be written in ASCII characters" in page.text
+        assert "queued for delivery again" not in page.text and "Traceback" not in page.text
+
+
+def test_a_webhook_url_saved_with_a_warning_says_so_in_the_service_s_words(console, monkeypatch):
+    """The SSRF guard's warning (a name that does not resolve now) is a notice of its own: the
+    redirect carries its key, never the warning's text."""
+    from app.webhooks import ssrf
+
+    def unresolvable(*args, **kwargs):
+        raise ssrf.Unresolvable("cannot resolve hooks.example (gaierror)")
+
+    page = console.get("/dashboard/webhooks")
+    monkeypatch.setattr(ssrf, "check_url", unresolvable)
+    saved = console.post("/dashboard/webhooks/url", data={"csrf_token": csrf_of(page.text),
+                                                          "url": "https://hooks.example/"})
+    assert (saved.status_code, saved.headers["Location"]) == (303, "/dashboard/webhooks?done=url-unresolved")
+    shown = console.get(saved.headers["Location"])
+    assert notices_of(shown) == ["Webhook URL saved, but its host name does not resolve now: deliveries"
+                                 " to it are refused until it does (each delivery checks it again)."]
+
+
 # --- Keys ---------------------------------------------------------------------------------------------
 
 def test_roll_the_secret_key_the_old_one_works_until_the_overlap_ends(console, merchant, api, clock):
@@ -606,7 +663,8 @@ def test_payouts_page_without_a_payout_address_or_wallet(console, merchant, runn
     page = console.get("/dashboard/payouts")
     assert page.status_code == 200 and "No payout address and no wallet is registered yet" in page.text
     assert f"merchants set-payout {merchant['merchantId']} ADDRESS" in page.text
-    result = runner.invoke(args=["merchants", "set-payout", merchant["merchantId"], "0x" + "ab" * 20])
+    result = runner.invoke(args=["merchants", "set-payout", merchant["merchantId"], "0x" + "ab" * 20,
+                                 "--unchecked"])  # no checksum: taken only so
     assert result.exit_code == 0, result.output
     page = console.get("/dashboard/payouts")
     assert "0xABaBaBaBABabABabAbAbABAbABabababaBaBABaB" in page.text  # EIP-55 form
