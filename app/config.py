@@ -4,6 +4,7 @@ Sources, later ones winning (see create_app): these defaults, `instance/config.p
 variables prefixed `FLASK_` (values parsed as JSON when they are JSON), then a test config.
 """
 import math
+import re
 import time
 from decimal import Decimal, InvalidOperation
 
@@ -49,6 +50,11 @@ DEFAULTS = {
     # A network whose polls have failed since its last successful one, older than this, is
     # unavailable: hidden from the assets listing, confirm answers 503 (app/domain/health.py)
     "NETWORK_STALE_SECONDS": 60,
+    # The service's base URL as customers reach it (https://pay.example.com): each process's
+    # checkoutUrl and each payment link's url start with it. Unset: the request's scheme and host.
+    "PUBLIC_BASE_URL": None,
+    # New processes one client address may make from one payment link in any 60 s
+    "LINK_PROCESSES_PER_MINUTE": 10,
     # Rolling a secret key or the webhook secret: hours the old one keeps working beside the new
     # one (0: it stops at once)
     "KEY_ROLL_OVERLAP_HOURS": 24,
@@ -114,6 +120,7 @@ def normalize(config):
         "RELAYER_MAX_PER_HOUR",
         "RELAYER_MAX_PER_PAYER_PER_HOUR",
         "NETWORK_STALE_SECONDS",
+        "LINK_PROCESSES_PER_MINUTE",
     ):
         try:
             config[name] = int(config[name])
@@ -122,6 +129,13 @@ def normalize(config):
         if config[name] < 0:
             raise ConfigError(f"{name} must not be negative")
     _webhook_settings(config)
+    base = config["PUBLIC_BASE_URL"]
+    if base:
+        if not re.fullmatch(r"https?://[^/?#\s]+(/[^?#\s]*)?", str(base)):
+            raise ConfigError(f"PUBLIC_BASE_URL must be an http(s) URL without query, got {base!r}")
+        config["PUBLIC_BASE_URL"] = str(base).rstrip("/")
+    else:
+        config["PUBLIC_BASE_URL"] = None
     if config["POSTGRES_POOL_MAX"] < max(1, config["POSTGRES_POOL_MIN"]):
         raise ConfigError("POSTGRES_POOL_MAX must be at least 1 and at least POSTGRES_POOL_MIN")
     if config["POSTGRES_CONNECT_TIMEOUT_SECONDS"] < 2:  # libpq: 0 waits for ever, 1 means 2

@@ -35,6 +35,9 @@ def _date(text, name, errors):
     """A YYYY-MM-DD date as unix seconds at its start (UTC), or None."""
     if not text:
         return None
+    if not text.isascii():  # strptime reads other scripts' digits as these (𝟐026 as 2026)
+        errors.append(f"{name}: enter a date as YYYY-MM-DD.")
+        return None
     try:
         return int(datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=timezone.utc).timestamp())
     except ValueError:
@@ -230,32 +233,41 @@ def processes_csv():
 
     def rows():
         """The rows in batches of CSV_BATCH (keyset): memory stays flat however many there are."""
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\r\n")
-        writer.writerow(CSV_COLUMNS)
-        before, names = None, pages.names()
-        while True:
-            batch, more = _page(found, limit=CSV_BATCH, before=before)
-            current = now()
-            money = _money(batch, names)  # what was paid against what was due, and refunded
-            for p in batch:
-                writer.writerow((p.id, p.effective_status(current), p.amount, "true" if p.livemode else "false",
-                                 iso(p.created_at), iso(p.effective_updated_at(current)), iso(p.expires_at),
-                                 p.metadata, *_money_columns(money.get(p.id)),
-                                 *_price_columns(p, money.get(p.id))))
-            yield out.getvalue()
-            heartbeat()
-            accounts.keep_export(db, user_id, now())
-            out.seek(0)
-            out.truncate()
-            if not more:
-                return
-            before = batch[-1].id
+        try:
+            yield from _csv(found, heartbeat, lambda: accounts.keep_export(db, user_id, now()))
+        finally:  # sent whole, or the client went away
+            accounts.end_export(db, user_id)
 
     response = Response(stream_with_context(rows()), mimetype="text/csv",
                         headers={"Content-Disposition": 'attachment; filename="processes.csv"'})
-    response.call_on_close(lambda: accounts.end_export(db, user_id))  # ended, or the client left
+    response.call_on_close(lambda: accounts.end_export(db, user_id))  # even if never started
     return response
+
+
+def _csv(found, heartbeat, progress):
+    """The export's text, a batch of CSV_BATCH rows (keyset) at a time: memory stays flat however
+    many there are; `heartbeat` and `progress` are called after each batch."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow(CSV_COLUMNS)
+    before, names = None, pages.names()
+    while True:
+        batch, more = _page(found, limit=CSV_BATCH, before=before)
+        current = now()
+        money = _money(batch, names)  # what was paid against what was due, and refunded
+        for p in batch:
+            writer.writerow((p.id, p.effective_status(current), p.amount, "true" if p.livemode else "false",
+                             iso(p.created_at), iso(p.effective_updated_at(current)), iso(p.expires_at),
+                             p.metadata, *_money_columns(money.get(p.id)),
+                             *_price_columns(p, money.get(p.id))))
+        yield out.getvalue()
+        heartbeat()
+        progress()
+        out.seek(0)
+        out.truncate()
+        if not more:
+            return
+        before = batch[-1].id
 
 
 def _money_columns(money):

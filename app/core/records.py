@@ -23,6 +23,7 @@ class Merchant:
     previous_webhook_secret: str | None = None
     previous_webhook_secret_until: int | None = None
     currency: str = "USD"  # its new processes' when the preorder names none
+    display_name: str | None = None  # what the checkout page shows (None: `name`)
 
     @property
     def disabled(self):
@@ -73,6 +74,13 @@ class Process:
     # expires_at. Such a process stays pending past its expiry (see docs/payments.md).
     held: bool = False
     currency: str = "USD"  # ISO 4217: the amount is in it
+    # The hosted checkout page: what it shows and where it sends the customer (None: not given),
+    # and the base URL of its checkoutUrl (None: made before checkout pages).
+    description: str | None = None
+    success_url: str | None = None
+    cancel_url: str | None = None
+    checkout_base: str | None = None
+    link_id: str | None = None  # the payment link it was made from
 
     def effective_status(self, now):
         """A pending process past its expiry is expired, whether or not the sweep has run, unless
@@ -381,6 +389,26 @@ class Rate:
     @property
     def quote(self) -> str:
         return self.pair.split("/")[1]
+
+
+@dataclass(frozen=True)
+class Link:
+    """A payment link: one thing sold again and again, each click making a process of its own."""
+    id: str
+    merchant_id: str
+    livemode: bool
+    amount: str  # the exact decimal literal
+    currency: str
+    description: str
+    metadata: str  # compact JSON
+    success_url: str | None
+    max_payments: int | None
+    expires_at: int | None
+    deactivated_at: int | None
+    created_at: int
+
+    def __repr__(self):  # metadata may hold personal data
+        return f"Link(id={self.id!r}, merchant_id={self.merchant_id!r})"
 
 
 REFUND_STATUSES = ("pending", "completed", "cancelled")

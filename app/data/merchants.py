@@ -3,7 +3,8 @@ from app.core.records import Merchant, SecretKey
 
 _MERCHANT_COLUMNS = (
     "m.id, m.name, m.livemode, m.public_key, m.webhook_secret, m.webhook_url, m.disabled_at, "
-    "m.created_at, m.previous_webhook_secret, m.previous_webhook_secret_until, m.currency"
+    "m.created_at, m.previous_webhook_secret, m.previous_webhook_secret_until, m.currency,"
+    " m.display_name"
 )
 _KEY_COLUMNS = "id, merchant_id, key_prefix, created_at, revoked_at, expires_at"
 
@@ -21,6 +22,7 @@ def _merchant(row):
         previous_webhook_secret=row["previous_webhook_secret"],
         previous_webhook_secret_until=row["previous_webhook_secret_until"],
         currency=row["currency"],
+        display_name=row["display_name"],
     )
 
 
@@ -180,3 +182,9 @@ def set_currency(conn, merchant_id, currency) -> bool:
     """The currency of the merchant's processes whose preorder names none, from now on."""
     return conn.execute("UPDATE merchants SET currency = ? WHERE id = ?",
                         (currency, merchant_id)).rowcount == 1
+
+
+def set_display_name(conn, merchant_id, name) -> bool:
+    """What the checkout page shows (None: the merchant's name)."""
+    return conn.execute("UPDATE merchants SET display_name = ? WHERE id = ?",
+                        (name, merchant_id)).rowcount == 1

@@ -13,7 +13,7 @@ from app.data.unexpected import HAS_UNEXPECTED
 
 _STORED = (
     "seq, id, merchant_id, status, amount, metadata, livemode, created_at, updated_at, expires_at,"
-    " currency"
+    " currency, description, success_url, cancel_url, checkout_base, link_id"
 )
 # Held past its expiry: not expired, by the sweep or on display (docs/payments.md), while either
 # - paid in time, still confirming: a `seen` transfer to its deposit address in a block at or before
@@ -46,19 +46,26 @@ def _process(row):
         expires_at=row["expires_at"],
         held=bool(row["held"]),
         currency=row["currency"],
+        description=row["description"],
+        success_url=row["success_url"],
+        cancel_url=row["cancel_url"],
+        checkout_base=row["checkout_base"],
+        link_id=row["link_id"],
     )
 
 
 # seq is left to the database (SQLite's rowid alias, PostgreSQL's identity column).
 _INSERT = (
     "INSERT INTO processes (id, merchant_id, status, amount, metadata, livemode, created_at,"
-    " updated_at, expires_at, currency) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " updated_at, expires_at, currency, description, success_url, cancel_url, checkout_base, link_id)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
 def _values(p: Process):
     return (p.id, p.merchant_id, p.status, p.amount, p.metadata, int(p.livemode), p.created_at,
-            p.updated_at, p.expires_at, p.currency)
+            p.updated_at, p.expires_at, p.currency, p.description, p.success_url, p.cancel_url,
+            p.checkout_base, p.link_id)
 
 
 # What the console's search indexes of one process: enough for order references, e-mails and

@@ -19,6 +19,7 @@ TABLES = (
     "collection_items",
     "pruned_events", "relayed_authorizations",
     "users", "console_sessions", "login_failures", "login_locks", "process_search", "overview_days",
+    "links", "link_hits",
 )
 
 _VERSION_TABLE = (

@@ -40,23 +40,54 @@ class InvalidAmount(ValueError):
         self.errors = {"amount": [message]}
 
 
-def request_fingerprint(amount: str, metadata: str, code=None) -> str:
-    """The request as an Idempotency-Key remembers it; `code` the preorder's own currency field
-    (None: not given, the form of requests made before currencies)."""
-    text = f"{amount}\n{metadata}" if code is None else f"{amount}\n{metadata}\n{code}"
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def request_fingerprint(amount: str, metadata: str, code=None, *page) -> str:
+    """The request as an Idempotency-Key remembers it; `code` the preorder's own currency field and
+    `page` its checkout fields (None: not given; all absent, the form of requests made before)."""
+    fields = [amount, metadata] + ([] if code is None and not any(page) else [code or ""])
+    if any(page):
+        fields += [value or "" for value in page]
+    return hashlib.sha256("\n".join(fields).encode("utf-8")).hexdigest()
 
 
-def create_preorder(db, merchant, *, amount, metadata, now, ttl, idempotency_key=None,
-                    idempotency_ttl=86400, currency=None):
-    """Create a pending process, in `currency` (None: the merchant's). Returns (response_body,
-    replayed). InvalidAmount when the amount has more places than the currency allows."""
-    now = int(now)
-    code = currency or merchant.currency
+class InvalidUrl(ValueError):
+    """A success or cancel URL a live merchant may not use; `errors` names the field."""
+
+    def __init__(self, field):
+        message = "Must be an https:// URL: live payments never send a customer to plain http."
+        super().__init__(f"{field}: {message}")
+        self.errors = {field: [message]}
+
+
+def check_fields(merchant, amount, code, *, success_url=None, cancel_url=None):
+    """What the schema cannot check alone: InvalidAmount when the amount has more places than its
+    currency allows; InvalidUrl for a live merchant's plain-http success or cancel URL."""
     places = currencies.minor_digits(code)
     if significant_places(Decimal(amount)) > places:
         raise InvalidAmount(f"Must have at most {places} decimal places ({code}).")
-    fingerprint = request_fingerprint(amount, metadata, currency) if idempotency_key else None
+    for field, url in (("successUrl", success_url), ("cancelUrl", cancel_url)):
+        if url is not None and merchant.livemode and not url.lower().startswith("https://"):
+            raise InvalidUrl(field)
+
+
+def new_process(merchant, amount, metadata, now, ttl, **fields) -> Process:
+    """A new pending process of the merchant (`fields`: currency and the checkout fields)."""
+    return Process(seq=None, id=str(uuid.uuid4()), merchant_id=merchant.id, status="pending",
+                   amount=amount, metadata=metadata, livemode=merchant.livemode, created_at=now,
+                   updated_at=now, expires_at=now + ttl, **fields)
+
+
+def create_preorder(db, merchant, *, amount, metadata, now, ttl, idempotency_key=None,
+                    idempotency_ttl=86400, currency=None, description=None, success_url=None,
+                    cancel_url=None, checkout_base=None, link_id=None):
+    """Create a pending process, in `currency` (None: the merchant's). Returns (response_body,
+    replayed). InvalidAmount when the amount has more places than the currency allows; InvalidUrl
+    for a live merchant's plain-http success or cancel URL. `checkout_base`: the service's public
+    base URL its checkoutUrl is made with."""
+    now = int(now)
+    code = currency or merchant.currency
+    check_fields(merchant, amount, code, success_url=success_url, cancel_url=cancel_url)
+    fingerprint = request_fingerprint(amount, metadata, currency, description, success_url,
+                                      cancel_url) if idempotency_key else None
     search = process_rows.search_values(metadata)  # parsed before the write lock is taken
     # Nobody knows the new processId before this answer, so the commit's sync may wait outside the
     # write lock (app/db/sqlite/database.py); a replayed answer syncs too, so it never reports an unsynced process.
@@ -71,19 +102,9 @@ def create_preorder(db, merchant, *, amount, metadata, now, ttl, idempotency_key
                         "This Idempotency-Key was already used with a different request body."
                     )
                 return stored_body, True
-        process = Process(
-            seq=None,
-            id=str(uuid.uuid4()),
-            merchant_id=merchant.id,
-            status="pending",
-            amount=amount,
-            metadata=metadata,
-            livemode=merchant.livemode,
-            created_at=now,
-            updated_at=now,
-            expires_at=now + ttl,
-            currency=code,
-        )
+        process = new_process(merchant, amount, metadata, now, ttl, currency=code,
+                              description=description, success_url=success_url,
+                              cancel_url=cancel_url, checkout_base=checkout_base, link_id=link_id)
         process_rows.insert(conn, process, search)
         body = process_json(process, now)
         if idempotency_key:

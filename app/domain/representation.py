@@ -29,9 +29,16 @@ def process_json(p, now, payment=None, refunds=()) -> str:
         f'{{"processId":"{p.id}","status":"{status}","amount":{p.amount},'
         f'"currency":"{p.currency}","metadata":{p.metadata},"livemode":{_bool(p.livemode)},'
         f'"createdAt":"{iso(p.created_at)}","updatedAt":"{iso(updated)}",'
-        f'"expiresAt":"{iso(p.expires_at)}","payment":{payment_json(payment)},'
+        f'"expiresAt":"{iso(p.expires_at)}","description":{json.dumps(p.description)},'
+        f'"successUrl":{json.dumps(p.success_url)},"cancelUrl":{json.dumps(p.cancel_url)},'
+        f'"checkoutUrl":{json.dumps(checkout_url(p))},"payment":{payment_json(payment)},'
         f'"refunds":[{",".join(refund_json(r) for r in refunds)}]}}'
     )
+
+
+def checkout_url(p) -> str | None:
+    """The process's hosted checkout page (None: made before checkout pages)."""
+    return None if p.checkout_base is None else f"{p.checkout_base}/checkout/{p.id}"
 
 
 def public_process_json(p, now, payment=None, network_state=None) -> str:

@@ -124,6 +124,7 @@ def _domain_errors():
             400, "validation_error", str(e), e.errors
         ),
         processes.InvalidAmount: lambda e: error_response(400, "validation_error", str(e), e.errors),
+        processes.InvalidUrl: lambda e: error_response(400, "validation_error", str(e), e.errors),
         processes.ProcessNotFound: lambda e: error_response(404, "not_found", "No such process."),
         refunds.RefundNotFound: lambda e: error_response(404, "not_found", "No such refund."),
         unexpected.TransferNotFound: lambda e: error_response(

@@ -2,7 +2,7 @@
 import logging
 import re
 
-from flask import Response, request
+from flask import Response, current_app, request
 from marshmallow import ValidationError
 from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge
 from werkzeug.routing import BaseConverter
@@ -148,3 +148,9 @@ class ProcessIdConverter(BaseConverter):
     def to_python(self, value):
         return value.lower()
 
+
+
+def public_base_url() -> str:
+    """The service's base URL as customers reach it: PUBLIC_BASE_URL, else this request's own
+    scheme and host (behind the shipped nginx, the forwarded ones)."""
+    return current_app.config.get("PUBLIC_BASE_URL") or request.host_url.rstrip("/")

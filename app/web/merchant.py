@@ -12,7 +12,14 @@ from app.domain.representation import (
 )
 from app.web.auth import refuse_browsers, require_secret_key
 from app.web.errors import validation_error
-from app.web.http import ascii_param, json_response, load, load_json_body, parse_process_id
+from app.web.http import (
+    ascii_param,
+    json_response,
+    load,
+    load_json_body,
+    parse_process_id,
+    public_base_url,
+)
 from app.web.schemas import ListQuerySchema, RefundSchema, RefundTransactionSchema
 
 bp = Blueprint("merchant_api", __name__, url_prefix="/payment-button")
@@ -59,6 +66,10 @@ def create_preorder():
         idempotency_key=idempotency_key,
         idempotency_ttl=current_app.config["IDEMPOTENCY_TTL_SECONDS"],
         currency=fields.get("currency"),
+        description=fields.get("description"),
+        success_url=fields.get("successUrl"),
+        cancel_url=fields.get("cancelUrl"),
+        checkout_base=public_base_url(),
     )
     return _answer(body, replayed)
 

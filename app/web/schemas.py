@@ -89,6 +89,48 @@ class Metadata(fields.Field):
         return text
 
 
+class JSONString(fields.String):
+    """A JSON string only: a number literal (a str subclass here) is refused, not taken as text."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, JSONNumber) or not isinstance(value, str):
+            raise ValidationError("Must be a JSON string.")
+        return super()._deserialize(value, attr, data, **kwargs)
+
+
+class PlainText(JSONString):
+    """Text shown to customers as it is: no control characters (a NUL cannot be stored on
+    PostgreSQL, a line break would be invisible on the page)."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        text = super()._deserialize(value, attr, data, **kwargs)
+        if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in text):
+            raise ValidationError("Must be plain text, without control characters.")
+        return text
+
+
+class WebUrl(JSONString):
+    """An absolute http(s) URL of at most 2,048 characters (whether http is allowed depends on the
+    merchant's mode: app/domain/processes.py)."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        text = super()._deserialize(value, attr, data, **kwargs)
+        if not url_form_ok(text):
+            raise ValidationError("Must be an absolute https:// URL (http:// in test mode) of at most"
+                                  " 2,048 characters.")
+        return text
+
+
+# http(s)://, a host (printable ASCII but / ? # @), then a path, query or fragment of printable
+# ASCII; no space. app/openapi.json's pattern is the same.
+_URL = re.compile(r"[Hh][Tt][Tt][Pp][Ss]?://[!-\"$-.0->A-~]+(?:[/?#][!-~]*)?")
+
+
+def url_form_ok(text) -> bool:
+    """An absolute http(s) URL with a host, at most 2,048 printable ASCII characters."""
+    return len(text) <= 2048 and _URL.fullmatch(text) is not None
+
+
 class PreorderSchema(Schema):
     class Meta:
         unknown = RAISE
@@ -102,6 +144,12 @@ class PreorderSchema(Schema):
         error_messages={"null": "Must be a JSON object, not null."},
     )
     currency = Currency(error_messages={"null": "Must be a JSON string, not null."})
+    description = PlainText(validate=validate.Length(min=1, max=250),
+                            error_messages={"null": "Must be a JSON string, not null."})
+    successUrl = WebUrl(validate=validate.Length(max=2048),
+                        error_messages={"null": "Must be a JSON string, not null."})
+    cancelUrl = WebUrl(validate=validate.Length(max=2048),
+                       error_messages={"null": "Must be a JSON string, not null."})
 
     def __init__(self, limits: Limits, **kwargs):
         self.limits = limits
@@ -131,15 +179,6 @@ class SandboxPaySchema(Schema):
         unknown = RAISE
 
     outcome = fields.String(required=True, validate=validate.OneOf(("success", "failure")))
-
-
-class JSONString(fields.String):
-    """A JSON string only: a number literal (a str subclass here) is refused, not taken as text."""
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        if isinstance(value, JSONNumber) or not isinstance(value, str):
-            raise ValidationError("Must be a JSON string.")
-        return super()._deserialize(value, attr, data, **kwargs)
 
 
 class ConfirmSchema(Schema):

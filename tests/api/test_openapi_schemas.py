@@ -20,11 +20,13 @@ from app.web.schemas import (
     Limits,
     ListQuerySchema,
     Metadata,
+    PlainText,
     PreorderSchema,
     QueryInteger,
     RefundAmount,
     RefundSchema,
     SandboxPaySchema,
+    WebUrl,
 )
 
 DEFAULT_LIMITS = Limits.from_config(settings.normalize(dict(settings.DEFAULTS)))
@@ -71,7 +73,7 @@ def request_schemas(document, limits=DEFAULT_LIMITS):
 
 
 _TYPES = {Amount: "number", RefundAmount: "number", Metadata: "object", QueryInteger: "integer", fields.String: "string",
-          JSONString: "string", Currency: "string"}
+          JSONString: "string", Currency: "string", PlainText: "string", WebUrl: "string"}
 
 
 def differences(document, doc_schema, schema: Schema):

@@ -14,8 +14,10 @@ def test_preorder_returns_the_process_object(api):
     body = response.get_json()
     assert list(body) == [
         "processId", "status", "amount", "currency", "metadata", "livemode", "createdAt", "updatedAt", "expiresAt",
-        "payment", "refunds",
+        "description", "successUrl", "cancelUrl", "checkoutUrl", "payment", "refunds",
     ]
+    assert (body["description"], body["successUrl"], body["cancelUrl"]) == (None, None, None)
+    assert body["checkoutUrl"] == f"http://localhost/checkout/{body['processId']}"  # the request's host
     assert body["payment"] is None  # until the customer confirms a live payment
     assert body["refunds"] == []
     assert uuid.UUID(body["processId"]).version == 4
