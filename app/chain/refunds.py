@@ -1,23 +1,28 @@
 """Refund settlement, the chain watcher's part for refunds (called once per poll of a network,
 after its payments: app/chain/watcher/). The rules are docs/payments.md's ("Refunds").
 
-Only the merchant's own payment settles a refund:
+Only the merchant's own payment settles a refund, never a bystander's:
 - a transaction the merchant named (app/domain/refunds.py, name_transaction): once deep enough (the
   network's confirmations, or its finality tag),
   its receipt completes the refund when it holds a Transfer of the refund's token to the refund's
   address of at least its amount, in a block stamped at or after createdAt, that settled no other
-  refund and was not sent from another merchant's address (its payout address, one its deposit
-  addresses forward to, or a deposit address: that merchant's payment, whoever names it); one
-  holding none leaves the refund pending, its name cleared, with a log line saying why;
+  refund, and whose sender is the refund's merchant's own address and no one else's: its payout
+  address, a deposit address of its payments, or the payout address one forwards to (the
+  addresses app/data/payouts.py merchants_of knows), never the refund's own address (the customer
+  paying itself). A stranger's transfer, the customer's, or another merchant's payment settles
+  nothing, whoever names it. One holding none leaves the refund pending, its name cleared and kept
+  with the reason (a sentence the merchant reads on the Refund object and the console), and a log
+  line saying why;
 - without a name: a confirmed Transfer sent from the merchant's payout address (the current one, or
-  the one the payment's deposit address forwards to), to the refund's address, of at least its
-  amount, in a block stamped after createdAt; the pending refund of exactly that amount first, then
-  the oldest it covers. A transfer from anyone else (the customer included) settles nothing, nor
-  does one from an address several merchants share (data from before set-payout refused it).
-  A transaction the same merchant named for another refund is left to it; another merchant's name
-  does not hold it back.
+  the one the payment's deposit address forwards to), to the refund's address (not that address
+  itself), of at least its amount, in a block stamped after createdAt; the pending refund of
+  exactly that amount first, then the oldest it covers. A transfer from anyone else (the customer
+  included) settles nothing, nor does one from an address several merchants share (data from
+  before set-payout refused it). A transaction the same merchant named for another refund is left
+  to it; another merchant's name does not hold it back.
 One transfer settles one refund (a unique index holds it), a completion and its `refund.completed`
-event are one transaction, and a refund cancelled meanwhile is left alone.
+event are one transaction, and a refund cancelled meanwhile is left alone. A completed refund keeps
+its transfer's sender (EIP-55: the Refund object's `sender`).
 
 Everything recorded is proven (app/evm/canonical.py): the block hash of the log or receipt is the
 one of a header read in the same step and linked to the kept chain; the refund keeps that proof's
@@ -110,11 +115,14 @@ def _settle_named(db, client, network, deep_enough, now) -> int:
             header, anchor = proven[receipt.block_number]
             entry, why = _paying(conn, network, refund, receipt, header, owners)
             if entry is None:
-                if refund_rows.clear_name(conn, refund.id, refund.named_tx_hash, now):
+                reason = f"Transaction {refund.named_tx_hash} {why}."
+                if refund_rows.clear_name(conn, refund.id, refund.named_tx_hash, reason, now):
                     log.warning("watch %s: refund %s: transaction %s %s: its name is cleared and the"
                                 " refund stays pending", network.id, refund.id,
                                 refund.named_tx_hash, why)
-            elif refund_rows.complete(conn, refund.id, entry, header, anchor, now):
+            elif refund_rows.complete(conn, refund.id, entry,
+                                      to_checksum_address(entry.from_address), header, anchor,
+                                      now):
                 emit(conn, "refund.completed", process_rows.get(conn, refund.process_id), now)
                 completed += 1
     return completed
@@ -136,10 +144,12 @@ def _owners(conn, entries) -> dict[str, set[str]]:
 
 
 def _paying(conn, network, refund, receipt, header, owners):
-    """(the transfer of the confirmed `receipt` that pays `refund`, None) or (None, why not).
-    `owners`: _owners of the receipt's transfers. A transfer sent from another merchant's address
-    (its payout address, one its deposits forward to, or a deposit address) is that merchant's
-    payment: it never settles this one's refund, whoever named it."""
+    """(the transfer of the confirmed `receipt` that pays `refund`, None) or (None, why not: a
+    phrase the merchant reads after "Transaction 0x…"). `owners`: _owners of the receipt's
+    transfers. Only a transfer sent from an address of the refund's merchant and of no other
+    settles it: not from the refund's own address (the customer paying itself), not from a
+    stranger's, not from another merchant's (that merchant's payment, whoever named it). The
+    reason never says whose an address is: one merchant learns nothing of another's."""
     if receipt.status != 1:
         return None, "reverted"
     if header.timestamp < refund.created_at:
@@ -147,11 +157,21 @@ def _paying(conn, network, refund, receipt, header, owners):
     transfers = _to(refund, receipt)
     if not transfers:
         return None, "holds no transfer of the refund's token to the refund's address"
-    transfers = [entry for entry in transfers
-                 if not owners.get(entry.from_address, set()) - {refund.merchant_id}]
+    transfers = [entry for entry in transfers if entry.from_address != refund.address.lower()]
     if not transfers:
-        return None, ("moves the refund's token from another merchant's address (its payout or"
-                      " deposit address): only the merchant's own payment settles its refund")
+        return None, ("moves the refund's token to the refund's address only from that address"
+                      " itself (the customer paying itself): only your own payment settles your"
+                      " refund")
+    mine = [entry for entry in transfers
+            if refund.merchant_id in owners.get(entry.from_address, ())]
+    transfers = [entry for entry in mine if owners[entry.from_address] == {refund.merchant_id}]
+    if mine and not transfers:
+        return None, ("was sent from an address of yours that is not yours alone (the operator"
+                      " gives each merchant its own payout address): it settles no refund")
+    if not transfers:
+        return None, ("was not sent from one of your addresses (your payout address, a deposit"
+                      " address of your payments, or the payout address one forwards to): only"
+                      " your own payment settles your refund")
     enough = [entry for entry in transfers if entry.amount >= refund.amount]
     if not enough:
         return None, "moves less than the refund's amount to the refund's address"
@@ -210,7 +230,8 @@ def _logs(client, first, last, refunds, max_addresses, pins):
 def _complete_found(conn, network, logs, proven, now) -> int:
     """Complete, in the caller's transaction, the refunds that `logs` (proven, in chain order) pay,
     the pending refunds read again here (one cancelled or named meanwhile is left alone). A transfer
-    pays only a refund of the one merchant its sender belongs to: a sender that is the payout (or
+    pays only a refund of the one merchant its sender belongs to, and never one to its own sender
+    (a payout address refunded to itself): a sender that is the payout (or
     deposit) address of several merchants (data from before set-payout refused that) settles
     nothing, and a transaction this merchant named for another of its refunds is left to that one;
     another merchant's name does not hold it back (its named path refuses the transfer)."""
@@ -228,7 +249,8 @@ def _complete_found(conn, network, logs, proven, now) -> int:
         header, anchor = proven[entry.block_number]
         fits = [r for r in candidates
                 if entry.token == r.token_contract.lower() and entry.to_address == r.address.lower()
-                and entry.from_address in senders[r.id] and entry.block_number > r.scanned_block
+                and entry.from_address in senders[r.id] and entry.from_address != entry.to_address
+                and entry.block_number > r.scanned_block
                 and header.timestamp > r.created_at and entry.amount >= r.amount
                 and (r.merchant_id, entry.tx_hash) not in reserved]
         if not fits:
@@ -242,7 +264,8 @@ def _complete_found(conn, network, logs, proven, now) -> int:
             continue
         refund = next((r for r in fits if r.amount == entry.amount), fits[0])  # oldest first
         candidates.remove(refund)
-        if refund_rows.complete(conn, refund.id, entry, header, anchor, now):
+        if refund_rows.complete(conn, refund.id, entry, to_checksum_address(entry.from_address),
+                                header, anchor, now):
             emit(conn, "refund.completed", process_rows.get(conn, refund.process_id), now)
             completed += 1
     return completed

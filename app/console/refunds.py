@@ -1,6 +1,7 @@
 """A process's refunds: the form (what may still be refunded, to the address that paid), the
-refund's page (its EIP-681 QR code, the browser wallet's button, the transaction that paid it) and
-cancelling it (docs/console.md "Refunds"; the rules are app/domain/refunds.py's).
+refund's page (its EIP-681 QR code, the browser wallet's button, the transaction that paid it, who
+sent it and who named it, a name the watcher cleared and why) and cancelling it (docs/console.md
+"Refunds"; the rules are app/domain/refunds.py's).
 
   GET, POST /dashboard/processes/<id>/refund
   GET  /dashboard/processes/<id>/refunds/<refundId>, POST .../transaction (the hash that paid it)
@@ -75,6 +76,7 @@ def refund_page(process_id, refund_id, notice=None, error=None, tx_hash="", stat
                            network_name=pages.names()[1].get(refund.network_id, refund.network_id),
                            error=error, tx_hash=tx_hash, symbol=pages.symbol(refund.asset_id, refund.network_id),
                            payment_uri=uri, qr_src=qr.svg_data_uri(uri),
+                           from_payout=refunds.sent_from_payout(get_db(), refund),
                            transfer_data=transfer_calldata(refund.address, refund.amount)), status
 
 
@@ -87,7 +89,8 @@ def name_refund_transaction(process_id, refund_id):
     refund = _refund_or_404(process, refund_id)
     tx_hash = (request.form.get("tx_hash") or "").strip()
     try:
-        refunds.name_transaction(get_db(), g.merchant.id, process.id, refund.id, tx_hash, now())
+        refunds.name_transaction(get_db(), g.merchant.id, process.id, refund.id, tx_hash, now(),
+                                 named_by=g.user.email)
     except refunds.RefundError as e:
         return refund_page(process.id, refund.id, error=" ".join(e.errors["txHash"]),
                            tx_hash=tx_hash, status=400)

@@ -2,14 +2,27 @@
 watcher settles (app/chain/refunds.py). Amounts are base units, decimal-integer TEXT in the
 database and `int` in the models. Every change is a guarded UPDATE from the state it leaves: of a
 cancel and a settlement racing, exactly one touches the row."""
-from app.core.records import Refund
+from dataclasses import dataclass
+
+from app.core import records
 from app.data.schema import dialect
+
+
+@dataclass(frozen=True, repr=False)
+class Refund(records.Refund):
+    """app/core/records.Refund with version 19's columns: who paid it and who named its transaction,
+    and the last name the watcher cleared with why (docs/payments.md, "Refunds")."""
+    sender: str | None = None  # the settling transfer's from address (EIP-55), once completed
+    named_by: str | None = None  # the console user's e-mail, or "secret key"; None: nothing named
+    cleared_tx_hash: str | None = None  # the last name the watcher cleared
+    cleared_reason: str | None = None  # why, a sentence for the merchant
+
 
 _COLUMNS = (
     "id, process_id, merchant_id, status, asset_id, network_id, chain_id, token_contract, decimals,"
     " amount, address, reason, created_at, updated_at, scanned_block, tx_hash, log_index,"
     " block_number, block_timestamp, transfer_amount, named_tx_hash, block_hash, anchor_block,"
-    " anchor_hash"
+    " anchor_hash, sender, named_by, cleared_tx_hash, cleared_reason"
 )
 
 
@@ -24,13 +37,19 @@ def _refund(row) -> Refund:
 def insert(conn, r: Refund):
     conn.execute(
         f"INSERT INTO refunds ({_COLUMNS}) VALUES"
-        f" ({', '.join('?' * 24)})",
+        f" ({', '.join('?' * 28)})",
         (r.id, r.process_id, r.merchant_id, r.status, r.asset_id, r.network_id, r.chain_id,
          r.token_contract, r.decimals, str(r.amount), r.address, r.reason, r.created_at,
          r.updated_at, r.scanned_block, r.tx_hash, r.log_index, r.block_number, r.block_timestamp,
          None if r.transfer_amount is None else str(r.transfer_amount), r.named_tx_hash,
-         r.block_hash, r.anchor_block, r.anchor_hash),
+         r.block_hash, r.anchor_block, r.anchor_hash, *_extra(r)),
     )
+
+
+def _extra(r) -> tuple:
+    """Version 19's columns of `r` (a core record has none of them set)."""
+    return tuple(getattr(r, name, None)
+                 for name in ("sender", "named_by", "cleared_tx_hash", "cleared_reason"))
 
 
 def get(conn, process_id, refund_id) -> Refund | None:
@@ -58,28 +77,34 @@ def of_process(conn, process_id) -> list[Refund]:
     return of_processes(conn, (process_id,)).get(process_id, [])
 
 
-def lock_name(conn, chain_id, tx_hash):
-    """Hold the name `tx_hash` until the transaction ends, so two refunds of different processes
-    named at once with one hash see each other (PostgreSQL; SQLite's single writer serialises)."""
+def lock_name(conn, merchant_id, chain_id, tx_hash):
+    """Hold the name `tx_hash` among the merchant's refunds until the transaction ends, so two of
+    its refunds named at once with one hash see each other (PostgreSQL; SQLite's single writer
+    serialises). Per merchant: another merchant naming the same hash never waits on this one."""
     if dialect(conn) == "postgresql":
-        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(CAST(? AS text) || '/refund-tx/'"
-                     " || CAST(? AS text), 0))", (chain_id, tx_hash))
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(CAST(? AS text) || '/'"
+                     " || CAST(? AS text) || '/refund-tx/' || CAST(? AS text), 0))",
+                     (merchant_id, chain_id, tx_hash))
 
 
-def hash_taken(conn, chain_id, tx_hash, refund_id) -> bool:
-    """Whether another refund, not cancelled, names this transaction or was settled by it."""
+def hash_taken(conn, merchant_id, chain_id, tx_hash, refund_id) -> bool:
+    """Whether another refund of the same merchant, not cancelled, names this transaction or was
+    settled by it. Another merchant's refunds are never looked at: its names are not this one's to
+    learn, nor to be held back by (the watcher settles only a merchant's own payment)."""
     return conn.execute(
-        "SELECT 1 FROM refunds WHERE chain_id = ? AND id != ? AND status != 'cancelled'"
-        " AND (named_tx_hash = ? OR tx_hash = ?) LIMIT 1",
-        (chain_id, refund_id, tx_hash, tx_hash),
+        "SELECT 1 FROM refunds WHERE merchant_id = ? AND chain_id = ? AND id != ?"
+        " AND status != 'cancelled' AND (named_tx_hash = ? OR tx_hash = ?) LIMIT 1",
+        (merchant_id, chain_id, refund_id, tx_hash, tx_hash),
     ).fetchone() is not None
 
 
-def name(conn, refund_id, tx_hash, now) -> bool:
-    """The merchant names the transaction that paid a pending refund (replacing an earlier name)."""
+def name(conn, refund_id, tx_hash, named_by, now) -> bool:
+    """The merchant names the transaction that paid a pending refund (replacing an earlier name);
+    `named_by`: the console user's e-mail, or "secret key"."""
     return conn.execute(
-        "UPDATE refunds SET named_tx_hash = ?, updated_at = ? WHERE id = ? AND status = 'pending'",
-        (tx_hash, now, refund_id),
+        "UPDATE refunds SET named_tx_hash = ?, named_by = ?, updated_at = ?"
+        " WHERE id = ? AND status = 'pending'",
+        (tx_hash, named_by, now, refund_id),
     ).rowcount == 1
 
 
@@ -117,13 +142,15 @@ def payout_senders(conn, network_id) -> dict[str, set[str]]:
             for row in rows}
 
 
-def clear_name(conn, refund_id, tx_hash, now) -> bool:
+def clear_name(conn, refund_id, tx_hash, reason, now) -> bool:
     """A named transaction that holds no transfer paying the refund: the refund stays pending,
-    without it (only while it still names that transaction)."""
+    without it, which is kept with `reason` (a sentence) as the last cleared name (only while it
+    still names that transaction)."""
     return conn.execute(
-        "UPDATE refunds SET named_tx_hash = NULL, updated_at = ?"
+        "UPDATE refunds SET cleared_tx_hash = named_tx_hash, cleared_reason = ?,"
+        " named_tx_hash = NULL, named_by = NULL, updated_at = ?"
         " WHERE id = ? AND status = 'pending' AND named_tx_hash = ?",
-        (now, refund_id, tx_hash),
+        (reason, now, refund_id, tx_hash),
     ).rowcount == 1
 
 
@@ -146,11 +173,12 @@ def reanchor(conn, refund_id, anchor_block, anchor_hash):
 def reverse(conn, r: Refund, now) -> bool:
     """completed -> pending: its transfer's block left the chain. The transfer is forgotten (it may
     come back in another block, and settle it again); a named transaction stays named; the search
-    resumes below the transfer's block. Only while still completed by that block."""
+    resumes below the transfer's block; its sender is forgotten with it. Only while still completed
+    by that block."""
     return conn.execute(
         "UPDATE refunds SET status = 'pending', updated_at = ?, tx_hash = NULL, log_index = NULL,"
         " block_number = NULL, block_timestamp = NULL, transfer_amount = NULL, block_hash = NULL,"
-        " anchor_block = NULL, anchor_hash = NULL, scanned_block = ?"
+        " anchor_block = NULL, anchor_hash = NULL, sender = NULL, scanned_block = ?"
         " WHERE id = ? AND status = 'completed' AND block_hash = ?",
         (now, min(r.scanned_block, r.block_number - 1), r.id, r.block_hash),
     ).rowcount == 1
@@ -164,15 +192,16 @@ def transfer_used(conn, chain_id, tx_hash, log_index) -> bool:
     ).fetchone() is not None
 
 
-def complete(conn, refund_id, entry, header, anchor, now) -> bool:
-    """pending -> completed by this transfer (an rpc.Log) in the block of `header`, proven by the
-    kept block `anchor`; only while still pending (not cancelled meanwhile)."""
+def complete(conn, refund_id, entry, sender, header, anchor, now) -> bool:
+    """pending -> completed by this transfer (an rpc.Log) from `sender` (its from address, EIP-55)
+    in the block of `header`, proven by the kept block `anchor`; only while still pending (not
+    cancelled meanwhile)."""
     return conn.execute(
         "UPDATE refunds SET status = 'completed', updated_at = ?, tx_hash = ?, log_index = ?,"
         " block_number = ?, block_timestamp = ?, transfer_amount = ?, block_hash = ?,"
-        " anchor_block = ?, anchor_hash = ? WHERE id = ? AND status = 'pending'",
+        " anchor_block = ?, anchor_hash = ?, sender = ? WHERE id = ? AND status = 'pending'",
         (now, entry.tx_hash, entry.log_index, entry.block_number, header.timestamp,
-         str(entry.amount), header.hash, anchor.number, anchor.hash, refund_id),
+         str(entry.amount), header.hash, anchor.number, anchor.hash, sender, refund_id),
     ).rowcount == 1
 
 

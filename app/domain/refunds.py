@@ -1,10 +1,12 @@
 """Refunds of live payments: the merchant API's and the console's operations.
 
 The service holds no key: the merchant pays a refund from its own wallet, in the payment's token on
-the payment's network, to the customer's address, and names the transaction (`name_transaction`),
-or sends it from its payout address; the chain watcher marks it `completed` when that transfer is
-confirmed (app/chain/refunds.py). Amounts are in token units at the API
-(a JSON number, at most the token's decimals) and integer base units inside.
+the payment's network, to the customer's address: from its payout address (found by itself), or
+from another of its own addresses (a deposit address of its payments, the payout address one
+forwards to) and names the transaction (`name_transaction`); the chain watcher marks it `completed`
+when that transfer is confirmed (app/chain/refunds.py). A bystander's transfer (the customer's own,
+a stranger's, another merchant's) settles nothing, named or not. Amounts are in token units at the
+API (a JSON number, at most the token's decimals) and integer base units inside.
 
 Creating and cancelling are one write transaction each, holding the process's row (PostgreSQL:
 FOR UPDATE; SQLite: the single writer), with the event in it: two refunds made at once see each
@@ -16,17 +18,20 @@ import uuid
 from decimal import Decimal, InvalidOperation
 
 from app.core.money import format_units, significant_places, to_base_units
-from app.core.records import FINAL_STATUSES, Refund
+from app.core.records import FINAL_STATUSES
 from app.data import idempotency as idempotency_rows
 from app.data import payments as payment_rows
+from app.data import payouts as payout_rows
 from app.data import processes as process_rows
 from app.data import refunds as refund_rows
+from app.data.refunds import Refund
 from app.domain.outbox import emit
 from app.domain.processes import IdempotencyKeyReused, InvalidState, ProcessNotFound
 from app.domain.representation import refund_json
 from app.evm import addresses
 
 REASON_MAX_LENGTH = 500
+BY_SECRET_KEY = "secret key"  # namedBy of a transaction named through the merchant API
 ZERO_ADDRESS = "0x" + "0" * 40
 _REFUND_ID = re.compile(r"rf_[0-9a-f]{32}")
 _TX_HASH = re.compile(r"0x[0-9a-fA-F]{64}")
@@ -223,12 +228,16 @@ def _pending_refund(conn, merchant_id, process_id, refund_id, action):
     return process, refund
 
 
-def name_transaction(db, merchant_id, process_id, refund_id, tx_hash, now) -> Refund:
+def name_transaction(db, merchant_id, process_id, refund_id, tx_hash, now, *,
+                     named_by=BY_SECRET_KEY) -> Refund:
     """The merchant names the transaction that paid a pending refund (0x + 64 hex digits, else
     RefundError): the watcher completes the refund when that transaction is confirmed and holds
-    its transfer. Naming again replaces the name (the same hash again changes nothing). A
-    transaction named by, or found paying, another refund not cancelled is NotRefundable (409), as
-    is a refund no longer pending; RefundNotFound (404)."""
+    its transfer from one of the merchant's own addresses (app/chain/refunds.py). Naming again
+    replaces the name (the same hash again changes nothing). `named_by`: the console user's e-mail,
+    or "secret key" (the merchant API). A transaction named by, or found paying, another refund of
+    the same merchant not cancelled is NotRefundable (409), as is a refund no longer pending;
+    another merchant's names are never looked at (neither told nor able to block this one);
+    RefundNotFound (404)."""
     if not _TX_HASH.fullmatch(tx_hash):
         raise RefundError({"txHash": ["Must be 0x followed by 64 hexadecimal digits (the"
                                       " transaction's hash)."]})
@@ -238,12 +247,24 @@ def name_transaction(db, merchant_id, process_id, refund_id, tx_hash, now) -> Re
                                     "be given its transaction")
         if refund.named_tx_hash == tx_hash:
             return refund
-        refund_rows.lock_name(conn, refund.chain_id, tx_hash)
-        if refund_rows.hash_taken(conn, refund.chain_id, tx_hash, refund.id):
+        refund_rows.lock_name(conn, merchant_id, refund.chain_id, tx_hash)
+        if refund_rows.hash_taken(conn, merchant_id, refund.chain_id, tx_hash, refund.id):
             raise NotRefundable(f"Transaction {tx_hash} is already named for another refund: one"
                                 " transfer settles one refund.", refund.status)
-        refund_rows.name(conn, refund.id, tx_hash, int(now))
+        refund_rows.name(conn, refund.id, tx_hash, named_by, int(now))
         return refund_rows.get(conn, process_id, refund_id)
+
+
+def sent_from_payout(db, refund) -> bool:
+    """Whether a completed refund's transfer came from the merchant's payout address (its current
+    one, or the one the payment's deposit address forwards to): the console says so."""
+    if refund.status != "completed" or not getattr(refund, "sender", None):
+        return False
+    conn = db.connection()
+    payment = payment_rows.get_payment(conn, refund.process_id)
+    payouts = {payout_rows.get_payout(conn, refund.merchant_id),
+               payment.payout_address if payment else None} - {None}
+    return refund.sender.lower() in {a.lower() for a in payouts}
 
 
 def cancel(db, merchant_id, process_id, refund_id, now) -> Refund:

@@ -134,9 +134,15 @@ def refund_payment_uri(r) -> str:
 def refund_json(r) -> str:
     """The Refund object. `amount` is a decimal string in token units, like the payment's amounts;
     `paymentUri` (EIP-681) asks the merchant's wallet for exactly the refund; `txHash` is the
-    transaction named for it or found paying it (null until then); `transfers` holds the confirmed
-    transfer that settled it (empty until then)."""
+    transaction named for it or found paying it (null until then); `sender` the settling transfer's
+    from address (null until completed); `namedBy` who named the transaction (a console user's
+    e-mail or "secret key"; null when none is named); `clearedTxHash` and `clearedReason` the last
+    name the watcher cleared, and why; `transfers` holds the confirmed transfer that settled it
+    (empty until then)."""
     uri = refund_payment_uri(r)
+    extra = {name: getattr(r, attr, None) for name, attr in (
+        ("sender", "sender"), ("namedBy", "named_by"), ("clearedTxHash", "cleared_tx_hash"),
+        ("clearedReason", "cleared_reason"))}
     transfers = ""
     if r.status == "completed":
         transfers = (f'{{"txHash":"{r.tx_hash}","logIndex":{r.log_index},'
@@ -147,8 +153,11 @@ def refund_json(r) -> str:
         f'"amount":"{format_units(r.amount, r.decimals)}","assetId":{json.dumps(r.asset_id)},'
         f'"networkId":{json.dumps(r.network_id)},"tokenContract":"{r.token_contract}",'
         f'"address":"{r.address}","reason":{json.dumps(r.reason)},"paymentUri":{json.dumps(uri)},'
-        f'"txHash":{json.dumps(r.shown_tx_hash)},"createdAt":"{iso(r.created_at)}",'
-        f'"updatedAt":"{iso(r.updated_at)}",'
+        f'"txHash":{json.dumps(r.shown_tx_hash)},"sender":{json.dumps(extra["sender"])},'
+        f'"namedBy":{json.dumps(extra["namedBy"])},'
+        f'"clearedTxHash":{json.dumps(extra["clearedTxHash"])},'
+        f'"clearedReason":{json.dumps(extra["clearedReason"])},'
+        f'"createdAt":"{iso(r.created_at)}","updatedAt":"{iso(r.updated_at)}",'
         f'"transfers":[{transfers}]}}'
     )
 

@@ -8,11 +8,12 @@ import json
 import threading
 
 import pytest
-from support.chain_shop import cli
+from support.chain_shop import OTHER_XPUB, cli
 from support.helpers import Api, assert_error, events_of
 from support.live_payments import (
     ADDRESS_0,
     USDC_LOCAL,
+    Button,
     add_transfer,
     db,
     preorder,
@@ -59,10 +60,12 @@ def test_a_refund_is_created_listed_and_shown_in_the_process(api, paid, clock, a
         "assetId": "usdc", "networkId": "local", "tokenContract": USDC_LOCAL, "address": CUSTOMER,
         "reason": "Damaged in transit",
         "paymentUri": f"ethereum:{USDC_LOCAL}@31337/transfer?address={CUSTOMER}&uint256=5500000",
-        "txHash": None, "createdAt": created, "updatedAt": created, "transfers": [],
+        "txHash": None, "sender": None, "namedBy": None, "clearedTxHash": None,
+        "clearedReason": None, "createdAt": created, "updatedAt": created, "transfers": [],
     }
     assert list(refund) == ["refundId", "processId", "status", "amount", "assetId", "networkId",
                             "tokenContract", "address", "reason", "paymentUri", "txHash",
+                            "sender", "namedBy", "clearedTxHash", "clearedReason",
                             "createdAt", "updatedAt", "transfers"]
     listed = api.client.get(refunds_url(paid), headers=api.headers())
     assert listed.status_code == 200 and listed.get_json() == {"data": [refund]}
@@ -301,7 +304,8 @@ def test_the_merchant_names_the_transaction_that_paid_a_refund(api, paid, clock,
     clock.advance(5)
     named = name(api, paid, refund["refundId"], {"txHash": TX_A})
     assert named.status_code == 200, named.get_data(as_text=True)
-    assert named.get_json() == {**refund, "txHash": TX_A, "updatedAt": "2026-11-18T11:06:45Z"}
+    assert named.get_json() == {**refund, "txHash": TX_A, "namedBy": "secret key",
+                                "updatedAt": "2026-11-18T11:06:45Z"}
     assert api.get(paid).get_json()["refunds"] == [named.get_json()]
     again = name(api, paid, refund["refundId"], {"txHash": TX_A.upper().replace("0X", "0x")})
     assert again.status_code == 200 and again.get_json() == named.get_json()  # nothing changes
@@ -320,6 +324,35 @@ def test_the_merchant_names_the_transaction_that_paid_a_refund(api, paid, clock,
     cancelled = name(api, paid, refund["refundId"], {"txHash": TX_A})
     assert assert_error(cancelled, 409, "invalid_state")["message"] == (
         f"Refund {refund['refundId']} is cancelled; only a pending refund can be given its transaction.")
+
+
+def test_already_named_means_by_the_same_merchant_another_s_name_neither_shows_nor_blocks(
+        api, paid, app, client, make_merchant, runner, clock):
+    """Another merchant named a hash first: this one names it too (200, its own refund's object and
+    nothing of the other's), both names held at once; within one merchant the hash is refused."""
+    keys = make_merchant(name="Other")
+    cli(runner, "merchants", "set-xpub", keys["merchantId"], OTHER_XPUB)
+    other = Api(client, keys["secretKey"])
+    other_pid = preorder(other)["processId"]
+    assert Button(client, keys["publicKey"]).confirm(other_pid).status_code == 200
+    add_transfer(app, other_pid, "ee", 0, 19_990_000, 10, "confirmed")
+    cli(runner, "processes", "complete", other_pid)
+    theirs = post_refund(other, other_pid, refund_body()).get_json()
+    mine = post_refund(api, paid, refund_body()).get_json()
+    assert name(other, other_pid, theirs["refundId"], {"txHash": TX_A}).status_code == 200
+    clock.advance(5)
+    named = name(api, paid, mine["refundId"], {"txHash": TX_A})
+    assert named.status_code == 200, named.get_data(as_text=True)
+    assert named.get_json() == {**mine, "txHash": TX_A, "namedBy": "secret key",
+                                "updatedAt": "2026-11-18T11:06:45Z"}
+    # Still theirs.
+    assert [r["txHash"] for r in other.get(other_pid).get_json()["refunds"]] == [TX_A]
+    again = post_refund(other, other_pid, refund_body(amount=1)).get_json()
+    refused = name(other, other_pid, again["refundId"], {"txHash": TX_A})  # its own name: refused
+    assert assert_error(refused, 409, "invalid_state")["message"] == (
+        f"Transaction {TX_A} is already named for another refund: one transfer settles one refund.")
+    second = post_refund(api, paid, refund_body(amount=1)).get_json()
+    assert_error(name(api, paid, second["refundId"], {"txHash": TX_A}), 409, "invalid_state")
 
 
 @pytest.mark.parametrize("raw, errors", [

@@ -1,14 +1,16 @@
 """Refunds settled on the real test chain: a payment completed by the watcher, refunds made through
 the merchant API, the merchant's wallets (funded dev accounts) paying the customers' addresses,
 and the watcher's CLI marking `completed` only the refunds that the merchant's own payment settles:
-a transaction it named, or a transfer sent from its payout address; the signed `refund.completed`
-webhook, verified with the `standardwebhooks` package, carries it. Red-team cases: another
-merchant's payment, the customer's own transfer, a bystander's, the amount meant for another
-refund, logs marked removed or served by another chain's node, a deep reorganisation."""
+a transaction it named (sent from one of its own addresses), or a transfer sent from its payout
+address; the signed `refund.completed` webhook, verified with the `standardwebhooks` package,
+carries it. Red-team cases: another merchant's payment, the customer's own transfer, a bystander's,
+the amount meant for another refund, logs marked removed or served by another chain's node, a deep
+reorganisation (named bystanders' transfers: test_refund_bystanders.py)."""
 import json
 import logging
 
 from support import dbutil
+from support.chain_node import TRANSFER_SELECTOR
 from support.chain_shop import NETWORK, OTHER_XPUB, Shop, add_network, cli, open_shop
 from support.fake_rpc import FaultyRpc
 from support.helpers import assert_error
@@ -23,7 +25,17 @@ from app.evm.canonical import NotProven
 CONFIRMATIONS = 2
 MERCHANT_WALLET = 0  # the dev account holding the test token: the merchant's payout wallet
 OTHER_WALLET = 1  # another merchant's payout wallet
-SPARE_WALLET = 3  # a wallet of the merchant that is not its payout address
+SPARE_WALLET = 3  # a wallet that is none of the merchant's addresses
+
+
+def send_from(chain, address, to, amount):
+    """A token transfer from `address` (a deposit address: the merchant's wallet holds its key; the
+    node impersonates it, with gas money), mined at once: (tx hash, block number)."""
+    chain.rpc("hardhat_impersonateAccount", address)
+    chain.rpc("hardhat_setBalance", address, hex(10**18))
+    data = "0x" + TRANSFER_SELECTOR + to[2:].lower().rjust(64, "0") + format(amount, "064x")
+    receipt = chain.send(address, chain.token, data)
+    return receipt["transactionHash"], int(receipt["blockNumber"], 16)
 
 
 def refund(shop, process_id, amount, address):
@@ -69,7 +81,8 @@ def new_shop(app, client, runner, chain, clock, merchant, payout_account=MERCHAN
     shop.sync_clock()
     process_id = paid_order(shop, chain)
     if payout_account is not None:
-        cli(runner, "merchants", "set-payout", merchant["merchantId"], chain.accounts[payout_account])
+        cli(runner, "merchants", "set-payout", merchant["merchantId"],
+            to_checksum_address(chain.accounts[payout_account]))
     return shop, process_id
 
 
@@ -118,8 +131,10 @@ def test_a_refund_is_completed_by_the_merchants_confirmed_transfer(app, client, 
     completed = shown[made["refundId"]]
     assert completed == {**made, "status": "completed", "updatedAt": completed["updatedAt"],
                          "txHash": tx_hash,
+                         "sender": to_checksum_address(chain.accounts[MERCHANT_WALLET]),
                          "transfers": [{"txHash": tx_hash, "logIndex": 0, "blockNumber": block,
                                         "amount": "5"}]}
+    assert completed["namedBy"] is None  # found by the watcher, not named
     assert completed["updatedAt"] != made["updatedAt"]
     assert shop.process(process_id)["refunds"] == list(shown.values())
     assert shop.event_types(process_id) == [
@@ -186,11 +201,16 @@ def test_another_merchants_refund_payment_never_completes_yours(app, client, run
     with caplog.at_level(logging.WARNING, logger="app.chain.refunds"):
         a.watch()
     shown = refunds_of(a, a_process)[a_refund["refundId"]]
-    assert (shown["status"], shown["txHash"]) == ("pending", None)
-    assert refunds_of(b, b_process)[b_refund["refundId"]]["txHash"] == b_tx
-    assert (f"transaction {b_tx} moves the refund's token from another merchant's address (its"
-            " payout or deposit address): only the merchant's own payment settles its refund: its"
-            " name is cleared" in caplog.text)
+    assert (shown["status"], shown["txHash"], shown["clearedTxHash"]) == ("pending", None, b_tx)
+    assert shown["clearedReason"] == (
+        f"Transaction {b_tx} was not sent from one of your addresses (your payout address, a"
+        " deposit address of your payments, or the payout address one forwards to): only your own"
+        " payment settles your refund.")  # nothing says whose it is
+    b_shown = refunds_of(b, b_process)[b_refund["refundId"]]
+    assert (b_shown["txHash"], b_shown["sender"]) == (
+        b_tx, to_checksum_address(chain.accounts[OTHER_WALLET]))
+    assert (f"transaction {b_tx} was not sent from one of your addresses" in caplog.text
+            and "its name is cleared" in caplog.text)
     a_tx, _ = chain.transfer(customer, 10_000_000, sender=MERCHANT_WALLET)
     chain.mine(CONFIRMATIONS - 1)
     a.watch()
@@ -209,7 +229,8 @@ def test_a_wallet_two_merchants_share_settles_neither_s_refund(app, client, runn
     b, b_process = new_shop(app, client, runner, chain, clock, make_merchant(name="B"),
                             payout_account=OTHER_WALLET, xpub=OTHER_XPUB)
     wallet = chain.accounts[MERCHANT_WALLET]  # A's
-    refused = runner.invoke(args=["merchants", "set-payout", b.merchant["merchantId"], wallet])
+    refused = runner.invoke(args=["merchants", "set-payout", b.merchant["merchantId"],
+                                  to_checksum_address(wallet)])
     assert refused.exit_code == 1 and refused.output.startswith(
         "Error: Another merchant already has 0x")
     dbutil.execute(app.config["DATABASE"], "UPDATE merchant_payouts SET payout_address = ?"
@@ -226,7 +247,9 @@ def test_a_wallet_two_merchants_share_settles_neither_s_refund(app, client, runn
         a.watch()
     assert (status_of(a, a_process, a_refund), status_of(b, b_process, b_refund)) == (
         "pending", "pending")
-    assert "moves the refund's token from another merchant's address" in caplog.text
+    assert (f"transaction {a_tx} was sent from an address of yours that is not yours alone"
+            in caplog.text)
+    assert refunds_of(a, a_process)[a_refund["refundId"]]["clearedTxHash"] == a_tx
     assert (f"transfer {a_tx} (log 0) settles no refund: its sender {wallet.lower()} is the payout"
             " or deposit address of 2 merchants" in caplog.text)
 
@@ -270,38 +293,44 @@ def test_the_refund_of_exactly_the_amount_is_settled_before_an_older_smaller_one
     assert status_of(shop, process_id, five) == "completed"
 
 
-def test_a_named_transaction_completes_its_refund_from_any_wallet(app, client, runner, chain, clock,
-                                                                  make_merchant, caplog):
-    """The merchant pays from a wallet that is not its payout address (no automatic settling) and
-    names the transaction; a named one that holds no such transfer is cleared, and says why."""
+def test_a_named_transaction_from_a_deposit_address_completes_its_refund(
+        app, client, runner, chain, clock, make_merchant, caplog):
+    """The merchant pays from one of its own addresses that is not its payout address (the order's
+    deposit address, whose key its wallet holds: no automatic settling) and names the transaction;
+    a named one that holds no such transfer is cleared, kept with why, and the log says why."""
     add_network(runner, chain, confirmations=CONFIRMATIONS)
-    chain.transfer(chain.accounts[SPARE_WALLET], 50_000_000)
     shop, process_id = new_shop(app, client, runner, chain, clock, make_merchant())
+    deposit = shop.process(process_id)["payment"]["address"]
     customer = chain.accounts[12]
     clock.now = created = chain.timestamp() + 10
     first = refund(shop, process_id, 4, customer)
     second = refund(shop, process_id, 3, customer)
     clock.advance(30)
+    chain.rpc("hardhat_impersonateAccount", deposit)
     chain.next_timestamp(created)  # stamped at createdAt: a named transaction counts
-    paid, block = chain.transfer(customer, 4_000_000, sender=SPARE_WALLET)
-    short, _ = chain.transfer(customer, 2_000_000, sender=SPARE_WALLET)
+    paid, block = send_from(chain, deposit, customer, 4_000_000)
+    short, _ = send_from(chain, deposit, customer, 2_000_000)
     shop.watch()
     assert status_of(shop, process_id, first) == "pending"  # not from the payout address
     assert name(shop, process_id, first["refundId"], paid).status_code == 200
     assert name(shop, process_id, second["refundId"], short).status_code == 200
     shop.watch()  # `short`, in the newest block, is not yet confirmed: still pending, still named
     shown = refunds_of(shop, process_id)
-    assert [(r["status"], r["txHash"]) for r in shown.values()] == [("completed", paid),
-                                                                     ("pending", short)]
+    assert [(r["status"], r["txHash"], r["namedBy"]) for r in shown.values()] == [
+        ("completed", paid, "secret key"), ("pending", short, "secret key")]
     chain.mine(CONFIRMATIONS - 1)
     with caplog.at_level(logging.WARNING, logger="app.chain.refunds"):
         shop.watch()
     shown = refunds_of(shop, process_id)
     assert shown[first["refundId"]]["status"] == "completed"
+    assert shown[first["refundId"]]["sender"] == deposit
     assert shown[first["refundId"]]["transfers"] == [
         {"txHash": paid, "logIndex": 0, "blockNumber": block, "amount": "4"}]
-    assert shown[second["refundId"]]["status"] == "pending"
-    assert shown[second["refundId"]]["txHash"] is None
+    cleared = shown[second["refundId"]]
+    assert (cleared["status"], cleared["txHash"], cleared["namedBy"], cleared["sender"]) == (
+        "pending", None, None, None)
+    assert (cleared["clearedTxHash"], cleared["clearedReason"]) == (
+        short, f"Transaction {short} moves less than the refund's amount to the refund's address.")
     assert (f"refund {second['refundId']}: transaction {short} moves less than the refund's amount"
             " to the refund's address: its name is cleared and the refund stays pending"
             in caplog.text)
@@ -327,7 +356,8 @@ def test_a_completed_refund_whose_transfer_leaves_the_chain_is_pending_again(
     chain.mine(height - chain.head() + 2)
     shop.watch()
     shown = refunds_of(shop, process_id)[made["refundId"]]
-    assert (shown["status"], shown["txHash"], shown["transfers"]) == ("pending", None, [])
+    assert (shown["status"], shown["txHash"], shown["transfers"], shown["sender"]) == (
+        "pending", None, [], None)  # its sender is forgotten with its transfer
     assert shop.event_types(process_id)[-2:] == ["refund.completed", "refund.reversed"]
     [(_, event)] = [e for e in shop.events(process_id) if e[0] == "refund.reversed"]
     assert event["data"]["refunds"][0]["status"] == "pending"

@@ -415,7 +415,14 @@ def test_refund_paid_with_the_browser_wallet_is_shown_completed(page, live_serve
                                                                 make_merchant, receiver, screenshot):  # noqa: F811
     from support.qr_decode import qr_texts
 
+    from support.chain_shop import cli
+
+    from app.evm.addresses import to_checksum_address
+
     shop, pid = paid_live_order(live_server, app, runner, chain, clock, make_merchant, receiver)
+    # The browser wallet's account is the merchant's payout address: only its own payment settles.
+    payout = to_checksum_address(chain.accounts[0])
+    cli(runner, "merchants", "set-payout", shop.merchant["merchantId"], payout)
     sent = inject_wallet(page, chain)
     customer = chain.accounts[5]
     log_in(page, live_server, "owner@shop.example")
@@ -454,8 +461,8 @@ def test_refund_paid_with_the_browser_wallet_is_shown_completed(page, live_serve
 
     chain.next_timestamp(created + 1)  # the wallet's transaction: in a block after createdAt
     page.get_by_role("button", name="Pay with my wallet").click()
-    # The wallet's transaction is named for the refund by itself: the wallet is not the merchant's
-    # payout address, so nothing else would settle it.
+    # The wallet's transaction is named for the refund by itself (a browser wallet is rarely the
+    # payout address; here it is, which the watcher would also find by itself).
     expect(page.locator("#wallet-result")).to_contain_text("named for this refund")
     (tx,) = sent
     assert tx["to"].lower() == chain.token.lower() and tx["from"] == chain.accounts[0]
@@ -467,6 +474,13 @@ def test_refund_paid_with_the_browser_wallet_is_shown_completed(page, live_serve
     # The page follows the watcher by itself (it reads itself again every 5 s).
     expect(page.locator("#refund-status")).to_have_text("completed", timeout=15_000)
     expect(page.locator("#paid-tx")).to_have_attribute("data-value", tx_hash)  # "Paid in transaction 0x…"
+    expect(page.locator("#refund-sender")).to_have_attribute("data-value", payout)  # "Sent from 0x…"
+    expect(page.locator("#sender-payout")).to_have_text("sent from your payout address")
+    expect(page.locator("#named-by")).to_have_text("owner@shop.example")
+    refund = shop.client.get(f"/payment-button/process/{pid}/refunds", headers=shop.api.headers(),
+                             ).get_json()["data"][0]
+    assert (refund["sender"], refund["namedBy"], refund["clearedTxHash"]) == (
+        payout, "owner@shop.example", None)
     page.goto(f"{live_server.url}/dashboard/processes/{pid}")
     expect(page.locator("table.refunds tbody tr")).to_contain_text("completed")
     expect(page.locator("article.event h3 code")).to_contain_text(["refund.created", "refund.completed"])
