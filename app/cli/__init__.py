@@ -8,6 +8,7 @@ def init_app(app):
         collections,
     )
     from app.cli.events import events
+    from app.cli.links import links
     from app.cli.merchants import merchants
     from app.cli.ops import backup_db, prune
     from app.cli.rates import rates
@@ -29,6 +30,7 @@ def init_app(app):
     app.cli.add_command(networks)
     app.cli.add_command(assets)
     app.cli.add_command(rates)
+    app.cli.add_command(links)
     app.cli.add_command(collect)
     app.cli.add_command(collections)
     app.cli.add_command(users)

@@ -215,6 +215,21 @@ def set_currency(merchant_id, currency):
                f" rate (`rates add` or `rates set`).")
 
 
+@merchants.command("set-display-name")
+@click.argument("merchant_id")
+@click.argument("name")
+def set_display_name(merchant_id, name):
+    """The name the hosted checkout and link pages show (an empty NAME: the merchant's name)."""
+    from app.domain import links
+    try:
+        shown = links.set_display_name(get_db(), merchant_id, name)
+    except links.LinkNotFound:
+        raise fail(f"No merchant {merchant_id}.") from None
+    except links.LinkError as e:
+        raise fail(e) from None
+    click.echo(f"Checkout pages of {merchant_id} show: {shown or 'its name'}.")
+
+
 @merchants.command("set-tolerance")
 @click.argument("merchant_id")
 @click.argument("percent")

@@ -1,6 +1,7 @@
 """SQL for payment links (app/domain/links.py): the links, the count of a link's completed processes,
 and the rate limit's record of the processes each client address made from a link."""
 from app.core.records import Link
+from app.data.schema import dialect
 
 
 _COLUMNS = ("id, merchant_id, livemode, amount, currency, description, metadata, success_url,"
@@ -34,6 +35,13 @@ def page(conn, merchant_id, limit, before=None) -> tuple[list[Link], bool]:
     rows = conn.execute(f"SELECT {_COLUMNS} FROM links WHERE {where}"
                         " ORDER BY created_at DESC, id DESC LIMIT ?", (*params, limit + 1)).fetchall()
     return [_link(r) for r in rows[:limit]], len(rows) > limit
+
+
+def lock(conn, link_id):
+    """Hold the link's row until the transaction ends (PostgreSQL; SQLite's one writer already
+    queues every write transaction), so clicks at once are counted one after the other."""
+    if dialect(conn) == "postgresql":
+        conn.execute("SELECT 1 FROM links WHERE id = ? FOR UPDATE", (link_id,))
 
 
 def deactivate(conn, link_id, now) -> bool:

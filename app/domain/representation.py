@@ -177,3 +177,25 @@ def event_json(event_type, timestamp, process_object_json) -> str:
         f'{{"type":{json.dumps(event_type)},"timestamp":"{iso(timestamp)}",'
         f'"data":{process_object_json}}}'
     )
+
+
+def link_json(link, paid, base, now) -> str:
+    """The Link object (docs/contract.md, "Payment links"): `paid` its completed processes, `base`
+    the service's public base URL; the amount and metadata go out as they came in."""
+    from app.domain.links import why_unavailable  # the rule of availability is the domain's
+    active = why_unavailable(link, paid, now) is None
+    return (
+        f'{{"linkId":"{link.id}","url":{json.dumps(f"{base}/l/{link.id}")},"amount":{link.amount},'
+        f'"currency":"{link.currency}","description":{json.dumps(link.description)},'
+        f'"metadata":{link.metadata},"successUrl":{json.dumps(link.success_url)},'
+        f'"maxPayments":{json.dumps(link.max_payments)},"payments":{paid},'
+        f'"active":{_bool(active)},'
+        f'"expiresAt":{json.dumps(None if link.expires_at is None else iso(link.expires_at))},'
+        f'"createdAt":"{iso(link.created_at)}"}}'
+    )
+
+
+def link_list_json(links, paid, has_more, base, now) -> str:
+    items = ",".join(link_json(link, paid.get(link.id, 0), base, now) for link in links)
+    return f'{{"data":[{items}],"hasMore":{_bool(has_more)}}}'
+

@@ -7,7 +7,7 @@ from werkzeug.exceptions import HTTPException
 
 from app.chain import relayer
 from app.db import database_errors, get_db, is_unavailable
-from app.domain import health, payments, processes, rates, refunds, unexpected
+from app.domain import health, links, payments, processes, rates, refunds, unexpected
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +125,8 @@ def _domain_errors():
         ),
         processes.InvalidAmount: lambda e: error_response(400, "validation_error", str(e), e.errors),
         processes.InvalidUrl: lambda e: error_response(400, "validation_error", str(e), e.errors),
+        links.LinkError: lambda e: error_response(400, "validation_error", str(e), e.errors),
+        links.LinkNotFound: lambda e: error_response(404, "not_found", "No such link."),
         processes.ProcessNotFound: lambda e: error_response(404, "not_found", "No such process."),
         refunds.RefundNotFound: lambda e: error_response(404, "not_found", "No such refund."),
         unexpected.TransferNotFound: lambda e: error_response(

@@ -156,6 +156,53 @@ class PreorderSchema(Schema):
         super().__init__(**kwargs)
 
 
+class Count(fields.Field):
+    """A whole JSON number from 1 to 10^9 (`2.0` is 2, as JSON Schema's integer has it); null
+    allowed (none)."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        number = Decimal(value) if isinstance(value, JSONNumber) and len(value) <= 40 else None
+        if number is None or number != number.to_integral_value() or not 1 <= number <= 10**9:
+            raise ValidationError("Must be a whole number from 1 to 1,000,000,000, or null.")
+        return int(number)
+
+
+class UtcTime(JSONString):
+    """UTC ISO 8601 with Z, to the second ("2026-12-24T18:00:00Z"); loads to unix seconds."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        from datetime import datetime, timezone
+        text = super()._deserialize(value, attr, data, **kwargs)
+        try:
+            if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z", text):
+                raise ValueError
+            when = datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        except ValueError:
+            raise ValidationError("Must be a UTC time as YYYY-MM-DDTHH:MM:SSZ.") from None
+        return int(when.timestamp())
+
+
+class LinkSchema(Schema):
+    """POST /payment-button/links: a payment link (docs/api.md, "Payment links")."""
+
+    class Meta:
+        unknown = RAISE
+
+    _null = {"null": "Must not be null."}
+    amount = Amount(required=True, error_messages={"null": "Must be a JSON number, not null."})
+    currency = Currency(error_messages=_null)
+    description = PlainText(required=True, validate=validate.Length(min=1, max=250),
+                            error_messages=_null)
+    metadata = Metadata(load_default="{}", error_messages={"null": "Must be a JSON object, not null."})
+    successUrl = WebUrl(validate=validate.Length(max=2048), error_messages=_null)
+    maxPayments = Count(allow_none=True)
+    expiresAt = UtcTime(allow_none=True)
+
+    def __init__(self, limits: Limits, **kwargs):
+        self.limits = limits
+        super().__init__(**kwargs)
+
+
 class QueryInteger(fields.Integer):
     """A whole number written in plain digits (no sign, no fraction, no spaces)."""
 

@@ -77,6 +77,8 @@ def _fresh_process_id():
 
 
 ANCHOR_PROCESS_ID = _fresh_process_id()
+ANCHOR_LINK_ID = _client.post("/payment-button/links", json={"amount": 5, "description": "Fuzz"},
+                              headers={"x-secret-key": MERCHANT["secretKey"]}).get_json()["linkId"]
 CUSTOMER = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
 
 
@@ -184,9 +186,9 @@ def _currency_is_a_real_one(case):
     """Which codes are currencies in use, and their places (JPY 0, EUR 2), is ISO 4217's data,
     which the schema's pattern cannot say: a well-formed code that is none is a 400 by design
     (tests/api/test_preorder_validation.py), not a finding. So a well-formed currency in a preorder
-    becomes EUR (two places, as AMOUNT_DECIMALS here)."""
+    or a link becomes EUR (two places, as AMOUNT_DECIMALS here)."""
     body = case.body
-    if (case.operation.path.endswith("/preorder") and isinstance(body, dict)
+    if (case.operation.path.endswith(("/preorder", "/links")) and isinstance(body, dict)
             and isinstance(body.get("currency"), str) and re.fullmatch(r"[A-Z]{3}", body["currency"])):
         body["currency"] = "EUR"
 
@@ -225,6 +227,18 @@ def _starting_after_names_a_real_process(case):
     query = case.query or {}
     if _well_formed_id(query.get("starting_after")):
         query["starting_after"] = ANCHOR_PROCESS_ID
+    elif re.fullmatch(r"link_[0-9a-f]{24}", str(query.get("starting_after"))):
+        query["starting_after"] = ANCHOR_LINK_ID  # likewise one of the caller's links
+
+
+def _expiry_is_a_real_time_ahead(case):
+    """A link's `expiresAt` must be a real date and in the future, which the schema's pattern cannot
+    say (2026-13-45 has its form): a well-formed one becomes a time ahead of the fuzzer's clock."""
+    body = case.body
+    if (case.operation.path.endswith("/links") and isinstance(body, dict)
+            and isinstance(body.get("expiresAt"), str)
+            and re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z", body["expiresAt"])):
+        body["expiresAt"] = "2999-12-31T23:59:59Z"
 
 
 @schema.parametrize()
@@ -238,6 +252,7 @@ def test_api_conforms_to_its_openapi_document(case):
     _aim_at_a_real_process(case)
     _starting_after_names_a_real_process(case)
     _currency_is_a_real_one(case)
+    _expiry_is_a_real_time_ahead(case)
     _confirm_names_a_real_choice(case)
     _refunds_name_real_ones(case)
     _authorization_is_well_formed(case)
@@ -261,6 +276,7 @@ class LinkedCalls(schema.as_state_machine()):
     def before_call(self, case):
         _starting_after_names_a_real_process(case)
         _currency_is_a_real_one(case)
+        _expiry_is_a_real_time_ahead(case)
         _confirm_names_a_real_choice(case)
         _refunds_name_real_ones(case)
         _authorization_is_well_formed(case)

@@ -91,7 +91,8 @@ def test_security_schemes(document):
                 continue
             expected = (
                 [{"publicKey": []}] if path in BUTTON_API and path != "/payment-button/button.js"
-                else [{"secretKey": []}] if path.startswith("/payment-button/process")
+                else [{"secretKey": []}] if path.startswith(("/payment-button/process",
+                                                              "/payment-button/links"))
                 else []
             )
             assert operation["security"] == expected, (method, path)

@@ -15,8 +15,10 @@ from app.web.docs import DOCUMENT_PATH
 from app.web.schemas import (
     Amount,
     ConfirmSchema,
+    Count,
     Currency,
     JSONString,
+    LinkSchema,
     Limits,
     ListQuerySchema,
     Metadata,
@@ -26,6 +28,7 @@ from app.web.schemas import (
     RefundAmount,
     RefundSchema,
     SandboxPaySchema,
+    UtcTime,
     WebUrl,
 )
 
@@ -69,11 +72,14 @@ def request_schemas(document, limits=DEFAULT_LIMITS):
         ("list query", list_query_object(document), ListQuerySchema()),
         ("ConfirmRequest", components["ConfirmRequest"], ConfirmSchema()),
         ("RefundRequest", components["RefundRequest"], RefundSchema()),
+        ("LinkRequest", components["LinkRequest"], LinkSchema(limits)),
     ]
 
 
 _TYPES = {Amount: "number", RefundAmount: "number", Metadata: "object", QueryInteger: "integer", fields.String: "string",
           JSONString: "string", Currency: "string", PlainText: "string", WebUrl: "string"}
+# Fields that take null too: the document says anyOf [its type, null].
+_NULLABLE = {Count: ("integer", {"minimum": 1, "maximum": 1_000_000_000}), UtcTime: ("string", {})}
 
 
 def differences(document, doc_schema, schema: Schema):
@@ -95,6 +101,14 @@ def differences(document, doc_schema, schema: Schema):
 
 
 def field_differences(prop, field, schema):
+    if type(field) in _NULLABLE:
+        kind, limits = _NULLABLE[type(field)]
+        branches = prop.get("anyOf", [])
+        typed = [b for b in branches if b.get("type") == kind]
+        if len(branches) != 2 or {"type": "null"} not in branches or len(typed) != 1:
+            return [f"anyOf {branches} is not [{kind}, null]"]
+        documented = {k: typed[0][k] for k in ("minimum", "maximum") if k in typed[0]}
+        return [] if documented == limits else [f"limits: document {documented} != {limits}"]
     found = []
     kind = next((t for cls, t in _TYPES.items() if type(field) is cls), None)
     if kind is None:
