@@ -24,12 +24,13 @@ from app.db import get_db
 @click.option("--max-addresses", type=click.IntRange(1, 10_000), default=MAX_ADDRESSES,
               show_default=True, help="Most deposit addresses per eth_getLogs call.")
 @click.option("--network", "network_ids", multiple=True, metavar="ID",
-              help="Watch this network only (repeat for several; default: every enabled network),"
-                   " e.g. one watcher process per network.")
+              help="Watch this network only (repeat for several; default: every enabled network)."
+                   " Each network is polled in a thread of its own either way.")
 @with_appcontext
 def watch_payments(once, poll_interval, backoff_max, max_range, max_addresses, network_ids):
-    """Watch the enabled networks for payments until stopped (SIGTERM/Ctrl-C: the current step
-    commits, then exit 0; a second signal a second later exits at once)."""
+    """Watch the enabled networks for payments until stopped, each network polled on its own
+    (SIGTERM/Ctrl-C: each network's step under way commits, then exit 0; a second signal a second
+    later exits at once)."""
     unknown = sorted(set(network_ids) - {n.id for n in payment_rows.list_networks(
         get_db().connection())}) if network_ids else []
     if unknown:

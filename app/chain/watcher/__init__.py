@@ -20,11 +20,13 @@ bounded by the client's timeouts:
      unexpected transfers.
   5. refunds: the merchants' transfers that pay pending refunds (app/chain/refunds.py).
 
-A chain that moved under a poll's reads (ChainMoved) has the poll read again at once; a second
-move, and every other fault (unreachable node, timeouts, HTTP errors, malformed answers), ends the
-poll of that network only: logged with the URL's host alone, retried after a backoff doubling up to `backoff_max`. Each
-poll's outcome is written to the network's row (app/domain/health.py reads it). Nothing half-done is
-committed. SIGTERM/SIGINT: the current step commits, the command exits 0.
+Each network is polled in a thread of its own (loop.py), so a slow or hung node delays only its
+network. A chain that moved under a poll's reads (ChainMoved) has the poll read again at once; a
+second move, and every other fault (unreachable node, timeouts, HTTP errors, malformed answers),
+ends the poll of that network only: logged with the URL's host alone, retried after a backoff
+doubling up to `backoff_max`. Each poll's outcome is written to the network's row
+(app/domain/health.py reads it). Nothing half-done is committed. SIGTERM/SIGINT: each network's
+step under way commits, the command exits 0 once every thread has ended.
 """
 from app.chain.watcher.loop import MAX_ADDRESSES, MAX_RANGE, Watcher
 

@@ -1,6 +1,13 @@
 """The watcher's loop: which networks, when, one poll of each (`Watcher.poll_network`), the backoff
 of a failing one, and each poll's outcome written to the network's row (app/domain/health.py reads
 it). The package docstring (app/chain/watcher/__init__.py) maps a poll's parts.
+
+Each network is polled in a thread of its own (named `watch <id>`), so a node that is slow or does
+not answer holds back its own network only (docs/payments.md, "The chain watcher"). The main thread
+reads the enabled networks every `poll_interval` and starts a thread for a network that has none;
+a network's thread ends once it is no longer enabled, or on `stop()`, after its poll. What a
+network's polls keep (its clients, failures, next poll, watched set) is its thread's alone; the
+database gives each thread its own connection, held only while it polls.
 """
 import logging
 import threading
@@ -46,12 +53,17 @@ class Watcher:
         self.stale_seconds = int(config.get("NETWORK_STALE_SECONDS", 60))
         self.only = set(networks) if networks else None  # network ids to watch (None: every one)
         self.stopping = False
-        self._wake = threading.Event()
-        self._clients = {}
+        self._wake = threading.Event()  # set by stop(): every thread's wait ends
+        self._enabled = set()  # the network ids the loop polls now (replaced whole, never changed)
+        self._pollers = {}  # network id -> its thread (the main thread's alone)
+        # Each network's own, used by its thread alone:
+        self._clients = {}  # (network id, URL) -> Client
         self._failures = defaultdict(int)  # network id -> consecutive failed polls
         self._next_poll = {}  # network id -> time.monotonic() of its next poll
+        self._watched = {}  # network id -> WatchedSets, kept between its polls
+        # Shared, each entry written by one network's thread (a set's add and a dict's get and
+        # set are atomic in CPython):
         self._busy = set()  # networks whose token logs are too many to filter here
-        self._watched = WatchedSets(monitoring_seconds)  # kept between polls
         self._described = {}  # (chain id, contract) -> (symbol, decimals) its contract answered
 
     @classmethod
@@ -63,46 +75,69 @@ class Watcher:
     # --- the loops -------------------------------------------------------------------------------
 
     def run_once(self) -> bool:
-        """One pass over every enabled network, each caught up to its head (cron's `--once`).
-        False when some network could not be read (logged)."""
-        ok, started = True, time.perf_counter()
+        """One pass over every enabled network, each caught up to its head in a thread of its own
+        (cron's `--once`). False when some network could not be read (logged)."""
+        started = time.perf_counter()
         networks = self._networks()
         if networks is None:  # the exit status says so
             return False
-        for network in networks:
-            if self.stopping:
-                break
-            ok = self._poll_logged(network.id) and ok
+        outcomes = {}  # network id -> its poll succeeded
+
+        def poll(network_id):
+            outcomes[network_id] = self._poll_logged(network_id)
+
+        threads = [self._thread(network.id, poll) for network in networks]
+        for thread in threads:
+            thread.join()
         calls = sum((client.calls for client in self._clients.values()), Counter())
         log.info("watch: pass done in %.3f s, %d RPC calls (%s)", time.perf_counter() - started,
                  sum(calls.values()), ", ".join(f"{m} {n}" for m, n in sorted(calls.items())))
-        return ok
+        return all(outcomes.get(network.id, False) for network in networks)
 
     def run(self):
         """Poll every enabled network every `poll_interval` seconds (a failing one after its
-        backoff) until stopped."""
+        backoff), each in its own thread, until stopped; returns once every thread has ended."""
         log.info("watch: started, polling every %.1f s", self.poll_interval)
-        self._loop()
+        try:
+            self._loop()
+        finally:
+            self.stop()  # the threads end after their polls
+            for thread in self._pollers.values():
+                thread.join()
         log.info("watch: stopped")
 
     def _loop(self):
+        """The main thread: the enabled networks read every `poll_interval`, a thread started for
+        each one without a live thread (a network added, or its thread ended)."""
         failures = 0  # consecutive failed reads of the network list
         while not self.stopping:
-            now = time.monotonic()
             networks = self._networks(retry_in=self._backoff(failures + 1))
-            if networks is None:  # wait, as for a failing node
+            if networks is None:  # wait, as for a failing node; the threads go on meanwhile
                 failures += 1
                 self._wake.wait(self._backoff(failures))
                 continue
             failures = 0
+            self._enabled = {network.id for network in networks}
             for network in networks:
-                if self.stopping:
-                    break
-                if self._next_poll.get(network.id, 0) <= now:
-                    self._poll_logged(network.id)
-            due = [t for t in self._next_poll.values()]
-            wait = max(0.0, min(due, default=now + self.poll_interval) - time.monotonic())
-            self._wake.wait(min(wait, self.poll_interval))
+                thread = self._pollers.get(network.id)
+                if thread is None or not thread.is_alive():
+                    self._pollers[network.id] = self._thread(network.id, self._poll_loop)
+            self._wake.wait(self.poll_interval)
+
+    def _poll_loop(self, network_id):
+        """A network's thread: its polls, every `poll_interval` (after its backoff when failing),
+        while it is enabled and the watcher is not stopping."""
+        while not self.stopping and network_id in self._enabled:
+            if self._next_poll.get(network_id, 0) <= time.monotonic():
+                self._poll_logged(network_id)
+            wait = self._next_poll[network_id] - time.monotonic()
+            self._wake.wait(max(0.0, min(wait, self.poll_interval)))
+
+    def _thread(self, network_id, target):
+        thread = threading.Thread(target=target, args=(network_id,), name=f"watch {network_id}",
+                                  daemon=True)
+        thread.start()
+        return thread
 
     def _networks(self, retry_in=None):
         """The enabled networks, or None when the database cannot be read (logged on one line)."""
@@ -115,13 +150,15 @@ class Watcher:
             return None
 
     def _poll_logged(self, network_id) -> bool:
+        """A poll in a network's thread, its fault logged and backed off; the thread's database
+        connection let go after it (a pool's connection is not held between polls)."""
         started = time.monotonic()  # polls start every poll_interval, however long each takes
         try:
             self._poll_rereading(network_id)
         except Exception as e:  # the loop never dies: RPC faults, a locked database, a bug
             self._mark_failed(network_id)
             self._failures[network_id] += 1
-            self._watched.forget()
+            self._watched_set(network_id).forget()
             delay = self._backoff(self._failures[network_id])
             self._next_poll[network_id] = time.monotonic() + delay
             if isinstance(e, RpcError):  # its message names the URL's host only
@@ -130,6 +167,8 @@ class Watcher:
             else:
                 log.exception("watch %s: %s; retry in %.1fs", network_id, type(e).__name__, delay)
             return False
+        finally:
+            self._release(network_id)
         self._failures.pop(network_id, None)
         self._next_poll[network_id] = started + self.poll_interval
         return True
@@ -145,19 +184,26 @@ class Watcher:
             if self.stopping:  # SIGTERM/SIGINT: no other poll starts
                 raise
             log.info("watch %s: %s; reading again", network_id, e)
-            self._watched.forget()
+            self._watched_set(network_id).forget()
             self.poll_network(network_id)
 
     def _backoff(self, failures):
         """Seconds to wait after `failures` consecutive failures: doubling, up to backoff_max."""
         return doubling(failures, self.backoff_base, self.backoff_max)
 
+    def _release(self, network_id):
+        try:
+            self.db.release()
+        except Exception as e:  # the database may be what failed: the poll's log says so
+            log.debug("watch %s: could not let the connection go (%s)", network_id, _summary(e))
+
     def stop(self):
+        """SIGTERM/SIGINT: a flag; each network's thread ends after the step under way."""
         self.stopping = True
         self._wake.set()
 
     def close(self):
-        for client in self._clients.values():
+        for client in list(self._clients.values()):
             client.session.close()
 
     def __enter__(self):
@@ -169,11 +215,19 @@ class Watcher:
     # --- one network -----------------------------------------------------------------------------
 
     def _client(self, network):
-        client = self._clients.get(network.rpc_url)
+        """The network's client of its URL (each network its own, even on one URL)."""
+        key = (network.id, network.rpc_url)
+        client = self._clients.get(key)
         if client is None:
-            client = Client.from_config(network.rpc_url, self.config)
-            self._clients[network.rpc_url] = client
+            client = self._clients[key] = Client.from_config(network.rpc_url, self.config)
         return client
+
+    def _watched_set(self, network_id):
+        """The network's watched addresses (its mode's), kept between its polls."""
+        watched = self._watched.get(network_id)
+        if watched is None:
+            watched = self._watched[network_id] = WatchedSets(self.monitoring_seconds)
+        return watched
 
     def poll_network(self, network_id):
         """One poll (the package docstring's steps 0-5) of one network; RpcError on a fault."""
@@ -191,11 +245,11 @@ class Watcher:
             raise RpcError(f"{redacted(network.rpc_url)} reports head {head}, below"
                            f" {network.head_block} already seen (a lagging node?)")
         if reorg.check(self.db, client, network, head, reads, int(self.clock())):
-            self._watched.forget()
+            self._watched_set(network.id).forget()
         network = self._scan(client, network, head, reads)
         if confirm.confirm(self.db, client, network, head, reads, int(self.clock()),
                            self._described):
-            self._watched.forget()
+            self._watched_set(network.id).forget()
         refunds.settle(self.db, client, network, head, deep_enough(network, head, reads),
                        int(self.clock()), max_range=self.max_range,
                        max_addresses=self.max_addresses)
@@ -213,7 +267,8 @@ class Watcher:
             if watched is None:  # once a poll, and only when there are blocks to scan: an address
                 # handed out after this read is paid in a block after `head` (read before it),
                 # which the next poll scans
-                watched = self._watched.view(self.db.connection(), network, int(self.clock()))
+                watched = self._watched_set(network.id).view(self.db.connection(), network,
+                                                             int(self.clock()))
             first = network.scanned_block + 1
             last = min(head, first + self.max_range - 1)
             previous = transfer_rows.newest_block(self.db.connection(), network.id,
