@@ -6,11 +6,11 @@ Only the merchant's own payment settles a refund, never a bystander's:
   network's confirmations, or its finality tag),
   its receipt completes the refund when it holds a Transfer of the refund's token to the refund's
   address of at least its amount, in a block stamped at or after createdAt, that settled no other
-  refund, and whose sender is the refund's merchant's own address and no one else's: its payout
-  address, a deposit address of its payments, or the payout address one forwards to (the
-  addresses app/data/payouts.py merchants_of knows), never the refund's own address (the customer
-  paying itself). A stranger's transfer, the customer's, or another merchant's payment settles
-  nothing, whoever names it. One holding none leaves the refund pending, its name cleared and kept
+  refund, and whose sender is no bystander: not the refund's own address (the customer paying
+  itself), not an address that paid this process (the customer's wallet), not another merchant's
+  (payout, deposit, or one its deposits forward to: app/data/payouts.py merchants_of). Another
+  wallet of the merchant's (an exchange's, a second wallet) may pay a named refund: the service
+  cannot tell it from a stranger's, and the merchant names it. One holding none leaves the refund pending, its name cleared and kept
   with the reason (a sentence the merchant reads on the Refund object and the console), and a log
   line saying why;
 - without a name: a confirmed Transfer sent from the merchant's payout address (the current one, or
@@ -146,10 +146,10 @@ def _owners(conn, entries) -> dict[str, set[str]]:
 def _paying(conn, network, refund, receipt, header, owners):
     """(the transfer of the confirmed `receipt` that pays `refund`, None) or (None, why not: a
     phrase the merchant reads after "Transaction 0x…"). `owners`: _owners of the receipt's
-    transfers. Only a transfer sent from an address of the refund's merchant and of no other
-    settles it: not from the refund's own address (the customer paying itself), not from a
-    stranger's, not from another merchant's (that merchant's payment, whoever named it). The
-    reason never says whose an address is: one merchant learns nothing of another's."""
+    transfers. A bystander's transfer settles nothing: one from the refund's own address (the
+    customer paying itself), from an address that paid this process (the customer's), or from an
+    address that is another merchant's (that merchant's payment, whoever named it). The reason
+    never says whose an address is: one merchant learns nothing of another's."""
     if receipt.status != 1:
         return None, "reverted"
     if header.timestamp < refund.created_at:
@@ -162,16 +162,17 @@ def _paying(conn, network, refund, receipt, header, owners):
         return None, ("moves the refund's token to the refund's address only from that address"
                       " itself (the customer paying itself): only your own payment settles your"
                       " refund")
-    mine = [entry for entry in transfers
-            if refund.merchant_id in owners.get(entry.from_address, ())]
-    transfers = [entry for entry in mine if owners[entry.from_address] == {refund.merchant_id}]
-    if mine and not transfers:
-        return None, ("was sent from an address of yours that is not yours alone (the operator"
-                      " gives each merchant its own payout address): it settles no refund")
+    transfers = [entry for entry in transfers
+                 if not owners.get(entry.from_address, set()) - {refund.merchant_id}]
     if not transfers:
-        return None, ("was not sent from one of your addresses (your payout address, a deposit"
-                      " address of your payments, or the payout address one forwards to): only"
-                      " your own payment settles your refund")
+        return None, ("was sent from an address that is not yours alone: only your own payment"
+                      " settles your refund")
+    payers = refund_rows.payers_of(conn, refund.process_id)  # the customer's, unless yours
+    transfers = [entry for entry in transfers if entry.from_address not in payers
+                 or refund.merchant_id in owners.get(entry.from_address, ())]
+    if not transfers:
+        return None, ("was sent from an address that paid this process (the customer's): only your"
+                      " own payment settles your refund")
     enough = [entry for entry in transfers if entry.amount >= refund.amount]
     if not enough:
         return None, "moves less than the refund's amount to the refund's address"

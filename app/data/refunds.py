@@ -5,6 +5,7 @@ cancel and a settlement racing, exactly one touches the row."""
 from dataclasses import dataclass
 
 from app.core import records
+from app.data import rollups
 from app.data.schema import dialect
 
 
@@ -175,13 +176,16 @@ def reverse(conn, r: Refund, now) -> bool:
     come back in another block, and settle it again); a named transaction stays named; the search
     resumes below the transfer's block; its sender is forgotten with it. Only while still completed
     by that block."""
-    return conn.execute(
+    if conn.execute(
         "UPDATE refunds SET status = 'pending', updated_at = ?, tx_hash = NULL, log_index = NULL,"
         " block_number = NULL, block_timestamp = NULL, transfer_amount = NULL, block_hash = NULL,"
         " anchor_block = NULL, anchor_hash = NULL, sender = NULL, scanned_block = ?"
         " WHERE id = ? AND status = 'completed' AND block_hash = ?",
         (now, min(r.scanned_block, r.block_number - 1), r.id, r.block_hash),
-    ).rowcount == 1
+    ).rowcount != 1:
+        return False
+    rollups.on_refund(conn, r, -1)  # off the day it had completed (its updated_at then)
+    return True
 
 
 def transfer_used(conn, chain_id, tx_hash, log_index) -> bool:
@@ -196,13 +200,17 @@ def complete(conn, refund_id, entry, sender, header, anchor, now) -> bool:
     """pending -> completed by this transfer (an rpc.Log) from `sender` (its from address, EIP-55)
     in the block of `header`, proven by the kept block `anchor`; only while still pending (not
     cancelled meanwhile)."""
-    return conn.execute(
+    if conn.execute(
         "UPDATE refunds SET status = 'completed', updated_at = ?, tx_hash = ?, log_index = ?,"
         " block_number = ?, block_timestamp = ?, transfer_amount = ?, block_hash = ?,"
         " anchor_block = ?, anchor_hash = ?, sender = ? WHERE id = ? AND status = 'pending'",
         (now, entry.tx_hash, entry.log_index, entry.block_number, header.timestamp,
          str(entry.amount), header.hash, anchor.number, anchor.hash, sender, refund_id),
-    ).rowcount == 1
+    ).rowcount != 1:
+        return False
+    rollups.on_refund(conn, _refund(conn.execute(f"SELECT {_COLUMNS} FROM refunds WHERE id = ?",
+                                                 (refund_id,)).fetchone()))
+    return True
 
 
 def advance(conn, network_id, scanned_block):
@@ -214,3 +222,13 @@ def advance(conn, network_id, scanned_block):
         " AND named_tx_hash IS NULL AND scanned_block < ?",
         (scanned_block, network_id, scanned_block),
     )
+
+
+def payers_of(conn, process_id) -> set[str]:
+    """The addresses (lowercase) that sent money to the process's deposit address: a transfer from
+    one of them to the customer is the customer's, never the merchant's refund."""
+    rows = conn.execute("SELECT from_address FROM transfers WHERE process_id = ? UNION"
+                        " SELECT from_address FROM unexpected_transfers WHERE process_id = ?",
+                        (process_id, process_id))
+    return {row[0].lower() for row in rows}
+

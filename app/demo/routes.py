@@ -16,8 +16,9 @@ wallet (wallet.py) for the live payment of the order on the page:
                                       one token more
   POST /demo/wallet/<processId>/refunds/<refundId>  pays a pending refund of the order: from the
                                       merchant's payout wallet when the node signs for it (the
-                                      watcher then finds it by itself), else from the dev account,
-                                      the transaction then named for the refund (as the console does)
+                                      watcher then finds it by itself), else from the order's deposit
+                                      address (the merchant's: the node impersonates it), the
+                                      transaction then named for the refund (as the console does)
   POST /demo/wallet/mine              {"blocks": n}: mine n blocks (1-100)
   POST /demo/wallet/rpc               {"method", "params"}: the same account as a browser wallet
                                       (EIP-1193), which the shop's page announces (EIP-6963) to the
@@ -262,15 +263,18 @@ def wallet_refund(process_id, refund_id):
         raise ApiError(404, "not_found", "No pending refund of this order with that id.")
     try:
         own = p.payout_address is not None and wallet.unlocked(p.payout_address)
+        if not own:  # the order's deposit address: the merchant's too (its wallet holds the key)
+            wallet.impersonate(p.address)
         sent = wallet.transfer(refund.token_contract, refund.address, refund.amount,
-                               sender=p.payout_address if own else None)
+                               sender=p.payout_address if own else p.address)
     except RpcError as e:
         raise _node_error(e) from None
-    if not own:  # another wallet than the merchant's: only its named transaction settles it
+    if not own:  # not the payout address: only its named transaction settles it
         refunds.name_transaction(get_db(), p.merchant_id, process_id, refund.id, sent.tx_hash, now())
     return json_response(json.dumps({"txHash": sent.tx_hash, "blockNumber": sent.block_number,
                                      "amount": format_units(refund.amount, refund.decimals),
-                                     "to": refund.address, "from": "payout wallet" if own else "test wallet"}))
+                                     "to": refund.address,
+                                     "from": "payout wallet" if own else "deposit address"}))
 
 
 @bp.post("/demo/wallet/mine")

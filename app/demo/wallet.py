@@ -56,6 +56,12 @@ class DemoWallet:
         data = transfer_calldata(to, amount)
         return self._send({"from": sender or self.sender(), "to": token, "data": data})
 
+    def impersonate(self, address: str):
+        """Let the node send from `address` (a Hardhat node only) with gas coin to pay for it: the
+        order's deposit address, whose key the merchant's own wallet holds."""
+        self.client.call("hardhat_impersonateAccount", [address])
+        self.client.call("hardhat_setBalance", [address, hex(10**18)])
+
     def unlocked(self, address: str) -> bool:
         """Whether the node signs for `address` (one of its dev accounts)."""
         accounts = self.client.call("eth_accounts")

@@ -321,13 +321,14 @@ def test_a_refund_counts_by_the_finalized_block_too(shop, chain, proxy, runner, 
     proxy.tag("finalized", block)
     shop.watch()
     assert shop.process(process_id)["status"] == "completed"
-    customer = chain.accounts[7]
+    customer, wallet = chain.accounts[7], 3  # the merchant pays from a wallet of its own
+    chain.transfer(chain.accounts[wallet], 2 * UNIT)  # (not the one that paid the order: the customer's)
     clock.now = chain.timestamp() + 10
     made = shop.client.post(f"/payment-button/process/{process_id}/refunds",
                             data=json.dumps({"amount": 2, "address": customer}),
                             content_type="application/json", headers=shop.api.headers()).get_json()
     chain.next_timestamp(clock.now + 1)
-    paid, block = chain.transfer(customer, 2 * UNIT)
+    paid, block = chain.transfer(customer, 2 * UNIT, sender=wallet)
     named = shop.client.post(f"/payment-button/process/{process_id}/refunds/{made['refundId']}"
                              "/transaction", data=json.dumps({"txHash": paid}),
                              content_type="application/json", headers=shop.api.headers())

@@ -1,11 +1,15 @@
 """The overview's sums, kept current as things happen (app/data/rollups.py), equal a recount from the
 history to the unit after a mixed history on the real node: payments in full and in part, one
-reversed by a reorganisation deeper than the confirmations, sandbox payments in two currencies, a
-cancelled and an expired process. On both backends."""
+reversed by a reorganisation deeper than the confirmations, a refund, sandbox payments in two
+currencies, a cancelled and an expired process. On both backends."""
 import json
+from decimal import Decimal
 
 import pytest
 from support.chain_shop import cli, open_shop
+from test_refunds_chain import send_from
+
+from app.evm.addresses import to_checksum_address
 
 from app.domain import merchants
 from app.domain import overview
@@ -55,6 +59,21 @@ def test_the_kept_sums_equal_a_recount_after_a_mixed_history(shop, chain, app, r
     shop.watch()
     assert shop.event_types(reversed_id)[-1] == "payment.reversed"
 
+    customer = to_checksum_address(chain.accounts[7])  # refunded from the paid order's own address
+    shop.sync_clock()
+    made = shop.client.post(f"/payment-button/process/{paid_id}/refunds", headers=shop.api.headers(),
+                            json={"amount": 1.5, "address": customer})
+    assert made.status_code == 200, made.get_data(as_text=True)
+    chain.next_timestamp(chain.timestamp() + 10)  # paid after the refund was made
+    tx_hash, _ = send_from(chain, paid, customer, 1_500_000)  # named: not the payout address
+    named = shop.client.post(f"/payment-button/process/{paid_id}/refunds/{made.get_json()['refundId']}"
+                             "/transaction", json={"txHash": tx_hash}, headers=shop.api.headers())
+    assert named.status_code == 200, named.get_data(as_text=True)
+    chain.mine(CONFIRMATIONS)
+    shop.sync_clock()
+    shop.watch()
+    assert shop.api.get(paid_id).get_json()["refunds"][0]["status"] == "completed"
+
     sandbox_pay(shop, shop.preorder(2.5))
     cli(runner, "merchants", "set-currency", shop.merchant["merchantId"], "EUR")
     sandbox_pay(shop, shop.preorder(1.25))
@@ -69,6 +88,7 @@ def test_the_kept_sums_equal_a_recount_after_a_mixed_history(shop, chain, app, r
     assert kept == recounted
     [usd_asset] = kept.assets
     assert (usd_asset.paid[30], usd_asset.payments[30]) == (10, 2)  # the reversed one left
+    assert usd_asset.refunded[30] == Decimal("1.5")
     assert {c.code: (c.count[30], str(c.amount[30])) for c in kept.sandbox} == {
         "EUR": (2, "1.35"), "USD": (1, "2.5")}
     assert {c.code: (c.count[30], str(c.amount[30])) for c in kept.completed} == {

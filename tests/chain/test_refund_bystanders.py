@@ -1,10 +1,12 @@
 """Bystanders' transfers settle no refund, named or not (API.md "Refunds"; issue 42 items 5 and 6),
-on the real test chain: the merchant names the customer's own self-transfer, a stranger's
-transfer, or another merchant's payment to the customer, and the refund stays pending, its name
+on the real test chain: the merchant names the customer's own self-transfer, a transfer from the
+wallet that paid the order, or another merchant's payment to the customer, and the refund stays pending, its name
 cleared and kept with the reason (the Refund object's `clearedTxHash` and `clearedReason`, the
 console's refund page); a refund whose address is the merchant's payout address is not settled by
 that address paying itself; "already named" is per merchant, so another merchant's name neither
-shows nor blocks. The Refund object's `sender` and `namedBy` say who paid it and who named it."""
+shows nor blocks. A wallet the service does not know that is none of these (the merchant's
+exchange account) settles a refund it names. The Refund object's `sender` and `namedBy` say who
+paid it and who named it."""
 import json
 import logging
 import re
@@ -20,9 +22,9 @@ PAYOUT = 0  # the dev account holding the test token: the merchant's payout wall
 PASSWORD = "correct horse battery"
 SELF_PAID = ("moves the refund's token to the refund's address only from that address itself (the"
              " customer paying itself): only your own payment settles your refund")
-NOT_YOURS = ("was not sent from one of your addresses (your payout address, a deposit address of"
-             " your payments, or the payout address one forwards to): only your own payment"
-             " settles your refund")
+NOT_YOURS = "was sent from an address that is not yours alone: only your own payment settles your refund"
+PAID_IT = ("was sent from an address that paid this process (the customer's): only your own payment"
+           " settles your refund")
 
 
 def refund(shop, process_id, amount, address):
@@ -141,16 +143,17 @@ def _console(runner, client, merchant, email):
     return client
 
 
-def test_a_stranger_s_transfer_named_in_the_console_settles_nothing(app, client, runner, chain,
-                                                                      clock, make_merchant):
+def test_the_payers_transfer_named_in_the_console_settles_nothing(app, client, runner, chain,
+                                                                   clock, make_merchant):
+    """The customer paid the order from its wallet (the token's holder) and pays the refund's
+    address from it: an address that paid the process is the customer's, whoever names it."""
     add_network(runner, chain, confirmations=CONFIRMATIONS)
-    customer, stranger = chain.accounts[10], chain.accounts[11]
-    chain.transfer(stranger, 10_000_000)
+    customer = chain.accounts[10]
     merchant = make_merchant()
-    shop, process_id, _ = open_merchant(app, client, runner, chain, clock, merchant)
+    shop, process_id, _ = open_merchant(app, client, runner, chain, clock, merchant, payout=None)
     made = refund(shop, process_id, 4, customer)
     chain.next_timestamp(max(clock.now, chain.timestamp()) + 5)
-    theirs, _ = chain.transfer(customer, 4_000_000, sender=11)  # the stranger pays the customer
+    theirs, _ = chain.transfer(customer, 4_000_000)  # from the wallet that paid the order
     console = _console(runner, app.test_client(), merchant, "owner@shop.example")
     path = f"/dashboard/processes/{process_id}/refunds/{made['refundId']}"
     page = console.get(path)
@@ -165,11 +168,29 @@ def test_a_stranger_s_transfer_named_in_the_console_settles_nothing(app, client,
     assert '<dd id="named-by">owner@shop.example</dd>' in named.text
     assert before["namedBy"] == "owner@shop.example"
     assert (after["txHash"], after["namedBy"], after["clearedTxHash"]) == (None, None, theirs)
-    assert after["clearedReason"] == f"Transaction {theirs} {NOT_YOURS}."
+    assert after["clearedReason"] == f"Transaction {theirs} {PAID_IT}."
     page = console.get(path).text
     assert f'<span class="mono wrap" id="cleared-tx">{theirs}</span>' in page
     assert "your own payment settles your refund.</span>" in page and 'id="named-by"' not in page
     assert 'name="tx_hash"' in page  # the field takes the right hash again
+
+
+def test_another_wallet_of_the_merchants_named_settles_the_refund(app, client, runner, chain, clock,
+                                                                  make_merchant):
+    """A wallet the service does not know (an exchange's, the merchant's second one) that is no
+    bystander's: the merchant names its transfer, and it settles the refund."""
+    add_network(runner, chain, confirmations=CONFIRMATIONS)
+    customer, exchange = chain.accounts[10], chain.accounts[12]
+    chain.transfer(exchange, 10_000_000)
+    shop, process_id, _ = open_merchant(app, client, runner, chain, clock, make_merchant())
+    made = refund(shop, process_id, 4, customer)
+    chain.next_timestamp(max(clock.now, chain.timestamp()) + 5)
+    paid, _ = chain.transfer(customer, 4_000_000, sender=12)
+    assert name(shop, process_id, made["refundId"], paid).status_code == 200
+    settle(shop, chain, clock)
+    after = shown(shop, process_id, made)
+    assert (after["status"], after["sender"], after["namedBy"]) == (
+        "completed", to_checksum_address(exchange), "secret key")
 
 
 def test_another_merchant_s_payment_named_settles_nothing_and_its_names_block_nobody(

@@ -352,7 +352,8 @@ def test_reconcile_is_clean_after_honest_payments_writes_nothing_and_finds_forge
     refund = two.api.client.post(f"/payment-button/process/{paid_id}/refunds",
                                  json={"amount": 1, "address": customer},
                                  headers={"x-secret-key": two.merchant["secretKey"]}).get_json()
-    refund_tx, _ = chain.transfer(customer, UNIT)  # the merchant pays it, and names it
+    chain.transfer(chain.accounts[3], UNIT)  # a wallet of the merchant's, not the order's payer
+    refund_tx, _ = chain.transfer(customer, UNIT, sender=3)  # the merchant pays it, and names it
     named = two.api.client.post(f"/payment-button/process/{paid_id}/refunds/{refund['refundId']}"
                                 "/transaction", json={"txHash": refund_tx},
                                 headers={"x-secret-key": two.merchant["secretKey"]})

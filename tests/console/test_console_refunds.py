@@ -76,9 +76,8 @@ def test_a_name_shows_who_gave_it_and_a_cleared_one_its_reason(runner, client, a
     assert '<dd id="named-by">owner@shop.example</dd>' in named.text
     assert _refund_json(api, pid)["namedBy"] == "owner@shop.example"
 
-    reason = (f"Transaction {STRANGER_TX} was not sent from one of your addresses (your payout"
-              " address, a deposit address of your payments, or the payout address one forwards"
-              " to): only your own payment settles your refund.")
+    reason = (f"Transaction {STRANGER_TX} was sent from an address that is not yours alone: only"
+              " your own payment settles your refund.")
     db = app.extensions["db"]
     with db.transaction() as conn:  # as the watcher clears it
         assert refund_rows.clear_name(conn, refund["refundId"], STRANGER_TX, reason, 1_795_000_100)

@@ -109,7 +109,7 @@ def test_the_wallet_pays_a_refund_and_names_its_transaction(client, runner, chai
     owed = client.get(f"/demo/wallet/{pid}").get_json()["payment"]["refunds"]
     assert owed == [{"id": refund["refundId"], "amount": "4", "to": refund["address"], "named": False}]
     paid = client.post(f"/demo/wallet/{pid}/refunds/{refund['refundId']}")
-    assert paid.status_code == 200 and paid.get_json()["from"] == "test wallet"  # xpub mode: no payout wallet
+    assert paid.status_code == 200 and paid.get_json()["from"] == "deposit address"  # xpub mode: no payout wallet
     data = "0x70a08231" + chain.accounts[5][2:].lower().rjust(64, "0")  # balanceOf
     assert int(chain.rpc("eth_call", {"to": payment["tokenContract"], "data": data}, "latest"), 16) == 4_000_000
     chain.mine(2)
