@@ -1,15 +1,16 @@
 """The console's overview and money filters at a million processes, on SQLite and on PostgreSQL:
-`python -m bench.overview [--processes N] [--requests N] [--backend sqlite|postgresql]`.
+`python -m bench.overview [--processes N] [--days D] [--requests N] [--backend sqlite|postgresql]`.
 
-One live merchant in the payout mode with a year of history: N processes 365 days / N apart (a
-busy shop: about 2,700 a day at a million); of them 60 % completed with a payment and its confirmed
-transfer (USDC, 6 decimals), 3 % expired partly paid (with their payment.partial event), 1 % of the
-completed refunded, the rest expired or cancelled without money; a collection every day took the
-previous days' payments. Loaded by one INSERT … SELECT per table (a recursive CTE on SQLite,
-generate_series on PostgreSQL), then ANALYZE (and on PostgreSQL VACUUM, as autovacuum would after
-such a load). Through the Flask test client logged in as the owner (the server's own time, no
-network): the overview page and the list filtered by each money filter, p50/p95 over `requests`
-requests after 5 untimed ones.
+One live merchant in the payout mode with a year of history (`--days`, 365): N processes D days / N
+apart (a busy shop: about 2,700 a day at a million); of them 60 % completed with a payment and its
+confirmed transfer (USDC, 6 decimals), 3 % expired partly paid (with their payment.partial event),
+1 % of all refunded (completed ones), the rest expired or cancelled without money; a collection
+every day took the previous days' payments (`load`'s `mix` can also complete a share without a
+payment, as the operator does in live mode: bench/overview_load.py's month). Loaded by one
+INSERT … SELECT per table (a recursive CTE on SQLite, generate_series on PostgreSQL), then ANALYZE
+(and on PostgreSQL VACUUM, as autovacuum would after such a load). Through the Flask test client
+logged in as the owner (the server's own time, no network): the overview page and the list filtered
+by each money filter, p50/p95 over `requests` requests after 5 untimed ones.
 Target: the overview's p95 <= 300 ms on both backends. The floor beside it: one count(*) of the
 merchant's processes (what any page that shows "how many" costs). Prints a table and writes
 bench/results/overview-<UTC timestamp>.json.
@@ -29,7 +30,9 @@ from bench.console import logged_in, merchant_with_owner
 USDC = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
 FACTORY = "0x" + "fa" * 20
 PAYOUT = "0x" + "ab" * 20
-YEAR = 365 * 86_400
+DAY = 86_400
+YEAR_MIX = (60, 3, 0)  # percent of the processes: completed with a payment, expired partly paid,
+# completed without a payment; the rest expired or cancelled without money
 
 
 def _numbers(dialect, n):
@@ -44,14 +47,16 @@ def _hex(dialect, expr, width):
     return f"printf('%0{width}x', {expr})"
 
 
-def load(conn, dialect, merchant_id, n, now):
-    """The merchant's year: processes, payments, transfers, refunds and collections (see above)."""
-    step = YEAR / n
+def load(conn, dialect, merchant_id, n, now, days=365, mix=YEAR_MIX):
+    """The merchant's `days`: processes, payments, transfers, refunds and collections (see above);
+    `mix`: the percent completed with a payment, expired partly paid and completed without one."""
+    start, step = now - days * DAY, days * DAY / n
     pid = f"'{'0' * 8}-0000-4000-8000-' || {_hex(dialect, 'i', 12)}"
-    created = f"CAST({now - YEAR} + i * {step} AS BIGINT)" if dialect == "postgresql" \
-        else f"CAST({now - YEAR} + i * {step} AS INTEGER)"
-    kind = "(i % 100)"  # < 60 completed, 60-62 partly paid, the rest without money
-    status = (f"CASE WHEN {kind} < 60 THEN 'completed' WHEN {kind} < 63 THEN 'expired'"
+    created = f"CAST({start} + i * {step} AS BIGINT)" if dialect == "postgresql" \
+        else f"CAST({start} + i * {step} AS INTEGER)"
+    kind, (paid, partly, by_hand) = "(i % 100)", mix  # paid, partly paid, by hand, the rest
+    status = (f"CASE WHEN {kind} < {paid} THEN 'completed' WHEN {kind} < {paid + partly} THEN 'expired'"
+              f" WHEN {kind} < {paid + partly + by_hand} THEN 'completed'"
               f" WHEN {kind} < 90 THEN 'expired' ELSE 'cancelled' END")
     numbers = _numbers(dialect, n)
     conn.execute(
@@ -59,25 +64,25 @@ def load(conn, dialect, merchant_id, n, now):
         " updated_at, expires_at)"
         f" SELECT {pid}, '{merchant_id}', {status}, '25.00', '{{}}', 1,"
         f" {created}, {created} + 600, {created} + 1800 FROM ({numbers}) AS g")
-    paid = f"{kind} < 63"
+    with_money = f"{kind} < {paid + partly}"
     conn.execute(
         "INSERT INTO payments (process_id, merchant_id, address_index, address, asset_id, network_id,"
         " chain_id, token_contract, decimals, amount_due, created_at, updated_at, mode, payout_address,"
         " factory)"
         f" SELECT {pid}, '{merchant_id}', NULL, '0x' || {_hex(dialect, 'i', 40)}, 'usdc', 'polygon', 137,"
         f" '{USDC}', 6, '25000000', {created}, {created}, 'payout', '{PAYOUT}', '{FACTORY}'"
-        f" FROM ({numbers}) AS g WHERE {paid}")
-    amount = f"CASE WHEN {kind} < 60 THEN '25000000' ELSE '12500000' END"
+        f" FROM ({numbers}) AS g WHERE {with_money}")
+    amount = f"CASE WHEN {kind} < {paid} THEN '25000000' ELSE '12500000' END"
     conn.execute(
         "INSERT INTO transfers (chain_id, tx_hash, log_index, network_id, process_id, token_contract,"
         " from_address, amount, block_number, block_hash, block_timestamp, status, seen_at, confirmed_at)"
         f" SELECT 137, '0x' || {_hex(dialect, 'i', 64)}, 0, 'polygon', {pid}, '{USDC}', '{PAYOUT}',"
         f" {amount}, i, '0x' || {_hex(dialect, 'i', 64)}, {created} + 300, 'confirmed', {created} + 300,"
-        f" {created} + 600 FROM ({numbers}) AS g WHERE {paid}")
+        f" {created} + 600 FROM ({numbers}) AS g WHERE {with_money}")
     conn.execute(  # the watcher's report of each partial payment
         "INSERT INTO events (id, merchant_id, process_id, type, payload, created_at, status)"
         f" SELECT 'evt_' || {_hex(dialect, 'i', 32)}, '{merchant_id}', {pid}, 'payment.partial', '{{}}',"
-        f" {created} + 600, 'delivered' FROM ({numbers}) AS g WHERE {kind} BETWEEN 60 AND 62")
+        f" {created} + 600, 'delivered' FROM ({numbers}) AS g WHERE {kind} >= {paid} AND {with_money}")
     conn.execute(
         "INSERT INTO refunds (id, process_id, merchant_id, status, asset_id, network_id, chain_id,"
         " token_contract, decimals, amount, address, created_at, updated_at, scanned_block, tx_hash,"
@@ -85,25 +90,24 @@ def load(conn, dialect, merchant_id, n, now):
         f" SELECT 'rf_' || {_hex(dialect, 'i', 32)}, {pid}, '{merchant_id}', 'completed', 'usdc', 'polygon',"
         f" 137, '{USDC}', 6, '5000000', '{PAYOUT}', {created} + 3600, {created} + 7200, i,"
         f" '0x' || {_hex(dialect, 'i + 7', 64)}, 1, i FROM ({numbers}) AS g WHERE i % 100 = 7")
-    days = 365
     for day in range(days - 1):  # one confirmed collection a day, of the processes before it
         conn.execute(
             "INSERT INTO collections (network_id, chain_id, factory, sender, nonce, tx_hash, raw_tx,"
             " gas_limit, max_fee_per_gas, status, block_number, created_at, settled_at)"
             f" VALUES ('polygon', 137, '{FACTORY}', '{PAYOUT}', ?, ?, '0x', 1, '1', 'confirmed', ?, ?, ?)",
-            (day, "0x" + f"{day:064x}", int((day + 1) * n / days) + 1, now - YEAR + (day + 1) * 86_400,
-             now - YEAR + (day + 1) * 86_400))
+            (day, "0x" + f"{day:064x}", int((day + 1) * n / days) + 1, start + (day + 1) * DAY,
+             start + (day + 1) * DAY))
     conn.execute(
         "INSERT INTO collection_items (collection_id, address, token, process_id, merchant_id,"
         " payout_address, amount)"
         f" SELECT c.id, p.address, '{USDC}', p.process_id, p.merchant_id, '{PAYOUT}', '25000000'"
-        " FROM payments p JOIN collections c ON c.nonce = CAST((p.created_at - "
-        f"{now - YEAR}) / 86400 AS INTEGER) WHERE p.created_at < {now - 86_400}")
+        f" FROM payments p JOIN collections c ON c.nonce = CAST((p.created_at - {start}) / {DAY} AS INTEGER)"
+        f" WHERE p.created_at < {now - DAY}")
     conn.execute("ANALYZE")
 
 
-def make_side(folder, dialect, n, now):
-    """(app, logged-in client) of a database holding the merchant's year."""
+def make_side(folder, dialect, n, now, days=365, mix=YEAR_MIX):
+    """(app, logged-in client, merchant id) of a database holding the merchant's `days`."""
     if dialect == "postgresql":
         from bench.postgres import database_url
         target = database_url()
@@ -120,7 +124,9 @@ def make_side(folder, dialect, n, now):
                          " 'http://127.0.0.1:1', 12, 1, 1, 1, ?)", (now,))
             conn.execute("INSERT INTO assets (id, network_id, symbol, name, contract, decimals, created_at)"
                          " VALUES ('usdc', 'polygon', 'USDC', 'USD Coin', ?, 6, ?)", (USDC, now))
-            load(conn, dialect, merchant.id, n, now)
+            conn.execute("INSERT INTO network_factories (network_id, address, tx_hash, created_at, version)"
+                         " VALUES ('polygon', ?, ?, ?, 2)", (FACTORY, "0x" + "fb" * 32, now))  # payout mode's
+            load(conn, dialect, merchant.id, n, now, days, mix)
             overview_rows.rebuild(conn)  # the sums, as init-db builds them for rows loaded thus
         if dialect == "postgresql":  # as autovacuum leaves a table after a load: visibility map set
             import psycopg
@@ -169,14 +175,15 @@ URLS = {"overview": "/dashboard/overview", "money=partly": "/dashboard/?money=pa
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m bench.overview", description=__doc__.splitlines()[0])
     parser.add_argument("--processes", type=int, default=1_000_000)
+    parser.add_argument("--days", type=int, default=365, help="the span of the processes (default 365)")
     parser.add_argument("--requests", type=int, default=30)
     parser.add_argument("--backend", choices=("sqlite", "postgresql"), action="append")
     args = parser.parse_args(argv)
     now = int(time.time())
-    result = {"processes": args.processes, "requests": args.requests, "backends": {}}
+    result = {"processes": args.processes, "days": args.days, "requests": args.requests, "backends": {}}
     with tempfile.TemporaryDirectory(prefix="bench-overview-") as folder:
         for dialect in args.backend or ("sqlite", "postgresql"):
-            app, client, merchant_id = make_side(folder, dialect, args.processes, now)
+            app, client, merchant_id = make_side(folder, dialect, args.processes, now, args.days)
             figures = {}
             for name, url in URLS.items():
                 times = timed(client, url, args.requests)
