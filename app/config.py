@@ -47,6 +47,13 @@ DEFAULTS = {
     "RELAYER_KEY_FILE": None,
     "RELAYER_MAX_PER_HOUR": 100,
     "RELAYER_MAX_PER_PAYER_PER_HOUR": 10,
+    # Relays that reverted on chain (their payer moved the money between the check and the block)
+    # within an hour past which payers new to the relayer are refused; those whose relays paid
+    # before go on. A reverted relay's payer is refused for a day whatever this says.
+    "RELAYER_MAX_REVERTS_PER_HOUR": 10,
+    # One deadline over every node call made while serving a web request (the relayer's checks and
+    # broadcast, the listing's gas reading): past it the request answers 503 network_unavailable.
+    "REQUEST_NODE_DEADLINE_SECONDS": 5,
     # A network whose polls have failed since its last successful one, older than this, is
     # unavailable: hidden from the assets listing, confirm answers 503 (app/domain/health.py)
     "NETWORK_STALE_SECONDS": 60,
@@ -119,6 +126,7 @@ def normalize(config):
         "KEY_ROLL_OVERLAP_HOURS",
         "RELAYER_MAX_PER_HOUR",
         "RELAYER_MAX_PER_PAYER_PER_HOUR",
+        "RELAYER_MAX_REVERTS_PER_HOUR",
         "NETWORK_STALE_SECONDS",
         "LINK_PROCESSES_PER_MINUTE",
     ):
@@ -146,6 +154,12 @@ def normalize(config):
         raise ConfigError("POSTGRES_POOL_TIMEOUT_SECONDS must be a number") from None
     if not 0 < config["POSTGRES_POOL_TIMEOUT_SECONDS"] < math.inf:
         raise ConfigError("POSTGRES_POOL_TIMEOUT_SECONDS must be positive")
+    try:
+        config["REQUEST_NODE_DEADLINE_SECONDS"] = float(config["REQUEST_NODE_DEADLINE_SECONDS"])
+    except (TypeError, ValueError):
+        raise ConfigError("REQUEST_NODE_DEADLINE_SECONDS must be a number") from None
+    if not 0 < config["REQUEST_NODE_DEADLINE_SECONDS"] <= 20:  # inside gunicorn's 30 s timeout
+        raise ConfigError("REQUEST_NODE_DEADLINE_SECONDS must be above 0 and at most 20")
     if str(config["SQLITE_SYNCHRONOUS"]).upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
         raise ConfigError("SQLITE_SYNCHRONOUS must be OFF, NORMAL, FULL or EXTRA")
     config["SQLITE_SYNCHRONOUS"] = str(config["SQLITE_SYNCHRONOUS"]).upper()

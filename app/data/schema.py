@@ -17,7 +17,7 @@ TABLES = (
     "networks", "rates", "assets", "merchant_wallets", "merchant_payouts", "network_factories", "payments",
     "payment_choices", "transfers", "unexpected_transfers", "chain_blocks", "refunds", "collections",
     "collection_items",
-    "pruned_events", "relayed_authorizations",
+    "pruned_events", "relayed_authorizations", "relay_refusals",
     "users", "console_sessions", "login_failures", "login_locks", "process_search", "overview_days",
     "links", "link_hits",
 )

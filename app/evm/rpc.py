@@ -1,9 +1,13 @@
-"""A small Ethereum JSON-RPC client over `requests`: one Session, connect and read timeouts.
+"""A small Ethereum JSON-RPC client over `requests`: one Session, connect and read timeouts, and
+optionally a deadline over every call it makes (a web request's: `deadline_in`).
 
 The URL is operator-set and may carry a provider's API key in its path or query: it is never
 logged or put in an error message (`redacted(url)` gives the scheme and host only).
 """
+import json
 import re
+import threading
+import time
 from collections import Counter
 from urllib.parse import urlsplit
 
@@ -52,6 +56,20 @@ class WrongChain(RpcError):
     """The node answers for another chain than the network's: read nothing from it."""
 
 
+class DeadlinePassed(RpcError):
+    """The client's deadline passed before the node answered (or before a call could be sent).
+    `asked`: whether this call's request went out (its effect, a broadcast say, may still happen)."""
+
+    def __init__(self, message, asked):
+        super().__init__(message)
+        self.asked = asked
+
+
+def deadline_in(seconds) -> float:
+    """A deadline `seconds` from now, for Client(deadline=…): a time.monotonic() value."""
+    return time.monotonic() + float(seconds)
+
+
 def wrong_chain(url, reported, expected) -> WrongChain:
     return WrongChain(f"{redacted(url)} answers for chain id {reported}, not the network's chain"
                       f" id {expected}: nothing read from it")
@@ -71,18 +89,21 @@ def _timeouts(config):
 
 
 class Client:
-    def __init__(self, url, *, session=None, timeout=_timeouts(DEFAULTS)):
+    def __init__(self, url, *, session=None, timeout=_timeouts(DEFAULTS), deadline=None):
+        """`deadline`: a time.monotonic() value by which every call must have its answer (None:
+        each call bounded by `timeout` alone). Past it a call raises DeadlinePassed without asking."""
         self.url = url
         self.session = session or requests.Session()
         self.timeout = timeout
+        self.deadline = deadline
         self._next_id = 0
         self.calls = Counter()  # method -> calls made, for the watcher's summary line
         self.max_batch = MAX_BATCH  # calls per batch of headers; halved when the node refuses
 
     @classmethod
-    def from_config(cls, url, config):
-        """A client with the app's CHAIN_RPC_* timeouts."""
-        return cls(url, timeout=_timeouts(config))
+    def from_config(cls, url, config, deadline=None):
+        """A client with the app's CHAIN_RPC_* timeouts (and `deadline`, as the constructor's)."""
+        return cls(url, timeout=_timeouts(config), deadline=deadline)
 
     def call(self, method, params=()):
         """One JSON-RPC call; its `result`, or RpcError."""
@@ -101,22 +122,71 @@ class Client:
         as on HTTP 200 (code and message), so the caller splits the range alike."""
         where = redacted(self.url)
         try:
-            response = self.session.post(self.url, json=payload, timeout=self.timeout)
+            if self.deadline is None:
+                response = self.session.post(self.url, json=payload, timeout=self.timeout)
+                status, content = response.status_code, response.content
+            else:
+                status, content = self._post_within(what, payload)
         except requests.RequestException as e:
             raise RpcError(f"{what}: {where} unreachable ({type(e).__name__})") from None
-        if response.status_code in (400, 413):
+        if status in (400, 413):
             try:
-                answer = response.json()
+                answer = json.loads(content)
             except ValueError:
                 answer = None
             if isinstance(answer, dict) and answer.get("error") is not None:
-                self._result(f"{what} (HTTP {response.status_code})", answer)
-        if response.status_code != 200:
-            raise RpcError(f"{what}: {where} answered HTTP {response.status_code}")
+                self._result(f"{what} (HTTP {status})", answer)
+        if status != 200:
+            raise RpcError(f"{what}: {where} answered HTTP {status}")
         try:
-            return response.json()
+            return json.loads(content)
         except ValueError:
             raise RpcError(f"{what}: {where} answered malformed JSON") from None
+
+    def _post_within(self, what, payload):
+        """(HTTP status, body) of the POST, answered before the deadline, else DeadlinePassed.
+        requests' timeouts bound each socket operation, not the whole (a node trickling its answer
+        byte by byte restarts the read timeout with every byte), so the POST runs in a thread of its
+        own, which the caller waits for until the deadline and no longer: the caller is free then,
+        and the thread ends soon after (each of its socket operations is bounded by what was left,
+        and it stops reading the body once the deadline is past)."""
+        deadline, where = self.deadline, redacted(self.url)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise DeadlinePassed(f"{what}: not sent to {where}: the deadline had passed", asked=False)
+        timeout = tuple(min(t, left) for t in self.timeout) if isinstance(self.timeout, tuple) \
+            else min(self.timeout, left)
+        outcome = {}
+        done = threading.Event()
+
+        def post():
+            try:
+                response = self.session.post(self.url, json=payload, timeout=timeout, stream=True)
+                outcome["response"] = response
+                chunks = []
+                for chunk in response.iter_content(64 * 1024):
+                    if time.monotonic() > deadline:
+                        response.close()
+                        raise requests.Timeout("past the deadline")
+                    chunks.append(chunk)
+                outcome["answer"] = (response.status_code, b"".join(chunks))
+            except BaseException as e:  # handed to the caller, if it still waits
+                outcome["error"] = e
+            finally:
+                done.set()
+
+        threading.Thread(target=post, name="rpc-deadline", daemon=True).start()
+        if not done.wait(max(0.0, deadline - time.monotonic())):
+            response = outcome.get("response")
+            if response is not None:  # stop a trickling body now rather than at its next chunk
+                try:
+                    response.close()
+                except Exception:
+                    pass
+            raise DeadlinePassed(f"{what}: {where} did not answer before the deadline", asked=True)
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["answer"]
 
     def _result(self, what, answer):
         """The `result` of one call's answer object, or RpcError (its error, or no result)."""

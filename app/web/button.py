@@ -14,6 +14,7 @@ from flask import Blueprint, Response, current_app, g, request, send_file
 
 from app.chain import relayer
 from app.clock import now
+from app.console.security import client_address
 from app.db import get_db
 from app.domain import payments, processes
 from app.domain.representation import payment_uri, public_process_json
@@ -102,14 +103,14 @@ def assets():
             raise validation_error({"processId": ["Must be a process id (a UUID)."]})
         process = processes.get(db, g.merchant.id, process_id)  # another merchant's: 404
     data = payments.payable_assets(db, g.merchant, current, _stale_seconds(), process)
-    networks = {}
+    networks, deadline = {}, relayer.request_deadline(current_app.config)  # one for every node
     for asset in data:
         for entry in asset["networks"]:
             if "eip712Domain" in entry:
                 if entry["id"] not in networks:
                     networks[entry["id"]] = relayer.available(
                         db, current_app.config, payments.network(db, entry["id"]), current,
-                        current_app.extensions.setdefault("relayer_gas", {}))
+                        current_app.extensions.setdefault("relayer_gas", {}), deadline)
                 entry["gasless"] = networks[entry["id"]]
     return json_response(json.dumps({"data": data}, ensure_ascii=False, separators=(",", ":")))
 
@@ -131,12 +132,31 @@ def confirm(process_id):
 @bp.post("/process/<process_id:process_id>/authorization")
 @require_public_key
 def authorization(process_id):
-    """A payer's signed ERC-3009 authorization, submitted by the relayer: 202 {"txHash"}."""
+    """A payer's signed ERC-3009 authorization, submitted by the relayer: 202 {"txHash"}. One
+    deadline over every node call it makes (REQUEST_NODE_DEADLINE_SECONDS, from here). The client
+    address's refused authorizations (400, 409) are counted: past the relayer's limits, 429 before
+    anything else (`relayer.admit`; `_count_refusal` keeps the count once the answer is known)."""
+    deadline = relayer.request_deadline(current_app.config)
     db = get_db()
+    g.relay_refusal = relayer.admit(db, client_address(), process_id, now())
     processes.get(db, g.merchant.id, process_id)  # 404 before anything else about it
     fields = load_json_body(_authorization)
-    tx_hash = relayer.submit(db, current_app.config, g.merchant, process_id, fields, now())
+    tx_hash = relayer.submit(db, current_app.config, g.merchant, process_id, fields, now(),
+                             deadline=deadline)
     return json_response(json.dumps({"txHash": tx_hash}), status=202)
+
+
+@bp.after_request
+def _count_refusal(response):
+    """After an authorization's answer (an error's too): a 400 or a 409 stays counted against its
+    client address; any other answer is not a refusal."""
+    reservation = g.pop("relay_refusal", None)
+    if reservation is not None:
+        try:
+            relayer.settle_refusal(get_db(), reservation, response.status_code in (400, 409))
+        except Exception:  # the answer stands; the request stays counted (for its window)
+            current_app.logger.exception("authorization: its count not settled")
+    return response
 
 
 @bp.post("/process/<process_id:process_id>/sandbox/pay")

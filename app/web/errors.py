@@ -120,6 +120,8 @@ def _domain_errors():
         ),
         relayer.RelayUnavailable: lambda e: error_response(
             503, "network_unavailable", str(e), headers={"Retry-After": relayer.RETRY_AFTER}),
+        relayer.TooManyRefusals: lambda e: error_response(
+            429, "rate_limited", str(e), headers={"Retry-After": str(e.retry_after)}),
         payments.ChoiceError: lambda e: error_response(
             400, "validation_error", str(e), e.errors
         ),

@@ -2,6 +2,7 @@
 ERC-3009 token (tests/chain/token/TestUSDC.sol) added with `assets add --eip3009`, a payer holding none
 of the gas coin, the relayer a funded dev account whose key is in RELAYER_KEY_FILE. Every refusal is
 checked to broadcast nothing: the relayer's nonce (pending transactions included) is unchanged."""
+import itertools
 import json
 
 import pytest
@@ -16,6 +17,7 @@ from app.evm.eip3009 import Domain
 RELAYER_KEY = "0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6"
 RELAYER = "0x90F79bf6EB2c4f870365E785982E1f101E93b906"
 PAYER = signing.payer("gasless payer")
+PAYER_CLIENT = "203.0.113.7"  # the payer's address, as nginx forwards it (X-Forwarded-For)
 CONFIRMATIONS = 2
 GWEI = 10**9
 
@@ -38,6 +40,7 @@ class Gasless:
     def __init__(self, app, client, runner, chain, clock, merchant):
         self.app, self.client, self.runner, self.chain, self.clock = app, client, runner, chain, clock
         self.merchant, self.api = merchant, Api(client, merchant["secretKey"])
+        self.clients = itertools.count(1)
         clock.now = chain.timestamp()
         self.usdc = to_checksum_address(chain.deploy_token(contract="TestUSDC"))
         chain.transfer(PAYER.address, 100_000_000, token=self.usdc)
@@ -68,10 +71,11 @@ class Gasless:
         args.update(fields)
         return signing.sign(signer, self.domain, **args)
 
-    def post(self, process_id, body):
+    def post(self, process_id, body, client=PAYER_CLIENT):
+        """POST the authorization from `client` (the address the shipped nginx forwards)."""
         return self.client.post(f"/payment-button/process/{process_id}/authorization",
                                 data=json.dumps(body), content_type="application/json",
-                                headers=self.headers())
+                                headers={**self.headers(), "X-Forwarded-For": client})
 
     def relayer_nonce(self):
         return int(self.chain.rpc("eth_getTransactionCount", RELAYER, "pending"), 16)
@@ -100,10 +104,13 @@ class Gasless:
         """Whether the listing offers USDC without gas."""
         return {a["id"]: a for a in self.assets()}["usdc"]["networks"][0]["gasless"]
 
-    def refused(self, process_id, body, status, code, field=None):
-        """The answer to `body` is `status` `code` (naming `field`), and nothing was broadcast."""
+    def refused(self, process_id, body, status, code, field=None, client=None):
+        """The answer to `body` is `status` `code` (naming `field`), and nothing was broadcast.
+        Sent from `client`, by default an address of its own: the refusals a test makes to see
+        each check are not what limits the client (test_relayer_limits.py counts them)."""
         nonce = self.relayer_nonce()
-        answer = self.post(process_id, body)
+        n = next(self.clients)
+        answer = self.post(process_id, body, client or f"198.51.{n // 256}.{n % 256}")
         assert (answer.status_code, answer.get_json()["code"]) == (status, code), answer.get_json()
         if field is not None:
             assert list(answer.get_json()["errors"]) == [field]
@@ -287,7 +294,8 @@ def test_one_balance_backs_one_authorization_in_flight(shop, chain, proxy):
 def test_the_call_is_simulated_on_the_pending_state(shop, chain, proxy):
     """The payer's own transfer of its whole balance waits in the node's pool when its authorization
     arrives: on the latest state (what geth simulates without a block) the call passes, and sent it
-    would revert; simulated on the pending state it is refused."""
+    would revert; simulated on the pending state it is refused (409: the option is not available
+    for it now), the node's words not quoted."""
     proxy.estimates_on_latest = True
     shop.through(proxy)
     payer = shop.funded_payer("moves its balance away", 5_000_000)
@@ -298,10 +306,13 @@ def test_the_call_is_simulated_on_the_pending_state(shop, chain, proxy):
         chain.rpc("eth_sendTransaction", {"from": payer.address, "to": shop.usdc, "data": "0xa9059cbb"
                   + chain.accounts[5][2:].lower().rjust(64, "0") + format(5_000_000, "064x")})
         answer = shop.refused(process_id, signing.body(
-            shop.authorization(process, value=5_000_000, signer=payer)), 400, "validation_error",
-            "signature")
+            shop.authorization(process, value=5_000_000, signer=payer)), 409,
+            "payment_method_unavailable")
     chain.rpc("hardhat_stopImpersonatingAccount", payer.address)
-    assert answer["errors"]["signature"][0].startswith("The token refuses this authorization")
+    assert answer["message"] == (
+        "Paying without gas is not available now: the token would refuse this authorization now"
+        " (simulated on the network's pending state; the tokens may be leaving the address);"
+        " nothing was sent.")
 
 
 def test_one_payer_cannot_fill_the_hourly_cap(shop, app):
