@@ -210,15 +210,17 @@ def _by_type(conn) -> str:
     return " INDEXED BY events_merchant_type" if dialect(conn) == "sqlite" else ""
 
 
-def partly_paid_candidates(conn, merchant_id, since) -> list[str]:
+def partly_paid_candidates(conn, merchant_id, since, limit) -> list[str]:
     """Processes of the merchant that reported a partial payment (`payment.partial`: confirmed
-    money below what was due) at or after `since` and did not complete since: the caller compares
-    what was paid with what is due, exactly (a later transfer may have paid the rest)."""
-    rows = conn.execute(
-        f"SELECT DISTINCT e.process_id FROM events e{_by_type(conn)} JOIN processes pr ON pr.id = e.process_id"
+    money below what was due) at or after `since` and did not complete since, those of the newest
+    reports first, `limit` at most: the caller compares what was paid with what is due, exactly (a
+    later transfer may have paid the rest)."""
+    rows = conn.execute(  # newest first down the index, a few reports a process at most
+        f"SELECT e.process_id FROM events e{_by_type(conn)} JOIN processes pr ON pr.id = e.process_id"
         " WHERE e.merchant_id = ? AND e.type = 'payment.partial' AND e.created_at >= ?"
-        " AND pr.status <> 'completed'", (merchant_id, since)).fetchall()
-    return [r[0] for r in rows]
+        " AND pr.status <> 'completed' ORDER BY e.created_at DESC LIMIT ?",
+        (merchant_id, since, 3 * limit)).fetchall()
+    return list(dict.fromkeys(r[0] for r in rows))[:limit]
 
 
 def partly_paid(conn, process_ids) -> tuple[int, list[str]]:

@@ -47,6 +47,7 @@ class Overview:
     completed: list  # CurrencyFigures of the completed processes (`completed`)
     statuses: list  # (status, processes created in the 30 days)
     partly: int  # processes partly paid
+    partly_more: bool  # there may be more (partly_count)
     waiting: list  # what waits to be collected (`waiting`)
     failing: int  # events whose delivery is failing
 
@@ -62,20 +63,29 @@ def of_merchant(db, merchant, now, recount=False) -> Overview:
     read = _history(conn, merchant.id, since, from_seq) if recount else \
         (lambda kind: overview_rows.days(conn, merchant.id, kind, since))
     assets, sandbox = money(conn, current, read, not merchant.livemode, merchant.currency)
+    partly, partly_more = partly_count(db, merchant.id, since)
     return Overview(today=today, assets=assets, sandbox=sandbox,
                     completed=_by_currency(read("completed"), today, merchant.currency),
                     statuses=statuses(conn, merchant.id, current, from_seq, read("final")),
-                    partly=partly_count(db, merchant.id, since), waiting=waiting(conn, merchant.id, since),
+                    partly=partly, partly_more=partly_more, waiting=waiting(conn, merchant.id, since),
                     failing=overview_rows.failing_deliveries(conn, merchant.id))
 
 
-def partly_count(db, merchant_id, since) -> int:
-    """Processes that reported a partial payment since `since`, did not complete, and whose
-    confirmed money is still above zero and below what is due (exactly)."""
+# Partly paid processes are counted from their payments on each view, the newest PARTLY_MAX of
+# them at most: a view costs the same however many there are ("at least" past that).
+PARTLY_MAX = 1000
+
+
+def partly_count(db, merchant_id, since) -> tuple[int, bool]:
+    """(processes that reported a partial payment since `since`, did not complete, and whose
+    confirmed money is still above zero and below what is due (exactly); whether there may be
+    more: only the newest PARTLY_MAX reports are looked at)."""
     conn = db.connection()
-    candidates = overview_rows.partly_paid_candidates(conn, merchant_id, since)
-    count, unsure = overview_rows.partly_paid(conn, candidates)
-    return count + (len(payments.partly_paid(payments.views_of(db, unsure))) if unsure else 0)
+    candidates = overview_rows.partly_paid_candidates(conn, merchant_id, since, PARTLY_MAX + 1)
+    more = len(candidates) > PARTLY_MAX
+    count, unsure = overview_rows.partly_paid(conn, candidates[:PARTLY_MAX])
+    count += len(payments.partly_paid(payments.views_of(db, unsure))) if unsure else 0
+    return count, more
 
 
 def waiting(conn, merchant_id, since) -> list[dict]:
