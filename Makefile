@@ -16,7 +16,7 @@ CHAIN  := tests/chain
 # worker finishes the attempts in flight.
 run: $(VENV)/.installed
 	$(FLASK) init-db
-	$(FLASK) demo-merchant --webhook-url http://127.0.0.1:$(PORT)/demo/webhooks --console-login
+	$(FLASK) demo-merchant --webhook-url http://127.0.0.1:$(PORT)/demo/webhooks --console-login --base-url http://$(HOST):$(PORT)
 	@echo "Service on http://$(HOST):$(PORT), webhook worker alongside  (Ctrl-C stops both)"
 	@echo "Demo shop: http://$(HOST):$(PORT)/  (webhooks received: http://$(HOST):$(PORT)/demo/webhooks)"
 	@echo "Merchant console: http://$(HOST):$(PORT)/dashboard/  (the console login is printed above)"

@@ -51,7 +51,7 @@ $FLASK networks add local --name "Local Hardhat" --chain-id 31337 --testnet --rp
     --confirmations "$DEMO_CONFIRMATIONS"
 $FLASK assets add tusd --network local --symbol TUSDC --name "Test USD Coin" --contract "$token" --decimals 6 --eip3009
 $FLASK rates add EUR/USD --network local --feed "$feed"
-$FLASK demo-merchant --webhook-url "http://$HOST:$PORT/demo/webhooks" --console-login
+$FLASK demo-merchant --webhook-url "http://$HOST:$PORT/demo/webhooks" --console-login --base-url "http://$HOST:$PORT"
 merchant=$($FLASK demo-merchant --json | "$BIN/python" -c 'import json, sys; print(json.load(sys.stdin)["merchantId"])')
 demo_value() {  # a published Hardhat test value of app/demo/merchant.py
     "$BIN/python" -c "from app.demo.merchant import $1; print($1)"

@@ -14,6 +14,8 @@ login and sessions, ...), never app/data/.
   refunds.py    a process's refunds: the form, the refund's page, naming its transaction, cancelling
   keys.py       the secret keys and the webhook secret: rolling, revoking
   webhooks.py   the webhook URL, test events, failing deliveries, the events list
+  links.py      payment links: create, deactivate, each one's address and QR code; the display
+                name checkout pages show
   payouts.py    payout address, what waits per network, collecting it; the settings: the
                 tolerance, the currency of new processes
 Templates: templates/dashboard/ (one layout, its pages and macros.html); the stylesheet and
@@ -21,6 +23,7 @@ scripts: app/static/console/.
 """
 from app.console import (
     keys,
+    links,
     login,
     overview,
     pages,

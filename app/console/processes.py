@@ -56,7 +56,7 @@ def _filters():
     args = request.args
     form = {name: args.get(name, "").strip()
             for name in ("status", "mode", "from", "to", "q", "money", "asset", "network",
-                         "unexpected")}
+                         "unexpected", "link")}
     errors, found = [], {}
     conditions = []
     if form["money"] and form["money"] not in dict(MONEY_FILTERS):
@@ -65,7 +65,7 @@ def _filters():
         conditions.append((form["money"], None))
     if form["unexpected"]:  # the checkbox "has unexpected transfers"
         conditions.append(("unexpected", None))
-    for name in ("asset", "network"):
+    for name in ("asset", "network", "link"):  # link: the processes made from a payment link
         if form[name]:
             conditions.append((name + "=", form[name]))
     if conditions:

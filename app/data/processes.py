@@ -167,6 +167,7 @@ CONDITIONS = {
     "network=": ("EXISTS (SELECT 1 FROM payments p WHERE p.process_id = processes.id"
                  " AND p.network_id = ?)"),
     "unexpected": HAS_UNEXPECTED,  # a confirmed transfer that is not the payment's choice
+    "link=": "processes.link_id = ?",  # made from that payment link (the processes_link index)
 }
 
 

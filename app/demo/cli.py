@@ -10,7 +10,7 @@ from flask.cli import with_appcontext
 
 from app.clock import now
 from app.db import get_db
-from app.demo.merchant import DEMO_STAFF_EMAIL, ensure, ensure_staff
+from app.demo.merchant import DEMO_STAFF_EMAIL, ensure, ensure_link, ensure_staff
 from app.demo.wallet import DemoWallet
 from app.domain.accounts import AccountError
 from app.domain.merchants import MerchantError
@@ -29,20 +29,28 @@ DEMO_EUR_USD = "1.0842"  # the demo's EUR / USD feed: one euro in dollars
 @click.option("--console-login", is_flag=True,
               help=f"Also create the merchant console's owner {DEMO_STAFF_EMAIL} (a random password,"
                    " kept in the keys file) and print the login.")
+@click.option("--base-url", default=None,
+              help="Where the service is reached (make run: http://127.0.0.1:5000), to print the demo's"
+                   " payment link whole and send its customers back to the shop (default: the"
+                   " PUBLIC_BASE_URL setting).")
 @click.option("--json", "as_json", is_flag=True, help="Print the saved keys as JSON.")
 @with_appcontext
-def create_merchant(path, webhook_url, console_login, as_json):
-    """Create the demo test-mode merchant once, save its keys, and print them."""
+def create_merchant(path, webhook_url, console_login, base_url, as_json):
+    """Create the demo test-mode merchant once, save its keys, and print them; and its payment link
+    (made once, reused while it takes payments)."""
     path = path or current_app.config["DEMO_MERCHANT_FILE"]
+    base = (base_url or current_app.config.get("PUBLIC_BASE_URL") or "").rstrip("/")
     try:
         keys, created = ensure(get_db(), path, webhook_url=webhook_url, now=now(),
                                allow_loopback=current_app.config["WEBHOOK_ALLOW_LOOPBACK"])
         login = ensure_staff(get_db(), path, keys, now=now(),
                              hash_method=current_app.config["DASHBOARD_PASSWORD_HASH"]) if console_login else None
+        link, _ = ensure_link(get_db(), path, keys, now=int(now()),
+                              success_url=f"{base}/demo/thanks" if base else None)
     except (MerchantError, AccountError) as e:
         raise click.ClickException(str(e)) from None
     if as_json:
-        click.echo(json.dumps(keys))
+        click.echo(json.dumps(dict(keys, paymentLinkId=link.id)))
         return
     if created:
         click.echo(f"Created the demo merchant; its keys are saved in {path} (test mode only).")
@@ -56,6 +64,7 @@ def create_merchant(path, webhook_url, console_login, as_json):
         click.echo(f"  webhook URL:     {webhook_url}")
     if login is not None:
         click.echo(f"  console login:   {login[0]}  password {login[1]}  (/dashboard/)")
+    click.echo(f"  payment link:    {base}/l/{link.id}  ({link.description}, no code: open it and pay)")
 
 
 @click.command("demo-chain")

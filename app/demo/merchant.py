@@ -8,7 +8,7 @@ import json
 import os
 import secrets
 
-from app.domain import accounts
+from app.domain import accounts, links
 from app.domain import merchants as service
 
 # The live demo's wallet (`make demo-live`): the account xpub (m/44'/60'/0') of the BIP39 test seed
@@ -89,3 +89,27 @@ def ensure_staff(db, path, keys, *, now, hash_method):
             accounts.set_password(db, DEMO_STAFF_EMAIL, password, hash_method=hash_method)
         _write_keys(path, dict(keys, consolePassword=password))
     return DEMO_STAFF_EMAIL, password
+
+
+# The demo's payment link (`demo-merchant` makes it once): a newcomer opens it and pays, no code.
+DEMO_LINK = {"amount": "4.50", "currency": "USD", "description": "Demo: a cup of coffee"}
+
+
+def ensure_link(db, path, keys, *, now, success_url=None):
+    """The demo merchant's payment link: the one the keys file names while the database has it and
+    it still takes payments, else a new one (its id saved in the file). Returns (link, created)."""
+    merchant = service.get(db, keys["merchantId"])
+    link_id = keys.get("paymentLinkId")
+    if link_id:
+        try:
+            link = links.get(db, merchant.id, link_id)
+        except links.LinkNotFound:
+            link = None
+        if link is not None and links.why_unavailable(
+                link, links.payments(db, [link]).get(link.id, 0), now) is None:
+            return link, False
+    link = links.create(db, merchant, amount=DEMO_LINK["amount"], currency=DEMO_LINK["currency"],
+                        description=DEMO_LINK["description"], now=now, success_url=success_url,
+                        metadata='{"demo":"coffee"}')
+    _write_keys(path, dict(read_keys(path) or keys, paymentLinkId=link.id))
+    return link, True

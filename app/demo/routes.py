@@ -3,7 +3,12 @@
   GET  /               the shop: an amount and an order reference
   POST /               its server side: creates the preorder with the demo merchant's SECRET key
                        through the service layer (the same validation as the API), then renders the
-                       payment button with the PUBLIC key; the secret key never reaches the browser
+                       payment button with the PUBLIC key; the secret key never reaches the browser.
+                       "Pay on a hosted page" (hosted=1): the preorder gets a description and the
+                       shop's success and cancel URLs, and the customer is sent (303) to its
+                       checkout page (app/web/checkout.py)
+  GET  /demo/thanks    the shop's success page: ?processId= read back with the SECRET key (the
+                       shop trusts its server's answer, not the address)
   POST /demo/webhooks  the demo merchant's webhook endpoint: verifies each Standard Webhooks signature
                        with its webhook secret and keeps the delivery (inbox.py, in memory)
   GET  /demo/webhooks  what arrived, newest first
@@ -32,7 +37,7 @@ The demo merchant's keys come from DEMO_MERCHANT_FILE, written by `flask --app a
 """
 import json
 
-from flask import Blueprint, current_app, render_template, request, url_for
+from flask import Blueprint, current_app, redirect, render_template, request, url_for
 
 from app.chain import collect
 from app.clock import now
@@ -48,7 +53,7 @@ from app.evm.rpc import RpcError
 from app.evm.signer import SignerError
 from app.web.auth import merchant_for_secret_key
 from app.web.errors import ApiError, validation_error
-from app.web.http import json_response, load, read_json_body
+from app.web.http import json_response, load, parse_process_id, public_base_url, read_json_body
 from app.webhooks.signing import VerificationError, verify
 
 bp = Blueprint("demo", __name__, template_folder="templates")
@@ -72,6 +77,9 @@ def _shop(status=200, **context):
     context.setdefault("webhooks_url", url_for("demo.webhooks"))
     context.setdefault("button_js_url", url_for("button_api.button_js"))
     context.setdefault("test_wallet", bool(current_app.config.get("DEMO_WALLET_RPC_URL")))
+    keys = _keys()
+    if keys and keys.get("paymentLinkId"):  # `demo-merchant` made one: the shop shows it
+        context.setdefault("payment_link", url_for("checkout.link_page", link_id=keys["paymentLinkId"]))
     return render_template("demo/shop.html", **context), status
 
 
@@ -89,15 +97,18 @@ def checkout():
     code = request.form.get("currency", "USD")
     code = code if code in dict(CURRENCIES) else "USD"
     form = {"amount": amount_text, "order_ref": order_ref, "currency": code}
+    hosted = request.form.get("hosted") == "1"  # the "Pay on a hosted page" button
     keys = _keys()
     if keys is None:
         return _shop(503, error=NOT_SET_UP, **form)
     try:
         merchant = merchant_for_secret_key(keys["secretKey"])
-        fields = _preorder_fields(amount_text, order_ref)
+        fields = _preorder_fields(amount_text, order_ref, hosted=hosted)
         body, _ = processes.create_preorder(
             get_db(), merchant, amount=fields["amount"], metadata=fields["metadata"], now=now(),
             ttl=current_app.config["PROCESS_TTL_SECONDS"], currency=code,
+            description=fields.get("description"), success_url=fields.get("successUrl"),
+            cancel_url=fields.get("cancelUrl"), checkout_base=public_base_url(),
         )
     except processes.InvalidAmount as e:  # more places than the currency has
         return _shop(400, error="The preorder was not created: check the amount.", errors=e.errors,
@@ -108,14 +119,17 @@ def checkout():
         fields = " and the ".join(FIELD_NAMES.get(field, field) for field in e.errors)
         return _shop(400, error=f"The preorder was not created: check the {fields}.", errors=e.errors, **form)
     process = loads(body.encode("utf-8"))
+    if hosted:  # as a shop without a frontend of its own: the customer goes to the checkout page
+        return redirect(url_for("checkout.checkout_page", process_id=process["processId"]), 303)
     return _shop(process_id=process["processId"], public_key=merchant.public_key,
                  amount=fields["amount"], order_ref=order_ref, currency=code)
 
 
-def _preorder_fields(amount_text, order_ref):
+def _preorder_fields(amount_text, order_ref, hosted=False):
     """The form through the API's own PreorderSchema: the amount text must be a JSON number literal
     (so `19.99` stays exact and `1e400`, `NaN`, `"5"` are refused as the API refuses them); the order
-    reference goes into the metadata. Errors are keyed by form field (amount, order_ref)."""
+    reference goes into the metadata (and, `hosted`, into the description the checkout page shows,
+    with the shop's success and cancel URLs). Errors are keyed by form field (amount, order_ref)."""
     try:
         amount = loads(amount_text.encode("utf-8")) if amount_text else None
     except InvalidJSON:
@@ -124,12 +138,37 @@ def _preorder_fields(amount_text, order_ref):
         raise ApiError(400, "validation_error", f"amount: {AMOUNT_FORMAT}",
                        errors={"amount": [AMOUNT_FORMAT]})
     data = {"amount": amount, "metadata": {"orderRef": order_ref} if order_ref else {}}
+    if hosted:
+        data.update(description=f"Demo shop order {order_ref}".strip(),
+                    successUrl=url_for("demo.thanks", _external=True),
+                    cancelUrl=url_for("demo.shop", _external=True))
     try:
         return load(current_app.extensions["preorder_schema"], data)
     except ApiError as e:
         raise validation_error(
-            {"order_ref" if field == "metadata" else field: msgs for field, msgs in e.errors.items()}
+            {"order_ref" if field in ("metadata", "description") else field: msgs
+             for field, msgs in e.errors.items()}
         ) from None
+
+
+@bp.get("/demo/thanks")
+def thanks():
+    """The shop's success page: the checkout page sends the customer here with ?processId=; the
+    shop reads the process back with its secret key (an address proves nothing) and says so."""
+    keys = _keys()
+    process_id = parse_process_id(request.args.get("processId", ""))
+    process = None
+    if keys is not None and process_id is not None:
+        try:
+            merchant = merchant_for_secret_key(keys["secretKey"])
+            process = processes.get(get_db(), merchant.id, process_id)
+        except (ApiError, processes.ProcessNotFound):
+            process = None
+    status = process.effective_status(now()) if process else None
+    order_ref = loads(process.metadata.encode("utf-8")).get("orderRef") if process else None
+    return render_template("demo/thanks.html", process=process, status=status, order_ref=order_ref,
+                           shop_url=url_for("demo.shop"), webhooks_url=url_for("demo.webhooks")), \
+        200 if process else 404
 
 
 @bp.post("/demo/webhooks")

@@ -2,7 +2,8 @@
 form: {(path template with "{}" for each parameter, METHOD)}.
 
 HEAD and OPTIONS are left out on both sides: Flask adds them to every route by itself. The merchant
-console's pages (/dashboard/, docs/console.md) are web pages for people, not API operations.
+console's pages (/dashboard/, docs/console.md) and the customers' checkout and payment link pages
+(/checkout/, /l/, app/web/checkout.py) are web pages for people, not API operations.
 """
 import json
 import re
@@ -26,7 +27,7 @@ def app_operations(app):
     return {
         (template(rule.rule), method)
         for rule in app.url_map.iter_rules()
-        if rule.endpoint != "static" and not rule.endpoint.startswith("dashboard.")
+        if rule.endpoint != "static" and not rule.endpoint.startswith(("dashboard.", "checkout."))
         for method in rule.methods - IMPLICIT_METHODS
     }
 
