@@ -1,5 +1,6 @@
 """What `collect`'s transactions moved, recorded from their own receipts and counted once confirmed
-(app/chain/collect.py sends them; this settles them, in the next run or the same one).
+(app/chain/collect.py sends them; this settles them: in the same run, the next one, or the chain
+watcher's next poll of the network, whichever comes first).
 
 A collection is `pending` from the moment it is signed: not yet mined, or mined (its block and what
 its logs show it moved recorded) and not yet deep enough (its confirmations, or the network's
@@ -13,14 +14,26 @@ What it moved is read from its logs only: each ERC-20 Transfer from a payout-mod
 its factory to that address's payout address (the token is the log's contract), and the anonymous
 log in which a version-2 forwarder states the gas coin it sent (forwarder.logs_gas_coin). Another
 transaction of the same block, a stranger's collection or a second run's, changes none of it.
+
+Who settles: `collect` (settle_earlier, with its key: it may broadcast again or replace a
+transaction that is not mined) and the chain watcher on each poll of the network, after its
+payments and refunds (settle_watched: read-only, no key, nothing sent), so a collection deep enough
+is `confirmed` without another run. Both may run at once: every change is a guarded update of
+app/data/payouts.py (from the state read; a collection confirmed or reverted by one is left alone
+by the other), and a nonce is found used by another transaction only when none of its own
+transactions is mined, read after the count that says it is used.
 """
+import logging
 from collections import defaultdict
+from types import SimpleNamespace
 
 from app.data import payouts as payout_rows
 from app.data.payouts import GAS_COIN, Item
 from app.evm import canonical, forwarder, rpc
 from app.evm.addresses import to_checksum_address
-from app.evm.signer import ChainError
+from app.evm.signer import ChainError, Reader
+
+log = logging.getLogger(__name__)
 
 REPLACEMENT_BUMP = 1.125  # a replacement's fees over the replaced one's: nodes ask for at least +10 %
 
@@ -46,10 +59,41 @@ def settle_earlier(db, sender, network, version, report, *, may_send, now, timeo
     head = network.head_block
     report.head, report.kept_top = head, max(kept, default=None)
     report.deep_enough = canonical.deep_enough(network, head)
+    _settle(db, sender, network, version, kept, report, may_send=may_send, now=now,
+            timeout=timeout)
+
+
+def settle_watched(db, client, network, head, deep_enough, now) -> list:
+    """The chain watcher's part, once per poll of the network after its payments and refunds
+    (app/chain/watcher/loop.py): the pending collections settled and the confirmed ones whose
+    anchor the kept chain lost read again, as `collect` does, read-only (no key: nothing
+    broadcast again, nothing replaced). `head` and `deep_enough` are the poll's (the head it
+    proved with its kept block, and the confirmations or the finality tag it read in that batch);
+    the chain was checked against the kept one by the poll itself. Each change is logged;
+    returns `_settled`'s list of them. RpcError (NotProven included) on a fault, nothing of the
+    failing collection recorded; idle (nothing pending, no anchor lost) it makes no RPC call."""
+    kept = canonical.kept_hashes(db.connection(), network.id)
+    report = SimpleNamespace(head=head, deep_enough=deep_enough, kept_top=max(kept, default=None),
+                             settled=[], replaced=[])
+    _settle(db, Reader(client), network, None, kept, report, may_send=False, now=int(now),
+            timeout=None)
+    for c, _, _ in report.settled:
+        state = (f"mined in block {c.block_number}, pending" if c.status == "pending"
+                 and c.block_number is not None else c.status)
+        log.info("watch %s: collection %s (nonce %d) %s%s", network.id, c.tx_hash, c.nonce, state,
+                 f": {c.error}" if c.error else "")
+    return report.settled
+
+
+def _settle(db, sender, network, version, kept, report, *, may_send, now, timeout):
+    """The confirmed collections whose anchor went read again, then the pending ones by sender and
+    nonce (`sender`: a Sender, or a Reader when not `may_send`; `version`: the factory's, None to
+    look up each collection's)."""
     _recheck(db, sender, network, kept,
-             canonical.kept_floor(head, network.confirmations, report.deep_enough), now, report)
+             canonical.kept_floor(report.head, network.confirmations, report.deep_enough), now,
+             report)
     groups = {}
-    for c in payout_rows.open_collections(conn, network.id):
+    for c in payout_rows.open_collections(db.connection(), network.id):
         groups.setdefault((c.sender, c.nonce), c)
     for sender_address, nonce in groups:
         _settle_nonce(db, sender, network, version, sender_address, nonce, report,
@@ -87,8 +131,15 @@ def _settle_nonce(db, sender, network, version, sender_address, nonce, report, *
                   timeout):
     conn = db.connection()
     rows = payout_rows.with_nonce(conn, network.id, sender_address, nonce)
-    receipts = canonical.receipts(sender.client, (c.tx_hash for c in rows))
-    mined = next((c for c in rows if receipts[c.tx_hash] is not None), None)
+    receipts, mined = _mined(sender.client, rows)
+    count = None
+    if mined is None:
+        count = rpc.quantity(sender.client.call("eth_getTransactionCount",
+                                                [sender_address, "latest"]),
+                             "eth_getTransactionCount")
+        if count > nonce:  # used: by one of these mined since their receipts were read (`collect`
+            # and the watcher settle at once), or by another transaction
+            receipts, mined = _mined(sender.client, rows)
     if mined is not None:
         replaced = [c for c in rows if c.id != mined.id and c.status == "pending"]
         with db.transaction() as tx:
@@ -99,8 +150,6 @@ def _settle_nonce(db, sender, network, version, sender_address, nonce, report, *
         for c in replaced + [mined]:
             _settled(db, c, report)
         return
-    count = rpc.quantity(sender.client.call("eth_getTransactionCount", [sender_address, "latest"]),
-                         "eth_getTransactionCount")
     waiting = [c for c in rows if c.status == "pending"]
     if count > nonce:  # another transaction took the nonce
         with db.transaction() as tx:
@@ -112,6 +161,12 @@ def _settle_nonce(db, sender, network, version, sender_address, nonce, report, *
         return
     if may_send:
         _resend(db, sender, network, waiting[-1], report, now, timeout)
+
+
+def _mined(client, rows):
+    """({tx hash: Receipt or None} of the rows, the row that is mined or None): one batch."""
+    receipts = canonical.receipts(client, (c.tx_hash for c in rows))
+    return receipts, next((c for c in rows if receipts[c.tx_hash] is not None), None)
 
 
 def _resend(db, sender, network, c, report, now, timeout):

@@ -86,7 +86,28 @@ class Signed:
     max_fee_per_gas: int
 
 
-class Sender:
+class Reader:
+    """A network's node read as a Sender reads its transactions, with no key: nothing is signed
+    or sent (the chain watcher settling collections: collection_records.settle_watched)."""
+
+    address = None  # no key
+
+    def __init__(self, client: rpc.Client):
+        self.client = client
+
+    def __repr__(self):
+        return f"Reader({rpc.redacted(self.client.url)})"
+
+    def receipt(self, tx_hash) -> Receipt | None:
+        """The transaction's receipt (app/evm/canonical.py reads it strictly), None: not mined."""
+        return canonical.receipt(self.client.call("eth_getTransactionReceipt", [tx_hash]), tx_hash)
+
+    def known(self, tx_hash) -> bool:
+        """Whether the node has the transaction (pending or mined)."""
+        return self.client.call("eth_getTransactionByHash", [tx_hash]) is not None
+
+
+class Sender(Reader):
     """One key's transactions on one network's node."""
 
     def __init__(self, client: rpc.Client, chain_id: int, account, *, max_fee_per_gas):
@@ -203,14 +224,6 @@ class Sender:
             if "already known" in text or "already imported" in text or "known transaction" in text:
                 return None
             raise
-
-    def receipt(self, tx_hash) -> Receipt | None:
-        """The transaction's receipt (app/evm/canonical.py reads it strictly), None: not mined."""
-        return canonical.receipt(self.client.call("eth_getTransactionReceipt", [tx_hash]), tx_hash)
-
-    def known(self, tx_hash) -> bool:
-        """Whether the node has the transaction (pending or mined)."""
-        return self.client.call("eth_getTransactionByHash", [tx_hash]) is not None
 
     def wait(self, tx_hash, timeout=RECEIPT_TIMEOUT_SECONDS, poll=0.5) -> Receipt | None:
         """The receipt, or None when none came within `timeout` seconds."""

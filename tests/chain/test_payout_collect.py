@@ -5,7 +5,9 @@ as a subprocess killed mid-way, or two at once), the watcher keeping the block h
 collection. Every amount is checked on the chain and in the records, which count a collection once
 it is `confirmations` deep: two runs or a stranger's collection in one block, and a reorganisation,
 never count anything twice."""
+import html
 import json
+import re
 import signal
 import subprocess
 import time
@@ -91,12 +93,15 @@ class PayoutShop:
         return json.loads(self.collect("--json", *args, key=key, exit_code=exit_code).stdout)
 
     def confirm(self):
-        """The network's confirmations mined, the watcher's pass (it keeps the block hashes that
-        prove a collection), and a dry run: it settles the collections, sending nothing."""
+        """The network's confirmations mined and the watcher's pass: it keeps the block hashes that
+        prove a collection and settles the collections (read-only), with no other collect run."""
         self.chain.mine(CONFIRMATIONS)
+        self.watch()
+
+    def watch(self):
         watched = self.runner.invoke(args=["watch-payments", "--once"])
         assert watched.exit_code == 0, watched.output
-        return self.collect_json("--dry-run")
+        return watched
 
     def records(self):
         """{(address, token): total amount} of every confirmed collection's items."""
@@ -140,9 +145,9 @@ def test_the_service_s_address_is_where_the_factory_deploys_and_collect_empties_
     assert shop.token_balance(address) == 0 and shop.token_balance(payout) == 19_990_000
     assert chain.rpc("eth_getCode", address, "latest") == "0x"  # the forwarder destroyed itself
     assert shop.records() == {}  # counted once it has the network's confirmations
-    settled = shop.confirm()
-    assert [(t["txHash"], t["status"], t["earlierRun"]) for t in settled["transactions"]] == [
-        (tx["txHash"], "confirmed", True)]
+    shop.confirm()  # the watcher confirms it: no other collect run
+    assert dbutil.query(shop.app.config["DATABASE"], "SELECT tx_hash, status FROM collections") == [
+        (tx["txHash"], "confirmed")]
     assert shop.records() == {(address, chain.token.lower()): 19_990_000}
 
 
@@ -270,10 +275,10 @@ def test_a_collection_counts_its_depth_from_the_head_the_watcher_proved(shop, ch
         proxy.ahead = 1000
         assert [t["status"] for t in shop.collect_json()["transactions"]] == ["pending"]
         chain.mine(1)  # 2 confirmations of 3
-        watched = shop.runner.invoke(args=["watch-payments", "--once"])
-        assert watched.exit_code == 0, watched.output
+        shop.watch()
+        assert _collections(app.config["DATABASE"]) == [(1, "pending", True)]  # the watcher's count
         shop.collect_json("--dry-run")
-        assert _collections(app.config["DATABASE"]) == [(1, "pending", True)]
+        assert _collections(app.config["DATABASE"]) == [(1, "pending", True)]  # collect's
         shop.confirm()
         assert _collections(app.config["DATABASE"]) == [(1, "confirmed", True)]
     finally:
@@ -653,22 +658,22 @@ def test_a_collection_removed_by_a_reorganisation_is_reverted_and_collected_agai
     chain.revert(before)  # a longer chain without the collection: the funds are at the address again
     chain.mine(height - chain.head() + 2)
     assert shop.token_balance(address) == 5_000_000 and shop.coin_balance(address) == ETHER
-    watched = runner.invoke(args=["watch-payments", "--once"])  # the watcher reads the reorganisation
-    assert watched.exit_code == 0, watched.output
-    report = shop.collect_json()  # the same key, the same nonce again: never stuck
-    assert [(t["txHash"], t["status"], t["error"]) for t in report["transactions"]] == [
+    shop.watch()  # the watcher reads the reorganisation and finds the collection's block gone
+    assert dbutil.query(database, "SELECT tx_hash, status, error FROM collections") == [
         (removed["txHash"], "reverted",
-         f"removed by a reorganisation (its block {removed['blockNumber']} left the chain)"),
-        (report["transactions"][1]["txHash"], "pending", None)]
-    assert report["transactions"][1]["nonce"] == removed["nonce"]
+         f"removed by a reorganisation (its block {removed['blockNumber']} left the chain)")]
+    report = shop.collect_json()  # the same key, the same nonce again: never stuck
+    assert [(t["status"], t["earlierRun"], t["error"]) for t in report["transactions"]] == [
+        ("pending", False, None)]
+    assert report["transactions"][0]["nonce"] == removed["nonce"]
     assert shop.records() == {}  # the reverted one counts for nothing
     shop.confirm()
     assert shop.records() == {(address, token): 5_000_000, (address, GAS_COIN): ETHER}
     assert shop.token_balance(payout) == 5_000_000 and shop.coin_balance(payout) == ETHER
     listed = json.loads(cli(runner, "collections", "list", "--json").output)
     assert [(c["txHash"], c["state"], c["symbol"]) for c in listed] == [
-        (report["transactions"][1]["txHash"], "confirmed", "TUSD"),
-        (report["transactions"][1]["txHash"], "confirmed", "gas coin"),
+        (report["transactions"][0]["txHash"], "confirmed", "TUSD"),
+        (report["transactions"][0]["txHash"], "confirmed", "gas coin"),
         (removed["txHash"], "reverted", "TUSD"), (removed["txHash"], "reverted", "gas coin")]
 
 
@@ -689,9 +694,7 @@ def test_a_transaction_that_is_never_mined_is_replaced_and_never_jams_the_key(sh
         chain.rpc("evm_mine")
     finally:
         chain.rpc("evm_setAutomine", True)
-    settled = shop.confirm()
-    assert {(t["txHash"], t["status"]) for t in settled["transactions"]} == {
-        (original, "reverted"), (replacement, "confirmed")}
+    shop.confirm()  # the watcher settles both
     assert dbutil.query(database, "SELECT nonce, status, error FROM collections ORDER BY id") == [
         (0, "reverted", f"replaced: nonce 0 was used by {replacement}"), (0, "confirmed", None)]
     assert shop.records() == {(address, chain.token.lower()): 5_000_000}
@@ -742,11 +745,217 @@ def test_under_a_finality_mode_a_collection_counts_by_the_tag_the_watcher_read(s
     assert [(t["status"], t["finality"]) for t in sent] == [("pending", "finalized")]
     shop.collect_json("--dry-run")
     assert [state for _, state, _ in _collections(app.config["DATABASE"])] == ["pending"]
-    watched = runner.invoke(args=["watch-payments", "--once"])
-    assert watched.exit_code == 0, watched.output
-    shop.collect_json("--dry-run")
+    shop.watch()  # it reads the tag's block at the head, and confirms the collection
     assert [state for _, state, _ in _collections(app.config["DATABASE"])] == ["confirmed"]
     assert shop.records() == {(address, chain.token.lower()): 5_000_000, (address, GAS_COIN): ETHER}
+
+
+# --- Settled by the watcher: no other collect run (issue 42) ------------------------------------
+PASSWORD = "correct horse battery"
+
+
+def _console(shop, merchant):
+    """The shop's test client, logged in to the console as the merchant's owner."""
+    email = f"owner-{merchant['merchantId']}@shop.example"
+    created = shop.runner.invoke(args=["users", "create", email, "--merchant",
+                                       merchant["merchantId"], "--role", "owner"],
+                                 input=PASSWORD + "\n")
+    assert created.exit_code == 0, created.output
+    page = shop.client.get("/dashboard/login")
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1)
+    logged = shop.client.post("/dashboard/login", data={"email": email, "password": PASSWORD,
+                                                         "csrf_token": token})
+    assert logged.status_code == 303
+    return shop.client
+
+
+def _waits(console):
+    """What the overview's "Waiting to be collected" and the payouts page's section of the network
+    say, as their texts (tags dropped, spaces joined)."""
+    def text(page, start):
+        part = page.split(start, 1)[1].split("</section>", 1)[0]
+        return " ".join(re.sub(r"<[^>]+>", " ", html.unescape(part)).split())
+
+    overview = console.get("/dashboard/overview")
+    payouts = console.get("/dashboard/payouts")
+    assert overview.status_code == payouts.status_code == 200
+    return text(overview.text, 'id="waiting"'), text(payouts.text, f'id="network-{NETWORK}"')
+
+
+OVERVIEW_WAITS = "6 TUSD on Hardhat in 1 deposit address(es)"  # the overview's line
+CHAIN_WAITS = "Waiting in 1 deposit address(es): 6 TUSD"  # the payouts page's, read from the chain
+
+
+def _collected_then_watched(shop, chain, app):
+    """A merchant's 6 TUSD payment confirmed, then collected by collect (pending, 1 confirmation
+    of 3): the overview, which counts only confirmed collections, still shows it waiting while the
+    payouts page, which reads the chain, shows nothing. Then only the watcher's passes: one at 1
+    confirmation (pending still), blocks mined to 3, another pass. Returns (the console, the
+    collect's transaction, the deposit address, the collector's nonce before the passes)."""
+    database = app.config["DATABASE"]
+    merchant = shop.merchant(new_address("payout-watched"))
+    _, address = shop.order(merchant, 6)
+    chain.transfer(address, 6_000_000)
+    shop.confirm()  # the payment confirmed
+    console = _console(shop, merchant)
+    before = _waits(console)
+    assert OVERVIEW_WAITS in before[0] and CHAIN_WAITS in before[1], before
+
+    [sent] = shop.collect_json()["transactions"]
+    assert (sent["status"], sent["confirmations"]) == ("pending", 1)
+    collector = dbutil.scalar(database, "SELECT sender FROM collections")
+    nonce = chain.rpc("eth_getTransactionCount", collector, "latest")
+    pending = _waits(console)
+    assert OVERVIEW_WAITS in pending[0]  # the overview: not collected until confirmed
+    assert "Nothing waits to be collected." in pending[1]  # the chain: moved
+
+    shop.watch()  # the watcher's pass at 1 confirmation of 3 leaves it pending
+    assert _collections(database) == [(1, "pending", True)]
+    chain.mine(CONFIRMATIONS - 1)  # 3 of 3
+    shop.watch()
+    return console, sent, address, (collector, nonce)
+
+
+def test_the_watcher_confirms_a_collection_without_another_collect_run(shop, chain, app, runner):
+    """Confirmed by the watcher's pass alone: listed so by `collections list` and the payouts
+    page, whose "waits" figure (read from the chain) says nothing waits. The watcher sent nothing
+    (the collector's nonce, the collections recorded), and later passes change nothing."""
+    database = app.config["DATABASE"]
+    console, sent, address, (collector, nonce) = _collected_then_watched(shop, chain, app)
+    assert _collections(database) == [(1, "confirmed", True)]
+    listed = json.loads(cli(runner, "collections", "list", "--json").output)
+    assert [(c["txHash"], c["state"], c["amount"], c["addresses"]) for c in listed] == [
+        (sent["txHash"], "confirmed", "6", [address])]
+    assert shop.records() == {(address, chain.token.lower()): 6_000_000}
+    assert "Nothing waits to be collected." in _waits(console)[1]
+    page = console.get("/dashboard/payouts").text
+    assert 'badge-confirmed">confirmed</span>' in page.split('id="collections"')[1]
+    assert chain.rpc("eth_getTransactionCount", collector, "latest") == nonce  # nothing sent
+    assert dbutil.scalar(database, "SELECT count(*) FROM collections") == 1
+
+    shop.confirm()  # settled once: later passes and runs change nothing
+    again = shop.collect_json("--dry-run")
+    assert again["transactions"] == [] and again["error"] is None
+    assert _collections(database) == [(1, "confirmed", True)]
+    assert shop.records() == {(address, chain.token.lower()): 6_000_000}
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "app/data/overview.py uncollected() matches collection_items.token (EIP-55, as collect records"
+    " it) against transfers.token_contract (lower case) with `=`: no confirmed collection ever"
+    " clears the overview's waiting (fix there: lower(i.token) = t.token_contract)"))
+def test_the_overview_agrees_with_the_payouts_page_once_the_watcher_confirmed(shop, chain, app):
+    console, *_ = _collected_then_watched(shop, chain, app)
+    overview, payouts = _waits(console)
+    assert "Nothing waits to be collected." in payouts
+    assert "Nothing confirmed since" in overview and OVERVIEW_WAITS not in overview, overview
+
+
+def _sent_but_not_mined(shop, chain):
+    """A collection sent by collect and left unmined in the node's pool (automine off, receipt
+    timeout 1 s): its (tx hash, sender, nonce)."""
+    _funded(shop, chain, "payout-unmined")
+    chain.rpc("evm_setAutomine", False)
+    stuck = shop.collect("--receipt-timeout", "1", exit_code=1)
+    assert "was sent but not mined within 1 s" in stuck.output, stuck.output
+    [(tx_hash, sender, nonce)] = dbutil.query(shop.app.config["DATABASE"],
+                                              "SELECT tx_hash, sender, nonce FROM collections")
+    assert _pending_transactions(chain) == [tx_hash]
+    return tx_hash, sender, nonce
+
+
+def test_a_collection_whose_nonce_another_transaction_took_is_reverted_by_the_watcher(shop, chain,
+                                                                                     app):
+    """The node drops the pending collection and the collector's account sends another transaction
+    with its nonce: after the confirmations, the watcher's pass alone records it `reverted` (its
+    nonce used by another), nothing counted as collected; the next collect moves the funds."""
+    database = app.config["DATABASE"]
+    try:
+        tx_hash, sender, nonce = _sent_but_not_mined(shop, chain)
+        assert chain.rpc("hardhat_dropTransaction", tx_hash) is True
+        other = chain.rpc("eth_sendTransaction", {"from": sender, "to": chain.accounts[3],
+                                                  "value": "0x1", "nonce": hex(nonce)})
+        chain.rpc("evm_mine")
+    finally:
+        chain.rpc("evm_setAutomine", True)
+    assert chain.rpc("eth_getTransactionReceipt", other)["status"] == "0x1"
+    assert chain.rpc("eth_getTransactionReceipt", tx_hash) is None
+    shop.confirm()
+    assert dbutil.query(database, "SELECT tx_hash, status, error FROM collections") == [
+        (tx_hash, "reverted", "never mined: its nonce was used by another transaction")]
+    assert shop.records() == {}
+    assert chain.rpc("eth_getTransactionCount", sender, "latest") == hex(nonce + 1)  # nothing sent
+    report = shop.collect_json()  # collects what is still at the address
+    assert [(t["status"], t["earlierRun"], t["nonce"]) for t in report["transactions"]] == [
+        ("pending", False, nonce + 1)]
+    shop.confirm()
+    assert [s for _, s, _ in _collections(database)] == ["reverted", "confirmed"]
+
+
+def test_a_collection_mined_between_its_receipt_and_its_nonce_read_is_never_reverted(shop, chain,
+                                                                                    app, proxy):
+    """The watcher reads the pending collection's receipt (none yet), then it is mined before the
+    watcher reads its sender's nonce, which is then used (as when `collect` and the watcher settle
+    at once): the receipts are read again, and the collection is mined, never reverted."""
+    database = app.config["DATABASE"]
+    try:
+        tx_hash, _, _ = _sent_but_not_mined(shop, chain)
+        dbutil.execute(database, "UPDATE networks SET rpc_url = ?", proxy.url)
+        proxy.before("eth_getTransactionCount", 0, lambda: chain.rpc("evm_mine"))
+        shop.watch()
+    finally:
+        chain.rpc("evm_setAutomine", True)
+    assert proxy.calls["eth_getTransactionCount"] == 1 and not proxy.hooks  # the hook ran
+    assert chain.rpc("eth_getTransactionReceipt", tx_hash)["status"] == "0x1"
+    assert dbutil.query(database, "SELECT tx_hash, status, error FROM collections") == [
+        (tx_hash, "pending", None)]
+    assert _collections(database) == [(1, "pending", True)]
+    shop.confirm()
+    assert _collections(database) == [(1, "confirmed", True)]
+
+
+def test_a_node_failing_the_collections_step_fails_that_poll_only(shop, chain, app, runner, proxy,
+                                                                   caplog):
+    """The node fails the receipts' read of the watcher's collections step: the poll is the
+    network's fault (exit status 1 for --once, the network's failed poll recorded), nothing of
+    the collection recorded; the next pass settles it."""
+    database = app.config["DATABASE"]
+    _funded(shop, chain, "payout-failing")
+    shop.collect()
+    chain.mine(CONFIRMATIONS)
+    dbutil.execute(database, "UPDATE networks SET rpc_url = ?", proxy.url)
+    proxy.fail("eth_getTransactionReceipt", "http500")
+    with caplog.at_level("WARNING", logger="app.chain.watcher"):
+        failed = runner.invoke(args=["watch-payments", "--once"])
+    assert failed.exit_code == 1, failed.output
+    [record] = [r for r in caplog.records if r.name == "app.chain.watcher"]
+    assert (record.levelname, record.exc_info) == ("WARNING", None)  # the node's fault, no trace
+    assert record.getMessage().startswith(f"watch {NETWORK}: ")
+    assert proxy.calls["eth_getTransactionReceipt"] == 1
+    assert _collections(database) == [(1, "pending", True)]
+    assert dbutil.scalar(database, "SELECT failing_since FROM networks") is not None
+    shop.watch()
+    assert _collections(database) == [(1, "confirmed", True)]
+    assert dbutil.scalar(database, "SELECT failing_since FROM networks") is None
+
+
+def test_collect_still_settles_what_the_watcher_did_not(shop, chain, app, monkeypatch):
+    """With the watcher's part switched off, a later collect run (a dry one) confirms the
+    collection as before: either may settle it, and it is settled once."""
+    from app.chain import collection_records
+
+    monkeypatch.setattr(collection_records, "settle_watched", lambda *args, **kwargs: [])
+    _, address = _funded(shop, chain, "payout-by-collect", coin=0)
+    [sent] = shop.collect_json()["transactions"]
+    shop.confirm()
+    assert _collections(app.config["DATABASE"]) == [(1, "pending", True)]
+    settled = shop.collect_json("--dry-run")
+    assert [(t["txHash"], t["status"], t["earlierRun"]) for t in settled["transactions"]] == [
+        (sent["txHash"], "confirmed", True)]
+    monkeypatch.undo()
+    shop.confirm()  # the watcher finds nothing more to settle
+    assert shop.collect_json("--dry-run")["transactions"] == []
+    assert shop.records() == {(address, chain.token.lower()): 5_000_000}
 
 
 def test_batches_split_the_addresses_evenly():

@@ -16,7 +16,7 @@ from collections import Counter, defaultdict
 from dataclasses import replace
 
 from app.backoff import doubling
-from app.chain import refunds
+from app.chain import collection_records, refunds
 from app.chain.watcher import confirm, reorg
 from app.chain.watcher.record import LostRace, outcomes_text, record_step
 from app.chain.watcher.watched import WatchedSets
@@ -253,6 +253,8 @@ class Watcher:
         refunds.settle(self.db, client, network, head, deep_enough(network, head, reads),
                        int(self.clock()), max_range=self.max_range,
                        max_addresses=self.max_addresses)
+        collection_records.settle_watched(self.db, client, network, head,  # read-only, no key
+                                          deep_enough(network, head, reads), int(self.clock()))
         self._mark_ok(network, reads)
 
     def _scan(self, client, network, head, reads):
