@@ -262,7 +262,8 @@ def uncollected(conn, merchant_id, network_id, since) -> list[tuple]:
         " WHERE t.status = 'confirmed' AND t.confirmed_at >= ? AND t.network_id = ?"
         " AND p.merchant_id = ? AND p.mode = 'payout' AND NOT EXISTS (SELECT 1 FROM collection_items i"
         "  JOIN collections c ON c.id = i.collection_id WHERE i.address = p.address"
-        "  AND i.token = t.token_contract AND c.status = 'confirmed' AND c.block_number >= t.block_number)"
+        "  AND lower(i.token) = lower(t.token_contract) AND c.status = 'confirmed'"
+        " AND c.block_number >= t.block_number)"
         " GROUP BY 1", (since, network_id, merchant_id), "t.amount", 2)]
 
 

@@ -840,10 +840,6 @@ def test_the_watcher_confirms_a_collection_without_another_collect_run(shop, cha
     assert shop.records() == {(address, chain.token.lower()): 6_000_000}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "app/data/overview.py uncollected() matches collection_items.token (EIP-55, as collect records"
-    " it) against transfers.token_contract (lower case) with `=`: no confirmed collection ever"
-    " clears the overview's waiting (fix there: lower(i.token) = t.token_contract)"))
 def test_the_overview_agrees_with_the_payouts_page_once_the_watcher_confirmed(shop, chain, app):
     console, *_ = _collected_then_watched(shop, chain, app)
     overview, payouts = _waits(console)
