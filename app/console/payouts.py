@@ -27,7 +27,11 @@ from app.evm import rpc
 
 
 def _client(network):
-    return rpc.Client.from_config(network.rpc_url, current_app.config)  # CHAIN_RPC_* timeouts
+    """A client of the network's node under the request's one deadline over all its node calls
+    (REQUEST_NODE_DEADLINE_SECONDS): a slow node makes the page say so, never holds the worker."""
+    deadline = g.setdefault("node_deadline", rpc.deadline_in(
+        current_app.config["REQUEST_NODE_DEADLINE_SECONDS"]))
+    return rpc.Client.from_config(network.rpc_url, current_app.config, deadline=deadline)
 
 
 def _network_payouts(network, assets, payout):

@@ -45,11 +45,13 @@ def minor_digits(code) -> int:
 
 
 def check_pair(text) -> tuple[str, str]:
-    """"EUR/USD" as ("EUR", "USD"); ValueError unless it is two different capital codes. The first
-    may be a token's symbol (a peg guard: "USDC/USD"), so only its form is checked here."""
+    """"EUR/USD" as ("EUR", "USD"); ValueError unless it is a code or a token's symbol (a peg
+    guard: "USDC/USD", "USDC.e/USD"), then a different currency code. A symbol is compared in
+    capitals (the contract's own case varies: USDe, USDbC): it comes back in capitals."""
     base, slash, quote = (text or "").partition("/")
-    if not slash or not (2 <= len(base) <= 16 and base.isascii() and base.isalnum()
-                         and base.upper() == base) or quote not in known() or base == quote:
+    base = base.upper()
+    if not slash or not (2 <= len(base) <= 16 and base.isprintable() and " " not in base
+                         and "/" not in base) or quote not in known() or base == quote:
         raise ValueError(f"A pair is two different codes, the first priced in the second, e.g."
                          f" EUR/USD (one euro in dollars): {str(text)[:40]!r} is not one.")
     return base, quote

@@ -18,7 +18,6 @@ from app.data import merchants as merchant_rows
 from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
 from app.data import processes as process_rows
-from app.data import rates as rate_rows
 from app.domain import health, rates
 from app.domain.processes import InvalidState, ProcessNotFound
 from app.evm import addresses, eip3009, forwarder, rpc, tokens
@@ -571,7 +570,7 @@ def _quote(conn, process, asset, now) -> rates.Quote:
                 f"The amount {process.amount} cannot be paid in {asset.symbol}: the token has"
                 f" {asset.decimals} decimal places. Choose another asset."
             ]}) from None
-    return rates.quote(process, asset, rate_rows.all_rates(conn), now)
+    return rates.quote(process, asset, rates.rates_for(conn, process.livemode), now)
 
 
 def _payable(conn, merchant, asset_id, network_id) -> tuple[Asset, Network]:

@@ -30,6 +30,7 @@ SEQUENCER_GRACE = 3_600  # seconds a sequencer must have been up for its network
 MAX_DEPEG = "2"  # percent
 RETRY_AFTER_SECONDS = 60
 MAX_RATE_PLACES = 18
+MAX_TIME = 253_402_300_799  # 9999-12-31T23:59:59Z: a later time is no clock's (and prints as none)
 
 
 class RateUnavailable(Exception):
@@ -78,7 +79,7 @@ def answer_problem(rnd: feeds.Round) -> str | None:
                 " (answeredInRound < roundId)")
     if rnd.updated_at == 0:
         return f"round {rnd.round_id} is not complete (updatedAt 0)"
-    if rnd.updated_at >= 2**63:
+    if rnd.updated_at > MAX_TIME:
         return "its round's updatedAt is in the future"
     return None
 
@@ -91,9 +92,9 @@ def with_round(rate: Rate, rnd: feeds.Round | None, sequencer: feeds.Round | Non
         rate, value=value, problem=problem, read_at=now,
         round_id=None if rnd is None else str(rnd.round_id),
         answered_in_round=None if rnd is None else str(rnd.answered_in_round),
-        updated_at=None if rnd is None or rnd.updated_at >= 2**63 else rnd.updated_at,
+        updated_at=None if rnd is None or rnd.updated_at > MAX_TIME else rnd.updated_at,
         sequencer_answer=None if sequencer is None else max(min(sequencer.answer, 2), -1),
-        sequencer_since=None if sequencer is None or sequencer.started_at >= 2**63
+        sequencer_since=None if sequencer is None or sequencer.started_at > MAX_TIME
         else sequencer.started_at)
 
 
@@ -171,7 +172,7 @@ def _pair_for(code, peg, rates, now):
 def _peg_guard(asset, rates, now) -> str | None:
     """Why the asset is not worth its peg now (None: it is, or no feed watches it): a pair
     SYMBOL/PEG that does not count, or is more than its max depeg from 1."""
-    rate = rates.get(f"{asset.symbol}/{asset.peg}")
+    rate = rates.get(f"{asset.symbol.upper()}/{asset.peg}")
     if rate is None:
         return None
     found, reason = state(rate, now)
@@ -182,20 +183,12 @@ def _peg_guard(asset, rates, now) -> str | None:
     return None
 
 
-def quotable(conn, process, assets, now) -> dict:
-    """{(asset id, network id): Quote or RateUnavailable} for these assets (one read of the rates)."""
-    rates = rate_rows.all_rates(conn)
-    found = {}
-    for asset in assets:
-        try:
-            found[(asset.id, asset.network_id)] = quote(process, asset, rates, now)
-        except RateUnavailable as e:
-            found[(asset.id, asset.network_id)] = e
-    return found
-
-
-def rates_of(conn) -> dict:
-    return rate_rows.all_rates(conn)
+def rates_for(conn, livemode) -> dict:
+    """The rates a process of this mode may be quoted with: manual ones, and feeds read on a network
+    of its mode (a test network's feed, whose answer anyone may set, never prices a live sale)."""
+    test = {n.id for n in payment_rows.list_networks(conn) if n.is_test}
+    return {pair: r for pair, r in rate_rows.all_rates(conn).items()
+            if r.source != "feed" or (r.network_id in test) != bool(livemode)}
 
 
 # --- the operator's commands ---------------------------------------------------------------------
@@ -236,6 +229,7 @@ def add_feed(db, pair, *, network_id, feed, now, max_age=FEED_MAX_AGE, sequencer
     answer, its description must name the pair ("EUR / USD"), and its answer must count now (the
     sequencer's too, when given)."""
     base, quote_code = _check_pair(pair)
+    pair = f"{base}/{quote_code}"
     _check_max_age(max_age)
     max_depeg = _check_depeg(max_depeg)
     feed = _feed_address(feed, "feed")
@@ -274,7 +268,7 @@ def add_feed(db, pair, *, network_id, feed, now, max_age=FEED_MAX_AGE, sequencer
 
 def set_manual(db, pair, value, *, now, max_age=MANUAL_MAX_AGE, max_depeg=MAX_DEPEG) -> Rate:
     """Make the operator's own rate the pair's source, counting for `max_age` from now."""
-    _check_pair(pair)
+    pair = "/".join(_check_pair(pair))
     _check_max_age(max_age)
     max_depeg = _check_depeg(max_depeg)
     try:
@@ -296,6 +290,8 @@ def set_manual(db, pair, value, *, now, max_age=MANUAL_MAX_AGE, max_depeg=MAX_DE
 
 
 def remove(db, pair):
+    base, slash, quote_code = str(pair).partition("/")
+    pair = f"{base.upper()}{slash}{quote_code}"  # as stored: a symbol in capitals
     with db.transaction() as conn:
         if not rate_rows.remove(conn, pair):
             raise RateError(f"No rate for {pair}.")
@@ -337,6 +333,11 @@ def record_reads(db, network_id, rates, answers, now):
     updated = []
     for rate in rates:
         rnd, problem = _parsed(answers.get(rate.feed), "the feed")
+        if rnd is not None and rate.round_id is not None and rnd.round_id < int(rate.round_id):
+            log.info("rate %s (feed on %s): round %s is older than round %s already read (a"
+                     " lagging node): kept the newer", rate.pair, network_id, rnd.round_id,
+                     rate.round_id)
+            continue
         sequencer, seq_problem = (_parsed(answers.get(rate.sequencer_feed), "the sequencer feed")
                                   if rate.sequencer_feed else (None, None))
         read = with_round(rate, rnd, sequencer, problem or seq_problem, now)

@@ -73,6 +73,12 @@ def accept(db, merchant_id, process_id, key, who, now):
                 f"Transfer {transfer.key} is of {transfer.token_contract}, which is no registered"
                 f" asset on network {transfer.network_id}: it cannot be accepted as payment (refund"
                 " it, or collect it with collect --token).")
+        chosen = payment_rows.get_asset(conn, payment.asset_id, payment.network_id)
+        if chosen is not None and chosen.peg != asset.peg:
+            raise NotAcceptable(
+                f"Transfer {transfer.key} is of {asset.symbol}, worth a {asset.peg}, and the payment"
+                f" is due in {chosen.symbol}, worth a {chosen.peg}: it cannot count one for one"
+                " (refund it, or collect it with collect --token).")
         credited = _rescaled(transfer.amount, asset.decimals, payment.decimals)
         if not unexpected_rows.accept(conn, transfer, who, credited, now):
             raise NotAcceptable(f"Transfer {transfer.key} cannot be accepted now: try again.")

@@ -21,6 +21,7 @@ allowed (`'sha256-…'`, computed from the button.js this process serves), nothi
 """
 import base64
 import hashlib
+import ipaddress
 import logging
 import re
 from urllib.parse import urlsplit, urlunsplit
@@ -260,7 +261,7 @@ def open_link(link_id):
     config = current_app.config
     try:
         process = links.open_process(
-            get_db(), link.id, client=client_address(), now=now(), ttl=config["PROCESS_TTL_SECONDS"],
+            get_db(), link.id, client=_client_network(), now=now(), ttl=config["PROCESS_TTL_SECONDS"],
             per_minute=config["LINK_PROCESSES_PER_MINUTE"], checkout_base=public_base_url())
     except links.LinkNotFound:
         raise not_found("payment link") from None
@@ -272,3 +273,16 @@ def open_link(link_id):
                      f" connection in the last minute. Wait {e.retry_after} seconds, then try again.",
                      {"Retry-After": str(e.retry_after)})
     return redirect(url_for("checkout.checkout_page", process_id=process.id), 303)
+
+
+def _client_network() -> str:
+    """Who the link's rate limit counts: the client's address, or for IPv6 its /64 (one host
+    holds a whole /64, and would otherwise count as 2^64 clients)."""
+    client = client_address()
+    try:
+        address = ipaddress.ip_address(client)
+    except ValueError:  # no address (a unix socket): counted as it is
+        return client
+    if address.version == 4:
+        return client
+    return str(ipaddress.ip_network(f"{address}/64", strict=False))

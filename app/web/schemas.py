@@ -106,6 +106,8 @@ class PlainText(JSONString):
         text = super()._deserialize(value, attr, data, **kwargs)
         if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in text):
             raise ValidationError("Must be plain text, without control characters.")
+        if any(0xD800 <= ord(c) <= 0xDFFF for c in text):
+            raise ValidationError("Must not contain unpaired UTF-16 surrogate escapes.")
         return text
 
 

@@ -22,6 +22,7 @@ def test_the_fields_are_stored_and_shown(api):
     ("description", "x" * 251, "Length must be between 1 and 250."),
     ("description", "line\nbreak", "Must be plain text, without control characters."),
     ("description", "nul\u0000", "Must be plain text, without control characters."),
+    ("description", "half \ud800 a pair", "Must not contain unpaired UTF-16 surrogate escapes."),
     ("description", 5, "Must be a JSON string."),
     ("successUrl", "/thanks", "Must be an absolute https:// URL (http:// in test mode) of at most 2,048"
                               " characters."),

@@ -309,3 +309,80 @@ def test_reading_the_feeds_adds_no_round_trip_to_a_poll(app, client, runner, cha
     shop.watch()
     assert proxy.requests - before == without
     assert proxy.calls["eth_call"] == calls + 1  # in the same batch
+
+
+def test_a_lagging_nodes_older_round_never_replaces_a_newer_one(shop, feed, chain, runner, caplog):
+    chain.set_feed(feed, 110_000_000)  # round 2: 1.1
+    shop.sync_clock()
+    shop.watch()
+    assert rates_list(runner)["EUR/USD"]["round"] == "2"
+    chain.set_feed(feed, 100_000_000, round_id=1, answered_in_round=1)  # as a node behind would answer
+    shop.sync_clock()
+    with caplog.at_level(logging.INFO, logger="app.rates"):
+        shop.watch()
+    listed = rates_list(runner)["EUR/USD"]
+    assert (listed["round"], listed["value"], listed["state"]) == ("2", "1.1", "ok")
+    assert "round 1 is older than round 2 already read (a lagging node): kept the newer" in caplog.text
+    assert offered(shop, preorder(shop, 10)["processId"]) == {"tusd": "11"}
+
+
+def test_an_answer_from_beyond_any_clock_is_invalid_and_listed(shop, feed, chain, runner):
+    chain.set_feed(feed, EUR_USD, updated_at=10**15)
+    shop.sync_clock()
+    shop.watch()
+    listed = rates_list(runner)["EUR/USD"]
+    assert (listed["state"], listed["why"], listed["updatedAt"]) == (
+        "invalid", "its round's updatedAt is in the future", None)
+    assert "EUR/USD" in cli(runner, "rates", "list").output
+
+
+def test_a_peg_guard_matches_a_symbol_whatever_its_case(shop, chain, runner):
+    ethena = chain.deploy_named_token("Ethena USD", "USDe", 6)
+    cli(runner, "assets", "add", "usde", "--network", NETWORK, "--symbol", "USDe", "--name",
+        "Ethena USD", "--contract", ethena, "--decimals", "6")
+    shop.sync_clock()
+    cli(runner, "rates", "set", "usde/USD", "0.8")  # stored as USDE/USD
+    assert list(rates_list(runner)) == ["USDE/USD"]
+    process = preorder(shop, 5, currency="USD")
+    assert offered(shop, process["processId"]) == {"tusd": "5"}  # USDe at 0.8: out, even at par
+    cli(runner, "rates", "remove", "USDe/USD")
+    assert offered(shop, process["processId"]) == {"tusd": "5", "usde": "5"}
+
+
+def test_a_feed_on_a_network_of_the_other_mode_prices_nothing(shop, app, runner, clock):
+    """A test network's feed (anyone may set a test feed's answer) never prices a live sale, nor a
+    live network's a test one: here a test shop's EUR process and a feed read on a live network."""
+    from app.core.records import Rate
+    from app.data import rates as rate_rows
+    cli(runner, "networks", "add", "polygon", "--name", "Polygon PoS", "--chain-id", "137",
+        "--rpc-url", "http://127.0.0.1:1/", "--start-block", "1")
+    with app.extensions["db"].transaction() as conn:
+        rate_rows.put(conn, Rate(
+            pair="EUR/USD", source="feed", network_id="polygon", feed="0x" + "ab" * 20,
+            feed_decimals=8, sequencer_feed=None, max_age=90_000, max_depeg="2", value="1.0842",
+            round_id="9", answered_in_round="9", updated_at=clock.now, sequencer_answer=None,
+            sequencer_since=None, problem=None, read_at=clock.now, reported="ok",
+            created_at=clock.now))
+    assert rates_list(runner)["EUR/USD"]["state"] == "ok"
+    process = preorder(shop, 19.99)
+    assert offered(shop, process["processId"]) == {}
+    assert "no rate for EUR/USD" in _unavailable(shop, process["processId"])
+
+
+def test_a_transfer_of_a_token_of_another_peg_is_not_accepted_one_for_one(shop, chain, runner):
+    euro = chain.deploy_named_token("Test Euro", "TEUR", 6)
+    cli(runner, "assets", "add", "teur", "--network", NETWORK, "--symbol", "TEUR", "--name",
+        "Test Euro", "--contract", euro, "--decimals", "6", "--peg", "EUR")
+    process = preorder(shop, 10, currency="USD")
+    address = confirm(shop, process["processId"]).get_json()["payment"]["address"]
+    tx_hash, _ = chain.transfer(address, 10_000_000, token=euro)  # 10 euro tokens, not 10 dollars
+    chain.mine(2)
+    shop.sync_clock()
+    shop.watch()
+    [unexpected] = shop.process(process["processId"])["payment"]["unexpectedTransfers"]
+    accepted = shop.client.post(
+        f"/payment-button/process/{process['processId']}/unexpected-transfers/"
+        f"{unexpected['txHash']}:{unexpected['logIndex']}/accept", headers=shop.api.headers())
+    assert accepted.status_code == 409, accepted.get_data(as_text=True)
+    assert "worth a EUR" in accepted.get_json()["message"]
+    assert shop.process(process["processId"])["status"] == "pending"

@@ -321,3 +321,14 @@ def test_no_metadata_value_reaches_the_page_pending_or_paid(client, api, merchan
     paid = client.get(f"/checkout/{process_id}").get_data(as_text=True)
     for page in (pending, paid):
         assert not any(v in page for v in ("a@b.example", "555 0100", json.dumps(metadata), "metadata"))
+
+
+def test_an_ipv6_client_is_counted_by_its_64(client, api, app):
+    """One host holds a whole /64: ten clicks from ten of its addresses, then 429; another /64 is
+    another client."""
+    path = f"/l/{make_link(api)['linkId']}"
+    for n in range(1, 11):
+        assert client.post(path, environ_base={"REMOTE_ADDR": f"2001:db8:0:1::{n:x}"}).status_code == 303
+    assert client.post(path, environ_base={"REMOTE_ADDR": "2001:db8:0:1::ff"}).status_code == 429
+    assert client.post(path, environ_base={"REMOTE_ADDR": "2001:db8:0:2::1"}).status_code == 303
+    assert count_processes(app) == 11

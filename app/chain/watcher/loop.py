@@ -238,14 +238,14 @@ class Watcher:
         kept = transfer_rows.newest_block(self.db.connection(), network.id, network.scanned_block)
         feeds, feed_calls = rates.feed_calls(self.db.connection(), network.id)
         reads = first_reads(client, network, kept, feed_calls)
-        if feeds:  # kept before the payments are read: a confirm quotes from the database alone
-            rates.record_reads(self.db, network.id, feeds, reads.feeds, int(self.clock()))
         head = reads.head.number
         if head < network.head_block:
             raise RpcError(f"{redacted(network.rpc_url)} reports head {head}, below"
                            f" {network.head_block} already seen (a lagging node?)")
         if reorg.check(self.db, client, network, head, reads, int(self.clock())):
             self._watched_set(network.id).forget()
+        if feeds:  # from a node on the kept chain and not behind it; a confirm reads the database
+            rates.record_reads(self.db, network.id, feeds, reads.feeds, int(self.clock()))
         network = self._scan(client, network, head, reads)
         if confirm.confirm(self.db, client, network, head, reads, int(self.clock()),
                            self._described):
