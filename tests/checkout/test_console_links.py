@@ -10,24 +10,7 @@ from urllib.parse import unquote
 
 import pytest
 from support import dbutil
-
-PASSWORD = "correct horse battery"
-
-
-def csrf_of(text):
-    return re.search(r'name="csrf_token" value="([^"]+)"', text).group(1)
-
-
-def log_in(runner, client, merchant, role="owner"):
-    email = f"{role}@shop.example"
-    created = runner.invoke(args=["users", "create", email, "--merchant", merchant["merchantId"],
-                                  "--role", role], input=PASSWORD + "\n")
-    assert created.exit_code == 0, created.output
-    page = client.get("/dashboard/login")
-    response = client.post("/dashboard/login", data={"email": email, "password": PASSWORD,
-                                                      "csrf_token": csrf_of(page.text)})
-    assert response.status_code == 303
-    return client
+from support.console import csrf_of, log_in
 
 
 @pytest.fixture

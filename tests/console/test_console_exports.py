@@ -2,26 +2,15 @@
 the same user, answers a 429 page with Retry-After while the first is being sent; the slot is free
 again when it ends, when its client goes away, or, after a worker died holding it, once it made no
 progress for a minute. Other users are unaffected."""
-import re
-
 import pytest
-
-PASSWORD = "correct horse battery"
+from support.console import log_in, log_in_as
 
 
 def session(app, runner, merchant, email, role="owner"):
     """A logged-in test client of its own (a browser of its own)."""
-    listed = runner.invoke(args=["users", "list"])
-    if email not in listed.output:
-        created = runner.invoke(args=["users", "create", email, "--merchant", merchant["merchantId"],
-                                      "--role", role], input=PASSWORD + "\n")
-        assert created.exit_code == 0, created.output
-    client = app.test_client()
-    token = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/dashboard/login").text)[1]
-    response = client.post("/dashboard/login", data={"email": email, "password": PASSWORD,
-                                                      "csrf_token": token})
-    assert response.status_code == 303, response.text
-    return client
+    if email not in runner.invoke(args=["users", "list"]).output:
+        return log_in(runner, app.test_client(), merchant, email, role)
+    return log_in_as(app.test_client(), email)
 
 
 @pytest.fixture

@@ -14,28 +14,12 @@ from decimal import Decimal
 import pytest
 from support import dbutil
 from support.chain_shop import XPUB, cli
+from support.console import csrf_of, log_in
 from support.live_payments import USDC_LOCAL, Button, add_transfer
 
-PASSWORD = "correct horse battery"
 DAY = 86_400
 FEED = "0x694AA1769357215DE4FAC081bf1f309aDC325306"
 ROUND = "18446744073709562301"
-
-
-def csrf_of(text):
-    return re.search(r'name="csrf_token" value="([^"]+)"', text).group(1)
-
-
-def log_in(runner, client, merchant, role="owner"):
-    email = f"{role}@shop.example"
-    created = runner.invoke(args=["users", "create", email, "--merchant", merchant["merchantId"],
-                                  "--role", role], input=PASSWORD + "\n")
-    assert created.exit_code == 0, created.output
-    page = client.get("/dashboard/login")
-    response = client.post("/dashboard/login", data={"email": email, "password": PASSWORD,
-                                                      "csrf_token": csrf_of(page.text)})
-    assert response.status_code == 303
-    return client
 
 
 @pytest.fixture

@@ -5,33 +5,17 @@ writes made with its own functions (app/data/refunds.py), settlement on a real n
 tests/chain/test_refund_bystanders.py's."""
 import html
 import json
-import re
 from types import SimpleNamespace
 
 import pytest
 from support.chain_shop import XPUB, cli
+from support.console import csrf_of, log_in
 from support.live_payments import USDC_LOCAL, add_transfer
 
 from app.data import refunds as refund_rows
 
-PASSWORD = "correct horse battery"
 PAYOUT = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
 STRANGER_TX = "0x" + "5e" * 32
-
-
-def csrf_of(text):
-    return re.search(r'name="csrf_token" value="([^"]+)"', text).group(1)
-
-
-def log_in(runner, client, merchant, email, role="owner"):
-    created = runner.invoke(args=["users", "create", email, "--merchant", merchant["merchantId"],
-                                  "--role", role], input=PASSWORD + "\n")
-    assert created.exit_code == 0, created.output
-    page = client.get("/dashboard/login")
-    response = client.post("/dashboard/login", data={"email": email, "password": PASSWORD,
-                                                      "csrf_token": csrf_of(page.text)})
-    assert response.status_code == 303
-    return client
 
 
 @pytest.fixture
