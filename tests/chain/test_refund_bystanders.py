@@ -7,13 +7,12 @@ that address paying itself; "already named" is per merchant, so another merchant
 shows nor blocks. A wallet the service does not know that is none of these (the merchant's
 exchange account) settles a refund it names. The Refund object's `sender` and `namedBy` say who
 paid it and who named it."""
-import json
 import logging
 import re
 
-from support.chain_node import TRANSFER_SELECTOR
 from support.chain_shop import OTHER_XPUB, Shop, add_network, cli
 from support.helpers import assert_error
+from test_refunds_chain import name, refund, send_from
 
 from app.evm.addresses import to_checksum_address
 
@@ -25,20 +24,6 @@ SELF_PAID = ("moves the refund's token to the refund's address only from that ad
 NOT_YOURS = "was sent from an address that is not yours alone: only your own payment settles your refund"
 PAID_IT = ("was sent from an address that paid this process (the customer's): only your own payment"
            " settles your refund")
-
-
-def refund(shop, process_id, amount, address):
-    response = shop.client.post(f"/payment-button/process/{process_id}/refunds",
-                                data=json.dumps({"amount": amount, "address": address}),
-                                content_type="application/json", headers=shop.api.headers())
-    assert response.status_code == 200, response.get_data(as_text=True)
-    return response.get_json()
-
-
-def name(shop, process_id, refund_id, tx_hash):
-    return shop.client.post(f"/payment-button/process/{process_id}/refunds/{refund_id}/transaction",
-                            data=json.dumps({"txHash": tx_hash}), content_type="application/json",
-                            headers=shop.api.headers())
 
 
 def shown(shop, process_id, made):
@@ -63,16 +48,6 @@ def open_merchant(app, client, runner, chain, clock, merchant, *, payout=PAYOUT,
         cli(runner, "merchants", "set-payout", merchant["merchantId"],
             to_checksum_address(chain.accounts[payout]))
     return shop, process_id, deposit
-
-
-def send_from(chain, address, to, amount):
-    """A token transfer from `address`, a deposit address (its merchant's wallet holds the key; the
-    node impersonates it, with gas money): (tx hash, block number)."""
-    chain.rpc("hardhat_impersonateAccount", address)
-    chain.rpc("hardhat_setBalance", address, hex(10**18))
-    data = "0x" + TRANSFER_SELECTOR + to[2:].lower().rjust(64, "0") + format(amount, "064x")
-    receipt = chain.send(address, chain.token, data)
-    return receipt["transactionHash"], int(receipt["blockNumber"], 16)
 
 
 def settle(shop, chain, clock):
