@@ -1,5 +1,5 @@
-"""The overview under load through the shipped gunicorn, on SQLite and on PostgreSQL (issue 42,
-../shared/API.md "One caller never stalls the others"):
+"""The overview under load through the shipped gunicorn, on SQLite and on PostgreSQL
+(../shared/API.md "One caller never stalls the others"):
 `python -m bench.overview_load [--processes N] [--days D] [--backend sqlite|postgresql]`.
 
 bench/overview.py's live merchant (payout mode, USDC, a collection a day) with N processes

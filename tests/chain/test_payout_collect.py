@@ -750,7 +750,7 @@ def test_under_a_finality_mode_a_collection_counts_by_the_tag_the_watcher_read(s
     assert shop.records() == {(address, chain.token.lower()): 5_000_000, (address, GAS_COIN): ETHER}
 
 
-# --- Settled by the watcher: no other collect run (issue 42) ------------------------------------
+# --- Settled by the watcher: no other collect run -----------------------------------------------
 PASSWORD = "correct horse battery"
 
 

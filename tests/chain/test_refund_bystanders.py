@@ -1,4 +1,4 @@
-"""Bystanders' transfers settle no refund, named or not (API.md "Refunds"; issue 42 items 5 and 6),
+"""Bystanders' transfers settle no refund, named or not (API.md "Refunds"),
 on the real test chain: the merchant names the customer's own self-transfer, a transfer from the
 wallet that paid the order, or another merchant's payment to the customer, and the refund stays pending, its name
 cleared and kept with the reason (the Refund object's `clearedTxHash` and `clearedReason`, the
