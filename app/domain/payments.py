@@ -420,6 +420,7 @@ def payable_assets(db, merchant, now, stale_seconds, process=None) -> list[dict]
     else:
         return []
     chosen = process and payment_rows.get_payment(conn, process.id)
+    rates_now = process and rates.rates_for(conn, process.livemode)  # once for every asset
     grouped: dict[str, dict] = {}
     for asset, network_name, chain_id, confirmations, testnet in payment_rows.payable_assets(conn):
         if (is_test_network(chain_id, testnet) == merchant.livemode or not usable(asset.network_id)
@@ -431,7 +432,7 @@ def payable_assets(db, merchant, now, stale_seconds, process=None) -> list[dict]
                 due = chosen.amount_due
             else:
                 try:
-                    due = _quote(conn, process, asset, now).amount_due
+                    due = _quote(conn, process, asset, now, rates_now).amount_due
                 except (rates.RateUnavailable, ChoiceError):
                     continue
         entry = grouped.setdefault(
@@ -558,7 +559,7 @@ def _factory(conn, network, existing):
     return factory, version
 
 
-def _quote(conn, process, asset, now) -> rates.Quote:
+def _quote(conn, process, asset, now, rates_now=None) -> rates.Quote:
     """The process's amount in the asset's base units, quoted now (rates.RateUnavailable when it
     cannot be). At par it is exact, as it always was: ChoiceError when the token's decimals cannot
     hold it; at a rate it is rounded up."""
@@ -570,7 +571,9 @@ def _quote(conn, process, asset, now) -> rates.Quote:
                 f"The amount {process.amount} cannot be paid in {asset.symbol}: the token has"
                 f" {asset.decimals} decimal places. Choose another asset."
             ]}) from None
-    return rates.quote(process, asset, rates.rates_for(conn, process.livemode), now)
+    if rates_now is None:
+        rates_now = rates.rates_for(conn, process.livemode)
+    return rates.quote(process, asset, rates_now, now)
 
 
 def _payable(conn, merchant, asset_id, network_id) -> tuple[Asset, Network]:
