@@ -30,7 +30,7 @@ DEMO_BLOCK_SECONDS=${DEMO_BLOCK_SECONDS:-5}
 FLASK="$BIN/flask --app app"
 
 rm -rf "$DEMO_DIR" && mkdir -p "$DEMO_DIR" || exit 1
-export FLASK_DATABASE="$DEMO_DIR/preorder.sqlite3" FLASK_DEMO_MERCHANT_FILE="$DEMO_DIR/merchant.json"
+export FLASK_DATABASE="$DEMO_DIR/preorder.sqlite3"  # its demo merchant's keys file sits beside it
 rpc=http://127.0.0.1:$DEMO_RPC_PORT
 worker=
 watcher=
@@ -67,7 +67,8 @@ $FLASK watch-payments --poll-interval 1 & watcher=$!
 echo "Live demo shop: http://$HOST:$PORT/  (local node $rpc; Ctrl-C stops everything)"
 echo "Collect the payments to the payout wallet: FLASK_DATABASE=$FLASK_DATABASE $FLASK collect local --key-file $DEMO_DIR/operator.key"
 echo "Merchant console: http://$HOST:$PORT/dashboard/  (the console login is printed above)"
-echo "This demo has its own database: give every flask command FLASK_DATABASE=$FLASK_DATABASE"
+echo "This demo has its own database (and its demo merchant's keys file beside it, $DEMO_DIR/demo-merchant.json):"
+echo "  give every flask command FLASK_DATABASE=$FLASK_DATABASE; make run keeps its own"
 echo "  e.g. FLASK_DATABASE=$FLASK_DATABASE $FLASK users create EMAIL --merchant $merchant"
 FLASK_DEMO_SHOP=1 FLASK_DEMO_WALLET_RPC_URL=$rpc FLASK_DEMO_COLLECT_KEY_FILE=$DEMO_DIR/operator.key \
     FLASK_RELAYER_KEY_FILE=$DEMO_DIR/relayer.key \

@@ -1,6 +1,7 @@
 """`flask --app app demo-merchant`: the test-mode merchant that `make run` sets up for testers;
 `flask --app app demo-chain`: the local node of `make demo-live`, made ready for live payments."""
 import json
+import os
 import time
 from decimal import Decimal
 
@@ -9,9 +10,10 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 from app.clock import now
-from app.db import get_db
-from app.demo.merchant import DEMO_STAFF_EMAIL, ensure, ensure_link, ensure_staff
+from app.db import get_db, location
+from app.demo.merchant import DEMO_STAFF_EMAIL, ensure, ensure_link, ensure_staff, give_secret_key, key_works
 from app.demo.wallet import DemoWallet
+from app.domain import merchants
 from app.domain.accounts import AccountError
 from app.domain.merchants import MerchantError
 from app.evm.rpc import RpcError, redacted
@@ -33,16 +35,24 @@ DEMO_EUR_USD = "1.0842"  # the demo's EUR / USD feed: one euro in dollars
               help="Where the service is reached (make run: http://127.0.0.1:5000), to print the demo's"
                    " payment link whole and send its customers back to the shop (default: the"
                    " PUBLIC_BASE_URL setting).")
+@click.option("--secret-key", default=None,
+              help="The demo merchant's new secret key (the one the console's Keys page showed after a"
+                   " roll), saved in the keys file for the demo shop once it is checked to work.")
 @click.option("--json", "as_json", is_flag=True, help="Print the saved keys as JSON.")
 @with_appcontext
-def create_merchant(path, webhook_url, console_login, base_url, as_json):
+def create_merchant(path, webhook_url, console_login, base_url, secret_key, as_json):
     """Create the demo test-mode merchant once, save its keys, and print them; and its payment link
-    (made once, reused while it takes payments)."""
+    (made once, reused while it takes payments). Each database has its own keys file (by default
+    beside the SQLite file)."""
     path = path or current_app.config["DEMO_MERCHANT_FILE"]
     base = (base_url or current_app.config.get("PUBLIC_BASE_URL") or "").rstrip("/")
     try:
-        keys, created = ensure(get_db(), path, webhook_url=webhook_url, now=now(),
-                               allow_loopback=current_app.config["WEBHOOK_ALLOW_LOOPBACK"])
+        keys, how = ensure(get_db(), path, webhook_url=webhook_url, now=now(),
+                           allow_loopback=current_app.config["WEBHOOK_ALLOW_LOOPBACK"],
+                           database=database_of(current_app.config),
+                           overlap=merchants.roll_overlap_seconds(current_app.config))
+        if secret_key is not None:
+            keys = give_secret_key(get_db(), path, keys, secret_key, now())
         login = ensure_staff(get_db(), path, keys, now=now(),
                              hash_method=current_app.config["DASHBOARD_PASSWORD_HASH"]) if console_login else None
         link, _ = ensure_link(get_db(), path, keys, now=int(now()),
@@ -52,12 +62,20 @@ def create_merchant(path, webhook_url, console_login, base_url, as_json):
     if as_json:
         click.echo(json.dumps(dict(keys, paymentLinkId=link.id)))
         return
-    if created:
+    if how == "created":
         click.echo(f"Created the demo merchant; its keys are saved in {path} (test mode only).")
+    elif how == "recovered":
+        click.echo(f"{path} held another database's demo merchant: this database's ({keys['merchantId']},"
+                   f" whose console owner is {DEMO_STAFF_EMAIL}) got a new secret key, saved there.")
     else:
         click.echo(f"Demo merchant from {path}:")
     click.echo(f"  merchant id:     {keys['merchantId']}")
-    click.echo(f"  secret key:      {keys['secretKey']}")
+    if key_works(get_db(), keys, now()):
+        click.echo(f"  secret key:      {keys['secretKey']}")
+    else:
+        click.echo(f"  secret key:      {keys['secretKey']}  REVOKED: it no longer works (revoked or rolled in"
+                   " the console), so the demo shop cannot create preorders. Give it the new key:"
+                   " flask --app app demo-merchant --secret-key sk_test_…")
     click.echo(f"  public key:      {keys['publicKey']}")
     click.echo(f"  webhook secret:  {keys['webhookSecret']}")
     if webhook_url is not None:
@@ -65,6 +83,13 @@ def create_merchant(path, webhook_url, console_login, base_url, as_json):
     if login is not None:
         click.echo(f"  console login:   {login[0]}  password {login[1]}  (/dashboard/)")
     click.echo(f"  payment link:    {base}/l/{link.id}  ({link.description}, no code: open it and pay)")
+
+
+def database_of(config) -> str:
+    """The database as the keys file names it: the SQLite file's absolute path, or the PostgreSQL
+    URL without its password."""
+    where = location(config["DATABASE"])
+    return where if "://" in where else os.path.abspath(where)
 
 
 @click.command("demo-chain")

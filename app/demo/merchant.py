@@ -3,6 +3,10 @@
 `flask --app app demo-merchant` (run by `make run`) calls `ensure`; the demo shop reads the file with
 `read_keys` on each request, so re-running the command (e.g. after `init-db --reset`) needs no restart.
 The file holds the secret key in clear (mode 0600): demo and test mode only.
+
+Each database keeps its own file: by default it sits beside the SQLite file (app/demo/__init__.py),
+and it names the database it was written for, so a command pointed at another database never takes
+the file's merchant for its own, nor overwrites it.
 """
 import json
 import os
@@ -50,22 +54,73 @@ def _write_keys(path, keys):
         json.dump(keys, f, indent=2)
 
 
-def ensure(db, path, *, webhook_url, now, allow_loopback=False):
-    """The demo merchant saved at `path`, created when missing from the file or the database.
+def ensure(db, path, *, webhook_url, now, allow_loopback=False, database=None, overlap=0):
+    """The demo merchant saved at `path` for `database` (where it is, as `app.db.location` says).
     A `webhook_url` given is set on it either way (`allow_loopback`: WEBHOOK_ALLOW_LOOPBACK, as
-    the demo's own inbox is on this machine). Returns (keys, created)."""
+    the demo's own inbox is on this machine). Returns (keys, how): how is "kept"; "created" when
+    neither the file nor the database had one; "recovered" when the file was another database's
+    (written before files named theirs) and this database has a demo merchant, known by its
+    console owner: it gets a new secret key (its other keys keep working for `overlap` seconds),
+    the only one ever saved in clear being lost. A file naming another database is refused with
+    what to do."""
     keys = read_keys(path)
-    if keys is not None and any(m.id == keys["merchantId"] for m in service.list_all(db)):
+    known = {m.id: m for m in service.list_all(db)}
+    if keys is not None and keys["merchantId"] in known:
         if webhook_url is not None:
             service.set_webhook_url(db, keys["merchantId"], webhook_url, allow_loopback=allow_loopback)
-        return keys, False
-    merchant, secret_key = service.create(
-        db, name="Demo shop", livemode=False, webhook_url=webhook_url, now=now,
-        allow_loopback=allow_loopback,
-    )
+        # the webhook secret as the console may have rolled it (the receiver verifies with the file's)
+        current = dict(keys, webhookSecret=known[keys["merchantId"]].webhook_secret)
+        if database is not None:
+            current["database"] = database
+        if current != keys:
+            keys = current
+            _write_keys(path, keys)
+        return keys, "kept"
+    if keys is not None and keys.get("database") not in (None, database):
+        raise service.MerchantError(
+            f"{path} holds the demo merchant of another database ({keys['database']}), not of"
+            f" {database}. Give the command that database (FLASK_DATABASE={keys['database']}), or"
+            " this database a keys file of its own (--file PATH, or FLASK_DEMO_MERCHANT_FILE); by"
+            " default each database's file sits beside it, so make run and make demo-live never"
+            " share one.")
+    staff = accounts.user_by_email(db, DEMO_STAFF_EMAIL)
+    merchant = known.get(staff.merchant_id) if staff is not None else None
+    if merchant is not None and not merchant.livemode:
+        secret_key = service.roll_key(db, merchant.id, now, overlap)
+        how = "recovered"
+        if webhook_url is not None:
+            service.set_webhook_url(db, merchant.id, webhook_url, allow_loopback=allow_loopback)
+    else:
+        merchant, secret_key = service.create(
+            db, name="Demo shop", livemode=False, webhook_url=webhook_url, now=now,
+            allow_loopback=allow_loopback,
+        )
+        how = "created"
     keys = service.credentials(merchant, secret_key)
+    if database is not None:
+        keys["database"] = database
     _write_keys(path, keys)
-    return keys, True
+    return keys, how
+
+
+def key_works(db, keys, now) -> bool:
+    """Whether the file's secret key still opens the demo merchant (not revoked in the console,
+    nor rolled past its overlap)."""
+    merchant = service.by_secret_key(db, keys["secretKey"], now)
+    return merchant is not None and merchant.id == keys["merchantId"]
+
+
+def give_secret_key(db, path, keys, secret_key, now):
+    """Save `secret_key` in the keys file once it is checked to be a working secret key of the
+    demo merchant (the one the console showed after a roll). Returns the keys."""
+    merchant = service.by_secret_key(db, secret_key.strip(), now)
+    if merchant is None or merchant.id != keys["merchantId"]:
+        raise service.MerchantError(
+            f"That is not a working secret key of the demo merchant {keys['merchantId']}: copy the"
+            " one the console's Keys page showed when you rolled it (or roll again there).")
+    keys = dict(keys, secretKey=secret_key.strip())
+    _write_keys(path, keys)
+    return keys
 
 
 # The demo's console login (`demo-merchant --console-login`): an owner of the demo merchant.
@@ -79,7 +134,10 @@ def ensure_staff(db, path, keys, *, now, hash_method):
     password = keys.get("consolePassword")
     user = accounts.user_by_email(db, DEMO_STAFF_EMAIL)
     if user is not None and user.merchant_id != keys["merchantId"]:
-        raise service.MerchantError(f"The user {DEMO_STAFF_EMAIL} belongs to another merchant.")
+        raise service.MerchantError(
+            f"The user {DEMO_STAFF_EMAIL} belongs to another merchant ({user.merchant_id}) than the"
+            f" demo merchant of {path} ({keys['merchantId']}). Run the command without"
+            " --console-login, or give it the keys file of that merchant's database (--file PATH).")
     if user is None or not password:
         password = secrets.token_urlsafe(12)
         if user is None:

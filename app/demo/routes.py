@@ -46,7 +46,7 @@ from app.core.money import format_units
 from app.db import get_db
 from app.demo.merchant import read_keys
 from app.demo.wallet import DemoWallet, WalletRequestError
-from app.domain import payments, processes, refunds
+from app.domain import merchants, payments, processes, refunds
 from app.domain.payments import SetupError
 from app.domain.representation import iso
 from app.evm.rpc import RpcError
@@ -60,6 +60,10 @@ bp = Blueprint("demo", __name__, template_folder="templates")
 
 NOT_SET_UP = ("The demo merchant is not set up: run `flask --app app demo-merchant` (make run does),"
               " then reload this page.")
+REVOKED = ("The demo merchant's secret key in {path} no longer works: it was revoked (or rolled, and its"
+           " overlap is over) in the console. Give the shop the new one: run `flask --app app"
+           " demo-merchant --secret-key sk_test_…` with the key the console's Keys page showed when you"
+           " rolled it (lost it? roll again there), then reload this page.")
 AMOUNT_FORMAT = "Enter the amount as a number, e.g. 19.99."
 FIELD_NAMES = {"amount": "amount", "order_ref": "order reference"}
 
@@ -83,11 +87,21 @@ def _shop(status=200, **context):
     return render_template("demo/shop.html", **context), status
 
 
+def _unusable(keys):
+    """Why the shop cannot use these keys (its merchant gone, its secret key revoked), or None."""
+    if keys is None:
+        return NOT_SET_UP
+    if merchants.by_secret_key(get_db(), keys["secretKey"], now()) is not None:
+        return None
+    if merchants.get(get_db(), keys["merchantId"]) is not None:
+        return REVOKED.format(path=current_app.config["DEMO_MERCHANT_FILE"])
+    return f"Invalid secret key. {NOT_SET_UP}"
+
+
 @bp.get("/")
 def shop():
-    if _keys() is None:
-        return _shop(503, error=NOT_SET_UP)
-    return _shop()
+    error = _unusable(_keys())
+    return _shop(503, error=error) if error else _shop()
 
 
 @bp.post("/")
@@ -113,9 +127,9 @@ def checkout():
     except processes.InvalidAmount as e:  # more places than the currency has
         return _shop(400, error="The preorder was not created: check the amount.", errors=e.errors,
                      **form)
-    except ApiError as e:  # a validation error, or a demo merchant the database no longer has
+    except ApiError as e:  # a validation error, or keys the database no longer knows
         if e.status != 400:
-            return _shop(503, error=f"{e.message} {NOT_SET_UP}", **form)
+            return _shop(503, error=_unusable(keys) or f"{e.message} {NOT_SET_UP}", **form)
         fields = " and the ".join(FIELD_NAMES.get(field, field) for field in e.errors)
         return _shop(400, error=f"The preorder was not created: check the {fields}.", errors=e.errors, **form)
     process = loads(body.encode("utf-8"))

@@ -58,7 +58,7 @@ def test_make_demo_live_takes_a_payment_end_to_end(page, tmp_path, screenshot):
             wait_for(shop + "/", timeout=180)
         except RuntimeError:
             raise AssertionError(f"make demo-live did not serve the shop:\n{log_path.read_text()[-4000:]}")
-        keys = json.loads((tmp_path / "demo" / "merchant.json").read_text())
+        keys = json.loads((tmp_path / "demo" / "demo-merchant.json").read_text())
 
         errors = []
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -155,4 +155,4 @@ def test_make_demo_live_takes_a_payment_end_to_end(page, tmp_path, screenshot):
     assert f"Payout address of {keys['merchantId']} set to {DEMO_PAYOUT_ADDRESS}." in output
     assert " collect local --key-file " in output
     database = tmp_path / "demo" / "preorder.sqlite3"
-    assert f"This demo has its own database: give every flask command FLASK_DATABASE={database}" in output
+    assert f"give every flask command FLASK_DATABASE={database}; make run keeps its own" in output

@@ -215,3 +215,109 @@ def test_demo_merchant_console_login_is_created_once_and_printed_again(runner, a
     answer = client.post("/dashboard/login", data={"csrf_token": token, "email": "staff@demo.example",
                                                    "password": login[1]})
     assert answer.status_code == 303
+
+
+# --- each database its own demo merchant; a key revoked in the console ------------------------------
+
+def _demo_app(folder, clock):
+    """An app of its own SQLite database in `folder` and the default keys file, as `make run` (the
+    instance folder) and `make demo-live` (FLASK_DATABASE in DEMO_DIR) make theirs."""
+    from app import create_app
+    from app.db import init_db
+
+    app = create_app({"TESTING": True, "DATABASE": str(folder / "preorder.sqlite3"), "CLOCK": clock,
+                      "DEMO_SHOP": True})
+    with app.app_context():
+        init_db()
+    return app
+
+
+@pytest.mark.sqlite_only
+def test_a_second_database_keeps_its_own_demo_merchant_and_make_run_goes_on(tmp_path, clock):
+    run, live = _demo_app(tmp_path / "instance", clock), _demo_app(tmp_path / "demo-live", clock)
+    try:
+        args = ["demo-merchant", "--console-login"]
+        first = run.test_cli_runner().invoke(args=args)
+        other = live.test_cli_runner().invoke(args=args)  # FLASK_DATABASE=… as the demo's hint says
+        again = run.test_cli_runner().invoke(args=args)  # the next make run
+        assert first.exit_code == other.exit_code == again.exit_code == 0, first.output + other.output + again.output
+        kept = json.loads((tmp_path / "instance" / "demo-merchant.json").read_text())
+        theirs = json.loads((tmp_path / "demo-live" / "demo-merchant.json").read_text())
+        assert kept["merchantId"] != theirs["merchantId"]
+        assert kept["database"] == str(tmp_path / "instance" / "preorder.sqlite3")
+        assert again.output.startswith(f"Demo merchant from {tmp_path / 'instance' / 'demo-merchant.json'}:\n"
+                                       f"  merchant id:     {kept['merchantId']}\n")
+        assert re.search(r"console login:   staff@demo\.example  password (\S+)", first.output)[0] in again.output
+        assert run.test_client().get("/").status_code == 200
+    finally:
+        run.extensions["db"].close_all()
+        live.extensions["db"].close_all()
+
+
+@pytest.mark.sqlite_only
+def test_a_keys_file_of_another_database_is_refused_or_recovered_with_what_to_do(tmp_path, clock):
+    run, live = _demo_app(tmp_path / "instance", clock), _demo_app(tmp_path / "demo-live", clock)
+    try:
+        run_file = tmp_path / "instance" / "demo-merchant.json"
+        assert run.test_cli_runner().invoke(args=["demo-merchant", "--console-login"]).exit_code == 0
+        before = json.loads(run_file.read_text())
+        # Given make run's file by name, the other database's command refuses it and says what to do.
+        refused = live.test_cli_runner().invoke(args=["demo-merchant", "--file", str(run_file)])
+        assert refused.exit_code == 1
+        assert refused.output == (
+            f"Error: {run_file} holds the demo merchant of another database"
+            f" ({tmp_path / 'instance' / 'preorder.sqlite3'}), not of {tmp_path / 'demo-live' / 'preorder.sqlite3'}."
+            f" Give the command that database (FLASK_DATABASE={tmp_path / 'instance' / 'preorder.sqlite3'}),"
+            " or this database a keys file of its own (--file PATH, or FLASK_DEMO_MERCHANT_FILE); by default"
+            " each database's file sits beside it, so make run and make demo-live never share one.\n")
+        assert json.loads(run_file.read_text()) == before  # left as it was
+        # A file overwritten before files named their database: make run finds its demo merchant
+        # again by its console owner, with a new secret key, instead of failing.
+        other = tmp_path / "demo-live" / "demo-merchant.json"
+        assert live.test_cli_runner().invoke(args=["demo-merchant"]).exit_code == 0
+        stale = json.loads(other.read_text())
+        del stale["database"]
+        run_file.write_text(json.dumps(stale))
+        healed = run.test_cli_runner().invoke(args=["demo-merchant", "--console-login"])
+        assert healed.exit_code == 0, healed.output
+        assert healed.output.startswith(
+            f"{run_file} held another database's demo merchant: this database's ({before['merchantId']},"
+            " whose console owner is staff@demo.example) got a new secret key, saved there.\n")
+        now_kept = json.loads(run_file.read_text())
+        assert now_kept["merchantId"] == before["merchantId"] and now_kept["secretKey"] != before["secretKey"]
+        assert run.test_client().post("/", data={"amount": "5"}).status_code == 200
+    finally:
+        run.extensions["db"].close_all()
+        live.extensions["db"].close_all()
+
+
+def test_a_key_revoked_in_the_console_the_shop_says_so_and_takes_the_new_one(client, runner, demo, app):
+    from app.domain import merchants
+    from app.db import get_db
+
+    with app.app_context():
+        new_key = merchants.roll_key(get_db(), demo["merchantId"], app.config["CLOCK"](), 0)  # old one ends now
+    page = client.get("/")
+    assert page.status_code == 503
+    revoked = escape(
+        f"The demo merchant's secret key in {app.config['DEMO_MERCHANT_FILE']} no longer works: it was revoked"
+        " (or rolled, and its overlap is over) in the console. Give the shop the new one: run `flask --app app"
+        " demo-merchant --secret-key sk_test_…` with the key the console's Keys page showed when you rolled it"
+        " (lost it? roll again there), then reload this page.")
+    assert f'<p class="error" role="alert">{revoked}</p>' in page.get_data(as_text=True)
+    response = checkout(client, "5")
+    assert response.status_code == 503 and str(revoked) in response.get_data(as_text=True)
+    printed = runner.invoke(args=["demo-merchant"])
+    assert printed.exit_code == 0
+    assert (f"  secret key:      {demo['secretKey']}  REVOKED: it no longer works (revoked or rolled in the"
+            " console), so the demo shop cannot create preorders. Give it the new key: flask --app app"
+            " demo-merchant --secret-key sk_test_…\n") in printed.output
+    wrong = runner.invoke(args=["demo-merchant", "--secret-key", demo["secretKey"]])
+    assert wrong.exit_code == 1
+    assert wrong.output == (f"Error: That is not a working secret key of the demo merchant {demo['merchantId']}:"
+                            " copy the one the console's Keys page showed when you rolled it (or roll again"
+                            " there).\n")
+    given = runner.invoke(args=["demo-merchant", "--secret-key", new_key])
+    assert given.exit_code == 0 and f"  secret key:      {new_key}\n" in given.output
+    assert client.get("/").status_code == 200
+    assert len(button_attrs(checkout(client, "5").get_data(as_text=True))) == 1
