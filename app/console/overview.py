@@ -29,7 +29,8 @@ def overview_page():
         sandbox_charts={c.code: chart(c.daily, today, c.code, lambda amount, code=c.code: priced(amount, code),
                                       "completed in the sandbox per day")
                         for c in found.sandbox},
-        text=text, statuses=found.statuses, partly=found.partly, partly_more=found.partly_more, waiting=found.waiting,
+        text=text, statuses=found.statuses, partly=found.partly, partly_more=found.partly_more,
+        overpaid=found.overpaid, overpaid_more=found.overpaid_more, waiting=found.waiting,
         failing=found.failing, since=day_text(today - 29))
 
 

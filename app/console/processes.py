@@ -47,7 +47,19 @@ def _date(text, name, errors):
 
 # The list's filters on money: (value of `money`, its label). A new filter is one more entry here
 # and in data/processes.py CONDITIONS.
-MONEY_FILTERS = [("paid", "Paid (money confirmed)"), ("partly", "Partly paid"), ("refunded", "Refunded")]
+MONEY_FILTERS = [("paid", "Paid (money confirmed)"), ("partly", "Partly paid"), ("overpaid", "Overpaid"),
+                 ("refunded", "Refunded")]
+
+
+def _overpaid(views) -> list[str]:
+    """Of these {process id: PaymentView}, the processes whose confirmed money is above what is
+    due (exactly, in the token chosen): the customer sent more, which may be owed back."""
+    return [process_id for process_id, view in views.items() if view.paid > view.payment.amount_due]
+
+
+# The money filters SQL finds candidates for and the page checks exactly, amounts being decimal
+# text: name -> {process id: PaymentView} -> the ids that meet it.
+EXACT = {"partly": payments.partly_paid, "overpaid": _overpaid}
 
 
 def _filters():
@@ -94,14 +106,17 @@ def _filters():
 
 def _page(found, *, limit, before=None):
     """(processes, has_more) for the filters, newest first, before the process `before`. "Partly
-    paid" is checked exactly on what SQL found (money confirmed, not completed): below what is due."""
-    if found is None or not any(name == "partly" for name, _ in found.get("conditions", ())):
+    paid" and "overpaid" are checked exactly (EXACT) on what SQL found (money confirmed): below,
+    or above, what is due."""
+    exact = [EXACT[name] for name, _ in (found or {}).get("conditions", ()) if name in EXACT]
+    if found is None or not exact:
         return _sql_page(found, limit=limit, before=before)
     kept = []
     while True:
         batch, more = _sql_page(found, limit=limit, before=before)
-        partly = set(payments.partly_paid(payments.views(get_db(), batch)))
-        kept += [p for p in batch if p.id in partly]
+        views = payments.views(get_db(), batch)
+        meets = set.intersection(*(set(check(views)) for check in exact))
+        kept += [p for p in batch if p.id in meets]
         if len(kept) >= limit or not more:
             return kept[:limit], len(kept) > limit or more
         before = batch[-1].id
@@ -143,7 +158,8 @@ def _matches(process, found):
         return True
     if not processes.meets(get_db(), process.id, conditions):
         return False
-    return ("partly", None) not in conditions or bool(payments.partly_paid(payments.views(get_db(), [process])))
+    views = payments.views(get_db(), [process])
+    return all(EXACT[name](views) for name, _ in conditions if name in EXACT)
 
 
 def _summary(metadata):
@@ -176,6 +192,8 @@ def _money(batch, names=None) -> dict:
         marks = []
         if 0 < paid < pay.amount_due and p.effective_status(current) != "completed":
             marks.append("partly paid")
+        if view.paid > pay.amount_due:
+            marks.append("overpaid")
         if back:
             marks.append("refunded" if back >= Decimal(paid).scaleb(-pay.decimals) else "partly refunded")
         found[p.id] = {

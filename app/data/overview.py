@@ -223,10 +223,22 @@ def partly_paid_candidates(conn, merchant_id, since, limit) -> list[str]:
     return list(dict.fromkeys(r[0] for r in rows))[:limit]
 
 
-def partly_paid(conn, process_ids) -> tuple[int, list[str]]:
+def paid_candidates(conn, merchant_id, since, limit) -> list[str]:
+    """Processes of the merchant with a transfer confirmed at or after `since`, those of the newest
+    transfers first, `limit` at most (transfers_confirmed read backwards): the caller compares what
+    was paid with what is due, exactly."""
+    rows = conn.execute(
+        f"SELECT t.process_id FROM {_confirmed(conn)} JOIN payments p ON p.process_id = t.process_id"
+        " WHERE t.status = 'confirmed' AND t.confirmed_at >= ? AND p.merchant_id = ?"
+        " ORDER BY t.confirmed_at DESC LIMIT ?", (since, merchant_id, 3 * limit)).fetchall()
+    return list(dict.fromkeys(r[0] for r in rows))[:limit]
+
+
+def partly_paid(conn, process_ids, over=False) -> tuple[int, list[str]]:
     """Of these processes, (how many are partly paid: confirmed money above zero and below what is
-    due, in the token chosen, exact; the ids SQL cannot tell, some of their money having come in
-    the token of an earlier choice: the caller checks those through their payment views)."""
+    due, in the token chosen, exact; with `over`, how many are overpaid: above what is due; the ids
+    SQL cannot tell, some of their money having come in the token of an earlier choice: the caller
+    checks those through their payment views)."""
     ids, rows = list(process_ids), []
     for start in range(0, len(ids), 500):  # a bounded IN list
         chunk = ids[start:start + 500]
@@ -239,7 +251,7 @@ def partly_paid(conn, process_ids) -> tuple[int, list[str]]:
     for process_id, due, other, paid in rows:
         if other:
             unsure.append(process_id)
-        elif 0 < paid < int(due):
+        elif (paid > int(due)) if over else (0 < paid < int(due)):
             count += 1
     return count, unsure
 

@@ -161,6 +161,8 @@ CONDITIONS = {
     # Money confirmed on a process that did not complete; "below what is due" is checked exactly
     # by the caller (app/console/processes.py), amounts being decimal text.
     "partly": f"processes.status <> 'completed' AND {_CONFIRMED}",
+    # Money confirmed: "above what is due" is checked exactly by the caller, as "partly" is.
+    "overpaid": _CONFIRMED,
     "refunded": ("EXISTS (SELECT 1 FROM refunds r WHERE r.process_id = processes.id"
                  " AND r.status = 'completed')"),
     "asset=": "EXISTS (SELECT 1 FROM payments p WHERE p.process_id = processes.id AND p.asset_id = ?)",

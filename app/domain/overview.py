@@ -48,6 +48,8 @@ class Overview:
     statuses: list  # (status, processes created in the 30 days)
     partly: int  # processes partly paid
     partly_more: bool  # there may be more (partly_count)
+    overpaid: int  # processes paid more than was due (overpaid_count)
+    overpaid_more: bool  # there may be more
     waiting: list  # what waits to be collected (`waiting`)
     failing: int  # events whose delivery is failing
 
@@ -64,7 +66,9 @@ def of_merchant(db, merchant, now, recount=False) -> Overview:
         (lambda kind: overview_rows.days(conn, merchant.id, kind, since))
     assets, sandbox = money(conn, current, read, not merchant.livemode, merchant.currency)
     partly, partly_more = partly_count(db, merchant.id, since)
-    return Overview(today=today, assets=assets, sandbox=sandbox,
+    overpaid, overpaid_more = overpaid_count(db, merchant.id, since)
+    return Overview(today=today, assets=assets, sandbox=sandbox, overpaid=overpaid,
+                    overpaid_more=overpaid_more,
                     completed=_by_currency(read("completed"), today, merchant.currency),
                     statuses=statuses(conn, merchant.id, current, from_seq, read("final")),
                     partly=partly, partly_more=partly_more, waiting=waiting(conn, merchant.id, since),
@@ -85,6 +89,19 @@ def partly_count(db, merchant_id, since) -> tuple[int, bool]:
     more = len(candidates) > PARTLY_MAX
     count, unsure = overview_rows.partly_paid(conn, candidates[:PARTLY_MAX])
     count += len(payments.partly_paid(payments.views_of(db, unsure))) if unsure else 0
+    return count, more
+
+
+def overpaid_count(db, merchant_id, since) -> tuple[int, bool]:
+    """(processes with money confirmed since `since` whose confirmed money is above what is due,
+    exactly; whether there may be more: only the processes of the newest PARTLY_MAX confirmed
+    transfers are looked at, so a view costs the same however many there are)."""
+    conn = db.connection()
+    candidates = overview_rows.paid_candidates(conn, merchant_id, since, PARTLY_MAX + 1)
+    more = len(candidates) > PARTLY_MAX
+    count, unsure = overview_rows.partly_paid(conn, candidates[:PARTLY_MAX], over=True)
+    if unsure:
+        count += sum(1 for v in payments.views_of(db, unsure).values() if v.paid > v.payment.amount_due)
     return count, more
 
 

@@ -7,7 +7,7 @@ import io
 import json
 import re
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from standardwebhooks.webhooks import Webhook
@@ -815,6 +815,33 @@ def test_overview_and_the_money_on_every_row(console, api, runner, app, merchant
         "10", "4", "partly refunded")
     assert (exported[partly]["amountPaid"], exported[partly]["marks"]) == ("4", "partly paid")
     assert exported[big[0]]["amountPaid"] == "9" and exported[sandbox]["amountPaid"] == ""
+
+
+def test_an_overpaid_process_is_marked_filtered_and_counted_on_the_overview(console, api, runner, app,
+                                                                          merchant, clock):
+    order = _live_shop(api, runner, app, merchant)
+    now = clock.now
+    exact, over, twice = order(10, "usdc"), order(10, "usdc"), order(10, "usdc")
+    _paid(app, exact, "a1", 10_000_000, now)
+    _paid(app, over, "a2", 10_000_001, now - DAY)  # one unit more than due
+    _paid(app, twice, "a3", 6_000_000, now)  # two transfers, together above what is due
+    _paid(app, twice, "a4", 6_000_000, now)
+    page = console.get("/dashboard/overview")
+    assert page.status_code == 200
+    assert '<strong id="overpaid">2</strong>' in page.text
+    since = (datetime.fromtimestamp(now, timezone.utc) - timedelta(days=29)).strftime("%Y-%m-%d")
+    assert f'<a href="/dashboard/?money=overpaid&amp;from={since}"><span class="badge mark">overpaid</span>' in page.text
+    assert listed(console.get("/dashboard/?money=overpaid").text) == [twice, over]
+    assert listed(console.get(f"/dashboard/?money=overpaid&q={exact}").text) == []
+    assert listed(console.get(f"/dashboard/?money=overpaid&q={over}").text) == [over]
+    assert '<option value="overpaid" selected>Overpaid</option>' in console.get("/dashboard/?money=overpaid").text
+    rows = console.get("/dashboard/").text
+    marks = {pid: re.findall(r'<span class="badge mark">([^<]+)</span>',
+                             re.search(rf'href="/dashboard/processes/{pid}".*?</tr>', rows, re.S)[0])
+             for pid in (exact, over, twice)}
+    assert marks == {exact: [], over: ["overpaid"], twice: ["overpaid"]}
+    exported = {r["processId"]: r for r in csv.DictReader(io.StringIO(console.get("/dashboard/processes.csv").text))}
+    assert [exported[pid]["marks"] for pid in (exact, over, twice)] == ["", "overpaid", "overpaid"]
 
 
 @pytest.mark.parametrize("app_config", [{"WEBHOOK_RETRY_SCHEDULE": "0"}])  # one attempt, then failed
