@@ -8,6 +8,7 @@ import re
 import time
 from decimal import Decimal, InvalidOperation
 
+from app.db.interface import HUNG_SESSION_SECONDS
 from app.webhooks.schedule import DEFAULT_SCHEDULE, LEASE_MARGIN_SECONDS, parse_schedule
 
 DEFAULTS = {
@@ -40,6 +41,10 @@ DEFAULTS = {
     # The chain watcher's JSON-RPC calls: seconds to connect, and to wait for an answer
     "CHAIN_RPC_CONNECT_TIMEOUT_SECONDS": 5,
     "CHAIN_RPC_READ_TIMEOUT_SECONDS": 20,
+    # Seconds a watcher's lease on a network lasts (renewed each poll): with several watch-payments
+    # processes, one polls each network and the others take over within two poll intervals plus
+    # this once it dies, hangs or loses the database. At least HUNG_SESSION_SECONDS (10).
+    "WATCHER_LEASE_SECONDS": 15,
     # Payments without gas (ERC-3009): the relayer's key file (one hex private key of an account
     # holding only the network's gas coin; read when used, never stored or logged; None: no
     # relayer, the option is not offered), how many transactions it may send per hour, and how many
@@ -129,6 +134,7 @@ def normalize(config):
         "RELAYER_MAX_REVERTS_PER_HOUR",
         "NETWORK_STALE_SECONDS",
         "LINK_PROCESSES_PER_MINUTE",
+        "WATCHER_LEASE_SECONDS",
     ):
         try:
             config[name] = int(config[name])
@@ -144,6 +150,8 @@ def normalize(config):
         config["PUBLIC_BASE_URL"] = str(base).rstrip("/")
     else:
         config["PUBLIC_BASE_URL"] = None
+    if config["WATCHER_LEASE_SECONDS"] < HUNG_SESSION_SECONDS:  # see app/db/interface.py
+        raise ConfigError(f"WATCHER_LEASE_SECONDS must be at least {HUNG_SESSION_SECONDS}")
     if config["POSTGRES_POOL_MAX"] < max(1, config["POSTGRES_POOL_MIN"]):
         raise ConfigError("POSTGRES_POOL_MAX must be at least 1 and at least POSTGRES_POOL_MIN")
     if config["POSTGRES_CONNECT_TIMEOUT_SECONDS"] < 2:  # libpq: 0 waits for ever, 1 means 2

@@ -4,6 +4,13 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 
+# The longest a session of a hung or unreachable process may hold what it locked (PostgreSQL: the
+# sessions' idle-in-transaction timeout and TCP keepalives, app/db/postgres.py). A watcher's lease is
+# at least this long (WATCHER_LEASE_SECONDS), so a hung watcher's transaction never delays a standby
+# past its lease.
+HUNG_SESSION_SECONDS = 10
+
+
 class DatabaseUnavailable(Exception):
     """The database cannot serve: gone, replaced by a file init-db did not make, read-only, an I/O
     error, locked past the busy timeout, a server that does not answer. The API answers it 503

@@ -19,6 +19,10 @@ and by index, `release()` at the end of a request), so the SQL in app/data/ is w
   made as soon as the server answers again: no restart is needed. While the pool's last attempt to
   connect failed, a request waits UNREACHABLE_WAIT_SECONDS at most, not the pool's timeout: queueing
   for a connection the pool cannot make only delays the 503 (`_getconn`).
+- Hung peers: every session bounds how long it waits for a lock and how long a transaction of a
+  process that stopped sending (SIGSTOP, a frozen host) or cannot be reached keeps its locks
+  (`SESSION_SETTINGS`, `KEEPALIVES`): at most HUNG_SESSION_SECONDS (app/db/interface.py), so no hung
+  process holds the others. A statement that waited past `lock_timeout` is a 503 for a request.
 """
 import logging
 import os
@@ -33,7 +37,7 @@ from psycopg import pq
 
 from app.data import schema as schema_rows
 from app.db.health import WriteFailures
-from app.db.interface import DatabaseUnavailable
+from app.db.interface import HUNG_SESSION_SECONDS, DatabaseUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +45,12 @@ log = logging.getLogger(__name__)
 EVENTS_CHANNEL = "preorder_events"
 
 # Errors that mean the database cannot serve now (503): connection lost or refused, server shutting
-# down, read-only (a standby), lock or statement timeouts, deadlock or serialization failures (all
-# OperationalError in psycopg), a closed connection, a pool with nothing to give in time.
+# down, read-only (a standby), lock or statement timeouts (LockNotAvailable past lock_timeout),
+# deadlock or serialization failures (all OperationalError in psycopg), a session the server ended
+# for idling in a transaction, a closed connection, a pool with nothing to give in time.
 _UNAVAILABLE = (psycopg.OperationalError, psycopg.InterfaceError, psycopg_pool.PoolTimeout,
                 psycopg_pool.TooManyRequests, psycopg.errors.ReadOnlySqlTransaction,
-                psycopg.errors.CannotConnectNow)
+                psycopg.errors.CannotConnectNow, psycopg.errors.IdleInTransactionSessionTimeout)
 
 
 def is_unavailable(error: BaseException) -> bool:
@@ -60,6 +65,26 @@ UNREACHABLE_WAIT_SECONDS = 0.5
 RECONNECT_TIMEOUT_SECONDS = 5.0
 
 ERRORS = (psycopg.Error, psycopg_pool.PoolTimeout, psycopg_pool.TooManyRequests)
+
+# What a session may hold, however its process fares (HUNG_SESSION_SECONDS at most):
+# - lock_timeout: a statement waits this long for a lock at most, then fails (a request answers
+#   503, a watcher's poll is retried) rather than queueing behind a hung holder;
+# - idle_in_transaction_session_timeout: a transaction whose client sent nothing for this long (a
+#   stopped or stuck process) is ended by the server, rolled back, its locks freed;
+# - the server's TCP keepalives and tcp_user_timeout: a client host that is gone or cut off is
+#   noticed within it and its session ended.
+SESSION_SETTINGS = {
+    "lock_timeout": f"{HUNG_SESSION_SECONDS // 2}s",
+    "idle_in_transaction_session_timeout": f"{HUNG_SESSION_SECONDS}s",
+    "tcp_keepalives_idle": "4",
+    "tcp_keepalives_interval": "2",
+    "tcp_keepalives_count": "3",  # 4 + 3 * 2 = 10 s of silence
+    "tcp_user_timeout": f"{HUNG_SESSION_SECONDS}s",
+}
+# The client's side (libpq): a server that is gone or cut off fails the call within the same time
+# instead of leaving it waiting for ever.
+KEEPALIVES = {"keepalives": 1, "keepalives_idle": 4, "keepalives_interval": 2,
+              "keepalives_count": 3, "tcp_user_timeout": HUNG_SESSION_SECONDS * 1000}
 
 # SQLSTATE classes of a write the server could not store: insufficient resources (disk full, out of
 # memory) and system errors (I/O). /healthz reports them for a while (health.py).
@@ -179,7 +204,8 @@ class PostgresDatabase:
         self.write_failures = WriteFailures()  # for /healthz (health.py)
 
     def _connect_args(self):
-        return {"autocommit": True, "row_factory": _row_factory, "connect_timeout": self.connect_timeout}
+        return {"autocommit": True, "row_factory": _row_factory, "connect_timeout": self.connect_timeout,
+                **KEEPALIVES}
 
     def pool(self):
         """This process's pool, made on first use (and again after a fork: a child never uses its
@@ -219,6 +245,7 @@ class PostgresDatabase:
 
     def _configure(self, raw):
         _durable(raw)
+        _bounded(raw)
         self.unreachable = False
 
     def _getconn(self):
@@ -352,10 +379,17 @@ class PostgresDatabase:
         database itself is the operator's (CREATE DATABASE). Returns (version before, after)."""
         with self.pool().connection() as raw:
             conn = Connection(raw)
-            if reset:
-                with self.transaction_on(conn):
-                    schema_rows.drop_all(conn)
-            return schema_rows.upgrade(conn)
+            _bounded(raw, unbounded=True)  # an upgrade waits its turn and takes its time
+            try:
+                if reset:
+                    with self.transaction_on(conn):
+                        schema_rows.drop_all(conn)
+                return schema_rows.upgrade(conn)
+            finally:
+                try:
+                    _bounded(raw)  # back to the pool as every other connection is
+                except psycopg.Error:
+                    raw.close()  # the pool discards it
 
     @contextmanager
     def transaction_on(self, conn):
@@ -388,3 +422,13 @@ def _durable(conn):
     """A COMMIT returns only once it is on disk, whatever the server's default: a 200 is never
     given for a preorder that a crash of the server could lose (synchronous_commit=off would)."""
     conn.execute("SET synchronous_commit = on")
+
+
+def _bounded(conn, *, unbounded=False):
+    """The session's SESSION_SETTINGS; with `unbounded`, no lock or idle timeout (init-db: a second
+    one waits for the first's upgrade, which may spend long in Python between statements)."""
+    settings = dict(SESSION_SETTINGS)
+    if unbounded:
+        settings.update(lock_timeout="0", idle_in_transaction_session_timeout="0")
+    conn.execute("SELECT " + ", ".join("set_config(%s, %s, false)" for _ in settings),
+                 [v for item in settings.items() for v in item])

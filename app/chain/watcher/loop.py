@@ -8,6 +8,11 @@ reads the enabled networks every `poll_interval` and starts a thread for a netwo
 a network's thread ends once it is no longer enabled, or on `stop()`, after its poll. What a
 network's polls keep (its clients, failures, next poll, watched set) is its thread's alone; the
 database gives each thread its own connection, held only while it polls.
+
+Each poll first takes or renews the network's lease (lease.py): a network another watcher process
+holds is not polled here (no JSON-RPC call), and is taken over once that lease expires. The poll's
+transactions renew it too, and write nothing once another holds it (LeaseLost). A watcher that
+stops gives its leases up, so a standby takes over at its next poll.
 """
 import logging
 import threading
@@ -18,6 +23,7 @@ from dataclasses import replace
 from app.backoff import doubling
 from app.chain import collection_records, refunds
 from app.chain.watcher import confirm, reorg
+from app.chain.watcher.lease import Fenced, Lease, LeaseLost, owner_token
 from app.chain.watcher.record import LostRace, outcomes_text, record_step
 from app.chain.watcher.watched import WatchedSets
 from app.chain.watcher.window import deep_enough, first_reads, read_window, step_pins
@@ -52,6 +58,8 @@ class Watcher:
         self.config = config  # the CHAIN_RPC_* timeouts, NETWORK_STALE_SECONDS
         self.stale_seconds = int(config.get("NETWORK_STALE_SECONDS", 60))
         self.only = set(networks) if networks else None  # network ids to watch (None: every one)
+        self.lease_seconds = float(config.get("WATCHER_LEASE_SECONDS", 15))
+        self.owner = owner_token()  # this process, in the lease rows and the logs
         self.stopping = False
         self._wake = threading.Event()  # set by stop(): every thread's wait ends
         self._enabled = set()  # the network ids the loop polls now (replaced whole, never changed)
@@ -61,6 +69,8 @@ class Watcher:
         self._failures = defaultdict(int)  # network id -> consecutive failed polls
         self._next_poll = {}  # network id -> time.monotonic() of its next poll
         self._watched = {}  # network id -> WatchedSets, kept between its polls
+        self._leases = {}  # network id -> Lease
+        self._holding = {}  # network id -> whether its last attempt held the lease (None: none yet)
         # Shared, each entry written by one network's thread (a set's add and a dict's get and
         # set are atomic in CPython):
         self._busy = set()  # networks whose token logs are too many to filter here
@@ -89,6 +99,8 @@ class Watcher:
         threads = [self._thread(network.id, poll) for network in networks]
         for thread in threads:
             thread.join()
+        for network in networks:
+            self._give_up(network.id)
         calls = sum((client.calls for client in self._clients.values()), Counter())
         log.info("watch: pass done in %.3f s, %d RPC calls (%s)", time.perf_counter() - started,
                  sum(calls.values()), ", ".join(f"{m} {n}" for m, n in sorted(calls.items())))
@@ -132,6 +144,7 @@ class Watcher:
                 self._poll_logged(network_id)
             wait = self._next_poll[network_id] - time.monotonic()
             self._wake.wait(max(0.0, min(wait, self.poll_interval)))
+        self._give_up(network_id)
 
     def _thread(self, network_id, target):
         thread = threading.Thread(target=target, args=(network_id,), name=f"watch {network_id}",
@@ -151,10 +164,18 @@ class Watcher:
 
     def _poll_logged(self, network_id) -> bool:
         """A poll in a network's thread, its fault logged and backed off; the thread's database
-        connection let go after it (a pool's connection is not held between polls)."""
+        connection let go after it (a pool's connection is not held between polls). A network
+        another watcher holds is not polled: tried again after `poll_interval` (True)."""
         started = time.monotonic()  # polls start every poll_interval, however long each takes
         try:
+            if not self._hold(network_id):
+                self._next_poll[network_id] = started + self.poll_interval
+                return True
             self._poll_rereading(network_id)
+        except LeaseLost:
+            self._lost(network_id)
+            self._next_poll[network_id] = started + self.poll_interval
+            return True
         except Exception as e:  # the loop never dies: RPC faults, a locked database, a bug
             self._mark_failed(network_id)
             self._failures[network_id] += 1
@@ -186,6 +207,54 @@ class Watcher:
             log.info("watch %s: %s; reading again", network_id, e)
             self._watched_set(network_id).forget()
             self.poll_network(network_id)
+
+    def _hold(self, network_id) -> bool:
+        """The network's lease taken or renewed for this process; a change logged once."""
+        lease = self._leases.get(network_id)
+        if lease is None:
+            lease = self._leases[network_id] = Lease(self.db, network_id, self.owner,
+                                                     self.lease_seconds)
+        held, before = lease.take(), self._holding.get(network_id)
+        self._holding[network_id] = held
+        if held and not before:
+            self._watched_set(network_id).forget()  # another watcher may have moved it meanwhile
+            log.info("watch %s: polling it (lease %s, %.0f s)", network_id, self.owner,
+                     self.lease_seconds)
+        elif not held and before is not False:
+            self._watched_set(network_id).forget()
+            holder = lease.holder()
+            log.info("watch %s: not needed: watcher %s polls this network; standing by, ready to"
+                     " take over", network_id, holder[0] if holder else "(another)")
+        return held
+
+    def _lost(self, network_id):
+        """A transaction of this poll found another watcher holding the lease: nothing of it was
+        written; this process stands by from now on."""
+        self._holding[network_id] = False
+        self._watched_set(network_id).forget()
+        holder = self._leases[network_id].holder() if network_id in self._leases else None
+        log.warning("watch %s: watcher %s took this network over; nothing more written here,"
+                    " standing by", network_id, holder[0] if holder else "(another)")
+
+    def _give_up(self, network_id):
+        """The lease released when this process stops watching the network (a standby takes it
+        at its next poll); already lost, or the database gone: it simply expires."""
+        lease = self._leases.get(network_id)
+        if lease is None or not self._holding.get(network_id):
+            return
+        self._holding[network_id] = None
+        try:
+            lease.release()
+        except Exception as e:
+            log.debug("watch %s: could not release the lease (%s)", network_id, _summary(e))
+        finally:
+            self._release(network_id)
+
+    def _db(self, network_id):
+        """The database as this network's poll writes to it: fenced by its lease when held."""
+        if self._holding.get(network_id):
+            return Fenced(self.db, self._leases[network_id])
+        return self.db
 
     def _backoff(self, failures):
         """Seconds to wait after `failures` consecutive failures: doubling, up to backoff_max."""
@@ -230,30 +299,32 @@ class Watcher:
         return watched
 
     def poll_network(self, network_id):
-        """One poll (the package docstring's steps 0-5) of one network; RpcError on a fault."""
-        network = payment_rows.get_network(self.db.connection(), network_id)
+        """One poll (the package docstring's steps 0-5) of one network; RpcError on a fault,
+        LeaseLost when another watcher took the network over (nothing of it written)."""
+        db = self._db(network_id)
+        network = payment_rows.get_network(db.connection(), network_id)
         if network is None:
             return
         client = self._client(network)
-        kept = transfer_rows.newest_block(self.db.connection(), network.id, network.scanned_block)
-        feeds, feed_calls = rates.feed_calls(self.db.connection(), network.id)
+        kept = transfer_rows.newest_block(db.connection(), network.id, network.scanned_block)
+        feeds, feed_calls = rates.feed_calls(db.connection(), network.id)
         reads = first_reads(client, network, kept, feed_calls)
         head = reads.head.number
         if head < network.head_block:
             raise RpcError(f"{redacted(network.rpc_url)} reports head {head}, below"
                            f" {network.head_block} already seen (a lagging node?)")
-        if reorg.check(self.db, client, network, head, reads, int(self.clock())):
+        if reorg.check(db, client, network, head, reads, int(self.clock())):
             self._watched_set(network.id).forget()
         if feeds:  # from a node on the kept chain and not behind it; a confirm reads the database
-            rates.record_reads(self.db, network.id, feeds, reads.feeds, int(self.clock()))
+            rates.record_reads(db, network.id, feeds, reads.feeds, int(self.clock()))
         network = self._scan(client, network, head, reads)
-        if confirm.confirm(self.db, client, network, head, reads, int(self.clock()),
+        if confirm.confirm(db, client, network, head, reads, int(self.clock()),
                            self._described):
             self._watched_set(network.id).forget()
-        refunds.settle(self.db, client, network, head, deep_enough(network, head, reads),
+        refunds.settle(db, client, network, head, deep_enough(network, head, reads),
                        int(self.clock()), max_range=self.max_range,
                        max_addresses=self.max_addresses)
-        collection_records.settle_watched(self.db, client, network, head,  # read-only, no key
+        collection_records.settle_watched(db, client, network, head,  # read-only, no key
                                           deep_enough(network, head, reads), int(self.clock()))
         self._mark_ok(network, reads)
 
@@ -261,19 +332,20 @@ class Watcher:
         """Scan steps of at most `max_range` blocks up to the head, each read from the node whole
         (window.read_window) then recorded in one transaction (record.record_step). Returns the
         network's row as the last step left it."""
+        db = self._db(network.id)
         watched = None
         while not self.stopping:
-            network = payment_rows.get_network(self.db.connection(), network.id)
+            network = payment_rows.get_network(db.connection(), network.id)
             if network.scanned_block >= head:
                 break
             if watched is None:  # once a poll, and only when there are blocks to scan: an address
                 # handed out after this read is paid in a block after `head` (read before it),
                 # which the next poll scans
-                watched = self._watched_set(network.id).view(self.db.connection(), network,
+                watched = self._watched_set(network.id).view(db.connection(), network,
                                                              int(self.clock()))
             first = network.scanned_block + 1
             last = min(head, first + self.max_range - 1)
-            previous = transfer_rows.newest_block(self.db.connection(), network.id,
+            previous = transfer_rows.newest_block(db.connection(), network.id,
                                                   network.scanned_block)
             pins = step_pins(network, head, first, last, reads, previous)
             window = read_window(client, network, first, last, watched, pins,
@@ -284,10 +356,11 @@ class Watcher:
 
     def _record(self, network, head, window, reads):
         """The step's transaction; its transfers logged; the blocks it proved noted in `reads`."""
+        db = self._db(network.id)
         now = int(self.clock())
         try:
             paying, strays, outcomes = record_step(
-                self.db, network, head, window, deep_enough(network, head, reads), now,
+                db, network, head, window, deep_enough(network, head, reads), now,
                 now - self.monitoring_seconds)
         except LostRace:
             log.info("watch %s: another watcher read blocks %d-%d first", network.id,
@@ -307,16 +380,21 @@ class Watcher:
         after = replace(network, polled_at=now, failing_since=None,
                         head_timestamp=reads.head.timestamp)
         recovered = health.recovered_at(network, after, now, self.stale_seconds)
-        with self.db.transaction() as conn:
+        db = self._db(network.id)
+        with db.transaction() as conn:
             payment_rows.poll_succeeded(conn, network.id, now, reads.head.timestamp, tag_block,
                                         recovered)
         if recovered is not None and network.polled_at is not None:
             log.warning("watch %s: available again", network.id)
 
     def _mark_failed(self, network_id):
-        """The poll failed: kept in the database, so cron's runs and a loop agree."""
+        """The poll failed: kept in the database, so cron's runs and a loop agree (not when
+        another watcher holds the network: its polls say how it goes)."""
+        if not self._holding.get(network_id):
+            return
+        db = self._db(network_id)
         try:
-            with self.db.transaction() as conn:
+            with db.transaction() as conn:
                 payment_rows.poll_failed(conn, network_id, int(self.clock()))
         except Exception as e:  # the database may be what failed: the log says so already
             log.debug("watch %s: could not record the failed poll (%s)", network_id, _summary(e))
