@@ -26,6 +26,12 @@ One run:
    (above every pending one of its sender: two runs at once never sign one nonce twice), hash and
    signed bytes before it is broadcast, its receipt awaited and what it moved recorded, `pending`
    until a later run confirms it.
+Its items are the claim on its addresses: an address that a collection on the network includes is
+left out by every run (whatever its key) while that collection is `pending`, and also when it was
+confirmed in a block after the one this run read the balances at (the run's balances predate it).
+Claims are checked when the balances are read and again under the network's collection lock, in the
+transaction that records the batch (`payout_rows.held`): of two runs at once, the second sends
+nothing for an address the first holds, and spends no gas on it.
 What a collection moved is what its own transaction's logs show (never a balance difference across
 its block, which other transactions change): each token's Transfer from a deposit address to its
 payout, and the gas coin each forwarder of a version-2 factory logs. A first-release factory's
@@ -75,6 +81,8 @@ class Report:
     batches: list = field(default_factory=list)
     max_fee_per_gas: int = 0
     head: int | None = None
+    read_block: int | None = None  # the block the deposit balances were read at
+    held: set = field(default_factory=set)  # addresses left out: another collection holds them
     deep_enough: int = -1  # the highest block whose collections count (canonical.deep_enough)
     kept_top: int | None = None  # the watcher's newest kept block: nothing above it is proven
     error: str | None = None
@@ -110,8 +118,11 @@ def collect(db, network_id, key_file, *, merchant_id=None, dry_run=False, max_ba
         collection_records.settle_earlier(db, sender, network, version, report,
                                           may_send=not dry_run, now=now, timeout=receipt_timeout)
         deposits = payout_rows.collectable(db.connection(), factory, version, merchant_id)
-        balances = _balances(sender.client, deposits, tokens)
+        report.read_block, balances = _balances(sender.client, deposits, tokens)
         full = [d for d in deposits if any(balances[d.address].values())]
+        report.held = payout_rows.held(db.connection(), network_id, [d.address for d in full],
+                                       report.read_block)
+        full = [d for d in full if d.address not in report.held]
         if full:
             _send_batches(db, sender, network, (factory, version), full, balances, report,
                           dry_run=dry_run, max_batch=max_batch, now=now, timeout=receipt_timeout,
@@ -147,7 +158,7 @@ def waiting(db, network_id, merchant_id, *, max_batch=100, client_factory=rpc.Cl
     factory, version = found
     tokens = [a.contract for a in payment_rows.list_assets(conn) if a.network_id == network_id]
     deposits = payout_rows.collectable(conn, factory, version, merchant_id)
-    balances = _balances(client_factory(network.rpc_url), deposits, tokens) if deposits else {}
+    balances = _balances(client_factory(network.rpc_url), deposits, tokens)[1] if deposits else {}
     full = [d for d in deposits if any(balances[d.address].values())]
     totals = defaultdict(int)
     for d in full:
@@ -162,10 +173,11 @@ def waiting(db, network_id, merchant_id, *, max_batch=100, client_factory=rpc.Cl
 
 # --- 2. balances -----------------------------------------------------------------------------
 
-def _balances(client, deposits, tokens) -> dict:
-    """{address: {token or GAS_COIN: amount}} of every deposit, read at one block: the first batch
-    at "latest" with the node's eth_blockNumber (one node answers both: no lone call, whose number
-    another node of the pool may not have), the next ones at that number."""
+def _balances(client, deposits, tokens) -> tuple[int | None, dict]:
+    """(block number, {address: {token or GAS_COIN: amount}}) of every deposit, read at one block:
+    the first batch at "latest" with the node's eth_blockNumber (one node answers both: no lone
+    call, whose number another node of the pool may not have), the next ones at that number (None
+    when there is nothing to read)."""
     keys = [(d.address, token) for d in deposits for token in (GAS_COIN, *tokens)]
     found = {d.address: {} for d in deposits}
     block, i = "latest", 0
@@ -181,7 +193,7 @@ def _balances(client, deposits, tokens) -> dict:
             found[address][token] = (rpc.quantity(value, "eth_getBalance") if token == GAS_COIN
                                       else rpc.word(value, "balanceOf"))
         i += len(chunk)
-    return found
+    return (None if block == "latest" else int(block, 16)), found
 
 
 def _balance_call(address, token, block):
@@ -265,8 +277,23 @@ def _send_batches(db, sender, network, factory, full, balances, report, *, dry_r
             plan = plan_batches(part.start, len(full), max(1, len(part) // 2))
             continue
         report.batches.append(batch)
-        send_batch(db, sender, network, factory, batch, report, dry_run=dry_run, now=now,
-                   timeout=timeout)
+        try:
+            send_batch(db, sender, network, factory, batch, report, dry_run=dry_run, now=now,
+                       timeout=timeout)
+        except Held as e:  # another run claimed some of them since the balances were read
+            report.batches.pop()
+            report.held |= e.addresses
+            full[part.start:] = [d for d in full[part.start:] if d.address not in e.addresses]
+            plan = plan_batches(part.start, len(full), len(part))
+
+
+class Held(Exception):
+    """Some of a batch's addresses are held by another collection (`payout_rows.held`): the batch
+    is not sent; they are left out and the rest planned again."""
+
+    def __init__(self, addresses):
+        super().__init__(f"{len(addresses)} address(es) held by another collection")
+        self.addresses = addresses
 
 
 def send_batch(db, sender, network, factory, batch, report, *, dry_run, now, timeout):
@@ -294,8 +321,13 @@ def _send(db, sender, network, factory, batch, gas_limit, fees, report, now, tim
                for d in batch.deposits for token, amount in batch.balances[d.address].items()
                if amount]
     counted = sender.nonce()  # the node's count, pending transactions included
-    with db.transaction() as conn:  # its nonce chosen, and it recorded, before it is broadcast
-        payout_rows.lock_sender(conn, network.id, sender.address)
+    with db.transaction() as conn:  # its nonce chosen, its addresses claimed, and it recorded,
+        # before it is broadcast
+        payout_rows.lock_collections(conn, network.id)
+        taken = payout_rows.held(conn, network.id, [d.address for d in batch.deposits],
+                                 report.read_block)
+        if taken:
+            raise Held(taken)
         highest = payout_rows.highest_open_nonce(conn, network.id, sender.address)
         nonce = counted if highest is None else max(counted, highest + 1)
         signed = sender.sign(to=address, data=_calldata(batch), gas_limit=gas_limit, fees=fees,

@@ -31,7 +31,8 @@ class Refused(ValueError):
 def balances(client, address, assets) -> list[tuple[str, str]]:
     """What `address` holds on the network: [(amount in token units, symbol)] for each token asset
     and the gas coin, read at one block (RpcError when the node does not answer)."""
-    held = collect._balances(client, [SimpleNamespace(address=address)], [a.contract for a in assets])[address]
+    held = collect._balances(client, [SimpleNamespace(address=address)],
+                             [a.contract for a in assets])[1][address]
     found = [(format_units(held[a.contract], a.decimals), a.symbol) for a in assets]
     return found + [(format_units(held[GAS_COIN], GAS_COIN_DECIMALS), "of the gas coin")]
 

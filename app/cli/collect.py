@@ -179,7 +179,8 @@ def _summary(report) -> dict:
             "merchants": merchants_json, "transactions": transactions,
             "replaced": [{"txHash": old, "replacement": new, "why": why}
                          for old, new, why in report.replaced],
-            "gasUsed": sum(t.get("gasUsed") or 0 for t in transactions), "error": report.error}
+            "gasUsed": sum(t.get("gasUsed") or 0 for t in transactions),
+            "leftOut": sorted(report.held), "error": report.error}
 
 
 def _confirmations(c, report):
@@ -214,6 +215,10 @@ def _print_summary(s):
     verb = "Would move" if s["dryRun"] else "Moved"
     if not s["merchants"] and not s["transactions"] and not s["replaced"]:
         click.echo(f"Nothing to collect on {s['networkId']}.")
+    if s["leftOut"]:
+        click.echo(f"Left out {len(s['leftOut'])} address(es) held by a collection not confirmed"
+                   " yet (another run's, or an earlier one's): a run after it is confirmed or"
+                   " reverted collects what they hold then.")
     for m in s["merchants"]:
         for t in m["tokens"]:
             amount = (f"{t['amount']} {t['symbol']}" if t["symbol"]

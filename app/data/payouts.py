@@ -216,12 +216,36 @@ def get_collection(conn, collection_id) -> Collection:
                                     (collection_id,)).fetchone())
 
 
-def lock_sender(conn, network_id, sender):
-    """Hold the sender's nonces on the network until the transaction ends, so two runs at once pick
-    different ones (PostgreSQL; SQLite's single writer serialises)."""
+def lock_collections(conn, network_id):
+    """Hold the network's collections until the transaction ends, so two runs at once pick
+    different nonces of one sender and never claim one address twice (PostgreSQL; SQLite's single
+    writer serialises)."""
     if dialect(conn) == "postgresql":
-        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(CAST(? AS text) || '/collect/'"
-                     " || CAST(? AS text), 0))", (network_id, sender))
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(CAST(? AS text) || '/collect',"
+                     " 0))", (network_id,))
+
+
+CLAIM_CHUNK = 500  # addresses per query
+
+
+def held(conn, network_id, addresses, read_block) -> set[str]:
+    """Those of `addresses` (EIP-55, as stored) that a collection on the network holds: one still
+    `pending` (not mined, or not yet deep enough), or one confirmed in a block after `read_block`
+    (the block a run read their balances at: what it read is gone). A reverted one holds nothing.
+    Served by collection_items' address index, whatever the number of collections."""
+    wanted = sorted(set(addresses))
+    found = set()
+    for i in range(0, len(wanted), CLAIM_CHUNK):
+        chunk = wanted[i:i + CLAIM_CHUNK]
+        rows = conn.execute(
+            "SELECT DISTINCT i.address FROM collection_items i JOIN collections c"
+            " ON c.id = i.collection_id"
+            f" WHERE i.address IN ({','.join('?' * len(chunk))}) AND c.network_id = ?"
+            " AND (c.status = 'pending' OR (c.status = 'confirmed' AND c.block_number > ?))",
+            (*chunk, network_id, -1 if read_block is None else read_block),
+        )
+        found.update(r["address"] for r in rows)
+    return found
 
 
 def highest_open_nonce(conn, network_id, sender) -> int | None:

@@ -1,0 +1,195 @@
+"""Two `collect` runs at once, on the real Hardhat node: an address one run includes is claimed in
+the database (its collection's items, committed before the transaction is sent) and left out by
+the other run until that collection is confirmed or reverted, so no gas is ever spent twice on one
+address. The interleavings are forced (a run paused inside its RPC calls while the other runs),
+and two CLI processes race for real; every amount, nonce and gas balance is checked exactly."""
+import json
+import threading
+
+import pytest
+from support import dbutil
+from support.chain_shop import NETWORK
+from test_payout_collect import (  # noqa: F401  (fixtures)
+    ETHER,
+    GAS_COIN,
+    _collections,
+    _funded,
+    _start_collect,
+    _wait,
+    keys,
+    new_address,
+    shop,
+)
+
+from app.chain import collect as collector
+from app.evm import rpc
+from app.evm.signer import read_key_file
+
+
+class Paused(rpc.Client):
+    """A node client that stops at its first call of `method` until `go` is set (`reached` says it
+    got there): the run it serves is held at that point of its work."""
+
+    def __init__(self, url, method, **kwargs):
+        super().__init__(url, **kwargs)
+        self.method, self.reached, self.go = method, threading.Event(), threading.Event()
+
+    def call(self, method, params=()):
+        if method == self.method and not self.go.is_set():
+            self.reached.set()
+            assert self.go.wait(60)
+        return super().call(method, params)
+
+
+def _paused_run(app, shop, clock, method, key="operator", **kwargs):
+    """Start a `collect` run in a thread, held at its first `method` call: (client, result)."""
+    made, result = [], {}
+
+    def factory(url):
+        made.append(Paused(url, method))
+        return made[0]
+
+    def run():
+        try:
+            result["report"] = collector.collect(app.extensions["db"], NETWORK, shop.keys[key],
+                                                 now=clock.now, client_factory=factory, **kwargs)
+        except BaseException as e:  # shown by the test
+            result["error"] = e
+        finally:
+            app.extensions["db"].release()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    _wait(lambda: made and made[0].reached.is_set(), timeout=60)
+    result["thread"] = thread
+    return made[0], result
+
+
+def _finish(client, result):
+    client.go.set()
+    result["thread"].join(60)
+    assert not result["thread"].is_alive()
+    assert "error" not in result, result.get("error")
+    return result["report"]
+
+
+def _account(shop, chain, key):
+    address = read_key_file(shop.keys[key]).address
+    return address, int(chain.rpc("eth_getTransactionCount", address, "latest"), 16), \
+        shop.coin_balance(address)
+
+
+@pytest.mark.parametrize("where", ["eth_estimateGas", "eth_getTransactionCount"],
+                         ids=["before its estimate", "before its claim"])
+def test_a_run_that_read_before_the_other_sent_spends_nothing_on_its_addresses(shop, chain, app,
+                                                                              clock, where):
+    """Run B reads the balances (the address full), then is held: before its gas estimate (its
+    first look found nothing claimed), or just before the transaction that claims and signs (its
+    estimate done). Run A collects the address meanwhile (pending, mined, not yet deep). B, let
+    go, finds A's claim: it sends nothing, signs no nonce, pays no gas, and exits without error."""
+    payout, address = _funded(shop, chain, "payout-held")
+    sender, nonce, balance = _account(shop, chain, "operator")
+    client, result = _paused_run(app, shop, clock, where)
+    first = shop.collect_json()  # run A, with the collector's key
+    [sent] = first["transactions"]
+    assert sent["status"] == "pending" and sent["blockNumber"] is not None
+    second = _finish(client, result)
+    assert second.error is None and second.batches == [] and second.settled == []
+    assert second.held == {address}
+    assert _account(shop, chain, "operator") == (sender, nonce, balance)  # no transaction, no gas
+    assert [(state, mined) for _, state, mined in _collections(app.config["DATABASE"])] == [
+        ("pending", True)]
+    shop.confirm()
+    assert shop.records() == {(address, chain.token.lower()): 5_000_000, (address, GAS_COIN): ETHER}
+    assert shop.token_balance(payout) == 5_000_000 and shop.coin_balance(payout) == ETHER
+
+
+def test_a_run_whose_balances_predate_a_confirmed_collection_leaves_its_addresses_out(shop, chain,
+                                                                                     app, clock):
+    """B read the balances before A's collection was mined; A's is confirmed (deep enough, the
+    watcher's pass) before B goes on: what B read is gone, B sends nothing."""
+    _, address = _funded(shop, chain, "payout-confirmed")
+    sender, nonce, balance = _account(shop, chain, "operator")
+    client, result = _paused_run(app, shop, clock, "eth_estimateGas")
+    shop.collect_json()
+    shop.confirm()
+    assert [state for _, state, _ in _collections(app.config["DATABASE"])] == ["confirmed"]
+    second = _finish(client, result)
+    assert second.error is None and second.batches == [] and second.held == {address}
+    assert _account(shop, chain, "operator") == (sender, nonce, balance)
+    assert shop.records() == {(address, chain.token.lower()): 5_000_000, (address, GAS_COIN): ETHER}
+
+
+def test_an_address_is_left_out_until_its_collection_is_confirmed(shop, chain, app):
+    """A collects one merchant (`--merchant`); a late payment reaches that address while A's
+    collection is mined but not yet deep. B, for every merchant, moves only the other merchant's
+    address and leaves that one out (saying so); a run with nothing else to do exits 0 sending
+    nothing. Once A's is confirmed, the next run collects the late payment."""
+    _, held = _funded(shop, chain, "payout-a")
+    payout_b, free = _funded(shop, chain, "payout-b", tokens=7_000_000, coin=2 * ETHER)
+    merchant_a = dbutil.scalar(app.config["DATABASE"], "SELECT merchant_id FROM payments"
+                               " WHERE address = ?", held)
+    shop.collect_json("--merchant", merchant_a)
+    chain.transfer(held, 1_500_000)
+    second = shop.collect_json(key="operator")
+    assert second["leftOut"] == [held]
+    [tx] = second["transactions"]
+    assert tx["addresses"] == 1 and tx["status"] == "pending"
+    assert [(m["payoutAddresses"], [(t["addresses"], t["baseUnits"]) for t in m["tokens"]])
+            for m in second["merchants"]] == [
+        ([payout_b], [([free], "7000000"), ([free], str(2 * ETHER))])]
+    before = _account(shop, chain, "operator")
+    shown = shop.collect(key="operator")
+    assert shown.output.endswith(
+        f"Nothing to collect on {NETWORK}.\nLeft out 1 address(es) held by a collection not"
+        " confirmed yet (another run's, or an earlier one's): a run after it is confirmed or"
+        " reverted collects what they hold then.\n"), shown.output
+    assert _account(shop, chain, "operator") == before
+    shop.confirm()
+    token = chain.token.lower()
+    assert shop.records() == {(held, token): 5_000_000, (held, GAS_COIN): ETHER,
+                              (free, token): 7_000_000, (free, GAS_COIN): 2 * ETHER}
+    again = shop.collect_json(key="operator")
+    assert again["leftOut"] == [] and [t["addresses"] for t in again["transactions"]] == [1]
+    shop.confirm()
+    assert shop.records()[(held, token)] == 6_500_000
+    nothing = shop.collect_json()
+    assert (nothing["transactions"], nothing["leftOut"], nothing["error"]) == ([], [], None)
+
+
+def test_two_processes_at_once_never_spend_gas_on_one_address(shop, chain, app):
+    """Two `collect` processes, two keys, started together over six merchants' addresses:
+    each address is moved by exactly one transaction, every transaction sent moved something, and
+    the keys' transactions are exactly the recorded collections."""
+    funded = [_funded(shop, chain, f"payout-race-{i}", tokens=1_000_000 + 10_000 * i,
+                      coin=ETHER + i)
+              for i in range(6)]
+    before = {key: _account(shop, chain, key) for key in ("collector", "operator")}
+    database = app.config["DATABASE"]
+    runs = [_start_collect(shop, database, key) for key in ("collector", "operator")]
+    try:
+        reports = [json.loads(run.communicate(timeout=120)[0]) for run in runs]
+    finally:
+        for run in runs:
+            if run.poll() is None:
+                run.kill()
+                run.wait()
+    assert [run.returncode for run in runs] == [0, 0]
+    assert [r["error"] for r in reports] == [None, None]
+    shop.confirm()
+    sent = {key: int(chain.rpc("eth_getTransactionCount", before[key][0], "latest"), 16)
+            - before[key][1] for key in before}
+    rows = dbutil.query(database, "SELECT c.id, c.sender, count(DISTINCT i.address) FROM collections c"
+                        " LEFT JOIN collection_items i ON i.collection_id = c.id GROUP BY c.id, c.sender")
+    assert sum(sent.values()) == len(rows) and all(n > 0 for _, _, n in rows)
+    for key in before:
+        assert sent[key] == sum(1 for _, sender, _ in rows if sender == before[key][0])
+    moved = dbutil.query(database, "SELECT address, count(*) FROM collection_items"
+                         " WHERE lower(token) = ? GROUP BY address", chain.token.lower())
+    assert sorted(moved) == sorted((address, 1) for _, address in funded)
+    assert shop.records() == {
+        **{(address, chain.token.lower()): 1_000_000 + 10_000 * i for i, (_, address) in enumerate(funded)},
+        **{(address, GAS_COIN): ETHER + i for i, (_, address) in enumerate(funded)}}
+    for key in before:  # a key that sent nothing paid nothing
+        if sent[key] == 0:
+            assert _account(shop, chain, key) == before[key]
