@@ -16,8 +16,8 @@ login and sessions, ...), never app/data/.
   webhooks.py   the webhook URL, test events, failing deliveries, the events list
   links.py      payment links: create, deactivate, each one's address and QR code; the display
                 name checkout pages show
-  payouts.py    payout address, what waits per network, collecting it; the settings: the
-                tolerance, the currency of new processes
+  payouts.py    where the money goes, what waits per network, collecting it, the collections
+  settings.py   the owner's settings: display name, currency, tolerance, payout address
 Templates: templates/dashboard/ (one layout, its pages and macros.html); the stylesheet and
 scripts: app/static/console/.
 """
@@ -32,6 +32,7 @@ from app.console import (
     processes,
     refunds,
     security,
+    settings,
     webhooks,
 )
 

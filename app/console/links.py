@@ -1,5 +1,5 @@
 """The Links page: payment links (docs/console.md "Payment links"), and the display name the
-customers' pages show.
+customers' pages show (set on the settings page).
 
   GET  /dashboard/links                          the links, newest first (pages of 20): each one's
                                                  address with a copy button and its QR code (drawn
@@ -7,8 +7,6 @@ customers' pages show.
   POST /dashboard/links                          owner: a new link (the API's LinkSchema rules)
   GET  /dashboard/links/<linkId>/deactivate      owner: the confirmation
   POST /dashboard/links/<linkId>/deactivate      owner: deactivate it
-  POST /dashboard/settings/display-name          owner: the name checkout and link pages show (a
-                                                 form on this page and on the payouts page)
 """
 from datetime import datetime, timezone
 
@@ -34,7 +32,6 @@ NOTICES = {
     "created": "Payment link created: share its address or its QR code.",
     "deactivated": "The link is deactivated: it now answers \"no longer available\" and starts no"
                    " payment; payments already started from it may still complete.",
-    "display-name": "Display name saved: checkout pages and link pages show it from now on.",
 }
 
 # The form's fields and the API's names for them (LinkSchema), for errors shown by their field.
@@ -86,9 +83,8 @@ def links_page(errors=None, form=None, status=200):
 
 
 def _notice():
-    """The notice of the change this GET follows; the display name's shows in its own panel."""
-    done = request.args.get("done", "")
-    return None if done == "display-name" else NOTICES.get(done)
+    """The notice of the change this GET follows."""
+    return NOTICES.get(request.args.get("done", ""))
 
 
 def _utc(text):
@@ -192,22 +188,3 @@ def deactivate_link(link_id):
     link = _own_link(link_id)
     links.deactivate(get_db(), g.merchant.id, link.id, now())
     return redirect(url_for("dashboard.links_page", done="deactivated", _anchor=f"link-{link.id}"), 303)
-
-
-# Where the display-name form was sent from, and where its notice then shows.
-DISPLAY_NAME_PAGES = {"links": "dashboard.links_page", "payouts": "dashboard.payouts_page"}
-
-
-@bp.post("/settings/display-name")
-@login_required
-@owner_required
-def set_display_name():
-    """The name checkout pages and link pages show (merchants set-display-name); blank: the
-    merchant's name again."""
-    try:
-        links.set_display_name(get_db(), g.merchant.id, request.form.get("display_name", ""))
-    except links.LinkError as e:
-        raise PageError(400, "Display name refused", " ".join(e.errors["displayName"]) + " Go back and"
-                        " try again.") from None
-    endpoint = DISPLAY_NAME_PAGES.get(request.form.get("back"), "dashboard.links_page")
-    return redirect(url_for(endpoint, done="display-name", _anchor="display-name"), 303)

@@ -1,15 +1,11 @@
-"""The payouts page: where the merchant's money goes, what waits in its deposit addresses per
-network (read from the network's node), collecting it with the browser wallet, the collections,
-and the settings: the payout address, the underpayment tolerance and the currency of new processes
-(docs/console.md "Payouts" and "Settings"; the chain work is app/chain/wallet_collections.py and
-app/chain/collect.py).
+"""The payouts page: where the merchant's money goes (the payout address, set on the settings
+page), what waits in its deposit addresses per network (read from the network's node), collecting
+it with the browser wallet, and the collections (docs/console.md "Payouts"; the chain work is
+app/chain/wallet_collections.py and app/chain/collect.py).
 
-  GET  /dashboard/payouts; POST /dashboard/payouts/<networkId>/collections,
-  POST /dashboard/settings/payout, POST /dashboard/settings/tolerance,
-  POST /dashboard/settings/currency
+  GET  /dashboard/payouts; POST /dashboard/payouts/<networkId>/collections
 """
-from babel.numbers import get_currency_name
-from flask import current_app, g, render_template, request, url_for
+from flask import current_app, g, render_template, request
 
 from app.chain import collect
 from app.chain import wallet_collections as wallet_payouts
@@ -18,11 +14,9 @@ from app.clock import now
 from app.console import pages
 from app.console.pages import bp
 from app.console.security import login_required, not_found, owner_required
-from app.core import currency
 from app.core.money import format_units
 from app.db import get_db
-from app.domain import merchants, payments, payouts
-from app.domain.payments import SetupError
+from app.domain import payments, payouts
 from app.evm import rpc
 
 
@@ -86,11 +80,8 @@ def _collections(assets, networks):
 
 @bp.get("/payouts")
 @login_required
-def payouts_page(notice=None, error=None, status=200, section=None):
-    """`section`: the settings form a refused change (`error`) or a saved one (`done`) belongs to,
-    whose panel shows it: "payout", "currency", else the tolerance's panel, as before."""
+def payouts_page(notice=None, error=None, status=200):
     notice = notice or pages.notice()
-    section = section or {"currency": "currency", "payout": "payout"}.get(request.args.get("done"))
     db = get_db()
     payout = payouts.payout_of(db, g.merchant.id)
     with_factory = payouts.networks_with_factory(db)
@@ -103,23 +94,8 @@ def payouts_page(notice=None, error=None, status=200, section=None):
     ] if payout else []
     return render_template("dashboard/payouts.html", payout=payout, networks=networks,
                            has_xpub=payments.has_xpub(db, g.merchant.id),
-                           tolerance=merchants.tolerance_of(db, g.merchant.id),
                            collections=_collections(assets, {n.id: n.name for n in all_networks}),
-                           currencies=_currencies() if g.user.role == "owner" else (),
-                           payout_form=g.user.role == "owner" and (payout or not
-                                                                   payments.has_xpub(db, g.merchant.id)),
-                           currency_name=_currency_name(g.merchant.currency),
-                           notice=notice, error=error, section=section), status
-
-
-def _currency_name(code):
-    return get_currency_name(code, locale="en")  # the code itself where Babel has no name
-
-
-def _currencies():
-    """The currency form's choices: every code a process may be priced in (app/core/currency.py
-    known), with its English name, by code."""
-    return [(code, _currency_name(code)) for code in sorted(currency.known())]
+                           notice=notice, error=error), status
 
 
 @bp.post("/payouts/<network_id>/collections")
@@ -139,61 +115,3 @@ def record_collection(network_id):
         return payouts_page(error="The network's node does not answer now: the collection is not recorded."
                             " Try again later.", status=503)
     return pages.done("dashboard.payouts_page", "collection", _anchor="collections")
-
-
-@bp.post("/settings/payout")
-@login_required
-@owner_required
-def set_payout():
-    """The payout address (merchants set-payout): a form on the payouts page. An address without an
-    EIP-55 checksum (all lower or all upper case) is saved only once confirmed: the confirmation page
-    names the risk and posts it again with `unchecked`. A merchant in xpub mode gets no form: its
-    switch to the payout mode (which needs the networks' factories) is the operator's."""
-    db = get_db()
-    if payouts.payout_of(db, g.merchant.id) is None and payments.has_xpub(db, g.merchant.id):
-        return payouts_page(error="This shop is paid to its wallet's xpub: switching it to a payout"
-                            " address is done by the operator (merchants set-payout).", status=409,
-                            section="payout")
-    try:
-        address = pages.ascii_value((request.form.get("address") or "").strip(), "address")
-        payouts.set_payout(db, g.merchant.id, address, now(),
-                           unchecked=request.form.get("unchecked") == "1")
-    except payouts.UncheckedAddress as e:
-        return pages.confirm(
-            "Save a payout address without a checksum?",
-            f"{e} Every payment confirmed from now on is forwarded to it. Copy the address from your"
-            " wallet, which shows it with its checksum (in mixed case), and paste that instead; or"
-            " save this one only if you have checked it character by character.",
-            url_for("dashboard.set_payout"), "Save without checksum",
-            url_for("dashboard.payouts_page", _anchor="payout"),
-            fields={"address": e.typed, "unchecked": "1"})
-    except SetupError as e:
-        return payouts_page(error=str(e), status=400, section="payout")
-    return pages.done("dashboard.payouts_page", "payout", _anchor="payout")
-
-
-@bp.post("/settings/tolerance")
-@login_required
-@owner_required
-def set_tolerance():
-    """The underpayment tolerance (merchants set-tolerance): a form on the payouts page. Read as
-    ASCII: "٣" is not 3."""
-    try:
-        tolerance = pages.ascii_value(request.form.get("tolerance", ""), "tolerance")
-        merchants.set_tolerance(get_db(), g.merchant.id, tolerance)
-    except merchants.MerchantError as e:
-        return payouts_page(error=str(e), status=400)
-    return pages.done("dashboard.payouts_page", "tolerance", _anchor="tolerance")
-
-
-@bp.post("/settings/currency")
-@login_required
-@owner_required
-def set_currency():
-    """The currency of the merchant's new processes whose preorder names none (merchants
-    set-currency): a form on the payouts page, beside the tolerance."""
-    try:
-        merchants.set_currency(get_db(), g.merchant.id, (request.form.get("currency") or "").strip())
-    except merchants.MerchantError as e:
-        return payouts_page(error=str(e), status=400, section="currency")
-    return pages.done("dashboard.payouts_page", "currency", _anchor="currency")

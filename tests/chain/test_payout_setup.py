@@ -134,11 +134,11 @@ def payout_stored(app):
 
 def test_the_owner_saves_a_checksummed_payout_address_in_the_console(runner, client, merchant, app):
     console = console_of(runner, client, merchant)
-    page = console.get("/dashboard/payouts")
+    page = console.get("/dashboard/settings")
     assert 'action="/dashboard/settings/payout"' in page.text and 'name="address"' in page.text
     saved = console.post("/dashboard/settings/payout", data={"csrf_token": csrf_of(page.text),
                                                              "address": f"  {MIXED} "})
-    assert (saved.status_code, saved.headers["Location"]) == (303, "/dashboard/payouts?done=payout#payout")
+    assert (saved.status_code, saved.headers["Location"]) == (303, "/dashboard/settings?done=payout#payout")
     assert payout_stored(app) == [(MIXED,)]
     shown = console.get(saved.headers["Location"])
     assert "Payout address saved" in shown.text and MIXED in shown.text
@@ -150,7 +150,7 @@ def test_the_console_asks_to_confirm_an_address_without_a_checksum(runner, clien
     """All lower or all upper case: a confirmation page naming the risk (a typo cannot be caught)
     and where the checksummed form comes from; nothing saved until it is confirmed."""
     console = console_of(runner, client, merchant)
-    token = csrf_of(console.get("/dashboard/payouts").text)
+    token = csrf_of(console.get("/dashboard/settings").text)
     asked = console.post("/dashboard/settings/payout", data={"csrf_token": token, "address": typed})
     assert asked.status_code == 200
     text = html.unescape(asked.text)
@@ -161,13 +161,13 @@ def test_the_console_asks_to_confirm_an_address_without_a_checksum(runner, clien
     assert to_checksum_address(typed) not in text  # never offered: a typo's checksum is as valid
     assert 'action="/dashboard/settings/payout"' in asked.text
     assert ">Save without checksum</button>" in asked.text
-    assert 'href="/dashboard/payouts#payout">Go back</a>' in asked.text
+    assert 'href="/dashboard/settings#payout">Go back</a>' in asked.text
     fields = hidden_fields(asked.text)
     assert (fields["address"], fields["unchecked"]) == (typed, "1")
     assert payout_stored(app) == []
     confirmed = console.post("/dashboard/settings/payout", data=fields)
     assert (confirmed.status_code, confirmed.headers["Location"]) == (
-        303, "/dashboard/payouts?done=payout#payout")
+        303, "/dashboard/settings?done=payout#payout")
     assert payout_stored(app) == [(to_checksum_address(typed),)]
 
 
@@ -180,20 +180,20 @@ def test_the_console_asks_to_confirm_an_address_without_a_checksum(runner, clien
 def test_the_console_refuses_a_wrong_checksum_the_zero_address_and_malformed_even_confirmed(
         runner, client, merchant, app, address, message):
     console = console_of(runner, client, merchant)
-    token = csrf_of(console.get("/dashboard/payouts").text)
+    token = csrf_of(console.get("/dashboard/settings").text)
     for confirmed in ({}, {"unchecked": "1"}):
         refused = console.post("/dashboard/settings/payout",
                                data={"csrf_token": token, "address": address, **confirmed})
         assert refused.status_code == 400 and message in html.unescape(refused.text)
-        assert 'id="payout"' in refused.text  # the payouts page, its form's panel saying why
+        assert 'id="payout"' in refused.text  # the settings page, its form's panel saying why
     assert payout_stored(app) == []
 
 
-def test_payouts_page_forms_read_their_values_as_ascii(runner, client, merchant, app):
+def test_settings_page_forms_read_their_values_as_ascii(runner, client, merchant, app):
     """A form value with a character outside ASCII is the 400 page: "٣" is no tolerance of 3, a
     fullwidth "０x" no address."""
     console = console_of(runner, client, merchant)
-    token = csrf_of(console.get("/dashboard/payouts").text)
+    token = csrf_of(console.get("/dashboard/settings").text)
     tolerance = rows(app, "SELECT underpayment_tolerance FROM merchants")
     for path, field, value in (("/dashboard/settings/tolerance", "tolerance", "٣"),
                                ("/dashboard/settings/tolerance", "tolerance", "1.𝟓"),
@@ -210,7 +210,7 @@ def test_a_viewer_gets_no_payout_form_and_a_merchant_in_xpub_mode_none_either(ru
                                                                                merchant, app,
                                                                                make_merchant):
     viewer = console_of(runner, client, merchant, role="viewer")
-    page = viewer.get("/dashboard/payouts")
+    page = viewer.get("/dashboard/settings")
     assert 'name="address"' not in page.text
     refused = viewer.post("/dashboard/settings/payout", data={"csrf_token": csrf_of(page.text),
                                                               "address": MIXED})
@@ -219,7 +219,7 @@ def test_a_viewer_gets_no_payout_form_and_a_merchant_in_xpub_mode_none_either(ru
     xpub_shop = make_merchant(name="Xpub shop")
     cli(runner, "merchants", "set-xpub", xpub_shop["merchantId"], XPUB)
     owner = console_of(runner, client, xpub_shop)
-    page = owner.get("/dashboard/payouts")
+    page = owner.get("/dashboard/settings")
     assert 'name="address"' not in page.text and "merchants set-payout" not in page.text
     refused = owner.post("/dashboard/settings/payout", data={"csrf_token": csrf_of(page.text),
                                                              "address": MIXED})

@@ -219,21 +219,22 @@ def test_the_processes_list_filters_by_link(console, client, merchant, api):
     assert all(p in unfiltered for p in made[first] + made[second] + [plain])
 
 
-def test_the_display_name_is_set_on_the_links_and_payouts_pages(console, client, app, api):
-    for back, page_path in (("links", "/dashboard/links"), ("payouts", "/dashboard/payouts")):
-        page = console.get(page_path).get_data(as_text=True)
-        assert '<label for="display-name-input">Display name' in page
-        saved = console.post("/dashboard/settings/display-name",
-                             data={"csrf_token": csrf_of(page), "display_name": f" Clay & Co {back} ",
-                                   "back": back})
-        assert saved.status_code == 303
-        assert saved.headers["Location"] == f"{page_path}?done=display-name#display-name"
-        shown = console.get(saved.headers["Location"]).get_data(as_text=True)
-        assert "Display name saved" in shown
-        assert f'id="display-name-shown">Clay &amp; Co {back}</strong>' in shown
+def test_the_display_name_is_set_on_the_settings_page_and_shown_on_the_links_page(console, client, app, api):
+    page = console.get("/dashboard/settings").get_data(as_text=True)
+    assert '<label for="display-name-input">Display name' in page
+    saved = console.post("/dashboard/settings/display-name",
+                         data={"csrf_token": csrf_of(page), "display_name": " Clay & Co "})
+    assert saved.status_code == 303
+    assert saved.headers["Location"] == "/dashboard/settings?done=display-name#display-name"
+    shown = console.get(saved.headers["Location"]).get_data(as_text=True)
+    assert "Display name saved" in shown
+    assert 'id="display-name-shown">Clay &amp; Co</strong>' in shown
+    links_page = console.get("/dashboard/links").get_data(as_text=True)
+    assert 'id="display-name-shown">Clay &amp; Co</strong>: change it on the <a href="/dashboard/settings#display-name">' in links_page
+    assert '<label for="display-name-input">' not in links_page
     process_id = api.preorder().get_json()["processId"]
-    assert "Clay &amp; Co payouts" in client.get(f"/checkout/{process_id}").get_data(as_text=True)
-    token = csrf_of(console.get("/dashboard/payouts").get_data(as_text=True))
+    assert "Clay &amp; Co" in client.get(f"/checkout/{process_id}").get_data(as_text=True)
+    token = csrf_of(page)
     refused = console.post("/dashboard/settings/display-name", data={"csrf_token": token, "display_name": "x" * 81})
     assert refused.status_code == 400 and "at most 80 characters" in refused.get_data(as_text=True)
     cleared = console.post("/dashboard/settings/display-name", data={"csrf_token": token, "display_name": ""})

@@ -172,17 +172,19 @@ def test_the_csv_has_the_currency_and_the_quotes_rate_source_and_round(console, 
     assert priced(unpaid) == ("1200", "", "JPY", "", "", "")
 
 
-def test_the_owner_sets_the_currency_beside_the_tolerance(console, merchant, api):
-    page = console.get("/dashboard/payouts")
+def test_the_owner_sets_the_currency_on_the_settings_page(console, merchant, api):
+    page = console.get("/dashboard/settings")
     assert page.status_code == 200
     section = re.search(r'<section class="panel" id="currency">(.*?)</section>', page.text, re.S)[1]
     assert '<strong id="merchant-currency">USD</strong> (US Dollar)' in section
     assert '<option value="USD" selected>USD · US Dollar</option>' in section
     assert '<option value="EUR">EUR · Euro</option>' in section and "Save currency" in section
-    assert page.text.index('id="tolerance"') < page.text.index('id="currency"')
+    assert [page.text.index(f'<section class="panel" id="{panel}">')
+            for panel in ("display-name", "currency", "tolerance", "payout")] == sorted(
+        page.text.index(f'<section class="panel" id="{panel}">') for panel in ("display-name", "currency", "tolerance", "payout"))
     token = csrf_of(page.text)
     saved = console.post("/dashboard/settings/currency", data={"currency": "EUR", "csrf_token": token})
-    assert (saved.status_code, saved.headers["Location"]) == (303, "/dashboard/payouts?done=currency#currency")
+    assert (saved.status_code, saved.headers["Location"]) == (303, "/dashboard/settings?done=currency#currency")
     shown = console.get(saved.headers["Location"]).text
     section = re.search(r'<section class="panel" id="currency">(.*?)</section>', shown, re.S)[1]
     assert ("Currency saved: processes created from now on whose preorder names none are priced in it;"
@@ -201,19 +203,19 @@ def test_the_owner_sets_the_currency_beside_the_tolerance(console, merchant, api
     assert "alert" not in tolerance  # the error is the currency form's
     assert console.post("/dashboard/settings/currency", data={"currency": "eur", "csrf_token": token}).status_code == 400
     assert console.post("/dashboard/settings/currency", data={"currency": "JPY"}).status_code == 400  # no token
-    assert '<strong id="merchant-currency">EUR</strong>' in console.get("/dashboard/payouts").text
+    assert '<strong id="merchant-currency">EUR</strong>' in console.get("/dashboard/settings").text
 
 
 def test_a_viewer_sees_the_currency_and_cannot_change_it(runner, client, merchant):
     cli(runner, "merchants", "set-currency", merchant["merchantId"], "JPY")
     viewer = log_in(runner, client, merchant, role="viewer")
-    page = viewer.get("/dashboard/payouts")
+    page = viewer.get("/dashboard/settings")
     section = re.search(r'<section class="panel" id="currency">(.*?)</section>', page.text, re.S)[1]
     assert '<strong id="merchant-currency">JPY</strong> (Japanese Yen)' in section
     assert "<form" not in section and "<select" not in section and "Save currency" not in section
     refused = viewer.post("/dashboard/settings/currency", data={"currency": "EUR", "csrf_token": csrf_of(page.text)})
     assert refused.status_code == 403 and "viewer" in refused.text
-    assert '<strong id="merchant-currency">JPY</strong>' in viewer.get("/dashboard/payouts").text
+    assert '<strong id="merchant-currency">JPY</strong>' in viewer.get("/dashboard/settings").text
 
 
 def test_the_overview_sums_completed_processes_per_currency_exactly(euro_shop, api, client, app, runner, clock):

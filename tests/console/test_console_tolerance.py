@@ -1,4 +1,4 @@
-"""The underpayment tolerance on the console's payouts page: an owner sets it (CSRF token required),
+"""The underpayment tolerance on the console's settings page: an owner sets it (CSRF token required),
 a viewer sees it and changes nothing, a value outside 0–5 % is refused with a message."""
 import re
 
@@ -27,12 +27,12 @@ def tolerance(runner, merchant):
 
 def test_an_owner_sets_the_tolerance_with_the_csrf_token(runner, client, merchant):
     console = user(runner, client, merchant, "owner")
-    page = console.get("/dashboard/payouts")
+    page = console.get("/dashboard/settings")
     assert page.status_code == 200
     assert "Underpayment tolerance" in page.text and "<strong>0 %</strong>" in page.text
     token = csrf_of(page.text)
     saved = console.post("/dashboard/settings/tolerance", data={"tolerance": "0.50", "csrf_token": token})
-    assert (saved.status_code, saved.headers["Location"]) == (303, "/dashboard/payouts?done=tolerance#tolerance")
+    assert (saved.status_code, saved.headers["Location"]) == (303, "/dashboard/settings?done=tolerance#tolerance")
     saved = console.get(saved.headers["Location"])
     assert "Underpayment tolerance saved" in saved.text and "<strong>0.5 %</strong>" in saved.text
     assert tolerance(runner, merchant) == "0.5"
@@ -45,7 +45,7 @@ def test_an_owner_sets_the_tolerance_with_the_csrf_token(runner, client, merchan
 
 def test_a_viewer_sees_the_tolerance_but_cannot_change_it(runner, client, merchant):
     console = user(runner, client, merchant, "viewer")
-    page = console.get("/dashboard/payouts")
+    page = console.get("/dashboard/settings")
     assert "<strong>0 %</strong>" in page.text and "Save tolerance" not in page.text
     refused = console.post("/dashboard/settings/tolerance",
                            data={"tolerance": "1", "csrf_token": csrf_of(page.text)})

@@ -669,6 +669,31 @@ def test_payouts_page_without_a_payout_address_or_wallet(console, merchant, runn
     page = console.get("/dashboard/payouts")
     assert "0xABaBaBaBABabABabAbAbABAbABabababaBaBABaB" in page.text  # EIP-55 form
     assert 'class="panel network"' not in page.text  # no network has a forwarder factory
+    assert 'on the <a href="/dashboard/settings#payout">settings page</a>' in page.text
+
+
+def test_the_settings_page_holds_every_setting_a_viewer_reads_them_only(console, client, runner, merchant):
+    page = console.get("/dashboard/settings")
+    assert page.status_code == 200
+    assert '<a href="/dashboard/settings">Settings</a>' in page.text  # in the navigation
+    headings = re.findall(r'<section class="panel" id="([\w-]+)">\s*<h2>([^<]+)</h2>', page.text)
+    assert headings == [("display-name", "Display name"), ("currency", "Currency"),
+                        ("tolerance", "Underpayment tolerance"), ("payout", "Payout address")]
+    for form in ("display-name", "currency", "tolerance", "payout"):
+        assert f'action="/dashboard/settings/{form}"' in page.text
+    payouts_page = console.get("/dashboard/payouts").text
+    assert "Underpayment tolerance" not in payouts_page and 'name="address"' not in payouts_page
+    console.post("/dashboard/logout", data={"csrf_token": csrf_of(page.text)})
+    created = runner.invoke(args=["users", "create", "viewer@shop.example", "--merchant", merchant["merchantId"],
+                                  "--role", "viewer"], input=PASSWORD + "\n")
+    assert created.exit_code == 0, created.output
+    login = client.get("/dashboard/login")
+    client.post("/dashboard/login", data={"email": "viewer@shop.example", "password": PASSWORD,
+                                          "csrf_token": csrf_of(login.text)})
+    seen = client.get("/dashboard/settings")
+    assert seen.status_code == 200 and "<strong>0 %</strong>" in seen.text
+    assert '<strong id="merchant-currency">USD</strong>' in seen.text
+    assert "<form method=\"post\" action=\"/dashboard/settings/" not in seen.text
 
 
 def test_revoke_now_an_old_secret_key_after_a_roll(console, merchant, api):
