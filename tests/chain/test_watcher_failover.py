@@ -155,8 +155,7 @@ def test_a_standby_makes_no_rpc_call_and_takes_over_a_killed_watcher(shop, chain
     assert shop.event_types(process_id) == ["payment.completed"]
 
 
-@pytest.mark.skipif(os.environ.get("TEST_DATABASE", "sqlite") != "postgresql",
-                    reason="PostgreSQL's session timeouts: SQLite has one host and one writer")
+@pytest.mark.postgres_only  # the server's session timeouts; SQLite has one host and one writer
 def test_a_watcher_hung_inside_a_write_transaction_holds_nobody_and_writes_nothing_when_woken(
         shop, chain, proxy, app, watchers):
     import psycopg
