@@ -30,7 +30,8 @@ from app.db import get_db
 def watch_payments(once, poll_interval, backoff_max, max_range, max_addresses, network_ids):
     """Watch the enabled networks for payments until stopped, each network polled on its own
     (SIGTERM/Ctrl-C: each network's step under way commits, then exit 0; a second signal a second
-    later exits at once)."""
+    later exits at once). Several may run, on any hosts: one polls each network, the others stand
+    by and take over within two poll intervals plus WATCHER_LEASE_SECONDS (docs/storage.md)."""
     unknown = sorted(set(network_ids) - {n.id for n in payment_rows.list_networks(
         get_db().connection())}) if network_ids else []
     if unknown:
