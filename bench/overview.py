@@ -47,9 +47,10 @@ def _hex(dialect, expr, width):
     return f"printf('%0{width}x', {expr})"
 
 
-def load(conn, dialect, merchant_id, n, now, days=365, mix=YEAR_MIX):
+def load(conn, dialect, merchant_id, n, now, days=365, mix=YEAR_MIX, metadata="'{}'"):
     """The merchant's `days`: processes, payments, transfers, refunds and collections (see above);
-    `mix`: the percent completed with a payment, expired partly paid and completed without one."""
+    `mix`: the percent completed with a payment, expired partly paid and completed without one;
+    `metadata`: each process's, an SQL expression of `i` (its number, 1 to n)."""
     start, step = now - days * DAY, days * DAY / n
     pid = f"'{'0' * 8}-0000-4000-8000-' || {_hex(dialect, 'i', 12)}"
     created = f"CAST({start} + i * {step} AS BIGINT)" if dialect == "postgresql" \
@@ -62,7 +63,7 @@ def load(conn, dialect, merchant_id, n, now, days=365, mix=YEAR_MIX):
     conn.execute(
         "INSERT INTO processes (id, merchant_id, status, amount, metadata, livemode, created_at,"
         " updated_at, expires_at)"
-        f" SELECT {pid}, '{merchant_id}', {status}, '25.00', '{{}}', 1,"
+        f" SELECT {pid}, '{merchant_id}', {status}, '25.00', {metadata}, 1,"
         f" {created}, {created} + 600, {created} + 1800 FROM ({numbers}) AS g")
     with_money = f"{kind} < {paid + partly}"
     conn.execute(
@@ -106,7 +107,7 @@ def load(conn, dialect, merchant_id, n, now, days=365, mix=YEAR_MIX):
     conn.execute("ANALYZE")
 
 
-def make_side(folder, dialect, n, now, days=365, mix=YEAR_MIX):
+def make_side(folder, dialect, n, now, days=365, mix=YEAR_MIX, metadata="'{}'"):
     """(app, logged-in client, merchant id) of a database holding the merchant's `days`."""
     if dialect == "postgresql":
         from bench.postgres import database_url
@@ -126,7 +127,7 @@ def make_side(folder, dialect, n, now, days=365, mix=YEAR_MIX):
                          " VALUES ('usdc', 'polygon', 'USDC', 'USD Coin', ?, 6, ?)", (USDC, now))
             conn.execute("INSERT INTO network_factories (network_id, address, tx_hash, created_at, version)"
                          " VALUES ('polygon', ?, ?, ?, 2)", (FACTORY, "0x" + "fb" * 32, now))  # payout mode's
-            load(conn, dialect, merchant.id, n, now, days, mix)
+            load(conn, dialect, merchant.id, n, now, days, mix, metadata)
             overview_rows.rebuild(conn)  # the sums, as init-db builds them for rows loaded thus
         if dialect == "postgresql":  # as autovacuum leaves a table after a load: visibility map set
             import psycopg
