@@ -27,6 +27,10 @@ ends the poll of that network only: logged with the URL's host alone, retried af
 doubling up to `backoff_max`. Each poll's outcome is written to the network's row
 (app/domain/health.py reads it). Nothing half-done is committed. SIGTERM/SIGINT: each network's
 step under way commits, the command exits 0 once every thread has ended.
+
+Several watcher processes, on any hosts: each network is polled by the one that holds its lease
+(lease.py, taken at the start of each poll and renewed in every transaction it writes); the others
+make no RPC call for it and take over once the lease expires.
 """
 from app.chain.watcher.loop import MAX_ADDRESSES, MAX_RANGE, Watcher
 
