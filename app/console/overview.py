@@ -59,4 +59,5 @@ def chart(daily: dict, today: int, label: str, shown=None, what="paid per day") 
                      "title": f"{day_text(day)}: {shown(amount)}"})
     return {"bars": bars, "top": top_text(top), "first": day_text(days[0]),
             "last": day_text(days[-1]), "width": WIDTH, "height": HEIGHT, "base": HEIGHT - PAD, "pad": PAD,
-            "label": f"{label} {what}, last 30 days"}
+            "label": f"{label} {what}, last 30 days",
+            "days": [day_text(days[i])[5:] for i in (0, 14, 29)]}  # the axis: first, middle, last day

@@ -163,11 +163,22 @@ def _matches(process, found):
 
 
 def _summary(metadata):
-    """A short line of a process's metadata for the list."""
-    text = ", ".join(f"{k}: {v}" for k, v in json.loads(metadata).items()
-                     if isinstance(v, (str, int, float)) and not isinstance(v, bool))
-    text = text.replace("\x00", "\ufffd")  # HTML has no NUL: what a browser would show
-    return text if len(text) <= 80 else text[:79] + "…"
+    """A short view of a process's metadata for the list: its scalar "key: value" items, at most
+    80 characters in all (the last one cut with "…"). A list: each item is shown unbroken, lines
+    breaking only between items."""
+    items, left = [], 80
+    for k, v in json.loads(metadata).items():
+        if not isinstance(v, (str, int, float)) or isinstance(v, bool):
+            continue
+        item = f"{k}: {v}".replace("\x00", "\ufffd")  # HTML has no NUL: what a browser would show
+        if len(item) > left:
+            items.append(item[:max(left - 1, 0)] + "…")
+            break
+        items.append(item)
+        left -= len(item) + 2  # and its ", "
+        if left <= 0:
+            break
+    return items
 
 
 def _money(batch, names=None) -> dict:

@@ -800,6 +800,9 @@ def test_overview_and_the_money_on_every_row(console, api, runner, app, merchant
     dai = re.search(r'id="asset-dai">(.*?)</article>', page.text, re.S)[1]
     assert re.findall(r'data-label="[^"]+"><a href="[^"]+">([^<]+)</a>', dai)[:3] == ["0", "0", "18"]
     assert usdc.count('<rect x=') == 30 and "<svg" in usdc  # the chart: one bar per day
+    axis = [(datetime.fromtimestamp(now, timezone.utc) - timedelta(days=d)).strftime("%m-%d") for d in (29, 15, 0)]
+    assert ('<div class="chart-x" aria-hidden="true">' + "".join(f"<span>{d}</span>" for d in axis) + "</div>") in usdc
+    assert '<div class="chart-y" aria-hidden="true"><span>10</span><span>0</span></div>' in usdc  # the highest day
     sandbox_panel = re.search(r'<section class="panel" id="sandbox">(.*?)</section>', page.text, re.S)[1]
     assert "Sandbox payments" in sandbox_panel and ">$2.50</a> <span class=\"hint\">(1)</span>" in sandbox_panel
     assert '<strong id="partly-paid">1</strong>' in page.text

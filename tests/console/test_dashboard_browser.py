@@ -296,6 +296,48 @@ OVERFLOW = """() => {
 }"""
 
 
+# At a desktop width: in every table no word or number breaks across lines (a hash or an address,
+# shortened or wrapping by design, aside), and a text field's placeholder fits in it.
+UNBROKEN = r"""() => {
+  const broken = [];
+  const lines = (node, start, end) => {
+    const range = document.createRange();
+    range.setStart(node, start);
+    range.setEnd(node, end);
+    return new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size;
+  };
+  for (const cell of document.querySelectorAll("th, td")) {
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      if (node.parentElement.closest(".mono, code, .hash")) continue;
+      for (const word of node.textContent.matchAll(/\S+/g)) {
+        if (lines(node, word.index, word.index + word[0].length) > 1) broken.push(word[0]);
+      }
+      if (cell.matches("th, .num") && lines(node, 0, node.textContent.length) > 1) broken.push(node.textContent.trim());
+    }
+  }
+  const cut = [];
+  const context = document.createElement("canvas").getContext("2d");
+  for (const input of document.querySelectorAll("input[placeholder]")) {
+    const style = getComputedStyle(input);
+    if (input.offsetParent === null) continue;
+    context.font = `${style.fontSize} ${style.fontFamily}`;
+    const room = input.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    if (context.measureText(input.placeholder).width > room) cut.push(input.placeholder);
+  }
+  return {broken: broken.slice(0, 8), cut};
+}"""
+
+
+CARD_LABEL = """(cell) => {
+  const style = getComputedStyle(cell, "::before");
+  const context = document.createElement("canvas").getContext("2d");
+  context.font = `${style.fontSize} ${style.fontFamily}`;
+  return {box: parseFloat(style.width), text: context.measureText(cell.dataset.label).width,
+          gap: parseFloat(style.marginRight)};
+}"""
+
+
 def assert_fits(page, path):
     found = page.evaluate(OVERFLOW)
     assert found == {"scrollWidth": PHONE, "over": []}, f"{path} is wider than a phone: {found}"
@@ -349,7 +391,7 @@ def test_every_page_fits_a_phone(page, live_server, app, runner, chain, clock, m
                  f"{base}/refunds/{refund['refundId']}", f"{base}/refunds/{refund['refundId']}/cancel",
                  f"/dashboard/processes/{partly}", f"/dashboard/processes/{partly}/cancel", "/dashboard/webhooks",
                  "/dashboard/keys", "/dashboard/keys/roll", "/dashboard/keys/roll-webhook-secret", "revoke",
-                 "/dashboard/payouts", "/dashboard/nope"):
+                 "/dashboard/payouts", "/dashboard/settings", "/dashboard/nope"):
         path = revoke if path == "revoke" else path
         page.goto(live_server.url + path)
         expect(page.locator("h1")).to_be_visible()
@@ -360,6 +402,19 @@ def test_every_page_fits_a_phone(page, live_server, app, runner, chain, clock, m
                  f"{base}/refunds/{refund['refundId']}": "refund", "/dashboard/payouts": "payouts"}
         if path in shots:
             screenshot(page, f"console-phone-{shots[path]}", full_page=True)
+        if path == base:  # a card's label ends before its value starts ("Confirmations32")
+            label = page.locator("td[data-label='Confirmations']").first.evaluate(CARD_LABEL)
+            assert label["box"] >= label["text"] and label["gap"] >= 4, label
+    # At 1280 px: tables size their columns to the content; no word or number breaks; placeholders fit.
+    page.set_viewport_size({"width": 1280, "height": 900})
+    for path in ("/dashboard/overview", "/dashboard/", "/dashboard/?money=partly", base, "/dashboard/payouts",
+                 "/dashboard/keys", "/dashboard/settings", "/dashboard/links"):
+        page.goto(live_server.url + path)
+        expect(page.locator("h1")).to_be_visible()
+        assert page.evaluate(UNBROKEN) == {"broken": [], "cut": []}, path
+    page.goto(live_server.url + "/dashboard/")
+    screenshot(page, "console-processes-wide", full_page=False)
+    page.set_viewport_size({"width": PHONE, "height": 844})
     # The copy button copies the whole hash that the page shortens.
     page.context.grant_permissions(["clipboard-read", "clipboard-write"])
     page.goto(live_server.url + base)
@@ -549,7 +604,7 @@ def test_collect_with_the_browser_wallet(page, live_server, app, runner, chain, 
     page.get_by_role("link", name="Payouts", exact=True).click()
     expect(page.locator("#payout-address")).to_have_text(payout)
     network = page.locator(f"#network-{NETWORK}")
-    expect(network).to_contain_text("Waiting in 2 deposit address(es):")
+    expect(network).to_contain_text("Waiting in 2 deposit addresses:")
     expect(network.locator("ul.waiting li")).to_have_text(["24.99 TUSD"])
     expect(network).to_contain_text(
         f"flask --app app collect {NETWORK} --key-file PATH --merchant {merchant['merchantId']}")
