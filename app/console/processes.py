@@ -16,6 +16,7 @@ from app.clock import now
 from app.console import pages
 from app.console.pages import bp
 from app.console.security import PageError, login_required
+from app.core import currency, jsonutil
 from app.core.money import format_units
 from app.core.records import STATUSES
 from app.db import get_db
@@ -235,7 +236,8 @@ def processes_page():
                            assets=assets, networks=sorted(networks.items()),
                            first_page=bool(request.args.get("before")),
                            first_url=url_for("dashboard.processes_page", **query),
-                           csv_url=url_for("dashboard.processes_csv", **query)), 400 if errors else 200
+                           csv_url=url_for("dashboard.processes_csv", **query), query=query,
+                           columns=request.args.get("columns", "")), 400 if errors else 200
 
 
 # The worker's heartbeat, where gunicorn_workers.py's worker classes put one (not under flask run).
@@ -250,6 +252,7 @@ def processes_csv():
     and no client takes it for a whole file. The worker's heartbeat after each batch keeps
     gunicorn's timeout from killing an export that is making progress (docs/console.md)."""
     found, _, errors = _filters()
+    keys = _metadata_keys(request.args.get("columns", ""), errors)
     if errors:
         raise PageError(400, "Export refused", " ".join(errors))
     db, user_id = get_db(), g.user.id
@@ -263,7 +266,7 @@ def processes_csv():
     def rows():
         """The rows in batches of CSV_BATCH (keyset): memory stays flat however many there are."""
         try:
-            yield from _csv(found, heartbeat, lambda: accounts.keep_export(db, user_id, now()))
+            yield from _csv(found, heartbeat, lambda: accounts.keep_export(db, user_id, now()), keys)
         finally:  # sent whole, or the client went away
             accounts.end_export(db, user_id)
 
@@ -273,22 +276,71 @@ def processes_csv():
     return response
 
 
-def _csv(found, heartbeat, progress):
+# The export form's "metadata keys as columns": at most this many keys, each at most this long.
+MAX_METADATA_COLUMNS = 20
+MAX_METADATA_KEY = 100
+
+
+def _metadata_keys(text, errors) -> list[str]:
+    """The metadata keys the export form names (comma-separated, trimmed, each once), each one more
+    column "metadata.<key>" after the others; none by default (the metadata stays one JSON cell)."""
+    keys = list(dict.fromkeys(k.strip() for k in text.split(",") if k.strip()))
+    if len(keys) > MAX_METADATA_COLUMNS:
+        errors.append(f"columns: name at most {MAX_METADATA_COLUMNS} metadata keys.")
+    if any(len(k) > MAX_METADATA_KEY for k in keys):
+        errors.append(f"columns: a metadata key has at most {MAX_METADATA_KEY} characters.")
+    return keys
+
+
+def _metadata_cells(metadata, keys):
+    """The process's value of each key as a cell: a string as it is, a number as written, true or
+    false, nothing for null or a missing key, an object or a list as compact JSON."""
+    if not keys:
+        return ()
+    data = jsonutil.loads(metadata.encode("utf-8"))
+    cells = []
+    for key in keys:
+        value = data.get(key)
+        if value is None:
+            cells.append("")
+        elif isinstance(value, bool):
+            cells.append("true" if value else "false")
+        elif isinstance(value, (str, jsonutil.JSONNumber)):
+            cells.append(str(value))
+        else:
+            cells.append(jsonutil.dumps_compact(value))
+    return cells
+
+
+def _amount(value, places) -> str:
+    """An amount as every amount column writes it: plain decimal, exact, with the process currency's
+    places at least ("25.50" beside "25.50", never "25.5"), more only where the value has them."""
+    if value in ("", None):
+        return ""
+    whole, _, fraction = format(Decimal(value), "f").partition(".")
+    fraction = fraction.rstrip("0").ljust(places, "0")
+    return f"{whole}.{fraction}" if fraction else whole
+
+
+def _csv(found, heartbeat, progress, keys=()):
     """The export's text, a batch of CSV_BATCH rows (keyset) at a time: memory stays flat however
-    many there are; `heartbeat` and `progress` are called after each batch."""
+    many there are; `heartbeat` and `progress` are called after each batch. `keys`: metadata keys
+    that get a column each, after the others."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
-    writer.writerow(CSV_COLUMNS)
+    writer.writerow((*CSV_COLUMNS, *(f"metadata.{k}" for k in keys)))
     before, names = None, pages.names()
     while True:
         batch, more = _page(found, limit=CSV_BATCH, before=before)
         current = now()
         money = _money(batch, names)  # what was paid against what was due, and refunded
         for p in batch:
-            writer.writerow((p.id, p.effective_status(current), p.amount, "true" if p.livemode else "false",
+            places = currency.minor_digits(p.currency)
+            writer.writerow((p.id, p.effective_status(current), _amount(p.amount, places),
+                             "true" if p.livemode else "false",
                              iso(p.created_at), iso(p.effective_updated_at(current)), iso(p.expires_at),
-                             p.metadata, *_money_columns(money.get(p.id)),
-                             *_price_columns(p, money.get(p.id))))
+                             p.metadata, *_money_columns(money.get(p.id), places),
+                             *_price_columns(p, money.get(p.id)), *_metadata_cells(p.metadata, keys)))
         yield out.getvalue()
         heartbeat()
         progress()
@@ -299,14 +351,14 @@ def _csv(found, heartbeat, progress):
         before = batch[-1].id
 
 
-def _money_columns(money):
+def _money_columns(money, places):
     """The CSV's payment columns: asset, network, amount due, confirmed amount paid and completed
-    refunds, in token units (a payment completed under the merchant's tolerance shows paid below
-    due), the list's marks joined by "; ", and the chain proof (`_chain_proof`); empty without a
-    live payment."""
+    refunds, in token units written as `_amount` writes them (a payment completed under the
+    merchant's tolerance shows paid below due), the list's marks joined by "; ", and the chain
+    proof (`_chain_proof`); empty without an on-chain payment."""
     if money is None:
         return ("",) * 10
-    return (money["asset_id"], money["network_id"], money["due"], money["paid"], money["refunded"],
+    return (money["asset_id"], money["network_id"], *(_amount(money[k], places) for k in ("due", "paid", "refunded")),
             "; ".join(money["marks"]), *money["proof"])
 
 

@@ -167,8 +167,9 @@ def test_the_csv_has_the_currency_and_the_quotes_rate_source_and_round(console, 
         return row["amount"], row["amountDue"], row["currency"], row["rate"], row["rateSource"], row["rateRound"]
 
     assert priced(manual) == ("19.99", "21.673158", "EUR", "1.0842", "manual", "")
-    assert priced(fed) == ("5", "5.421", "EUR", "1.08420000", "feed", ROUND)
-    assert priced(legacy) == ("3", "3", "USD", "1", "par", "")
+    # Every amount with its currency's places at least, more only where the value has them.
+    assert priced(fed) == ("5.00", "5.421", "EUR", "1.08420000", "feed", ROUND)
+    assert priced(legacy) == ("3.00", "3.00", "USD", "1", "par", "")
     assert priced(unpaid) == ("1200", "", "JPY", "", "", "")
 
 

@@ -151,7 +151,7 @@ def test_the_csv_carries_the_chain_proof_of_each_counted_transfer(app, client, s
     add_transfer(app, process_id, "a3", 1, 1_000_000, 10, "seen")  # not counted yet
     log_in(client, "owner@shop.example")
     [row] = list(csv.DictReader(io.StringIO(client.get("/dashboard/processes.csv").text)))
-    assert row["amountPaid"] == "10"
+    assert row["amountPaid"] == "10.00"
     assert (row["transferTxHashes"], row["transferLogIndexes"], row["transferBlockNumbers"],
             row["transferBlockHashes"]) == (
         f"0x{'a1' * 32} 0x{'a2' * 32}", "0 3", "7 9", f"0x{'cd' * 32} 0x{'cd' * 32}")

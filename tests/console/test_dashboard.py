@@ -341,7 +341,7 @@ def test_csv_equals_what_the_merchant_api_lists(console, api, clock, monkeypatch
     rows = read_csv(console.get("/dashboard/processes.csv"))
     assert [r["processId"] for r in rows] == [p["processId"] for p in listed_by_api]
     for row, p in zip(rows, listed_by_api):
-        assert row == {"processId": p["processId"], "status": p["status"], "amount": str(p["amount"]),
+        assert row == {"processId": p["processId"], "status": p["status"], "amount": f'{p["amount"]:.2f}',
                        "livemode": "false", "createdAt": p["createdAt"], "updatedAt": p["updatedAt"],
                        "expiresAt": p["expiresAt"], "metadata": json.dumps(p["metadata"], separators=(",", ":")),
                        "assetId": "", "networkId": "", "amountDue": "", "amountPaid": "",
@@ -352,6 +352,35 @@ def test_csv_equals_what_the_merchant_api_lists(console, api, clock, monkeypatch
     cancelled = read_csv(console.get("/dashboard/processes.csv?status=cancelled"))
     assert [r["processId"] for r in cancelled] == [ids[3]]
     assert 'href="/dashboard/processes.csv?status=cancelled"' in console.get("/dashboard/?status=cancelled").text
+
+
+def test_metadata_keys_chosen_on_the_export_form_become_columns(console, api, clock):
+    metadata = ['{"orderRef":"A-1","email":"a@example.com","qty":2,"gift":true,"lines":[{"sku":"X"}]}',
+                '{"orderRef":"A-2","note":"no email","qty":1.50}']
+    created = [api.preorder_raw(f'{{"amount":{amount},"metadata":{m}}}') for amount, m in (("25.5", metadata[0]),
+                                                                                            ("7", metadata[1]))]
+    assert [c.status_code for c in created] == [200, 200], created[0].get_json()
+    ids = [c.get_json()["processId"] for c in created]
+    page = console.get("/dashboard/?status=pending")
+    assert '<label for="columns">Metadata keys as columns' in page.text
+    form = re.search(r'<form class="export inline" method="get" action="/dashboard/processes.csv">(.*?)</form>',
+                     page.text, re.S)[1]
+    assert '<input type="hidden" name="status" value="pending">' in form  # the filter goes with it
+    exported = console.get("/dashboard/processes.csv?status=pending&columns=orderRef,+email ,qty,gift,lines,orderRef,")
+    header = exported.text.split("\r\n", 1)[0].split(",")
+    assert header[-5:] == ["metadata.orderRef", "metadata.email", "metadata.qty", "metadata.gift", "metadata.lines"]
+    rows = {r["processId"]: r for r in read_csv(exported)}
+    assert [rows[ids[0]][f"metadata.{k}"] for k in ("orderRef", "email", "qty", "gift", "lines")] == [
+        "A-1", "a@example.com", "2", "true", '[{"sku":"X"}]']
+    assert [rows[ids[1]][f"metadata.{k}"] for k in ("orderRef", "email", "qty", "gift", "lines")] == [
+        "A-2", "", "1.50", "", ""]
+    assert rows[ids[0]]["metadata"] == metadata[0]  # the JSON cell stays
+    assert (rows[ids[0]]["amount"], rows[ids[1]]["amount"]) == ("25.50", "7.00")
+    default = console.get("/dashboard/processes.csv").text.split("\r\n", 1)[0]
+    assert default.endswith(",currency,rate,rateSource,rateRound")  # no metadata column unless asked
+    many = ",".join(f"k{i}" for i in range(21))
+    refused = console.get(f"/dashboard/processes.csv?columns={many}")
+    assert refused.status_code == 400 and "columns: name at most 20 metadata keys." in refused.text
 
 
 # --- One process -------------------------------------------------------------------------------------
@@ -839,10 +868,11 @@ def test_overview_and_the_money_on_every_row(console, api, runner, app, merchant
     assert "partly paid</span>" in row and '<td class="num paid" data-label="Paid">4</td>' in row
     assert "USDC <span class=\"hint\">on Local chain</span>" in row
     exported = {r["processId"]: r for r in csv.DictReader(io.StringIO(console.get("/dashboard/processes.csv").text))}
-    assert (exported[paid]["amountPaid"], exported[paid]["amountRefunded"], exported[paid]["marks"]) == (
-        "10", "4", "partly refunded")
-    assert (exported[partly]["amountPaid"], exported[partly]["marks"]) == ("4", "partly paid")
-    assert exported[big[0]]["amountPaid"] == "9" and exported[sandbox]["amountPaid"] == ""
+    assert (exported[paid]["amount"], exported[paid]["amountDue"], exported[paid]["amountPaid"],
+            exported[paid]["amountRefunded"], exported[paid]["marks"]) == ("10.00", "10.00", "10.00", "4.00",
+                                                                           "partly refunded")
+    assert (exported[partly]["amountPaid"], exported[partly]["marks"]) == ("4.00", "partly paid")
+    assert exported[big[0]]["amountPaid"] == "9.00" and exported[sandbox]["amountPaid"] == ""
 
 
 def test_an_overpaid_process_is_marked_filtered_and_counted_on_the_overview(console, api, runner, app,

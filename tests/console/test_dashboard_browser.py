@@ -115,6 +115,15 @@ def test_list_filter_search_pages_and_csv(page, live_server, shop, clock, screen
     assert [(r["processId"], r["status"], r["amount"], r["createdAt"], json.loads(r["metadata"]))
             for r in rows] == [(p["processId"], p["status"], f'{p["amount"]:.2f}', p["createdAt"], p["metadata"])
                                for p in listed_by_api]
+    # The export form: chosen metadata keys become columns, for what the filter shows.
+    page.get_by_label("Status").select_option("cancelled")
+    page.get_by_role("button", name="Filter").click()
+    page.get_by_label("Metadata keys as columns").fill("orderRef, email")
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Export CSV with these columns").click()
+    rows = list(csv.DictReader(io.StringIO(open(download.value.path(), encoding="utf-8").read())))
+    assert [(r["processId"], r["metadata.orderRef"], r["metadata.email"]) for r in rows] == [
+        (ids[7], "A-1007", "buyer7@example.com")]
 
 
 def test_cancel_and_a_viewer_changes_nothing(page, live_server, shop, screenshot):
