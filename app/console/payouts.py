@@ -78,6 +78,16 @@ def _collections(assets, networks):
     return found
 
 
+@bp.app_template_global()
+def demo_wallet():
+    """The demo's test wallet offered as the logged-in merchant's browser wallet ({"account",
+    "rpc"}: app/demo/routes.py merchant_wallet), on the demo merchant's pages while the demo shop
+    runs with its local node; None elsewhere (a production server never has it)."""
+    offer = current_app.extensions.get("demo_merchant_wallet")
+    merchant = g.get("merchant")
+    return offer(merchant.id) if offer and merchant is not None else None
+
+
 @bp.get("/payouts")
 @login_required
 def payouts_page(notice=None, error=None, status=200):

@@ -35,3 +35,4 @@ def init_app(app):
     if app.config["DEMO_SHOP"]:
         app.extensions["demo_webhook_inbox"] = WebhookInbox()
         app.register_blueprint(routes.bp)
+        app.extensions["demo_merchant_wallet"] = routes.merchant_wallet  # offered by the console

@@ -28,6 +28,11 @@ wallet (wallet.py) for the live payment of the order on the page:
   POST /demo/wallet/rpc               {"method", "params"}: the same account as a browser wallet
                                       (EIP-1193), which the shop's page announces (EIP-6963) to the
                                       payment button: {"result"} or {"error": {"code", "message"}}
+  POST /demo/wallet/merchant/rpc      the same for the demo merchant's own wallet, its payout
+                                      address (a dev account of the node under `make demo-live`):
+                                      what the console's "Pay with my wallet" and "Collect with my
+                                      wallet" use in the demo (`merchant_wallet`), where no browser
+                                      wallet is installed
   POST /demo/wallet/<processId>/collect  a payout-mode payment (`make demo-live`): runs `collect`
                                       for the demo merchant on the payment's network, the gas paid
                                       from DEMO_COLLECT_KEY_FILE (a published dev key); the state
@@ -46,7 +51,7 @@ from app.core.money import format_units
 from app.db import get_db
 from app.demo.merchant import read_keys
 from app.demo.wallet import DemoWallet, WalletRequestError
-from app.domain import merchants, payments, processes, refunds
+from app.domain import merchants, payments, payouts, processes, refunds
 from app.domain.payments import SetupError
 from app.domain.representation import iso
 from app.evm.rpc import RpcError
@@ -345,8 +350,30 @@ def wallet_mine():
     return json_response(json.dumps({"head": head}))
 
 
+def merchant_wallet(merchant_id):
+    """The console's offer of the demo's test wallet as `merchant_id`'s own browser wallet:
+    {"account", "rpc"} when it is the demo merchant and has a payout address (the node's dev
+    account under `make demo-live`), else None. No node call: the wallet answers when used."""
+    keys = _keys() if current_app.config.get("DEMO_WALLET_RPC_URL") else None
+    if keys is None or keys["merchantId"] != merchant_id:
+        return None
+    account = payouts.payout_of(get_db(), merchant_id)
+    return {"account": account, "rpc": url_for("demo.wallet_merchant_rpc")} if account else None
+
+
+@bp.post("/demo/wallet/merchant/rpc")
+def wallet_merchant_rpc():
+    """One EIP-1193 request of the demo merchant's own wallet: its payout address, when the node
+    signs for it."""
+    keys = _keys()
+    account = payouts.payout_of(get_db(), keys["merchantId"]) if keys else None
+    if account is None:
+        raise ApiError(409, "invalid_state", "The demo merchant has no payout address: make demo-live sets one.")
+    return wallet_rpc(account)
+
+
 @bp.post("/demo/wallet/rpc")
-def wallet_rpc():
+def wallet_rpc(account=None):
     """One EIP-1193 request of the shop's browser wallet (app/demo/wallet.py DemoWallet.request)."""
     body = read_json_body()
     method = body.get("method") if isinstance(body, dict) else None
@@ -355,7 +382,10 @@ def wallet_rpc():
         raise validation_error({"method": ["Must be a JSON string, with `params` a JSON array."]})
     wallet = _wallet()
     try:
-        answer = {"result": wallet.request(method, params)}
+        if account is not None and not wallet.unlocked(account):
+            raise WalletRequestError(4100, f"The local node does not sign for {account}: this wallet"
+                                     " works under make demo-live only.")
+        answer = {"result": wallet.request(method, params, account)}
     except WalletRequestError as e:
         answer = {"error": {"code": e.code, "message": str(e)}}
     except RpcError as e:

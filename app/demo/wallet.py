@@ -67,12 +67,13 @@ class DemoWallet:
         accounts = self.client.call("eth_accounts")
         return isinstance(accounts, list) and address.lower() in {str(a).lower() for a in accounts}
 
-    def request(self, method, params):
+    def request(self, method, params, account=None):
         """The shop's browser wallet (EIP-1193, announced to the page by EIP-6963): the few requests
-        the payment button makes, answered for the dev account on the node's own chain. The node
-        signs (its dev accounts are unlocked); nothing is sent from any other account."""
+        the payment button makes, answered for the dev account on the node's own chain (or
+        `account`, another account the node signs for: the merchant's wallet in the console). The
+        node signs (its dev accounts are unlocked); nothing is sent from any other account."""
         if method in ("eth_requestAccounts", "eth_accounts"):
-            return [self.sender()]
+            return [account or self.sender()]
         if method == "eth_chainId":
             return hex(self.client.chain_id())
         if method == "wallet_switchEthereumChain":
@@ -81,10 +82,10 @@ class DemoWallet:
                 raise WalletRequestError(4902, f"The test wallet knows only chain {self.client.chain_id()}.")
             return None
         if method == "eth_sendTransaction" and params and isinstance(params[0], dict):
-            tx = {"from": self.sender(), "to": params[0].get("to"), "data": params[0].get("data")}
+            tx = {"from": account or self.sender(), "to": params[0].get("to"), "data": params[0].get("data")}
             return self._send(tx).tx_hash
         if method == "eth_signTypedData_v4" and len(params) == 2:
-            return self.client.call("eth_signTypedData_v4", [self.sender(), params[1]])
+            return self.client.call("eth_signTypedData_v4", [account or self.sender(), params[1]])
         raise WalletRequestError(4200, f"The test wallet does not support {method}.")
 
     def mine(self, blocks=1) -> int:

@@ -436,8 +436,8 @@ def test_every_page_fits_a_phone(page, live_server, app, runner, chain, clock, m
     expect(page.locator("#refund-amount")).to_have_text("4 TUSD")
     page.get_by_role("button", name="Pay with my wallet").click()
     expect(page.locator("#wallet-result")).to_have_text(
-        "No browser wallet in this browser: use the address and QR code with any wallet, then give the"
-        " transaction's hash in the field below.")
+        "No browser wallet in this browser: send it with any wallet to the address above (or scan the QR"
+        " code), then give the transaction's hash in the field below.")
     expect(page.get_by_label("Transaction hash")).to_be_visible()
 
 

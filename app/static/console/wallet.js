@@ -4,7 +4,8 @@
 //
 // <button data-wallet-tx data-chain-id="31337" data-to="0x…" data-data="0x…" data-value="0x0"
 //         data-result="#element-id" data-name-form="#form-id">Pay with my wallet</button>
-// The element named by data-result gets the outcome: the transaction hash, or the wallet's error.
+// The element named by data-result gets the outcome: the transaction hash, or the wallet's error;
+// data-no-wallet what to do instead when the browser has no wallet (where the page shows the way).
 // With data-name-form, the hash is posted at once with that form (its CSRF token and a `tx_hash`
 // field): a refund is named, and completes once the transaction is confirmed; a collection is
 // recorded. data-named says what became of it ("named for this refund: …").
@@ -20,8 +21,8 @@ async function sendFromWallet(button) {
   };
   const provider = window.ethereum;
   if (!provider || typeof provider.request !== "function") {
-    show("No browser wallet in this browser: use the address and QR code with any wallet, then give the" +
-         " transaction's hash in the field below.", true);
+    show(button.dataset.noWallet || "No browser wallet in this browser: give the transaction's hash in the" +
+         " field below once it is sent from another wallet.", true);
     return;
   }
   button.disabled = true;
