@@ -8,7 +8,7 @@
 # the payout mode, the payout wallet being the node's dev account #1, the operator's gas key dev
 # account #2's, the relayer's (RELAYER_KEY_FILE) #3's, all published Hardhat test keys), the chain
 # watcher and the webhook worker alongside; the shop's "Test wallet" panel pays, is announced to the
-# button as a browser wallet ("Pay with Demo test wallet", "Pay without gas"), and collects to the
+# button as a browser wallet ("Pay with Test wallet", "Pay without gas"), and collects to the
 # payout wallet (or run the `collect` command it prints). A fresh chain and database (in DEMO_DIR)
 # each time.
 #

@@ -70,6 +70,7 @@ REVOKED = ("The demo merchant's secret key in {path} no longer works: it was rev
            " demo-merchant --secret-key sk_test_…` with the key the console's Keys page showed when you"
            " rolled it (lost it? roll again there), then reload this page.")
 AMOUNT_FORMAT = "Enter the amount as a number, e.g. 19.99."
+DEFAULT_AMOUNT = "19.99"
 FIELD_NAMES = {"amount": "amount", "order_ref": "order reference"}
 
 
@@ -86,6 +87,10 @@ def _shop(status=200, **context):
     context.setdefault("webhooks_url", url_for("demo.webhooks"))
     context.setdefault("button_js_url", url_for("button_api.button_js"))
     context.setdefault("test_wallet", bool(current_app.config.get("DEMO_WALLET_RPC_URL")))
+    # A new form holds real values, so sending it at once places an order (placeholders that look
+    # like values sent an empty form): a price, and an order reference from the clock.
+    context.setdefault("default_amount", DEFAULT_AMOUNT)
+    context.setdefault("default_order_ref", f"A-{int(now()) % 100_000:05d}")
     keys = _keys()
     if keys and keys.get("paymentLinkId"):  # `demo-merchant` made one: the shop shows it
         context.setdefault("payment_link", url_for("checkout.link_page", link_id=keys["paymentLinkId"]))
@@ -264,8 +269,9 @@ def wallet_state(process_id):
         state = {"account": account, "head": head, "payment": None}
         if view is not None:
             p = view.payment
+            asset = payments.asset(get_db(), p.asset_id, p.network_id)
             state["payment"] = {
-                "token": p.token_contract, "address": p.address,
+                "token": p.token_contract, "symbol": asset.symbol if asset else p.asset_id, "address": p.address,
                 "balance": format_units(wallet.balance(p.token_contract, account), p.decimals),
                 "full": format_units(_outstanding(view), p.decimals),
                 "refunds": [{"id": r.id, "amount": format_units(r.amount, r.decimals), "to": r.address,

@@ -265,11 +265,12 @@ dialog::backdrop { background: rgba(15, 23, 42, .55); }
 .pay-status.partial, .pay-status.late { background: #fffbeb; color: #78350f; }
 .wallets { margin: 4px 0 10px; }
 .wallet-list { display: grid; gap: 8px; margin-top: 4px; }
-.wallet-row { display: flex; gap: 8px; }
+.wallet-row { display: flex; flex-wrap: wrap; gap: 8px; }
+.wallet-row .pay-wallet { flex: 1 1 12em; }
 .wallet-row button { display: flex; align-items: center; justify-content: center; gap: 8px; background: #fff;
   color: #111827; border-color: #d1d5db; }
 .wallet-row button:hover:not(:disabled) { border-color: var(--accent); background: #f5f5ff; }
-.wallet-row .gasless { width: auto; flex: none; font-size: 14px; }
+.wallet-row .gasless { width: auto; flex: 1 1 auto; font-size: 14px; }
 .wallet-row img { width: 20px; height: 20px; flex: none; }
 .wallet-tx { margin: 10px 0 0; font-size: 14px; color: #1e1b4b; overflow-wrap: anywhere; }
 .sr-only { position: absolute; width: 1px; height: 1px; margin: -1px; padding: 0; overflow: hidden; clip: rect(0 0 0 0); border: 0; }

@@ -74,7 +74,7 @@ def test_the_wallet_pays_what_is_outstanding_half_or_more(client, runner, chain,
     payment = confirm(client, shop, pid)
     assert payment["address"] == DEMO_FIRST_ADDRESS
     state = client.get(f"/demo/wallet/{pid}").get_json()
-    assert state["payment"] == {"token": payment["tokenContract"], "address": DEMO_FIRST_ADDRESS,
+    assert state["payment"] == {"token": payment["tokenContract"], "symbol": "TUSD", "address": DEMO_FIRST_ADDRESS,
                                 "balance": "1000000000", "full": "19.99", "refunds": []}
 
     half = send(client, pid, "partial")
