@@ -7,6 +7,7 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 from app.chain import reconcile as books
+from app.cli.common import fail
 from app.db import get_db
 from app.domain.payments import SetupError
 from app.evm import rpc
@@ -35,8 +36,8 @@ def reconcile(network_id, from_block, to_block, max_range, as_json):
         report = books.reconcile(
             get_db(), network_id, from_block=from_block, to_block=to_block, max_range=max_range,
             client_factory=lambda url: rpc.Client.from_config(url, current_app.config))
-    except SetupError as e:
-        raise click.ClickException(str(e)) from None
+    except SetupError as e:  # "No network x." names the database it looked in (a demo has its own)
+        raise fail(e) from None
     except rpc.RpcError as e:
         raise click.ClickException(f"The node did not answer as expected, nothing is concluded:"
                                    f" {e}") from None
