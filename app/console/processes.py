@@ -183,7 +183,7 @@ def _summary(metadata):
 
 
 def _money(batch, names=None) -> dict:
-    """Per process of `batch` with a live payment: what was paid (confirmed) and refunded
+    """Per process of `batch` with an on-chain payment: what was paid (confirmed) and refunded
     (completed), in token units, on which asset and network, and its marks: {process id: dict}."""
     if not batch:
         return {}
@@ -292,9 +292,13 @@ def _metadata_keys(text, errors) -> list[str]:
     return keys
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _metadata_cells(metadata, keys):
-    """The process's value of each key as a cell: a string as it is, a number as written, true or
-    false, nothing for null or a missing key, an object or a list as compact JSON."""
+    """The process's value of each key as a cell: a string as it is (one a spreadsheet would take
+    for a formula, starting with =, +, -, @, a tab or a CR, behind a `'`), a number as written, true
+    or false, nothing for null or a missing key, an object or a list as compact JSON."""
     if not keys:
         return ()
     data = jsonutil.loads(metadata.encode("utf-8"))
@@ -305,8 +309,10 @@ def _metadata_cells(metadata, keys):
             cells.append("")
         elif isinstance(value, bool):
             cells.append("true" if value else "false")
-        elif isinstance(value, (str, jsonutil.JSONNumber)):
+        elif isinstance(value, jsonutil.JSONNumber):
             cells.append(str(value))
+        elif isinstance(value, str):  # a spreadsheet reads a cell starting with one of these as a formula
+            cells.append("'" + value if value[:1] in FORMULA_STARTS else value)
         else:
             cells.append(jsonutil.dumps_compact(value))
     return cells
@@ -365,7 +371,7 @@ def _money_columns(money, places):
 def _price_columns(process, money):
     """The CSV's last columns: the process's currency (always: its amount is in it), and the
     payment's locked quote (representation.quote_object): its rate ("1" at par), source (feed,
-    manual, par) and a feed's round; those three empty without a live payment. A payment made
+    manual, par) and a feed's round; those three empty without an on-chain payment. A payment made
     before quotes was at par: "1", "par"."""
     if money is None:
         return process.currency, "", "", ""
