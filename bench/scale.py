@@ -194,7 +194,7 @@ def watched_read(app, now):
         conn = db.connection()
         rows = len(transfer_rows.watched_addresses(conn, since, True))
         ms = timed(lambda: (transfer_rows.watched_addresses(conn, since, True), 200)[1], 20)
-        sql, params = transfer_rows.watched_query(since, True)
+        sql, params = transfer_rows.watched_query(conn, since, True)
         plan = [r[0] for r in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)]
     db.close_all()
     return ms, rows, plan

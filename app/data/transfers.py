@@ -84,11 +84,18 @@ def watched_addresses(conn, final_since, livemode) -> list[WatchedAddress]:
     Its cost follows what is watched, not the number of processes: the pending ones are read
     through processes_status_expiry and the final ones through the partial index
     processes_final_updated (two disjoint index scans instead of an OR, which no index serves)."""
-    return _watched(conn.execute(*watched_query(final_since, livemode)))
+    return _watched(conn.execute(*watched_query(conn, final_since, livemode)))
 
 
-def watched_query(final_since, livemode) -> tuple[str, tuple]:
-    """watched_addresses' SQL and parameters (its plan is checked by tests and the benchmark)."""
+def watched_query(conn, final_since, livemode) -> tuple[str, tuple]:
+    """watched_addresses' SQL and parameters (its plan is checked by tests and the benchmark). On
+    PostgreSQL the earlier choices are probed per watched process (a LATERAL subquery kept apart
+    by OFFSET 0): the planner would otherwise hash-join a scan of every payment_choices row."""
+    if dialect(conn) == "postgresql":
+        choices = ("CROSS JOIN LATERAL (SELECT network_id, token_contract FROM payment_choices"
+                   " WHERE process_id = w.id OFFSET 0) c")
+    else:
+        choices = "JOIN payment_choices c ON c.process_id = w.id"
     return (
         "WITH watched AS (SELECT id, expires_at FROM processes"
         "  WHERE status = 'pending' AND livemode = ?"
@@ -97,8 +104,7 @@ def watched_query(final_since, livemode) -> tuple[str, tuple]:
         " SELECT p.process_id, p.address, p.network_id, p.token_contract, w.expires_at"
         " FROM watched w JOIN payments p ON p.process_id = w.id"
         " UNION ALL SELECT p.process_id, p.address, c.network_id, c.token_contract, w.expires_at"
-        " FROM watched w JOIN payment_choices c ON c.process_id = w.id"
-        " JOIN payments p ON p.process_id = c.process_id",
+        f" FROM watched w JOIN payments p ON p.process_id = w.id {choices}",
         (int(livemode), int(livemode), final_since),
     )
 

@@ -67,7 +67,7 @@ def loaded(app, make_merchant):
 @pytest.mark.parametrize("livemode", [False, True])
 def test_the_watched_read_returns_what_the_or_over_every_process_returns(loaded, livemode):
     conn = loaded.connection()
-    found = sorted(tuple(r) for r in conn.execute(*transfers.watched_query(SINCE, livemode)))
+    found = sorted(tuple(r) for r in conn.execute(*transfers.watched_query(conn, SINCE, livemode)))
     expected = sorted(tuple(r) for r in conn.execute(
         REFERENCE, (SINCE, int(livemode), SINCE, int(livemode))))
     assert found == expected
@@ -78,7 +78,7 @@ def test_the_watched_read_returns_what_the_or_over_every_process_returns(loaded,
 
 def test_the_watched_read_scans_no_table(loaded):
     conn = loaded.connection()
-    sql, params = transfers.watched_query(SINCE, True)
+    sql, params = transfers.watched_query(conn, SINCE, True)
     if dialect(conn) == "postgresql":
         plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, params))
         assert "Seq Scan" not in plan, plan
