@@ -23,7 +23,7 @@ def create_app(test_config=None):
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     from app import cli, console, db, demo
-    from app.web import button, checkout, docs, errors, links, merchant, ops
+    from app.web import button, checkout, docs, endpoints, errors, links, merchant, ops
     from app.web.http import ProcessIdConverter
     from app.web.schemas import Limits, PreorderSchema
 
@@ -38,6 +38,7 @@ def create_app(test_config=None):
     app.extensions["openapi_document"] = docs.load_document(app.config)
     app.register_blueprint(merchant.bp)
     app.register_blueprint(links.bp)
+    app.register_blueprint(endpoints.bp)
     app.register_blueprint(checkout.bp)  # pages for customers: /checkout/<id>, /l/<linkId>
     app.register_blueprint(button.bp)
     app.register_blueprint(ops.bp)

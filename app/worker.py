@@ -1,14 +1,16 @@
-"""The delivery worker: attempts due webhook events in a pool of threads and records them in batches.
+"""The delivery worker: attempts due webhook deliveries (one event to one endpoint) in a pool of
+threads and records them in batches.
 
 One thread drives a worker (`run`; `run_once` is one poll). Each poll, in one transaction, records
 the attempts that ended since the last poll, releases the claims that did not start, and leases more
-due events with their merchants, so attempts touch no database. Around it the poll runs the chores
+due deliveries with their events and endpoints, so attempts touch no database. Around it the poll runs the chores
 that are due (app/domain/chores.py: expiring processes first, so their events go out in the same poll).
 - Leases: an attempt starts only while timeout + LEASE_MARGIN_SECONDS of its lease remain, so no
-  other worker claims an event while it is attempted. A killed worker's leases expire and its events
-  are attempted again: at least once, receivers deduplicate on webhook-id.
-- A slow merchant (an attempt of POLL_MIN_SECONDS or more, in flight or within SLOW_MEMORY_SECONDS)
-  holds at most `per_merchant` threads; fast endpoints are never capped.
+  other worker claims a delivery while it is attempted. A killed worker's leases expire and its
+  deliveries are attempted again: at least once, receivers deduplicate on webhook-id.
+- A slow endpoint (an attempt of POLL_MIN_SECONDS or more, in flight or within SLOW_MEMORY_SECONDS)
+  holds at most `per_endpoint` threads; fast endpoints are never capped, so one that hangs delays
+  neither the merchant's other endpoints nor other merchants.
 - `stop()` (what the command's SIGTERM/SIGINT handler calls: it only sets a flag) ends claiming;
   attempts in flight finish and are recorded, unstarted claims are released.
 """
@@ -23,6 +25,7 @@ from collections import Counter
 from concurrent import futures
 
 from app.backoff import doubling
+from app.data import endpoints as endpoint_rows
 from app.data import merchants as merchant_rows
 from app.data import outbox as event_rows
 from app.domain.chores import Chores
@@ -31,26 +34,26 @@ from app.webhooks.schedule import LEASE_MARGIN_SECONDS
 
 log = logging.getLogger(__name__)
 
-POLL_MIN_SECONDS = 0.2  # the most an event due while attempts are in flight waits for a poll
-SLOW_MEMORY_SECONDS = 300  # how long a merchant whose attempt was slow stays capped
+POLL_MIN_SECONDS = 0.2  # the most a delivery due while attempts are in flight waits for a poll
+SLOW_MEMORY_SECONDS = 300  # how long an endpoint whose attempt was slow stays capped
 
 
 class Worker:
-    def __init__(self, db, config, *, batch_size=50, concurrency=8, poll_max=5.0, per_merchant=None):
+    def __init__(self, db, config, *, batch_size=50, concurrency=8, poll_max=5.0, per_endpoint=None):
         """`config`: the app's settings (CLOCK, WEBHOOK_*, the chores'); the rest, the command's."""
         self.db, self.clock = db, config["CLOCK"]
         self.settings = delivery.Settings.from_config(config)
         self.lease_seconds = config["WEBHOOK_LEASE_SECONDS"]
         self.chores = Chores(self.db, config)
         self.batch_size, self.concurrency, self.poll_max = batch_size, concurrency, poll_max
-        self.per_merchant = per_merchant or max(1, concurrency // 2)
+        self.per_endpoint = per_endpoint or max(1, concurrency // 2)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.stopping = False
         self._session = transport.new_session()
         self._pool = futures.ThreadPoolExecutor(concurrency, thread_name_prefix="webhook")
-        self._in_flight = {}  # Future -> (Event, when it was claimed)
+        self._in_flight = {}  # Future -> (Delivery, when it was claimed)
         self._unrecorded = []  # delivery.Sent, until a poll's transaction records them
-        self._slow_until = {}  # merchant id -> until when it counts as slow
+        self._slow_until = {}  # endpoint id -> until when it counts as slow
         self._ended = threading.Condition()  # `_wait` sleeps on it until `_ended_count` is enough
         self._ended_count = self._enough = 0
 
@@ -117,13 +120,17 @@ class Worker:
         with self.db.transaction() as conn:
             notes = delivery.write_records(conn, sent, owner=self.owner, settings=self.settings)
             event_rows.release(conn, unstarted, self.owner)
-            events = self._claim(conn, now, limit) if limit else []
-            merchants = merchant_rows.get_many(conn, {event.merchant_id for event in events})
+            claimed = self._claim(conn, now, limit) if limit else []
+            events = event_rows.get_many(conn, {d.event_id for d in claimed})
+            endpoints = endpoint_rows.get_many(conn, {d.endpoint_id for d in claimed})
+            merchants = merchant_rows.get_many(conn, {d.merchant_id for d in claimed})
         self._unrecorded = []
         delivery.log_records(sent, notes)
-        for event in events:
-            future = self._pool.submit(self._attempt, event, merchants.get(event.merchant_id))
-            self._in_flight[future] = (event, now)
+        for item in claimed:
+            future = self._pool.submit(self._attempt, item, events[item.event_id],
+                                       endpoints.get(item.endpoint_id),
+                                       merchants[item.merchant_id].livemode)
+            self._in_flight[future] = (item, now)
             future.add_done_callback(self._ended_one)
 
     def _reap(self, now) -> list:
@@ -133,47 +140,48 @@ class Worker:
         with self._ended:
             self._ended_count = 0
         unstarted = []
-        for future, (event, since) in list(self._in_flight.items()):
+        for future, (item, since) in list(self._in_flight.items()):
             if now is not None and now - since >= POLL_MIN_SECONDS and not future.cancel() \
-                    and future.running():  # an attempt this long in flight: a slow merchant
-                self._slow_until[event.merchant_id] = now + SLOW_MEMORY_SECONDS
+                    and future.running():  # an attempt this long in flight: a slow endpoint
+                self._slow_until[item.endpoint_id] = now + SLOW_MEMORY_SECONDS
             if not future.done():
                 continue
             del self._in_flight[future]
             ended = None if future.cancelled() else future.result()
             if ended is None:  # cancelled, or not started (`_attempt`)
-                unstarted.append(event.id)
+                unstarted.append(item.seq)
                 continue
             sent, took = ended
             self._unrecorded.append(sent)
             if took >= POLL_MIN_SECONDS:
-                self._slow_until[event.merchant_id] = self.clock() + SLOW_MEMORY_SECONDS
+                self._slow_until[item.endpoint_id] = self.clock() + SLOW_MEMORY_SECONDS
             else:
-                self._slow_until.pop(event.merchant_id, None)
+                self._slow_until.pop(item.endpoint_id, None)
         return unstarted
 
     def _claim(self, conn, now, limit):
-        """Due events, oldest first: any merchant's but the slow ones', then each slow merchant's
-        while it has fewer than `per_merchant` in flight."""
-        slow = {merchant for merchant, until in self._slow_until.items() if until > now}
+        """Due deliveries, oldest first: to any endpoint but the slow ones, then to each slow
+        endpoint while it has fewer than `per_endpoint` in flight."""
+        slow = {endpoint for endpoint, until in self._slow_until.items() if until > now}
         lease = dict(owner=self.owner, now=int(now), lease_until=math.ceil(now) + self.lease_seconds)
-        events = event_rows.claim_due(conn, limit=limit, skip_merchants=slow, **lease)
-        in_flight = Counter(event.merchant_id for event, _ in self._in_flight.values())
-        for merchant in slow:
-            room = min(limit - len(events), self.per_merchant - in_flight[merchant])
+        claimed = event_rows.claim_due(conn, limit=limit, skip_endpoints=slow, **lease)
+        in_flight = Counter(item.endpoint_id for item, _ in self._in_flight.values())
+        for endpoint in slow:
+            room = min(limit - len(claimed), self.per_endpoint - in_flight[endpoint])
             if room > 0:
-                events += event_rows.claim_due(conn, limit=room, merchant_id=merchant, **lease)
-        return events
+                claimed += event_rows.claim_due(conn, limit=room, endpoint_id=endpoint, **lease)
+        return claimed
 
-    def _attempt(self, event, merchant):
+    def _attempt(self, item, event, endpoint, livemode):
         """In a pool thread: (what `delivery.send` sent, seconds it took), or None without an
         attempt when stopping or when the lease has too little time left. `send` never raises; if
         a bug made it, the poll reaping it fails and the event's lease expires as after a crash."""
         started = self.clock()
         if self.stopping or started + self.settings.timeout + LEASE_MARGIN_SECONDS > (
-                event.lease_expires_at):
+                item.lease_expires_at):
             return None
-        sent = delivery.send(self._session, event, merchant, clock=self.clock, settings=self.settings)
+        sent = delivery.send(self._session, item, event, endpoint, livemode, clock=self.clock,
+                             settings=self.settings)
         return sent, self.clock() - started
 
     def _ended_one(self, future):  # a done callback, in a pool thread

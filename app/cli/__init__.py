@@ -7,6 +7,7 @@ def init_app(app):
         collect,
         collections,
     )
+    from app.cli.endpoints import endpoints
     from app.cli.events import events
     from app.cli.links import links
     from app.cli.merchants import merchants
@@ -22,6 +23,7 @@ def init_app(app):
     app.cli.add_command(merchants)
     app.cli.add_command(processes)
     app.cli.add_command(events)
+    app.cli.add_command(endpoints)
     app.cli.add_command(deliver_webhooks)
     app.cli.add_command(copy_db_command)
     app.cli.add_command(watch_payments)

@@ -8,6 +8,7 @@ from flask.cli import AppGroup
 from app.cli.common import fail, table, when
 from app.clock import now
 from app.db import get_db
+from app.domain import endpoints
 from app.domain import merchants as service
 from app.domain import payments
 from app.evm.addresses import ADDRESS_PATH, XpubError
@@ -33,8 +34,8 @@ def create(name, live, webhook_url, as_json):
         service.create, name=name, livemode=live, webhook_url=webhook_url, now=now(),
         allow_loopback=_allow_loopback(),
     )
-    if merchant.webhook_url:  # on stderr: with --json, stdout stays one JSON object
-        _warn_if_refused(merchant.webhook_url, merchant.livemode)
+    if webhook_url:  # on stderr: with --json, stdout stays one JSON object
+        _warn_if_refused(webhook_url, merchant.livemode)
     if as_json:
         click.echo(json.dumps(service.credentials(merchant, secret_key)))
         return
@@ -44,7 +45,7 @@ def create(name, live, webhook_url, as_json):
     click.echo(f"  secret key:      {secret_key}")
     click.echo(f"  public key:      {merchant.public_key}")
     click.echo(f"  webhook secret:  {merchant.webhook_secret}")
-    click.echo(f"  webhook URL:     {merchant.webhook_url or '(none yet: merchants set-webhook)'}")
+    click.echo(f"  webhook URL:     {webhook_url or '(none yet: merchants set-webhook)'}")
 
 
 @merchants.command("list")
@@ -57,7 +58,7 @@ def list_():
                 m.name,
                 "live" if m.livemode else "test",
                 "disabled" if m.disabled else "active",
-                m.webhook_url or "-",
+                _webhook_column(endpoints.list_of(get_db(), m.id)),
                 when(m.created_at),
             )
             for m in service.list_all(get_db())
@@ -95,12 +96,26 @@ def disable(merchant_id):
 @click.argument("merchant_id")
 @click.argument("url")
 def set_webhook(merchant_id, url):
-    """Set the URL webhooks are delivered to ('' to remove it)."""
-    _, warning = _run(service.set_webhook_url, merchant_id, url or None,
-                      allow_loopback=_allow_loopback())
-    click.echo(f"Webhook URL of {merchant_id} set to {url or '(none)'}.")
+    """Set the URL of the merchant's first webhook endpoint, made if it has none ('' disables
+    that endpoint). More endpoints: `endpoints add`."""
+    endpoint, warning = _run(service.set_webhook_url, merchant_id, url or None, now(),
+                             allow_loopback=_allow_loopback())
+    if url:
+        click.echo(f"Webhook URL of {merchant_id} set to {url} (endpoint {endpoint.id}).")
+    elif endpoint is not None:
+        click.echo(f"Webhook endpoint {endpoint.id} of {merchant_id} disabled.")
+    else:
+        click.echo(f"Merchant {merchant_id} has no webhook endpoint.")
     if warning:
         click.echo(f"Warning: {warning}", err=True)
+
+
+def _webhook_column(found):
+    """The first endpoint's URL, and how many more there are."""
+    if not found:
+        return "-"
+    more = f" (+{len(found) - 1})" if len(found) > 1 else ""
+    return (found[0].url if found[0].enabled else f"{found[0].url} (disabled)") + more
 
 
 def _allow_loopback():
@@ -161,8 +176,9 @@ def rotate_public_key(merchant_id):
 @click.argument("merchant_id")
 @_overlap_option
 def rotate_webhook_secret(merchant_id, overlap_hours):
-    """Replace the webhook signing secret; deliveries are signed with the old one too (a second
-    signature) until the overlap ends."""
+    """Replace the signing secret of the merchant's first webhook endpoint; deliveries are signed
+    with the old one too (a second signature) until the overlap ends. Others: `endpoints
+    roll-secret`."""
     overlap = service.roll_overlap_seconds(current_app.config, overlap_hours)
     secret = _run(service.rotate_webhook_secret, merchant_id, now(), overlap)
     click.echo(f"New webhook secret (shown once): {secret}")

@@ -15,16 +15,16 @@ from app.worker import POLL_MIN_SECONDS, Worker
                    "while attempts are fast).")
 @click.option("--concurrency", type=click.IntRange(1, 256), default=8, show_default=True,
               help="Attempts in flight at once (threads); a free one claims the next due event.")
-@click.option("--per-merchant", type=click.IntRange(1, 256), default=None,
-              help="Most attempts in flight for a merchant whose endpoint is slow (an attempt "
-                   "of 0.2 s or more); its other events wait. Default: half the threads.")
+@click.option("--per-endpoint", type=click.IntRange(1, 256), default=None,
+              help="Most attempts in flight to an endpoint that is slow (an attempt of 0.2 s or "
+                   "more); its other deliveries wait. Default: half the threads.")
 @click.option("--poll-max", type=click.FloatRange(POLL_MIN_SECONDS, 3600), default=5.0,
               show_default=True, help="Longest wait between polls when idle, in seconds.")
 @with_appcontext
-def deliver_webhooks(once, batch_size, concurrency, per_merchant, poll_max):
+def deliver_webhooks(once, batch_size, concurrency, per_endpoint, poll_max):
     """Deliver webhook events until stopped (SIGTERM/Ctrl-C: finish attempts in flight, exit)."""
     worker = Worker.from_app(current_app._get_current_object(), batch_size=batch_size,
-                             concurrency=concurrency, per_merchant=per_merchant, poll_max=poll_max)
+                             concurrency=concurrency, per_endpoint=per_endpoint, poll_max=poll_max)
     with stop_on_signals(worker.stop), worker:
         worker.run(until_idle=once)
 

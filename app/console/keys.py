@@ -12,7 +12,7 @@ from app.console import pages
 from app.console.pages import bp, when
 from app.console.security import login_required, not_found, owner_required
 from app.db import get_db
-from app.domain import merchants
+from app.domain import endpoints, merchants
 
 
 @bp.get("/keys")
@@ -25,11 +25,13 @@ def keys_page(new_secret=None, error=None, status=200):
         state = k.state(current)
         states[k.id] = {"expiring": f"works until {when(k.expires_at)}", "expired": f"expired {when(k.expires_at)}",
                         "revoked": f"revoked {when(k.revoked_at)}"}.get(state, state)
-    if len(g.merchant.signing_secrets(current)) > 1:
-        secret_state = ("Deliveries are signed with the current secret and, until"
-                        f" {when(g.merchant.previous_webhook_secret_until)}, with the previous one too.")
+    first = endpoints.first(get_db(), g.merchant.id)
+    if first is not None and len(first.signing_secrets(current)) > 1:
+        secret_state = ("Deliveries to the first webhook endpoint are signed with its current secret"
+                        f" and, until {when(first.previous_secret_until)}, with the previous one too.")
     else:
-        secret_state = "One secret signs every delivery. It is shown once, when it is made."
+        secret_state = ("One secret signs every delivery to the first webhook endpoint. It is shown"
+                        " once, when it is made; each other endpoint has its own (Webhooks page).")
     working = [k for k in secret_keys if k.state(current) in ("active", "expiring")]
     revocable = {k.id for k in working} if len(working) > 1 else set()
     return render_template("dashboard/keys.html", secret_keys=secret_keys, key_states=states,

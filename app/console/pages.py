@@ -71,6 +71,13 @@ NOTICES = {
     "url-removed": "Webhook URL removed.",
     "test": "Test event queued: its result shows below when the delivery worker has sent it.",
     "replayed": "{count} failed event(s) queued for delivery again.",
+    "endpoint-saved": "Endpoint saved: its next attempts use it.",
+    "endpoint-unresolved": "Endpoint saved, but its host name does not resolve now: deliveries to it"
+                           " are refused until it does (each delivery checks it again).",
+    "endpoint-disabled": "Endpoint disabled: its pending deliveries are cancelled (replay resends"
+                         " them).",
+    "endpoint-enabled": "Endpoint enabled: events from now on go to it.",
+    "endpoint-deleted": "Endpoint deleted: its pending deliveries are cancelled, its history kept.",
     "accepted": "The transfer is accepted as payment: it counts in the amount paid, and the"
                 " process's event is queued.",
     "revoked": "The key is revoked: it stopped working now.",
@@ -84,7 +91,7 @@ NOTICES = {
 
 # A change saved with a warning of the service's: the notice that says it. The warning's own words
 # never go into the address (a page would show whatever an address says).
-WARNED = {"url-set": "url-unresolved"}
+WARNED = {"url-set": "url-unresolved", "endpoint-saved": "endpoint-unresolved"}
 
 
 def done(endpoint, what, warning=None, **values):

@@ -15,13 +15,9 @@ class Merchant:
     name: str
     livemode: bool
     public_key: str
-    webhook_secret: str
-    webhook_url: str | None
+    webhook_secret: str  # given at creation; its first webhook endpoint starts with it
     disabled_at: int | None
     created_at: int
-    # The secret replaced by the last roll, still signing beside the new one until `_until`.
-    previous_webhook_secret: str | None = None
-    previous_webhook_secret_until: int | None = None
     currency: str = "USD"  # its new processes' when the preorder names none
     display_name: str | None = None  # what the checkout page shows (None: `name`)
 
@@ -29,15 +25,38 @@ class Merchant:
     def disabled(self):
         return self.disabled_at is not None
 
-    def signing_secrets(self, now) -> list[str]:
-        """The webhook secrets a delivery at `now` is signed with: the current one, then the
-        rolled one while its overlap lasts."""
-        if self.previous_webhook_secret and now < (self.previous_webhook_secret_until or 0):
-            return [self.webhook_secret, self.previous_webhook_secret]
-        return [self.webhook_secret]
-
     def __repr__(self):  # never print the webhook secret by accident
         return f"Merchant(id={self.id!r}, name={self.name!r}, livemode={self.livemode})"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A webhook endpoint of a merchant: where its events go, which ones, signed with what."""
+    seq: int | None
+    id: str
+    merchant_id: str
+    url: str
+    events: tuple[str, ...]  # ("*",): every type
+    enabled: bool
+    description: str | None
+    secret: str
+    previous_secret: str | None  # the rolled one, still signing beside `secret` until _until
+    previous_secret_until: int | None
+    created_at: int
+    deleted_at: int | None = None
+
+    def signing_secrets(self, now) -> list[str]:
+        """The secrets a delivery at `now` is signed with: the current one, then the rolled one
+        while its overlap lasts."""
+        if self.previous_secret and now < (self.previous_secret_until or 0):
+            return [self.secret, self.previous_secret]
+        return [self.secret]
+
+    def wants(self, event_type) -> bool:
+        return self.events == ("*",) or event_type in self.events
+
+    def __repr__(self):  # never print the secret by accident
+        return f"Endpoint(id={self.id!r}, merchant_id={self.merchant_id!r}, enabled={self.enabled})"
 
 
 @dataclass(frozen=True)
@@ -101,7 +120,36 @@ class Process:
 
 
 @dataclass(frozen=True)
+class Delivery:
+    """One event's delivery to one endpoint: its own attempts, schedule, lease and state."""
+    seq: int
+    event_id: str
+    endpoint_id: str
+    merchant_id: str
+    status: str  # DELIVERY_STATUSES
+    attempts: int  # since the last replay
+    next_attempt_at: int | None
+    lease_owner: str | None
+    lease_expires_at: int | None
+    last_error: str | None
+    delivered_at: int | None
+
+    @property
+    def retrying(self):
+        return self.status == "pending" and self.last_error is not None
+
+
+DELIVERY_STATUSES = ("pending", "delivered", "failed", "cancelled")
+FINAL_DELIVERY_STATUSES = DELIVERY_STATUSES[1:]
+# An event's state in lists: the first of these that one of its deliveries is in; no delivery at
+# all (no endpoint wanted it) is "no_endpoint".
+_SUMMARY_ORDER = ("pending", "failed", "cancelled", "delivered")
+
+
+@dataclass(frozen=True)
 class Event:
+    """A webhook event: its id (the webhook-id on every endpoint) and the exact body sent; where it
+    went is in `deliveries` (read with it, oldest endpoint first)."""
     seq: int | None
     id: str
     merchant_id: str
@@ -109,20 +157,35 @@ class Event:
     type: str
     payload: str
     created_at: int
-    status: str
-    attempts: int
-    next_attempt_at: int | None
-    lease_owner: str | None
-    lease_expires_at: int | None
-    last_error: str | None
-    delivered_at: int | None
+    deliveries: tuple[Delivery, ...] = ()
+
+    @property
+    def status(self) -> str:
+        """pending, failed, cancelled, delivered (_SUMMARY_ORDER), or no_endpoint."""
+        states = {d.status for d in self.deliveries}
+        return next((s for s in _SUMMARY_ORDER if s in states), "no_endpoint")
+
+    @property
+    def last_error(self) -> str | None:
+        """The latest error of a delivery still pending or failed: what is going wrong now."""
+        errors = [d.last_error for d in self.deliveries if d.status in ("pending", "failed")]
+        return next((e for e in reversed(errors) if e), None)
+
+    @property
+    def attempts(self) -> int:
+        return sum(d.attempts for d in self.deliveries)
+
+    @property
+    def next_attempt_at(self) -> int | None:
+        return min((d.next_attempt_at for d in self.deliveries if d.status == "pending"
+                    and d.next_attempt_at is not None), default=None)
+
+    @property
+    def delivered_at(self) -> int | None:
+        return max((d.delivered_at for d in self.deliveries if d.delivered_at), default=None)
 
     def __repr__(self):
         return f"Event(id={self.id!r}, type={self.type!r}, status={self.status!r})"
-
-
-EVENT_STATUSES = ("pending", "delivered", "failed", "no_endpoint")
-FINAL_EVENT_STATUSES = EVENT_STATUSES[1:]
 
 
 @dataclass(frozen=True)
@@ -135,6 +198,7 @@ class Attempt:
     status_code: int | None
     error: str | None
     duration_ms: int
+    endpoint_id: str | None = None  # None: made before endpoints (then to the merchant's URL)
 
 
 # --- The chain watcher ---------------------------------------------------------------------------
@@ -231,8 +295,8 @@ class OutboxBacklog:
 class Snapshot:
     """The figures of /metrics: counts by status, read from the database in one transaction."""
     backlog: OutboxBacklog
-    events: dict  # event status -> events stored
-    deliveries: dict  # final status -> events that reached it, pruned ones included
+    events: dict  # delivery status -> deliveries stored
+    deliveries: dict  # final status -> deliveries that reached it, pruned ones included
     processes: dict  # effective process status -> processes
 
 

@@ -2,9 +2,8 @@
 from app.core.records import Merchant, SecretKey
 
 _MERCHANT_COLUMNS = (
-    "m.id, m.name, m.livemode, m.public_key, m.webhook_secret, m.webhook_url, m.disabled_at, "
-    "m.created_at, m.previous_webhook_secret, m.previous_webhook_secret_until, m.currency,"
-    " m.display_name"
+    "m.id, m.name, m.livemode, m.public_key, m.webhook_secret, m.disabled_at, m.created_at,"
+    " m.currency, m.display_name"
 )
 _KEY_COLUMNS = "id, merchant_id, key_prefix, created_at, revoked_at, expires_at"
 
@@ -16,11 +15,8 @@ def _merchant(row):
         livemode=bool(row["livemode"]),
         public_key=row["public_key"],
         webhook_secret=row["webhook_secret"],
-        webhook_url=row["webhook_url"],
         disabled_at=row["disabled_at"],
         created_at=row["created_at"],
-        previous_webhook_secret=row["previous_webhook_secret"],
-        previous_webhook_secret_until=row["previous_webhook_secret_until"],
         currency=row["currency"],
         display_name=row["display_name"],
     )
@@ -39,15 +35,14 @@ def _key(row):
 
 def insert(conn, merchant: Merchant):
     conn.execute(
-        "INSERT INTO merchants (id, name, livemode, public_key, webhook_secret, webhook_url,"
-        " disabled_at, created_at, currency) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO merchants (id, name, livemode, public_key, webhook_secret,"
+        " disabled_at, created_at, currency) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (
             merchant.id,
             merchant.name,
             int(merchant.livemode),
             merchant.public_key,
             merchant.webhook_secret,
-            merchant.webhook_url,
             merchant.disabled_at,
             merchant.created_at,
             merchant.currency,
@@ -112,11 +107,6 @@ def disable(conn, merchant_id, now) -> bool:
     return cur.rowcount == 1
 
 
-def set_webhook_url(conn, merchant_id, url) -> bool:
-    cur = conn.execute("UPDATE merchants SET webhook_url = ? WHERE id = ?", (url, merchant_id))
-    return cur.rowcount == 1
-
-
 def keys(conn, merchant_id) -> list[SecretKey]:
     rows = conn.execute(
         f"SELECT {_KEY_COLUMNS} FROM secret_keys WHERE merchant_id = ? ORDER BY id",
@@ -155,14 +145,10 @@ def set_public_key(conn, merchant_id, public_key) -> bool:
     return cur.rowcount == 1
 
 
-def set_webhook_secret(conn, merchant_id, secret, previous=None, previous_until=None) -> bool:
-    """A new signing secret; `previous` keeps signing beside it until `previous_until`."""
-    cur = conn.execute(
-        "UPDATE merchants SET webhook_secret = ?, previous_webhook_secret = ?,"
-        " previous_webhook_secret_until = ? WHERE id = ?",
-        (secret, previous, previous_until, merchant_id),
-    )
-    return cur.rowcount == 1
+def set_webhook_secret(conn, merchant_id, secret) -> bool:
+    """The secret a merchant without a webhook endpoint gives its first one."""
+    return conn.execute("UPDATE merchants SET webhook_secret = ? WHERE id = ?",
+                        (secret, merchant_id)).rowcount == 1
 
 
 def get_tolerance(conn, merchant_id) -> str | None:

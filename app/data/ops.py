@@ -1,17 +1,18 @@
 """SQL for operating the service: the figures of /metrics and /healthz, and retention (pruning).
 
 Figures are counted from the database on every call, so every gunicorn worker gives the same ones.
-Each count walks an index: the pending part of `events_due` for the backlog, `events_due` for
-events by status, `processes_status_expiry` for processes by status.
+Each count walks an index: the pending part of `deliveries_due` for the backlog, `deliveries_due`
+for deliveries by status, `processes_status_expiry` for processes by status.
 """
-from app.core.records import FINAL_EVENT_STATUSES, STATUSES, OutboxBacklog, Snapshot
+from app.core.records import (DELIVERY_STATUSES, FINAL_DELIVERY_STATUSES, STATUSES,
+                                OutboxBacklog, Snapshot)
 from app.data.processes import HELD
 from app.data.schema import dialect
 
 
 def outbox_backlog(conn, now) -> OutboxBacklog:
-    """Pending events: due (waiting for a worker), in flight (leased), waiting for a retry; and how
-    long the oldest due one (in flight or not) has been due."""
+    """Pending deliveries: due (waiting for a worker), in flight (leased), waiting for a retry; and
+    how long the oldest due one (in flight or not) has been due."""
     row = conn.execute(
         "SELECT"
         " count(*) FILTER (WHERE lease_expires_at > :now) AS in_flight,"
@@ -20,7 +21,7 @@ def outbox_backlog(conn, now) -> OutboxBacklog:
         " count(*) FILTER (WHERE next_attempt_at > :now"
         "   AND (lease_expires_at IS NULL OR lease_expires_at <= :now)) AS retrying,"
         " min(next_attempt_at) FILTER (WHERE next_attempt_at <= :now) AS oldest_due"
-        " FROM events WHERE status = 'pending'",
+        " FROM deliveries WHERE status = 'pending'",
         {"now": now},
     ).fetchone()
     oldest = row["oldest_due"]
@@ -34,10 +35,10 @@ def snapshot(conn, now) -> Snapshot:
     conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ" if dialect(conn) == "postgresql" else "BEGIN")
     try:
         backlog = outbox_backlog(conn, now)
-        events = dict.fromkeys(("pending",) + FINAL_EVENT_STATUSES, 0)
-        events.update(conn.execute("SELECT status, count(*) FROM events GROUP BY status").fetchall())
-        pruned = dict.fromkeys(FINAL_EVENT_STATUSES, 0)
-        pruned.update(conn.execute("SELECT status, count FROM pruned_events").fetchall())
+        events = dict.fromkeys(DELIVERY_STATUSES, 0)
+        events.update(conn.execute("SELECT status, count(*) FROM deliveries GROUP BY status"))
+        pruned = dict.fromkeys(FINAL_DELIVERY_STATUSES, 0)
+        pruned.update(conn.execute("SELECT status, count FROM pruned_deliveries").fetchall())
         # Final processes from the overview's kept counts (app/data/rollups.py: a few rows a
         # merchant and day), pending ones through the (status, expires_at) index: a scrape costs
         # the same at ten million processes.
@@ -59,47 +60,48 @@ def snapshot(conn, now) -> Snapshot:
     return Snapshot(
         backlog=backlog,
         events=events,
-        deliveries={status: events[status] + pruned[status] for status in FINAL_EVENT_STATUSES},
+        deliveries={status: events[status] + pruned[status] for status in FINAL_DELIVERY_STATUSES},
         processes=processes,
     )
 
 
 # --- Retention -----------------------------------------------------------------------------------
-# Only events in a final status go, with their attempts; never a pending event, never a process.
-# Each batch is its own short transaction (the caller's), so the write lock is never held long.
+# Only events none of whose deliveries is pending go, with their deliveries and attempts; never a
+# pending delivery, never a process. Each batch is its own short transaction (the caller's), so the
+# write lock is never held long.
 
 def prune_events(conn, created_before, limit, after=(-1, -1)) -> tuple[int, int, tuple]:
     """Look at up to `limit` events created before `created_before`, oldest first from the
-    (created_at, seq) `after`; delete the final ones with their delivery attempts, each counted in
-    `pruned_events` (so /metrics' delivery totals never go down). Pending ones are stepped over:
-    pass the returned cursor as `after` to go on. Returns (events deleted, attempts deleted, cursor;
-    None once fewer than `limit` were left). Call inside a write transaction."""
+    (created_at, seq) `after`; delete those with no pending delivery, with their deliveries (each
+    counted in `pruned_deliveries`, so /metrics' delivery totals never go down) and attempts.
+    Pass the returned cursor as `after` to go on. Returns (events deleted, attempts deleted,
+    cursor; None once fewer than `limit` were left). Call inside a write transaction."""
     rows = conn.execute(
-        "SELECT seq, id, status, created_at FROM events"
+        "SELECT seq, id, created_at FROM events"
         " WHERE created_at < ? AND (created_at, seq) > (?, ?) ORDER BY created_at, seq LIMIT ?",
         (created_before, *after, limit),
     ).fetchall()
     cursor = (rows[-1]["created_at"], rows[-1]["seq"]) if len(rows) == limit else None
-    final = [row for row in rows if row["status"] in FINAL_EVENT_STATUSES]
-    if not final:
+    if not rows:
         return 0, 0, cursor
-    ids = [row["id"] for row in final]
-    id_marks = ", ".join("?" * len(ids))
+    ids = [row["id"] for row in rows]
+    marks = ", ".join("?" * len(ids))
+    # Re-checked in each statement: an event a replay made pending meanwhile stays whole.
+    gone = conn.execute(
+        f"DELETE FROM deliveries WHERE event_id IN ({marks}) AND NOT EXISTS (SELECT 1 FROM"
+        " deliveries p WHERE p.event_id = deliveries.event_id AND p.status = 'pending')"
+        " RETURNING status", ids).fetchall()
+    final = f"id IN ({marks}) AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id)"
     attempts = conn.execute(
-        f"DELETE FROM delivery_attempts WHERE event_id IN ({id_marks})", ids
-    ).rowcount
-    # Re-checked: only a final event goes, whatever happened since it was read.
-    marks = ", ".join("?" * len(FINAL_EVENT_STATUSES))
-    events = conn.execute(
-        f"DELETE FROM events WHERE id IN ({id_marks}) AND status IN ({marks})",
-        (*ids, *FINAL_EVENT_STATUSES),
-    ).rowcount
+        f"DELETE FROM delivery_attempts WHERE event_id IN (SELECT id FROM events WHERE {final})",
+        ids).rowcount
+    events = conn.execute(f"DELETE FROM events WHERE {final}", ids).rowcount
     counts = {}
-    for row in final:
+    for row in gone:
         counts[row["status"]] = counts.get(row["status"], 0) + 1
     conn.executemany(
-        "INSERT INTO pruned_events (status, count) VALUES (?, ?)"
-        " ON CONFLICT (status) DO UPDATE SET count = pruned_events.count + excluded.count",
+        "INSERT INTO pruned_deliveries (status, count) VALUES (?, ?)"
+        " ON CONFLICT (status) DO UPDATE SET count = pruned_deliveries.count + excluded.count",
         counts.items(),
     )
     return events, attempts, cursor

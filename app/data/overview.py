@@ -280,11 +280,12 @@ def uncollected(conn, merchant_id, network_id, since) -> list[tuple]:
 
 
 def failing_deliveries(conn, merchant_id) -> int:
-    """The merchant's events whose delivery is failing (outbox.failing's rule), read through the
-    events_due index (status first): failed and retrying events are few whatever the number of
-    events, where the merchant's own index would read all of its events."""
-    events = "events" + (" INDEXED BY events_due" if dialect(conn) == "sqlite" else "")
+    """The merchant's deliveries that are failing (outbox.failing's rule), read through the
+    deliveries_due index (status first): failed and retrying ones are few whatever the number of
+    events, where the merchant's own index would read all of them. Test events' are not counted."""
+    deliveries = "deliveries d" + (" INDEXED BY deliveries_due" if dialect(conn) == "sqlite" else "")
     return sum(conn.execute(
-        f"SELECT count(*) FROM {events} WHERE status = ? AND merchant_id = ? AND process_id IS NOT NULL"
-        f" AND {extra}", (status, merchant_id)).fetchone()[0]
-        for status, extra in (("failed", "1 = 1"), ("pending", "last_error IS NOT NULL")))
+        f"SELECT count(*) FROM {deliveries} WHERE d.status = ? AND d.merchant_id = ? AND {extra}"
+        " AND EXISTS (SELECT 1 FROM events e WHERE e.id = d.event_id AND e.process_id IS NOT NULL)",
+        (status, merchant_id)).fetchone()[0]
+        for status, extra in (("failed", "1 = 1"), ("pending", "d.last_error IS NOT NULL")))

@@ -13,11 +13,12 @@ from app.core.testnets import LIVE_CHAIN_IDS, TEST_CHAIN_IDS
 
 # Every table, parents before children (the order copy-db inserts in); schema_version is not copied.
 TABLES = (
-    "merchants", "secret_keys", "processes", "events", "delivery_attempts", "idempotency_keys",
+    "merchants", "secret_keys", "webhook_endpoints", "processes", "events", "deliveries",
+    "delivery_attempts", "idempotency_keys",
     "networks", "rates", "assets", "merchant_wallets", "merchant_payouts", "network_factories", "payments",
     "payment_choices", "transfers", "unexpected_transfers", "chain_blocks", "refunds", "collections",
     "collection_items",
-    "pruned_events", "relayed_authorizations", "relay_refusals",
+    "pruned_deliveries", "relayed_authorizations", "relay_refusals",
     "users", "console_sessions", "login_failures", "login_locks", "process_search", "overview_days",
     "links", "link_hits", "watcher_leases",
 )

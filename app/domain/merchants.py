@@ -1,4 +1,5 @@
 """Merchant accounts and their credentials (used by the operator CLI)."""
+import time
 import uuid
 from dataclasses import replace
 
@@ -6,7 +7,7 @@ from app.core import currency, keys
 from app.core.money import AmountError, parse_tolerance
 from app.core.records import Merchant, SecretKey
 from app.data import merchants as merchant_rows
-from app.webhooks import ssrf, transport
+from app.domain import endpoints
 from app.webhooks.signing import new_secret as new_webhook_secret
 
 
@@ -18,23 +19,12 @@ def new_merchant_id() -> str:
     return "mer_" + uuid.uuid4().hex[:24]
 
 
-# How long setting a URL waits for its host name to resolve (a person waits for the page or the
-# command); a name that does not answer in time is accepted, every delivery checks it again.
-SET_TIME_RESOLVE_SECONDS = 2
-
-
 def check_webhook_url(url: str, livemode: bool, *, allow_loopback: bool, resolve=None) -> str | None:
-    """The SSRF guard when the URL is set: MerchantError for a URL deliveries would refuse (its
-    form, or an address its host is or resolves to: ssrf.py); a warning when the name does not
-    resolve now (saved all the same: every delivery checks again); else None."""
+    """The SSRF guard when a URL is set (endpoints.check_url), as a MerchantError."""
     try:
-        ssrf.check_url(url, livemode, allow_loopback=allow_loopback,
-                       resolve=resolve or transport.bounded_resolver(SET_TIME_RESOLVE_SECONDS))
-    except ssrf.Unresolvable as e:
-        return f"deliveries to it would be refused now: {e}"
-    except ssrf.UnsafeURL as e:
-        raise MerchantError(f"The webhook URL is refused: {e}.") from None
-    return None
+        return endpoints.check_url(url, livemode, allow_loopback=allow_loopback, resolve=resolve)
+    except endpoints.EndpointError as e:
+        raise MerchantError(str(e)) from None
 
 
 def credentials(merchant, secret_key) -> dict:
@@ -44,8 +34,9 @@ def credentials(merchant, secret_key) -> dict:
 
 
 def create(db, *, name, livemode, webhook_url, now, allow_loopback=False):
-    """A new merchant and its first secret key, returned in clear this once (`allow_loopback`:
-    WEBHOOK_ALLOW_LOOPBACK, for its webhook URL)."""
+    """A new merchant and its first secret key, returned in clear this once; given a webhook URL,
+    its first endpoint too, signing with the merchant's webhook secret (`allow_loopback`:
+    WEBHOOK_ALLOW_LOOPBACK, for that URL)."""
     name = name.strip()
     if not name:
         raise MerchantError("The merchant needs a name.")
@@ -57,7 +48,6 @@ def create(db, *, name, livemode, webhook_url, now, allow_loopback=False):
         livemode=livemode,
         public_key=keys.new_public_key(livemode),
         webhook_secret=new_webhook_secret(),
-        webhook_url=webhook_url,
         disabled_at=None,
         created_at=int(now),
     )
@@ -67,6 +57,8 @@ def create(db, *, name, livemode, webhook_url, now, allow_loopback=False):
         merchant_rows.insert_key(
             conn, merchant.id, keys.hash_key(secret_key), keys.key_prefix(secret_key), int(now)
         )
+        if webhook_url is not None:
+            endpoints.add_first(conn, merchant, webhook_url, now)
     return merchant, secret_key
 
 
@@ -120,22 +112,17 @@ def rotate_public_key(db, merchant_id) -> str:
 
 
 def rotate_webhook_secret(db, merchant_id, now, overlap_seconds=0) -> str:
-    """Replace the webhook signing secret; returns the new one. Events are signed when they are
-    sent, so every delivery from now on, retries of older events included, is signed with the new
-    secret and, for `overlap_seconds` (KEY_ROLL_OVERLAP_HOURS), with the old one too (two `v1,`
-    signatures): a receiver verifies with either while it changes its configuration. 0 swaps at
-    once. Rolling again during an overlap drops the oldest secret: only the last two sign."""
+    """Replace the signing secret of the merchant's first webhook endpoint (endpoints.roll_secret);
+    one without an endpoint gets a new secret for the first endpoint it will have. The new one."""
     if overlap_seconds < 0:
         raise MerchantError("The overlap must not be negative.")
-    now = int(now)
+    _existing(db.connection(), merchant_id)
+    endpoint = endpoints.first(db, merchant_id)
+    if endpoint is not None:
+        return endpoints.roll_secret(db, merchant_id, endpoint.id, now, overlap_seconds)
+    secret = new_webhook_secret()
     with db.transaction() as conn:
-        merchant = _existing(conn, merchant_id)
-        secret = new_webhook_secret()
-        if overlap_seconds:
-            merchant_rows.set_webhook_secret(conn, merchant_id, secret, merchant.webhook_secret,
-                                             now + int(overlap_seconds))
-        else:
-            merchant_rows.set_webhook_secret(conn, merchant_id, secret)
+        merchant_rows.set_webhook_secret(conn, merchant_id, secret)
     return secret
 
 
@@ -222,16 +209,16 @@ def tolerance_of(db, merchant_id) -> str:
     return merchant_rows.get_tolerance(db.connection(), merchant_id) or "0"
 
 
-def set_webhook_url(db, merchant_id, url, *, allow_loopback=False) -> tuple[Merchant, str | None]:
-    """Set (or with None remove) the URL; (the merchant as it was, a warning or None). The URL is
-    checked (name resolution included) before the write transaction, which then holds no lock
-    while a resolver answers."""
+def set_webhook_url(db, merchant_id, url, now=None, *, allow_loopback=False):
+    """Set the URL of the merchant's first webhook endpoint (made if it has none, at `now`: the
+    system clock if None), or with None disable that endpoint: (the endpoint or None, a warning
+    or None)."""
+    now = time.time() if now is None else now
     merchant = _existing(db.connection(), merchant_id)
-    warning = check_webhook_url(url, merchant.livemode, allow_loopback=allow_loopback) if url else None
-    with db.transaction() as conn:
-        merchant = _existing(conn, merchant_id)
-        merchant_rows.set_webhook_url(conn, merchant_id, url or None)
-    return merchant, warning
+    try:
+        return endpoints.set_first_url(db, merchant, url, now, allow_loopback=allow_loopback)
+    except endpoints.EndpointError as e:
+        raise MerchantError(str(e)) from None
 
 
 def get(db, merchant_id) -> Merchant | None:

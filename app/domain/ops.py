@@ -1,8 +1,8 @@
 """What the operator's kit does: retention (`prune`), the /metrics text, the online backup.
 
-Retention removes webhook events in a final status (delivered, failed, no_endpoint) created more
-than RETENTION_DAYS ago, with their delivery attempts, and Idempotency-Key records past their
-IDEMPOTENCY_TTL_SECONDS (they can no longer replay). Never a pending event, never a process.
+Retention removes webhook events none of whose deliveries is pending, created more than
+RETENTION_DAYS ago, with their deliveries and attempts, and Idempotency-Key records past their
+IDEMPOTENCY_TTL_SECONDS (they can no longer replay). Never a pending delivery, never a process.
 It works in batches, one short write transaction each, so writers never wait long behind it.
 """
 import os
@@ -63,18 +63,19 @@ def metrics_text(snapshot, networks=(), now=0) -> str:
 
     backlog = snapshot.backlog
     family("preorder_outbox_backlog", "gauge",
-           "Pending webhook events: due (waiting for a worker), in_flight (leased to a worker), "
-           "retrying (waiting for their next attempt).",
+           "Pending webhook deliveries (an event to an endpoint): due (waiting for a worker), "
+           "in_flight (leased to a worker), retrying (waiting for their next attempt).",
            [({"state": "due"}, backlog.due), ({"state": "in_flight"}, backlog.in_flight),
             ({"state": "retrying"}, backlog.retrying)])
     family("preorder_outbox_oldest_due_age_seconds", "gauge",
-           "Seconds since the oldest due pending webhook event became due (0 when none is due).",
+           "Seconds since the oldest due pending webhook delivery became due (0 when none is due).",
            [({}, backlog.oldest_due_age)])
-    family("preorder_webhook_events", "gauge", "Webhook events stored, by status.",
+    family("preorder_webhook_events", "gauge",
+           "Webhook deliveries stored (an event to an endpoint), by status.",
            [({"status": status}, count) for status, count in snapshot.events.items()])
     family("preorder_webhook_deliveries_total", "counter",
-           "Webhook events that reached a final status (pruned ones included; a replay moves an "
-           "event back to pending).",
+           "Webhook deliveries that reached a final status (pruned ones included; a replay moves "
+           "a delivery back to pending).",
            [({"outcome": status}, count) for status, count in snapshot.deliveries.items()])
     family("preorder_processes", "gauge", "Payment processes by status (as the API shows them).",
            [({"status": status}, count) for status, count in snapshot.processes.items()])

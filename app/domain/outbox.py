@@ -1,11 +1,13 @@
 """Webhook events: the one place they are written (`emit`), and what operators do with them.
 
 The `events` table is the outbox: `emit` is called inside the write transaction that made the
-change it reports, so the change and its event commit together or not at all; the delivery worker
-(app/worker.py) sends them. Operators list them, look at their attempts and replay them.
+change it reports, so the change, its event and the event's deliveries (one per endpoint that wants
+it, app/domain/endpoints.py) commit together or not at all; the delivery worker (app/worker.py)
+sends them. Operators list them, look at their attempts and replay them.
 """
 import uuid
 
+from app.data import endpoints as endpoint_rows
 from app.data import outbox as event_rows
 from app.data import payments as payment_rows
 from app.data import refunds as refund_rows
@@ -71,27 +73,25 @@ class EventInFlight(NotReplayed):
 
 
 class TestEventWaiting(ValueError):
-    """The merchant's previous test event has not been attempted yet."""
+    """The endpoint's previous test event has not been attempted yet."""
 
 
-def queue_test(db, merchant, now) -> str:
-    """Queue one test event (`webhook.test`) for the merchant's endpoint; its id. Like every event
-    it is sent by the delivery worker, signed, and its attempt recorded, so no web worker waits on
-    the endpoint; unlike them it has no process, is attempted once (never retried or re-queued),
-    and only one waits per merchant (TestEventWaiting: a unique index, events_one_pending_test)."""
+def queue_test(db, merchant, endpoint, now) -> str:
+    """Queue one test event (`webhook.test`) for one of the merchant's endpoints; its id. Like
+    every event it is sent by the delivery worker, signed, and its attempt recorded, so no web
+    worker waits on the endpoint; unlike them it has no process, is attempted once (never retried
+    or re-queued), and only one waits per endpoint (TestEventWaiting)."""
     now = int(now)
     payload = (f'{{"type":"{TEST_EVENT_TYPE}","timestamp":"{iso(now)}","data":{{"merchantId":'
                f'"{merchant.id}","livemode":{"true" if merchant.livemode else "false"}}}}}')
     event_id = new_event_id()
-    try:
-        with db.transaction() as conn:
-            event_rows.insert(conn, id=event_id, merchant_id=merchant.id, process_id=None,
-                              type=TEST_EVENT_TYPE, payload=payload, now=now)
-    except db.errors as e:
-        if not event_rows.test_waiting(db.connection(), merchant.id):
-            raise
-        raise TestEventWaiting("A test event is already waiting for the delivery worker: its result"
-                               " shows below when it comes.") from e
+    with db.transaction() as conn:
+        endpoint_rows.lock_merchant(conn, merchant.id)
+        if event_rows.test_waiting(conn, endpoint.id):
+            raise TestEventWaiting("A test event is already waiting for the delivery worker to send"
+                                   " it to this endpoint: its result shows below when it comes.")
+        event_rows.insert(conn, id=event_id, merchant_id=merchant.id, process_id=None,
+                          type=TEST_EVENT_TYPE, payload=payload, now=now, endpoint_id=endpoint.id)
     return event_id
 
 
@@ -102,12 +102,12 @@ def tests_of(db, merchant_id, limit=5):
             for event in event_rows.tests_of(conn, merchant_id, limit)]
 
 
-def list_recent(db, *, limit, status=None, merchant_id=None):
-    return event_rows.list_recent(db.connection(), limit=limit, status=status, merchant_id=merchant_id)
+def list_recent(db, *, limit, state=None, merchant_id=None):
+    return event_rows.list_recent(db.connection(), limit=limit, state=state, merchant_id=merchant_id)
 
 
 def get_with_attempts(db, event_id):
-    """(event, attempts oldest first)."""
+    """(event with its deliveries, attempts oldest first)."""
     conn = db.connection()
     event = event_rows.get(conn, event_id)
     if event is None:
@@ -115,11 +115,12 @@ def get_with_attempts(db, event_id):
     return event, event_rows.attempts_of(conn, event_id)
 
 
-def replay(db, event_id, now):
-    """Re-queue one event, whatever its status, for an attempt at once.
-
-    Its attempt history is kept; its attempt count starts from zero, so the whole retry schedule
-    applies again."""
+def replay(db, event_id, now, endpoint_id=None):
+    """Re-queue an event for an attempt at once; the event as it is then. By default its failed
+    and cancelled deliveries, or, when none is, every delivery (an event delivered everywhere is
+    sent again everywhere); given `endpoint_id` (one of the merchant's endpoints), its delivery to
+    that endpoint whatever its state, made if the event never went there. Attempt histories are
+    kept; each re-queued delivery's count starts from zero, so the whole schedule applies again."""
     now = int(now)
     with db.transaction() as conn:
         event = event_rows.get(conn, event_id)
@@ -127,16 +128,38 @@ def replay(db, event_id, now):
             raise EventNotFound(event_id)
         if event.process_id is None:
             raise NotReplayed(f"Event {event_id} is a test event, sent once: send another instead.")
-        if not event_rows.requeue(conn, event_id, now):
+        if endpoint_id is not None:
+            endpoint = endpoint_rows.get(conn, endpoint_id)
+            if endpoint is None or endpoint.merchant_id != event.merchant_id or endpoint.deleted_at:
+                raise NotReplayed(f"No endpoint {endpoint_id} of this event's merchant.")
+            if not endpoint.enabled:
+                raise NotReplayed(f"Endpoint {endpoint_id} is disabled: enable it first.")
+            if not any(d.endpoint_id == endpoint_id for d in event.deliveries):
+                event_rows.add_delivery(conn, event_id, endpoint_id, event.merchant_id, now)
+            elif not event_rows.requeue(conn, event_id, now, endpoint_id=endpoint_id):
+                raise EventInFlight(f"Event {event_id} is being attempted right now; try again"
+                                    " shortly.")
+        elif not event.deliveries:
+            raise NotReplayed(f"Event {event_id} went to no endpoint: name one to send it there.")
+        elif not (event_rows.requeue(conn, event_id, now, statuses=("failed", "cancelled"))
+                  or event_rows.requeue(conn, event_id, now)):
             raise EventInFlight(f"Event {event_id} is being attempted right now; try again shortly.")
     return event_rows.get(db.connection(), event_id)
 
 
 def replay_where(db, now, *, statuses, merchant_id=None, since=None) -> list[str]:
-    """Re-queue every event in one of `statuses`; returns their ids."""
+    """Re-queue every delivery in one of `statuses` (failed, cancelled), and with "no_endpoint"
+    send every event that went to no endpoint to the endpoints that want it now; the event ids."""
     with db.transaction() as conn:
-        return event_rows.requeue_where(conn, int(now), statuses=statuses, merchant_id=merchant_id,
-                                        since=since)
+        ids = set()
+        kept = [s for s in statuses if s != "no_endpoint"]
+        if kept:
+            ids.update(event_rows.requeue_where(conn, int(now), statuses=kept,
+                                                merchant_id=merchant_id, since=since))
+        if "no_endpoint" in statuses:
+            ids.update(event_rows.fan_out_undelivered(conn, int(now), merchant_id=merchant_id,
+                                                      since=since))
+        return sorted(ids)
 
 
 def for_process(db, process_id):
@@ -144,17 +167,18 @@ def for_process(db, process_id):
     return event_rows.for_process(db.connection(), process_id)
 
 
-def page_of(db, merchant_id, *, type=None, state=None, before=None, limit=50):
+def page_of(db, merchant_id, *, type=None, state=None, endpoint_id=None, before=None, limit=50):
     """(events newest first, each with its last attempt or None, has_more): the console's list of
-    a merchant's events, before the event `before` (an id of this merchant's, else from the top)."""
+    a merchant's events, before the event `before` (an id of this merchant's, else from the top);
+    with `endpoint_id`, those that went to it, in the state of that delivery."""
     conn = db.connection()
     anchor = event_rows.get(conn, before) if before else None
     before_seq = anchor.seq if anchor is not None and anchor.merchant_id == merchant_id else None
-    events, more = event_rows.page_of(conn, merchant_id, type=type, state=state, before_seq=before_seq,
-                                      limit=limit)
+    events, more = event_rows.page_of(conn, merchant_id, type=type, state=state,
+                                      endpoint_id=endpoint_id, before_seq=before_seq, limit=limit)
     return [(e, (event_rows.attempts_of(conn, e.id) or [None])[-1]) for e in events], more
 
 
 def failing(db, merchant_id, limit=50):
-    """A merchant's events whose delivery is failing (failed, or retrying), newest first."""
+    """A merchant's failing deliveries (failed, or retrying), newest first: [(event, delivery)]."""
     return event_rows.failing(db.connection(), merchant_id, limit)

@@ -199,3 +199,26 @@ def link_list_json(links, paid, has_more, base, now) -> str:
     items = ",".join(link_json(link, paid.get(link.id, 0), base, now) for link in links)
     return f'{{"data":[{items}],"hasMore":{_bool(has_more)}}}'
 
+
+
+def endpoint_object(endpoint, secret=None, deleted=False) -> dict:
+    """The Endpoint object (docs/webhooks.md, "Several endpoints"); `secret` only in the answers
+    that make or roll it, `"deleted": true` only in the answer to a delete."""
+    found = {"endpointId": endpoint.id, "url": endpoint.url, "events": list(endpoint.events),
+             "enabled": endpoint.enabled, "description": endpoint.description,
+             "createdAt": iso(endpoint.created_at)}
+    if secret is not None:
+        found["secret"] = secret
+    if deleted:
+        found["deleted"] = True
+    return found
+
+
+def endpoint_json(endpoint, secret=None, deleted=False) -> str:
+    return json.dumps(endpoint_object(endpoint, secret, deleted), separators=(",", ":"),
+                      ensure_ascii=False)
+
+
+def endpoint_list_json(endpoints) -> str:
+    return json.dumps({"data": [endpoint_object(e) for e in endpoints]}, separators=(",", ":"),
+                      ensure_ascii=False)

@@ -7,7 +7,7 @@ from werkzeug.exceptions import HTTPException
 
 from app.chain import relayer
 from app.db import database_errors, get_db, is_unavailable
-from app.domain import health, links, payments, processes, rates, refunds, unexpected
+from app.domain import endpoints, health, links, payments, processes, rates, refunds, unexpected
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +129,10 @@ def _domain_errors():
         processes.InvalidUrl: lambda e: error_response(400, "validation_error", str(e), e.errors),
         links.LinkError: lambda e: error_response(400, "validation_error", str(e), e.errors),
         links.LinkNotFound: lambda e: error_response(404, "not_found", "No such link."),
+        endpoints.EndpointNotFound: lambda e: error_response(
+            404, "not_found", "No such webhook endpoint."),
+        endpoints.EndpointLimit: lambda e: error_response(409, "endpoint_limit", str(e)),
+        endpoints.EndpointError: lambda e: error_response(400, "validation_error", str(e), e.errors),
         processes.ProcessNotFound: lambda e: error_response(404, "not_found", "No such process."),
         refunds.RefundNotFound: lambda e: error_response(404, "not_found", "No such refund."),
         unexpected.TransferNotFound: lambda e: error_response(

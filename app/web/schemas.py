@@ -332,3 +332,52 @@ class RefundTransactionSchema(Schema):
         unknown = RAISE
 
     txHash = JSONString(required=True, error_messages={"null": "Must be a JSON string, not null."})
+
+
+class JSONBool(fields.Field):
+    """true or false, nothing else (not 1, not "true")."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, bool):
+            raise ValidationError("Must be true or false.")
+        return value
+
+
+class Hours(fields.Field):
+    """A whole JSON number of hours from 0 to 8,760 (a year)."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        number = Decimal(value) if isinstance(value, JSONNumber) and len(value) <= 20 else None
+        if number is None or number != number.to_integral_value() or not 0 <= number <= 8760:
+            raise ValidationError("Must be a whole number of hours from 0 to 8,760.")
+        return int(number)
+
+
+class EventTypes(fields.Field):
+    """A list of at most 64 strings (which ones are known: app/domain/endpoints.py)."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, list) or len(value) > 64 or not all(
+                isinstance(v, str) and not isinstance(v, JSONNumber) and len(v) <= 64 for v in value):
+            raise ValidationError("Must be a list of event types (strings), or [\"*\"].")
+        return value
+
+
+class EndpointSchema(Schema):
+    """POST /payment-button/webhook-endpoints, and (every field optional) its update."""
+
+    class Meta:
+        unknown = RAISE
+
+    _null = {"null": "Must not be null."}
+    url = WebUrl(required=True, validate=validate.Length(max=2048), error_messages=_null)
+    events = EventTypes(error_messages=_null)
+    description = PlainText(validate=validate.Length(max=250), allow_none=True)
+    enabled = JSONBool(error_messages=_null)
+
+
+class RollSecretSchema(Schema):
+    class Meta:
+        unknown = RAISE
+
+    overlapHours = Hours(error_messages={"null": "Must be a whole number, not null."})

@@ -1,19 +1,19 @@
-"""One attempt of one claimed event (`send`), and its record (`write_records`, `log_records`).
+"""One attempt of one claimed delivery (`send`), and its record (`write_records`, `log_records`).
 
-`send` signs the event's stored bytes with the merchant's current secret (and a rolled one still in
-its overlap) and POSTs them once to its
-current URL (`transport.post`); it touches no database. `write_records` writes any number of
-attempts in the caller's transaction, each in a savepoint: a 2xx makes the event `delivered`
-whoever holds its lease (at least once); a failure schedules the next attempt (a longer Retry-After
-wins) or makes it `failed`, only while this worker still holds the lease; no URL makes it
-`no_endpoint`. The log line names the event, the URL's host, the outcome: never the path, the
-secret, the signature or the body.
+A delivery is one event to one endpoint. `send` signs the event's stored bytes with the endpoint's
+current secret (and a rolled one still in its overlap) and POSTs them once to its current URL
+(`transport.post`); it touches no database. `write_records` writes any number of attempts in the
+caller's transaction, each in a savepoint: a 2xx makes the delivery `delivered` whoever holds its
+lease (at least once); a failure schedules the next attempt (a longer Retry-After wins) or makes
+it `failed`, only while this worker still holds the lease; an endpoint deleted meanwhile makes it
+`cancelled`. The log line names the event, the endpoint, the URL's host, the outcome: never the
+path, the secret, the signature or the body.
 """
 import logging
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from app.core.records import Event
+from app.core.records import Delivery, Event
 from app.data import outbox as event_rows
 from app.webhooks import transport
 from app.webhooks.schedule import next_attempt_delay
@@ -21,9 +21,9 @@ from app.webhooks.signing import webhook_headers
 
 log = logging.getLogger(__name__)
 
-DELIVERED, RETRY, FAILED, NO_ENDPOINT, LEASE_LOST, NOT_RECORDED = (
-    "delivered", "retry", "failed", "no_endpoint", "lease_lost", "not_recorded")
-NO_URL_ERROR = "merchant has no webhook URL"
+DELIVERED, RETRY, FAILED, CANCELLED, LEASE_LOST, NOT_RECORDED = (
+    "delivered", "retry", "failed", "cancelled", "lease_lost", "not_recorded")
+GONE_ERROR = "endpoint deleted"
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,9 @@ class Settings:
 
 @dataclass(frozen=True)
 class Sent:
-    """One attempt made and not yet recorded: `result` is None when the merchant has no webhook URL
-    (nothing was sent)."""
+    """One attempt made and not yet recorded: `result` is None when the endpoint is gone (nothing
+    was sent)."""
+    delivery: Delivery
     event: Event
     url: str | None
     attempted_at: int
@@ -50,24 +51,24 @@ class Sent:
     ended_at: int
 
 
-def send(session, event, merchant, *, clock, settings) -> Sent:
-    """POST `event` once to `merchant`'s endpoint (None: the merchant is gone), signed."""
-    if merchant is None or not merchant.webhook_url:
+def send(session, delivery, event, endpoint, livemode, *, clock, settings) -> Sent:
+    """POST `event` once to `endpoint` (None or deleted: gone), signed with its secrets."""
+    if endpoint is None or endpoint.deleted_at is not None:
         now = int(clock())
-        return Sent(event, None, now, None, now)
-    url = merchant.webhook_url
+        return Sent(delivery, event, None, now, None, now)
+    url = endpoint.url
     attempted_at = int(clock())
     body = event.payload.encode("utf-8")
     try:
-        headers = webhook_headers(merchant.signing_secrets(attempted_at), event.id, attempted_at,
+        headers = webhook_headers(endpoint.signing_secrets(attempted_at), event.id, attempted_at,
                                   body)
     except ValueError as e:  # a damaged stored secret: a failed attempt, not a poison event
         result = transport.AttemptResult(False, None, f"cannot sign: {e}", 0, None)
     else:
         result = transport.post(session, url, body, headers, timeout=settings.timeout,
-                                livemode=merchant.livemode, allow_loopback=settings.allow_loopback,
+                                livemode=livemode, allow_loopback=settings.allow_loopback,
                                 clock=clock)
-    return Sent(event, url, attempted_at, result, int(clock()))
+    return Sent(delivery, event, url, attempted_at, result, int(clock()))
 
 
 def write_records(conn, sent, *, owner, settings) -> list[tuple[str, str]]:
@@ -81,7 +82,8 @@ def write_records(conn, sent, *, owner, settings) -> list[tuple[str, str]]:
             notes.append(_write(conn, item, owner, settings))
         except Exception as e:  # one bad record must not lose the others
             conn.execute("ROLLBACK TO attempt")
-            log.exception("webhook %s %s: could not be recorded", item.event.id, item.event.type)
+            log.exception("webhook %s %s to %s: could not be recorded", item.event.id,
+                          item.event.type, item.delivery.endpoint_id)
             notes.append((NOT_RECORDED, f"not recorded: {type(e).__name__}"))
         conn.execute("RELEASE attempt")
     return notes
@@ -90,37 +92,41 @@ def write_records(conn, sent, *, owner, settings) -> list[tuple[str, str]]:
 def log_records(sent, notes) -> list[str]:
     """One log line per recorded attempt; returns the outcomes."""
     for item, (outcome, note) in zip(sent, notes):
+        event, endpoint_id = item.event, item.delivery.endpoint_id
         if item.result is None:
-            log.info("webhook %s %s: %s (%s)", item.event.id, item.event.type, NO_URL_ERROR, outcome)
+            log.info("webhook %s %s to %s: %s (%s)", event.id, event.type, endpoint_id, GONE_ERROR,
+                     outcome)
         else:
             result = item.result
-            log.info("webhook %s %s -> %s: %s in %d ms (%s)", item.event.id, item.event.type,
-                     _host(item.url), result.status_code if result.ok else result.error,
+            log.info("webhook %s %s to %s -> %s: %s in %d ms (%s)", event.id, event.type,
+                     endpoint_id, _host(item.url), result.status_code if result.ok else result.error,
                      result.duration_ms, note)
     return [outcome for outcome, _ in notes]
 
 
 def _write(conn, item, owner, settings):
     """One attempt's writes: (outcome, note for the log line)."""
-    event, result, now = item.event, item.result, item.ended_at
+    delivery, event, result, now = item.delivery, item.event, item.result, item.ended_at
     if result is None:
-        recorded = event_rows.mark_no_endpoint(conn, event.id, owner, error=NO_URL_ERROR)
-        outcome = NO_ENDPOINT if recorded else LEASE_LOST
+        recorded = event_rows.mark_attempt_failed(conn, delivery.seq, owner, error=GONE_ERROR,
+                                                  next_attempt_at=None, status="cancelled")
+        outcome = CANCELLED if recorded else LEASE_LOST
         return outcome, outcome
     event_rows.insert_attempt(
-        conn, event_id=event.id, attempted_at=item.attempted_at, url=item.url,
-        status_code=result.status_code, error=result.error, duration_ms=result.duration_ms)
+        conn, event_id=event.id, endpoint_id=delivery.endpoint_id, attempted_at=item.attempted_at,
+        url=item.url, status_code=result.status_code, error=result.error,
+        duration_ms=result.duration_ms)
     if result.ok:
-        event_rows.mark_delivered(conn, event.id, now)
+        event_rows.mark_delivered(conn, delivery.seq, now)
         return DELIVERED, DELIVERED
-    attempts_made = event.attempts + 1
+    attempts_made = delivery.attempts + 1
     # A test event (no process) is attempted once: its result is what the console shows.
     delay = (None if event.process_id is None else
              next_attempt_delay(settings.schedule, attempts_made, result.retry_after))
     next_at = None if delay is None else now + delay
-    if not event_rows.mark_attempt_failed(conn, event.id, owner, error=result.error,
+    if not event_rows.mark_attempt_failed(conn, delivery.seq, owner, error=result.error,
                                           next_attempt_at=next_at):
-        return LEASE_LOST, "lease lost to another worker: its state stands"
+        return LEASE_LOST, "lease lost to another worker, or cancelled: its state stands"
     if delay is None:
         return FAILED, f"failed after {attempts_made} attempts"
     return RETRY, f"attempt {attempts_made}, next in {delay} s"

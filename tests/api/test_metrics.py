@@ -40,12 +40,13 @@ def expect(client, *, backlog, age, events, deliveries, processes):
         "pending": pending, "due": backlog["due"], "oldestDueAgeSeconds": age}, "networks": {}}
 
 
-def test_metrics_follow_processes_events_and_deliveries(app, client, api, make_merchant, clock):
-    zero = {"delivered": 0, "failed": 0, "no_endpoint": 0}
+def test_metrics_follow_processes_events_and_deliveries(app, client, make_shop, receiver, clock):
+    zero = {"delivered": 0, "failed": 0, "cancelled": 0}
     expect(client, backlog={"due": 0, "in_flight": 0, "retrying": 0}, age=0,
            events={"pending": 0, **zero}, deliveries=zero,
            processes={"pending": 0, "completed": 0, "cancelled": 0, "expired": 0})
 
+    api = make_shop(webhook_url=receiver.url()).api
     ids = [api.preorder().get_json()["processId"] for _ in range(3)]
     for process_id in ids[:2]:
         assert api.cancel(process_id).status_code == 200
@@ -62,7 +63,7 @@ def test_metrics_follow_processes_events_and_deliveries(app, client, api, make_m
            events={"pending": 2, **zero}, deliveries=zero,
            processes={"pending": 1, "completed": 0, "cancelled": 2, "expired": 0})
     with db.transaction() as conn:
-        event_rows.release(conn, [leased.id], "w")
+        event_rows.release(conn, [leased.seq], "w")
 
     # Past its expiry the third process counts as expired before the sweep, as the API shows it.
     clock.advance(1800)
@@ -70,29 +71,34 @@ def test_metrics_follow_processes_events_and_deliveries(app, client, api, make_m
            events={"pending": 2, **zero}, deliveries=zero,
            processes={"pending": 0, "completed": 0, "cancelled": 2, "expired": 1})
 
-    # The merchant has no webhook URL: the worker sweeps (one more event) and marks all three.
+    # The worker sweeps (one more event) and delivers all three.
     with Worker.from_app(app) as worker:
         worker.run_once()
+    receiver.wait_for(3)
+    delivered = {"delivered": 3, "failed": 0, "cancelled": 0}
     expect(client, backlog={"due": 0, "in_flight": 0, "retrying": 0}, age=0,
-           events={"pending": 0, "delivered": 0, "failed": 0, "no_endpoint": 3},
-           deliveries={"delivered": 0, "failed": 0, "no_endpoint": 3},
+           events={"pending": 0, **delivered}, deliveries=delivered,
            processes={"pending": 0, "completed": 0, "cancelled": 2, "expired": 1})
 
-    # A refused connection is a failed attempt: the event waits for its retry (not due).
-    other = make_merchant(name="Closed port", webhook_url="http://127.0.0.1:9/hook")
-    process_id = api.__class__(client, other["secretKey"]).preorder().get_json()["processId"]
-    assert api.__class__(client, other["secretKey"]).cancel(process_id).status_code == 200
+    # An event of a merchant without an endpoint has no delivery to count.
+    nowhere = make_shop(webhook_url=None).api
+    assert nowhere.cancel(nowhere.preorder().get_json()["processId"]).status_code == 200
+    expect(client, backlog={"due": 0, "in_flight": 0, "retrying": 0}, age=0,
+           events={"pending": 0, **delivered}, deliveries=delivered,
+           processes={"pending": 0, "completed": 0, "cancelled": 3, "expired": 1})
+
+    # A refused connection is a failed attempt: the delivery waits for its retry (not due).
+    closed = make_shop(webhook_url="http://127.0.0.1:9/hook").api
+    assert closed.cancel(closed.preorder().get_json()["processId"]).status_code == 200
     with Worker.from_app(app) as worker:
         worker.run_once()
     expect(client, backlog={"due": 0, "in_flight": 0, "retrying": 1}, age=0,
-           events={"pending": 1, "delivered": 0, "failed": 0, "no_endpoint": 3},
-           deliveries={"delivered": 0, "failed": 0, "no_endpoint": 3},
-           processes={"pending": 0, "completed": 0, "cancelled": 3, "expired": 1})
+           events={"pending": 1, **delivered}, deliveries=delivered,
+           processes={"pending": 0, "completed": 0, "cancelled": 4, "expired": 1})
     clock.advance(5 + 3)
     expect(client, backlog={"due": 1, "in_flight": 0, "retrying": 0}, age=3,
-           events={"pending": 1, "delivered": 0, "failed": 0, "no_endpoint": 3},
-           deliveries={"delivered": 0, "failed": 0, "no_endpoint": 3},
-           processes={"pending": 0, "completed": 0, "cancelled": 3, "expired": 1})
+           events={"pending": 1, **delivered}, deliveries=delivered,
+           processes={"pending": 0, "completed": 0, "cancelled": 4, "expired": 1})
 
 
 def test_metrics_methods(client):
@@ -114,7 +120,7 @@ def test_every_gunicorn_worker_gives_the_same_figures(tmp_path):
         for process_id in ids[:2]:
             assert requests.post(f"{base}/payment-button/process/{process_id}/cancel",
                                  headers=headers, timeout=30).status_code == 200
-        flask(env, "deliver-webhooks", "--once")  # no webhook URL: both events no_endpoint
+        flask(env, "deliver-webhooks", "--once")  # no webhook endpoint: nothing to deliver
         texts = {requests.get(base + "/metrics", headers={"Connection": "close"}, timeout=30).text
                  for _ in range(40)}
     assert len(texts) == 1
@@ -124,7 +130,7 @@ def test_every_gunicorn_worker_gives_the_same_figures(tmp_path):
             found[(sample.name, *sample.labels.values())] = sample.value
     assert found[("preorder_processes", "pending")] == 3
     assert found[("preorder_processes", "cancelled")] == 2
-    assert found[("preorder_webhook_deliveries_total", "no_endpoint")] == 2
+    assert found[("preorder_webhook_events", "pending")] == 0
     assert found[("preorder_outbox_backlog", "due")] == 0
 
 

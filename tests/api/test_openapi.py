@@ -92,7 +92,8 @@ def test_security_schemes(document):
             expected = (
                 [{"publicKey": []}] if path in BUTTON_API and path != "/payment-button/button.js"
                 else [{"secretKey": []}] if path.startswith(("/payment-button/process",
-                                                              "/payment-button/links"))
+                                                              "/payment-button/links",
+                                                              "/payment-button/webhook-endpoints"))
                 else []
             )
             assert operation["security"] == expected, (method, path)

@@ -97,7 +97,7 @@ def _session():
 
 
 def _delivered(database):
-    return dbutil.scalar(database, "SELECT count(*) FROM events WHERE status = 'delivered'")
+    return dbutil.scalar(database, "SELECT count(*) FROM deliveries WHERE status = 'delivered'")
 
 
 def test_two_instances_three_workers_deliver_10000_events_each_exactly_once(
@@ -186,7 +186,7 @@ def test_workers_killed_with_sigkill_lose_nothing(tmp_path, make_database, recei
 
     received = collections.Counter(r.headers["webhook-id"] for r in receiver.requests)
     assert len(received) == 3_000  # nothing lost (a killed worker's attempt may be made again)
-    assert dbutil.scalar(database, "SELECT count(*) FROM events WHERE status != 'delivered'") == 0
+    assert dbutil.scalar(database, "SELECT count(*) FROM deliveries WHERE status != 'delivered'") == 0
 
 
 def test_identical_idempotent_requests_over_two_instances_create_one_process(tmp_path, make_database):
@@ -532,7 +532,7 @@ def test_pg_dump_and_pg_restore_bring_the_service_back_on_an_empty_database(tmp_
     live = make_database("live")
     env = service_env(live)
     flask(env, "init-db")
-    keys = create_merchant(env)
+    keys = create_merchant(env, "--webhook-url", "http://127.0.0.1:9/hook")  # a delivery pending
     app = create_app({"DATABASE": live})
     try:
         client, headers = app.test_client(), {"x-secret-key": keys["secretKey"]}
@@ -557,13 +557,13 @@ def test_pg_dump_and_pg_restore_bring_the_service_back_on_an_empty_database(tmp_
     assert flask(restored_env, "init-db").stdout == f"Initialised the database (schema version {version}).\n"
     assert dbutil.dump(restored) == dbutil.dump(live)
     triggers = "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal ORDER BY tgname"
-    assert dbutil.query(restored, triggers) == dbutil.query(live, triggers) == [("events_notify",)]
+    assert dbutil.query(restored, triggers) == dbutil.query(live, triggers) == [("deliveries_notify",)]
 
     app = create_app({"DATABASE": restored})
     try:
         client = app.test_client()
         health = client.get("/healthz")
-        pending = dbutil.scalar(live, "SELECT count(*) FROM events WHERE status = 'pending'")
+        pending = dbutil.scalar(live, "SELECT count(*) FROM deliveries WHERE status = 'pending'")
         assert (health.status_code, health.get_json()["status"]) == (200, "ok")
         assert health.get_json()["outbox"]["pending"] == pending > 0  # to deliver from the copy
         assert [client.get(f"/payment-button/process/{p}", headers=headers).get_json()

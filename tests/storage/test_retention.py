@@ -1,12 +1,14 @@
-"""Retention over a year of history: `prune` and the delivery worker remove final events older than
-RETENTION_DAYS with their attempts, and expired Idempotency-Key records; never a pending event,
-never a process; /metrics' delivery totals do not go down."""
+"""Retention over a year of history: `prune` and the delivery worker remove events older than
+RETENTION_DAYS none of whose deliveries is pending, with their deliveries and attempts, and
+expired Idempotency-Key records; never a pending delivery, never a process; /metrics' delivery
+totals do not go down."""
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from support import dbutil
 
-from app.core.records import Attempt, Event, Process
+from app.core.records import Attempt, Delivery, Endpoint, Event, Process
+from app.data import endpoints as endpoint_rows
 from app.data import idempotency as idempotency_rows
 from app.data import outbox as event_rows
 from app.data import processes as process_rows
@@ -16,8 +18,9 @@ from app.worker import Worker
 
 DAY = 86_400
 DAYS = 365
-PER_DAY = {"delivered": 20, "failed": 5, "no_endpoint": 5}
+PER_DAY = {"delivered": 20, "failed": 5, "no_endpoint": 5}  # no_endpoint: no delivery at all
 ATTEMPTS = {"delivered": 1, "failed": 8, "no_endpoint": 0}
+ENDPOINT = "we_" + "e" * 24
 PENDING_EVERY = 7  # one pending event (a retry scheduled) every 7th day, of any age
 
 
@@ -25,7 +28,7 @@ def load_year(app, merchant_id, now):
     """A year of history through the data layer, one transaction: every day at now - d days - 1 h,
     30 final events (each on its own process) with their attempts and an Idempotency-Key record;
     every 7th day a pending event too. Returns the pending events' ids."""
-    processes, events, attempts, pending = [], [], [], []
+    processes, events, deliveries, attempts, pending = [], [], [], [], []
     for day in range(DAYS):
         created = now - day * DAY - 3600
         kinds = [s for s, n in PER_DAY.items() for _ in range(n)]
@@ -36,18 +39,24 @@ def load_year(app, merchant_id, now):
             processes.append(Process(None, pid, merchant_id, "completed", "1.00", "{}", False,
                                      created, created, created + 1800))
             eid = f"evt_{day:06d}{i:026d}"
-            events.append(Event(None, eid, merchant_id, pid, "payment.completed", "{}", created,
-                                status, ATTEMPTS.get(status, 1), now + DAY if status == "pending" else None,
-                                None, None, None, created + 1 if status == "delivered" else None))
+            events.append(Event(None, eid, merchant_id, pid, "payment.completed", "{}", created))
+            if status != "no_endpoint":
+                deliveries.append(Delivery(
+                    None, eid, ENDPOINT, merchant_id, status, ATTEMPTS.get(status, 1),
+                    now + DAY if status == "pending" else None, None, None, None,
+                    created + 1 if status == "delivered" else None))
             attempts += [Attempt(None, eid, created + n, "http://shop.test/hook",
                                  200 if status == "delivered" else 500, None if status == "delivered"
-                                 else "HTTP 500", 12) for n in range(ATTEMPTS.get(status, 1))]
+                                 else "HTTP 500", 12, ENDPOINT) for n in range(ATTEMPTS.get(status, 1))]
             if status == "pending":
                 pending.append(eid)
     db = app.extensions["db"]
     with db.transaction() as conn:
         process_rows.insert_many(conn, processes)
-        event_rows.insert_many(conn, events, attempts)
+        endpoint_rows.insert(conn, Endpoint(None, ENDPOINT, merchant_id, "http://shop.test/hook",
+                                            ("*",), True, None, "whsec_" + "A" * 43 + "=", None,
+                                            None, now - DAYS * DAY))
+        event_rows.insert_many(conn, events, attempts, deliveries)
         for day in range(DAYS):
             created = now - day * DAY - 3600
             idempotency_rows.save(conn, merchant_id, f"key-{day}", "h", processes[day * 30].id,
@@ -86,7 +95,7 @@ def test_prune_removes_only_old_final_events_and_expired_keys(app, runner, clien
                       "delivery_attempts": DAYS * 60 + len(year),  # 20 x 1 + 5 x 8 a day
                       "idempotency_keys": DAYS}
     totals = deliveries_total(client)
-    assert totals == {"delivered": DAYS * 20, "failed": DAYS * 5, "no_endpoint": DAYS * 5}
+    assert totals == {"delivered": DAYS * 20, "failed": DAYS * 5, "cancelled": 0}
 
     result = runner.invoke(args=["prune"])
     assert result.exit_code == 0, result.output
@@ -101,14 +110,18 @@ def test_prune_removes_only_old_final_events_and_expired_keys(app, runner, clien
     conn = dbutil.open_connection(app.config["DATABASE"])
     try:
         # Every pending event is still there, however old (the oldest is 364 days).
-        kept = {row[0] for row in conn.execute("SELECT id FROM events WHERE status = 'pending'")}
+        kept = {row[0] for row in conn.execute("SELECT event_id FROM deliveries WHERE status = 'pending'")}
         assert kept == set(year) and len(year) == 53
         # Nothing final older than 90 days is left; nothing younger was touched; no orphan attempt.
         cutoff = clock() - 90 * DAY
-        assert conn.execute("SELECT count(*) FROM events WHERE status != 'pending' AND created_at < ?",
+        final = ("NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id"
+                 " AND d.status = 'pending')")
+        assert conn.execute(f"SELECT count(*) FROM events WHERE {final} AND created_at < ?",
                             (cutoff,)).fetchone()[0] == 0
-        assert conn.execute("SELECT count(*) FROM events WHERE status != 'pending'").fetchone()[0] \
+        assert conn.execute(f"SELECT count(*) FROM events WHERE {final}").fetchone()[0] \
             == 90 * final_per_day
+        assert conn.execute("SELECT count(*) FROM deliveries WHERE event_id NOT IN"
+                            " (SELECT id FROM events)").fetchone()[0] == 0
         assert conn.execute("SELECT count(*) FROM delivery_attempts WHERE event_id NOT IN"
                             " (SELECT id FROM events)").fetchone()[0] == 0
         if not is_postgres_url(app.config["DATABASE"]):  # PostgreSQL enforces them at once
@@ -165,9 +178,11 @@ def test_the_worker_prunes_about_hourly(app, clock, year, merchant):
         # One more old delivered event: not pruned within the hour, pruned at the first purge
         # (at most once a minute) after it.
         with app.extensions["db"].transaction() as conn:
-            event_rows.insert_many(conn, [Event(None, "evt_late", merchant["merchantId"], year and _pid(conn, year[0]),
-                                                "payment.completed", "{}", clock() - 200 * DAY, "delivered",
-                                                1, None, None, None, None, clock() - 200 * DAY)])
+            event_rows.insert_many(
+                conn, [Event(None, "evt_late", merchant["merchantId"], year and _pid(conn, year[0]),
+                             "payment.completed", "{}", clock() - 200 * DAY)],
+                deliveries=[Delivery(None, "evt_late", ENDPOINT, merchant["merchantId"], "delivered", 1,
+                                     None, None, None, None, clock() - 200 * DAY)])
         clock.advance(3599)
         worker.run_once()
         assert counts(app)["events"] == 90 * final_per_day + len(year) + 1

@@ -113,6 +113,12 @@ def only_event(app, process_id):
     return event
 
 
+def only_delivery(app, process_id):
+    """A process's one event's one delivery (the row, as stored)."""
+    [delivery] = only_event(app, process_id).deliveries
+    return delivery
+
+
 def attempts_of(app, event_id):
     return event_rows.attempts_of(app.extensions["db"].connection(), event_id)
 

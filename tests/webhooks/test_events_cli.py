@@ -3,7 +3,7 @@ import re
 import time
 
 import pytest
-from support.helpers import FakeClock, only_event
+from support.helpers import FakeClock, only_delivery, only_event
 from support.receiver import Reply, receiver  # noqa: F401  (fixture)
 
 from app.data import outbox as event_rows
@@ -31,8 +31,8 @@ def test_list_filters_by_status_and_merchant(app, make_shop, receiver, worker, r
 
     output = invoke(runner, "events", "list").output
     lines = output.splitlines()
-    assert lines[0].split() == ["EVENT", "ID", "TYPE", "STATUS", "ATTEMPTS", "NEXT", "MERCHANT",
-                                "PROCESS", "CREATED"]
+    assert lines[0].split() == ["EVENT", "ID", "TYPE", "STATUS", "ATTEMPTS", "NEXT", "ENDPOINTS",
+                                "MERCHANT", "PROCESS", "CREATED"]
     assert [line.split()[0] for line in lines[1:]] == [ids[pending], ids[no_endpoint], ids[delivered]]
     assert lines[3].split()[1:4] == ["process.cancelled", "delivered", "1"]
 
@@ -43,8 +43,8 @@ def test_list_filters_by_status_and_merchant(app, make_shop, receiver, worker, r
     assert listed("--status", "pending", "--merchant", one.id) == [ids[pending]]
     assert listed("--merchant", two.id) == [ids[no_endpoint]]
     assert listed("--status", "failed") == []
-    assert "'lost' is not one of 'pending', 'delivered', 'failed', 'no_endpoint'" in invoke(
-        runner, "events", "list", "--status", "lost").output
+    assert ("'lost' is not one of 'pending', 'retrying', 'failing', 'delivered', 'failed',"
+            " 'cancelled', 'no_endpoint'") in invoke(runner, "events", "list", "--status", "lost").output
 
 
 def test_show_prints_the_body_and_every_attempt(app, shop, receiver, worker, clock, runner):
@@ -57,7 +57,9 @@ def test_show_prints_the_body_and_every_attempt(app, shop, receiver, worker, clo
     event = only_event(app, process_id)
 
     output = invoke(runner, "events", "show", event.id).output
-    head, attempts = output.split("delivery attempts: 2\n")
+    [endpoint] = [d.endpoint_id for d in event.deliveries]
+    head, attempts = output.split(f"delivery to {endpoint}: delivered, 2 attempt(s) since the last"
+                                  f" replay, next: delivered {iso(first + 30)}\n")
     assert f"event:     {event.id}\n" in head
     assert "status:    delivered\n" in head
     assert f"process:   {process_id}\n" in head
@@ -75,9 +77,11 @@ def test_show_unknown_event(runner):
 
 
 @pytest.mark.parametrize("args, message", [
-    ([], "Give either EVENT_ID or --failed/--no-endpoint."),
-    (["evt_1", "--failed"], "Give either EVENT_ID or --failed/--no-endpoint."),
-    (["evt_1", "--merchant", "mer_1"], "--merchant and --since go with --failed/--no-endpoint."),
+    ([], "Give either EVENT_ID or --failed/--cancelled/--no-endpoint."),
+    (["evt_1", "--failed"], "Give either EVENT_ID or --failed/--cancelled/--no-endpoint."),
+    (["evt_1", "--merchant", "mer_1"],
+     "--merchant and --since go with --failed/--cancelled/--no-endpoint."),
+    (["--endpoint", "we_1", "--failed"], "--endpoint goes with EVENT_ID."),
     (["--failed", "--since", "yesterday"], "not an ISO 8601 time"),
 ])
 def test_replay_usage_errors(runner, args, message):
@@ -100,7 +104,7 @@ def test_replay_refuses_an_event_being_attempted(app, shop, clock, runner):
         1, f"Error: Event {event.id} is being attempted right now; try again shortly.\n")
     clock.advance(60)  # the lease ran out: its worker is presumed dead
     assert invoke(runner, "events", "replay", event.id).exit_code == 0
-    assert only_event(app, process_id).lease_owner is None
+    assert only_delivery(app, process_id).lease_owner is None
 
 
 def test_replay_a_delivered_event_sends_it_again(app, shop, receiver, worker, clock, runner):
@@ -150,11 +154,12 @@ def test_deliver_webhooks_option_ranges(runner, args):
 def test_a_test_event_is_listed_without_a_process_and_never_replayed(app, make_shop, receiver, worker,
                                                                        runner, clock):
     from app.data import merchants as merchant_rows
-    from app.domain import outbox
+    from app.domain import endpoints, outbox
 
     shop = make_shop(webhook_url=receiver.url())
     merchant = merchant_rows.get(app.extensions["db"].connection(), shop.id)
-    event_id = outbox.queue_test(app.extensions["db"], merchant, clock())
+    [endpoint] = endpoints.list_of(app.extensions["db"], shop.id)
+    event_id = outbox.queue_test(app.extensions["db"], merchant, endpoint, clock())
     worker.run_once()
     [line] = [line for line in invoke(runner, "events", "list").output.splitlines() if event_id in line]
     assert line.split()[1:4] == ["webhook.test", "delivered", "1"]

@@ -16,11 +16,13 @@ from support.helpers import (
     FakeClock,
     attempts_of,
     body_json,
+    only_delivery,
     only_event,
     raw_metadata,
 )
 from support.receiver import Receiver, Reply, closed_port, receiver  # noqa: F401  (fixture)
 
+from app.data import endpoints as endpoint_rows
 from app.data import merchants as merchant_rows
 from app.data import outbox as event_rows
 from app.domain.representation import iso
@@ -57,7 +59,7 @@ def test_cancel_delivers_one_webhook_a_merchant_can_verify(app, shop, receiver, 
     assert payload["data"]["processId"] == process_id
     assert payload["data"]["status"] == "cancelled"
     assert raw_metadata(got.body.decode("utf-8")) == raw_metadata(preorder_body) == metadata
-    assert (event.status, event.attempts, event.delivered_at, event.lease_owner) == (
+    assert (event.status, event.attempts, event.delivered_at, event.deliveries[0].lease_owner) == (
         "delivered", 1, clock.now, None)
     [attempt] = attempts_of(app, event.id)
     assert (attempt.status_code, attempt.error, attempt.url) == (200, None, receiver.url("/hooks/preorder"))
@@ -195,7 +197,7 @@ def test_merchant_without_url_gets_no_endpoint_then_replay_delivers(
     worker.run_once()
     event = only_event(app, process_id)
     assert (event.status, event.attempts, event.next_attempt_at, event.last_error) == (
-        "no_endpoint", 0, None, "merchant has no webhook URL")
+        "no_endpoint", 0, None, None)  # no endpoint wanted it: no delivery
     assert attempts_of(app, event.id) == []
 
     runner.invoke(args=["merchants", "set-webhook", shop.id, receiver.url("/late")])
@@ -232,8 +234,9 @@ def test_ssrf_guard_refuses_private_targets_for_live_merchants(
     # Refused when set, so stored as an earlier release let it be (or as DNS that changed since):
     # the guard runs again at every delivery.
     shop = make_shop(live=True)
-    dbutil.execute(database, "UPDATE merchants SET webhook_url = ? WHERE id = ?",
-                   url.format(port=receiver.port), shop.id)
+    dbutil.execute(database, "INSERT INTO webhook_endpoints (id, merchant_id, url, events, enabled,"
+                   " secret, created_at) SELECT 'we_' || substr(id, 5), id, ?, '*', 1, webhook_secret,"
+                   " created_at FROM merchants WHERE id = ?", url.format(port=receiver.port), shop.id)
     process_id, _ = shop.cancelled()
     expected = rf"unsafe url: {reason}, only public addresses are allowed"
 
@@ -266,10 +269,10 @@ def test_one_log_line_per_attempt_and_no_secret_or_content(
     host = f"127.0.0.1:{receiver.port}"
     assert len(lines) == 2
     assert re.fullmatch(
-        rf"webhook {event.id} process\.cancelled -> {re.escape(host)}: HTTP 500 in \d+ ms"
+        rf"webhook {event.id} process\.cancelled to {event.deliveries[0].endpoint_id} -> {re.escape(host)}: HTTP 500 in \d+ ms"
         r" \(attempt 1, next in 5 s\)", lines[0])
     assert re.fullmatch(
-        rf"webhook {event.id} process\.cancelled -> {re.escape(host)}: 200 in \d+ ms \(delivered\)",
+        rf"webhook {event.id} process\.cancelled to {event.deliveries[0].endpoint_id} -> {re.escape(host)}: 200 in \d+ ms \(delivered\)",
         lines[1])
     signatures = [r.headers["webhook-signature"] for r in receiver.wait_for(2)]
     for secret in [shop.secret, shop.keys["secretKey"], "buyer@example.com", "ORDER-XYZ",
@@ -367,19 +370,19 @@ def test_claims_queued_behind_a_slow_attempt_are_given_back_and_not_claimed_agai
             slow_receiver.wait_for(1)
             clock.advance(POLL_MIN_SECONDS)
             one.run_once(wait=False)
-            leased = [only_event(app, p).lease_owner for p in process_ids]
+            leased = [only_delivery(app, p).lease_owner for p in process_ids]
             assert leased == [one.owner, None, None]  # only the attempt in flight
             assert len(slow_receiver.requests) == 1
             slow_receiver.stop()  # the attempt fails (connection cut)
             one.drain()
-            # The merchant is slow now: one attempt in flight for it at a time (per_merchant 1).
+            # The merchant is slow now: one attempt in flight for it at a time (per_endpoint 1).
             one.run_once()
     finally:
         slow_receiver.stop()
     assert [only_event(app, p).attempts for p in process_ids] == [1, 1, 0]
 
 
-def test_a_merchant_known_to_be_slow_gets_at_most_per_merchant_threads(app, make_shop, receiver,
+def test_a_merchant_known_to_be_slow_gets_at_most_per_endpoint_threads(app, make_shop, receiver,
                                                                         clock):
     slow_receiver = Receiver().start()
     try:
@@ -388,13 +391,13 @@ def test_a_merchant_known_to_be_slow_gets_at_most_per_merchant_threads(app, make
         slow = make_shop(webhook_url=slow_receiver.url())
         fast = make_shop(webhook_url=receiver.url())
         with Worker.from_app(app, concurrency=4, batch_size=10) as worker:
-            assert worker.per_merchant == 2  # half the threads
+            assert worker.per_endpoint == 2  # half the threads
             first, _ = slow.cancelled()
             worker.run_once(wait=False)
             slow_receiver.wait_for(1)
             clock.advance(POLL_MIN_SECONDS)  # while it is answered
             worker.drain()
-            assert (only_event(app, first).attempts, only_event(app, first).lease_owner) == (1, None)
+            assert (only_event(app, first).attempts, only_delivery(app, first).lease_owner) == (1, None)
 
             slow_ids = [slow.cancelled()[0] for _ in range(6)]
             fast_ids = [fast.cancelled()[0] for _ in range(3)]
@@ -408,7 +411,7 @@ def test_a_merchant_known_to_be_slow_gets_at_most_per_merchant_threads(app, make
             wait_until(fast_ones_recorded, "fast deliveries recorded")
             # The slow merchant got two threads (its cap), not four: the fast one got the others.
             slow_receiver.wait_for(3)
-            leased = [only_event(app, p).lease_owner for p in slow_ids]
+            leased = [only_delivery(app, p).lease_owner for p in slow_ids]
             assert leased.count(worker.owner) == 2
             assert len(slow_receiver.requests) == 3
             slow_receiver.stop()  # the two hanging attempts fail
@@ -416,7 +419,7 @@ def test_a_merchant_known_to_be_slow_gets_at_most_per_merchant_threads(app, make
         slow_receiver.stop()
 
 
-def test_a_merchant_whose_attempt_is_still_running_gets_at_most_per_merchant_threads(
+def test_a_merchant_whose_attempt_is_still_running_gets_at_most_per_endpoint_threads(
         app, make_shop, receiver, clock):
     slow_receiver = Receiver().start()
     try:
@@ -433,8 +436,8 @@ def test_a_merchant_whose_attempt_is_still_running_gets_at_most_per_merchant_thr
             worker.run_once(wait=False)  # 3 free threads: 2 for the fast ones, 1 for the slow
             receiver.wait_for(2)
             slow_receiver.wait_for(2)
-            assert [only_event(app, p).lease_owner for p in fast_ids] == [worker.owner] * 2
-            assert [only_event(app, p).lease_owner for p in slow_ids].count(worker.owner) == 1
+            assert [only_delivery(app, p).lease_owner for p in fast_ids] == [worker.owner] * 2
+            assert [only_delivery(app, p).lease_owner for p in slow_ids].count(worker.owner) == 1
             assert len(slow_receiver.requests) == 2
             slow_receiver.stop()  # the hanging attempts fail
     finally:
@@ -447,10 +450,10 @@ def test_a_claim_without_enough_lease_left_is_released_unattempted(app, shop, re
     clock.advance(55)  # e.g. a long sweep between reading the time and claiming
     with Worker.from_app(app) as late:  # lease 60 s, timeout 10 s + 1 s margin: 5 s left
         late.run_once(written_at, wait=False)
-        assert only_event(app, process_id).lease_owner == late.owner  # claimed ...
+        assert only_delivery(app, process_id).lease_owner == late.owner  # claimed ...
         late.drain()  # ... and released
     event = only_event(app, process_id)
-    assert (event.status, event.attempts, event.lease_owner, event.lease_expires_at) == (
+    assert (event.status, event.attempts, event.deliveries[0].lease_owner, event.deliveries[0].lease_expires_at) == (
         "pending", 0, None, None)
     assert receiver.requests == []
 
@@ -464,7 +467,7 @@ def test_stop_finishes_the_attempt_in_flight_and_claims_no_more(app, shop, recei
             one.stop()
     events = [only_event(app, p) for p in process_ids]
     assert [e.status for e in events] == ["delivered"] + ["pending"] * 4
-    assert all(e.lease_owner is None and e.lease_expires_at is None for e in events)
+    assert all(e.deliveries[0].lease_owner is None and e.deliveries[0].lease_expires_at is None for e in events)
     assert all(e.attempts == 0 and e.next_attempt_at == clock.now for e in events[1:])
     assert len(receiver.requests) == 1
 
@@ -478,7 +481,7 @@ def test_a_live_lease_keeps_other_workers_off_until_it_expires(app, shop, receiv
     assert claimed.lease_owner == "crashed"
     clock.advance(59)
     worker.run_once()
-    assert (only_event(app, process_id).lease_owner, receiver.requests) == ("crashed", [])
+    assert (only_delivery(app, process_id).lease_owner, receiver.requests) == ("crashed", [])
     clock.advance(1)
     worker.run_once()
     assert only_event(app, process_id).status == "delivered"
@@ -504,7 +507,7 @@ def test_a_worker_whose_lease_was_taken_over_cannot_clobber_the_new_state(
     # a late 2xx is a delivery whoever holds the lease: at least once
     assert attempt_and_record(app, stale, "slow", clock) == delivery.DELIVERED
     assert only_event(app, process_id).status == "delivered"
-    assert [a.status_code for a in attempts_of(app, stale.id)] == [500, 500, 200]
+    assert [a.status_code for a in attempts_of(app, stale.event_id)] == [500, 500, 200]
 
 
 def record(app, sent, owner):
@@ -516,12 +519,21 @@ def record(app, sent, owner):
     return delivery.log_records(sent, notes)
 
 
-def attempt_and_record(app, event, owner, clock):
-    """One attempt of `event` as a worker holding it as `owner` makes and records it."""
-    merchant = merchant_rows.get(app.extensions["db"].connection(), event.merchant_id)
+def sent_by(app, claimed, clock):
+    """One attempt of each claimed delivery, as a worker's threads make them (writing nothing)."""
+    conn = app.extensions["db"].connection()
+    settings = delivery.Settings.from_config(app.config)
     with transport.new_session() as session:
-        sent = delivery.send(session, event, merchant, clock=clock,
-                             settings=delivery.Settings.from_config(app.config))
+        return [delivery.send(session, d, event_rows.get(conn, d.event_id),
+                              endpoint_rows.get(conn, d.endpoint_id),
+                              merchant_rows.get(conn, d.merchant_id).livemode, clock=clock,
+                              settings=settings) for d in claimed]
+
+
+def attempt_and_record(app, claimed, owner, clock):
+    """One attempt of the `claimed` delivery as a worker holding it as `owner` makes and records
+    it."""
+    [sent] = sent_by(app, [claimed], clock)
     [outcome] = record(app, [sent], owner)
     return outcome
 
@@ -533,13 +545,10 @@ def test_attempts_are_sent_without_writing_then_recorded_together_each_on_its_ow
     with db.transaction() as conn:
         claimed = event_rows.claim_due(conn, owner="w", now=clock.now, lease_until=clock.now + 60,
                                        limit=10)
-        merchant = merchant_rows.get(conn, shop.id)
-    settings = delivery.Settings.from_config(app.config)
-    with transport.new_session() as session:
-        sent = [delivery.send(session, e, merchant, clock=clock, settings=settings) for e in claimed]
+    sent = sent_by(app, claimed, clock)
     assert len(receiver.wait_for(3)) == 3
-    # sending wrote nothing: each event is still leased, unattempted
-    assert [(e.status, e.attempts, e.lease_owner) for e in map(only_event, [app] * 3, process_ids)] == [
+    # sending wrote nothing: each delivery is still leased, unattempted
+    assert [(d.status, d.attempts, d.lease_owner) for d in map(only_delivery, [app] * 3, process_ids)] == [
         ("pending", 0, "w")] * 3
     # the middle one's attempt row cannot be written (no such event: the foreign key refuses it)
     ghost = replace(sent[1], event=replace(sent[1].event, id="evt_" + "0" * 32))
@@ -548,7 +557,7 @@ def test_attempts_are_sent_without_writing_then_recorded_together_each_on_its_ow
 
     assert outcomes == [delivery.DELIVERED, delivery.NOT_RECORDED, delivery.DELIVERED]
     assert [only_event(app, p).status for p in process_ids] == ["delivered", "pending", "delivered"]
-    assert [len(attempts_of(app, e.id)) for e in claimed] == [1, 0, 1]
+    assert [len(attempts_of(app, d.event_id)) for d in claimed] == [1, 0, 1]
 
 
 @pytest.mark.sqlite_only  # another program holding SQLite's one write lock
@@ -557,7 +566,7 @@ def test_attempts_whose_poll_could_not_write_are_recorded_by_the_next(app, shop,
     process_id, _ = shop.cancelled()
     with Worker.from_app(app) as worker:
         worker.run_once(wait=False)
-        assert only_event(app, process_id).lease_owner == worker.owner
+        assert only_delivery(app, process_id).lease_owner == worker.owner
         other = sqlite3.connect(app.config["DATABASE"], isolation_level=None)
         other.execute("BEGIN IMMEDIATE")  # another program holds the write lock past the timeout
         try:
@@ -570,7 +579,7 @@ def test_attempts_whose_poll_could_not_write_are_recorded_by_the_next(app, shop,
             other.close()
         worker.run_once(wait=False)  # records it
     event = only_event(app, process_id)
-    assert (event.status, event.attempts, event.lease_owner) == ("delivered", 1, None)
+    assert (event.status, event.attempts, event.deliveries[0].lease_owner) == ("delivered", 1, None)
     assert [a.status_code for a in attempts_of(app, event.id)] == [200]
     assert len(receiver.requests) == 1
 
@@ -606,7 +615,8 @@ def test_events_are_attempted_oldest_due_first(app, shop, receiver, clock):
 def test_a_damaged_secret_is_a_failed_attempt_not_a_crash(app, shop, receiver, worker):
     process_id, _ = shop.cancelled()
     with app.extensions["db"].transaction() as conn:  # e.g. a bad manual edit of the database
-        conn.execute("UPDATE merchants SET webhook_secret = 'whsec_***' WHERE id = ?", (shop.id,))
+        conn.execute("UPDATE webhook_endpoints SET secret = 'whsec_***' WHERE merchant_id = ?",
+                     (shop.id,))
     worker.run_once()
     event = only_event(app, process_id)
     assert (event.status, event.attempts, event.last_error) == (
@@ -652,7 +662,7 @@ def test_an_event_due_while_a_slow_attempt_is_in_flight_is_not_held_back(
             wait_until(lambda: only_event(app, fast_id).status == "delivered", "fast recorded")
             # delivered and recorded while the slow attempt is still unanswered and unrecorded
             slow_event = only_event(app, slow_id)
-            assert (slow_event.status, slow_event.attempts, slow_event.lease_owner) == (
+            assert (slow_event.status, slow_event.attempts, slow_event.deliveries[0].lease_owner) == (
                 "pending", 0, worker.owner)
             assert attempts_of(app, slow_event.id) == []
             assert len(slow_receiver.requests) == 1
@@ -664,7 +674,7 @@ def test_an_event_due_while_a_slow_attempt_is_in_flight_is_not_held_back(
     [slow_attempt] = attempts_of(app, slow_event.id)
     assert fast_attempt.id < slow_attempt.id  # recorded in that order
     assert (fast_attempt.status_code, slow_attempt.status_code) == (200, None)
-    assert only_event(app, slow_id).lease_owner is None
+    assert only_delivery(app, slow_id).lease_owner is None
 
 
 def test_a_rotated_webhook_secret_signs_the_next_attempt(app, shop, receiver, worker, clock, runner):

@@ -65,7 +65,7 @@ class Outbox:
         return [row[0] for row in conn.execute(sql)]
 
     def status_count(self, status):
-        return count(self.database, "SELECT count(*) FROM events WHERE status = ?", status)
+        return count(self.database, "SELECT count(*) FROM deliveries WHERE status = ?", status)
 
     @contextlib.contextmanager
     def worker(self, *args, name="worker"):
@@ -141,7 +141,7 @@ def test_sigkill_mid_batch_then_a_second_worker_loses_nothing(make_database, tmp
         receiver.wait_for(8)
         killed.send_signal(signal.SIGKILL)
         assert killed.wait(10) == -signal.SIGKILL
-    leased = count(outbox.database, "SELECT count(*) FROM events WHERE status = 'pending'"
+    leased = count(outbox.database, "SELECT count(*) FROM deliveries WHERE status = 'pending'"
                                     " AND lease_owner IS NOT NULL")
     assert leased > 0  # it died holding claims
     receiver.default = Reply()
@@ -167,7 +167,7 @@ def test_sigterm_mid_batch_exits_0_and_loses_nothing(make_database, tmp_path, re
     delivered = outbox.status_count("delivered")
     assert 6 <= delivered < 60  # stopped mid-batch; the attempts in flight were finished
     assert delivered == len(receiver.requests)  # ...and each recorded
-    assert outbox.rows("SELECT count(*) FROM events WHERE lease_owner IS NOT NULL") == [0]
+    assert outbox.rows("SELECT count(*) FROM deliveries WHERE lease_owner IS NOT NULL") == [0]
     assert "stopped" in stopped.log_path.read_text()
 
     receiver.default = Reply()
@@ -190,7 +190,7 @@ def test_a_second_signal_exits_at_once(make_database, tmp_path, receiver):
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(10) == 128 + signal.SIGTERM
     # Its lease is left behind, as after a crash: the event is still pending, not lost.
-    assert outbox.rows("SELECT status || ' ' || CASE WHEN lease_owner IS NULL THEN 0 ELSE 1 END FROM events") == ["pending 1"]
+    assert outbox.rows("SELECT status || ' ' || CASE WHEN lease_owner IS NULL THEN 0 ELSE 1 END FROM deliveries") == ["pending 1"]
 
 
 def make_run_script():
