@@ -787,8 +787,8 @@ def _waits(console):
     return text(overview.text, 'id="waiting"'), text(payouts.text, f'id="network-{NETWORK}"')
 
 
-OVERVIEW_WAITS = "6 TUSD on Hardhat in 1 deposit address(es)"  # the overview's line
-CHAIN_WAITS = "Waiting in 1 deposit address(es): 6 TUSD"  # the payouts page's, read from the chain
+OVERVIEW_WAITS = "6 TUSD on Hardhat in 1 deposit address,"  # the overview's line
+CHAIN_WAITS = "Waiting in 1 deposit address: 6 TUSD"  # the payouts page's, read from the chain
 
 
 def _collected_then_watched(shop, chain, app):
