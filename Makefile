@@ -7,7 +7,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 5000
 CHAIN  := tests/chain
 
-.PHONY: run demo-live test fuzz bench install install-test clean
+.PHONY: run demo-onchain demo-live test fuzz bench install install-test clean
 
 ## run: create .venv, install, initialise the database, create the demo merchant, start the service
 ##      and the webhook delivery worker next to it (Ctrl-C stops both)
@@ -58,17 +58,19 @@ $(CHAIN)/node_modules/.installed: $(CHAIN)/package.json $(CHAIN)/package-lock.js
 	cd $(CHAIN) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-## demo-live: the demo shop taking live stablecoin payments on this machine (docs/payment-button.md):
-##      a local Hardhat node with a test token, set up with the operator CLI, the chain watcher and
-##      the webhook worker alongside (scripts/demo-live.sh says what it does). A fresh chain and
-##      database (in DEMO_DIR) each time; Ctrl-C stops everything.
-DEMO_DIR           ?= $(CURDIR)/instance/demo-live
+## demo-onchain: the demo shop taking on-chain stablecoin payments on this machine, in test mode
+##      (docs/payment-button.md): a local Hardhat node with a test token, set up with the operator
+##      CLI, the chain watcher and the webhook worker alongside (scripts/demo-onchain.sh says what it
+##      does). A fresh chain and database (in DEMO_DIR, with the demo merchant's keys file) each time;
+##      Ctrl-C stops everything. `make demo-live` is its former name.
+DEMO_DIR           ?= $(CURDIR)/instance/demo-onchain
 DEMO_RPC_PORT      ?= 8545
 DEMO_CONFIRMATIONS ?= 3
 DEMO_BLOCK_SECONDS ?= 5
-demo-live: $(VENV)/.installed $(CHAIN)/node_modules/.installed
+demo-onchain: $(VENV)/.installed $(CHAIN)/node_modules/.installed
 	@BIN=$(BIN) CHAIN=$(CHAIN) HOST=$(HOST) PORT=$(PORT) DEMO_DIR=$(DEMO_DIR) DEMO_RPC_PORT=$(DEMO_RPC_PORT) \
-		DEMO_CONFIRMATIONS=$(DEMO_CONFIRMATIONS) DEMO_BLOCK_SECONDS=$(DEMO_BLOCK_SECONDS) scripts/demo-live.sh
+		DEMO_CONFIRMATIONS=$(DEMO_CONFIRMATIONS) DEMO_BLOCK_SECONDS=$(DEMO_BLOCK_SECONDS) scripts/demo-onchain.sh
+demo-live: demo-onchain
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

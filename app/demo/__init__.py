@@ -3,9 +3,9 @@ off by default), its test-mode merchant, its webhook receiver and, on a local no
 
   routes.py    the pages and endpoints (docs/api.md, "Demo shop"); templates/demo/ their HTML
   merchant.py  the demo merchant, its keys kept in DEMO_MERCHANT_FILE (by default beside the SQLite
-               database: each database, make run's and make demo-live's, keeps its own)
+               database: each database, make run's and make demo-onchain's, keeps its own)
   inbox.py     the deliveries its receiver got, in memory
-  wallet.py    a dev account of a local Hardhat node that pays (`make demo-live`)
+  wallet.py    a dev account of a local Hardhat node that pays (`make demo-onchain`)
   cli.py       `flask --app app demo-merchant` and `demo-chain`
 """
 import os
@@ -19,7 +19,7 @@ KEYS_FILE = "demo-merchant.json"
 
 def default_keys_file(app) -> str:
     """Beside the SQLite database (instance/demo-merchant.json for make run's, DEMO_DIR's own for
-    make demo-live's), so a command given another database never reads or overwrites the file of
+    make demo-onchain's), so a command given another database never reads or overwrites the file of
     the first; the instance folder for PostgreSQL."""
     database = str(app.config["DATABASE"])
     folder = app.instance_path if is_postgres_url(database) else os.path.dirname(os.path.abspath(database))

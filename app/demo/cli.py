@@ -1,5 +1,5 @@
 """`flask --app app demo-merchant`: the test-mode merchant that `make run` sets up for testers;
-`flask --app app demo-chain`: the local node of `make demo-live`, made ready for live payments."""
+`flask --app app demo-chain`: the local node of `make demo-onchain`, made ready for on-chain payments."""
 import json
 import os
 import time
@@ -106,7 +106,7 @@ def database_of(config) -> str:
 @click.option("--wait", "wait_seconds", default=60.0, type=click.FloatRange(0, 600), show_default=True,
               help="How long to wait for the node to answer.")
 def prepare_chain(rpc_url, token_build, block_seconds, feed_build, wait_seconds):
-    """Make a fresh local node ready for the live demo: deploy the test token from a dev account
+    """Make a fresh local node ready for the on-chain demo: deploy the test token from a dev account
     (which keeps its whole supply for the shop's test wallet) and print the token's address; with
     --feed-build, a EUR / USD price feed too (its address on the same line)."""
     wallet = DemoWallet(rpc_url)

@@ -15,7 +15,7 @@ import secrets
 from app.domain import accounts, links
 from app.domain import merchants as service
 
-# The live demo's wallet (`make demo-live`): the account xpub (m/44'/60'/0') of the BIP39 test seed
+# The on-chain demo's wallet (`make demo-onchain`): the account xpub (m/44'/60'/0') of the BIP39 test seed
 # phrase "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon
 # about", published in the BIP39 test vectors. Its first deposit address (m/44'/60'/0'/0/0) is
 # 0x9858EfFD232B4033E47d90003D41EC34EcaEda94. Anyone can spend from it: local test chains only.
@@ -23,7 +23,7 @@ DEMO_XPUB = ("xpub6DCoCpSuQZB2jawqnGMEPS63ePKWkwWPH4TU45Q7LPXWuNd8TMtVxRrgjtEshu
              "GFZaM6si3yZdUsT8ddYM3PwnATt")
 DEMO_FIRST_ADDRESS = "0x9858EfFD232B4033E47d90003D41EC34EcaEda94"
 
-# The live demo's payout mode: the merchant's payout wallet is the local node's second dev account
+# The on-chain demo's payout mode: the merchant's payout wallet is the local node's second dev account
 # (Hardhat's published "test test … junk" accounts, #1), and the operator's key, which deploys the
 # forwarder factory and pays the gas of `collect`, is dev account #2's published private key.
 # Anyone can spend from both: local test chains only.
@@ -81,7 +81,7 @@ def ensure(db, path, *, webhook_url, now, allow_loopback=False, database=None, o
             f"{path} holds the demo merchant of another database ({keys['database']}), not of"
             f" {database}. Give the command that database (FLASK_DATABASE={keys['database']}), or"
             " this database a keys file of its own (--file PATH, or FLASK_DEMO_MERCHANT_FILE); by"
-            " default each database's file sits beside it, so make run and make demo-live never"
+            " default each database's file sits beside it, so make run and make demo-onchain never"
             " share one.")
     staff = accounts.user_by_email(db, DEMO_STAFF_EMAIL)
     merchant = known.get(staff.merchant_id) if staff is not None else None

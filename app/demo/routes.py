@@ -13,8 +13,8 @@
                        with its webhook secret and keeps the delivery (inbox.py, in memory)
   GET  /demo/webhooks  what arrived, newest first
 
-With DEMO_WALLET_RPC_URL set (a local Hardhat node: `make demo-live`), the shop also has a test
-wallet (wallet.py) for the live payment of the order on the page:
+With DEMO_WALLET_RPC_URL set (a local Hardhat node: `make demo-onchain`), the shop also has a test
+wallet (wallet.py) for the on-chain payment of the order on the page:
   GET  /demo/wallet/<processId>       the dev account, its balance of the payment's token, the head
   POST /demo/wallet/<processId>/send  {"kind": "full" | "partial" | "over"}: a token transfer to the
                                       payment's address of what is outstanding, half of it, or
@@ -29,11 +29,11 @@ wallet (wallet.py) for the live payment of the order on the page:
                                       (EIP-1193), which the shop's page announces (EIP-6963) to the
                                       payment button: {"result"} or {"error": {"code", "message"}}
   POST /demo/wallet/merchant/rpc      the same for the demo merchant's own wallet, its payout
-                                      address (a dev account of the node under `make demo-live`):
+                                      address (a dev account of the node under `make demo-onchain`):
                                       what the console's "Pay with my wallet" and "Collect with my
                                       wallet" use in the demo (`merchant_wallet`), where no browser
                                       wallet is installed
-  POST /demo/wallet/<processId>/collect  a payout-mode payment (`make demo-live`): runs `collect`
+  POST /demo/wallet/<processId>/collect  a payout-mode payment (`make demo-onchain`): runs `collect`
                                       for the demo merchant on the payment's network, the gas paid
                                       from DEMO_COLLECT_KEY_FILE (a published dev key); the state
                                       above then shows the payout wallet's balance
@@ -236,7 +236,7 @@ SEND_KINDS = ("full", "partial", "over")
 def _wallet():
     url = current_app.config.get("DEMO_WALLET_RPC_URL")
     if not url:
-        raise ApiError(404, "not_found", "The test wallet is off: set DEMO_WALLET_RPC_URL (make demo-live does).")
+        raise ApiError(404, "not_found", "The test wallet is off: set DEMO_WALLET_RPC_URL (make demo-onchain does).")
     return DemoWallet(url)
 
 
@@ -319,7 +319,7 @@ def wallet_refund(process_id, refund_id):
     """Pay a pending refund of the order, as its merchant would (the module's docstring)."""
     wallet, view = _wallet(), _demo_payment(process_id)
     if view is None:
-        raise ApiError(409, "invalid_state", "This order has no live payment to refund.")
+        raise ApiError(409, "invalid_state", "This order has no on-chain payment to refund.")
     p = view.payment
     refund = next((r for r in refunds.list_for_process(get_db(), p.merchant_id, process_id)
                    if r.id == refund_id and r.status == "pending"), None)
@@ -359,7 +359,7 @@ def wallet_mine():
 def merchant_wallet(merchant_id):
     """The console's offer of the demo's test wallet as `merchant_id`'s own browser wallet:
     {"account", "rpc"} when it is the demo merchant and has a payout address (the node's dev
-    account under `make demo-live`), else None. No node call: the wallet answers when used."""
+    account under `make demo-onchain`), else None. No node call: the wallet answers when used."""
     keys = _keys() if current_app.config.get("DEMO_WALLET_RPC_URL") else None
     if keys is None or keys["merchantId"] != merchant_id:
         return None
@@ -374,7 +374,7 @@ def wallet_merchant_rpc():
     keys = _keys()
     account = payouts.payout_of(get_db(), keys["merchantId"]) if keys else None
     if account is None:
-        raise ApiError(409, "invalid_state", "The demo merchant has no payout address: make demo-live sets one.")
+        raise ApiError(409, "invalid_state", "The demo merchant has no payout address: make demo-onchain sets one.")
     return wallet_rpc(account)
 
 
@@ -390,7 +390,7 @@ def wallet_rpc(account=None):
     try:
         if account is not None and not wallet.unlocked(account):
             raise WalletRequestError(4100, f"The local node does not sign for {account}: this wallet"
-                                     " works under make demo-live only.")
+                                     " works under make demo-onchain only.")
         answer = {"result": wallet.request(method, params, account)}
     except WalletRequestError as e:
         answer = {"error": {"code": e.code, "message": str(e)}}
@@ -406,7 +406,7 @@ def wallet_collect(process_id):
     key_file = current_app.config.get("DEMO_COLLECT_KEY_FILE")
     if not key_file:
         raise ApiError(404, "not_found",
-                       "Collecting is off: set DEMO_COLLECT_KEY_FILE (make demo-live does).")
+                       "Collecting is off: set DEMO_COLLECT_KEY_FILE (make demo-onchain does).")
     view = _demo_payment(process_id)
     if view is None or view.payment.payout_address is None:
         raise ApiError(409, "invalid_state",

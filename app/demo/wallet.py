@@ -1,5 +1,5 @@
 """The demo shop's test wallet: a funded dev account of a local EVM node (Hardhat), driven over
-JSON-RPC so a person can watch a live payment end to end without a wallet app.
+JSON-RPC so a person can watch an on-chain payment end to end without a wallet app.
 
 Nothing is signed here: a Hardhat node keeps its dev accounts unlocked, so `eth_sendTransaction`
 from them works without keys. Demo only (the shop with DEMO_WALLET_RPC_URL set, and `demo-chain`):

@@ -86,7 +86,7 @@ def test_a_euro_process_shows_euros_on_the_list_and_its_page_and_its_quote(
     page = console.get(f"/dashboard/processes/{pid}").text
     assert '<dd id="amount">€19.99</dd>' in page
     assert '<span class="tl-title">Created</span> <span class="tl-detail">Amount €19.99</span>' in page
-    assert "No live payment chosen" in page and 'id="quote"' not in page
+    assert "No on-chain payment chosen" in page and 'id="quote"' not in page
     confirmation = console.get(f"/dashboard/processes/{pid}/cancel").text
     assert "The customer can no longer pay its €19.99; a process.cancelled event" in confirmation
 

@@ -1,5 +1,5 @@
 """The console's own wallet buttons in the demo: with the demo shop's test wallet on (a local node,
-as `make demo-live` runs it), the demo merchant's "Collect with my wallet" (Payouts) and "Pay with my
+as `make demo-onchain` runs it), the demo merchant's "Collect with my wallet" (Payouts) and "Pay with my
 wallet" (a refund) send from its payout address, a dev account the node signs for, where the browser
 has no wallet; in real Chromium against the real service. Without it, each button says how to do
 without one, pointing at what its page shows."""
@@ -41,7 +41,7 @@ def test_the_demo_test_wallet_collects_and_pays_a_refund_from_the_console(page, 
                                                                             chain, clock, tmp_path, screenshot):
     from app.evm.addresses import to_checksum_address
 
-    app.config["DEMO_WALLET_RPC_URL"] = chain.url  # make demo-live's FLASK_DEMO_WALLET_RPC_URL
+    app.config["DEMO_WALLET_RPC_URL"] = chain.url  # make demo-onchain's FLASK_DEMO_WALLET_RPC_URL
     made = runner.invoke(args=["demo-merchant", "--console-login"])
     assert made.exit_code == 0, made.output
     keys = Api(app.test_client(), re.search(r"secret key:      (\S+)", made.output)[1])
@@ -51,7 +51,7 @@ def test_the_demo_test_wallet_collects_and_pays_a_refund_from_the_console(page, 
     key_file.chmod(0o600)
     add_network(runner, chain, confirmations=CONFIRMATIONS)
     cli(runner, "networks", "deploy-factory", NETWORK, "--key-file", str(key_file))
-    payout = to_checksum_address(chain.accounts[1])  # make demo-live's payout wallet: dev account #1
+    payout = to_checksum_address(chain.accounts[1])  # make demo-onchain's payout wallet: dev account #1
     cli(runner, "merchants", "set-payout", merchant_id, payout)
     public_key = re.search(r"public key:      (\S+)", made.output)[1]
     clock.now = chain.timestamp()

@@ -221,7 +221,7 @@ def test_demo_merchant_console_login_is_created_once_and_printed_again(runner, a
 
 def _demo_app(folder, clock):
     """An app of its own SQLite database in `folder` and the default keys file, as `make run` (the
-    instance folder) and `make demo-live` (FLASK_DATABASE in DEMO_DIR) make theirs."""
+    instance folder) and `make demo-onchain` (FLASK_DATABASE in DEMO_DIR) make theirs."""
     from app import create_app
     from app.db import init_db
 
@@ -234,7 +234,7 @@ def _demo_app(folder, clock):
 
 @pytest.mark.sqlite_only
 def test_a_second_database_keeps_its_own_demo_merchant_and_make_run_goes_on(tmp_path, clock):
-    run, live = _demo_app(tmp_path / "instance", clock), _demo_app(tmp_path / "demo-live", clock)
+    run, live = _demo_app(tmp_path / "instance", clock), _demo_app(tmp_path / "demo-onchain", clock)
     try:
         args = ["demo-merchant", "--console-login"]
         first = run.test_cli_runner().invoke(args=args)
@@ -242,7 +242,7 @@ def test_a_second_database_keeps_its_own_demo_merchant_and_make_run_goes_on(tmp_
         again = run.test_cli_runner().invoke(args=args)  # the next make run
         assert first.exit_code == other.exit_code == again.exit_code == 0, first.output + other.output + again.output
         kept = json.loads((tmp_path / "instance" / "demo-merchant.json").read_text())
-        theirs = json.loads((tmp_path / "demo-live" / "demo-merchant.json").read_text())
+        theirs = json.loads((tmp_path / "demo-onchain" / "demo-merchant.json").read_text())
         assert kept["merchantId"] != theirs["merchantId"]
         assert kept["database"] == str(tmp_path / "instance" / "preorder.sqlite3")
         assert again.output.startswith(f"Demo merchant from {tmp_path / 'instance' / 'demo-merchant.json'}:\n"
@@ -256,7 +256,7 @@ def test_a_second_database_keeps_its_own_demo_merchant_and_make_run_goes_on(tmp_
 
 @pytest.mark.sqlite_only
 def test_a_keys_file_of_another_database_is_refused_or_recovered_with_what_to_do(tmp_path, clock):
-    run, live = _demo_app(tmp_path / "instance", clock), _demo_app(tmp_path / "demo-live", clock)
+    run, live = _demo_app(tmp_path / "instance", clock), _demo_app(tmp_path / "demo-onchain", clock)
     try:
         run_file = tmp_path / "instance" / "demo-merchant.json"
         assert run.test_cli_runner().invoke(args=["demo-merchant", "--console-login"]).exit_code == 0
@@ -266,14 +266,14 @@ def test_a_keys_file_of_another_database_is_refused_or_recovered_with_what_to_do
         assert refused.exit_code == 1
         assert refused.output == (
             f"Error: {run_file} holds the demo merchant of another database"
-            f" ({tmp_path / 'instance' / 'preorder.sqlite3'}), not of {tmp_path / 'demo-live' / 'preorder.sqlite3'}."
+            f" ({tmp_path / 'instance' / 'preorder.sqlite3'}), not of {tmp_path / 'demo-onchain' / 'preorder.sqlite3'}."
             f" Give the command that database (FLASK_DATABASE={tmp_path / 'instance' / 'preorder.sqlite3'}),"
             " or this database a keys file of its own (--file PATH, or FLASK_DEMO_MERCHANT_FILE); by default"
-            " each database's file sits beside it, so make run and make demo-live never share one.\n")
+            " each database's file sits beside it, so make run and make demo-onchain never share one.\n")
         assert json.loads(run_file.read_text()) == before  # left as it was
         # A file overwritten before files named their database: make run finds its demo merchant
         # again by its console owner, with a new secret key, instead of failing.
-        other = tmp_path / "demo-live" / "demo-merchant.json"
+        other = tmp_path / "demo-onchain" / "demo-merchant.json"
         assert live.test_cli_runner().invoke(args=["demo-merchant"]).exit_code == 0
         stale = json.loads(other.read_text())
         del stale["database"]

@@ -159,12 +159,12 @@ def test_without_a_node_there_is_no_test_wallet(client, runner):
     assert response.status_code == 200
     assert "Test wallet" not in response.get_data(as_text=True)
     body = assert_error(client.post("/demo/wallet/mine", json={"blocks": 1}), 404, "not_found")
-    assert body["message"] == "The test wallet is off: set DEMO_WALLET_RPC_URL (make demo-live does)."
+    assert body["message"] == "The test wallet is off: set DEMO_WALLET_RPC_URL (make demo-onchain does)."
 
 
 @pytest.fixture
 def payout_shop(runner, app, chain, clock, tmp_path):
-    """The demo merchant in the payout mode, as `make demo-live` sets it up: the factory deployed
+    """The demo merchant in the payout mode, as `make demo-onchain` sets it up: the factory deployed
     with the published dev key, dev account #1 as the payout wallet."""
     clock.now = chain.timestamp()
     key_file = tmp_path / "operator.key"
@@ -206,4 +206,4 @@ def test_collect_moves_the_payment_to_the_payout_wallet(client, payout_shop):
 def test_collect_without_a_key_file_is_404(client, shop):
     pid = order(client)
     body = assert_error(client.post(f"/demo/wallet/{pid}/collect"), 404, "not_found")
-    assert body["message"] == "Collecting is off: set DEMO_COLLECT_KEY_FILE (make demo-live does)."
+    assert body["message"] == "Collecting is off: set DEMO_COLLECT_KEY_FILE (make demo-onchain does)."

@@ -1,4 +1,4 @@
-// The demo's test wallet as the merchant's browser wallet (make demo-live): where the browser has no
+// The demo's test wallet as the merchant's browser wallet (make demo-onchain): where the browser has no
 // wallet of its own, an EIP-1193 provider (window.ethereum) whose requests go to the demo shop's
 // server, which answers them for the demo merchant's payout address, a dev account the local node
 // signs for. wallet.js then finds it as it finds any wallet. Loaded only on the demo merchant's

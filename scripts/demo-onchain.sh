@@ -1,6 +1,6 @@
 #!/bin/sh
-# The local live demo (`make demo-live`, docs/payment-button.md): the demo shop taking live
-# stablecoin payments on this machine.
+# The local on-chain demo (`make demo-onchain`, docs/payment-button.md): the demo shop, in test
+# mode, taking on-chain stablecoin payments on this machine.
 #
 # A local Hardhat node with a test token (TUSDC, ERC-3009: payable without gas) and a EUR / USD
 # price feed (so a euro order is paid in dollar tokens at its rate), added with the operator CLI
@@ -23,7 +23,7 @@ BIN=${BIN:-.venv/bin}
 CHAIN=${CHAIN:-tests/chain}
 HOST=${HOST:-127.0.0.1}
 PORT=${PORT:-5000}
-DEMO_DIR=${DEMO_DIR:-$PWD/instance/demo-live}
+DEMO_DIR=${DEMO_DIR:-$PWD/instance/demo-onchain}
 DEMO_RPC_PORT=${DEMO_RPC_PORT:-8545}
 DEMO_CONFIRMATIONS=${DEMO_CONFIRMATIONS:-3}
 DEMO_BLOCK_SECONDS=${DEMO_BLOCK_SECONDS:-5}
@@ -64,7 +64,7 @@ $FLASK merchants set-payout "$merchant" "$(demo_value DEMO_PAYOUT_ADDRESS)"
 # The loops, then the shop in the foreground.
 $FLASK deliver-webhooks & worker=$!
 $FLASK watch-payments --poll-interval 1 & watcher=$!
-echo "Live demo shop: http://$HOST:$PORT/  (local node $rpc; Ctrl-C stops everything)"
+echo "On-chain demo shop (test mode): http://$HOST:$PORT/  (local node $rpc; Ctrl-C stops everything)"
 echo "Collect the payments to the payout wallet: FLASK_DATABASE=$FLASK_DATABASE $FLASK collect local --key-file $DEMO_DIR/operator.key"
 echo "Merchant console: http://$HOST:$PORT/dashboard/  (the console login is printed above)"
 echo "This demo has its own database (and its demo merchant's keys file beside it, $DEMO_DIR/demo-merchant.json):"

@@ -1,4 +1,4 @@
-"""`make demo-live`, the one documented command of the local live demo, run for real: a Hardhat node
+"""`make demo-onchain`, the one documented command of the local on-chain demo (test mode), run for real: a Hardhat node
 with the test token, the operator CLI setup, the chain watcher and the webhook worker in their loops,
 the demo shop with its test wallet. A person's session in Chromium: an order, the coin, the QR code
 (decoded with zbar), the test wallet's transfer, confirmations arriving by themselves (a block every
@@ -41,13 +41,13 @@ def _group_alive(pgid):
         return False
 
 
-def test_make_demo_live_takes_a_payment_end_to_end(page, tmp_path, screenshot):
+def test_make_demo_onchain_takes_a_payment_end_to_end(page, tmp_path, screenshot):
     port, rpc_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FLASK_", "MAKE"))}
     log_path = tmp_path / "make.log"
     with open(log_path, "w") as log:
         make = subprocess.Popen(
-            ["make", "--no-print-directory", "demo-live", f"PORT={port}", f"DEMO_RPC_PORT={rpc_port}",
+            ["make", "--no-print-directory", "demo-onchain", f"PORT={port}", f"DEMO_RPC_PORT={rpc_port}",
              f"DEMO_DIR={tmp_path / 'demo'}", "DEMO_BLOCK_SECONDS=3"],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True, preexec_fn=_terminal_signals,
@@ -57,7 +57,7 @@ def test_make_demo_live_takes_a_payment_end_to_end(page, tmp_path, screenshot):
         try:
             wait_for(shop + "/", timeout=180)
         except RuntimeError:
-            raise AssertionError(f"make demo-live did not serve the shop:\n{log_path.read_text()[-4000:]}")
+            raise AssertionError(f"make demo-onchain did not serve the shop:\n{log_path.read_text()[-4000:]}")
         keys = json.loads((tmp_path / "demo" / "demo-merchant.json").read_text())
 
         errors = []
@@ -96,7 +96,7 @@ def test_make_demo_live_takes_a_payment_end_to_end(page, tmp_path, screenshot):
             re.compile(r"Collected 12\.34 to the payout wallet \(tx 0x[0-9a-f]{8}…\)"))
         expect(wallet.locator("#deposit-balance")).to_have_text("0")
         expect(wallet.locator("#payout-balance")).to_have_text("12.34")
-        screenshot(page, "demo-live-paid", full_page=True)
+        screenshot(page, "demo-onchain-paid", full_page=True)
 
         page.goto(shop + "/demo/webhooks")
         entries = page.locator("li.delivery")
@@ -114,7 +114,7 @@ def test_make_demo_live_takes_a_payment_end_to_end(page, tmp_path, screenshot):
         page.locator("payment-button").get_by_role("button", name="Pay with Test wallet without gas").click()
         expect(page.locator("payment-button .wallet-tx")).to_contain_text("Transaction sent: 0x")
         expect(page.locator("payment-button .outcome-title")).to_have_text("Payment received", timeout=20_000)
-        screenshot(page, "demo-live-gasless", full_page=True)
+        screenshot(page, "demo-onchain-gasless", full_page=True)
 
         # A euro order, paid in dollar tokens at the rate of the demo's EUR / USD feed (1.0842).
         page.goto(shop + "/")
@@ -126,7 +126,7 @@ def test_make_demo_live_takes_a_payment_end_to_end(page, tmp_path, screenshot):
         expect(page.locator("payment-button")).to_contain_text("1 EUR = 1.0842 USD")
         page.locator("#test-wallet").get_by_role("button", name="Send 10.842").click()
         expect(page.locator("payment-button .outcome-title")).to_have_text("Payment received", timeout=20_000)
-        screenshot(page, "demo-live-euro", full_page=True)
+        screenshot(page, "demo-onchain-euro", full_page=True)
         assert errors == []
 
         # The console login the command printed opens the demo merchant's console.
@@ -144,11 +144,11 @@ def test_make_demo_live_takes_a_payment_end_to_end(page, tmp_path, screenshot):
             except subprocess.TimeoutExpired:
                 os.killpg(make.pid, signal.SIGKILL)
                 make.wait()
-                raise AssertionError(f"make demo-live ignored Ctrl-C:\n{log_path.read_text()[-4000:]}")
+                raise AssertionError(f"make demo-onchain ignored Ctrl-C:\n{log_path.read_text()[-4000:]}")
     deadline = time.monotonic() + 30
     while _group_alive(make.pid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not _group_alive(make.pid), "a process of make demo-live outlived Ctrl-C"
+    assert not _group_alive(make.pid), "a process of make demo-onchain outlived Ctrl-C"
     output = log_path.read_text()
     assert DEMO_OPERATOR_KEY[2:] not in output  # the key files are read, never printed
     assert DEMO_RELAYER_KEY[2:] not in output
