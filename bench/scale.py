@@ -17,7 +17,7 @@ INSERT … SELECT (generate_series), a year of history:
   merchant added many since");
 - the preorder shop (test mode): its secret key; then overview_days rebuilt for all and VACUUM
   ANALYZE, as autovacuum leaves a table after such a load.
-Then, rounds alternated (the order flipping each round), through one gunicorn per database
+Then, `--rounds` (4) alternated (the order flipping each round), through one gunicorn per database
 (gunicorn.conf.py as shipped, wsgi:app) on loopback, per database:
 - preorders: `wrk -c16 -t2` for `--seconds` (10): req/s, p50, p99, and the CPU per preorder of the
   service's workers and of the whole PostgreSQL server together (the other side idle meanwhile);
@@ -31,7 +31,9 @@ Then, rounds alternated (the order flipping each round), through one gunicorn pe
 - bytes per process: the database's size over its processes, and the largest tables.
 Targets (the large against the small): preorder req/s >= 0.9 x, p99 <= 1.25 x, CPU per preorder
 <= 1.1 x; /metrics <= 50 ms; the watcher's read <= 20 ms; the overview <= 300 ms; the list's first
-page about the same at both sizes. Prints a table and writes bench/results/scale-<UTC time>.json.
+page about the same at both sizes. Prints the medians, their ratio and the median ratio of the
+rounds run back to back (the least disturbed by other work), and writes
+bench/results/scale-<UTC time>.json.
 """
 import argparse
 import datetime
@@ -229,7 +231,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.splitlines()[0])
     parser.add_argument("--processes", type=int, default=1_000_000, help="the large database's bulk")
     parser.add_argument("--small", type=int, default=10_000, help="the small database's bulk")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--seconds", type=int, default=10, help="of preorders, a round and a side")
     args = parser.parse_args(argv)
     wrk.require_wrk()
@@ -268,11 +270,17 @@ def main(argv=None):
             "rounds": side["rounds"], "log_alarms": alarms[name]}
     small, large = (result["sides"][s]["median"] for s in ("small", "large"))
     result["ratios"] = {k: round(large[k] / small[k], 3) if small[k] else None for k in FIGURES}
+    # Round n of both sides ran back to back: the median of those pairs' ratios is the least
+    # disturbed by other work on the machine.
+    pairs = list(zip(sides["small"]["rounds"], sides["large"]["rounds"]))
+    result["pair_ratios"] = {k: round(statistics.median(b[k] / a[k] for a, b in pairs if a[k]), 3)
+                             for k in FIGURES}
     result["watched_plan_large"] = sides["large"]["plan"]
     result["load_average"]["after"] = os.getloadavg()
-    print(f"\n{'':<22} {args.small:>12,} {args.processes:>12,} {'ratio':>7}")
+    print(f"\n{'medians':<22} {args.small:>12,} {args.processes:>12,} {'ratio':>7} {'pairs':>7}")
     for k in FIGURES:
-        print(f"{k:<22} {small[k]:>12} {large[k]:>12} {result['ratios'][k]:>7}")
+        print(f"{k:<22} {small[k]:>12.2f} {large[k]:>12.2f} {result['ratios'][k]:>7}"
+              f" {result['pair_ratios'][k]:>7}")
     for name in ("small", "large"):
         s = result["sides"][name]
         print(f"{name}: {s['processes']:,} processes built in {s['build_seconds']:.0f} s,"
