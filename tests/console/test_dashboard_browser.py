@@ -91,7 +91,7 @@ def test_list_filter_search_pages_and_csv(page, live_server, shop, clock, screen
     log_in(page, live_server, "owner@shop.example")
     to_processes(page)
     assert listed(page) == ids[::-1][:50]
-    screenshot(page, "console-processes", full_page=False)
+    screenshot(page, "console-processes-list", full_page=False)
     page.get_by_role("link", name="Next page").click()
     assert listed(page) == ids[::-1][50:]
 
@@ -421,8 +421,10 @@ def test_every_page_fits_a_phone(page, live_server, app, runner, chain, clock, m
         page.goto(live_server.url + path)
         expect(page.locator("h1")).to_be_visible()
         assert page.evaluate(UNBROKEN) == {"broken": [], "cut": []}, path
+        if path == "/dashboard/settings":
+            screenshot(page, "console-settings", full_page=True)
     page.goto(live_server.url + "/dashboard/")
-    screenshot(page, "console-processes-wide", full_page=False)
+    screenshot(page, "console-processes", full_page=False)  # the README's and docs/console.md's
     page.set_viewport_size({"width": PHONE, "height": 844})
     # The copy button copies the whole hash that the page shortens.
     page.context.grant_permissions(["clipboard-read", "clipboard-write"])
