@@ -8,9 +8,10 @@ that are due (app/domain/chores.py: expiring processes first, so their events go
 - Leases: an attempt starts only while timeout + LEASE_MARGIN_SECONDS of its lease remain, so no
   other worker claims a delivery while it is attempted. A killed worker's leases expire and its
   deliveries are attempted again: at least once, receivers deduplicate on webhook-id.
-- A slow endpoint (an attempt of POLL_MIN_SECONDS or more, in flight or within SLOW_MEMORY_SECONDS)
-  holds at most `per_endpoint` threads; fast endpoints are never capped, so one that hangs delays
-  neither the merchant's other endpoints nor other merchants.
+- An endpoint holds at most `per_endpoint` threads unless it has proven fast (an attempt shorter
+  than POLL_MIN_SECONDS within SLOW_MEMORY_SECONDS); a slow one (an attempt of POLL_MIN_SECONDS or
+  more) is capped until it answers fast again. So one that hangs, known or not, never holds every
+  thread: it delays neither the merchant's other endpoints nor other merchants.
 - `stop()` (what the command's SIGTERM/SIGINT handler calls: it only sets a flag) ends claiming;
   attempts in flight finish and are recorded, unstarted claims are released.
 """
@@ -54,6 +55,7 @@ class Worker:
         self._in_flight = {}  # Future -> (Delivery, when it was claimed)
         self._unrecorded = []  # delivery.Sent, until a poll's transaction records them
         self._slow_until = {}  # endpoint id -> until when it counts as slow
+        self._fast_until = {}  # endpoint id -> until when it counts as fast (never capped)
         self._ended = threading.Condition()  # `_wait` sleeps on it until `_ended_count` is enough
         self._ended_count = self._enough = 0
 
@@ -144,6 +146,7 @@ class Worker:
             if now is not None and now - since >= POLL_MIN_SECONDS and not future.cancel() \
                     and future.running():  # an attempt this long in flight: a slow endpoint
                 self._slow_until[item.endpoint_id] = now + SLOW_MEMORY_SECONDS
+                self._fast_until.pop(item.endpoint_id, None)
             if not future.done():
                 continue
             del self._in_flight[future]
@@ -155,17 +158,28 @@ class Worker:
             self._unrecorded.append(sent)
             if took >= POLL_MIN_SECONDS:
                 self._slow_until[item.endpoint_id] = self.clock() + SLOW_MEMORY_SECONDS
+                self._fast_until.pop(item.endpoint_id, None)
             else:
                 self._slow_until.pop(item.endpoint_id, None)
+                self._fast_until[item.endpoint_id] = self.clock() + SLOW_MEMORY_SECONDS
         return unstarted
 
     def _claim(self, conn, now, limit):
-        """Due deliveries, oldest first: to any endpoint but the slow ones, then to each slow
-        endpoint while it has fewer than `per_endpoint` in flight."""
+        """Due deliveries, oldest first: to any endpoint but the slow ones and those at their cap,
+        then to each slow endpoint while it has fewer than `per_endpoint` in flight. Of the first
+        claim, what an endpoint not proven fast gets beyond its room is given back at once."""
         slow = {endpoint for endpoint, until in self._slow_until.items() if until > now}
-        lease = dict(owner=self.owner, now=int(now), lease_until=math.ceil(now) + self.lease_seconds)
-        claimed = event_rows.claim_due(conn, limit=limit, skip_endpoints=slow, **lease)
+        fast = {endpoint for endpoint, until in self._fast_until.items() if until > now}
         in_flight = Counter(item.endpoint_id for item, _ in self._in_flight.values())
+        full = {endpoint for endpoint, n in in_flight.items()
+                if n >= self.per_endpoint and endpoint not in fast}
+        lease = dict(owner=self.owner, now=int(now), lease_until=math.ceil(now) + self.lease_seconds)
+        claimed, extra = [], []
+        for item in event_rows.claim_due(conn, limit=limit, skip_endpoints=slow | full, **lease):
+            room = item.endpoint_id in fast or in_flight[item.endpoint_id] < self.per_endpoint
+            (claimed if room else extra).append(item)
+            in_flight[item.endpoint_id] += room
+        event_rows.release(conn, [item.seq for item in extra], self.owner)
         for endpoint in slow:
             room = min(limit - len(claimed), self.per_endpoint - in_flight[endpoint])
             if room > 0:

@@ -1,7 +1,10 @@
 """Helpers shared by the tests: a fake clock, the merchant API as a backend calls it, the error
 envelope check, and readers of what the service stored. Fixtures live in conftest.py."""
+import contextlib
 import json
 import os
+import threading
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -144,3 +147,26 @@ def unavailable(reason, ci_reason=None):
     if os.environ.get("CI") == "true":
         pytest.fail(ci_reason or f"{reason}: CI must run this test", pytrace=False)
     pytest.skip(reason)
+
+
+def wait_until(condition, what, timeout=10.0):
+    """Polls `condition` (a deadline against hangs, not a timed assertion)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+@contextlib.contextmanager
+def running(worker):
+    """`worker.run()` (the long-running loop) in a thread; stopped on exit, attempts in flight
+    finished."""
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        worker.stop()
+        thread.join(15)
+    assert not thread.is_alive()
