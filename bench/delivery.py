@@ -6,7 +6,9 @@ delivery (every id received once, N in all):
 2. `baseline`:  a plain `requests.Session.post` loop (bench/delivery_baseline.py) sending N/2 bodies
                 of the size the service sent in phase 1 (a rate needs no more, and the run must
                 stay under 5 minutes);
-3. `service-2`: two `--once` processes started together over N freshly seeded events.
+3. `service-2`: two `--once` processes started together over N freshly seeded events;
+4. `service-3ep`: one `--once` process over N/3 events of a merchant with 3 endpoints, each
+                  subscribed to every event: N deliveries, as in phase 1, fanned out.
 Rates are N / wall-clock seconds from process start to the last exit (startup included, as for cron);
 the receiver's first-to-last span is recorded too. Peak RSS of each process comes from wait4().
 With `--only baseline` the service phases run the baseline loop instead (phase 3: two loops of N/2).
@@ -74,10 +76,14 @@ def _service_commands(parts, extra_args):
     return [service.flask_command("deliver-webhooks", "--once", *shlex.split(extra_args))] * parts
 
 
-def _seeded_db(workdir, name, url, count):
+def _seeded_db(workdir, name, url, count, endpoints=1):
+    """A database with `count` due events of one merchant whose `endpoints` endpoints (`url`, then
+    `url`/2, `url`/3...) each get every event."""
     db_path = workdir / f"{name}.sqlite3"
     service.init_db(db_path)
     merchant = service.create_merchant(db_path, webhook_url=url)
+    for n in range(2, endpoints + 1):
+        service.flask(db_path, "endpoints", "add", merchant["merchantId"], f"{url}/{n}")
     started = time.perf_counter()
     seed.seed_events(db_path, merchant, count)
     return db_path, round(time.perf_counter() - started, 2)
@@ -120,15 +126,17 @@ def run(opts, workdir):
     with receiver:
         url = receiver.base_url + "/hook"
         phases = result["phases"]
-        for name, parts in (("service-1", 1), ("baseline", 1), ("service-2", 2)):
+        for name, parts in (("service-1", 1), ("baseline", 1), ("service-2", 2), ("service-3ep", 1)):
             if name == "baseline" or opts.only_baseline:
                 size = phases.get("service-1", {}).get("receiver", {}).get("mean_body_bytes")
                 size = int(size) if size else len(bodies.event_body())
                 events = count // 2 if name == "baseline" else count
                 env, commands = os.environ.copy(), _baseline_commands(url, events, parts, size)
             else:
-                events = count
-                db_path, result[f"seed_seconds_{name}"] = _seeded_db(workdir, name, url, count)
+                fanned = name == "service-3ep"
+                events = count // 3 * 3 if fanned else count  # deliveries
+                db_path, result[f"seed_seconds_{name}"] = _seeded_db(
+                    workdir, name, url, events // 3 if fanned else count, 3 if fanned else 1)
                 env, commands = service.flask_env(db_path), _service_commands(parts, opts.delivery_args)
             phases[name] = _phase(name, commands, env, events, receiver, receiver_log, workdir, timeout)
             result["failures"] += phases[name]["failures"]
@@ -155,7 +163,10 @@ def _judge(result):
                         "two_processes_vs_one": stats.ratio(two, one),
                         "cpu_per_event_one_process_vs_baseline": stats.ratio(
                             phases["service-1"]["cpu_ms_per_event"], phases["baseline"]["cpu_ms_per_event"]),
-                        "two_processes_ceiling": two_processes_ceiling(phases["service-2"], one)}
+                        "two_processes_ceiling": two_processes_ceiling(phases["service-2"], one),
+                        "three_endpoints_vs_one": stats.ratio(phases["service-3ep"]["per_second"], one),
+                        "cpu_per_delivery_three_endpoints_vs_one": stats.ratio(
+                            phases["service-3ep"]["cpu_ms_per_event"], phases["service-1"]["cpu_ms_per_event"])}
     sizes = {name: phase["receiver"]["mean_body_bytes"] for name, phase in phases.items()}
     result["mean_body_bytes"] = sizes
     peak = max(phases["service-1"]["peak_rss_kb"] + phases["service-2"]["peak_rss_kb"])
@@ -167,6 +178,8 @@ def _judge(result):
                      at_least=0.90),
         stats.target("deliveries/s (2 processes / 1) / ceiling >= 0.90",
                      result["ratios"]["two_processes_vs_ceiling"], at_least=0.90),
+        stats.target("deliveries/s with 3 endpoints an event / with 1 >= 0.90",
+                     result["ratios"]["three_endpoints_vs_one"], at_least=0.90),
         stats.target("delivery worker peak RSS < 100 MB", stats.mb(peak), below=100),
     ]
     if result["receiver_log_alarms"]:

@@ -1,7 +1,8 @@
 """A fast webhook receiver for the delivery benchmark (plain WSGI, no framework).
 
-`POST` to any path answers `200 ok` and appends one line `<webhook-id>\t<body bytes>\t<unix time>` to
-the file named by env `RECEIVER_LOG`, with one `write()` on an `O_APPEND` descriptor, so the several
+`POST` to any path answers `200 ok` and appends one line `<key>\t<body bytes>\t<unix time>` to
+the file named by env `RECEIVER_LOG` (the key: the webhook-id, and the path when it is not `/hook`,
+so one event sent to several endpoints counts once per endpoint), with one `write()` on an `O_APPEND` descriptor, so the several
 gunicorn worker processes can share the file without interleaving lines. `GET /stats` answers the
 summary of that file (`summarize()`), which the harness also reads directly to check that every event
 was delivered exactly once. Nothing is verified or parsed: the receiver must never be the bottleneck.
@@ -60,7 +61,9 @@ def app(environ, start_response):
         length = int(environ.get("CONTENT_LENGTH") or 0)
         body = environ["wsgi.input"].read(length) if length else environ["wsgi.input"].read()
         webhook_id = environ.get("HTTP_WEBHOOK_ID", "-").replace("\t", " ").replace("\n", " ")
-        line = f"{webhook_id}\t{len(body)}\t{time.time():.6f}\n"
+        path = environ.get("PATH_INFO", "")
+        key = webhook_id if path == "/hook" else f"{webhook_id}@{path}"
+        line = f"{key}\t{len(body)}\t{time.time():.6f}\n"
         os.write(_log_fd(), line.encode())
         return _answer(start_response, "200 OK", b"ok")
     if method == "GET" and environ.get("PATH_INFO") == "/stats":
