@@ -81,9 +81,9 @@ def load(conn, dialect, merchant_id, n, now, days=365, mix=YEAR_MIX, metadata="'
         f" {amount}, i, '0x' || {_hex(dialect, 'i', 64)}, {created} + 300, 'confirmed', {created} + 300,"
         f" {created} + 600 FROM ({numbers}) AS g WHERE {with_money}")
     conn.execute(  # the watcher's report of each partial payment
-        "INSERT INTO events (id, merchant_id, process_id, type, payload, created_at, status)"
+        "INSERT INTO events (id, merchant_id, process_id, type, payload, created_at)"
         f" SELECT 'evt_' || {_hex(dialect, 'i', 32)}, '{merchant_id}', {pid}, 'payment.partial', '{{}}',"
-        f" {created} + 600, 'delivered' FROM ({numbers}) AS g WHERE {kind} >= {paid} AND {with_money}")
+        f" {created} + 600 FROM ({numbers}) AS g WHERE {kind} >= {paid} AND {with_money}")
     conn.execute(
         "INSERT INTO refunds (id, process_id, merchant_id, status, asset_id, network_id, chain_id,"
         " token_contract, decimals, amount, address, created_at, updated_at, scanned_block, tx_hash,"

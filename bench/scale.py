@@ -9,7 +9,8 @@ INSERT … SELECT (generate_series), a year of history:
   transfers, partial-payment events, refunds, a collection a day; its owner logged in), with two
   metadata values a process (an order reference and an e-mail), so every process has its search
   rows; then, over those processes, what the service writes beside them: an event for each final
-  process (process.completed, .expired, .cancelled) with one delivery attempt, an earlier choice
+  process (process.completed, .expired, .cancelled) delivered to the merchant's webhook endpoint
+  (its delivery and one attempt), an earlier choice
   (payment_choices) for 5 % of the payments, and the search rows (process_search) of the metadata;
 - a test-mode shop with an owner: N / 10 processes in the same year, a third completed by the
   sandbox, with events and search rows;
@@ -91,20 +92,30 @@ def _processes(raw, merchant_id, n, now, *, livemode, first_seq=None, tag):
         (merchant_id, now, int(livemode), n, now - 365 * DAY, 365 * DAY / n))
 
 
-def _side_tables(raw, merchant_id):
-    """What the service writes beside the merchant's processes: an event for each final one, a
-    delivery attempt for each event, an earlier choice for 5 % of its payments, its search rows."""
+def _side_tables(raw, merchant_id, now):
+    """What the service writes beside the merchant's processes: a webhook endpoint; an event for
+    each final process, delivered to it (its delivery and one attempt); an earlier choice for 5 %
+    of its payments; its search rows."""
+    endpoint = "we_" + merchant_id[4:]
     raw.execute(
-        "INSERT INTO events (id, merchant_id, process_id, type, payload, created_at, status,"
-        " attempts, delivered_at)"
+        "INSERT INTO webhook_endpoints (id, merchant_id, url, events, enabled, secret, created_at)"
+        " VALUES (%s, %s, 'https://shop.example/hooks', '*', 1, 'whsec_bench', %s)",
+        (endpoint, merchant_id, now - 366 * DAY))
+    raw.execute(
+        "INSERT INTO events (id, merchant_id, process_id, type, payload, created_at)"
         " SELECT 'evt_f' || md5(p.id), p.merchant_id, p.id, 'process.' || p.status,"
         " '{\"type\":\"process.' || p.status || '\",\"data\":{\"processId\":\"' || p.id || '\"}}',"
-        " p.updated_at, 'delivered', 1, p.updated_at + 1"
-        " FROM processes p WHERE p.merchant_id = %s AND p.status <> 'pending'", (merchant_id,))
+        " p.updated_at FROM processes p WHERE p.merchant_id = %s AND p.status <> 'pending'",
+        (merchant_id,))
     raw.execute(
-        "INSERT INTO delivery_attempts (event_id, attempted_at, url, status_code, duration_ms)"
-        " SELECT e.id, e.created_at + 1, 'https://shop.example/hooks', 200, 40"
-        " FROM events e WHERE e.merchant_id = %s", (merchant_id,))
+        "INSERT INTO deliveries (event_id, endpoint_id, merchant_id, status, attempts, delivered_at)"
+        " SELECT e.id, %s, e.merchant_id, 'delivered', 1, e.created_at + 1"
+        " FROM events e WHERE e.merchant_id = %s", (endpoint, merchant_id))
+    raw.execute(
+        "INSERT INTO delivery_attempts (event_id, endpoint_id, attempted_at, url, status_code,"
+        " duration_ms)"
+        " SELECT e.id, %s, e.created_at + 1, 'https://shop.example/hooks', 200, 40"
+        " FROM events e WHERE e.merchant_id = %s", (endpoint, merchant_id))
     raw.execute(
         "INSERT INTO payment_choices (process_id, network_id, token_contract, decimals, created_at)"
         " SELECT p.process_id, p.network_id, '0x' || repeat('d', 40), 18, p.created_at"
@@ -135,7 +146,7 @@ def build(folder, n, now):
         _processes(raw, list_shop.id, LIST_PROCESSES, now, livemode=False, tag="22222222",
                    first_seq=-LIST_PROCESSES - 1)  # before the bulk: seq -1000 … -1
         for merchant_id in (live, test_shop.id, list_shop.id):
-            _side_tables(raw, merchant_id)
+            _side_tables(raw, merchant_id, now)
         raw.commit()
     with app.app_context():
         with db.transaction() as conn:
