@@ -175,7 +175,8 @@ def test_demo_shop_merchant_is_created_once_and_its_keys_saved(runner, app):
     assert first.exit_code == 0 and f"Created the demo merchant; its keys are saved in {path}" in first.output
     with open(path) as f:
         keys = json.load(f)
-    assert set(keys) == {"merchantId", "secretKey", "publicKey", "webhookSecret", "livemode", "paymentLinkId"}
+    assert set(keys) == {"merchantId", "secretKey", "publicKey", "webhookSecret", "livemode", "paymentLinkId",
+                         "database"}  # the database it was written for
     assert keys["livemode"] is False and keys["secretKey"].startswith("sk_test_")
     assert oct(os.stat(path).st_mode & 0o777) == "0o600"
     again = invoke(runner, "demo-merchant")
