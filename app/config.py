@@ -73,7 +73,10 @@ DEFAULTS = {
     # Webhooks
     "WEBHOOK_TIMEOUT_SECONDS": 10,
     "WEBHOOK_RETRY_SCHEDULE": DEFAULT_SCHEDULE,
-    "WEBHOOK_LEASE_SECONDS": 60,  # >= WEBHOOK_TIMEOUT_SECONDS + LEASE_MARGIN_SECONDS + 1
+    # How long a claimed delivery is a worker's alone: at least WEBHOOK_TIMEOUT_SECONDS +
+    # LEASE_MARGIN_SECONDS + 1. Short, so a dead or hung worker's claims are taken over within it
+    # plus one idle poll (deliver-webhooks --poll-max): 12 + 1 s by default.
+    "WEBHOOK_LEASE_SECONDS": 12,
     # Test-mode webhook URLs may reach loopback addresses (a tester's machine, make run, the demos);
     # 0 in production (deploy/preorder.env). Live mode never; private and link-local never.
     "WEBHOOK_ALLOW_LOOPBACK": True,

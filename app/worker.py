@@ -40,7 +40,7 @@ SLOW_MEMORY_SECONDS = 300  # how long an endpoint whose attempt was slow stays c
 
 
 class Worker:
-    def __init__(self, db, config, *, batch_size=50, concurrency=8, poll_max=5.0, per_endpoint=None):
+    def __init__(self, db, config, *, batch_size=50, concurrency=8, poll_max=1.0, per_endpoint=None):
         """`config`: the app's settings (CLOCK, WEBHOOK_*, the chores'); the rest, the command's."""
         self.db, self.clock = db, config["CLOCK"]
         self.settings = delivery.Settings.from_config(config)

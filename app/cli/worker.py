@@ -16,9 +16,9 @@ from app.worker import POLL_MIN_SECONDS, Worker
 @click.option("--concurrency", type=click.IntRange(1, 256), default=8, show_default=True,
               help="Attempts in flight at once (threads); a free one claims the next due event.")
 @click.option("--per-endpoint", type=click.IntRange(1, 256), default=None,
-              help="Most attempts in flight to an endpoint that is slow (an attempt of 0.2 s or "
-                   "more); its other deliveries wait. Default: half the threads.")
-@click.option("--poll-max", type=click.FloatRange(POLL_MIN_SECONDS, 3600), default=5.0,
+              help="Most attempts in flight to an endpoint not proven fast (one of its attempts "
+                   "shorter than 0.2 s); its other deliveries wait. Default: half the threads.")
+@click.option("--poll-max", type=click.FloatRange(POLL_MIN_SECONDS, 3600), default=1.0,
               show_default=True, help="Longest wait between polls when idle, in seconds.")
 @with_appcontext
 def deliver_webhooks(once, batch_size, concurrency, per_endpoint, poll_max):

@@ -155,6 +155,34 @@ def test_sigkill_mid_batch_then_a_second_worker_loses_nothing(make_database, tmp
     outbox.check_deliveries(receiver.requests)
 
 
+def test_with_default_settings_a_killed_workers_claims_are_delivered_by_another_within_15_s(
+        make_database, tmp_path, receiver):
+    """Two workers share the outbox; one is SIGKILLed holding claims. With the default lease and
+    idle poll, the other delivers every one of them within 15 s of the kill, each once at least."""
+    outbox = Outbox(tmp_path, make_database("outbox"), receiver)
+    event_ids = outbox.due_events(40)
+    receiver.default = Reply(delay=0.3)
+    defaults = ("--poll-max", "1")  # the command's default, over the helper's shorter one
+    with outbox.worker("--concurrency", "4", "--batch-size", "20", *defaults, name="victim") as victim:
+        receiver.wait_for(4)
+        victim.send_signal(signal.SIGKILL)
+        killed_at = time.monotonic()
+        assert victim.wait(10) == -signal.SIGKILL
+    held = count(outbox.database, "SELECT count(*) FROM deliveries WHERE status = 'pending'"
+                                  " AND lease_owner IS NOT NULL")
+    assert held > 0  # it died holding claims
+    receiver.default = Reply()
+    with outbox.worker("--concurrency", "8", *defaults, name="survivor") as survivor:
+        wait_until(lambda: outbox.status_count("delivered") == 40, timeout=30,
+                   what="every event delivered")
+        took = time.monotonic() - killed_at
+        survivor.send_signal(signal.SIGTERM)
+        assert survivor.wait(15) == 0
+    print(f"takeover: {held} claims of a killed worker delivered {took:.2f} s after the kill")
+    assert took <= 15
+    assert set(ids_received(receiver)) == event_ids
+
+
 def test_sigterm_mid_batch_exits_0_and_loses_nothing(make_database, tmp_path, receiver):
     outbox = Outbox(tmp_path, make_database("outbox"), receiver)
     event_ids = outbox.due_events(60)
