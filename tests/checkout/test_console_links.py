@@ -230,7 +230,8 @@ def test_the_display_name_is_set_on_the_settings_page_and_shown_on_the_links_pag
     assert "Display name saved" in shown
     assert 'id="display-name-shown">Clay &amp; Co</strong>' in shown
     links_page = console.get("/dashboard/links").get_data(as_text=True)
-    assert 'id="display-name-shown">Clay &amp; Co</strong>: change it on the <a href="/dashboard/settings#display-name">' in links_page
+    assert ('id="display-name-shown">Clay &amp; Co</strong>: change it on the'
+            ' <a href="/dashboard/settings#display-name">') in links_page
     assert '<label for="display-name-input">' not in links_page
     process_id = api.preorder().get_json()["processId"]
     assert "Clay &amp; Co" in client.get(f"/checkout/{process_id}").get_data(as_text=True)
