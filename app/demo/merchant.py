@@ -60,9 +60,9 @@ def ensure(db, path, *, webhook_url, now, allow_loopback=False, database=None, o
     the demo's own inbox is on this machine). Returns (keys, how): how is "kept"; "created" when
     neither the file nor the database had one; "recovered" when the file was another database's
     (written before files named theirs) and this database has a demo merchant, known by its
-    console owner: it gets a new secret key (its other keys keep working for `overlap` seconds),
-    the only one ever saved in clear being lost. A file naming another database is refused with
-    what to do."""
+    console owner and its name (a test-mode "Demo shop"): it gets a new secret key (its other keys
+    keep working for `overlap` seconds), the only one ever saved in clear being lost. A file naming
+    another database is refused with what to do."""
     keys = read_keys(path)
     known = {m.id: m for m in service.list_all(db)}
     if keys is not None and keys["merchantId"] in known:
@@ -85,14 +85,14 @@ def ensure(db, path, *, webhook_url, now, allow_loopback=False, database=None, o
             " share one.")
     staff = accounts.user_by_email(db, DEMO_STAFF_EMAIL)
     merchant = known.get(staff.merchant_id) if staff is not None else None
-    if merchant is not None and not merchant.livemode:
+    if merchant is not None and not merchant.livemode and merchant.name == DEMO_NAME:
         secret_key = service.roll_key(db, merchant.id, now, overlap)
         how = "recovered"
         if webhook_url is not None:
             service.set_webhook_url(db, merchant.id, webhook_url, allow_loopback=allow_loopback)
     else:
         merchant, secret_key = service.create(
-            db, name="Demo shop", livemode=False, webhook_url=webhook_url, now=now,
+            db, name=DEMO_NAME, livemode=False, webhook_url=webhook_url, now=now,
             allow_loopback=allow_loopback,
         )
         how = "created"
@@ -125,6 +125,7 @@ def give_secret_key(db, path, keys, secret_key, now):
 
 # The demo's console login (`demo-merchant --console-login`): an owner of the demo merchant.
 DEMO_STAFF_EMAIL = "staff@demo.example"
+DEMO_NAME = "Demo shop"  # the demo merchant's name
 
 
 def ensure_staff(db, path, keys, *, now, hash_method):

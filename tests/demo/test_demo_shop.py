@@ -321,3 +321,19 @@ def test_a_key_revoked_in_the_console_the_shop_says_so_and_takes_the_new_one(cli
     assert given.exit_code == 0 and f"  secret key:      {new_key}\n" in given.output
     assert client.get("/").status_code == 200
     assert len(button_attrs(checkout(client, "5").get_data(as_text=True))) == 1
+
+
+def test_a_console_login_taken_by_another_merchant_says_what_to_do(runner, app, make_merchant):
+    other = make_merchant(name="Someone else")
+    created = runner.invoke(args=["users", "create", "staff@demo.example", "--merchant", other["merchantId"]],
+                            input="correct horse battery\n")
+    assert created.exit_code == 0, created.output
+    result = runner.invoke(args=["demo-merchant", "--console-login"])
+    assert result.exit_code == 1
+    keys = json.load(open(app.config["DEMO_MERCHANT_FILE"]))  # the demo merchant: made, not theirs
+    assert keys["merchantId"] != other["merchantId"]
+    assert result.output == (
+        f"Error: The user staff@demo.example belongs to another merchant ({other['merchantId']}) than the"
+        f" demo merchant of {app.config['DEMO_MERCHANT_FILE']} ({keys['merchantId']}). Run the command without"
+        " --console-login, or give it the keys file of that merchant's database (--file PATH).\n")
+    assert runner.invoke(args=["demo-merchant"]).exit_code == 0
