@@ -90,7 +90,8 @@ def watched_addresses(conn, final_since, livemode) -> list[WatchedAddress]:
 def watched_query(conn, final_since, livemode) -> tuple[str, tuple]:
     """watched_addresses' SQL and parameters (its plan is checked by tests and the benchmark). On
     PostgreSQL the earlier choices are probed per watched process (a LATERAL subquery kept apart
-    by OFFSET 0): the planner would otherwise hash-join a scan of every payment_choices row."""
+    by OFFSET 0): the planner would otherwise hash-join a scan of every payment_choices row; the
+    payment is read only for the few processes that have one."""
     if dialect(conn) == "postgresql":
         choices = ("CROSS JOIN LATERAL (SELECT network_id, token_contract FROM payment_choices"
                    " WHERE process_id = w.id OFFSET 0) c")
@@ -104,7 +105,7 @@ def watched_query(conn, final_since, livemode) -> tuple[str, tuple]:
         " SELECT p.process_id, p.address, p.network_id, p.token_contract, w.expires_at"
         " FROM watched w JOIN payments p ON p.process_id = w.id"
         " UNION ALL SELECT p.process_id, p.address, c.network_id, c.token_contract, w.expires_at"
-        f" FROM watched w JOIN payments p ON p.process_id = w.id {choices}",
+        f" FROM watched w {choices} JOIN payments p ON p.process_id = w.id",
         (int(livemode), int(livemode), final_since),
     )
 
