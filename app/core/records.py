@@ -295,8 +295,8 @@ class OutboxBacklog:
 class Snapshot:
     """The figures of /metrics: counts by status, read from the database in one transaction."""
     backlog: OutboxBacklog
-    events: dict  # delivery status -> deliveries stored
-    deliveries: dict  # final status -> deliveries that reached it, pruned ones included
+    pending: int  # deliveries pending
+    deliveries: dict  # final status -> deliveries that reached it (delivery_totals)
     processes: dict  # effective process status -> processes
 
 

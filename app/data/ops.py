@@ -1,11 +1,11 @@
 """SQL for operating the service: the figures of /metrics and /healthz, and retention (pruning).
 
 Figures are counted from the database on every call, so every gunicorn worker gives the same ones.
-Each count walks an index: the pending part of `deliveries_due` for the backlog, `deliveries_due`
-for deliveries by status, `processes_status_expiry` for processes by status.
+Each count walks an index or reads a few kept rows: the pending part of `deliveries_due` for the
+backlog, `delivery_totals` for the deliveries that ended, `overview_days` and
+`processes_status_expiry` for processes by status.
 """
-from app.core.records import (DELIVERY_STATUSES, FINAL_DELIVERY_STATUSES, STATUSES,
-                                OutboxBacklog, Snapshot)
+from app.core.records import FINAL_DELIVERY_STATUSES, STATUSES, OutboxBacklog, Snapshot
 from app.data.processes import HELD
 from app.data.schema import dialect
 
@@ -35,10 +35,8 @@ def snapshot(conn, now) -> Snapshot:
     conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ" if dialect(conn) == "postgresql" else "BEGIN")
     try:
         backlog = outbox_backlog(conn, now)
-        events = dict.fromkeys(DELIVERY_STATUSES, 0)
-        events.update(conn.execute("SELECT status, count(*) FROM deliveries GROUP BY status"))
-        pruned = dict.fromkeys(FINAL_DELIVERY_STATUSES, 0)
-        pruned.update(conn.execute("SELECT status, count FROM pruned_deliveries").fetchall())
+        totals = dict.fromkeys(FINAL_DELIVERY_STATUSES, 0)
+        totals.update(conn.execute("SELECT status, count FROM delivery_totals").fetchall())
         # Final processes from the overview's kept counts (app/data/rollups.py: a few rows a
         # merchant and day), pending ones through the (status, expires_at) index: a scrape costs
         # the same at ten million processes.
@@ -59,8 +57,8 @@ def snapshot(conn, now) -> Snapshot:
     processes["expired"] += unswept
     return Snapshot(
         backlog=backlog,
-        events=events,
-        deliveries={status: events[status] + pruned[status] for status in FINAL_DELIVERY_STATUSES},
+        pending=backlog.due + backlog.in_flight + backlog.retrying,
+        deliveries=totals,
         processes=processes,
     )
 
@@ -72,8 +70,8 @@ def snapshot(conn, now) -> Snapshot:
 
 def prune_events(conn, created_before, limit, after=(-1, -1)) -> tuple[int, int, tuple]:
     """Look at up to `limit` events created before `created_before`, oldest first from the
-    (created_at, seq) `after`; delete those with no pending delivery, with their deliveries (each
-    counted in `pruned_deliveries`, so /metrics' delivery totals never go down) and attempts.
+    (created_at, seq) `after`; delete those with no pending delivery, with their deliveries and
+    attempts (/metrics' delivery totals are kept apart: they do not go down).
     Pass the returned cursor as `after` to go on. Returns (events deleted, attempts deleted,
     cursor; None once fewer than `limit` were left). Call inside a write transaction."""
     rows = conn.execute(
@@ -87,23 +85,14 @@ def prune_events(conn, created_before, limit, after=(-1, -1)) -> tuple[int, int,
     ids = [row["id"] for row in rows]
     marks = ", ".join("?" * len(ids))
     # Re-checked in each statement: an event a replay made pending meanwhile stays whole.
-    gone = conn.execute(
+    conn.execute(
         f"DELETE FROM deliveries WHERE event_id IN ({marks}) AND NOT EXISTS (SELECT 1 FROM"
-        " deliveries p WHERE p.event_id = deliveries.event_id AND p.status = 'pending')"
-        " RETURNING status", ids).fetchall()
+        " deliveries p WHERE p.event_id = deliveries.event_id AND p.status = 'pending')", ids)
     final = f"id IN ({marks}) AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id)"
     attempts = conn.execute(
         f"DELETE FROM delivery_attempts WHERE event_id IN (SELECT id FROM events WHERE {final})",
         ids).rowcount
     events = conn.execute(f"DELETE FROM events WHERE {final}", ids).rowcount
-    counts = {}
-    for row in gone:
-        counts[row["status"]] = counts.get(row["status"], 0) + 1
-    conn.executemany(
-        "INSERT INTO pruned_deliveries (status, count) VALUES (?, ?)"
-        " ON CONFLICT (status) DO UPDATE SET count = pruned_deliveries.count + excluded.count",
-        counts.items(),
-    )
     return events, attempts, cursor
 
 

@@ -169,14 +169,24 @@ def insert_attempt(conn, *, event_id, endpoint_id, attempted_at, url, status_cod
 
 def mark_delivered(conn, delivery_seq, now) -> bool:
     """A 2xx: recorded whoever holds the lease now, and whatever the state (at least once; the
-    receiver deduplicates): a delivery cancelled while its attempt was in flight was delivered."""
+    receiver deduplicates): a delivery cancelled while its attempt was in flight was delivered.
+    False when it already was (a late 2xx of a worker whose lease ran out)."""
     cur = conn.execute(
         "UPDATE deliveries SET status = 'delivered', delivered_at = COALESCE(delivered_at, ?),"
         " attempts = attempts + 1, next_attempt_at = NULL, last_error = NULL,"
-        " lease_owner = NULL, lease_expires_at = NULL WHERE seq = ?",
+        " lease_owner = NULL, lease_expires_at = NULL WHERE seq = ? AND status <> 'delivered'",
         (now, delivery_seq),
     )
     return cur.rowcount == 1
+
+
+def count_final(conn, counts):
+    """Add {final status: deliveries that just reached it} to /metrics' totals (delivery_totals),
+    in the transaction that made them so."""
+    conn.executemany(
+        "INSERT INTO delivery_totals (status, count) VALUES (?, ?)"
+        " ON CONFLICT (status) DO UPDATE SET count = delivery_totals.count + excluded.count",
+        [(status, n) for status, n in counts.items() if n])
 
 
 def mark_attempt_failed(conn, delivery_seq, owner, *, error, next_attempt_at,
@@ -197,9 +207,11 @@ def mark_attempt_failed(conn, delivery_seq, owner, *, error, next_attempt_at,
 def cancel_pending(conn, endpoint_id) -> int:
     """An endpoint disabled or deleted: its pending deliveries end `cancelled` (replay resumes
     them). One in flight is cancelled too; a 2xx it gets still counts (mark_delivered)."""
-    return conn.execute(
+    cancelled = conn.execute(
         "UPDATE deliveries SET status = 'cancelled', next_attempt_at = NULL"
         " WHERE endpoint_id = ? AND status = 'pending'", (endpoint_id,)).rowcount
+    count_final(conn, {"cancelled": cancelled})
+    return cancelled
 
 
 # --- Operators -----------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ TABLES = (
     "networks", "rates", "assets", "merchant_wallets", "merchant_payouts", "network_factories", "payments",
     "payment_choices", "transfers", "unexpected_transfers", "chain_blocks", "refunds", "collections",
     "collection_items",
-    "pruned_deliveries", "relayed_authorizations", "relay_refusals",
+    "delivery_totals", "relayed_authorizations", "relay_refusals",
     "users", "console_sessions", "login_failures", "login_locks", "process_search", "overview_days",
     "links", "link_hits", "watcher_leases",
 )

@@ -70,12 +70,9 @@ def metrics_text(snapshot, networks=(), now=0) -> str:
     family("preorder_outbox_oldest_due_age_seconds", "gauge",
            "Seconds since the oldest due pending webhook delivery became due (0 when none is due).",
            [({}, backlog.oldest_due_age)])
-    family("preorder_webhook_events", "gauge",
-           "Webhook deliveries stored (an event to an endpoint), by status.",
-           [({"status": status}, count) for status, count in snapshot.events.items()])
     family("preorder_webhook_deliveries_total", "counter",
-           "Webhook deliveries that reached a final status (pruned ones included; a replay moves "
-           "a delivery back to pending).",
+           "Webhook deliveries (an event to an endpoint) that reached a final status, each time "
+           "one reaches it (a replayed one counts again when it ends again).",
            [({"outcome": status}, count) for status, count in snapshot.deliveries.items()])
     family("preorder_processes", "gauge", "Payment processes by status (as the API shows them).",
            [({"status": status}, count) for status, count in snapshot.processes.items()])

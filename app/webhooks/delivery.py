@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 DELIVERED, RETRY, FAILED, CANCELLED, LEASE_LOST, NOT_RECORDED = (
     "delivered", "retry", "failed", "cancelled", "lease_lost", "not_recorded")
 GONE_ERROR = "endpoint deleted"
+ALREADY = "delivered already"  # a late 2xx: the note of a delivery another attempt had delivered
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ def write_records(conn, sent, *, owner, settings) -> list[tuple[str, str]]:
     """Write attempts' records in the caller's transaction, each in its own savepoint: one whose
     writes fail is rolled back alone (outcome NOT_RECORDED). Returns (outcome, note) for each, for
     `log_records` once the transaction has committed."""
-    notes = []
+    notes, reached = [], {DELIVERED: 0, FAILED: 0, CANCELLED: 0}
     for item in sent:
         conn.execute("SAVEPOINT attempt")
         try:
@@ -86,6 +87,9 @@ def write_records(conn, sent, *, owner, settings) -> list[tuple[str, str]]:
                           item.event.type, item.delivery.endpoint_id)
             notes.append((NOT_RECORDED, f"not recorded: {type(e).__name__}"))
         conn.execute("RELEASE attempt")
+        if notes[-1][0] in reached and notes[-1][1] != ALREADY:
+            reached[notes[-1][0]] += 1
+    event_rows.count_final(conn, reached)  # the outcome names are the delivery states
     return notes
 
 
@@ -117,7 +121,8 @@ def _write(conn, item, owner, settings):
         url=item.url, status_code=result.status_code, error=result.error,
         duration_ms=result.duration_ms)
     if result.ok:
-        event_rows.mark_delivered(conn, delivery.seq, now)
+        if not event_rows.mark_delivered(conn, delivery.seq, now):
+            return DELIVERED, ALREADY
         return DELIVERED, DELIVERED
     attempts_made = delivery.attempts + 1
     # A test event (no process) is attempted once: its result is what the console shows.

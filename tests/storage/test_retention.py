@@ -57,6 +57,8 @@ def load_year(app, merchant_id, now):
                                             ("*",), True, None, "whsec_" + "A" * 43 + "=", None,
                                             None, now - DAYS * DAY))
         event_rows.insert_many(conn, events, attempts, deliveries)
+        event_rows.count_final(conn, {status: sum(d.status == status for d in deliveries)
+                                      for status in ("delivered", "failed")})  # as the worker does
         for day in range(DAYS):
             created = now - day * DAY - 3600
             idempotency_rows.save(conn, merchant_id, f"key-{day}", "h", processes[day * 30].id,

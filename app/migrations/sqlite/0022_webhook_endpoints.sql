@@ -86,11 +86,15 @@ ALTER TABLE merchants DROP COLUMN webhook_url;
 ALTER TABLE merchants DROP COLUMN previous_webhook_secret;
 ALTER TABLE merchants DROP COLUMN previous_webhook_secret_until;
 
--- /metrics' delivery totals count deliveries now; the pruned ones carry over.
-CREATE TABLE IF NOT EXISTS pruned_deliveries (
+-- /metrics' delivery totals: how many deliveries reached each final state, kept as they do (a
+-- scrape reads three rows, however many deliveries are stored); pruned events' counts carry over.
+CREATE TABLE IF NOT EXISTS delivery_totals (
     status           TEXT PRIMARY KEY CHECK (status IN ('delivered', 'failed', 'cancelled')),
     count            INTEGER NOT NULL
 );
-INSERT INTO pruned_deliveries (status, count)
-SELECT status, count FROM pruned_events WHERE status IN ('delivered', 'failed');
+INSERT INTO delivery_totals (status, count)
+SELECT status, sum(n) FROM (
+    SELECT status, count(*) AS n FROM deliveries WHERE status <> 'pending' GROUP BY status
+    UNION ALL SELECT status, count AS n FROM pruned_events WHERE status IN ('delivered', 'failed')
+) counted GROUP BY status;
 DROP TABLE pruned_events;
