@@ -378,14 +378,16 @@ def _mine_one_block(chain, transfers):
 def test_two_instances_three_workers_two_watchers_count_each_transfer_once(
         tmp_path, make_database, receiver, chain):
     """Live payments on the real test chain with everything running at once on one database: two
-    gunicorn instances take the preorders and the customers' choices, two chain watcher loops
-    record and confirm the transfers, three delivery workers send the webhooks. Each transfer is
-    recorded once and each event delivered once with the body the contract gives it; a watcher killed
-    with SIGKILL mid-way loses nothing (the other finishes)."""
+    gunicorn instances take the preorders and the customers' choices, two chain watcher loops (one
+    active, one standing by), three delivery workers send the webhooks. Each transfer is recorded
+    once and each event delivered once with the body the contract gives it; the active watcher
+    killed with SIGKILL mid-way loses nothing (the standby takes over at the end of its lease and
+    finishes)."""
     confirmations, unit = 3, 10**6
     database = make_database("chain")
     # Processes live 30 days: the test chain's clock may run ahead of this machine's.
-    env = service_env(database, FLASK_PROCESS_TTL_SECONDS=30 * 86400)
+    # The least watcher lease (10 s): the standby takes over sooner.
+    env = service_env(database, FLASK_PROCESS_TTL_SECONDS=30 * 86400, FLASK_WATCHER_LEASE_SECONDS=10)
     flask(env, "init-db")
     keys = create_merchant(env, "--webhook-url", receiver.url("/hook"))
     flask(env, "networks", "add", NETWORK, "--name", "Hardhat", "--chain-id", "31337", "--rpc-url",
