@@ -81,9 +81,9 @@ DEFAULTS = {
     # 0 in production (deploy/preorder.env). Live mode never; private and link-local never.
     "WEBHOOK_ALLOW_LOOPBACK": True,
     # Demo shop for local testers (off unless asked). Its merchant's keys are read from
-    # DEMO_MERCHANT_FILE, default instance/demo-merchant.json (instance-relative: set by app/demo).
+    # DEMO_MERCHANT_FILE, default demo-merchant.json beside the SQLite database (app/demo).
     "DEMO_SHOP": False,
-    # The demo shop's test wallet: a local node's URL (make demo-live sets it); None: no test wallet.
+    # The demo shop's test wallet: a local node's URL (make demo-onchain sets it); None: no test wallet.
     "DEMO_WALLET_RPC_URL": None,
     # The merchant console (/dashboard/): how long a login lasts, and werkzeug's hash method for new
     # passwords ("scrypt", "scrypt:32768:8:1", "pbkdf2:sha256:600000"; existing hashes keep theirs)

@@ -6,14 +6,12 @@ chain moved on) and the real delivery worker to the shop's webhook receiver. Not
 is faked; the QR codes are decoded with zbar.
 
 The service's clock (the FakeClock) starts at the chain's time, so block timestamps and expiresAt
-compare as in production. Screenshots: tests/artifacts/live-*.png; with UPDATE_DEMO_PICTURE=1 the
-first test also rewrites docs/demo-live.png, the README's picture of the demo.
+compare as in production. Screenshots: tests/artifacts/live-*.png (the README's picture of the demo
+comes from tests/demo/test_demo_onchain.py).
 """
 import json
-import os
 import re
 import time
-from pathlib import Path
 
 import pytest
 from support.browser import expect_ready, tab_from
@@ -33,7 +31,6 @@ CONFIRMATIONS = 3
 # an xpub is one merchant's (the demo merchant holds the test seed phrase's).
 OTHER_XPUB = ("xpub6D4BDPcP2GT577Vvch3R8wDkScZWzQzMMUm3PWbmWvVJrZwQY4VUNgqFJPMM3No2dFDFGTsxxpG5uJh7n"
               "7epu4trkrX7x7DogT5Uv6fcLW5")
-README_PICTURE = Path(__file__).resolve().parent.parent.parent / "docs" / "demo-live.png"
 
 
 @pytest.fixture
@@ -210,8 +207,6 @@ def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, conso
 
     # The test wallet pays; the watcher sees it in the block the node mined for it.
     expect(page.locator("#test-wallet .send-full")).to_have_text("Send 19.99")
-    if os.environ.get("UPDATE_DEMO_PICTURE"):
-        page.screenshot(path=str(README_PICTURE))
     wallet(page, "Send 19.99")
     expect_logged(page, r"Sent 19\.99 in block #\d+")
     demo.watch()

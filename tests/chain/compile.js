@@ -3,7 +3,7 @@
 // decimals; the attack tests' odd tokens) with the pinned
 // solc-js (the npm `solc` package: no compiler download) and compares each with its committed build,
 // token/<Contract>.json {abi, bytecode}: exit status 1 and the names of those that differ.
-// `--write` writes the builds instead (after changing a source). The tests and `make demo-live`
+// `--write` writes the builds instead (after changing a source). The tests and `make demo-onchain`
 // deploy the committed builds. (The forwarder factory, which ships with the service:
 // compile-forwarder.js.)
 const fs = require("fs");
