@@ -131,7 +131,7 @@ def enable(endpoint_id):
 
 @endpoints.command("roll-secret")
 @click.argument("endpoint_id")
-@click.option("--overlap-hours", type=click.IntRange(min=0), default=None,
+@click.option("--overlap-hours", type=click.IntRange(0, 8760), default=None,
               help="How long the old secret keeps signing too (default: KEY_ROLL_OVERLAP_HOURS).")
 def roll_secret(endpoint_id, overlap_hours):
     """Replace an endpoint's signing secret; deliveries carry a signature with the old one too until

@@ -142,7 +142,7 @@ def rotate_key(merchant_id):
 
 def _overlap_option(command):
     return click.option(
-        "--overlap-hours", type=click.IntRange(min=0), default=None,
+        "--overlap-hours", type=click.IntRange(0, 8760), default=None,
         help="Hours the old one keeps working beside the new one (default: KEY_ROLL_OVERLAP_HOURS,"
              " 24; 0: it stops at once).")(command)
 

@@ -217,12 +217,15 @@ def cancel_pending(conn, endpoint_id) -> int:
 # --- Operators -----------------------------------------------------------------------------------
 
 # Re-queue: due at once, attempts counted from zero again (the schedule starts over), history kept.
-# A delivery under a live lease is being attempted right now and is left alone. A test event's
-# delivery (its event has no process) is sent once and never re-queued.
+# A delivery under a live lease (whatever its state: one cancelled while in flight keeps it) is
+# being attempted right now and is left alone; so is one to an endpoint disabled or deleted. A test
+# event's delivery (its event has no process) is sent once and never re-queued.
 _REQUEUE = (
     "UPDATE deliveries SET status = 'pending', attempts = 0, next_attempt_at = :now,"
     " delivered_at = NULL, lease_owner = NULL, lease_expires_at = NULL"
-    " WHERE NOT (status = 'pending' AND COALESCE(lease_expires_at, 0) > :now)"
+    " WHERE COALESCE(lease_expires_at, 0) <= :now"
+    " AND endpoint_id IN (SELECT id FROM webhook_endpoints WHERE enabled = 1"
+    "  AND deleted_at IS NULL)"
     " AND event_id IN (SELECT id FROM events WHERE process_id IS NOT NULL{events})"
 )
 

@@ -10,6 +10,7 @@ The merchant's first endpoint is the one the single-URL commands act on (`set_fi
 `roll_first_secret`): an upgraded merchant's URL and secret became it; made later, it takes the
 webhook secret the merchant was given at creation.
 """
+import re
 import secrets
 
 from app.core.records import Endpoint
@@ -49,10 +50,25 @@ def new_endpoint_id() -> str:
     return "we_" + secrets.token_hex(12)
 
 
+_ID = re.compile(r"we_[0-9a-f]{24}")
+MAX_URL, MAX_DESCRIPTION = 2048, 250
+
+
+def check_description(text) -> str | None:
+    """None, or plain text of at most MAX_DESCRIPTION characters (the API's rule, for every door)."""
+    if text is not None and (len(text) > MAX_DESCRIPTION or any(
+            ord(c) < 32 or 127 <= ord(c) < 160 or 0xD800 <= ord(c) <= 0xDFFF for c in text)):
+        raise EndpointError("description", f"Must be plain text of at most {MAX_DESCRIPTION}"
+                                           " characters, without control characters.")
+    return text
+
+
 def check_url(url, livemode, *, allow_loopback, resolve=None) -> str | None:
     """The SSRF guard when the URL is set: EndpointError (field `url`) for a URL deliveries would
     refuse (its form, or an address its host is or resolves to: ssrf.py); a warning when the name
     does not resolve now (saved all the same: every delivery checks again); else None."""
+    if len(url) > MAX_URL:
+        raise EndpointError("url", f"The webhook URL is refused: longer than {MAX_URL} characters.")
     try:
         ssrf.check_url(url, livemode, allow_loopback=allow_loopback,
                        resolve=resolve or transport.bounded_resolver(SET_TIME_RESOLVE_SECONDS))
@@ -82,7 +98,10 @@ def list_of(db, merchant_id) -> list[Endpoint]:
 
 
 def get(db, merchant_id, endpoint_id) -> Endpoint:
-    """The merchant's endpoint (None: any merchant's, as an operator sees it), not deleted."""
+    """The merchant's endpoint (None: any merchant's, as an operator sees it), not deleted. An id
+    of another form names none (it never reaches the database)."""
+    if not isinstance(endpoint_id, str) or not _ID.fullmatch(endpoint_id):
+        raise EndpointNotFound(endpoint_id)
     endpoint = endpoint_rows.get(db.connection(), endpoint_id)
     if endpoint is None or endpoint.deleted_at is not None or (
             merchant_id is not None and endpoint.merchant_id != merchant_id):
@@ -106,6 +125,7 @@ def create(db, merchant, *, url, now, events=ALL, description=None, allow_loopba
     shown this once. The URL is checked before the write transaction (no lock while a resolver
     answers)."""
     warning = check_url(url, merchant.livemode, allow_loopback=allow_loopback)
+    check_description(description)
     with db.transaction() as conn:
         endpoint_rows.lock_merchant(conn, merchant.id)
         return _new(conn, merchant, url, events, description, now), warning
@@ -118,6 +138,7 @@ def update(db, merchant, endpoint_id, *, now, allow_loopback=False, **fields):
     warning = None
     if "url" in fields:
         warning = check_url(fields["url"], merchant.livemode, allow_loopback=allow_loopback)
+    check_description(fields.get("description"))
     with db.transaction() as conn:
         if fields and not endpoint_rows.update(conn, endpoint.id, **fields):
             raise EndpointNotFound(endpoint_id)
@@ -130,15 +151,22 @@ def roll_secret(db, merchant_id, endpoint_id, now, overlap_seconds=0) -> str:
     """Replace the endpoint's signing secret; returns the new one. Events are signed when they
     are sent, so every delivery from now on, retries of older events included, is signed with the
     new secret and, for `overlap_seconds` (KEY_ROLL_OVERLAP_HOURS), with the old one too (two
-    `v1,` signatures). 0 swaps at once. Rolling again during an overlap drops the oldest."""
+    `v1,` signatures). 0 swaps at once. Rolling again during an overlap drops the oldest. The
+    first endpoint's new secret is also the merchant's webhook secret (what a first endpoint made
+    later takes), so a secret rolled away never comes back."""
     if overlap_seconds < 0:
         raise EndpointError("overlapHours", "The overlap must not be negative.")
     now = int(now)
+    endpoint = get(db, merchant_id, endpoint_id)
     with db.transaction() as conn:
-        endpoint = endpoint_rows.get(conn, endpoint_id)
-        if endpoint is None or endpoint.deleted_at or endpoint.merchant_id != merchant_id:
+        endpoint_rows.lock_merchant(conn, merchant_id)
+        mine = endpoint_rows.of_merchant(conn, merchant_id)
+        if endpoint.id not in {e.id for e in mine}:
             raise EndpointNotFound(endpoint_id)
+        endpoint = next(e for e in mine if e.id == endpoint.id)
         secret = new_secret()
+        if mine[0].id == endpoint.id:
+            merchant_rows.set_webhook_secret(conn, merchant_id, secret)
         if overlap_seconds:
             endpoint_rows.set_secret(conn, endpoint.id, secret, endpoint.secret,
                                      now + int(overlap_seconds))

@@ -5,6 +5,7 @@ change it reports, so the change, its event and the event's deliveries (one per 
 it, app/domain/endpoints.py) commit together or not at all; the delivery worker (app/worker.py)
 sends them. Operators list them, look at their attempts and replay them.
 """
+import re
 import uuid
 
 from app.data import endpoints as endpoint_rows
@@ -143,7 +144,9 @@ def replay(db, event_id, now, endpoint_id=None):
             raise NotReplayed(f"Event {event_id} went to no endpoint: name one to send it there.")
         elif not (event_rows.requeue(conn, event_id, now, statuses=("failed", "cancelled"))
                   or event_rows.requeue(conn, event_id, now)):
-            raise EventInFlight(f"Event {event_id} is being attempted right now; try again shortly.")
+            raise EventInFlight(f"Event {event_id} has nothing to re-queue now: its deliveries are"
+                                " being attempted (try again shortly) or their endpoints are"
+                                " disabled.")
     return event_rows.get(db.connection(), event_id)
 
 
@@ -172,7 +175,8 @@ def page_of(db, merchant_id, *, type=None, state=None, endpoint_id=None, before=
     a merchant's events, before the event `before` (an id of this merchant's, else from the top);
     with `endpoint_id`, those that went to it, in the state of that delivery."""
     conn = db.connection()
-    anchor = event_rows.get(conn, before) if before else None
+    well_formed = before and re.fullmatch(r"[A-Za-z0-9_]{1,64}", before)  # else it names none
+    anchor = event_rows.get(conn, before) if well_formed else None
     before_seq = anchor.seq if anchor is not None and anchor.merchant_id == merchant_id else None
     events, more = event_rows.page_of(conn, merchant_id, type=type, state=state,
                                       endpoint_id=endpoint_id, before_seq=before_seq, limit=limit)

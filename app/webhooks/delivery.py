@@ -5,8 +5,8 @@ current secret (and a rolled one still in its overlap) and POSTs them once to it
 (`transport.post`); it touches no database. `write_records` writes any number of attempts in the
 caller's transaction, each in a savepoint: a 2xx makes the delivery `delivered` whoever holds its
 lease (at least once); a failure schedules the next attempt (a longer Retry-After wins) or makes
-it `failed`, only while this worker still holds the lease; an endpoint deleted meanwhile makes it
-`cancelled`. The log line names the event, the endpoint, the URL's host, the outcome: never the
+it `failed`, only while this worker still holds the lease; an endpoint disabled or deleted
+meanwhile (even by a change that committed after the event was written) makes it `cancelled`. The log line names the event, the endpoint, the URL's host, the outcome: never the
 path, the secret, the signature or the body.
 """
 import logging
@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 DELIVERED, RETRY, FAILED, CANCELLED, LEASE_LOST, NOT_RECORDED = (
     "delivered", "retry", "failed", "cancelled", "lease_lost", "not_recorded")
-GONE_ERROR = "endpoint deleted"
+GONE_ERROR = "endpoint disabled or deleted"
 ALREADY = "delivered already"  # a late 2xx: the note of a delivery another attempt had delivered
 
 
@@ -42,8 +42,8 @@ class Settings:
 
 @dataclass(frozen=True)
 class Sent:
-    """One attempt made and not yet recorded: `result` is None when the endpoint is gone (nothing
-    was sent)."""
+    """One attempt made and not yet recorded: `result` is None when the endpoint is gone (disabled
+    or deleted: nothing was sent)."""
     delivery: Delivery
     event: Event
     url: str | None
@@ -53,8 +53,9 @@ class Sent:
 
 
 def send(session, delivery, event, endpoint, livemode, *, clock, settings) -> Sent:
-    """POST `event` once to `endpoint` (None or deleted: gone), signed with its secrets."""
-    if endpoint is None or endpoint.deleted_at is not None:
+    """POST `event` once to `endpoint` (None, disabled or deleted: gone, nothing is sent), signed
+    with its secrets."""
+    if endpoint is None or endpoint.deleted_at is not None or not endpoint.enabled:
         now = int(clock())
         return Sent(delivery, event, None, now, None, now)
     url = endpoint.url

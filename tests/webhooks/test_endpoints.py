@@ -274,3 +274,69 @@ def _events(app, merchant_id):
     from app.domain import outbox
 
     return outbox.list_recent(app.extensions["db"], limit=100, merchant_id=merchant_id)
+
+
+def test_a_disabled_endpoint_gets_nothing_even_by_replay(app, runner, make_shop, receiver, clock):
+    shop = make_shop(webhook_url=receiver.url("/first"))
+    second = add(shop, receiver.url("/second"))
+    process_id, _ = shop.cancelled()
+    db = app.extensions["db"]
+    with Worker.from_app(app, concurrency=2) as worker:
+        # Claimed, then disabled before the attempt: the worker sends nothing to it.
+        with db.transaction() as conn:
+            from app.data import outbox as event_rows
+            claimed = event_rows.claim_due(conn, owner=worker.owner, now=clock(),
+                                           lease_until=clock() + 12, limit=10)
+        call(shop, f"/{second['endpointId']}", {"enabled": False})
+        # A replay while that lease lives re-queues nothing to it: never two workers at once.
+        event_id = only_event(app, process_id).id
+        replayed = runner.invoke(args=["events", "replay", "--cancelled"])
+        assert replayed.output == "Re-queued 0 events for delivery now.\n"
+        clock.advance(13)  # the claims ran out: the worker takes them again
+        worker.run_once()
+        assert [r.path for r in receiver.wait_for(1)] == ["/first"]
+        assert len(claimed) == 2
+        # Replays of every kind leave a disabled endpoint alone.
+        for args in (["events", "replay", event_id], ["events", "replay", "--cancelled"],
+                     ["events", "replay", "--failed"]):
+            runner.invoke(args=args)
+        worker.run_once()
+    assert [r.path for r in receiver.requests] == ["/first", "/first"]  # the default replay resent it
+    states = {d.endpoint_id: d.status for d in only_event(app, process_id).deliveries}
+    assert states[second["endpointId"]] == "cancelled"
+
+
+def test_a_secret_rolled_away_never_comes_back(app, runner, make_shop, receiver, clock):
+    shop = make_shop(webhook_url=receiver.url("/first"))  # signs with the creation's secret
+    rotated = runner.invoke(args=["merchants", "rotate-webhook-secret", shop.id, "--overlap-hours",
+                                  "0"]).output
+    new = rotated.split("(shown once): ")[1].split()[0]
+    [first] = call(shop, method="get").get_json()["data"]
+    call(shop, f"/{first['endpointId']}/delete")
+    runner.invoke(args=["merchants", "set-webhook", shop.id, receiver.url("/again")])
+    shop.cancelled()
+    with Worker.from_app(app) as worker:
+        worker.run_once()
+    [got] = receiver.wait_for(1)
+    Webhook(new).verify(got.body, got.headers)
+    with pytest.raises(WebhookVerificationError):
+        Webhook(shop.secret).verify(got.body, got.headers)
+
+
+@pytest.mark.parametrize("path", ["/we_%00", "/we_%00/delete", "/x%00/roll-secret",
+                                  "/we_" + "A" * 24, "/" + "9" * 300])
+def test_an_id_of_another_form_is_a_404_on_every_backend(make_shop, path):
+    assert_error(call(make_shop(), path, {}), 404, "not_found", "No such webhook endpoint.")
+
+
+@pytest.mark.parametrize("description", ["a\x00b", "x" * 251, "line\nbreak"])
+def test_a_description_is_plain_text_at_every_door(app, make_shop, description):
+    from app.domain import endpoints, merchants
+
+    shop = make_shop()
+    assert_error(call(shop, body={"url": "http://127.0.0.1:9/x", "description": description}),
+                 400, "validation_error")
+    with pytest.raises(endpoints.EndpointError):
+        endpoints.create(app.extensions["db"], merchants.get(app.extensions["db"], shop.id),
+                         url="http://127.0.0.1:9/x", now=0, description=description,
+                         allow_loopback=True)

@@ -101,7 +101,8 @@ def test_replay_refuses_an_event_being_attempted(app, shop, clock, runner):
     event = only_event(app, process_id)
     result = invoke(runner, "events", "replay", event.id)
     assert (result.exit_code, result.output) == (
-        1, f"Error: Event {event.id} is being attempted right now; try again shortly.\n")
+        1, f"Error: Event {event.id} has nothing to re-queue now: its deliveries are being attempted"
+           " (try again shortly) or their endpoints are disabled.\n")
     clock.advance(60)  # the lease ran out: its worker is presumed dead
     assert invoke(runner, "events", "replay", event.id).exit_code == 0
     assert only_delivery(app, process_id).lease_owner is None
