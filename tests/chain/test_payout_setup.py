@@ -349,12 +349,7 @@ def test_version_4_keeps_every_payment_and_earlier_choice_and_their_constraints(
     kind = "postgresql" if is_postgres_url(database) else "sqlite"
     conn = dbutil.open_connection(database)
     try:
-        for number, filename, sql in schema_rows.migrations(kind)[:2]:
-            (conn.execute if kind == "postgresql" else conn.executescript)(sql)
-        conn.execute("CREATE TABLE schema_version (version BIGINT PRIMARY KEY, name TEXT NOT NULL,"
-                     " applied_at BIGINT NOT NULL)")
-        conn.execute("INSERT INTO schema_version VALUES (1, '0001_initial.sql', 0),"
-                     " (2, '0002_payment_choices.sql', 0)")
+        dbutil.schema_up_to(conn, database, 2)
         if later:
             conn.execute("INSERT INTO schema_version VALUES (99, '0099_later.sql', 0)")
         conn.execute("INSERT INTO merchants (id, name, livemode, public_key, webhook_secret,"
@@ -410,15 +405,9 @@ def test_version_9_keeps_collections_and_factories_in_their_new_states(make_data
 
     database = make_database("v8")
     kind = "postgresql" if is_postgres_url(database) else "sqlite"
-    before = [m for m in schema_rows.migrations(kind) if m[0] < 9]
     conn = dbutil.open_connection(database)
     try:
-        for number, filename, sql in before:
-            (conn.execute if kind == "postgresql" else conn.executescript)(sql)
-        conn.execute("CREATE TABLE schema_version (version BIGINT PRIMARY KEY, name TEXT NOT NULL,"
-                     " applied_at BIGINT NOT NULL)")
-        for number, filename, _ in before:
-            conn.execute("INSERT INTO schema_version VALUES (?, ?, 0)", (number, filename))
+        dbutil.schema_up_to(conn, database, 8)
         conn.execute("INSERT INTO merchants (id, name, livemode, public_key, webhook_secret,"
                      " created_at) VALUES ('mer_1', 'Shop', 0, 'pk_test_1', 'whsec_x', 0)")
         conn.execute("INSERT INTO processes (id, merchant_id, status, amount, metadata, livemode,"

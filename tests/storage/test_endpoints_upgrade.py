@@ -10,8 +10,7 @@ from support import dbutil
 from support.helpers import FakeClock
 
 from app import create_app
-from app.data import schema as schema_rows
-from app.db import init_db, is_postgres_url
+from app.db import init_db
 from app.domain import outbox
 from app.webhooks.signing import new_secret
 from app.worker import Worker
@@ -21,17 +20,10 @@ SHOP, QUIET, GONE = "mer_" + "a" * 24, "mer_" + "b" * 24, "mer_" + "c" * 24
 
 def _release_21(database, receiver, now):
     """The schema of versions 1 to 21 and rows as that release wrote them. (secret, rolled)."""
-    kind = "postgresql" if is_postgres_url(database) else "sqlite"
-    before = [m for m in schema_rows.migrations(kind) if m[0] <= 21]
     secret, rolled = new_secret(), new_secret()
     conn = dbutil.open_connection(database)
     try:
-        for _, _, sql in before:
-            (conn.execute if kind == "postgresql" else conn.executescript)(sql)
-        conn.execute("CREATE TABLE schema_version (version BIGINT PRIMARY KEY, name TEXT NOT NULL,"
-                     " applied_at BIGINT NOT NULL)")
-        for number, filename, _ in before:
-            conn.execute("INSERT INTO schema_version VALUES (?, ?, 0)", (number, filename))
+        dbutil.schema_up_to(conn, database, 21)
         # SHOP: a URL and a secret rolled an hour ago, the old one signing for a day more; QUIET:
         # never had a URL; GONE: its URL removed after an event was delivered to it.
         for merchant, url, key, previous, until in (

@@ -71,3 +71,17 @@ def dump(database) -> str:
             for row in conn.execute(f"SELECT * FROM {table}").fetchall():
                 lines.append(f"{table}: {tuple(row)!r}")
         return "\n".join(lines)
+
+
+def schema_up_to(conn, database, last):
+    """On `conn` (open_connection's) to an empty `database`: the schema of versions 1 to `last`, as
+    that release's init-db left it, with its schema_version rows: a database of an earlier release
+    for an upgrade test to fill."""
+    kind = "postgresql" if is_postgres_url(database) else "sqlite"
+    applied = [m for m in schema.migrations(kind) if m[0] <= last]
+    for _, _, sql in applied:
+        (conn.execute if kind == "postgresql" else conn.executescript)(sql)
+    conn.execute("CREATE TABLE schema_version (version BIGINT PRIMARY KEY, name TEXT NOT NULL,"
+                 " applied_at BIGINT NOT NULL)")
+    for number, filename, _ in applied:
+        conn.execute("INSERT INTO schema_version VALUES (?, ?, 0)", (number, filename))
