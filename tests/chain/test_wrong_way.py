@@ -433,4 +433,5 @@ def test_reconcile_finds_a_transfer_the_watcher_never_read(app, client, runner, 
     assert past.exit_code == 0, past.output
     wrong = runner.invoke(args=["reconcile", "amoy", "--to-block", str(amoy.head() + 5)])
     assert wrong.exit_code == 1 and "above the node's head" in wrong.output
-    assert runner.invoke(args=["reconcile", "nope"]).output == "Error: No network nope.\n"
+    assert runner.invoke(args=["reconcile", "nope"]).output == (
+        f"Error: No network nope in {runner.app.config['DATABASE']}.\n")

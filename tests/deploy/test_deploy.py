@@ -141,7 +141,8 @@ def test_the_cron_line_delivers_webhooks_as_written(tmp_path, app, client, make_
     [request] = receiver.wait_for(1)
     assert request.path == "/hook" and process_id in request.body.decode()
     log = (tmp_path / "log" / "deliver-webhooks.log").read_text()
-    assert re.search(rf"process.cancelled -> 127.0.0.1:{receiver.port}: 200 in \d+ ms \(delivered\)", log), log
+    assert re.search(rf"process.cancelled to we_[0-9a-f]{{24}} -> 127.0.0.1:{receiver.port}: 200 in \d+ ms"
+                     r" \(delivered\)", log), log
     assert (lib / "deliver-webhooks.cron.lock").exists()
     # While another run holds the lock, a run is skipped (flock -n): exit 1, nothing sent.
     with open(lib / "deliver-webhooks.cron.lock") as held:
