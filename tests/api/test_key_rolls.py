@@ -100,7 +100,10 @@ def test_roll_key_refuses_bad_input(runner, merchant):
     unknown = invoke(runner, "merchants", "roll-key", "mer_nope")
     assert unknown.exit_code == 1 and f"No merchant mer_nope in {runner.app.config['DATABASE']}." in unknown.output
     negative = invoke(runner, "merchants", "roll-key", merchant["merchantId"], "--overlap-hours", "-1")
-    assert negative.exit_code == 2 and "-1 is not in the range x>=0" in negative.output
+    assert negative.exit_code == 2 and "-1 is not in the range 0<=x<=8760" in negative.output
+    endless = invoke(runner, "merchants", "roll-key", merchant["merchantId"], "--overlap-hours",
+                     "10" + "0" * 20)  # past the database's integers: refused, no traceback
+    assert endless.exit_code == 2 and "is not in the range 0<=x<=8760" in endless.output
 
 
 # --- The webhook secret ---------------------------------------------------------------------------
