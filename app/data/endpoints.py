@@ -4,6 +4,7 @@ A deleted endpoint keeps its row (`deleted_at`) so its deliveries and attempts k
 it is in no list, takes no event and does not count towards the limit.
 """
 from app.core.records import Endpoint
+from app.data.schema import dialect
 
 _COLUMNS = ("seq, id, merchant_id, url, events, enabled, description, secret, previous_secret,"
             " previous_secret_until, created_at, deleted_at")
@@ -51,7 +52,7 @@ def get_many(conn, endpoint_ids) -> dict[str, Endpoint]:
 def lock_merchant(conn, merchant_id):
     """Serialise changes to one merchant's endpoints (the limit is counted after this): a row lock
     on PostgreSQL; SQLite's write transaction already holds the only write lock."""
-    if getattr(conn, "dialect", "sqlite") == "postgresql":
+    if dialect(conn) == "postgresql":
         conn.execute("SELECT 1 FROM merchants WHERE id = ? FOR UPDATE", (merchant_id,))
 
 

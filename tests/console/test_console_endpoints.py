@@ -41,6 +41,9 @@ def test_an_owner_adds_edits_disables_rolls_and_deletes_endpoints(app, console, 
     for label in ('<label for="url-new">URL</label>', "<legend>Events</legend>",
                   '<label for="description-new">Description</label>'):
         assert label in page.text
+    forged = console.post("/dashboard/webhooks/endpoints", data={"url": receiver.url("/x"),
+                                                                   "events": "*"})
+    assert forged.status_code == 400 and len(listed(app, shop)) == 1  # no CSRF token: refused
     added = post(console, "/endpoints", url=receiver.url("/books"), events=list(EVENTS),
                  description="Bookkeeping")
     assert added.status_code == 200 and added.headers["Cache-Control"] == "no-store"
