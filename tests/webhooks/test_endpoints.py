@@ -340,3 +340,17 @@ def test_a_description_is_plain_text_at_every_door(app, make_shop, description):
         endpoints.create(app.extensions["db"], merchants.get(app.extensions["db"], shop.id),
                          url="http://127.0.0.1:9/x", now=0, description=description,
                          allow_loopback=True)
+
+
+@pytest.mark.sqlite_only  # PostgreSQL's planner picks a scan on tables this small
+def test_a_merchants_failing_deliveries_are_read_through_its_own_index(app):
+    """The console's failing list and the overview's count read the merchant's own failing
+    deliveries (a partial index), not every delivery of every merchant."""
+    from app.data.outbox import STATES
+
+    conn = app.extensions["db"].connection()
+    for sql in (f"SELECT d.seq FROM deliveries d WHERE d.merchant_id = ? AND {STATES['failing']}"
+                " ORDER BY d.seq DESC LIMIT 50",
+                f"SELECT count(*) FROM deliveries d WHERE d.merchant_id = ? AND {STATES['failing']}"):
+        plan = " ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, ("mer_x",)))
+        assert "USING INDEX deliveries_failing (merchant_id=?)" in plan, plan

@@ -51,6 +51,10 @@ CREATE TABLE IF NOT EXISTS deliveries (
 );
 CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries (status, next_attempt_at);
 CREATE INDEX IF NOT EXISTS deliveries_endpoint ON deliveries (endpoint_id, seq);
+-- A merchant's failing deliveries (failed, or retrying): the console's list and the overview's
+-- count read only the merchant's own, however many deliveries the database holds.
+CREATE INDEX IF NOT EXISTS deliveries_failing ON deliveries (merchant_id, seq)
+    WHERE status = 'failed' OR (status = 'pending' AND last_error IS NOT NULL);
 
 -- Every event that was meant for the merchant's URL is now its delivery to the first endpoint, in
 -- the state it was in (pending ones are delivered once, to it); one whose endpoint is disabled and
