@@ -7,7 +7,6 @@ import time
 import pytest
 from standardwebhooks.webhooks import Webhook
 from support.helpers import Api, FakeClock, assert_error
-from support.receiver import receiver  # noqa: F401  (fixture)
 
 from app.domain.representation import iso
 from app.webhooks.signing import VerificationError, sign, verify

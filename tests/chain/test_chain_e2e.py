@@ -5,7 +5,6 @@ verified with the `standardwebhooks` package as a merchant would."""
 
 
 from support.chain_shop import open_shop
-from support.receiver import receiver  # noqa: F401  (fixture)
 
 CONFIRMATIONS = 2
 

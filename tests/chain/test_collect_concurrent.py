@@ -18,7 +18,7 @@ from test_payout_collect import (  # noqa: F401  (fixtures)
     _wait,
     keys,
     new_address,
-    shop,
+    payout_shop,
 )
 
 from app.chain import collect as collector

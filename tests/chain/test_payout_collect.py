@@ -114,8 +114,10 @@ class PayoutShop:
         return totals
 
 
-@pytest.fixture
-def shop(app, client, runner, chain, make_merchant, keys, clock):
+@pytest.fixture(name="shop")
+def payout_shop(app, client, runner, chain, make_merchant, keys, clock):
+    """The payout mode's `shop`, in place of tests/conftest.py's (test_collect_concurrent.py
+    imports it by this name, so its tests' `shop` parameter shadows no import)."""
     return PayoutShop(app, client, runner, chain, make_merchant, keys, clock)
 
 

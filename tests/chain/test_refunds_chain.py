@@ -14,7 +14,6 @@ from support.chain_node import TRANSFER_SELECTOR
 from support.chain_shop import NETWORK, OTHER_XPUB, Shop, add_network, cli, open_shop
 from support.fake_rpc import FaultyRpc
 from support.helpers import assert_error
-from support.receiver import receiver  # noqa: F401  (fixture)
 
 from app.chain import refunds as chain_refunds
 from app.data import payments as payment_rows

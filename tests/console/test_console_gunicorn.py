@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
-from support.receiver import Reply, receiver  # noqa: F401  (fixture)
+from support.receiver import Reply
 from support.servers import BIN, ROOT, gunicorn, service_env
 
 from app import create_app

@@ -12,7 +12,6 @@ import re
 import pytest
 from support.chain_shop import add_network, open_shop
 from support.helpers import Api
-from support.receiver import receiver  # noqa: F401  (fixture)
 
 try:
     from playwright.sync_api import expect

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 from support.helpers import Api, unavailable
-from support.receiver import receiver  # noqa: F401  (fixture)
 
 from app.config import DEFAULTS
 

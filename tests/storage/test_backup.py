@@ -7,7 +7,6 @@ import time
 
 import pytest
 import requests
-from support.receiver import receiver  # noqa: F401  (fixture)
 from support.servers import create_merchant, flask, gunicorn, service_env
 
 pytestmark = pytest.mark.sqlite_only  # backup-db is SQLite's online file copy (PostgreSQL: pg_dump)

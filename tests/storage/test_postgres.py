@@ -19,7 +19,6 @@ from support import dbutil
 from support.chain_node import TRANSFER_SELECTOR
 from support.chain_shop import DECIMALS, NETWORK, XPUB
 from support.postgres_server import PostgresServer
-from support.receiver import receiver  # noqa: F401  (fixture)
 from support.servers import BIN, ROOT, create_merchant, flask, gunicorn, service_env
 
 from app import create_app

@@ -10,7 +10,6 @@ import pytest
 from standardwebhooks.webhooks import Webhook
 from support import dbutil
 from support.helpers import Api, FakeClock
-from support.receiver import receiver  # noqa: F401  (fixture)
 
 from app import create_app
 from app.core import keys

@@ -1,8 +1,9 @@
 """A real local HTTP server that receives webhooks, for tests.
 
-Usage in a test module (tests/ is on sys.path under pytest's default import mode):
+Its fixtures `receiver` and `tls` are loaded for every test by tests/conftest.py (pytest_plugins);
+a test module imports only what it names itself (tests/ is on sys.path):
 
-    from support.receiver import Reply, receiver  # noqa: F401  (fixture)
+    from support.receiver import Reply
 
     def test_x(receiver):
         receiver.reply(Reply(status=500))          # next request gets 500

@@ -4,7 +4,7 @@ import time
 
 import pytest
 from support.helpers import FakeClock, only_delivery, only_event
-from support.receiver import Reply, receiver  # noqa: F401  (fixture)
+from support.receiver import Reply
 
 from app.data import outbox as event_rows
 from app.domain.representation import iso

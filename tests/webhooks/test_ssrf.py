@@ -2,7 +2,6 @@ import ipaddress
 import socket
 
 import pytest
-from support.receiver import receiver  # noqa: F401  (fixture)
 
 from app.webhooks import transport
 from app.webhooks.ssrf import UnsafeURL, check_url, unsafe_reason

@@ -22,7 +22,7 @@ from support.helpers import (
     running,
     wait_until,
 )
-from support.receiver import Receiver, Reply, closed_port, receiver  # noqa: F401  (fixture)
+from support.receiver import Receiver, Reply, closed_port
 
 from app.data import endpoints as endpoint_rows
 from app.data import merchants as merchant_rows

@@ -3,7 +3,7 @@ or a TLS host name, and a receiver that hung up on a kept connection costs no fa
 import ipaddress
 import threading
 
-from support.receiver import Reply, receiver, tls  # noqa: F401  (fixtures)
+from support.receiver import Reply
 
 from app.webhooks.transport import new_session, post, send
 

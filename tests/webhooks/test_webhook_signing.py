@@ -5,7 +5,6 @@ from datetime import datetime, timezone
 
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
-from support.receiver import receiver  # noqa: F401  (fixture)
 from werkzeug.datastructures import Headers
 
 from app.webhooks import transport

@@ -12,7 +12,7 @@ import time
 import pytest
 from standardwebhooks.webhooks import Webhook
 from support.helpers import count
-from support.receiver import Reply, receiver  # noqa: F401  (fixture)
+from support.receiver import Reply
 from support.servers import BIN, ROOT, create_merchant, flask, service_env
 
 from app import create_app
