@@ -237,7 +237,7 @@ def main(argv=None):
               f" worker peak RSS {before / 1024:.1f} MB before, {after / 1024:.1f} MB after")
     results = Path(__file__).resolve().parent / "results"
     results.mkdir(exist_ok=True)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     (results / f"console-{stamp}.json").write_text(json.dumps(result, indent=2) + "\n")
     worst = max(v["p95_ratio"] for v in result["pages"].values())
     print(f"\nworst p95 ratio {worst:.2f} (target <= 2)")

@@ -201,7 +201,7 @@ def main(argv=None):
             print(f"overview p50 / floor p50: {figures['overview']['p50_ratio_to_floor']:.2f}")
     results = Path(__file__).resolve().parent / "results"
     results.mkdir(exist_ok=True)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     (results / f"overview-{stamp}.json").write_text(json.dumps(result, indent=2) + "\n")
     worst = max(f["overview"]["p95_ms"] for f in result["backends"].values())
     print(f"\nworst overview p95 {worst:.0f} ms (target <= 300 ms)")

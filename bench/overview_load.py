@@ -165,7 +165,7 @@ def main(argv=None):
     result["load_average"]["after"] = os.getloadavg()
     results = Path(__file__).resolve().parent / "results"
     results.mkdir(exist_ok=True)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     (results / f"overview-load-{stamp}.json").write_text(json.dumps(result, indent=2) + "\n")
     return 1 if any(f["missed"] for f in result["backends"].values()) else 0
 

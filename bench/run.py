@@ -18,7 +18,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as `python bench/run.py`: make the `bench` package importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import collect, delivery, preorder, report, service, watcher, wrk  # noqa: E402
+from bench import collect, delivery, preorder, report, service, watcher, wrk
 
 # The storage floors are in the default run: the service's throughput targets are set against them.
 ALL = ("preorder", "preorder-floor", "preorder-9kb", "preorder-9kb-floor", "preorder-1m", "delivery", "watcher")
@@ -113,7 +113,7 @@ def main(argv=None):
         wrk.require_wrk()
     if not opts.only_baseline and not service.available():
         sys.exit("the service (wsgi.py, app/) is not in this checkout: use --only baseline")
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     workdir = Path(tempfile.mkdtemp(prefix="bench-"))
     started, load_before = time.monotonic(), os.getloadavg()
     results = []

@@ -299,7 +299,7 @@ def main(argv=None):
     print("the watcher's full read at the large size:\n  " + "\n  ".join(result["watched_plan_large"]))
     results = Path(__file__).resolve().parent / "results"
     results.mkdir(exist_ok=True)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     (results / f"scale-{stamp}.json").write_text(json.dumps(result, indent=2) + "\n")
     return 0
 

@@ -21,8 +21,8 @@ import requests
 import trustme
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from support.nginx import nginx  # noqa: E402
-from support.servers import create_merchant, flask, free_port, gunicorn, service_env  # noqa: E402
+from support.nginx import nginx
+from support.servers import create_merchant, flask, free_port, gunicorn, service_env
 
 PREORDER = "/payment-button/process/preorder"
 

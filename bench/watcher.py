@@ -469,11 +469,12 @@ def _feed_polls(node, db, polls, samples=10):
     """An idle poll of the same network once it has two price feeds (EUR/USD, GBP/USD, each a
     TestPriceFeed read in the poll's first batch): its round trips, calls and median seconds, beside
     the idle poll's without them (`polls`)."""
+    from eth_abi import encode
+
     from app.chain.watcher import Watcher
     from app.config import DEFAULTS
     from app.db import open_database
     from app.domain import rates
-    from eth_abi import encode
 
     build = json.loads((CHAIN_DIR / "token" / "TestPriceFeed.json").read_text())
     chain_time = lambda: int(node.rpc("eth_getBlockByNumber", "latest", False)["timestamp"], 16)  # noqa: E731

@@ -48,7 +48,7 @@ def test_metadata_round_trip_is_byte_exact(api):
         '"emoji":"🎉 東京 Zoë","escaped":"line\\nbreak \\"quoted\\" \\\\ \\u0001",'
         '"big":123456789012345678901234567890.123456789,"empty":{},"list":[]}'
     )
-    response = api.preorder_raw(f'{{"amount": 5, "metadata": {metadata}}}'.encode("utf-8"))
+    response = api.preorder_raw(f'{{"amount": 5, "metadata": {metadata}}}'.encode())
     assert response.status_code == 200
     text = response.get_data(as_text=True)
     assert f'"metadata":{metadata},' in text
@@ -60,7 +60,7 @@ def test_metadata_holding_nul_at_any_depth_comes_back_unchanged(api, database):
     # search row), while SQLite stored it. In keys and values, at every depth, on both backends.
     metadata = ('{"a\\u0000":"\\u0000","ref":"A-\\u00001","\\u0000":{"k\\u0000":["\\u0000x",'
                 '{"\\u0000":"\\u0000\\u0000"}]},"n":1}')
-    response = api.preorder_raw(f'{{"amount": 5, "metadata": {metadata}}}'.encode("utf-8"))
+    response = api.preorder_raw(f'{{"amount": 5, "metadata": {metadata}}}'.encode())
     assert response.status_code == 200, response.get_data(as_text=True)
     process_id = response.get_json()["processId"]
     for shown in (response, api.get(process_id), api.list()):

@@ -10,7 +10,7 @@ CONFIRMATIONS = 2
 
 
 def test_preorder_to_a_signed_payment_completed_webhook(app, client, runner, chain, clock,
-                                                        make_merchant, receiver):  # noqa: F811
+                                                        make_merchant, receiver):
     merchant = make_merchant(webhook_url=receiver.url("/hooks/chain"))
     shop = open_shop(app, client, runner, chain, clock, merchant, confirmations=CONFIRMATIONS)
     process_id, address = shop.order(19.99, {"orderRef": "A-1042", "email": "buyer@example.com"})

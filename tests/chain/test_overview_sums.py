@@ -9,11 +9,9 @@ import pytest
 from support.chain_shop import cli, open_shop
 from test_refunds_chain import send_from
 
-from app.evm.addresses import to_checksum_address
-
-from app.domain import merchants
-from app.domain import overview
+from app.domain import merchants, overview
 from app.domain.processes import expire_due
+from app.evm.addresses import to_checksum_address
 
 UNIT = 10**6
 CONFIRMATIONS = 2

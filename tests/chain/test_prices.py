@@ -9,7 +9,6 @@ from fractions import Fraction
 
 import pytest
 from support.chain_shop import NETWORK, cli, open_shop
-from support.helpers import Api
 
 from app.domain.representation import iso
 from app.evm.addresses import to_checksum_address

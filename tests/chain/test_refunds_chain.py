@@ -86,7 +86,7 @@ def new_shop(app, client, runner, chain, clock, merchant, payout_account=MERCHAN
 
 
 def test_a_refund_is_completed_by_the_merchants_confirmed_transfer(app, client, runner, chain, clock,
-                                                                   make_merchant, receiver):  # noqa: F811
+                                                                   make_merchant, receiver):
     merchant = make_merchant(webhook_url=receiver.url("/hooks/refunds"))
     add_network(runner, chain, confirmations=CONFIRMATIONS)
     shop, process_id = new_shop(app, client, runner, chain, clock, merchant)

@@ -81,8 +81,8 @@ def test_a_euro_process_shows_euros_on_the_list_and_its_page_and_its_quote(
     pid = order(api, 19.99)
     yen = order(api, 1200, currency="JPY")
     list_page = console.get("/dashboard/").text
-    assert f'<td class="num" data-label="Amount">€19.99</td>' in list_page
-    assert f'<td class="num" data-label="Amount">¥1,200</td>' in list_page
+    assert '<td class="num" data-label="Amount">€19.99</td>' in list_page
+    assert '<td class="num" data-label="Amount">¥1,200</td>' in list_page
     page = console.get(f"/dashboard/processes/{pid}").text
     assert '<dd id="amount">€19.99</dd>' in page
     assert '<span class="tl-title">Created</span> <span class="tl-detail">Amount €19.99</span>' in page
@@ -262,7 +262,8 @@ def test_the_overview_sums_completed_processes_per_currency_exactly(euro_shop, a
     assert ">€19.99</a> <span class=\"hint\">(1)</span>" in sandbox  # today's, without the live one
     assert "the highest day ¥1,200" in sandbox
 
-    from app.domain import merchants, overview  # the figures themselves: exact decimals, never floats
+    # the figures themselves: exact decimals, never floats
+    from app.domain import merchants, overview
     with app.app_context():
         db = app.extensions["db"]
         sums = {c.code: c.amount[30] for c in overview.of_merchant(

@@ -7,7 +7,7 @@ import io
 import json
 import re
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from standardwebhooks.webhooks import Webhook
@@ -591,7 +591,7 @@ def test_roll_the_webhook_secret_signs_with_both_during_the_overlap(shop_console
     page = console.get("/dashboard/keys")
     rolled = console.post("/dashboard/keys/roll-webhook-secret", data={"csrf_token": csrf_of(page.text)})
     new_secret = re.search(r'<code id="new-secret-value">(whsec_[\w+/=]+)</code>', rolled.text).group(1)
-    until = datetime.fromtimestamp(clock.now + 24 * 3600, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    until = datetime.fromtimestamp(clock.now + 24 * 3600, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     assert f"until {until}, with the previous one too." in rolled.text
     assert new_secret not in console.get("/dashboard/keys").text
     pid = shop.api.preorder().get_json()["processId"]
@@ -824,12 +824,12 @@ def test_overview_and_the_money_on_every_row(console, api, runner, app, merchant
     usdc = re.search(r'<article class="asset-figures" id="asset-usdc">(.*?)</article>', page.text, re.S)[1]
     figures = re.findall(r'<td class="num" data-label="[^"]+"><a href="([^"]+)">([^<]+)</a>', usdc)
     assert [text for _, text in figures] == ["10", "14", "14", "4", "4", "4"]  # paid; refunded
-    today = datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%d")
+    today = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d")
     assert html.unescape(figures[0][0]) == f"/dashboard/?money=paid&asset=usdc&from={today}"
     dai = re.search(r'id="asset-dai">(.*?)</article>', page.text, re.S)[1]
     assert re.findall(r'data-label="[^"]+"><a href="[^"]+">([^<]+)</a>', dai)[:3] == ["0", "0", "18"]
     assert usdc.count('<rect x=') == 30 and "<svg" in usdc  # the chart: one bar per day
-    axis = [(datetime.fromtimestamp(now, timezone.utc) - timedelta(days=d)).strftime("%m-%d") for d in (29, 15, 0)]
+    axis = [(datetime.fromtimestamp(now, UTC) - timedelta(days=d)).strftime("%m-%d") for d in (29, 15, 0)]
     assert ('<div class="chart-x" aria-hidden="true">' + "".join(f"<span>{d}</span>" for d in axis) + "</div>") in usdc
     assert '<div class="chart-y" aria-hidden="true"><span>10</span><span>0</span></div>' in usdc  # the highest day
     sandbox_panel = re.search(r'<section class="panel" id="sandbox">(.*?)</section>', page.text, re.S)[1]
@@ -887,7 +887,7 @@ def test_an_overpaid_process_is_marked_filtered_and_counted_on_the_overview(cons
     page = console.get("/dashboard/overview")
     assert page.status_code == 200
     assert '<strong id="overpaid">2</strong>' in page.text
-    since = (datetime.fromtimestamp(now, timezone.utc) - timedelta(days=29)).strftime("%Y-%m-%d")
+    since = (datetime.fromtimestamp(now, UTC) - timedelta(days=29)).strftime("%Y-%m-%d")
     assert f'<a href="/dashboard/?money=overpaid&amp;from={since}"><span class="badge mark">overpaid</span>' in page.text
     assert listed(console.get("/dashboard/?money=overpaid").text) == [twice, over]
     assert listed(console.get(f"/dashboard/?money=overpaid&q={exact}").text) == []

@@ -41,7 +41,7 @@ def to_processes(page):
 
 
 @pytest.fixture
-def shop(live_server, make_merchant, receiver):  # noqa: F811
+def shop(live_server, make_merchant, receiver):
     """A test-mode merchant whose webhooks reach `receiver`, its owner and the API as its backend."""
     keys = make_merchant(webhook_url=receiver.url("/hooks/preorder"))
     add_user(live_server, "owner@shop.example", keys["merchantId"])
@@ -180,7 +180,7 @@ CONFIRMATIONS = 2
 
 
 def test_process_page_after_a_live_payment_and_resend(page, live_server, app, runner, chain, clock,
-                                                      make_merchant, receiver, worker, screenshot):  # noqa: F811
+                                                      make_merchant, receiver, worker, screenshot):
     merchant = make_merchant(webhook_url=receiver.url("/hooks/chain"))
     add_user(live_server, "owner@shop.example", merchant["merchantId"])
     shop = open_shop(app, app.test_client(), runner, chain, clock, merchant, confirmations=CONFIRMATIONS)
@@ -228,7 +228,7 @@ def test_process_page_after_a_live_payment_and_resend(page, live_server, app, ru
     assert len(receiver.wait_for(3)) == 3
 
 
-def test_webhooks_page_test_event_and_replay(page, live_server, shop, receiver, worker, screenshot):  # noqa: F811
+def test_webhooks_page_test_event_and_replay(page, live_server, shop, receiver, worker, screenshot):
     from support.receiver import Reply
 
     receiver.default = Reply(status=500)
@@ -467,7 +467,7 @@ def inject_wallet(page, chain):
     return sent
 
 
-def paid_live_order(live_server, app, runner, chain, clock, make_merchant, receiver):  # noqa: F811
+def paid_live_order(live_server, app, runner, chain, clock, make_merchant, receiver):
     merchant = make_merchant(webhook_url=receiver.url("/hooks/chain"))
     add_user(live_server, "owner@shop.example", merchant["merchantId"])
     shop = open_shop(app, app.test_client(), runner, chain, clock, merchant, confirmations=CONFIRMATIONS)
@@ -480,10 +480,9 @@ def paid_live_order(live_server, app, runner, chain, clock, make_merchant, recei
 
 
 def test_refund_paid_with_the_browser_wallet_is_shown_completed(page, live_server, app, runner, chain, clock,
-                                                                make_merchant, receiver, screenshot):  # noqa: F811
-    from support.qr_decode import qr_texts
-
+                                                                make_merchant, receiver, screenshot):
     from support.chain_shop import cli
+    from support.qr_decode import qr_texts
 
     from app.evm.addresses import to_checksum_address
 

@@ -292,8 +292,8 @@ def test_a_keys_file_of_another_database_is_refused_or_recovered_with_what_to_do
 
 
 def test_a_key_revoked_in_the_console_the_shop_says_so_and_takes_the_new_one(client, runner, demo, app):
-    from app.domain import merchants
     from app.db import get_db
+    from app.domain import merchants
 
     with app.app_context():
         new_key = merchants.roll_key(get_db(), demo["merchantId"], app.config["CLOCK"](), 0)  # old one ends now

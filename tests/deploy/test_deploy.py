@@ -111,7 +111,7 @@ def cron_lines():
 
 @pytest.mark.sqlite_only  # the shipped files' layout: the SQLite file and the cron lock in /var/lib/preorder
 def test_the_cron_line_delivers_webhooks_as_written(tmp_path, app, client, make_merchant,
-                                                    receiver):  # noqa: F811
+                                                    receiver):
     [deliver] = [command for command in cron_lines() if "deliver-webhooks --once" in command]
     assert cron_lines()[deliver] == ["*"] * 5
     # One event to deliver: a cancelled process of a merchant whose webhooks go to the receiver.

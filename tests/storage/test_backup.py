@@ -38,7 +38,7 @@ def writers(base, key, stop, acked, threads=3):
     return pool
 
 
-def test_online_backup_is_consistent_and_restores(tmp_path, receiver):  # noqa: F811
+def test_online_backup_is_consistent_and_restores(tmp_path, receiver):
     database = tmp_path / "live" / "preorder.sqlite3"
     env = service_env(database)
     flask(env, "init-db")

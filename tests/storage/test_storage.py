@@ -13,12 +13,11 @@ from support.helpers import Api, FakeClock
 
 from app import create_app
 from app.core import keys
-from app.data import outbox as event_rows
 from app.data import schema as schema_rows
 from app.db import init_db
-from app.domain.representation import iso
 from app.domain import merchants as merchant_service
 from app.domain import processes as process_service
+from app.domain.representation import iso
 from app.webhooks.signing import new_secret as new_webhook_secret
 from app.worker import Worker
 

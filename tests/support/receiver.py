@@ -52,7 +52,7 @@ class Reply:
     gate: threading.Event | None = field(default=None, compare=False)  # answer once it is set
 
     @classmethod
-    def redirect(cls, location: str, status: int = 302) -> "Reply":
+    def redirect(cls, location: str, status: int = 302) -> Reply:
         return cls(status=status, headers={"Location": location})
 
 
@@ -115,7 +115,7 @@ class Receiver:
                     f"receiver got {len(self.requests)} requests, expected {count}")
             return list(self.requests)
 
-    def start(self) -> "Receiver":
+    def start(self) -> Receiver:
         self._thread.start()
         return self
 

@@ -1,6 +1,5 @@
 """The delivery worker in-process: `Worker.run_once` against a real local receiver and a real SQLite
 file, with the clock moved forward instead of sleeping through the retry schedule."""
-import contextlib
 import logging
 import re
 import sqlite3

@@ -1,7 +1,7 @@
 import base64
 import re
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
@@ -32,7 +32,7 @@ def test_known_answer_vector_from_the_spec():
 
 
 def test_known_answer_matches_the_reference_library_signer():
-    ts = datetime.fromtimestamp(SPEC_TIMESTAMP, tz=timezone.utc)
+    ts = datetime.fromtimestamp(SPEC_TIMESTAMP, tz=UTC)
     expected = Webhook(SPEC_SECRET).sign(SPEC_MSG_ID, ts, SPEC_BODY.decode())
     assert sign(SPEC_SECRET, SPEC_MSG_ID, SPEC_TIMESTAMP, SPEC_BODY) == expected
 
@@ -150,7 +150,7 @@ NOW = 1_795_000_000
 def test_verify_accepts_our_headers_and_the_reference_signer():
     secret = new_secret()
     verify(secret, webhook_headers(secret, "evt_1", NOW, BODY), BODY, now=NOW)
-    reference = Webhook(secret).sign("evt_1", datetime.fromtimestamp(NOW, tz=timezone.utc), BODY.decode())
+    reference = Webhook(secret).sign("evt_1", datetime.fromtimestamp(NOW, tz=UTC), BODY.decode())
     verify(secret, {"webhook-id": "evt_1", "webhook-timestamp": str(NOW), "webhook-signature": reference},
            BODY, now=NOW)
 

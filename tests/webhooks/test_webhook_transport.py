@@ -4,7 +4,7 @@ import socket
 import threading
 
 import pytest
-from support.receiver import Receiver, Reply, closed_port
+from support.receiver import Reply, closed_port
 
 from app.webhooks.schedule import MAX_RETRY_AFTER
 from app.webhooks.transport import (
