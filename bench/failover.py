@@ -99,17 +99,17 @@ def run(rounds, poll, lease):
         for i in range(rounds):
             standby = Watcher(url, poll, lease)
             watchers.append(standby)
-            _wait(lambda: standby.said("watch bench: not needed"), "standby", 60)
+            _wait(lambda s=standby: s.said("watch bench: not needed"), "standby", 60)
             before = polled_at()
-            _wait(lambda: polled_at() != before, "a poll of the active watcher", 2 * poll + 5)
+            _wait(lambda b=before: polled_at() != b, "a poll of the active watcher", 2 * poll + 5)
             how = "SIGKILL" if i % 2 == 0 else "SIGSTOP"
             os.kill(active.proc.pid, signal.SIGKILL if how == "SIGKILL" else signal.SIGSTOP)
             failed = time.monotonic()
             node.transfer(addresses[i], 10**6)
             node.mine(CONFIRMATIONS)
-            took = _wait(lambda: standby.said("watch bench: polling it"), "takeover",
+            took = _wait(lambda s=standby: s.said("watch bench: polling it"), "takeover",
                          2 * poll + lease + 30)
-            _wait(lambda: completed(process_ids[i]), "payment.completed", 2 * poll + lease + 30)
+            _wait(lambda p=process_ids[i]: completed(p), "payment.completed", 2 * poll + lease + 30)
             credited = time.monotonic()
             results.append((how, took - failed, credited - failed))
             print(f"round {i + 1}: {how}: takeover {took - failed:.2f} s, credited"

@@ -89,7 +89,7 @@ def run(opts, workdir):
         session = requests.Session()
         rng = random.Random(opts.seed)
         paid, hooked = [], []
-        for process_id, address in zip(ids, addresses):
+        for process_id, address in zip(ids, addresses, strict=True):
             node.transfer(address, 10**6)
             time.sleep(rng.random() * opts.poll_interval)  # anywhere in the poll cycle
             if proxy is None:

@@ -164,7 +164,7 @@ def _judge(result):
     result["max_foreign_cpu_pct"] = max(r["foreign_cpu_pct"] for r in runs)
     # Round n of each side ran back to back: the pairs where other work took little CPU give the
     # ratio least disturbed by it (None when every pair was disturbed).
-    pairs = zip(result["rounds"][reference], result["rounds"][subject])
+    pairs = zip(result["rounds"][reference], result["rounds"][subject], strict=True)
     quiet = [b["rps"] / a["rps"] for a, b in pairs
              if max(a["foreign_cpu_pct"], b["foreign_cpu_pct"]) < QUIET_FOREIGN_CPU_PCT and a["rps"]]
     result["quiet_pairs"] = len(quiet)

@@ -283,7 +283,7 @@ def main(argv=None):
     result["ratios"] = {k: round(large[k] / small[k], 3) if small[k] else None for k in FIGURES}
     # Round n of both sides ran back to back: the median of those pairs' ratios is the least
     # disturbed by other work on the machine.
-    pairs = list(zip(sides["small"]["rounds"], sides["large"]["rounds"]))
+    pairs = list(zip(sides["small"]["rounds"], sides["large"]["rounds"], strict=True))
     result["pair_ratios"] = {k: round(statistics.median(b[k] / a[k] for a, b in pairs if a[k]), 3)
                              for k in FIGURES}
     result["watched_plan_large"] = sides["large"]["plan"]

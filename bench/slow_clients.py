@@ -74,7 +74,6 @@ def run(layout, slow, seconds, workdir):
     if layout.startswith("gthread-"):
         env.update(GUNICORN_WORKER_CLASS="gthread", GUNICORN_THREADS=layout.split("-")[1])
     with gunicorn(env, workdir / "gunicorn.log", workers=5) as base:
-        tls, verify = None, True
         with _front(layout, base, workdir) as (base, port, tls, verify):
             stop = threading.Event()
             threads = [threading.Thread(target=slow_client, args=(port, stop, tls), daemon=True)

@@ -66,7 +66,7 @@ class Node:
                 break
             except requests.RequestException:
                 if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise RuntimeError("hardhat node did not start")
+                    raise RuntimeError("hardhat node did not start") from None
                 time.sleep(0.1)
         self.accounts = self.rpc("eth_accounts")
         build = json.loads((CHAIN_DIR / "token" / "TestUSD.json").read_text())
@@ -209,11 +209,11 @@ def durable_floor_main(url, token, first, last, database, max_addresses, payload
                 " attempts, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, ?)")
         with db.transaction() as conn:
             if many and transfers:
-                for sql, rows in zip(sqls, (transfers, processes, events)):
+                for sql, rows in zip(sqls, (transfers, processes, events), strict=True):
                     conn.executemany(sql, rows)
             else:
-                for row in zip(transfers, processes, events):
-                    for sql, values in zip(sqls, row):
+                for row in zip(transfers, processes, events, strict=True):
+                    for sql, values in zip(sqls, row, strict=True):
                         conn.execute(sql, values)
             tip = headers[end]
             transfer_rows.set_head(conn, "bench", last)
@@ -440,7 +440,7 @@ def _steady_state(node, workdir, opts):
         node.mine(1)  # the first poll with a block to scan reads the whole watched set: start-up
         while _scanned_block(db) < node.head():
             time.sleep(0.05)
-        for i, (address, process_id) in enumerate(zip(addresses, process_ids)):
+        for i, (address, process_id) in enumerate(zip(addresses, process_ids, strict=True)):
             node.transfer(address, 10**6)
             time.sleep(poll * (0.37 * i % 1))  # land at varied points of the poll cycle
             node.mine(CONFIRMATIONS - 1)

@@ -153,7 +153,7 @@ def watcher_part(nodes, workdir, watched, blocks, transfers):
         starts[network_id] = chain.head() + 1
         paying = by_network[network_id][:transfers // 2]
         wrong = by_network[other][transfers // 2:transfers // 2 + transfers - len(paying)]
-        targets = [a for pair in zip(paying, wrong) for a in pair]
+        targets = [a for pair in zip(paying, wrong, strict=False) for a in pair]
         gap = max(1, blocks // max(1, len(targets)))
         for address in targets:
             chain.transfer(address, 10**6)
@@ -192,7 +192,7 @@ def _polls(db, nodes, samples=10):
         clients = {n: watcher._client(_network(database, n)) for n in ("alpha", "beta")}
         posts = {n: _count_posts(c.session) for n, c in clients.items()}
         for name, mine in (("idle", False), ("new_block", True)):
-            for network_id, chain in zip(("alpha", "beta"), nodes):
+            for network_id, chain in zip(("alpha", "beta"), nodes, strict=True):
                 client, times, calls, trips = clients[network_id], [], [], []
                 for _ in range(samples):
                     if mine:
@@ -281,7 +281,7 @@ def _record(db_path, ids, targets, logs, chain):
     from app.core.records import Transfer
     from app.data import transfers as transfer_rows
 
-    by_address = dict(zip(targets, ids))
+    by_address = dict(zip(targets, ids, strict=True))
     stamps = {}
     db = open_db(db_path)
     try:

@@ -250,7 +250,10 @@ def test_set_webhook_does_not_warn_for_a_test_merchants_localhost(runner, mercha
 
 def test_rotate_public_key_replaces_it_at_once(runner, client, merchant, api):
     process_id = api.preorder().get_json()["processId"]
-    public = lambda key: client.get(f"/payment-button/process/{process_id}/public", headers={"x-public-key": key})
+
+    def public(key):
+        return client.get(f"/payment-button/process/{process_id}/public", headers={"x-public-key": key})
+
     result = invoke(runner, "merchants", "rotate-public-key", merchant["merchantId"])
     assert result.exit_code == 0
     new_key = result.output.split("New public key: ")[1].split()[0]

@@ -12,7 +12,7 @@ def test_database_failure_is_a_bare_json_500(app, api):
     # A real fault: the processes table disappears under the running service.
     dbutil.drop_tables(app.config["DATABASE"], "idempotency_keys", "events", "processes")
     response = api.preorder()
-    error = assert_error(response, 500, "internal_error")
+    assert_error(response, 500, "internal_error")
     text = response.get_data(as_text=True)
     assert "processes" not in text and "sqlite" not in text.lower() and "Traceback" not in text
     assert api.secret_key not in text

@@ -125,7 +125,7 @@ def _record_strays():
     assert confirmed.status_code == 200, confirmed.get_data(as_text=True)
     with app.app_context():
         with app.extensions["db"].transaction() as conn:
-            for key, token in zip(STRAY_KEYS, (CHOICE_CONTRACT.lower(), "0x" + "77" * 20)):
+            for key, token in zip(STRAY_KEYS, (CHOICE_CONTRACT.lower(), "0x" + "77" * 20), strict=True):
                 transfer_rows.record(conn, Transfer(
                     chain_id=31337, tx_hash=key[:66], log_index=1, network_id="local",
                     process_id=STRAY_PROCESS_ID, token_contract=token,

@@ -64,7 +64,10 @@ def test_list_filters_by_status(api, clock):
     api.cancel(b)
     clock.advance(1801)  # a and c expire (never swept: reads still say expired)
     d = create(api, ref="d")["processId"]
-    status_of = lambda q: [p["processId"] for p in api.list(f"?status={q}").get_json()["data"]]
+
+    def status_of(q):
+        return [p["processId"] for p in api.list(f"?status={q}").get_json()["data"]]
+
     assert status_of("pending") == [d]
     assert status_of("cancelled") == [b]
     assert status_of("expired") == [c, a]

@@ -202,7 +202,7 @@ def test_completion_and_cancellation_race_one_winner(app, merchant, runner):
         barrier = threading.Barrier(16)
         results = []
 
-        def act(i):
+        def act(i, process_id, barrier, results):
             client = app.test_client()
             barrier.wait()
             if i % 2:
@@ -212,7 +212,8 @@ def test_completion_and_cancellation_race_one_winner(app, merchant, runner):
                 response = Api(client, merchant["secretKey"]).cancel(process_id)
                 results.append(("cancelled", response.status_code))
 
-        threads = [threading.Thread(target=act, args=(i,)) for i in range(16)]
+        threads = [threading.Thread(target=act, args=(i, process_id, barrier, results))
+                   for i in range(16)]
         for t in threads:
             t.start()
         for t in threads:

@@ -80,7 +80,7 @@ def fulfill(route, response, body):
 
 def expect_choices(page, texts, dues):
     """The choices (text, then the asset's name) and what each costs (its .due line)."""
-    expect(btn(page, ".choice")).to_have_text([f"{t}{d}" for t, d in zip(texts, dues)])
+    expect(btn(page, ".choice")).to_have_text([f"{t}{d}" for t, d in zip(texts, dues, strict=True)])
     expect(btn(page, ".choice .due")).to_have_text(dues)
 
 

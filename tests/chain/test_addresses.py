@@ -7,6 +7,10 @@ import pytest
 from bip32 import BIP32
 from bip32.base58 import b58decode_check, b58encode_check
 
+from app.evm import addresses
+from app.evm.addresses import NEVER_PRIVATE, PrivateKeyGiven, XpubError
+from app.evm.rpc import transfer_calldata
+
 # eth-account imports py_ecc, which raises the interpreter's recursion limit to 100,000 for good:
 # past the C stack, so the deep-JSON guard (tests/api/test_hostile_input.py) would crash the whole
 # test process instead of raising RecursionError. Put the limit back.
@@ -14,10 +18,6 @@ _recursion_limit = sys.getrecursionlimit()
 from eth_account import Account  # noqa: E402
 
 sys.setrecursionlimit(_recursion_limit)
-
-from app.evm import addresses
-from app.evm.addresses import NEVER_PRIVATE, PrivateKeyGiven, XpubError
-from app.evm.rpc import transfer_calldata
 
 MNEMONIC = "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about"
 # m/44'/60'/0' of MNEMONIC (BIP39 test mnemonic, empty passphrase).

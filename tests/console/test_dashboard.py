@@ -340,7 +340,7 @@ def test_csv_equals_what_the_merchant_api_lists(console, api, clock, monkeypatch
     listed_by_api = api.list("?limit=100").get_json()["data"]
     rows = read_csv(console.get("/dashboard/processes.csv"))
     assert [r["processId"] for r in rows] == [p["processId"] for p in listed_by_api]
-    for row, p in zip(rows, listed_by_api):
+    for row, p in zip(rows, listed_by_api, strict=True):
         assert row == {"processId": p["processId"], "status": p["status"], "amount": f'{p["amount"]:.2f}',
                        "livemode": "false", "createdAt": p["createdAt"], "updatedAt": p["updatedAt"],
                        "expiresAt": p["expiresAt"], "metadata": json.dumps(p["metadata"], separators=(",", ":")),

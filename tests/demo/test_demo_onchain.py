@@ -57,7 +57,8 @@ def test_make_demo_onchain_takes_a_payment_end_to_end(page, tmp_path, screenshot
         try:
             wait_for(shop + "/", timeout=180)
         except RuntimeError:
-            raise AssertionError(f"make demo-onchain did not serve the shop:\n{log_path.read_text()[-4000:]}")
+            raise AssertionError(
+                f"make demo-onchain did not serve the shop:\n{log_path.read_text()[-4000:]}") from None
         keys = json.loads((tmp_path / "demo" / "demo-merchant.json").read_text())
 
         errors = []
@@ -144,7 +145,8 @@ def test_make_demo_onchain_takes_a_payment_end_to_end(page, tmp_path, screenshot
             except subprocess.TimeoutExpired:
                 os.killpg(make.pid, signal.SIGKILL)
                 make.wait()
-                raise AssertionError(f"make demo-onchain ignored Ctrl-C:\n{log_path.read_text()[-4000:]}")
+                raise AssertionError(
+                    f"make demo-onchain ignored Ctrl-C:\n{log_path.read_text()[-4000:]}") from None
     deadline = time.monotonic() + 30
     while _group_alive(make.pid) and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -371,7 +371,7 @@ def _mine_one_block(chain, transfers):
     assert all(r is not None and r["status"] == "0x1" for r in receipts), receipts
     assert len({r["blockNumber"] for r in receipts}) == 1
     return [(h, int(r["logs"][0]["logIndex"], 16), int(r["blockNumber"], 16))
-            for h, r in zip(hashes, receipts)]
+            for h, r in zip(hashes, receipts, strict=True)]
 
 
 def test_two_instances_three_workers_two_watchers_count_each_transfer_once(
@@ -419,7 +419,7 @@ def test_two_instances_three_workers_two_watchers_count_each_transfer_once(
             with ThreadPoolExecutor(6) as pool:
                 orders = list(pool.map(order, range(24)))
             for proc in workers + watchers:  # all running before the first block
-                _wait_until(lambda: " started" in proc.log_path.read_text(), 60, proc.log_path.name)
+                _wait_until(lambda p=proc: " started" in p.log_path.read_text(), 60, proc.log_path.name)
             full, split, over = orders[0:8], orders[8:16], orders[16:24]
 
             def recorded(n):
@@ -466,9 +466,9 @@ def test_two_instances_three_workers_two_watchers_count_each_transfer_once(
     expected = {}
     for (pid, _), (tx, index, block), amount in zip(full + split + over, first,
                                                      [4 * unit] * 8 + [3 * unit // 2] * 8
-                                                     + [17 * unit // 4] * 8):
+                                                     + [17 * unit // 4] * 8, strict=True):
         expected[tx] = (pid, tx, index, block, str(amount), "confirmed")
-    for (pid, _), (tx, index, block) in zip(split, rest):
+    for (pid, _), (tx, index, block) in zip(split, rest, strict=True):
         expected[tx] = (pid, tx, index, block, str(5 * unit // 2), "confirmed")
     assert sorted(rows) == sorted(expected.values())
 
@@ -496,21 +496,21 @@ def test_two_instances_three_workers_two_watchers_count_each_transfer_once(
                   ("amountDue", "amountPaid", "amountPending", "transfers")})
                 for _, body in bodies]
 
-    for (pid, _), tx in zip(full, first[:8]):
+    for (pid, _), tx in zip(full, first[:8], strict=True):
         assert payments(pid) == [
             ("payment.pending", "pending", pid, {"amountDue": "4", "amountPaid": "0",
              "amountPending": "4", "transfers": [transfer(tx, "4", block_1)]}),
             ("payment.completed", "completed", pid, {"amountDue": "4", "amountPaid": "4",
              "amountPending": "0", "transfers": [transfer(tx, "4", block_1 + 2)]}),
         ]
-    for (pid, _), tx in zip(over, first[16:]):
+    for (pid, _), tx in zip(over, first[16:], strict=True):
         assert payments(pid) == [
             ("payment.pending", "pending", pid, {"amountDue": "4", "amountPaid": "0",
              "amountPending": "4.25", "transfers": [transfer(tx, "4.25", block_1)]}),
             ("payment.completed", "completed", pid, {"amountDue": "4", "amountPaid": "4.25",
              "amountPending": "0", "transfers": [transfer(tx, "4.25", block_1 + 2)]}),
         ]
-    for (pid, _), tx, tx2 in zip(split, first[8:16], rest):
+    for (pid, _), tx, tx2 in zip(split, first[8:16], rest, strict=True):
         assert payments(pid) == [
             ("payment.pending", "pending", pid, {"amountDue": "4", "amountPaid": "0",
              "amountPending": "1.5", "transfers": [transfer(tx, "1.5", block_1)]}),

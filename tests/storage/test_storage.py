@@ -346,7 +346,7 @@ def test_init_db_upgrade_classes_existing_networks_by_chain_id_and_keeps_transfe
     database = make_database("v2")
     kind = "postgresql" if database.startswith("postgresql") else "sqlite"
     with dbutil.connect(database) as conn:
-        for number, name, sql in schema_rows.migrations(kind)[:2]:
+        for _number, _name, sql in schema_rows.migrations(kind)[:2]:
             conn.executescript(sql) if kind == "sqlite" else conn.execute(sql)
         conn.execute("CREATE TABLE schema_version (version BIGINT PRIMARY KEY, name TEXT NOT NULL,"
                      " applied_at BIGINT NOT NULL)")

@@ -222,12 +222,12 @@ class FaultyRpc:
             return self.too_large_status, self._json(next(r for r in refused if r))
         asked = [_as_seen(self._as_geth(item), tags, frozen) for item in items]
         answers = [{"jsonrpc": "2.0", "id": item["id"], **ready} if ready is not None else None
-                   for item, (_, ready) in zip(items, asked)]
+                   for item, (_, ready) in zip(items, asked, strict=True)]
         pending = [(i, item) for i, (item, ready) in enumerate(asked) if ready is None]
         if pending:
-            for (i, _), got in zip(pending, _ask(node, [item for _, item in pending])):
+            for (i, _), got in zip(pending, _ask(node, [item for _, item in pending]), strict=True):
                 answers[i] = got
-        for i, (item, fault) in enumerate(zip(items, faults)):
+        for i, (item, fault) in enumerate(zip(items, faults, strict=True)):
             answers[i] = refused[i] or _spoiled(item, answers[i], fault, node)
         return 200, self._json(answers if batch else answers[0])
 
