@@ -28,6 +28,7 @@ from app import create_app
 from app.db import get_db, init_db
 from app.domain import merchants as merchant_service
 from app.domain import payments, payouts, processes
+from app.domain.setup import add_asset, add_network
 from bench.watcher import Node
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,9 +46,9 @@ def setup(node, database, key_file, n):
     with app.app_context():
         init_db()
         db = get_db()
-        payments.add_network(db, network_id="local", name="Hardhat", chain_id=31337, rpc_url=node.url,
+        add_network(db, network_id="local", name="Hardhat", chain_id=31337, rpc_url=node.url,
                              confirmations=1, start_block=None, now=time.time())
-        payments.add_asset(db, asset_id="tusd", network_id="local", symbol="TUSD", name="Test USD",
+        add_asset(db, asset_id="tusd", network_id="local", symbol="TUSD", name="Test USD",
                            contract=node.token, decimals=6, now=time.time())
         payouts.deploy_factory(db, "local", key_file, time.time())
         deposits = {}

@@ -46,7 +46,7 @@ from app.chain import collection_records
 from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
 from app.data.payouts import GAS_COIN, Collection, Item
-from app.domain.payments import SetupError
+from app.domain.setup import SetupError
 from app.evm import forwarder, rpc
 from app.evm.signer import GAS_MARGIN, ChainError, Sender, read_key_file
 

@@ -36,7 +36,7 @@ from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
 from app.data.payouts import GAS_COIN
 from app.domain import rates
-from app.domain.payments import SetupError
+from app.domain.setup import SetupError
 from app.evm import canonical, rpc
 from app.evm.rpc import TAGS, Pins
 

@@ -15,7 +15,7 @@ def init_app(app):
     from app.cli.rates import rates
     from app.cli.processes import processes
     from app.cli.reconcile import reconcile
-    from app.cli.storage import copy_db_command
+    from app.cli.storage import copy_db_command, init_db_command
     from app.cli.users import users
     from app.cli.watcher import watch_payments
     from app.cli.worker import deliver_webhooks
@@ -25,6 +25,7 @@ def init_app(app):
     app.cli.add_command(events)
     app.cli.add_command(endpoints)
     app.cli.add_command(deliver_webhooks)
+    app.cli.add_command(init_db_command)
     app.cli.add_command(copy_db_command)
     app.cli.add_command(watch_payments)
     app.cli.add_command(prune)

@@ -12,7 +12,7 @@ from app.cli.common import fail, table, when
 from app.clock import now
 from app.db import get_db
 from app.domain import health, rates
-from app.domain import payments as service
+from app.domain import setup as service
 from app.evm.rpc import Client, redacted
 from app.evm.signer import gwei
 

@@ -21,7 +21,7 @@ from app.data import payouts as payout_rows
 from app.data.payouts import GAS_COIN
 from app.db import get_db
 from app.domain import payouts
-from app.domain.payments import SetupError
+from app.domain.setup import SetupError
 from app.evm.signer import ChainError, SignerError
 
 collections = AppGroup("collections", help="Transactions that moved deposits to payout addresses.")

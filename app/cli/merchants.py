@@ -8,9 +8,8 @@ from flask.cli import AppGroup
 from app.cli.common import fail, table, when
 from app.clock import now
 from app.db import get_db
-from app.domain import endpoints
+from app.domain import endpoints, setup
 from app.domain import merchants as service
-from app.domain import payments
 from app.evm.addresses import ADDRESS_PATH, XpubError
 
 merchants = AppGroup("merchants", help="Create and manage merchants and their keys.")
@@ -211,8 +210,8 @@ def set_xpub(merchant_id, xpub):
         with click.open_file("-") as stdin:
             xpub = stdin.read()
     try:
-        first = payments.set_xpub(get_db(), merchant_id, xpub, now())
-    except (XpubError, payments.SetupError) as e:
+        first = setup.set_xpub(get_db(), merchant_id, xpub, now())
+    except (XpubError, setup.SetupError) as e:
         raise fail(e) from None
     click.echo(f"Registered the wallet of {merchant_id}. Its first deposit address"
                f" ({ADDRESS_PATH.format(index=0)}) is {first}: check that your wallet shows the same"

@@ -9,7 +9,7 @@ from flask.cli import with_appcontext
 from app.chain import reconcile as books
 from app.cli.common import fail
 from app.db import get_db
-from app.domain.payments import SetupError
+from app.domain.setup import SetupError
 from app.evm import rpc
 
 TITLES = (("not_on_chain", "recordedNotOnChain", "Recorded but not on the chain"),

@@ -1,7 +1,9 @@
-"""`copy-db TARGET`: every row of the configured database into an empty database of either kind (how a
-merchant moves from SQLite to PostgreSQL; docs/storage.md)."""
+"""The database's own commands: `init-db` creates the schema or upgrades it; `copy-db TARGET` copies
+every row of the configured database into an empty database of either kind (how a merchant moves
+from SQLite to PostgreSQL; docs/storage.md)."""
 import os
 import sqlite3
+import sys
 
 import click
 from flask import current_app
@@ -9,7 +11,8 @@ from flask.cli import with_appcontext
 
 from app.cli.common import fail
 from app.data import schema as schema_rows
-from app.db import get_db, is_postgres_url, open_database
+from app.db import get_db, init_db, is_postgres_url, open_database
+from app.domain.setup import networks_of_unknown_mode
 
 BATCH = 5000
 
@@ -33,6 +36,26 @@ def _existing_contents(target, database):
 def _contents(conn):
     ours = schema_rows.TABLES + ("schema_version",)
     return [t for t in schema_rows.tables(conn) if t not in ours], schema_rows.has_rows(conn)
+
+
+@click.command("init-db")
+@click.option("--reset", is_flag=True, help="Drop every table first (destroys all data).")
+@with_appcontext
+def init_db_command(reset):
+    """Create the database tables, or upgrade an earlier release's in place (safe to run twice)."""
+    if reset and sys.stdin.isatty():
+        click.confirm("This deletes every merchant, process and event. Continue?", abort=True)
+    before, after = init_db(reset=reset)
+    done = "Reset and initialised" if reset else "Initialised"
+    if before and after != before:
+        click.echo(f"Upgraded the database from schema version {before} to {after}.")
+    else:
+        click.echo(f"{done} the database (schema version {after}).")
+    for network in networks_of_unknown_mode(get_db(), before):
+        click.echo(f"Network {network.id} (chain id {network.chain_id}) is now a test network: the"
+                   " release it was added with had no test and live modes, and its chain id is"
+                   " neither a well-known test chain nor a well-known live one. If it takes real"
+                   f" payments: flask --app app networks set-mode {network.id} live")
 
 
 @click.command("copy-db")

@@ -11,7 +11,7 @@ from app.console.security import PageError, not_found
 from app.core import currency
 from app.core.money import format_units, significant_places
 from app.db import get_db
-from app.domain import payments, processes
+from app.domain import processes, setup
 from app.web.http import NotAscii, ascii_int, ascii_text, parse_process_id
 
 bp = Blueprint("dashboard", __name__, url_prefix="/dashboard", template_folder="templates",
@@ -163,12 +163,12 @@ def refresh(url, events, current):
 
 def names():
     """(asset symbols by (asset id, network id), network names by id), as people read them."""
-    return ({(a.id, a.network_id): a.symbol for a in payments.list_assets(get_db())},
-            {n.id: n.name for n in payments.list_networks(get_db())})
+    return ({(a.id, a.network_id): a.symbol for a in setup.list_assets(get_db())},
+            {n.id: n.name for n in setup.list_networks(get_db())})
 
 
 def symbol(asset_id, network_id):
-    asset = payments.asset(get_db(), asset_id, network_id)
+    asset = setup.asset(get_db(), asset_id, network_id)
     return asset.symbol if asset else asset_id
 
 

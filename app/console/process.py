@@ -16,7 +16,7 @@ from app.console.security import login_required, not_found, owner_required
 from app.core.jsonutil import dumps_pretty, loads
 from app.core.money import format_units
 from app.db import get_db
-from app.domain import outbox, payments, processes, refunds, unexpected
+from app.domain import outbox, payments, processes, refunds, setup, unexpected
 from app.domain.representation import payment_object
 
 
@@ -94,10 +94,10 @@ def _unexpected_rows(payment):
     and whether its token is a registered asset there (only those can be accepted as payment)."""
     if not payment or not payment["unexpectedTransfers"]:
         return []
-    names = {n.id: n.name for n in payments.list_networks(get_db())}
+    names = {n.id: n.name for n in setup.list_networks(get_db())}
     rows = []
     for u in payment["unexpectedTransfers"]:
-        registered = payments.asset_with_contract(get_db(), u["networkId"], u["tokenContract"])
+        registered = setup.asset_with_contract(get_db(), u["networkId"], u["tokenContract"])
         rows.append(dict(u, network_name=names.get(u["networkId"], u["networkId"]),
                          registered=registered is not None))
     return rows

@@ -15,8 +15,8 @@ from app.console.pages import bp
 from app.console.security import PageError, login_required, owner_required
 from app.core import currency
 from app.db import get_db
-from app.domain import links, merchants, payments, payouts
-from app.domain.payments import SetupError
+from app.domain import links, merchants, payouts, setup
+from app.domain.setup import SetupError
 
 # The panels of the page, by the `done` key of the change a notice follows.
 SECTIONS = {"currency": "currency", "tolerance": "tolerance", "payout": "payout"}
@@ -31,7 +31,7 @@ def settings_page(notice=None, error=None, status=200, section=None):
     db = get_db()
     owner = g.user.role == "owner"
     payout = payouts.payout_of(db, g.merchant.id)
-    has_xpub = payments.has_xpub(db, g.merchant.id)
+    has_xpub = setup.has_xpub(db, g.merchant.id)
     return render_template("dashboard/settings.html", payout=payout, has_xpub=has_xpub,
                            tolerance=merchants.tolerance_of(db, g.merchant.id),
                            currencies=_currencies() if owner else (),
@@ -59,7 +59,7 @@ def set_payout():
     posts it again with `unchecked`. A merchant in xpub mode gets no form: its switch to the
     payout mode (which needs the networks' factories) is the operator's."""
     db = get_db()
-    if payouts.payout_of(db, g.merchant.id) is None and payments.has_xpub(db, g.merchant.id):
+    if payouts.payout_of(db, g.merchant.id) is None and setup.has_xpub(db, g.merchant.id):
         return settings_page(error="This shop is paid to its wallet's xpub: switching it to a payout"
                              " address is done by the operator (merchants set-payout).", status=409,
                              section="payout")

@@ -2,17 +2,15 @@
 
 `FLASK_DATABASE` is a file path or a `postgresql://` URL. Both backends satisfy `Database`
 (interface.py), which is all the rest of the code uses; the SQL itself lives in app/data/. This
-module opens the backend, runs init-db, and says which exceptions of the open backend are database
-failures and which of those mean "cannot serve now" (503) rather than a bug (500). The backends:
-sqlite/ (a package, mapped in its __init__.py), postgres.py; health.py holds /healthz's
-write signals. See docs/storage.md.
+module opens the backend, creates or upgrades the schema (init_db; the `init-db` command is in
+app/cli/storage.py), and says which exceptions of the open backend are database failures and which
+of those mean "cannot serve now" (503) rather than a bug (500). The backends: sqlite/ (a package,
+mapped in its __init__.py), postgres.py; health.py holds /healthz's write signals. See
+docs/storage.md.
 """
-import sys
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-import click
 from flask import current_app
-from flask.cli import with_appcontext
 
 from app.db.interface import Database, DatabaseUnavailable
 from app.db.sqlite import SqliteDatabase
@@ -80,33 +78,8 @@ def init_db(reset=False):
     return get_db().init_schema(reset=reset)
 
 
-@click.command("init-db")
-@click.option("--reset", is_flag=True, help="Drop every table first (destroys all data).")
-@with_appcontext
-def init_db_command(reset):
-    """Create the database tables, or upgrade an earlier release's in place (safe to run twice)."""
-    if reset and sys.stdin.isatty():
-        click.confirm("This deletes every merchant, process and event. Continue?", abort=True)
-    before, after = init_db(reset=reset)
-    done = "Reset and initialised" if reset else "Initialised"
-    if before and after != before:
-        click.echo(f"Upgraded the database from schema version {before} to {after}.")
-    else:
-        click.echo(f"{done} the database (schema version {after}).")
-    from app.domain.payments import (
-        networks_of_unknown_mode,  # the service layer: imported when needed
-    )
-
-    for network in networks_of_unknown_mode(get_db(), before):
-        click.echo(f"Network {network.id} (chain id {network.chain_id}) is now a test network: the"
-                   " release it was added with had no test and live modes, and its chain id is"
-                   " neither a well-known test chain nor a well-known live one. If it takes real"
-                   f" payments: flask --app app networks set-mode {network.id} live")
-
-
 def init_app(app) -> Database:
     """Open the app's database (returned, for the error handlers), released after each request."""
     db = app.extensions["db"] = open_database(app.config["DATABASE"], app.config)
     app.teardown_appcontext(lambda exc: app.extensions["db"].release())
-    app.cli.add_command(init_db_command)
     return db

@@ -51,8 +51,8 @@ from app.core.money import format_units
 from app.db import get_db
 from app.demo.merchant import read_keys
 from app.demo.wallet import DemoWallet, WalletRequestError
-from app.domain import merchants, payments, payouts, processes, refunds
-from app.domain.payments import SetupError
+from app.domain import merchants, payments, payouts, processes, refunds, setup
+from app.domain.setup import SetupError
 from app.domain.representation import iso
 from app.evm.rpc import RpcError
 from app.evm.signer import SignerError
@@ -269,7 +269,7 @@ def wallet_state(process_id):
         state = {"account": account, "head": head, "payment": None}
         if view is not None:
             p = view.payment
-            asset = payments.asset(get_db(), p.asset_id, p.network_id)
+            asset = setup.asset(get_db(), p.asset_id, p.network_id)
             state["payment"] = {
                 "token": p.token_contract, "symbol": asset.symbol if asset else p.asset_id, "address": p.address,
                 "balance": format_units(wallet.balance(p.token_contract, account), p.decimals),

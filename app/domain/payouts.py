@@ -7,7 +7,7 @@ Decisions are in docs/payments.md ("Collecting the funds: the payout mode").
 from app.data import merchants as merchant_rows
 from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
-from app.domain.payments import SetupError
+from app.domain.setup import SetupError
 from app.evm import addresses, forwarder, rpc
 from app.evm.signer import GAS_MARGIN, ChainError, Sender, read_key_file
 
