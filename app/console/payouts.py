@@ -16,7 +16,7 @@ from app.console.pages import bp
 from app.console.security import login_required, not_found, owner_required
 from app.core.money import format_units
 from app.db import get_db
-from app.domain import payments, payouts
+from app.domain import payouts, setup
 from app.evm import rpc
 
 
@@ -95,15 +95,15 @@ def payouts_page(notice=None, error=None, status=200):
     db = get_db()
     payout = payouts.payout_of(db, g.merchant.id)
     with_factory = payouts.networks_with_factory(db)
-    assets = payments.list_assets(db)
-    all_networks = payments.list_networks(db)
+    assets = setup.list_assets(db)
+    all_networks = setup.list_networks(db)
     networks = [
         _network_payouts(n, [a for a in assets if a.network_id == n.id], payout)
         for n in all_networks
         if n.id in with_factory and n.disabled_at is None and n.is_test != g.merchant.livemode
     ] if payout else []
     return render_template("dashboard/payouts.html", payout=payout, networks=networks,
-                           has_xpub=payments.has_xpub(db, g.merchant.id),
+                           has_xpub=setup.has_xpub(db, g.merchant.id),
                            collections=_collections(assets, {n.id: n.name for n in all_networks}),
                            notice=notice, error=error), status
 
@@ -113,7 +113,7 @@ def payouts_page(notice=None, error=None, status=200):
 @owner_required
 def record_collection(network_id):
     """A collection the browser wallet sent (the page posts the hash its wallet answered)."""
-    network = next((n for n in payments.list_networks(get_db()) if n.id == network_id), None)
+    network = next((n for n in setup.list_networks(get_db()) if n.id == network_id), None)
     if network is None or payouts.factory(get_db(), network_id) is None:
         raise not_found()
     try:

@@ -16,7 +16,7 @@ from app.chain import relayer
 from app.clock import now
 from app.console.security import client_address
 from app.db import get_db
-from app.domain import payments, processes
+from app.domain import payments, processes, setup
 from app.domain.representation import payment_uri, public_process_json
 from app.web import qr
 from app.web.auth import require_public_key
@@ -40,7 +40,7 @@ _authorization = AuthorizationSchema()
 
 # The button's paths, also when the router itself answers (a 405 or 404 never reaches the blueprint).
 BUTTON_PATHS = re.compile(
-    r"/payment-button/(?:process/[^/]+/(?:public|qr\.svg|sandbox/pay|confirm|authorization)|button\.js|assets)"
+    r"/payment-button/(?:process/[^/]+/(?:public|qr\.svg|sandbox/pay|confirm|authorization)|button\.js|button/[^/]*|assets)"
 )
 
 
@@ -85,7 +85,7 @@ def _network_state(db, view):
     """The chosen network's health for the button ("ok", "unavailable"); None before a choice."""
     if view is None:
         return None
-    return payments.network_state(db, view.payment.network_id, now(), _stale_seconds())
+    return setup.network_state(db, view.payment.network_id, now(), _stale_seconds())
 
 
 @bp.get("/assets")
@@ -109,7 +109,7 @@ def assets():
             if "eip712Domain" in entry:
                 if entry["id"] not in networks:
                     networks[entry["id"]] = relayer.available(
-                        db, current_app.config, payments.network(db, entry["id"]), current,
+                        db, current_app.config, setup.network(db, entry["id"]), current,
                         current_app.extensions.setdefault("relayer_gas", {}), deadline)
                 entry["gasless"] = networks[entry["id"]]
     return json_response(json.dumps({"data": data}, ensure_ascii=False, separators=(",", ":")))
@@ -188,20 +188,47 @@ class Script:
 
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
+# What the files of the button's folder are served as: its modules and its style sheet.
+MIMETYPES = {".js": "text/javascript", ".css": "text/css"}
 
 
 def load_button_script(path=STATIC / "button.js"):
-    """button.js as served (one self-contained script: its QR codes come from GET …/qr.svg)."""
+    """A file of the button as served: button.js (the classic script a merchant's page includes,
+    which imports the modules of app/static/button/), or one of those modules or its style sheet."""
     body = path.read_bytes()
     return Script(body=body, etag=hashlib.sha256(body).hexdigest()[:32], last_modified=path.stat().st_mtime)
 
 
+def load_button_files(folder=STATIC / "button"):
+    """Every file the button imports or links, by name: the .js and .css files of its folder (not
+    its subfolders), read once like button.js."""
+    return {path.name: load_button_script(path) for path in sorted(folder.iterdir())
+            if path.is_file() and path.suffix in MIMETYPES}
+
+
 BUTTON_SCRIPT = load_button_script()  # once, when the app is imported
+BUTTON_FILES = load_button_files()
+
+
+def _send_script(script, mimetype, name):
+    """The same caching for every file of the button: 5 minutes, then revalidated by its ETag."""
+    return send_file(
+        io.BytesIO(script.body), mimetype=mimetype, download_name=name,
+        max_age=300, etag=script.etag, last_modified=script.last_modified,
+    )
 
 
 @bp.get("/button.js")
 def button_js():
-    return send_file(
-        io.BytesIO(BUTTON_SCRIPT.body), mimetype="text/javascript", download_name="button.js",
-        max_age=300, etag=BUTTON_SCRIPT.etag, last_modified=BUTTON_SCRIPT.last_modified,
-    )
+    return _send_script(BUTTON_SCRIPT, "text/javascript", "button.js")
+
+
+@bp.get("/button/<name>")
+def button_file(name):
+    """A module or the style sheet of the button (app/static/button/), fetched by button.js from
+    the merchant's page: module scripts are fetched in CORS mode, and CORS is open here as on the
+    whole blueprint. Only the files of that folder; anything else is 404."""
+    script = BUTTON_FILES.get(name)
+    if script is None:
+        raise ApiError(404, "not_found", "No such resource.")
+    return _send_script(script, MIMETYPES[Path(name).suffix], name)

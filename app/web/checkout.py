@@ -15,12 +15,9 @@ Errors are pages with the same status (404, 405, 410, 429, 503, 500), never the 
 
 Headers are the console's (app/console/security.py): CSP without 'unsafe-inline', no framing, no
 referrer (the checkout address is a capability: the shop's page must not read it from Referer),
-no caching of a page. One difference: the payment button keeps its style sheet in its shadow DOM as
-a <style> element, which a CSP of `style-src 'self'` blocks; the style sheet's own SHA-256 hash is
-allowed (`'sha256-…'`, computed from the button.js this process serves), nothing else inline.
+no caching of a page. The payment button needs nothing more: its modules (script-src 'self') and
+its style sheet, a file linked into its shadow root (style-src 'self'), come from this service.
 """
-import base64
-import hashlib
 import ipaddress
 import logging
 import re
@@ -35,8 +32,7 @@ from app.console.security import CSP as CONSOLE_CSP
 from app.console.security import client_address
 from app.core.money import format_units
 from app.db import get_db, is_unavailable
-from app.domain import links, merchants, payments, processes
-from app.web.button import BUTTON_SCRIPT
+from app.domain import links, merchants, payments, processes, setup
 from app.web.http import parse_process_id, public_base_url
 
 log = logging.getLogger(__name__)
@@ -51,28 +47,7 @@ REDIRECT_SECONDS = 5
 RETRY_AFTER_SECONDS = 5  # a database that cannot serve: as app/web/errors.py asks
 
 
-def _button_style_hash(script: bytes) -> str | None:
-    """The CSP source of the <style> element button.js puts in its shadow root: the SHA-256 of its
-    text, the template literal `const STYLE = `…`;` (which must hold no escape and no ${}: the hash
-    is of the text as written). None when the file no longer has that form (the button then shows
-    unstyled, and the browser tests say so)."""
-    found = re.search(rb"const STYLE = `(.*?)`;", script, re.S)
-    if found is None or b"\\" in found.group(1) or b"${" in found.group(1):
-        log.warning("button.js: its style sheet was not found; checkout pages allow no inline style")
-        return None
-    return "'sha256-" + base64.b64encode(hashlib.sha256(found.group(1)).digest()).decode() + "'"
-
-
-def _csp(style_hash, console_csp=CONSOLE_CSP):
-    """The console's policy, its style-src also allowing the button's style sheet by its hash."""
-    if style_hash is None:
-        return console_csp
-    if re.search(r"(^|; )style-src ", console_csp):
-        return re.sub(r"(^|; )style-src ([^;]*)", rf"\1style-src \2 {style_hash}", console_csp, count=1)
-    return f"{console_csp}; style-src 'self' {style_hash}"
-
-
-CSP = _csp(_button_style_hash(BUTTON_SCRIPT.body))
+CSP = CONSOLE_CSP
 
 
 @bp.after_request
@@ -172,8 +147,8 @@ def _receipt(db, process, status):
     if view is None:
         return {"live": None, "test": not process.livemode}
     pay = view.payment
-    asset = payments.asset(db, pay.asset_id, pay.network_id)
-    network = payments.network(db, pay.network_id)
+    asset = setup.asset(db, pay.asset_id, pay.network_id)
+    network = setup.network(db, pay.network_id)
     counted = [t for t in view.transfers if t.status == "confirmed"]
     return {"test": not process.livemode, "live": {
         "symbol": asset.symbol if asset else pay.asset_id,
