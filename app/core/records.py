@@ -474,8 +474,16 @@ class Link:
     def __repr__(self):  # metadata may hold personal data
         return f"Link(id={self.id!r}, merchant_id={self.merchant_id!r})"
 
-
-REFUND_STATUSES = ("pending", "completed", "cancelled")
+    def why_unavailable(self, paid, now) -> str | None:
+        """Why the link makes no more processes (None: it does): deactivated, expired, or its
+        `maxPayments` processes (`paid`: those completed) done."""
+        if self.deactivated_at is not None:
+            return "deactivated"
+        if self.expires_at is not None and now >= self.expires_at:
+            return "expired"
+        if self.max_payments is not None and paid >= self.max_payments:
+            return "sold out"
+        return None
 
 
 @dataclass(frozen=True)

@@ -95,14 +95,6 @@ def accept(conn, t: UnexpectedTransfer, who, credited, now) -> bool:
         (now, who, str(credited), t.chain_id, t.tx_hash, t.log_index)).rowcount == 1
 
 
-def in_range(conn, network_id, first, last) -> list[UnexpectedTransfer]:
-    """Every unexpected transfer recorded on the network in blocks [first, last] (`reconcile`)."""
-    rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM {UNEXPECTED} WHERE network_id = ? AND block_number >= ?"
-        " AND block_number <= ? ORDER BY block_number, log_index", (network_id, first, last))
-    return [_row(row) for row in rows]
-
-
 # The console's filter "has unexpected transfers" (app/data/processes.py list_page).
 HAS_UNEXPECTED = (f"EXISTS (SELECT 1 FROM {UNEXPECTED} u WHERE u.process_id = processes.id"
                   " AND u.status = 'confirmed')")
