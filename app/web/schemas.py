@@ -242,7 +242,7 @@ class ConfirmSchema(Schema):
 
 class RefundAmount(fields.Field):
     """A JSON number, loaded as its literal; its bounds and places depend on the payment (what was
-    paid, the token's decimals) and are checked by app/refunds.py."""
+    paid, the token's decimals) and are checked by app/domain/refunds.py."""
 
     def _deserialize(self, value, attr, data, **kwargs):
         if not isinstance(value, JSONNumber):
