@@ -1,6 +1,7 @@
 """The Button API (x-public-key, CORS open): public process view and sandbox payments."""
 import hashlib
 import json
+import re
 import threading
 from pathlib import Path
 
@@ -260,6 +261,64 @@ def test_button_js_answers_a_revalidation_with_304(client):
     assert response.headers["ETag"] == etag
     assert response.headers["Cache-Control"] == "public, max-age=300"
     assert client.get("/payment-button/button.js", headers={"If-None-Match": '"other"'}).status_code == 200
+
+
+BUTTON_FOLDER = APP_STATIC / "button"
+
+
+def test_button_js_imports_the_modules_beside_it(client):
+    # The one classic script merchants include; the component is the modules it imports.
+    script = client.get("/payment-button/button.js").get_data(as_text=True)
+    assert "import(new URL('button/element.js', src).href)" in script
+    assert len(script.splitlines()) < 40
+
+
+@pytest.mark.parametrize("name, kind", [
+    *[(path.name, "text/javascript") for path in sorted(BUTTON_FOLDER.glob("*.js"))],
+    ("button.css", "text/css"),
+])
+def test_the_buttons_modules_and_style_sheet_are_served_as_button_js_is(client, name, kind):
+    response = client.get(f"/payment-button/button/{name}", headers={"Origin": "https://shop.example"})
+    assert response.status_code == 200
+    assert response.headers["Content-Type"] == f"{kind}; charset=utf-8"
+    assert response.data == (BUTTON_FOLDER / name).read_bytes()
+    assert response.headers["Cache-Control"] == "public, max-age=300"
+    assert response.headers["ETag"] == f'"{hashlib.sha256(response.data).hexdigest()[:32]}"'
+    assert response.headers["Last-Modified"] == http_date(int((BUTTON_FOLDER / name).stat().st_mtime))
+    assert_cors(response)  # module scripts are fetched in CORS mode
+    revalidated = client.get(f"/payment-button/button/{name}", headers={"If-None-Match": response.headers["ETag"]})
+    assert revalidated.status_code == 304 and revalidated.data == b""
+
+
+def test_every_module_says_what_it_is_for_and_imports_only_its_neighbours(client):
+    modules = sorted(BUTTON_FOLDER.glob("*.js"))
+    assert {"element.js", "api.js", "wallets.js", "format.js"} <= {m.name for m in modules}
+    for module in modules:
+        text = module.read_text()
+        assert text.startswith(("//", "/*")), module.name
+        for target in re.findall(r"^import .* from '([^']+)';$", text, re.M | re.S):
+            assert target.startswith("./") and (BUTTON_FOLDER / target[2:]).is_file(), (module.name, target)
+
+
+@pytest.mark.parametrize("path", [
+    "/payment-button/button/nothing.js", "/payment-button/button/button.js", "/payment-button/button/..",
+    "/payment-button/button/%2e%2e", "/payment-button/button/../button.js", "/payment-button/button/%2e%2e%2fbutton.js",
+    "/payment-button/button/..%2f..%2fweb%2fbutton.py", "/payment-button/button/", "/payment-button/button",
+    "/payment-button/button/sub/element.js", "/payment-button/button/element.js%00",
+])
+def test_nothing_but_the_buttons_files_is_served_from_its_folder(client, path):
+    response = client.get(path, headers={"Origin": "https://shop.example"})
+    if response.status_code == 200:  # a client may resolve "..": then it is button.js itself
+        assert response.data == (APP_STATIC / "button.js").read_bytes(), path
+        return
+    assert_error(response, 404, "not_found")
+
+
+@pytest.mark.parametrize("method", ["post", "put", "delete"])
+def test_the_buttons_files_take_only_get(client, method):
+    response = getattr(client, method)("/payment-button/button/element.js", headers={"Origin": "https://shop.example"})
+    assert_error(response, 405, "method_not_allowed")
+    assert_cors(response)
 
 
 def test_the_app_serves_no_static_folder_of_its_own(client):

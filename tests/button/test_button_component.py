@@ -1,5 +1,6 @@
-"""Browser tests of the <payment-button> web component (app/static/button.js) in real Chromium,
-against the real service (``live_server``: real app, real SQLite, real HTTP, the FakeClock).
+"""Browser tests of the <payment-button> web component (app/static/button.js, the modules it imports
+from app/static/button/) in real Chromium, against the real service (``live_server``: real app, real
+SQLite, real HTTP, the FakeClock).
 
 The button sits on a merchant's checkout page on another origin (``merchant_site``), so its calls are
 cross-origin and CORS is exercised for real. Processes are created with the merchant API and a
@@ -15,6 +16,7 @@ import json
 import re
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from support.browser import expect_ready, tab_from
@@ -27,6 +29,7 @@ except ImportError:  # the page fixture (tests/support/browser.py) skips, or fai
     PlaywrightTimeout = expect = None
 
 TTL = 1800  # PROCESS_TTL_SECONDS default
+BUTTON_FOLDER = Path(__file__).resolve().parents[2] / "app" / "static" / "button"
 
 
 class Shop:
@@ -403,12 +406,33 @@ def test_changing_process_id_reinitialises(page, shop):
     assert [(e["type"], e["detail"]["processId"]) for e in events(page, 1)] == [("payment-success", second)]
 
 
+def serve_own_copy_of_the_modules(page, site_url):
+    """The merchant's own copy of the button's folder beside its copy of button.js (the merchant
+    site serves button.js only): /static/button/<file> from app/static/button/; the requests."""
+    served = []
+
+    def fulfil(route):
+        name = route.request.url.rsplit("/", 1)[1]
+        served.append(name)
+        kind = "text/css" if name.endswith(".css") else "text/javascript"
+        route.fulfill(path=str(BUTTON_FOLDER / name), content_type=f"{kind}; charset=utf-8")
+
+    page.route(f"{site_url}/static/button/*", fulfil)
+    return served
+
+
 def test_api_base_attribute_overrides_the_script_origin(page, shop, api_calls):
+    # A merchant's own copy of button.js imports the modules beside it, from the merchant's site.
     pid = shop.create(amount="3.25")
+    served = serve_own_copy_of_the_modules(page, shop.site.url)
+    from_service = []
+    page.on("request", lambda r: from_service.append(r.url) if "/payment-button/button" in r.url else None)
     page.goto(shop.url(pid, script="site", **{"api-base": shop.live.url + "/"}))
 
     expect(button(page, ".amount-value")).to_have_text("$3.25")
+    expect_ready(button(page, ".pay"))
     assert [r.url for r in api_calls()] == [f"{shop.live.url}/payment-button/process/{pid}/public"]
+    assert "element.js" in served and "button.css" in served and from_service == []
 
 
 def test_polling_pauses_while_the_page_is_hidden_and_stops_when_final(page, shop, api_calls):

@@ -1,0 +1,81 @@
+// What the customer reads: every text the payment button writes (the markup in markup.js holds
+// the fixed labels), and the final states with the event each fires.
+
+// The final states: the event each fires, its icon (SVG content) and what the customer reads.
+export const FINAL = {
+  completed: {
+    event: 'payment-success', icon: '<path d="M6 12.5l4 4 8-9"/>', title: 'Payment received',
+    text: (amount) => `Thank you. ${amount} has been paid.`,
+  },
+  expired: {
+    event: 'payment-expired', icon: '<circle cx="12" cy="12" r="8"/><path d="M12 8v4.5l3 2"/>',
+    title: 'Payment expired', text: () => 'This payment request has expired. Please start a new order.',
+  },
+  cancelled: {
+    event: 'payment-cancelled', icon: '<path d="M8 8l8 8M16 8l-8 8"/>', title: 'Payment cancelled',
+    text: () => 'This payment request was cancelled by the merchant.',
+  },
+};
+
+// Every other text the button writes.
+export const TEXT = {
+  payment: 'Payment',
+  amountLabel: (status) => (status === 'completed' ? 'Amount paid' : FINAL[status] ? 'Amount' : 'Amount due'),
+  needsAttributes: 'This payment button needs its process-id and public-key attributes.',
+  unreachable: 'The payment service could not be reached. Check your connection and try again.',
+  httpStatus: (status) => `The payment service answered with status ${status}.`,
+  unexpected: 'The payment service sent an unexpected answer.',
+  noMethod: 'No payment method is available for this payment yet. Please contact the merchant.',
+  pay: (amount) => `Pay ${amount}`,
+  sandbox: 'Simulate a payment (test mode)',
+  sandboxFailed: 'Payment failed. No money was taken. You can try again.',
+  expiresIn: (clock) => `Expires in ${clock}`,
+  expired: 'Expired',
+  payWith: 'Pay with',
+  payWithOn: (symbol) => `Pay with ${symbol} on`,
+  assetOn: (symbol, network) => `${symbol} on ${network}`,
+  payAmount: (amount, symbol) => `pay ${amount} ${symbol}`,
+  // The quote under the price: "19.99 EUR · pay 21.673158 USDC at 1 EUR = 1.0842 USD, 10:02 UTC".
+  quote: (price, pay, rate) => (rate ? `${price} · ${pay} at ${rate}` : `${price} · ${pay}`),
+  rate: (base, value, quote, time) => `1 ${base} = ${value} ${quote}${time ? `, ${time}` : ''}`,
+  rateTime: (day, hhmm) => (day ? `${day} ${hhmm} UTC` : `${hhmm} UTC`),
+  back: 'Back',
+  keepChoice: 'Keep the current choice',
+  preparing: 'Preparing your payment…',
+  sendExactly: 'Send exactly',
+  sendRemaining: 'Send the remaining',
+  network: (name, chainId) => (Number.isInteger(chainId) ? `${name} (chain ${chainId})` : name),
+  qrLabel: (amount, address) => `QR code for a wallet app: ${amount} to ${address}`,
+  onlyThis: (symbol, network) => `Send only ${symbol} on ${network}: other tokens or networks are not credited to this payment.`,
+  waiting: (amount) => `Waiting for your payment of ${amount}…`,
+  checkingInTime: 'Checking for a payment made in time…',
+  seen: (k, required) => `Payment seen, waiting for confirmations (${required === null ? `${k} so far` : `${k} of ${required}`}).`,
+  seenFinal: 'Payment seen, waiting for the network to make it final.',
+  delayed: (network) => `${network} is delayed: a payment sent is credited once it is back.`,
+  sendRest: (received, due, remaining, symbol) => `Received ${received} of ${due} ${symbol}: send the remaining ${remaining} ${symbol}.`,
+  overpaid: (over, symbol) => ` That is ${over} ${symbol} more than due: the merchant will contact you about it.`,
+  paidLate: 'Paid after expiry',
+  arrivedLate: (amount, status) => `${amount} arrived after this payment request ${status === 'expired' ? 'expired' : 'was cancelled'}: the merchant will contact you.`,
+  arrivedShort: (received, due, symbol) => `${received} of ${due} ${symbol} arrived, but the payment was not completed: the merchant will contact you.`,
+  // Browser wallets (EIP-6963, or a bare window.ethereum)
+  walletsTitle: 'Or pay from a browser wallet',
+  payWithWallet: (name) => `Pay with ${name}`,
+  browserWallet: 'browser wallet',
+  payGasless: 'Pay without gas',
+  payGaslessWith: (name) => `Pay with ${name} without gas`,
+  walletOpen: (name) => `Confirm in ${name}…`,
+  walletSwitch: (network, chainId) => `Switching ${network} (chain ${chainId}) on in your wallet…`,
+  walletUnknownChain: (network, chainId) => `Your wallet does not know ${network} (chain id ${chainId}). Add that network to your wallet, then try again, or send with the address and QR code. Nothing was sent.`,
+  walletWrongChain: (network, chainId) => `Your wallet is not on ${network} (chain id ${chainId}): switch it to that network and try again. Nothing was sent.`,
+  walletRejected: 'You declined the request in your wallet. Nothing was sent.',
+  walletBusy: 'Your wallet already has a request open: finish or close it there, then try again.',
+  walletNoAccount: 'The wallet gave no account to pay from. Nothing was sent.',
+  walletFailed: (message) => `The wallet reported an error: ${message} Nothing was sent.`,
+  walletNothingLeft: 'Nothing is left to pay.',
+  walletSent: (hash) => `Transaction sent: ${hash}. Waiting for it on the network…`,
+  copy: 'Copy',
+  copied: 'Copied',
+  copyFailed: 'Copy failed',
+  copiedSaid: (what) => `${what} copied`,
+  copyFailedSaid: (what) => `${what} could not be copied: select it and copy it by hand`,
+};
