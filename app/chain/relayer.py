@@ -1,7 +1,7 @@
 """Payments without gas: the relayer checks a payer's signed ERC-3009 authorization and submits it,
-paying the gas from the operator's key (RELAYER_KEY_FILE). the contract, "Paying from the browser wallet,
-with or without gas" and "A relayer nobody can drain or switch off for others"; docs/payments.md,
-"Payments without gas".
+paying the gas from the operator's key (RELAYER_KEY_FILE). docs/contract.md, "Paying from the
+browser wallet, with or without gas" and "A relayer nobody can drain or switch off for others";
+docs/payments.md, "Payments without gas".
 
 The web request broadcasts, not the chain watcher: the payer waits for a transaction hash, the
 checks already ask the node (authorizationState, the payer's balance, a simulation of the very
@@ -235,8 +235,9 @@ def _check_caps(conn, config, from_address, now):
 # --- POST /payment-button/process/<processId>/authorization ----------------------------------
 
 def submit(db, config, merchant, process_id, fields: dict, now, deadline=None) -> str:
-    """Check the authorization (the contract's list), submit it, and return the transaction's hash.
-    `deadline`: the request's, over every node call (None: REQUEST_NODE_DEADLINE_SECONDS from now)."""
+    """Check the authorization (docs/contract.md's list), submit it, and return the transaction's
+    hash. `deadline`: the request's, over every node call (None: REQUEST_NODE_DEADLINE_SECONDS
+    from now)."""
     account = relayer_account(config)
     process, view, asset, network = _payment(db, merchant, process_id, now)
     if not asset.eip3009 or account is None:

@@ -24,8 +24,8 @@ def fail(message) -> click.ClickException:
     """The error a command exits with (status 1, the message on stderr). Every command's failures
     pass here, so a lookup that found nothing (by the code's convention, a message beginning "No ":
     "No merchant mer_….", "No network x (networks add it first).") says where it looked: the SQLite
-    file's path, or the PostgreSQL URL without its password (the contract, "Operating it"). A second
-    database (the live demo's) is then told from the first at a glance."""
+    file's path, or the PostgreSQL URL without its password (docs/contract.md, "Operating it"). A
+    second database (the live demo's) is then told from the first at a glance."""
     message = str(message)
     if message.startswith("No "):
         where = location(current_app.config["DATABASE"])

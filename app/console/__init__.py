@@ -1,8 +1,8 @@
-"""The merchant console: server-rendered pages for a merchant's staff at /dashboard/ (the contract "The
-merchant console"; decisions in docs/console.md). Every page but the login needs a session
-(security.login_required); every change needs the owner role and the form's CSRF token. The pages
-call the domain (app/domain/processes.py, app/domain/refunds.py, app/domain/accounts.py: users,
-login and sessions, ...), never app/data/.
+"""The merchant console: server-rendered pages for a merchant's staff at /dashboard/
+(docs/contract.md, "The merchant console"; decisions in docs/console.md). Every page but the
+login needs a session (security.login_required); every change needs the owner role and the form's
+CSRF token. The pages call the domain (app/domain/processes.py, app/domain/refunds.py,
+app/domain/accounts.py: users, login and sessions, ...), never app/data/.
 
   security.py   who is logged in, CSRF tokens, roles, the security headers, error pages
   pages.py      the blueprint and what every page shares: notices after a change (PRG),

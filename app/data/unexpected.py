@@ -1,6 +1,6 @@
 """SQL of unexpected transfers: ERC-20 Transfers to a watched deposit address that are not its
 process's choice (the watcher records them with app/data/transfers.py's functions, table
-UNEXPECTED; this module holds what is theirs alone): what the contract says of itself, the one
+UNEXPECTED; this module holds what is theirs alone): what the token contract says of itself, the one
 `payment.unexpected` of each, what the payment object lists, and staff's acceptance as payment."""
 from app.core.records import Transfer, UnexpectedTransfer
 from app.data.transfers import UNEXPECTED

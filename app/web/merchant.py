@@ -44,7 +44,8 @@ def _idempotency_key():
 
 
 def _answer(body, replayed):
-    """An idempotent request's answer: a replayed one says so (the contract, Idempotency-Key)."""
+    """An idempotent request's answer: a replayed one says so (docs/contract.md,
+    Idempotency-Key)."""
     response = json_response(body)
     if replayed:
         response.headers["Idempotent-Replayed"] = "true"

@@ -20,7 +20,7 @@ CREATE INDEX IF NOT EXISTS refunds_completed ON refunds (network_id, anchor_bloc
 -- the first release's.
 ALTER TABLE network_factories ADD COLUMN version INTEGER NOT NULL DEFAULT 1;
 
--- collections: the states the contract names (pending until mined and `confirmations` deep on the
+-- collections: docs/contract.md's states (pending until mined and `confirmations` deep on the
 -- kept chain, then confirmed; reverted when it moved nothing: reverted by the EVM, never mined, or
 -- removed by a reorganisation), the block hash and the kept block that proved it, a note (e.g. a
 -- gas coin that could not be measured); a nonce may be used by several rows (a replacement, or a
