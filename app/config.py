@@ -38,7 +38,8 @@ DEFAULTS = {
     # Live payments: how long after a process became final its deposit address is still watched
     # (late payments noticed and reported as payment.received_late)
     "PAYMENT_MONITORING_SECONDS": 86_400,
-    # The chain watcher's JSON-RPC calls: seconds to connect, and to wait for an answer
+    # The chain watcher's JSON-RPC calls: seconds to connect, and to wait for an answer (the same
+    # as app/evm/rpc.py's TIMEOUT, a client's without the config)
     "CHAIN_RPC_CONNECT_TIMEOUT_SECONDS": 5,
     "CHAIN_RPC_READ_TIMEOUT_SECONDS": 20,
     # Seconds a watcher's lease on a network lasts (renewed each poll): with several watch-payments

@@ -27,6 +27,7 @@ import logging
 from collections import defaultdict
 from types import SimpleNamespace
 
+from app.chain import proofs
 from app.data import payouts as payout_rows
 from app.data.payouts import GAS_COIN, Item
 from app.evm import canonical, forwarder, rpc
@@ -44,7 +45,7 @@ def settle_earlier(db, sender, network, version, report, *, may_send, now, timeo
     (an RpcError) when a receipt's block does not link to it."""
     now = int(now)
     conn = db.connection()
-    kept = canonical.kept_hashes(conn, network.id)
+    kept = proofs.kept_hashes(conn, network.id)
     client = sender.client
     if kept:
         top = max(kept)
@@ -72,7 +73,7 @@ def settle_watched(db, client, network, head, deep_enough, now) -> list:
     the chain was checked against the kept one by the poll itself. Each change is logged;
     returns `_settled`'s list of them. RpcError (NotProven included) on a fault, nothing of the
     failing collection recorded; idle (nothing pending, no anchor lost) it makes no RPC call."""
-    kept = canonical.kept_hashes(db.connection(), network.id)
+    kept = proofs.kept_hashes(db.connection(), network.id)
     report = SimpleNamespace(head=head, deep_enough=deep_enough, kept_top=max(kept, default=None),
                              settled=[], replaced=[])
     _settle(db, Reader(client), network, None, kept, report, may_send=False, now=int(now),
@@ -110,7 +111,7 @@ def _recheck(db, sender, network, kept, floor, now, report):
              if kept.get(c.anchor_block) != c.anchor_hash]
     if not moved:
         return
-    proven = canonical.prove(sender.client, conn, network.id, {c.block_number for c in moved})
+    proven = proofs.prove(sender.client, conn, network.id, {c.block_number for c in moved})
     for c in moved:
         header, anchor = proven[c.block_number]
         if header.hash == c.block_hash:
@@ -229,7 +230,7 @@ def record_receipt(db, sender, network, version, c, receipt, report, now):
     proven = None
     if deep and report.kept_top is not None and receipt.block_number <= report.kept_top:
         proven = canonical.prove_receipt(
-            canonical.prove(sender.client, conn, network.id, [receipt.block_number]), receipt)
+            proofs.prove(sender.client, conn, network.id, [receipt.block_number]), receipt)
     with db.transaction() as tx:
         payout_rows.mined(tx, c.id, receipt, items, note)
         if proven is not None:

@@ -41,6 +41,7 @@ here.
 """
 import logging
 
+from app.chain import proofs
 from app.data import payouts as payout_rows
 from app.data import processes as process_rows
 from app.data import refunds as refund_rows
@@ -57,7 +58,7 @@ def settle(db, client, network, head, deep_enough, now, *, max_range, max_addres
     named or found transfer pays, in blocks up to `deep_enough` (the watcher's: by confirmations or
     by the network's finality tag). Returns how many were completed. RpcError (NotProven included) on
     a fault: nothing of the failing step committed."""
-    kept = canonical.kept_hashes(db.connection(), network.id)
+    kept = proofs.kept_hashes(db.connection(), network.id)
     if not kept:  # the watcher has kept no block yet: nothing can be proven
         return 0
     _recheck(db, client, network, kept, canonical.kept_floor(head, network.confirmations, deep_enough),
@@ -79,7 +80,7 @@ def _recheck(db, client, network, kept, floor, now):
              if kept.get(r.anchor_block) != r.anchor_hash]
     if not moved:
         return
-    proven = canonical.prove(client, conn, network.id, {r.block_number for r in moved})
+    proven = proofs.prove(client, conn, network.id, {r.block_number for r in moved})
     with db.transaction() as conn:
         for refund in moved:
             header, anchor = proven[refund.block_number]
@@ -105,7 +106,7 @@ def _settle_named(db, client, network, deep_enough, now) -> int:
              if found[r.named_tx_hash] is not None and found[r.named_tx_hash].block_number <= deep_enough]
     if not ready:
         return 0
-    proven = canonical.prove(client, conn, network.id, {receipt.block_number for _, receipt in ready})
+    proven = proofs.prove(client, conn, network.id, {receipt.block_number for _, receipt in ready})
     for _, receipt in ready:
         canonical.prove_receipt(proven, receipt)
     owners = _owners(conn, (entry for refund, receipt in ready for entry in _to(refund, receipt)))
@@ -204,7 +205,7 @@ def _settle_found(db, client, network, kept, deep_enough, now, max_range, max_ad
         logs = _logs(client, first, last, waiting, max_addresses, pins) if waiting else []
         payers = set().union(*(senders[r.id] for r in waiting))
         logs = [entry for entry in logs if entry.from_address in payers]
-        proven = canonical.prove(client, conn, network.id, {entry.block_number for entry in logs})
+        proven = proofs.prove(client, conn, network.id, {entry.block_number for entry in logs})
         for entry in logs:
             if proven[entry.block_number][0].hash != entry.block_hash:
                 raise NotProven(f"block {entry.block_number}: a log of another block than the kept"

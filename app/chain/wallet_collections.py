@@ -11,10 +11,12 @@ app/evm/canonical.py), or `reverted` when the node says its nonce went to anothe
 A `collect` run on the network settles it too, as any pending collection (it cannot broadcast it
 again: the wallet kept the signed transaction)."""
 import re
+from collections import defaultdict
 from types import SimpleNamespace
 
-from app.chain import collect, collection_records
+from app.chain import collect, collection_records, proofs
 from app.core.money import format_units
+from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
 from app.data.payouts import GAS_COIN, Collection
 from app.evm import canonical, rpc
@@ -35,6 +37,39 @@ def balances(client, address, assets) -> list[tuple[str, str]]:
                              [a.contract for a in assets])[1][address]
     found = [(format_units(held[a.contract], a.decimals), a.symbol) for a in assets]
     return found + [(format_units(held[GAS_COIN], GAS_COIN_DECIMALS), "of the gas coin")]
+
+
+def offer(db, network, merchant_id, client, *, max_batch=100) -> tuple[collect.Waiting, set[str]]:
+    """What the merchant's deposit addresses hold on the network, and the factory call its browser
+    wallet sends to collect them (at most `max_batch` addresses: a wallet estimates the gas without
+    `collect`'s halving, so the batch stays well below a block); and the addresses left out, held
+    by a collection (a `collect` run's, or an earlier wallet's: `payout_rows.held`). RpcError when
+    the node cannot be read.
+
+    The holds are read, and the call built, under the network's collection lock, the one `collect`
+    claims its addresses under: an address a run claimed before the call is built is never in it.
+    (A browser wallet's collection claims nothing until it is mined: a run started after the page
+    was built may still include its addresses; the second transaction then moves nothing there.)"""
+    conn = db.connection()
+    factory, version = payout_rows.factory_of(conn, network.id)
+    tokens = [a.contract for a in payment_rows.list_assets(conn) if a.network_id == network.id]
+    deposits = payout_rows.collectable(conn, factory, version, merchant_id)
+    read_block, balances = collect._balances(client, deposits, tokens) if deposits else (None, {})
+    full = [d for d in deposits if any(balances[d.address].values())]
+    with db.transaction() as conn:
+        payout_rows.lock_collections(conn, network.id)
+        held = payout_rows.held(conn, network.id, [d.address for d in full], read_block)
+        full = [d for d in full if d.address not in held]
+        if not full:
+            return collect.Waiting(factory=factory, deposits=[], totals={}, calldata=None), held
+        totals = defaultdict(int)
+        for d in full:
+            for token, amount in balances[d.address].items():
+                totals[token] += amount
+        batch = collect._batch(full[:max_batch], balances, tokens)
+        return collect.Waiting(factory=factory, deposits=full, totals=dict(totals),
+                               calldata="0x" + collect._calldata(batch).hex(),
+                               batch=len(batch.deposits)), held
 
 
 def record(db, network, merchant_id, tx_hash, client, now) -> bool:
@@ -71,7 +106,7 @@ def settle(db, network, merchant_id, client, now):
     if not pending:
         return
     found = canonical.receipts(client, [c.tx_hash for c in pending])
-    kept = canonical.kept_hashes(db.connection(), network.id)
+    kept = proofs.kept_hashes(db.connection(), network.id)
     head = client.block_number()
     report = SimpleNamespace(head=head, deep_enough=canonical.deep_enough(network, head),
                              kept_top=max(kept, default=None), settled=[])

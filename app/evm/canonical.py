@@ -4,57 +4,25 @@ An RPC provider is a pool of nodes, and one of them may answer from an abandoned
 chain: a log or a receipt is recorded only when the header of its block, read in the same step, has
 its block hash and is linked to the kept chain of hashes (chain_blocks, kept by the chain watcher,
 whose every poll checks its newest kept block against the node and whose rows each extend the one
-below). Linked: the headers from the block up to the lowest kept block at or above it are read, each
-one's parent hash is the hash of the one below, and the top one's hash is the kept one. That kept
-block is the proof's anchor: a block hash commits to every block below it, so while the anchor stays
-kept with its hash, the block is still on the chain, and no node needs to be asked again.
+below; app/chain/proofs.py reads it and proves blocks against it, with `linked` here). Linked: the
+headers from the block up to the lowest kept block at or above it are read, each one's parent hash
+is the hash of the one below, and the top one's hash is the kept one. That kept block is the proof's
+anchor: a block hash commits to every block below it, so while the anchor stays kept with its hash,
+the block is still on the chain, and no node needs to be asked again.
 
 The headers read are those between each block and its anchor: in steady state the watcher keeps a
 block per poll, so one or two; after a long pause, up to one watcher step (MAX_RANGE blocks).
 """
 from dataclasses import dataclass
 
-from app.data import transfers as transfer_rows
 from app.evm import rpc
 from app.evm.rpc import RpcError
-
-_EVERY_BLOCK = 2**62
 
 
 class NotProven(RpcError):
     """The node's chain does not link to the kept one at these blocks (an abandoned fork, another
     chain, or a reorganisation the watcher has not read yet), or no kept block is at or above them:
     the step records nothing and is tried again."""
-
-
-def kept(conn, network_id) -> list:
-    """The kept blocks of the network, highest first."""
-    return transfer_rows.blocks_from_top(conn, network_id, _EVERY_BLOCK)
-
-
-def prove(client, conn, network_id, numbers) -> dict:
-    """{number: (header, anchor)} for each block number: the node's header at that number, linked to
-    the kept chain, and the kept block (ChainBlock) it links to. NotProven when some header does not
-    link; RpcError when the node fails."""
-    numbers = sorted(set(numbers))
-    if not numbers:
-        return {}
-    blocks = sorted(kept(conn, network_id), key=lambda b: b.number)
-    anchors = {}
-    for number in numbers:
-        anchor = next((b for b in blocks if b.number >= number), None)
-        if anchor is None:
-            raise NotProven(f"block {number} is above the kept chain: the watcher has not read it yet")
-        anchors[number] = anchor
-    wanted = set()
-    for number, anchor in anchors.items():
-        wanted.update(range(number, anchor.number + 1))
-    headers = client.headers(wanted)
-    proven = {}
-    for number, anchor in anchors.items():
-        linked(headers, number, anchor.number, anchor.hash)
-        proven[number] = (headers[number], anchor)
-    return proven
 
 
 def linked(headers, number, anchor, anchor_hash):
@@ -97,13 +65,6 @@ def recheck_from(kept, floor) -> int:
     above the lowest kept block is gone only because a reorganisation made the watcher forget it;
     one below both may have been pruned, and nothing is known of it any more."""
     return min(min(kept), floor)
-
-
-def kept_hashes(conn, network_id) -> dict:
-    """{number: hash} of the kept blocks: an anchor still there with its hash still proves its
-    block; one gone (forgotten after a reorganisation) or replaced means reading the block again;
-    below the lowest kept block nothing is known any more (pruned)."""
-    return {b.number: b.hash for b in kept(conn, network_id)}
 
 
 # --- Logs and receipts, read strictly --------------------------------------------------------

@@ -13,8 +13,6 @@ from urllib.parse import urlsplit
 
 import requests
 
-from app.config import DEFAULTS
-
 MAX_BATCH = 1000  # geth's default batch limit (BatchRequestLimit); smaller ones are found as refused
 LOGS_PER_BATCH = 20  # eth_getLogs calls of address chunks sent in one batch (each may be heavy)
 
@@ -88,8 +86,13 @@ def _timeouts(config):
             float(config["CHAIN_RPC_READ_TIMEOUT_SECONDS"]))
 
 
+# (connect, read) seconds of a client made without the app's config: the CHAIN_RPC_* settings'
+# defaults (app/config.py), so that this module needs no config.
+TIMEOUT = (5.0, 20.0)
+
+
 class Client:
-    def __init__(self, url, *, session=None, timeout=_timeouts(DEFAULTS), deadline=None):
+    def __init__(self, url, *, session=None, timeout=TIMEOUT, deadline=None):
         """`deadline`: a time.monotonic() value by which every call must have its answer (None:
         each call bounded by `timeout` alone). Past it a call raises DeadlinePassed without asking."""
         self.url = url
