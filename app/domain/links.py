@@ -99,15 +99,7 @@ def deactivate(db, merchant_id, link_id, now) -> Link:
 
 
 def why_unavailable(link, paid, now) -> str | None:
-    """Why the link makes no more processes (None: it does): deactivated, expired, or its
-    `maxPayments` processes completed."""
-    if link.deactivated_at is not None:
-        return "deactivated"
-    if link.expires_at is not None and now >= link.expires_at:
-        return "expired"
-    if link.max_payments is not None and paid >= link.max_payments:
-        return "sold out"
-    return None
+    return link.why_unavailable(paid, now)
 
 
 def open_process(db, link_id, *, client, now, ttl, per_minute, checkout_base):

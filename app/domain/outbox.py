@@ -12,7 +12,7 @@ from app.data import endpoints as endpoint_rows
 from app.data import outbox as event_rows
 from app.data import payments as payment_rows
 from app.data import refunds as refund_rows
-from app.domain.representation import event_json, iso, process_json
+from app.domain.representation import event_json, process_object
 
 EVENT_TYPES = (
     "payment.completed", "payment.failed", "process.cancelled", "process.expired",
@@ -51,7 +51,7 @@ def emit(conn, event_type, process, now, payment=_LOAD, refunds=_LOAD) -> str:
         merchant_id=process.merchant_id,
         process_id=process.id,
         type=event_type,
-        payload=event_json(event_type, now, process_json(process, now, payment, refunds)),
+        payload=event_json(event_type, now, process_object(process, now, payment, refunds)),
         now=now,
     )
     return event_id
@@ -83,8 +83,8 @@ def queue_test(db, merchant, endpoint, now) -> str:
     worker waits on the endpoint; unlike them it has no process, is attempted once (never retried
     or re-queued), and only one waits per endpoint (TestEventWaiting)."""
     now = int(now)
-    payload = (f'{{"type":"{TEST_EVENT_TYPE}","timestamp":"{iso(now)}","data":{{"merchantId":'
-               f'"{merchant.id}","livemode":{"true" if merchant.livemode else "false"}}}}}')
+    payload = event_json(TEST_EVENT_TYPE, now, {"merchantId": merchant.id,
+                                                  "livemode": bool(merchant.livemode)})
     event_id = new_event_id()
     with db.transaction() as conn:
         endpoint_rows.lock_merchant(conn, merchant.id)

@@ -15,6 +15,7 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
 from app.core import currency
+from app.core.jsonutil import dumps_compact
 from app.core.money import format_units, significant_places
 from app.core.records import Rate
 from app.data import payments as payment_rows
@@ -130,7 +131,7 @@ def quote(process, asset, rates: dict, now) -> Quote:
         feed=rate.feed if rate is not None and rate.source == "feed" else None,
         roundId=rate.round_id if rate is not None and rate.source == "feed" else None,
         rateUpdatedAt=None if rate is None else iso(rate.updated_at), quotedAt=iso(now))
-    return Quote(due, json.dumps(fields, separators=(",", ":")))
+    return Quote(due, dumps_compact(fields))
 
 
 def quote_problem(amount, code, decimals, quote_text, due) -> str | None:

@@ -1,12 +1,13 @@
 """The JSON the service shows: Process objects, pages of them, and webhook event bodies.
 
-Built as text so that the amount literal and the stored metadata JSON go out byte for byte as they
-came in (no float, no re-encoding). Key order follows docs/contract.md.
+Each object is built as a dict and written by the one JSON writer (app.core.jsonutil.dumps_compact),
+which escapes every string; the amount literal and the stored metadata go in as Fragments, byte for
+byte as they came in (no float, no re-encoding). Key order follows docs/contract.md.
 """
-import json
 from datetime import datetime, timezone
 from functools import lru_cache
 
+from app.core.jsonutil import Fragment, dumps_compact, loads
 from app.core.money import format_units
 from app.evm.addresses import to_checksum_address
 
@@ -16,24 +17,22 @@ def iso(ts: int) -> str:
     return datetime.fromtimestamp(int(ts), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _bool(value):
-    return "true" if value else "false"
+def process_object(p, now, payment=None, refunds=()) -> dict:
+    """The Process object; `payment` is its PaymentView (None: not confirmed, shown as null),
+    `refunds` its Refunds, oldest first."""
+    return {
+        "processId": p.id, "status": p.effective_status(now), "amount": Fragment(p.amount),
+        "currency": p.currency, "metadata": Fragment(p.metadata), "livemode": bool(p.livemode),
+        "createdAt": iso(p.created_at), "updatedAt": iso(p.effective_updated_at(now)),
+        "expiresAt": iso(p.expires_at), "description": p.description,
+        "successUrl": p.success_url, "cancelUrl": p.cancel_url, "checkoutUrl": checkout_url(p),
+        "payment": None if payment is None else payment_object(payment),
+        "refunds": [refund_object(r) for r in refunds],
+    }
 
 
 def process_json(p, now, payment=None, refunds=()) -> str:
-    """The Process object; `payment` is its PaymentView (None: not confirmed, shown as null),
-    `refunds` its Refunds, oldest first."""
-    status = p.effective_status(now)
-    updated = p.effective_updated_at(now)
-    return (
-        f'{{"processId":"{p.id}","status":"{status}","amount":{p.amount},'
-        f'"currency":"{p.currency}","metadata":{p.metadata},"livemode":{_bool(p.livemode)},'
-        f'"createdAt":"{iso(p.created_at)}","updatedAt":"{iso(updated)}",'
-        f'"expiresAt":"{iso(p.expires_at)}","description":{json.dumps(p.description)},'
-        f'"successUrl":{json.dumps(p.success_url)},"cancelUrl":{json.dumps(p.cancel_url)},'
-        f'"checkoutUrl":{json.dumps(checkout_url(p))},"payment":{payment_json(payment)},'
-        f'"refunds":[{",".join(refund_json(r) for r in refunds)}]}}'
-    )
+    return dumps_compact(process_object(p, now, payment, refunds))
 
 
 def checkout_url(p) -> str | None:
@@ -45,26 +44,22 @@ def public_process_json(p, now, payment=None, network_state=None) -> str:
     """What a browser may see: never the metadata (it can hold e-mails). `network_state`: the
     chosen network's health ("ok", "unavailable"; None before a choice), so the button can say
     that the network is delayed."""
-    state = "null" if network_state is None else f'"{network_state}"'
-    return (
-        f'{{"processId":"{p.id}","status":"{p.effective_status(now)}","amount":{p.amount},'
-        f'"currency":"{p.currency}","expiresAt":"{iso(p.expires_at)}","livemode":{_bool(p.livemode)},'
-        f'"networkState":{state},"payment":{payment_json(payment, public=True)}}}'
-    )
+    return dumps_compact({
+        "processId": p.id, "status": p.effective_status(now), "amount": Fragment(p.amount),
+        "currency": p.currency, "expiresAt": iso(p.expires_at), "livemode": bool(p.livemode),
+        "networkState": network_state,
+        "payment": None if payment is None else payment_object(payment, public=True),
+    })
 
 
 def page_json(processes, has_more, now, payments=None, refunds=None) -> str:
     """A page of Process objects; `payments` maps process ids to their PaymentView, `refunds` to
     their lists of Refunds."""
     payments, refunds = payments or {}, refunds or {}
-    items = ",".join(process_json(p, now, payments.get(p.id), refunds.get(p.id, ()))
-                     for p in processes)
-    return f'{{"data":[{items}],"hasMore":{_bool(has_more)}}}'
-
-
-def payment_json(view, public=False) -> str:
-    """The `payment` object of docs/contract.md ("null" for None), as `payment_object` gives it."""
-    return "null" if view is None else json.dumps(payment_object(view, public), separators=(",", ":"))
+    return dumps_compact({
+        "data": [process_object(p, now, payments.get(p.id), refunds.get(p.id, ()))
+                 for p in processes],
+        "hasMore": bool(has_more)})
 
 
 def payment_object(view, public=False) -> dict:
@@ -92,7 +87,7 @@ def quote_object(payment) -> dict:
     """The payment's locked quote (docs/contract.md, "Prices in the merchant's currency"); one made
     before quotes was at par, in USD, when the payment was made."""
     if payment.quote is not None:
-        return json.loads(payment.quote)
+        return loads(payment.quote.encode())
     return {"currency": "USD", "amount": format_units(payment.amount_due, payment.decimals),
             "rate": "1", "pair": None, "inverse": False, "source": "par", "networkId": None,
             "feed": None, "roundId": None, "rateUpdatedAt": None, "quotedAt": iso(payment.created_at)}
@@ -131,7 +126,7 @@ def refund_payment_uri(r) -> str:
     return f"ethereum:{r.token_contract}@{r.chain_id}/transfer?address={r.address}&uint256={r.amount}"
 
 
-def refund_json(r) -> str:
+def refund_object(r) -> dict:
     """The Refund object. `amount` is a decimal string in token units, like the payment's amounts;
     `paymentUri` (EIP-681) asks the merchant's wallet for exactly the refund; `txHash` is the
     transaction named for it or found paying it (null until then); `sender` the settling transfer's
@@ -139,31 +134,29 @@ def refund_json(r) -> str:
     e-mail or "secret key"; null when none is named); `clearedTxHash` and `clearedReason` the last
     name the watcher cleared, and why; `transfers` holds the confirmed transfer that settled it
     (empty until then)."""
-    uri = refund_payment_uri(r)
-    extra = {name: getattr(r, attr, None) for name, attr in (
-        ("sender", "sender"), ("namedBy", "named_by"), ("clearedTxHash", "cleared_tx_hash"),
-        ("clearedReason", "cleared_reason"))}
-    transfers = ""
+    transfers = []
     if r.status == "completed":
-        transfers = (f'{{"txHash":"{r.tx_hash}","logIndex":{r.log_index},'
-                     f'"blockNumber":{r.block_number},'
-                     f'"amount":"{format_units(r.transfer_amount, r.decimals)}"}}')
-    return (
-        f'{{"refundId":"{r.id}","processId":"{r.process_id}","status":"{r.status}",'
-        f'"amount":"{format_units(r.amount, r.decimals)}","assetId":{json.dumps(r.asset_id)},'
-        f'"networkId":{json.dumps(r.network_id)},"tokenContract":"{r.token_contract}",'
-        f'"address":"{r.address}","reason":{json.dumps(r.reason)},"paymentUri":{json.dumps(uri)},'
-        f'"txHash":{json.dumps(r.shown_tx_hash)},"sender":{json.dumps(extra["sender"])},'
-        f'"namedBy":{json.dumps(extra["namedBy"])},'
-        f'"clearedTxHash":{json.dumps(extra["clearedTxHash"])},'
-        f'"clearedReason":{json.dumps(extra["clearedReason"])},'
-        f'"createdAt":"{iso(r.created_at)}","updatedAt":"{iso(r.updated_at)}",'
-        f'"transfers":[{transfers}]}}'
-    )
+        transfers.append({"txHash": r.tx_hash, "logIndex": r.log_index,
+                          "blockNumber": r.block_number,
+                          "amount": format_units(r.transfer_amount, r.decimals)})
+    return {
+        "refundId": r.id, "processId": r.process_id, "status": r.status,
+        "amount": format_units(r.amount, r.decimals), "assetId": r.asset_id,
+        "networkId": r.network_id, "tokenContract": r.token_contract, "address": r.address,
+        "reason": r.reason, "paymentUri": refund_payment_uri(r), "txHash": r.shown_tx_hash,
+        "sender": getattr(r, "sender", None), "namedBy": getattr(r, "named_by", None),
+        "clearedTxHash": getattr(r, "cleared_tx_hash", None),
+        "clearedReason": getattr(r, "cleared_reason", None),
+        "createdAt": iso(r.created_at), "updatedAt": iso(r.updated_at), "transfers": transfers,
+    }
+
+
+def refund_json(r) -> str:
+    return dumps_compact(refund_object(r))
 
 
 def refund_list_json(refunds) -> str:
-    return f'{{"data":[{",".join(refund_json(r) for r in refunds)}]}}'
+    return dumps_compact({"data": [refund_object(r) for r in refunds]})
 
 
 def _head(transfer, payment) -> int:
@@ -172,40 +165,39 @@ def _head(transfer, payment) -> int:
     return payment.head_block if transfer.head_block is None else transfer.head_block
 
 
-def event_json(event_type, timestamp, process_object_json) -> str:
-    return (
-        f'{{"type":{json.dumps(event_type)},"timestamp":"{iso(timestamp)}",'
-        f'"data":{process_object_json}}}'
-    )
+def event_json(event_type, timestamp, data) -> str:
+    """An event's body; `data` the object it reports (a dict, or its JSON text as a Fragment)."""
+    return dumps_compact({"type": event_type, "timestamp": iso(timestamp), "data": data})
+
+
+def link_object(link, paid, base, now) -> dict:
+    """The Link object (docs/contract.md, "Payment links"): `paid` its completed processes, `base`
+    the service's public base URL; the amount and metadata go out as they came in."""
+    return {
+        "linkId": link.id, "url": f"{base}/l/{link.id}", "amount": Fragment(link.amount),
+        "currency": link.currency, "description": link.description,
+        "metadata": Fragment(link.metadata), "successUrl": link.success_url,
+        "maxPayments": link.max_payments, "payments": paid,
+        "active": link.why_unavailable(paid, now) is None,
+        "expiresAt": None if link.expires_at is None else iso(link.expires_at),
+        "createdAt": iso(link.created_at),
+    }
 
 
 def link_json(link, paid, base, now) -> str:
-    """The Link object (docs/contract.md, "Payment links"): `paid` its completed processes, `base`
-    the service's public base URL; the amount and metadata go out as they came in."""
-    from app.domain.links import why_unavailable  # the rule of availability is the domain's
-    active = why_unavailable(link, paid, now) is None
-    return (
-        f'{{"linkId":"{link.id}","url":{json.dumps(f"{base}/l/{link.id}")},"amount":{link.amount},'
-        f'"currency":"{link.currency}","description":{json.dumps(link.description)},'
-        f'"metadata":{link.metadata},"successUrl":{json.dumps(link.success_url)},'
-        f'"maxPayments":{json.dumps(link.max_payments)},"payments":{paid},'
-        f'"active":{_bool(active)},'
-        f'"expiresAt":{json.dumps(None if link.expires_at is None else iso(link.expires_at))},'
-        f'"createdAt":"{iso(link.created_at)}"}}'
-    )
+    return dumps_compact(link_object(link, paid, base, now))
 
 
 def link_list_json(links, paid, has_more, base, now) -> str:
-    items = ",".join(link_json(link, paid.get(link.id, 0), base, now) for link in links)
-    return f'{{"data":[{items}],"hasMore":{_bool(has_more)}}}'
-
+    return dumps_compact({"data": [link_object(link, paid.get(link.id, 0), base, now)
+                                   for link in links], "hasMore": bool(has_more)})
 
 
 def endpoint_object(endpoint, secret=None, deleted=False) -> dict:
     """The Endpoint object (docs/webhooks.md, "Several endpoints"); `secret` only in the answers
     that make or roll it, `"deleted": true` only in the answer to a delete."""
     found = {"endpointId": endpoint.id, "url": endpoint.url, "events": list(endpoint.events),
-             "enabled": endpoint.enabled, "description": endpoint.description,
+             "enabled": bool(endpoint.enabled), "description": endpoint.description,
              "createdAt": iso(endpoint.created_at)}
     if secret is not None:
         found["secret"] = secret
@@ -215,10 +207,8 @@ def endpoint_object(endpoint, secret=None, deleted=False) -> dict:
 
 
 def endpoint_json(endpoint, secret=None, deleted=False) -> str:
-    return json.dumps(endpoint_object(endpoint, secret, deleted), separators=(",", ":"),
-                      ensure_ascii=False)
+    return dumps_compact(endpoint_object(endpoint, secret, deleted))
 
 
 def endpoint_list_json(endpoints) -> str:
-    return json.dumps({"data": [endpoint_object(e) for e in endpoints]}, separators=(",", ":"),
-                      ensure_ascii=False)
+    return dumps_compact({"data": [endpoint_object(e) for e in endpoints]})

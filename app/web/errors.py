@@ -1,11 +1,11 @@
 """The one JSON error envelope: {"code", "message", "errors"?} on every non-2xx response."""
-import json
 import logging
 
 from flask import Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
 from app.chain import relayer
+from app.core.jsonutil import dumps_compact
 from app.db import database_errors, get_db, is_unavailable
 from app.domain import endpoints, health, links, payments, processes, rates, refunds, unexpected
 
@@ -29,9 +29,7 @@ def error_response(status, code, message, errors=None, headers=None):
     body = {"code": code, "message": message}
     if errors:
         body["errors"] = errors
-    response = Response(
-        json.dumps(body), status=status, mimetype="application/json"
-    )
+    response = Response(dumps_compact(body), status=status, mimetype="application/json")
     for name, value in (headers or {}).items():
         response.headers[name] = value
     return response
