@@ -7,7 +7,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 5000
 CHAIN  := tests/chain
 
-.PHONY: run demo-onchain demo-live test fuzz bench install install-test clean
+.PHONY: run demo-onchain demo-live test lint fuzz bench install install-test clean
 
 ## run: create .venv, install, initialise the database, create the demo merchant, start the service
 ##      and the webhook delivery worker next to it (Ctrl-C stops both)
@@ -32,6 +32,10 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed-test $(CHAIN)/node_modules/.installed
 	TEST_DATABASE=sqlite $(BIN)/pytest
 	TEST_DATABASE=postgresql $(BIN)/pytest
+
+## lint: ruff over the Python tree, its settings in pyproject.toml (CI runs it before the tests)
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check .
 
 ## fuzz: schemathesis over every operation of app/openapi.json, FUZZ_EXAMPLES cases per operation,
 ## and the property tests with 1,000 examples each, all with fresh randomness; prints the
