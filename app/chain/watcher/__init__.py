@@ -1,5 +1,7 @@
 """The chain watcher: finds token transfers to deposit addresses, counts their confirmations, and
-writes the payment events (`flask --app app watch-payments`, app/cli/watcher.py).
+writes the payment events (`flask --app app watch-payments`, app/cli/watcher.py). The words used
+here in a narrow sense (poll, step, pins, kept block, tag, deep enough, seen / confirmed /
+orphaned / reversed, anchor…) are defined in docs/payments.md, "Glossary".
 
 A provider's URL is a pool of nodes, each call may reach another one (lagging, on an abandoned fork,
 of another chain): nothing is recorded on one answer alone. docs/payments.md, "RPC pools", says what
