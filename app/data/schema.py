@@ -1,15 +1,12 @@
-"""SQL about the schema itself: versions and upgrades, liveness, the reset of `init-db --reset`, and
-the row copy of `copy-db`.
+"""SQL about the schema itself: its versions, liveness, the reset of `init-db --reset`, and the row
+copy of `copy-db`. Every module of app/data reads `dialect` here, so this one imports none of them;
+the upgrade that applies the versions is migrate.py's.
 
 Versions: `app/migrations/<dialect>/NNNN_name.sql`, one numbered file per version and backend. The
-table `schema_version` holds a row per version applied. `upgrade` applies every missing file in order,
-in one transaction, so a failed upgrade leaves the database as it was. A database of a release from
-before versions (no `schema_version` table) is at version 0: version 1 is written with IF NOT EXISTS,
-so applying it creates only what such a database lacks and keeps every row.
+table `schema_version` holds a row per version applied. A database of a release from before
+versions (no `schema_version` table) is at version 0.
 """
 from importlib import resources
-
-from app.core.testnets import LIVE_CHAIN_IDS, TEST_CHAIN_IDS
 
 # Every table, parents before children (the order copy-db inserts in); schema_version is not copied.
 TABLES = (
@@ -22,12 +19,6 @@ TABLES = (
     "users", "console_sessions", "login_failures", "login_locks", "process_search", "overview_days",
     "links", "link_hits", "watcher_leases",
 )
-
-_VERSION_TABLE = (
-    "CREATE TABLE IF NOT EXISTS schema_version ("
-    " version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)"
-)
-
 
 def dialect(conn) -> str:
     """'postgresql' for app/db/postgres.py's connections, 'sqlite' for sqlite3's."""
@@ -48,7 +39,7 @@ def latest_version(name) -> int:
     return migrations(name)[-1][0]
 
 
-def _has_table(conn, table) -> bool:
+def has_table(conn, table) -> bool:
     if dialect(conn) == "postgresql":
         return conn.execute("SELECT to_regclass(?) IS NOT NULL", (table,)).fetchone()[0]
     return conn.execute(
@@ -58,85 +49,9 @@ def _has_table(conn, table) -> bool:
 
 def version(conn) -> int:
     """The schema version of the database; 0 for one without our version table."""
-    if not _has_table(conn, "schema_version"):
+    if not has_table(conn, "schema_version"):
         return 0
     return conn.execute("SELECT COALESCE(max(version), 0) FROM schema_version").fetchone()[0]
-
-
-def _applied(conn) -> set[int]:
-    if not _has_table(conn, "schema_version"):
-        return set()
-    return {row[0] for row in conn.execute("SELECT version FROM schema_version")}
-
-
-def _after(number) -> str:
-    """SQL run right after migration `number`, in the same transaction, on a database that lacked
-    it: what the migration's own file cannot know. Version 3 brought test and live networks; a
-    network added before could only be classed by its chain id, so one that is neither a well-known
-    test chain nor a well-known live one is made a test network until the operator sets its mode
-    (init-db names them: app/domain/payments.py, networks_of_unknown_mode)."""
-    if number == 3:
-        known = ", ".join(str(chain_id) for chain_id in sorted(TEST_CHAIN_IDS | LIVE_CHAIN_IDS))
-        return f"UPDATE networks SET testnet = 1 WHERE chain_id NOT IN ({known});"
-    return ""
-
-
-def _derive(conn, applied):
-    """What a new version derives from the rows already there, in Python (exact sums SQLite's SQL
-    cannot make), in the upgrade's transaction: version 20's overview_days."""
-    if 20 in applied:
-        from app.data import overview  # it reads this module's dialect()
-        overview.rebuild(conn)
-
-
-def upgrade(conn, now=None) -> tuple[int, int]:
-    """Apply every migration the database lacks, in one transaction. (version before, after).
-    "Lacks" is by number, not only above the highest applied: versions developed side by side may
-    be merged out of order (a database at 5 that lacks 4 gets 4)."""
-    import time
-
-    now = int(time.time() if now is None else now)
-    name = dialect(conn)
-    if name == "postgresql":
-        conn.execute("BEGIN")
-        try:
-            # Two init-db at once: the second waits, then finds the schema up to date.
-            conn.execute("SELECT pg_advisory_xact_lock(7101)")
-            conn.execute(_VERSION_TABLE)
-            before, applied = version(conn), _applied(conn)
-            pending = [m for m in migrations(name) if m[0] not in applied]
-            for number, filename, sql in pending:
-                conn.execute(sql)
-                if _after(number):
-                    conn.execute(_after(number))
-                conn.execute("INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)",
-                             (number, filename, now))
-            _derive(conn, {m[0] for m in pending})
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.rollback()
-            raise
-        return before, max(before, pending[-1][0]) if pending else before
-    # SQLite: executescript commits any open transaction first, so the script carries its own.
-    before, applied = version(conn), _applied(conn)
-    pending = [m for m in migrations(name) if m[0] not in applied]
-    if not pending:
-        return before, before
-    script = ["BEGIN IMMEDIATE;", _VERSION_TABLE + ";"]
-    for number, filename, sql in pending:
-        script.append(sql)
-        script.append(_after(number))
-        script.append(f"INSERT INTO schema_version (version, name, applied_at)"
-                      f" VALUES ({number}, '{filename}', {now});")
-    try:
-        conn.executescript("\n".join(script))  # its transaction stays open: committed below
-        _derive(conn, {m[0] for m in pending})
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    return before, max(before, pending[-1][0])
 
 
 def ping(conn) -> bool:

@@ -35,6 +35,7 @@ import psycopg
 import psycopg_pool
 from psycopg import pq
 
+from app.data import migrate
 from app.data import schema as schema_rows
 from app.db.health import WriteFailures
 from app.db.interface import HUNG_SESSION_SECONDS, DatabaseUnavailable
@@ -375,7 +376,7 @@ class PostgresDatabase:
             pool.close()
 
     def init_schema(self, *, reset=False):
-        """Bring the schema to the newest version in one transaction (app/data/schema.py); the
+        """Bring the schema to the newest version in one transaction (app/data/migrate.py); the
         database itself is the operator's (CREATE DATABASE). Returns (version before, after)."""
         with self.pool().connection() as raw:
             conn = Connection(raw)
@@ -384,7 +385,7 @@ class PostgresDatabase:
                 if reset:
                     with self.transaction_on(conn):
                         schema_rows.drop_all(conn)
-                return schema_rows.upgrade(conn)
+                return migrate.upgrade(conn)
             finally:
                 try:
                     _bounded(raw)  # back to the pool as every other connection is

@@ -18,6 +18,7 @@ import sqlite3
 import weakref
 from contextlib import contextmanager
 
+from app.data import migrate
 from app.data import schema as schema_rows
 from app.db.health import WriteFailures, probe_space
 from app.db.sqlite.connections import APPLICATION_ID, Connections
@@ -165,7 +166,7 @@ class SqliteDatabase:
 
     def init_schema(self, script=None, *, reset=False):
         """Create the directory and the file when missing, bring the schema to the newest version in
-        one transaction (app/data/schema.py), and mark the file as made by init-db: the one way a
+        one transaction (app/data/migrate.py), and mark the file as made by init-db: the one way a
         database comes into being. Returns (version before, version after). `script`: a schema of
         the caller's instead (the tests of this module's machinery)."""
         conn = self._connections.get(create=True).conn
@@ -175,7 +176,7 @@ class SqliteDatabase:
             conn.executescript(script)
             versions = None
         else:
-            versions = schema_rows.upgrade(conn)
+            versions = migrate.upgrade(conn)
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         return versions
 
