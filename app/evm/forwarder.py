@@ -88,11 +88,6 @@ def factory_version(runtime_code: bytes) -> int | None:
                                                                    "deployedBytecode", v)), None)
 
 
-def is_factory(runtime_code: bytes) -> bool:
-    """True when `runtime_code` is exactly the runtime code of one of this service's factories."""
-    return factory_version(runtime_code) is not None
-
-
 def collect_calldata(tokens: list[str], deposits: list[tuple[str, bytes]]) -> bytes:
     """The data of one factory call moving each listed token's balance, and the gas coin, out of every
     (payout, salt) deposit address to its payout address. Anyone may send it.
