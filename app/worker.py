@@ -6,8 +6,12 @@ the attempts that ended since the last poll, releases the claims that did not st
 due deliveries with their events and endpoints, so attempts touch no database. Around it the poll runs the chores
 that are due (app/domain/chores.py: expiring processes first, so their events go out in the same poll).
 - Leases: an attempt starts only while timeout + LEASE_MARGIN_SECONDS of its lease remain, so no
-  other worker claims a delivery while it is attempted. A killed worker's leases expire and its
-  deliveries are attempted again: at least once, receivers deduplicate on webhook-id.
+  other worker claims a delivery while it is attempted. The database grants a lease for
+  WEBHOOK_LEASE_SECONDS by its lease clock (app/data/outbox.py: on PostgreSQL the server's) and
+  the worker counts them on its own clock from a moment before the claim: never later than the
+  lease's real end, however far its host's clock is from the others'. A killed worker's leases
+  expire and its deliveries are attempted again: at least once, receivers deduplicate on
+  webhook-id.
 - An endpoint holds at most `per_endpoint` threads unless it has proven fast (an attempt shorter
   than POLL_MIN_SECONDS within SLOW_MEMORY_SECONDS); a slow one (an attempt of POLL_MIN_SECONDS or
   more) is capped until it answers fast again. So one that hangs, known or not, never holds every
@@ -16,7 +20,6 @@ that are due (app/domain/chores.py: expiring processes first, so their events go
   attempts in flight finish and are recorded, unstarted claims are released.
 """
 import logging
-import math
 import os
 import secrets
 import socket
@@ -131,7 +134,8 @@ class Worker:
         for item in claimed:
             future = self._pool.submit(self._attempt, item, events[item.event_id],
                                        endpoints.get(item.endpoint_id),
-                                       merchants[item.merchant_id].livemode)
+                                       merchants[item.merchant_id].livemode,
+                                       now + self.lease_seconds)
             self._in_flight[future] = (item, now)
             future.add_done_callback(self._ended_one)
 
@@ -173,7 +177,7 @@ class Worker:
         in_flight = Counter(item.endpoint_id for item, _ in self._in_flight.values())
         full = {endpoint for endpoint, n in in_flight.items()
                 if n >= self.per_endpoint and endpoint not in fast}
-        lease = dict(owner=self.owner, now=int(now), lease_until=math.ceil(now) + self.lease_seconds)
+        lease = dict(owner=self.owner, now=int(now), lease_seconds=self.lease_seconds)
         claimed, extra = [], []
         for item in event_rows.claim_due(conn, limit=limit, skip_endpoints=slow | full, **lease):
             room = item.endpoint_id in fast or in_flight[item.endpoint_id] < self.per_endpoint
@@ -186,13 +190,13 @@ class Worker:
                 claimed += event_rows.claim_due(conn, limit=room, endpoint_id=endpoint, **lease)
         return claimed
 
-    def _attempt(self, item, event, endpoint, livemode):
+    def _attempt(self, item, event, endpoint, livemode, lease_ends):
         """In a pool thread: (what `delivery.send` sent, seconds it took), or None without an
-        attempt when stopping or when the lease has too little time left. `send` never raises; if
-        a bug made it, the poll reaping it fails and the event's lease expires as after a crash."""
+        attempt when stopping or when the lease has too little time left (`lease_ends`: the
+        earliest its lease can end, on this worker's clock). `send` never raises; if a bug made it,
+        the poll reaping it fails and the event's lease expires as after a crash."""
         started = self.clock()
-        if self.stopping or started + self.settings.timeout + LEASE_MARGIN_SECONDS > (
-                item.lease_expires_at):
+        if self.stopping or started + self.settings.timeout + LEASE_MARGIN_SECONDS > lease_ends:
             return None
         sent = delivery.send(self._session, item, event, endpoint, livemode, clock=self.clock,
                              settings=self.settings)

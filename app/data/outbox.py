@@ -5,6 +5,8 @@ subscribed to its type at that moment (`insert`, in the transaction of the chang
 Each delivery has its own state, attempts, schedule and lease; the delivery worker claims
 deliveries, not events.
 """
+import math
+
 from app.core.records import Attempt, Delivery, Event
 from app.data.schema import dialect
 
@@ -99,26 +101,42 @@ def for_process(conn, process_id) -> list[Event]:
 
 # --- The delivery worker -------------------------------------------------------------------------
 # A delivery is claimable when it is pending, due, and not under a live lease. A lease is live while
-# lease_expires_at > now; only the worker named in lease_owner may record a failure for it, so a
-# worker whose lease ran out cannot overwrite what the next owner did.
+# lease_expires_at > the lease clock; only the worker named in lease_owner may record a failure for
+# it, so a worker whose lease ran out cannot overwrite what the next owner did.
+#
+# The lease clock (unix seconds): on PostgreSQL the database server's, read in the statement that
+# grants or checks a lease, so workers and operators on several hosts agree on it whatever their own
+# clocks say; on SQLite (one host) the caller's `now`, the app's injectable clock. Whether a
+# delivery is due (next_attempt_at) is the caller's clock on both: a schedule, not a lease.
 
-_CLAIMABLE = (
-    "status = 'pending' AND next_attempt_at <= :now"
-    " AND (lease_expires_at IS NULL OR lease_expires_at <= :now)"
-)
+# statement_timestamp(): the server's time at the statement's start (stable within it, so indexes
+# still serve the comparison); seconds with a fraction.
+_SERVER_NOW = "EXTRACT(EPOCH FROM statement_timestamp())"
 
 
-def claim_due(conn, *, owner, now, lease_until, limit, skip_endpoints=(),
+def _lease_now(conn) -> str:
+    """SQL for the lease clock: the server's on PostgreSQL, the :now parameter on SQLite."""
+    return _SERVER_NOW if dialect(conn) == "postgresql" else ":now"
+
+
+def _claimable(conn) -> str:
+    lease_now = _lease_now(conn)
+    return ("status = 'pending' AND next_attempt_at <= :now"
+            f" AND (lease_expires_at IS NULL OR lease_expires_at <= {lease_now})")
+
+
+def claim_due(conn, *, owner, now, lease_seconds, limit, skip_endpoints=(),
               endpoint_id=None) -> list[Delivery]:
-    """Lease up to `limit` due deliveries to `owner`, oldest due first: none to `skip_endpoints`,
-    and only to `endpoint_id` when given. Call inside a write transaction.
+    """Lease up to `limit` due deliveries to `owner` for `lease_seconds` by the lease clock (whole
+    seconds, rounded up), oldest due first: none to `skip_endpoints`, and only to `endpoint_id`
+    when given. Call inside a write transaction.
 
     SQLite (one writer at a time): only the rows the UPDATE touched are returned (RETURNING),
     re-checked by its own WHERE. PostgreSQL: the due rows are locked FOR UPDATE SKIP LOCKED, so
     concurrent workers each claim different deliveries at once instead of waiting for each other."""
     skip = tuple(skip_endpoints)
-    where = _CLAIMABLE
-    params = {"owner": owner, "until": lease_until, "now": now, "limit": limit}
+    where = _claimable(conn)
+    params = {"owner": owner, "now": now, "limit": limit}
     if endpoint_id is not None:
         where += " AND endpoint_id = :endpoint"
         params["endpoint"] = endpoint_id
@@ -127,14 +145,17 @@ def claim_due(conn, *, owner, now, lease_until, limit, skip_endpoints=(),
         where += f" AND endpoint_id NOT IN ({', '.join(names)})"
         params.update({name[1:]: endpoint for name, endpoint in zip(names, skip)})
     if dialect(conn) == "postgresql":
+        params["seconds"] = int(lease_seconds)
         sql = (
             f"WITH due AS (SELECT seq FROM deliveries WHERE {where}"
             f"   ORDER BY next_attempt_at, seq LIMIT :limit FOR UPDATE SKIP LOCKED)"
-            f" UPDATE deliveries d SET lease_owner = :owner, lease_expires_at = :until"
+            f" UPDATE deliveries d SET lease_owner = :owner,"
+            f"  lease_expires_at = CAST(CEIL({_SERVER_NOW}) AS BIGINT) + :seconds"
             f" FROM due WHERE d.seq = due.seq"
             f" RETURNING {_QUALIFIED}"
         )
     else:
+        params["until"] = math.ceil(now) + int(lease_seconds)
         sql = (
             f"UPDATE deliveries SET lease_owner = :owner, lease_expires_at = :until"
             f" WHERE seq IN (SELECT seq FROM deliveries WHERE {where}"
@@ -217,13 +238,13 @@ def cancel_pending(conn, endpoint_id) -> int:
 # --- Operators -----------------------------------------------------------------------------------
 
 # Re-queue: due at once, attempts counted from zero again (the schedule starts over), history kept.
-# A delivery under a live lease (whatever its state: one cancelled while in flight keeps it) is
-# being attempted right now and is left alone; so is one to an endpoint disabled or deleted. A test
-# event's delivery (its event has no process) is sent once and never re-queued.
+# A delivery under a live lease (by the lease clock; whatever its state: one cancelled while in
+# flight keeps it) is being attempted right now and is left alone; so is one to an endpoint disabled
+# or deleted. A test event's delivery (its event has no process) is sent once and never re-queued.
 _REQUEUE = (
     "UPDATE deliveries SET status = 'pending', attempts = 0, next_attempt_at = :now,"
     " delivered_at = NULL, lease_owner = NULL, lease_expires_at = NULL"
-    " WHERE COALESCE(lease_expires_at, 0) <= :now"
+    " WHERE COALESCE(lease_expires_at, 0) <= {lease_now}"
     " AND endpoint_id IN (SELECT id FROM webhook_endpoints WHERE enabled = 1"
     "  AND deleted_at IS NULL)"
     " AND event_id IN (SELECT id FROM events WHERE process_id IS NOT NULL{events})"
@@ -240,7 +261,8 @@ def requeue(conn, event_id, now, *, endpoint_id=None, statuses=None) -> int:
         names = [f":status{i}" for i in range(len(statuses))]
         where += f" AND status IN ({', '.join(names)})"
         params.update({name[1:]: status for name, status in zip(names, statuses)})
-    return conn.execute(_REQUEUE.format(events=" AND id = :event") + where, params).rowcount
+    return conn.execute(_REQUEUE.format(events=" AND id = :event", lease_now=_lease_now(conn))
+                        + where, params).rowcount
 
 
 def add_delivery(conn, event_id, endpoint_id, merchant_id, now) -> bool:
@@ -265,7 +287,8 @@ def requeue_where(conn, now, *, statuses, merchant_id=None, since=None) -> list[
     if since is not None:
         events = " AND created_at >= :since"
         params["since"] = since
-    rows = conn.execute(f"{_REQUEUE.format(events=events)}{where} RETURNING event_id",
+    rows = conn.execute(f"{_REQUEUE.format(events=events, lease_now=_lease_now(conn))}{where}"
+                        " RETURNING event_id",
                         params).fetchall()
     return sorted({row["event_id"] for row in rows})
 

@@ -59,7 +59,7 @@ def test_metrics_follow_processes_events_and_deliveries(app, client, make_shop, 
     # A worker's lease makes one of them in flight; the oldest due age still counts it.
     db = app.extensions["db"]
     with db.transaction() as conn:
-        [leased] = event_rows.claim_due(conn, owner="w", now=clock(), lease_until=clock() + 60, limit=1)
+        [leased] = event_rows.claim_due(conn, owner="w", now=clock(), lease_seconds=60, limit=1)
     expect(client, backlog={"due": 1, "in_flight": 1, "retrying": 0}, age=7,
            events={"pending": 2, **zero}, deliveries=zero,
            processes={"pending": 1, "completed": 0, "cancelled": 2, "expired": 0})

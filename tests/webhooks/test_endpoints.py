@@ -276,7 +276,8 @@ def _events(app, merchant_id):
     return outbox.list_recent(app.extensions["db"], limit=100, merchant_id=merchant_id)
 
 
-def test_a_disabled_endpoint_gets_nothing_even_by_replay(app, runner, make_shop, receiver, clock):
+def test_a_disabled_endpoint_gets_nothing_even_by_replay(app, runner, make_shop, receiver, clock,
+                                                         leases_run_out):
     shop = make_shop(webhook_url=receiver.url("/first"))
     second = add(shop, receiver.url("/second"))
     process_id, _ = shop.cancelled()
@@ -286,13 +287,13 @@ def test_a_disabled_endpoint_gets_nothing_even_by_replay(app, runner, make_shop,
         with db.transaction() as conn:
             from app.data import outbox as event_rows
             claimed = event_rows.claim_due(conn, owner=worker.owner, now=clock(),
-                                           lease_until=clock() + 12, limit=10)
+                                           lease_seconds=2, limit=10)
         call(shop, f"/{second['endpointId']}", {"enabled": False})
         # A replay while that lease lives re-queues nothing to it: never two workers at once.
         event_id = only_event(app, process_id).id
         replayed = runner.invoke(args=["events", "replay", "--cancelled"])
         assert replayed.output == "Re-queued 0 events for delivery now.\n"
-        clock.advance(13)  # the claims ran out: the worker takes them again
+        leases_run_out(3)  # the claims ran out: the worker takes them again
         worker.run_once()
         assert [r.path for r in receiver.wait_for(1)] == ["/first"]
         assert len(claimed) == 2

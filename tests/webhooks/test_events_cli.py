@@ -94,16 +94,16 @@ def test_replay_unknown_event(runner):
     assert (result.exit_code, result.output) == (1, f"Error: No event evt_nope in {runner.app.config['DATABASE']}.\n")
 
 
-def test_replay_refuses_an_event_being_attempted(app, shop, clock, runner):
+def test_replay_refuses_an_event_being_attempted(app, shop, clock, runner, leases_run_out):
     process_id, _ = shop.cancelled()
     with app.extensions["db"].transaction() as conn:
-        event_rows.claim_due(conn, owner="busy", now=clock.now, lease_until=clock.now + 60, limit=1)
+        event_rows.claim_due(conn, owner="busy", now=clock.now, lease_seconds=2, limit=1)
     event = only_event(app, process_id)
     result = invoke(runner, "events", "replay", event.id)
     assert (result.exit_code, result.output) == (
         1, f"Error: Event {event.id} has nothing to re-queue now: its deliveries are being attempted"
            " (try again shortly) or their endpoints are disabled.\n")
-    clock.advance(60)  # the lease ran out: its worker is presumed dead
+    leases_run_out(2)  # the lease ran out: its worker is presumed dead
     assert invoke(runner, "events", "replay", event.id).exit_code == 0
     assert only_delivery(app, process_id).lease_owner is None
 

@@ -472,30 +472,31 @@ def test_stop_finishes_the_attempt_in_flight_and_claims_no_more(app, shop, recei
     assert len(receiver.requests) == 1
 
 
-def test_a_live_lease_keeps_other_workers_off_until_it_expires(app, shop, receiver, worker, clock):
+def test_a_live_lease_keeps_other_workers_off_until_it_expires(
+        app, shop, receiver, worker, clock, leases_run_out):
     process_id, _ = shop.cancelled()
     db = app.extensions["db"]
     with db.transaction() as conn:
         [claimed] = event_rows.claim_due(conn, owner="crashed", now=clock.now,
-                                         lease_until=clock.now + 60, limit=10)
+                                         lease_seconds=2, limit=10)
     assert claimed.lease_owner == "crashed"
-    clock.advance(59)
+    clock.advance(1)
     worker.run_once()
     assert (only_delivery(app, process_id).lease_owner, receiver.requests) == ("crashed", [])
-    clock.advance(1)
+    leases_run_out(1)
     worker.run_once()
     assert only_event(app, process_id).status == "delivered"
     assert len(receiver.wait_for(1)) == 1
 
 
 def test_a_worker_whose_lease_was_taken_over_cannot_clobber_the_new_state(
-        app, shop, receiver, worker, clock):
+        app, shop, receiver, worker, clock, leases_run_out):
     process_id, _ = shop.cancelled()
     db = app.extensions["db"]
     with db.transaction() as conn:
         [stale] = event_rows.claim_due(conn, owner="slow", now=clock.now,
-                                       lease_until=clock.now + 60, limit=10)
-    clock.advance(60)
+                                       lease_seconds=1, limit=10)
+    leases_run_out(1)
     receiver.reply(Reply(status=500), Reply(status=500))
     worker.run_once()  # the new owner: attempt 1 failed, next in 5 s
     after_takeover = only_event(app, process_id)
@@ -543,7 +544,7 @@ def test_attempts_are_sent_without_writing_then_recorded_together_each_on_its_ow
     process_ids = [shop.cancelled()[0] for _ in range(3)]
     db = app.extensions["db"]
     with db.transaction() as conn:
-        claimed = event_rows.claim_due(conn, owner="w", now=clock.now, lease_until=clock.now + 60,
+        claimed = event_rows.claim_due(conn, owner="w", now=clock.now, lease_seconds=60,
                                        limit=10)
     sent = sent_by(app, claimed, clock)
     assert len(receiver.wait_for(3)) == 3
