@@ -1,17 +1,19 @@
 """The demo shop for testers: a merchant's pages served by the service itself (setting DEMO_SHOP,
 off by default), its test-mode merchant, its webhook receiver and, on a local node, its test wallet.
 
-  routes.py    the pages and endpoints (docs/api.md, "Demo shop"); templates/demo/ their HTML
-  merchant.py  the demo merchant, its keys kept in DEMO_MERCHANT_FILE (by default beside the SQLite
-               database: each database, make run's and make demo-onchain's, keeps its own)
-  inbox.py     the deliveries its receiver got, in memory
-  wallet.py    a dev account of a local Hardhat node that pays (`make demo-onchain`)
-  cli.py       `flask --app app demo-merchant` and `demo-chain`
+  routes.py         the shop's pages and endpoints (docs/api.md, "Demo shop"); templates/demo/
+                    their HTML
+  wallet_routes.py  the test wallet's endpoints, on the shop's blueprint (DEMO_WALLET_RPC_URL)
+  merchant.py       the demo merchant, its keys kept in DEMO_MERCHANT_FILE (by default beside the
+                    SQLite database: each database, make run's and make demo-onchain's, keeps its own)
+  inbox.py          the deliveries its receiver got, in memory
+  wallet.py         a dev account of a local Hardhat node that pays (`make demo-onchain`)
+  cli.py            `flask --app app demo-merchant` and `demo-chain`
 """
 import os
 
 from app.db import is_postgres_url
-from app.demo import cli, routes
+from app.demo import cli, routes, wallet_routes
 from app.demo.inbox import WebhookInbox
 
 KEYS_FILE = "demo-merchant.json"
@@ -35,4 +37,4 @@ def init_app(app):
     if app.config["DEMO_SHOP"]:
         app.extensions["demo_webhook_inbox"] = WebhookInbox()
         app.register_blueprint(routes.bp)
-        app.extensions["demo_merchant_wallet"] = routes.merchant_wallet  # offered by the console
+        app.extensions["demo_merchant_wallet"] = wallet_routes.merchant_wallet  # offered by the console
