@@ -459,6 +459,7 @@ def test_polling_pauses_while_the_page_is_hidden_and_stops_when_final(page, shop
 def test_animations_respect_reduced_motion(page, shop):
     pid = shop.create()
     page.goto(shop.url(pid))
+    expect_ready(button(page, ".pay"))  # the modules and the style sheet arrive after the page's load
     spinner = "() => getComputedStyle(document.querySelector('payment-button').shadowRoot.querySelector('.spinner')).animationName"
     assert page.evaluate(spinner) == "spin"
     page.emulate_media(reduced_motion="reduce")
