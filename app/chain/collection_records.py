@@ -32,6 +32,7 @@ from app.data import payouts as payout_rows
 from app.data.payouts import GAS_COIN, Item
 from app.evm import canonical, forwarder, rpc
 from app.evm.addresses import to_checksum_address
+from app.evm.logs import TRANSFER_TOPIC
 from app.evm.signer import ChainError, Reader
 
 log = logging.getLogger(__name__)
@@ -271,7 +272,7 @@ def _source(raw, gas_logged):
     """The address a log may show money leaving: a Transfer's sender, or the emitter of an
     anonymous log (a version-2 forwarder's); else None."""
     topics = raw["topics"]
-    if len(topics) == 3 and str(topics[0]).lower() == rpc.TRANSFER_TOPIC:
+    if len(topics) == 3 and str(topics[0]).lower() == TRANSFER_TOPIC:
         return "0x" + str(topics[1])[-40:]
     if not topics and gas_logged:
         return raw.get("address")

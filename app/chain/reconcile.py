@@ -38,7 +38,9 @@ from app.data.payouts import GAS_COIN
 from app.domain import rates
 from app.domain.setup import SetupError
 from app.evm import canonical, rpc
-from app.evm.rpc import TAGS, Pins
+from app.evm.logs import transfer_logs_by_chunks
+from app.evm.pins import Pins
+from app.evm.rpc import TAGS
 
 CHUNK = 500  # deposit addresses per eth_getLogs
 RECEIPTS_PER_BATCH = 100
@@ -193,7 +195,7 @@ def _first_block_at(client, timestamp, high) -> int:
 
 @dataclass
 class _Chain:
-    logs: dict  # (tx hash, log index) -> rpc.Log, Transfers to deposit addresses
+    logs: dict  # (tx hash, log index) -> logs.Log, Transfers to deposit addresses
     receipts: dict  # tx hash -> canonical.Receipt or None
     coins: dict  # payout-mode deposit address -> wei held at `to`
 
@@ -206,8 +208,8 @@ def _read_chain(client, network, books_, first, last, max_range) -> _Chain:
     step = max_range or (last - first + 1)
     for start in range(first, last + 1, step):
         end = min(last, start + step - 1)
-        for entry in client.transfer_logs_by_chunks(start, end, chunks, pins=pins,
-                                                    strict=set(books_.assets)):
+        for entry in transfer_logs_by_chunks(client, start, end, chunks, pins=pins,
+                                             strict=set(books_.assets)):
             if entry.amount > 0 and entry.to_address in books_.deposits:
                 logs[(entry.tx_hash, entry.log_index)] = entry
     hashes = list(dict.fromkeys(

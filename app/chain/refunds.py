@@ -130,7 +130,7 @@ def _settle_named(db, client, network, deep_enough, now) -> int:
 
 
 def _to(refund, receipt) -> list:
-    """The receipt's Transfers (rpc.Log) of the refund's token to the refund's address. Only the
+    """The receipt's Transfers (logs.Log) of the refund's token to the refund's address. Only the
     token's own logs are parsed (strictly): another contract's odd log in the same transaction is
     none of the refund's business, and must not make every poll a fault."""
     token, to = refund.token_contract.lower(), refund.address.lower()
@@ -140,7 +140,7 @@ def _to(refund, receipt) -> list:
 
 
 def _owners(conn, entries) -> dict[str, set[str]]:
-    """{sender, lowercase: the merchants it belongs to} for the senders of `entries` (rpc.Log)."""
+    """{sender, lowercase: the merchants it belongs to} for the senders of `entries` (logs.Log)."""
     return payout_rows.merchants_of(conn, {to_checksum_address(e.from_address) for e in entries})
 
 

@@ -89,7 +89,7 @@ def record(db, network, merchant_id, tx_hash, client, now) -> bool:
     fee = sent.get("maxFeePerGas") or sent.get("gasPrice")
     c = Collection(
         id=0, network_id=network.id, chain_id=network.chain_id, factory=factory,
-        sender=to_checksum_address(rpc._address(sent.get("from"), what)),
+        sender=to_checksum_address(rpc.hex_address(sent.get("from"), what)),
         nonce=rpc.quantity(sent.get("nonce"), what), tx_hash=tx_hash.lower(), raw_tx="",
         gas_limit=rpc.quantity(sent.get("gas"), what), max_fee_per_gas=rpc.quantity(fee, what),
         status="pending", block_number=None, gas_used=None, gas_price=None, error=None,

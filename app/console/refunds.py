@@ -17,7 +17,7 @@ from app.console.security import login_required, not_found, owner_required
 from app.db import get_db
 from app.domain import payments, refunds
 from app.domain.representation import refund_payment_uri
-from app.evm.rpc import transfer_calldata
+from app.evm.logs import transfer_calldata
 from app.web import qr
 
 

@@ -8,7 +8,8 @@ never point it at a real network.
 import json
 from dataclasses import dataclass
 
-from app.evm.rpc import Client, RpcError, quantity, transfer_calldata, word
+from app.evm.logs import transfer_calldata
+from app.evm.rpc import Client, RpcError, quantity, word
 
 BALANCE_OF = "70a08231"  # balanceOf(address)
 SENDER_INDEX = 0  # the dev account that deployed the test token holds its supply

@@ -16,6 +16,8 @@ block per poll, so one or two; after a long pause, up to one watcher step (MAX_R
 from dataclasses import dataclass
 
 from app.evm import rpc
+from app.evm.logs import TRANSFER_TOPIC, get_logs, is_too_large, parse_transfer_log
+from app.evm.pins import Pins
 from app.evm.rpc import RpcError
 
 
@@ -81,17 +83,17 @@ def check_log(raw, block_hash=None):
 
 
 def transfer_log(raw):
-    """A checked raw log as an rpc.Log when it is an ERC-20 Transfer, else None. Its amount must be
+    """A checked raw log as a logs.Log when it is an ERC-20 Transfer, else None. Its amount must be
     one ABI word (rpc.word: a sign, a space or an underscore is a fault, never a number)."""
     topics = raw.get("topics")
     if (not isinstance(topics, list) or len(topics) != 3
-            or str(topics[0]).lower() != rpc.TRANSFER_TOPIC):
+            or str(topics[0]).lower() != TRANSFER_TOPIC):
         return None
-    return rpc.parse_transfer_log(raw)
+    return parse_transfer_log(raw)
 
 
 class _Checking:
-    """The node as rpc.get_logs calls it, every eth_getLogs answer checked before it is parsed."""
+    """The node as logs.get_logs calls it, every eth_getLogs answer checked before it is parsed."""
 
     def __init__(self, client):
         self.client = client
@@ -114,28 +116,28 @@ class _Checking:
 
 
 def transfer_logs(client, first, last, tokens, recipients, pins) -> list:
-    """The Transfer logs of `tokens` to `recipients` in [first, last] (rpc.get_logs), every raw log
+    """The Transfer logs of `tokens` to `recipients` in [first, last] (logs.get_logs), every raw log
     checked; a range the node refuses as too large is split in halves, down to single blocks. Each
-    eth_getLogs is sent in one batch with `pins` (rpc.Pins: a kept block at or above `last`, under
+    eth_getLogs is sent in one batch with `pins` (Pins: a kept block at or above `last`, under
     its kept hash), so the node that answers holds every block of the range on the kept chain: a
     node lagging below it, whose empty answer would skip a transfer for good, fails the step."""
     try:
-        return rpc.get_logs(_Checking(client), first, last, tokens, recipients, pins)
+        return get_logs(_Checking(client), first, last, tokens, recipients, pins)
     except RpcError as e:
-        if first == last or isinstance(e, NotProven) or not rpc.is_too_large(e):
+        if first == last or isinstance(e, NotProven) or not is_too_large(e):
             raise
     middle = (first + last) // 2
     return (transfer_logs(client, first, middle, tokens, recipients, pins)
             + transfer_logs(client, middle + 1, last, tokens, recipients, pins))
 
 
-def pins_for(kept, last) -> rpc.Pins:
+def pins_for(kept, last) -> Pins:
     """The pins of a read up to block `last`: the lowest kept block at or above it, under its kept
     hash (`kept`: {number: hash}); NotProven when the watcher has kept none that high."""
     anchor = min((n for n in kept if n >= last), default=None)
     if anchor is None:
         raise NotProven(f"block {last} is above the kept chain: the watcher has not read it yet")
-    return rpc.Pins(None, {anchor: kept[anchor]})
+    return Pins(None, {anchor: kept[anchor]})
 
 
 @dataclass(frozen=True)

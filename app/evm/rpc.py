@@ -1,5 +1,7 @@
 """A small Ethereum JSON-RPC client over `requests`: one Session, connect and read timeouts, and
-optionally a deadline over every call it makes (a web request's: `deadline_in`).
+optionally a deadline over every call it makes (a web request's: `deadline_in`); the errors it
+raises, and the values of a node's answers read strictly (quantities, ABI words, block headers).
+ERC-20 Transfer logs are read by logs.py, through this client; a step's pins are pins.py's.
 
 The URL is operator-set and may carry a provider's API key in its path or query: it is never
 logged or put in an error message (`redacted(url)` gives the scheme and host only).
@@ -14,7 +16,6 @@ from urllib.parse import urlsplit
 import requests
 
 MAX_BATCH = 1000  # geth's default batch limit (BatchRequestLimit); smaller ones are found as refused
-LOGS_PER_BATCH = 20  # eth_getLogs calls of address chunks sent in one batch (each may be heavy)
 
 # The finality tags a network may settle by (`networks add --finality`), besides counting.
 TAGS = ("safe", "finalized")
@@ -297,57 +298,17 @@ class Client:
         return _parse_header(self.call("eth_getBlockByNumber", [hex(number), False]),
                              "eth_getBlockByNumber")
 
-    def transfer_logs(self, from_block, to_block, tokens, recipients, split=True,
-                      pins=None, strict=None) -> list:
-        """Transfer logs of `tokens` (None: any contract) to `recipients` (None: to anyone) in
-        [from_block, to_block], in as many eth_getLogs calls as needed: a range the node refuses as
-        too large (or whose result is) is split in halves, down to single blocks (`split`; else the
-        error is raised). With `pins`, each call is sent in a batch with them; `strict`: get_logs's."""
-        try:
-            return get_logs(self, from_block, to_block, tokens, recipients, pins, strict)
-        except RpcError as e:
-            if not split or from_block == to_block or not is_too_large(e):
-                raise
-        middle = (from_block + to_block) // 2
-        return (self.transfer_logs(from_block, middle, tokens, recipients, pins=pins, strict=strict)
-                + self.transfer_logs(middle + 1, to_block, tokens, recipients, pins=pins,
-                                     strict=strict))
 
-    def transfer_logs_by_chunks(self, from_block, to_block, chunks, pins=None, strict=None) -> list:
-        """The Transfer logs of any contract to each chunk of recipients in the range: the chunks'
-        eth_getLogs calls LOGS_PER_BATCH to a batch (each batch with `pins`), so many deposit
-        addresses cost few round trips. A batch the node refuses (too large a batch, range or
-        result) is asked again chunk by chunk (`transfer_logs`, which splits the range)."""
-        logs = []
-        for i in range(0, len(chunks), LOGS_PER_BATCH):
-            group = chunks[i:i + LOGS_PER_BATCH]
-            if len(group) == 1:
-                logs += self.transfer_logs(from_block, to_block, None, group[0], pins=pins,
-                                           strict=strict)
-                continue
-            calls = [_logs_call(from_block, to_block, None, chunk) for chunk in group]
-            try:
-                results = self.batch(calls) if pins is None else self.pinned(calls, pins)
-            except RpcError as e:
-                if not (is_too_large(e) or is_batch_too_large(e)):
-                    raise
-                for chunk in group:
-                    logs += self.transfer_logs(from_block, to_block, None, chunk, pins=pins,
-                                               strict=strict)
-                continue
-            for result in results:
-                logs += parse_logs(result, from_block, to_block, None, strict)
-        return logs
+# --- Values of the node's answers, read strictly -------------------------------------------------
 
-
-_HEX_DIGITS = re.compile(r"[0-9a-fA-F]+")
+HEX_DIGITS = re.compile(r"[0-9a-fA-F]+")
 
 
 def quantity(value, what) -> int:
     """A JSON-RPC QUANTITY ("0x1a": `0x` then 1 to 64 hex digits, nothing else) as an int, or
     Malformed (an RpcError). Python's int(…, 16) alone would take a sign, spaces or underscores."""
     if (not isinstance(value, str) or not value.startswith("0x") or not 2 < len(value) <= 66
-            or not _HEX_DIGITS.fullmatch(value, 2)):
+            or not HEX_DIGITS.fullmatch(value, 2)):
         raise Malformed(f"{what}: not a hex quantity")
     return int(value[2:], 16)
 
@@ -356,22 +317,9 @@ def word(value, what) -> int:
     """One ABI word (`0x` then exactly 64 hex digits: a uint256, e.g. a Transfer log's `data` or a
     `balanceOf` answer) as an int, or Malformed (an RpcError)."""
     if (not isinstance(value, str) or len(value) != 66 or not value.startswith("0x")
-            or not _HEX_DIGITS.fullmatch(value, 2)):
+            or not HEX_DIGITS.fullmatch(value, 2)):
         raise Malformed(f"{what}: not one 32-byte ABI word")
     return int(value[2:], 16)
-
-
-# --- Blocks and logs: what the chain watcher reads -----------------------------------------------
-
-# keccak256("Transfer(address,address,uint256)"): the topic of every ERC-20 Transfer log.
-TRANSFER_TOPIC = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
-
-# Messages with which common nodes and providers refuse an eth_getLogs whose range or result is too
-# large (geth, Erigon, Infura's -32005, Alchemy, QuickNode, public RPCs): the caller splits the range.
-_TOO_LARGE = (
-    "query returned more than", "response size", "too many", "limit exceeded", "block range",
-    "range is too large", "range too large", "exceed", "max results", "results limit",
-)
 
 
 def is_batch_too_large(error: RpcError) -> bool:
@@ -390,11 +338,6 @@ def _named(method, params) -> str:
     return method
 
 
-def is_too_large(error: RpcError) -> bool:
-    text = str(error).lower()
-    return error.code == -32005 or any(marker in text for marker in _TOO_LARGE)
-
-
 class Header:
     """A block's number, hash, parent hash and timestamp."""
     __slots__ = ("number", "hash", "parent_hash", "timestamp")
@@ -406,43 +349,22 @@ class Header:
         return f"Header({self.number}, {self.hash[:10]}…)"
 
 
-class Log:
-    """One ERC-20 Transfer log: token contract and addresses lowercase, amount in base units."""
-    __slots__ = ("token", "from_address", "to_address", "amount", "tx_hash", "log_index",
-                 "block_number", "block_hash")
-
-    def __init__(self, **fields):
-        for name in self.__slots__:
-            setattr(self, name, fields[name])
-
-
 def _hex(value, chars, what, kind):
     """`value` as lowercase 0x-hex of exactly `chars` characters (the 0x included), else Malformed."""
     if (not isinstance(value, str) or len(value) != chars or not value.startswith("0x")
-            or not _HEX_DIGITS.fullmatch(value, 2)):
+            or not HEX_DIGITS.fullmatch(value, 2)):
         raise Malformed(f"{what}: not {kind}")
     return value.lower()
 
 
-def _hash32(value, what):
+def hash32(value, what):
+    """`value` as a lowercase 32-byte hash (0x and 64 hex digits), else Malformed."""
     return _hex(value, 66, what, "a 32-byte hash")
 
 
-def _address(value, what):
+def hex_address(value, what):
+    """`value` as a lowercase address (0x and 40 hex digits), else Malformed."""
     return _hex(value, 42, what, "an address")
-
-
-def topic_of(address: str) -> str:
-    """An address as an indexed event argument: left-padded to 32 bytes, lowercase."""
-    return "0x" + "0" * 24 + address[2:].lower()
-
-
-TRANSFER_SELECTOR = "a9059cbb"  # transfer(address,uint256)
-
-
-def transfer_calldata(to: str, amount: int) -> str:
-    """The call data of an ERC-20 `transfer(to, amount)` (amount in base units)."""
-    return "0x" + TRANSFER_SELECTOR + to[2:].lower().rjust(64, "0") + format(amount, "x").rjust(64, "0")
 
 
 def parse_header(value, what) -> "Header | None":
@@ -457,167 +379,7 @@ def _parse_header(value, what) -> Header | None:
         raise Malformed(f"{what}: not a block object")
     return Header(
         number=quantity(value.get("number"), what + ".number"),
-        hash=_hash32(value.get("hash"), what + ".hash"),
-        parent_hash=_hash32(value.get("parentHash"), what + ".parentHash"),
+        hash=hash32(value.get("hash"), what + ".hash"),
+        parent_hash=hash32(value.get("parentHash"), what + ".parentHash"),
         timestamp=quantity(value.get("timestamp"), what + ".timestamp"),
     )
-
-
-class Pins:
-    """What every batch of one step must agree on: the block at each pinned number (under its hash
-    when known, else the step's first answer's; it must exist) and, when no block is pinned under a
-    hash kept from earlier steps (which names the chain), the network's chain id. Sent ahead of the
-    step's calls in each of its batches (`Client.pinned`): a node that answers a batch proves it
-    holds these very blocks, so the logs and headers it gives in the same batch are of the chain
-    through them (a block's hash commits to every block below it). `headers`: {number: Header}.
-    Under a finality mode each batch also asks the node's block of the tag, so that no batch's
-    depth rests on another node's word: `lowest_tag` keeps the lowest answer."""
-
-    def __init__(self, chain_id, blocks, tag=None):
-        self.chain_id = chain_id  # None: not asked
-        self.blocks = dict(blocks)  # number -> the hash it must have, or None: the first answer's
-        self.headers = {}
-        self.tag = tag  # "safe"/"finalized": asked in every batch too (None: not asked)
-        self.lowest_tag = None  # the lowest Header any batch answered for it
-
-    def calls(self):
-        asked = [] if self.chain_id is None else [("eth_chainId", [])]
-        tag = [] if self.tag is None else [("eth_getBlockByNumber", [self.tag, False])]
-        return asked + [("eth_getBlockByNumber", [hex(n), False]) for n in self.blocks] + tag
-
-    def check(self, url, results):
-        """WrongChain or ChainMoved unless `results` (of `calls()`) agree with the pins."""
-        if self.chain_id is not None:
-            reported = quantity(results[0], "eth_chainId")
-            if reported != self.chain_id:
-                raise wrong_chain(url, reported, self.chain_id)
-            results = results[1:]
-        if self.tag is not None:
-            self._tagged(url, results[-1])
-            results = results[:-1]
-        for (number, expected), value in zip(self.blocks.items(), results):
-            header = _parse_header(value, "eth_getBlockByNumber")
-            if header is None:
-                raise ChainMoved(f"block {number}: not on the node that answered")
-            if header.number != number:
-                raise Malformed("eth_getBlockByNumber: a block of another number")
-            if expected is None and number in self.headers:
-                expected = self.headers[number].hash
-            if expected is not None and header.hash != expected:
-                raise ChainMoved(f"block {number} is {header.hash}, not {expected}: the chain moved"
-                                 " or the node is on another fork")
-            self.headers.setdefault(number, header)
-
-    def _tagged(self, url, value):
-        """A batch's answer for the tag: kept when the lowest yet (a node without it: a fault)."""
-        header = _parse_header(value, f'eth_getBlockByNumber("{self.tag}")')
-        if header is None:
-            raise RpcError(f'{redacted(url)} has no "{self.tag}" block')
-        if self.lowest_tag is None or header.number < self.lowest_tag.number:
-            self.lowest_tag = header
-
-    def read(self, client):
-        """The pinned blocks alone, in one batch, unless a batch already read them."""
-        if len(self.headers) < len(self.blocks):
-            client.pinned([], self, what="eth_getBlockByNumber")
-
-
-def parse_transfer_log(value) -> Log:
-    """An ERC-20 Transfer log (3 topics, the amount one 32-byte word in `data`), parsed strictly:
-    ChainMoved for a log the node marks `"removed": true` (its block left the chain while it
-    answered); Malformed for a field the node writes that is not of its form (the contract's
-    address, the transaction hash, log index, block number and hash, the topics' 32-byte words);
-    NotATransfer (a Malformed) for a shape the contract chose: another event, an ERC-721 Transfer,
-    an unpadded address, data that is not one word. The node's fields are checked first, so a
-    NotATransfer is a well-formed log of another shape. Whether it is a fault is the caller's
-    decision."""
-    what = "eth_getLogs"
-    if not isinstance(value, dict):
-        raise Malformed(f"{what}: a log is not an object")
-    removed = value.get("removed", False)
-    if removed is True:
-        raise ChainMoved(f"{what}: a log marked removed (its block left the chain)")
-    if removed is not False:
-        raise Malformed(f"{what}: a log's removed is not a boolean")
-    token = _address(value.get("address"), what + ".address")
-    envelope = dict(
-        token=token,
-        tx_hash=_hash32(value.get("transactionHash"), what + ".transactionHash"),
-        log_index=quantity(value.get("logIndex"), what + ".logIndex"),
-        block_number=quantity(value.get("blockNumber"), what + ".blockNumber"),
-        block_hash=_hash32(value.get("blockHash"), what + ".blockHash"),
-    )
-    topics = value.get("topics")
-    if not isinstance(topics, list) or len(topics) > 4:
-        raise Malformed(f"{what}: a log's topics are not a list of at most 4")
-    topics = [_hash32(topic, what + ".topics") for topic in topics]
-    if len(topics) != 3:
-        raise NotATransfer(f"{what}: a log that is not an ERC-20 Transfer (not 3 topics)", token)
-    if topics[0] != TRANSFER_TOPIC:
-        raise NotATransfer(f"{what}: a log that is not a Transfer", token)
-    data = value.get("data")
-    if (not isinstance(data, str) or not data.startswith("0x")
-            or len(data) > 2 and not _HEX_DIGITS.fullmatch(data, 2)):
-        raise Malformed(f"{what}.data: not hex bytes")
-    return Log(
-        from_address=_topic_address(topics[1], token),
-        to_address=_topic_address(topics[2], token),
-        amount=_transfer_amount(data, token),
-        **envelope,
-    )
-
-
-def _transfer_amount(data, token):
-    """The Transfer's value: `data` must be exactly one ABI word."""
-    if len(data) != 66:
-        raise NotATransfer("eth_getLogs.data: not one 32-byte ABI word", token)
-    return int(data[2:], 16)
-
-
-def _topic_address(topic, token):
-    """An indexed address (a checked 32-byte topic): 12 zero bytes, then the address."""
-    if not topic.startswith("0x" + "0" * 24):
-        raise NotATransfer("eth_getLogs.topics: not an address", token)
-    return "0x" + topic[-40:]
-
-
-def get_logs(client, from_block, to_block, tokens, recipients, pins=None, strict=None) -> list[Log]:
-    """One eth_getLogs call: Transfer logs of `tokens` (None: of any contract) to `recipients`
-    (None: anyone) in the range; with `pins`, in one batch after them (`Client.pinned`). Every log
-    must be in the range and of a contract asked for, its node's fields well-formed (else RpcError:
-    a fault). A log whose shape is its contract's doing (NotATransfer) is a fault when its contract
-    is in `strict` (lowercase; None: every contract), else it is left out: a contract nobody
-    registered cannot make a poll fail."""
-    call = _logs_call(from_block, to_block, tokens, recipients)
-    result = client.call(*call) if pins is None else client.pinned([call], pins)[0]
-    return parse_logs(result, from_block, to_block, tokens, strict)
-
-
-def _logs_call(from_block, to_block, tokens, recipients):
-    topics = [TRANSFER_TOPIC] if recipients is None else [
-        TRANSFER_TOPIC, None, [topic_of(a) for a in recipients]]
-    params = {"fromBlock": hex(from_block), "toBlock": hex(to_block), "topics": topics}
-    if tokens is not None:
-        params["address"] = list(tokens)
-    return ("eth_getLogs", [params])
-
-
-def parse_logs(result, from_block, to_block, tokens, strict) -> list[Log]:
-    """An eth_getLogs answer, checked as `get_logs` says."""
-    if not isinstance(result, list):
-        raise Malformed("eth_getLogs: the result is not a list")
-    asked = None if tokens is None else {token.lower() for token in tokens}
-    logs = []
-    for value in result:
-        try:
-            log = parse_transfer_log(value)
-        except NotATransfer as e:
-            if strict is None or e.token in strict:
-                raise
-            continue
-        if not from_block <= log.block_number <= to_block:
-            raise Malformed("eth_getLogs: a log outside the range asked for")
-        if asked is not None and log.token not in asked:
-            raise Malformed("eth_getLogs: a log of a contract not asked for")
-        logs.append(log)
-    return logs

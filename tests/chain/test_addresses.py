@@ -9,7 +9,7 @@ from bip32.base58 import b58decode_check, b58encode_check
 
 from app.evm import addresses
 from app.evm.addresses import NEVER_PRIVATE, PrivateKeyGiven, XpubError
-from app.evm.rpc import transfer_calldata
+from app.evm.logs import transfer_calldata
 
 # eth-account imports py_ecc, which raises the interpreter's recursion limit to 100,000 for good:
 # past the C stack, so the deep-JSON guard (tests/api/test_hostile_input.py) would crash the whole

@@ -1,21 +1,11 @@
-"""The one strict parser of what a node sends (app/evm/rpc.py): quantities, ABI words, ERC-20
-Transfer logs, and the pins every batch of a watcher's step must agree on. No node: the values are
-what a lying or broken one could answer."""
+"""The one strict parser of what a node sends (app/evm/rpc.py, logs.py, pins.py): quantities, ABI
+words, ERC-20 Transfer logs, and the pins every batch of a watcher's step must agree on. No node:
+the values are what a lying or broken one could answer."""
 import pytest
 
-from app.evm.rpc import (
-    TRANSFER_TOPIC,
-    ChainMoved,
-    Malformed,
-    NotATransfer,
-    Pins,
-    WrongChain,
-    parse_logs,
-    parse_transfer_log,
-    quantity,
-    topic_of,
-    word,
-)
+from app.evm.logs import TRANSFER_TOPIC, parse_logs, parse_transfer_log, topic_of
+from app.evm.pins import Pins
+from app.evm.rpc import ChainMoved, Malformed, NotATransfer, WrongChain, quantity, word
 
 TOKEN = "0x5fbdb2315678afecb367f032d93f642f64180aa3"
 SENDER, RECIPIENT = "0x" + "11" * 20, "0x" + "22" * 20

@@ -15,7 +15,8 @@ from app.chain.watcher.window import deep_enough
 from app.data import transfers as transfer_rows
 from app.data.transfers import PAYING, UNEXPECTED
 from app.domain.settlement import settle_all
-from app.evm.rpc import ChainMoved, Pins
+from app.evm.pins import Pins
+from app.evm.rpc import ChainMoved
 
 log = logging.getLogger("app.chain.watcher")
 

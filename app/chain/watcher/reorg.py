@@ -15,7 +15,8 @@ from app.data import transfers as transfer_rows
 from app.data import unexpected as unexpected_rows
 from app.data.transfers import PAYING, UNEXPECTED
 from app.domain.outbox import emit
-from app.evm.rpc import TAGS, Pins
+from app.evm.pins import Pins
+from app.evm.rpc import TAGS
 
 log = logging.getLogger("app.chain.watcher")
 

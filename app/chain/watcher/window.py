@@ -2,7 +2,7 @@
 Transfer logs and the headers that prove them). All RPC, no database: plain data back, which
 app/chain/watcher/record.py then records in one transaction.
 
-Every batch of a step carries the step's pins (rpc.Pins): the step's last block, the previous
+Every batch of a step carries the step's pins (app/evm/pins.py): the step's last block, the previous
 step's last block under its kept hash (or the chain id), the head's block and the tag's block when
 the step may reach it. A node that answers a batch proves it holds those blocks, so the logs and
 headers it gives in the same batch are of the chain through them. docs/payments.md, "RPC pools",
@@ -12,14 +12,15 @@ import logging
 from dataclasses import dataclass
 
 from app.evm import canonical
+from app.evm import logs as evm_logs
+from app.evm.logs import is_too_large
+from app.evm.pins import Pins
 from app.evm.rpc import (
     TAGS,
     ChainMoved,
     Header,
     Malformed,
-    Pins,
     RpcError,
-    is_too_large,
     parse_header,
     quantity,
     redacted,
@@ -44,7 +45,7 @@ class Reads:
         self.feeds = {}  # price feed contract -> its latestRoundData() answer, or its RpcError
 
     def lower_tag(self, answer):
-        """A pinned batch's answer for the tag (rpc.Pins.lowest_tag), folded in: the poll counts by
+        """A pinned batch's answer for the tag (Pins.lowest_tag), folded in: the poll counts by
         the lowest answer of its batches, each from the node that held its pins, never above the
         head (the first batch's answer is at most the head; a node ahead of it lowers nothing)."""
         if self.tag is None or answer is None:
@@ -189,8 +190,8 @@ def transfer_logs(client, network, first, last, watched, pins, *, max_addresses,
     strict = watched.registered
     if len(watched.deposits) > max_addresses and network.id not in busy:
         try:
-            logs = client.transfer_logs(first, last, None, None, split=False, pins=pins,
-                                        strict=strict)
+            logs = evm_logs.transfer_logs(client, first, last, None, None, split=False, pins=pins,
+                                          strict=strict)
         except RpcError as e:
             if not is_too_large(e):
                 raise
@@ -202,4 +203,4 @@ def transfer_logs(client, network, first, last, watched, pins, *, max_addresses,
             return logs
     recipients = watched.recipients
     chunks = [recipients[i:i + max_addresses] for i in range(0, len(recipients), max_addresses)]
-    return client.transfer_logs_by_chunks(first, last, chunks, pins=pins, strict=strict)
+    return evm_logs.transfer_logs_by_chunks(client, first, last, chunks, pins=pins, strict=strict)
