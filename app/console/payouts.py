@@ -7,7 +7,6 @@ app/chain/wallet_collections.py and app/chain/collect.py).
 """
 from flask import current_app, g, render_template, request
 
-from app.chain import collect
 from app.chain import wallet_collections as wallet_payouts
 from app.chain.wallet_collections import GAS_COIN_DECIMALS
 from app.clock import now
@@ -30,9 +29,10 @@ def _client(network):
 
 def _network_payouts(network, assets, payout):
     """What waits on one network for this merchant and what its payout address holds there, its
-    browser-wallet collections settled on the way: a dict for the template."""
+    browser-wallet collections settled on the way: a dict for the template. Addresses a collection
+    in progress holds are not offered, only counted (`held`)."""
     found = {"id": network.id, "name": network.name, "chain_id": network.chain_id, "error": None,
-             "waiting": [], "addresses": 0, "balance": []}
+             "waiting": [], "addresses": 0, "held": 0, "balance": []}
     try:
         client = _client(network)
         try:
@@ -40,18 +40,18 @@ def _network_payouts(network, assets, payout):
         except rpc.RpcError as e:  # not proven yet (the watcher behind): settled on a later visit
             current_app.logger.info("payouts page: collections on %s not settled now: %s", network.id, e)
         found["balance"] = wallet_payouts.balances(client, payout, assets)
-        held = collect.waiting(get_db(), network.id, g.merchant.id, client_factory=lambda url: client)
+        waits, held = wallet_payouts.offer(get_db(), network, g.merchant.id, client)
     except rpc.RpcError:
         found["error"] = "The network's node does not answer now, so what waits cannot be read: try again later."
         return found
     for asset in assets:
-        if held.totals.get(asset.contract):
-            found["waiting"].append((format_units(held.totals[asset.contract], asset.decimals), asset.symbol))
-    if held.totals.get(payouts.GAS_COIN):
-        found["waiting"].append((format_units(held.totals[payouts.GAS_COIN], GAS_COIN_DECIMALS),
+        if waits.totals.get(asset.contract):
+            found["waiting"].append((format_units(waits.totals[asset.contract], asset.decimals), asset.symbol))
+    if waits.totals.get(payouts.GAS_COIN):
+        found["waiting"].append((format_units(waits.totals[payouts.GAS_COIN], GAS_COIN_DECIMALS),
                                  "of the network's gas coin"))
-    found.update(factory=held.factory, addresses=len(held.deposits), calldata=held.calldata,
-                 batch=held.batch, capped=held.batch < len(held.deposits))
+    found.update(factory=waits.factory, addresses=len(waits.deposits), calldata=waits.calldata,
+                 batch=waits.batch, capped=waits.batch < len(waits.deposits), held=len(held))
     return found
 
 
@@ -81,7 +81,7 @@ def _collections(assets, networks):
 @bp.app_template_global()
 def demo_wallet():
     """The demo's test wallet offered as the logged-in merchant's browser wallet ({"account",
-    "rpc"}: app/demo/routes.py merchant_wallet), on the demo merchant's pages while the demo shop
+    "rpc"}: app/demo/wallet_routes.py merchant_wallet), on the demo merchant's pages while the demo shop
     runs with its local node; None elsewhere (a production server never has it)."""
     offer = current_app.extensions.get("demo_merchant_wallet")
     merchant = g.get("merchant")

@@ -2,8 +2,11 @@
 the database (its collection's items, committed before the transaction is sent) and left out by
 the other run until that collection is confirmed or reverted, so no gas is ever spent twice on one
 address. The interleavings are forced (a run paused inside its RPC calls while the other runs),
-and two CLI processes race for real; every amount, nonce and gas balance is checked exactly."""
+and two CLI processes race for real; every amount, nonce and gas balance is checked exactly. The
+console's browser-wallet call leaves the addresses a run holds out the same way."""
+import html
 import json
+import re
 import threading
 
 import pytest
@@ -13,6 +16,7 @@ from test_payout_collect import (  # noqa: F401  (fixtures)
     ETHER,
     GAS_COIN,
     _collections,
+    _console,
     _funded,
     _start_collect,
     _wait,
@@ -22,6 +26,8 @@ from test_payout_collect import (  # noqa: F401  (fixtures)
 )
 
 from app.chain import collect as collector
+from app.chain import wallet_collections
+from app.data import payments as payment_rows
 from app.evm import rpc
 from app.evm.signer import read_key_file
 
@@ -193,3 +199,73 @@ def test_two_processes_at_once_never_spend_gas_on_one_address(shop, chain, app):
     for key in before:  # a key that sent nothing paid nothing
         if sent[key] == 0:
             assert _account(shop, chain, key) == before[key]
+
+
+class ReadThen(rpc.Client):
+    """A node client that calls `then()` once, right after its first JSON-RPC batch (the deposit
+    balances' read), before handing back what it read."""
+
+    def __init__(self, url, then):
+        super().__init__(url)
+        self.then = then
+
+    def batch(self, calls):
+        found = super().batch(calls)
+        then, self.then = self.then, None
+        if then is not None:
+            then()
+        return found
+
+
+def _section(console):
+    """The payouts page's section of the network, as its text (tags dropped, spaces joined), and
+    whether it offers the browser wallet's call."""
+    page = console.get("/dashboard/payouts")
+    assert page.status_code == 200
+    part = page.text.split(f'id="network-{NETWORK}"', 1)[1].split("</section>", 1)[0]
+    return " ".join(re.sub(r"<[^>]+>", " ", html.unescape(part)).split()), "data-wallet-tx" in part
+
+
+def test_the_wallet_s_call_leaves_out_an_address_a_run_claimed_after_the_balances_were_read(
+        shop, chain, app):
+    """The payouts page reads the balances (the address full); a `collect` run claims and sends
+    the address before the page builds the wallet's call. The call is built under the lock the
+    run claimed under, after its claim: the address is left out (held), nothing is offered."""
+    _, address = _funded(shop, chain, "payout-wallet-race")
+    db = app.extensions["db"]
+    network = payment_rows.get_network(db.connection(), NETWORK)
+    merchant_id = dbutil.scalar(app.config["DATABASE"], "SELECT merchant_id FROM payments"
+                                " WHERE address = ?", address)
+    runs = []
+    client = ReadThen(network.rpc_url, lambda: runs.append(shop.collect_json()))
+    waits, held = wallet_collections.offer(db, network, merchant_id, client)
+    [sent] = runs[0]["transactions"]  # the run collected it while the page was reading
+    assert sent["status"] == "pending" and held == {address}
+    assert (waits.deposits, waits.totals, waits.calldata) == ([], {}, None)
+    shop.confirm()  # confirmed: what the run read is gone, nothing is left, nothing is held
+    waits, held = wallet_collections.offer(db, network, merchant_id, rpc.Client(network.rpc_url))
+    assert (waits.deposits, held) == ([], set())
+
+
+def test_the_payouts_page_does_not_offer_an_address_a_collection_in_progress_holds(shop, chain,
+                                                                                  app):
+    """A late payment reaches an address while the run that collected it is mined but not deep:
+    the page leaves it out of the wallet's call and says it is held. Once that collection is
+    confirmed, the page offers what the address holds again."""
+    merchant = shop.merchant(new_address("payout-page-held"))
+    _, address = shop.order(merchant, 6)
+    chain.transfer(address, 6_000_000)
+    shop.confirm()
+    console = _console(shop, merchant)
+    text, offered = _section(console)
+    assert "Waiting in 1 deposit address: 6 TUSD" in text and offered
+    [sent] = shop.collect_json()["transactions"]
+    assert sent["status"] == "pending"
+    chain.transfer(address, 1_500_000)  # the late payment, at an address the run holds
+    text, offered = _section(console)
+    assert "Nothing waits to be collected." in text and not offered
+    assert "1 deposit address left out: held by a collection in progress" in text
+    shop.confirm()
+    text, offered = _section(console)
+    assert "Waiting in 1 deposit address: 1.5 TUSD" in text and offered
+    assert "left out" not in text
