@@ -14,13 +14,16 @@ scripted 429 on payment (the service has no rate limiter to trigger).
 
 import json
 import re
+import threading
 import time
 import uuid
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from support.browser import expect_ready, tab_from
 from support.helpers import events_of
+from support.live_server import MerchantSite, MerchantSiteHandler
 
 try:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
@@ -433,6 +436,96 @@ def test_api_base_attribute_overrides_the_script_origin(page, shop, api_calls):
     expect_ready(button(page, ".pay"))
     assert [r.url for r in api_calls()] == [f"{shop.live.url}/payment-button/process/{pid}/public"]
     assert "element.js" in served and "button.css" in served and from_service == []
+
+
+class PolicySite(MerchantSite):
+    """A merchant's site like ``merchant_site`` (its own origin), its checkout page served with a
+    Content-Security-Policy (the page's own inline script and style allowed)."""
+
+    def __init__(self, policy):
+        def end_headers(handler):
+            if handler.path.startswith("/checkout"):
+                handler.send_header("Content-Security-Policy", policy)
+            MerchantSiteHandler.end_headers(handler)
+
+        handler = type("PolicySiteHandler", (MerchantSiteHandler,), {"end_headers": end_headers})
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, name="policy-site", daemon=True).start()
+
+
+@pytest.fixture
+def policy_site(live_server):
+    """`policy_site(style_sources)`: a merchant's site whose strict policy allows the service for
+    scripts and calls, and these sources (besides its own inline style) for style sheets."""
+    sites = []
+
+    def site(style_sources):
+        service = live_server.url
+        sites.append(PolicySite(f"default-src 'none'; img-src data:; script-src 'unsafe-inline' {service};"
+                                f" style-src 'unsafe-inline' {style_sources}; connect-src {service}"))
+        return sites[-1]
+
+    yield site
+    for s in sites:
+        s.stop()
+
+
+def watch_csp(page):
+    """The CSP violations the page reports (its shadow roots' included), as a call that reads them."""
+    page.add_init_script("""window.__csp = [];
+        document.addEventListener('securitypolicyviolation',
+          (e) => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI), true);""")
+    return lambda: page.evaluate("window.__csp")
+
+
+def accent_of(page):
+    return button(page, ".pay").evaluate("b => getComputedStyle(b).backgroundColor")
+
+
+def test_on_another_origin_with_a_strict_csp_the_modules_and_style_sheet_come_from_the_service(
+        page, shop, policy_site):
+    service = shop.live.url
+    site = policy_site(service)
+    violations = watch_csp(page)
+    files = []
+    page.on("response", lambda r: files.append(r) if "/payment-button/button" in r.url else None)
+    pid = shop.create(amount="7.50")
+    page.goto(site.checkout_url(service, pid, shop.keys["publicKey"]))
+
+    expect(button(page, ".amount-value")).to_have_text("$7.50")
+    expect_ready(button(page, ".pay"))
+    assert accent_of(page) == "rgb(67, 56, 202)"  # button.css applies in the shadow root
+    assert violations() == []
+    # Every file from the service, cross-origin: the modules in CORS mode, each answered with CORS open.
+    names = {r.url.rsplit("/", 1)[1] for r in files}
+    assert {"button.js", "element.js", "api.js", "wallets.js", "format.js", "button.css"} <= names
+    assert all(r.url.startswith(service) and r.status == 200 for r in files)
+    assert all(r.headers["access-control-allow-origin"] == "*" for r in files)
+    assert {r.request.headers.get("origin") for r in files if r.url.endswith(".js") and "/button/" in r.url} == {
+        site.url}
+
+    button(page, ".pay").click()
+    button(page, "dialog").get_by_role("button", name="Simulate successful payment").click()
+    expect(button(page, ".outcome-title")).to_have_text("Payment received")
+
+
+def test_a_page_whose_csp_blocks_the_style_sheet_gets_a_working_unstyled_button(page, shop, policy_site):
+    service = shop.live.url
+    site = policy_site("")
+    violations = watch_csp(page)
+    pid = shop.create(amount="7.50")
+    page.goto(site.checkout_url(service, pid, shop.keys["publicKey"]))
+
+    expect_ready(button(page, ".pay"))
+    expect(button(page, ".amount-value")).to_have_text("$7.50")
+    assert accent_of(page) != "rgb(67, 56, 202)"
+    assert [v for v in violations() if v.startswith("style-src")] == [
+        f"style-src-elem {service}/payment-button/button/button.css"]
+    button(page, ".pay").click()
+    button(page, "dialog").get_by_role("button", name="Simulate successful payment").click()
+    expect(button(page, ".outcome-title")).to_have_text("Payment received")
 
 
 def test_polling_pauses_while_the_page_is_hidden_and_stops_when_final(page, shop, api_calls):
