@@ -39,7 +39,6 @@ forwarders log nothing: the gas coin they move is not measured, and the collecti
 The chain is the record of what is left: a run stopped anywhere leaves addresses that the next run
 finds still holding their funds. Docs: docs/payments.md ("Collecting the funds").
 """
-from collections import defaultdict
 from dataclasses import dataclass, field
 
 from app.chain import collection_records
@@ -132,43 +131,6 @@ def collect(db, network_id, key_file, *, merchant_id=None, dry_run=False, max_ba
     except rpc.RpcError as e:
         report.error = f"The node did not answer as expected: {e}"
     return report
-
-
-@dataclass
-class Waiting:
-    """What one merchant's payout-mode deposit addresses hold on a network now, and the factory call
-    that moves it to their payout addresses from any account (the console's payouts page, where the
-    merchant's browser wallet sends it and pays the gas)."""
-    factory: str
-    deposits: list  # of Deposit: the ones holding something
-    totals: dict  # token contract or GAS_COIN -> amount held, over `deposits`
-    calldata: str | None  # 0x…: the call collecting the first `batch` of them; None when empty
-    batch: int = 0
-
-
-def waiting(db, network_id, merchant_id, *, max_batch=100, client_factory=rpc.Client) -> Waiting:
-    """Read the merchant's deposit balances on the network from its node (RpcError when it cannot).
-    At most `max_batch` addresses go in the call: a wallet estimates its gas, without the CLI's
-    halving, so the batch stays well below a block."""
-    conn = db.connection()
-    network = payment_rows.get_network(conn, network_id)
-    found = payout_rows.factory_of(conn, network_id)
-    if network is None or found is None:
-        raise SetupError(f"Network {network_id} has no forwarder factory.")
-    factory, version = found
-    tokens = [a.contract for a in payment_rows.list_assets(conn) if a.network_id == network_id]
-    deposits = payout_rows.collectable(conn, factory, version, merchant_id)
-    balances = _balances(client_factory(network.rpc_url), deposits, tokens)[1] if deposits else {}
-    full = [d for d in deposits if any(balances[d.address].values())]
-    totals = defaultdict(int)
-    for d in full:
-        for token, amount in balances[d.address].items():
-            totals[token] += amount
-    if not full:
-        return Waiting(factory=factory, deposits=[], totals={}, calldata=None)
-    batch = _batch(full[:max_batch], balances, tokens)
-    return Waiting(factory=factory, deposits=full, totals=dict(totals),
-                   calldata="0x" + _calldata(batch).hex(), batch=len(batch.deposits))
 
 
 # --- 2. balances -----------------------------------------------------------------------------

@@ -12,6 +12,7 @@ A `collect` run on the network settles it too, as any pending collection (it can
 again: the wallet kept the signed transaction)."""
 import re
 from collections import defaultdict
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 from app.chain import collect, collection_records, proofs
@@ -39,7 +40,19 @@ def balances(client, address, assets) -> list[tuple[str, str]]:
     return found + [(format_units(held[GAS_COIN], GAS_COIN_DECIMALS), "of the gas coin")]
 
 
-def offer(db, network, merchant_id, client, *, max_batch=100) -> tuple[collect.Waiting, set[str]]:
+@dataclass
+class Waiting:
+    """What one merchant's payout-mode deposit addresses hold on a network now, and the factory call
+    that moves it to their payout addresses from any account (the console's payouts page, where the
+    merchant's browser wallet sends it and pays the gas)."""
+    factory: str
+    deposits: list  # of Deposit: the ones holding something
+    totals: dict  # token contract or GAS_COIN -> amount held, over `deposits`
+    calldata: str | None  # 0x…: the call collecting the first `batch` of them; None when empty
+    batch: int = 0
+
+
+def offer(db, network, merchant_id, client, *, max_batch=100) -> tuple[Waiting, set[str]]:
     """What the merchant's deposit addresses hold on the network, and the factory call its browser
     wallet sends to collect them (at most `max_batch` addresses: a wallet estimates the gas without
     `collect`'s halving, so the batch stays well below a block); and the addresses left out, held
@@ -61,13 +74,13 @@ def offer(db, network, merchant_id, client, *, max_batch=100) -> tuple[collect.W
         held = payout_rows.held(conn, network.id, [d.address for d in full], read_block)
         full = [d for d in full if d.address not in held]
         if not full:
-            return collect.Waiting(factory=factory, deposits=[], totals={}, calldata=None), held
+            return Waiting(factory=factory, deposits=[], totals={}, calldata=None), held
         totals = defaultdict(int)
         for d in full:
             for token, amount in balances[d.address].items():
                 totals[token] += amount
         batch = collect._batch(full[:max_batch], balances, tokens)
-        return collect.Waiting(factory=factory, deposits=full, totals=dict(totals),
+        return Waiting(factory=factory, deposits=full, totals=dict(totals),
                                calldata="0x" + collect._calldata(batch).hex(),
                                batch=len(batch.deposits)), held
 

@@ -6,6 +6,7 @@ backlog, `delivery_totals` for the deliveries that ended, `overview_days` and
 `processes_status_expiry` for processes by status.
 """
 from app.core.records import FINAL_DELIVERY_STATUSES, STATUSES, OutboxBacklog, Snapshot
+from app.data.outbox import lease_now
 from app.data.processes import HELD
 from app.data.schema import dialect
 
@@ -13,13 +14,13 @@ from app.data.schema import dialect
 def outbox_backlog(conn, now) -> OutboxBacklog:
     """Pending deliveries: due (waiting for a worker), in flight (leased), waiting for a retry; and
     how long the oldest due one (in flight or not) has been due."""
+    leased = f"lease_expires_at > {lease_now(conn)}"  # by the lease clock, as the worker sees it
     row = conn.execute(
         "SELECT"
-        " count(*) FILTER (WHERE lease_expires_at > :now) AS in_flight,"
-        " count(*) FILTER (WHERE next_attempt_at <= :now"
-        "   AND (lease_expires_at IS NULL OR lease_expires_at <= :now)) AS due,"
-        " count(*) FILTER (WHERE next_attempt_at > :now"
-        "   AND (lease_expires_at IS NULL OR lease_expires_at <= :now)) AS retrying,"
+        f" count(*) FILTER (WHERE {leased}) AS in_flight,"
+        f" count(*) FILTER (WHERE next_attempt_at <= :now AND NOT COALESCE({leased}, FALSE)) AS due,"
+        f" count(*) FILTER (WHERE next_attempt_at > :now AND NOT COALESCE({leased}, FALSE))"
+        " AS retrying,"
         " min(next_attempt_at) FILTER (WHERE next_attempt_at <= :now) AS oldest_due"
         " FROM deliveries WHERE status = 'pending'",
         {"now": now},

@@ -114,15 +114,14 @@ def for_process(conn, process_id) -> list[Event]:
 _SERVER_NOW = "EXTRACT(EPOCH FROM statement_timestamp())"
 
 
-def _lease_now(conn) -> str:
+def lease_now(conn) -> str:
     """SQL for the lease clock: the server's on PostgreSQL, the :now parameter on SQLite."""
     return _SERVER_NOW if dialect(conn) == "postgresql" else ":now"
 
 
 def _claimable(conn) -> str:
-    lease_now = _lease_now(conn)
     return ("status = 'pending' AND next_attempt_at <= :now"
-            f" AND (lease_expires_at IS NULL OR lease_expires_at <= {lease_now})")
+            f" AND (lease_expires_at IS NULL OR lease_expires_at <= {lease_now(conn)})")
 
 
 def claim_due(conn, *, owner, now, lease_seconds, limit, skip_endpoints=(),
@@ -261,7 +260,7 @@ def requeue(conn, event_id, now, *, endpoint_id=None, statuses=None) -> int:
         names = [f":status{i}" for i in range(len(statuses))]
         where += f" AND status IN ({', '.join(names)})"
         params.update({name[1:]: status for name, status in zip(names, statuses)})
-    return conn.execute(_REQUEUE.format(events=" AND id = :event", lease_now=_lease_now(conn))
+    return conn.execute(_REQUEUE.format(events=" AND id = :event", lease_now=lease_now(conn))
                         + where, params).rowcount
 
 
@@ -287,7 +286,7 @@ def requeue_where(conn, now, *, statuses, merchant_id=None, since=None) -> list[
     if since is not None:
         events = " AND created_at >= :since"
         params["since"] = since
-    rows = conn.execute(f"{_REQUEUE.format(events=events, lease_now=_lease_now(conn))}{where}"
+    rows = conn.execute(f"{_REQUEUE.format(events=events, lease_now=lease_now(conn))}{where}"
                         " RETURNING event_id",
                         params).fetchall()
     return sorted({row["event_id"] for row in rows})
