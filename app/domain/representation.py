@@ -63,7 +63,7 @@ def page_json(processes, has_more, now, payments=None, refunds=None) -> str:
 
 
 def payment_object(view, public=False) -> dict:
-    """The `payment` object of the contract as a dict (the console's pages read it). Amounts are token
+    """The `payment` object of docs/contract.md as a dict (the console's pages read it). Amounts are token
     units rendered from integer base units; a transfer's confirmations count its own block, from
     the network's head when last asked. `paymentUri` (EIP-681) asks for what is still outstanding:
     the amount due less what was paid or seen, 0 when nothing is (the button then shows progress,
