@@ -13,7 +13,8 @@ from app.worker import Worker
 
 # Browser fixtures (Debian's Chromium through Playwright); the app served over real HTTP; the
 # webhook receivers (`receiver`, `tls`).
-pytest_plugins = ["support.browser", "support.live_server", "support.receiver", "support.chain_node"]
+pytest_plugins = ["support.browser", "support.live_server", "support.receiver",
+                  "support.chain_node"]
 
 # The fixtures through which a test reaches the database of the backend under test.
 DATABASE_FIXTURES = {"database", "make_database", "postgres", "postgres_template"}

@@ -3,9 +3,10 @@
 Load it from conftest.py with ``pytest_plugins = ["support.browser"]``.
 
 Playwright's own browser download is not available here, so the browser is the system ``chromium``
-package, passed to Playwright as its executable path (``CHROMIUM_PATH`` overrides ``/usr/bin/chromium``).
-Without Chromium or the ``playwright`` package the browser tests are skipped with a message saying how
-to enable them, except in CI (env ``CI`` set), where they must run and therefore fail.
+package, passed to Playwright as its executable path (``CHROMIUM_PATH`` overrides
+``/usr/bin/chromium``). Without Chromium or the ``playwright`` package the browser tests are skipped
+with a message saying how to enable them, except in CI (env ``CI`` set), where they must run and
+therefore fail.
 
 Fixtures: ``browser`` (one headless Chromium per session), ``page`` (a fresh context and page per
 test), ``screenshot`` (saves PNGs under ``tests/artifacts/``). Tests using ``page`` are marked
@@ -33,7 +34,8 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-SKIP_MESSAGE = "browser tests need Debian's chromium: apt-get install chromium (then re-run make test)"
+SKIP_MESSAGE = ("browser tests need Debian's chromium: apt-get install chromium"
+                " (then re-run make test)")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 PAGE_TIMEOUT_MS = 10_000
 
@@ -64,7 +66,8 @@ def pytest_runtest_makereport(item, call):
         for n, open_page in enumerate(browser_page.context.pages):
             name = f"FAILED-{item.name}" + (f"-{n}" if n else "")
             try:
-                report.sections.append(("screenshot", str(save_screenshot(open_page, name, full_page=True))))
+                path = save_screenshot(open_page, name, full_page=True)
+                report.sections.append(("screenshot", str(path)))
             except Exception as e:  # a crashed page: the failure itself is what matters
                 report.sections.append(("screenshot", f"not saved: {e}"))
     return report
@@ -131,5 +134,6 @@ def save_screenshot(target, name, **options):
 
 @pytest.fixture
 def screenshot():
-    """``screenshot(page_or_locator, "name")`` saves tests/artifacts/name.png and returns its path."""
+    """``screenshot(page_or_locator, "name")`` saves tests/artifacts/name.png and returns its
+    path."""
     return save_screenshot

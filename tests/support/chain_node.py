@@ -84,7 +84,8 @@ class Chain:
 
     def deploy_token(self, supply=SUPPLY, contract="TestUSD") -> str:
         """Deploy another TestUSD (e.g. a token the payment is not in), or another of the test
-        tokens of tests/chain/token taking the supply (TestUSDC: ERC-3009); its address, lowercase."""
+        tokens of tests/chain/token taking the supply (TestUSDC: ERC-3009); its address,
+        lowercase."""
         build = json.loads((CHAIN_DIR / "token" / f"{contract}.json").read_text())
         data = build["bytecode"] + format(supply, "064x")
         tx_hash = self.rpc("eth_sendTransaction", {"from": self.accounts[0], "data": data})
@@ -153,8 +154,8 @@ def selector(signature) -> str:
 
 def _missing(what):
     pytest.fail(
-        f"The chain tests need {what}. Install Node.js 18+ (Debian: apt-get install nodejs npm) and "
-        "run `make test` (it runs `npm ci` in tests/chain), or `cd tests/chain && npm ci`.",
+        f"The chain tests need {what}. Install Node.js 18+ (Debian: apt-get install nodejs npm)"
+        " and run `make test` (it runs `npm ci` in tests/chain), or `cd tests/chain && npm ci`.",
         pytrace=False,
     )
 

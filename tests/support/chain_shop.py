@@ -1,6 +1,6 @@
 """A merchant taking live payments on the test chain, set up and driven as in production: the
-operator CLI (`networks add`, `assets add`, `merchants set-xpub`), preorders through the merchant API,
-the customer's choice through the Button API's confirm (which gives the deposit address), the
+operator CLI (`networks add`, `assets add`, `merchants set-xpub`), preorders through the merchant
+API, the customer's choice through the Button API's confirm (which gives the deposit address), the
 watcher through its CLI; events read from the outbox."""
 import json
 

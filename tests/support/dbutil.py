@@ -1,6 +1,6 @@
 """Direct access to a test database of either backend (a SQLite path or a postgresql:// URL), as an
-operator's shell would have it: outside the service, each call committed. SQL in sqlite3's `?` style.
-Also the backend the suite runs against (`BACKEND`)."""
+operator's shell would have it: outside the service, each call committed. SQL in sqlite3's `?`
+style. Also the backend the suite runs against (`BACKEND`)."""
 import contextlib
 import os
 import sqlite3

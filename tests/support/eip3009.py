@@ -1,5 +1,5 @@
-"""Signed ERC-3009 authorizations for the tests: a payer's key signs TransferWithAuthorization under a
-token's EIP-712 domain, as a wallet's eth_signTypedData_v4 would (eth-account)."""
+"""Signed ERC-3009 authorizations for the tests: a payer's key signs TransferWithAuthorization under
+a token's EIP-712 domain, as a wallet's eth_signTypedData_v4 would (eth-account)."""
 import os
 
 from app.evm.addresses import keccak256

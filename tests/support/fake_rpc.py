@@ -257,7 +257,8 @@ class FaultyRpc:
 
 
 def _tagged(item):
-    """A call's name for faults and routes: `eth_getBlockByNumber:latest` for a tagged block read."""
+    """A call's name for faults and routes: `eth_getBlockByNumber:latest` for a tagged block
+    read."""
     params = item.get("params") or []
     if item["method"] == "eth_getBlockByNumber" and params and not str(params[0]).startswith("0x"):
         return f"eth_getBlockByNumber:{params[0]}"
@@ -341,7 +342,8 @@ class StaleFork:
         self.top = int(self._real("eth_blockNumber"), 16)
         self.blocks = {n: self._real("eth_getBlockByNumber", hex(n), False)
                        for n in range(base + 1, self.top + 1)}
-        self.logs = self._real("eth_getLogs", {"fromBlock": hex(base + 1), "toBlock": hex(self.top)})
+        self.logs = self._real("eth_getLogs",
+                               {"fromBlock": hex(base + 1), "toBlock": hex(self.top)})
 
     def _real(self, method, *params):
         answer = requests.post(self.upstream, json={"jsonrpc": "2.0", "id": 1, "method": method,

@@ -1,7 +1,8 @@
 """Live payments through the Button API without a node, as tests/chain/test_live_payments_api.py,
-test_payout_setup.py and test_refunds_api.py set them up (their fixtures are in tests/chain/conftest.py):
-the networks' token contracts, the merchant's deposit addresses, the Button API's calls, and the
-watcher's rows (transfers, a network's head) written into the real database as the watcher would."""
+test_payout_setup.py and test_refunds_api.py set them up (their fixtures are in
+tests/chain/conftest.py): the networks' token contracts, the merchant's deposit addresses, the
+Button API's calls, and the watcher's rows (transfers, a network's head) written into the real
+database as the watcher would."""
 import json
 
 from support import dbutil
@@ -32,7 +33,8 @@ class Button:
                                 content_type="application/json", headers=self.headers())
 
     def public(self, process_id):
-        return self.client.get(f"/payment-button/process/{process_id}/public", headers=self.headers())
+        return self.client.get(f"/payment-button/process/{process_id}/public",
+                               headers=self.headers())
 
     def qr(self, process_id, headers=None):
         return self.client.get(f"/payment-button/process/{process_id}/qr.svg",
@@ -57,8 +59,9 @@ def add_transfer(app, process_id, tx, log_index, amount, block, status, timestam
             " token_contract, from_address, amount, block_number, block_hash, block_timestamp,"
             " status, seen_at, confirmed_at) VALUES (31337, ?, ?, 'local', ?, ?, ?, ?, ?, ?, ?, ?,"
             " ?, ?)",
-            ("0x" + tx * 32, log_index, process_id, USDC_LOCAL, "0x" + "ab" * 20, str(amount), block,
-             "0x" + "cd" * 32, timestamp, status, timestamp, timestamp if status == "confirmed" else None),
+            ("0x" + tx * 32, log_index, process_id, USDC_LOCAL, "0x" + "ab" * 20, str(amount),
+             block, "0x" + "cd" * 32, timestamp, status, timestamp,
+             timestamp if status == "confirmed" else None),
         )
 
 

@@ -1,22 +1,25 @@
-"""Pytest plugin: the real service over real HTTP, a merchant's site on a second origin, and a gateway.
+"""Pytest plugin: the real service over real HTTP, a merchant's site on a second origin, and a
+gateway.
 
 Loaded from conftest.py (``pytest_plugins``). Fixtures:
 
-``live_server``  the ``app`` fixture (the real app: real SQLite file in tmp, the FakeClock ``clock``,
-                 ``app_config`` for extra settings) served by werkzeug's threaded HTTP server on
-                 127.0.0.1 and a free port, for one test. Its ``Date`` header is read from the same
-                 clock, as in production where the app and the server both use the system clock: the
-                 button's countdown runs on the server's time, so moving the clock moves both.
-                 ``live_server.merchant_api(secret_key)`` is the merchant API as a merchant's backend
-                 calls it (over HTTP, no Origin header); ``live_server.public(...)`` the Button API.
+``live_server``  the ``app`` fixture (the real app: real SQLite file in tmp, the FakeClock
+                 ``clock``, ``app_config`` for extra settings) served by werkzeug's threaded HTTP
+                 server on 127.0.0.1 and a free port, for one test. Its ``Date`` header is read from
+                 the same clock, as in production where the app and the server both use the system
+                 clock: the button's countdown runs on the server's time, so moving the clock moves
+                 both. ``live_server.merchant_api(secret_key)`` is the merchant API as a merchant's
+                 backend calls it (over HTTP, no Origin header); ``live_server.public(...)`` the
+                 Button API.
 ``merchant_site`` a merchant's web site on another port, i.e. another origin (session-wide): its
                  checkout page embeds ``<payment-button>`` with button.js from the live server, so
-                 every call the button makes is cross-origin and CORS is real. It also self-hosts a copy
-                 of button.js as the service serves it (``/static/button.js``), as a merchant may.
+                 every call the button makes is cross-origin and CORS is real. It also self-hosts a
+                 copy of button.js as the service serves it (``/static/button.js``), as a merchant
+                 may.
 ``gateway``      an EXTERNAL failure in front of the real server: a reverse proxy (think of a CDN or
                  load balancer) that forwards everything to the live server, except that it answers
-                 ``fail_next(n)`` requests itself with ``502 Bad Gateway`` (an HTML body, with a CORS
-                 header so the page may read the status). Our server is never replaced by it.
+                 ``fail_next(n)`` requests itself with ``502 Bad Gateway`` (an HTML body, with a
+                 CORS header so the page may read the status). Our server is never replaced by it.
 """
 
 import http.client
@@ -33,7 +36,8 @@ from werkzeug.serving import WSGIRequestHandler, make_server
 
 from app.web.button import load_button_script
 
-BUTTON_EVENTS = ["payment-success", "payment-failure", "payment-expired", "payment-cancelled", "payment-error"]
+BUTTON_EVENTS = ["payment-success", "payment-failure", "payment-expired", "payment-cancelled",
+                 "payment-error"]
 
 
 def http_session():
@@ -64,7 +68,8 @@ class MerchantApi:
         return response.json()
 
     def cancel(self, process_id):
-        response = self.session.post(f"{self.base}/payment-button/process/{process_id}/cancel", timeout=10)
+        response = self.session.post(f"{self.base}/payment-button/process/{process_id}/cancel",
+                                     timeout=10)
         assert response.status_code == 200, response.text
         return response.json()
 
@@ -77,7 +82,8 @@ class LiveServer:
         handler = type("ClockDateHandler", (QuietHandler,), {"clock": staticmethod(clock)})
         self.server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=handler)
         self.url = f"http://127.0.0.1:{self.server.server_port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, name="live-server", daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, name="live-server",
+                                       daemon=True)
 
     def start(self):
         self.thread.start()
@@ -130,7 +136,8 @@ class MerchantSite:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), MerchantSiteHandler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, name="merchant-site", daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, name="merchant-site",
+                         daemon=True).start()
 
     def stop(self):
         self.server.shutdown()
@@ -178,15 +185,20 @@ def checkout_page(query):
     src = "/static/button.js" if script == "site" else f"{service}/payment-button/button.js"
     attrs = " ".join(f'{escape(name)}="{escape(value)}"' for name, value in one.items())
     return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="icon" href="data:,"><title>Checkout</title>
-<style>body {{ margin: 0; padding: 24px 16px; background: #f3f4f6; font-family: system-ui, sans-serif; }}
-main {{ max-width: 400px; margin: 0 auto; }} h1 {{ font-size: 20px; margin: 0 0 16px; }}</style></head>
+<style>body {{ margin: 0; padding: 24px 16px; background: #f3f4f6;
+  font-family: system-ui, sans-serif; }}
+main {{ max-width: 400px; margin: 0 auto; }} h1 {{ font-size: 20px; margin: 0 0 16px; }}
+</style></head>
 <body><main><h1>Checkout</h1><payment-button {attrs}></payment-button></main>
 <script>
 window.__timeouts = [];
 const setTimeoutBefore = window.setTimeout;
-window.setTimeout = (fn, ms, ...args) => {{ window.__timeouts.push(ms); return setTimeoutBefore(fn, ms, ...args); }};
+window.setTimeout = (fn, ms, ...args) => {{
+  window.__timeouts.push(ms); return setTimeoutBefore(fn, ms, ...args);
+}};
 window.__events = [];
 for (const type of {json.dumps(BUTTON_EVENTS)}) {{
   document.addEventListener(type, (e) => window.__events.push(

@@ -24,7 +24,8 @@ SITE = ROOT / "deploy" / "nginx.conf"
 
 def nginx_binary():
     """The nginx executable; a test that needs it fails (never skips) when it is missing."""
-    path = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+    path = shutil.which("nginx") or (
+        "/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
     assert path, "nginx is not installed (apt-get install nginx; .ci/run installs it)"
     return path
 
@@ -78,8 +79,8 @@ def nginx(directory, *, upstream, https_port, http_port, cert, key):
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "preorder.conf").write_text(
-        render_site(upstream=upstream, https_port=https_port, http_port=http_port, cert=cert, key=key,
-                    access_log=directory / "access.log"))
+        render_site(upstream=upstream, https_port=https_port, http_port=http_port, cert=cert,
+                    key=key, access_log=directory / "access.log"))
     # Run as root (as tests do), its workers would become `nobody`, who cannot enter the temp dir.
     user = "user root root;\n" if os.geteuid() == 0 else ""
     (directory / "nginx.conf").write_text(MAIN.format(user=user, dir=directory))

@@ -4,8 +4,8 @@ as root, so as root its commands run as the `postgres` user (runuser). A missing
 failure, never a skip (.ci/run installs it).
 
 Durability is switched off (fsync, synchronous_commit) unless `durable`: the tests check what the
-service commits, not the disk; it makes CREATE DATABASE and every commit cheap. A test that stops the
-server as a crash (`stop("immediate")`) and the benchmarks ask for `durable`: a commit is
+service commits, not the disk; it makes CREATE DATABASE and every commit cheap. A test that stops
+the server as a crash (`stop("immediate")`) and the benchmarks ask for `durable`: a commit is
 acknowledged only once its WAL is on disk, as on a production server.
 """
 import contextlib

@@ -13,11 +13,11 @@ a test module imports only what it names itself (tests/ is on sys.path):
         req.method, req.path, req.headers["webhook-id"], req.body
 
 Replies are taken from the queue in order, then `default` (200, empty body).
-A reply can delay before answering (or hang until a `gate` Event is set), redirect, carry any headers (e.g.
-Retry-After), send a huge body, drip its headers and/or body slowly, or keep
+A reply can delay before answering (or hang until a `gate` Event is set), redirect, carry any
+headers (e.g. Retry-After), send a huge body, drip its headers and/or body slowly, or keep
 the connection alive (`Received.peer_port` then shows which requests shared one).
-`Receiver(ssl_context)` serves HTTPS instead. Every request is recorded (before any delay), so a timed-out attempt is
-still visible. The server listens on 127.0.0.1 on a free port.
+`Receiver(ssl_context)` serves HTTPS instead. Every request is recorded (before any delay), so a
+timed-out attempt is still visible. The server listens on 127.0.0.1 on a free port.
 """
 
 from __future__ import annotations
@@ -241,7 +241,8 @@ def receiver():
 
 @pytest.fixture
 def tls():
-    """(an HTTPS Receiver with a certificate for hooks.example, a webhook session trusting its CA)."""
+    """(an HTTPS Receiver with a certificate for hooks.example, a webhook session trusting its
+    CA)."""
     import ssl
 
     import trustme

@@ -1,4 +1,5 @@
-"""Real server processes for tests: the service under gunicorn, and the flask CLI, in subprocesses."""
+"""Real server processes for tests: the service under gunicorn, and the flask CLI, in
+subprocesses."""
 import contextlib
 import json
 import os
@@ -57,9 +58,10 @@ def wait_for(url, timeout=20):
 def gunicorn(env, log_path, workers=4, unprivileged=False, started=None, ready="/healthz"):
     """The service under gunicorn with gunicorn.conf.py; yields its base URL. `unprivileged`: when
     the tests run as root, run it without the capabilities that let root ignore file permissions
-    (util-linux's setpriv drops CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH and CAP_FOWNER from the bounding
-    set), so a file's mode bits bind it as they bind a service user. `started`: a list that receives the gunicorn master's Popen. `ready`: the
-    path that answers 200 once the workers serve."""
+    (util-linux's setpriv drops CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH and CAP_FOWNER from the
+    bounding set), so a file's mode bits bind it as they bind a service user. `started`: a list that
+    receives the gunicorn master's Popen. `ready`: the path that answers 200 once the workers
+    serve."""
     port = free_port()
     env = dict(env, GUNICORN_BIND=f"127.0.0.1:{port}", GUNICORN_WORKERS=str(workers))
     prefix = []

@@ -1,8 +1,8 @@
 """Browser wallets for the Chromium tests: EIP-6963 providers injected into the page before its
-scripts run, whose EIP-1193 `request()` goes through a Playwright binding to a Python bridge backed by
-the Hardhat node. Each wallet keeps its own current chain (a wallet may start on another chain), knows
-the chains it is told, signs typed data with its account's key (eth-account, as a wallet does) and
-sends transactions from a dev account the node keeps unlocked. A refusing wallet connects, then
+scripts run, whose EIP-1193 `request()` goes through a Playwright binding to a Python bridge backed
+by the Hardhat node. Each wallet keeps its own current chain (a wallet may start on another chain),
+knows the chains it is told, signs typed data with its account's key (eth-account, as a wallet does)
+and sends transactions from a dev account the node keeps unlocked. A refusing wallet connects, then
 declines every payment request (EIP-1193 code 4001). Every request is recorded, with the chain the
 wallet was on, for the tests to read what was asked in which order."""
 import json
@@ -16,8 +16,11 @@ INIT_SCRIPT = """
     info: Object.freeze(info),
     provider: {
       request: async ({ method, params }) => {
-        const answer = JSON.parse(await window.__testWallet(info.uuid, method, JSON.stringify(params || [])));
-        if (answer.error) { const e = new Error(answer.error.message); e.code = answer.error.code; throw e; }
+        const answer = JSON.parse(
+          await window.__testWallet(info.uuid, method, JSON.stringify(params || [])));
+        if (answer.error) {
+          const e = new Error(answer.error.message); e.code = answer.error.code; throw e;
+        }
         return answer.result;
       },
     },
@@ -66,7 +69,8 @@ class TestWallet:
             return {"result": self.chain.rpc("eth_sendTransaction", params[0])}
         if method == "eth_signTypedData_v4":
             from app.evm.signer import _account_class
-            signed = _account_class().from_key(self.key).sign_typed_data(full_message=json.loads(params[1]))
+            signed = _account_class().from_key(self.key).sign_typed_data(
+                full_message=json.loads(params[1]))
             return {"result": "0x" + bytes(signed.signature).hex()}
         return {"error": {"code": 4200, "message": f"{method} is not supported."}}
 
