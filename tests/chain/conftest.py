@@ -36,7 +36,8 @@ def chains(runner):
 
 @pytest.fixture
 def wallet(runner, merchant, chains):
-    """The merchant with support.chain_shop.XPUB as its wallet (the deposit addresses ADDRESS_0…)."""
+    """The merchant with support.chain_shop.XPUB as its wallet (the deposit addresses
+    ADDRESS_0…)."""
     cli(runner, "merchants", "set-xpub", merchant["merchantId"], XPUB)
     return merchant
 

@@ -1,6 +1,7 @@
 """Deposit addresses: the xpub's checks, BIP32 public derivation against BIP32's published test
-vectors, addresses cross-checked with eth-account's HD wallet, EIP-55 against EIP-55's vectors, and the
-hand-written ERC-20 transfer call data against eth-abi (docs/api.md says why both stay by hand)."""
+vectors, addresses cross-checked with eth-account's HD wallet, EIP-55 against EIP-55's vectors, and
+the hand-written ERC-20 transfer call data against eth-abi (docs/api.md says why both stay by
+hand)."""
 import sys
 
 import pytest
@@ -19,7 +20,8 @@ from eth_account import Account  # noqa: E402
 
 sys.setrecursionlimit(_recursion_limit)
 
-MNEMONIC = "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about"
+MNEMONIC = ("abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon"
+            " abandon about")
 # m/44'/60'/0' of MNEMONIC (BIP39 test mnemonic, empty passphrase).
 XPUB = ("xpub6DCoCpSuQZB2jawqnGMEPS63ePKWkwWPH4TU45Q7LPXWuNd8TMtVxRrgjtEshuqpK3mdhaWHPFsBngh5GF"
         "ZaM6si3yZdUsT8ddYM3PwnATt")
@@ -27,10 +29,10 @@ XPRV_MASTER = ("xprv9s21ZrQH143K3QTDL4LXw2F7HEK3wJUD2nW2nRk4stbPy6cq3jPPqjiChkVv
                "ejMRNNU3TGtRBeJgk33yuGBxrMPHi")
 
 # BIP32 test vector 1: m/0H/1/2H, and its public descendants m/0H/1/2H/2 and m/0H/1/2H/2/1000000000.
-V1_M_0H_1_2H = ("xpub6D4BDPcP2GT577Vvch3R8wDkScZWzQzMMUm3PWbmWvVJrZwQY4VUNgqFJPMM3No2dFDFGTsxxpG5uJh7n"
-                "7epu4trkrX7x7DogT5Uv6fcLW5")
-V1_M_0H_1_2H_2 = ("xpub6FHa3pjLCk84BayeJxFW2SP4XRrFd1JYnxeLeU8EqN3vDfZmbqBqaGJAyiLjTAwm6ZLRQUMv1ZACTj3"
-                  "7sR62cfN7fe5JnJ7dh8zL4fiyLHV")
+V1_M_0H_1_2H = ("xpub6D4BDPcP2GT577Vvch3R8wDkScZWzQzMMUm3PWbmWvVJrZwQY4VUNgqFJPMM3No2dFDFGTsxxpG5"
+                "uJh7n7epu4trkrX7x7DogT5Uv6fcLW5")
+V1_M_0H_1_2H_2 = ("xpub6FHa3pjLCk84BayeJxFW2SP4XRrFd1JYnxeLeU8EqN3vDfZmbqBqaGJAyiLjTAwm6ZLRQUMv1Z"
+                  "ACTj37sR62cfN7fe5JnJ7dh8zL4fiyLHV")
 V1_M_0H_1_2H_2_1000000000 = ("xpub6H1LXWLaKsWFhvm6RVpEL9P4KfRZSW7abD2ttkWP3SSQvnyA8FSVqNTEcYFgJS2"
                              "UaFcxupHiYkro49S8yGasTvXEYBVPamhGW6cFJodrTHy")
 # BIP32 test vector 2: m/0 and its public child m/0/... is hardened next; m/0/2147483647H/1 from
@@ -121,8 +123,10 @@ def test_account_xpub_and_tpub_accepted():
     XPRV_MASTER,
     BIP32.from_xpriv(XPRV_MASTER).get_xpriv_from_path("m/44'/60'/0'"),
     # tprv, and a private key behind public version bytes (its key byte is 0x00).
-    _reencode(BIP32.from_xpriv(XPRV_MASTER).get_xpriv_from_path("m/44'/60'/0'"), version="04358394"),
-    _reencode(BIP32.from_xpriv(XPRV_MASTER).get_xpriv_from_path("m/44'/60'/0'"), version="0488B21E"),
+    _reencode(BIP32.from_xpriv(XPRV_MASTER).get_xpriv_from_path("m/44'/60'/0'"),
+              version="04358394"),
+    _reencode(BIP32.from_xpriv(XPRV_MASTER).get_xpriv_from_path("m/44'/60'/0'"),
+              version="0488B21E"),
 ])
 def test_extended_private_keys_are_refused_with_the_never_message(text):
     with pytest.raises(PrivateKeyGiven) as info:
@@ -185,4 +189,5 @@ def test_transfer_calldata_is_what_eth_abi_encodes(amount):
     from eth_abi import encode
     to = "0x9858EfFD232B4033E47d90003D41EC34EcaEda94"
     selector = addresses.keccak256(b"transfer(address,uint256)")[:4]
-    assert transfer_calldata(to, amount) == "0x" + (selector + encode(["address", "uint256"], [to, amount])).hex()
+    assert transfer_calldata(to, amount) == "0x" + (
+        selector + encode(["address", "uint256"], [to, amount])).hex()

@@ -1,7 +1,7 @@
-"""The chain watcher when its JSON-RPC endpoint misbehaves (tests/support/fake_rpc.py, in front of the real
-node): each fault ends the pass for that network with nothing miscounted and no URL path in the
-logs, the next pass catches up; too-large log queries are split; several watchers at once count each
-transfer once; the loop survives faults with backoff and exits 0 on SIGTERM."""
+"""The chain watcher when its JSON-RPC endpoint misbehaves (tests/support/fake_rpc.py, in front of
+the real node): each fault ends the pass for that network with nothing miscounted and no URL path in
+the logs, the next pass catches up; too-large log queries are split; several watchers at once count
+each transfer once; the loop survives faults with backoff and exits 0 on SIGTERM."""
 import logging
 import signal
 import subprocess
@@ -23,8 +23,8 @@ def app_config():
 
 @pytest.fixture
 def shop(app, client, runner, chain, clock, make_merchant, proxy):
-    return open_shop(app, client, runner, chain, clock, make_merchant(), confirmations=CONFIRMATIONS,
-                     rpc_url=proxy.url)
+    return open_shop(app, client, runner, chain, clock, make_merchant(),
+                     confirmations=CONFIRMATIONS, rpc_url=proxy.url)
 
 
 @pytest.mark.parametrize("method, fault, message", [
@@ -202,7 +202,8 @@ def test_sigterm_during_a_step_commits_the_step_and_exits_0(shop, chain, proxy, 
     assert shop.event_types(process_id) == ["payment.pending"]
     assert [t["status"] for t in shop.transfers(process_id)] == ["seen"]
     assert _scanned_block(app) == head
-    assert proxy.calls["eth_getLogs"] == 1 and proxy.calls["eth_getBlockByNumber:latest"] == 1, proxy.calls
+    assert proxy.calls["eth_getLogs"] == 1 and proxy.calls["eth_getBlockByNumber:latest"] == 1, \
+        proxy.calls
 
 
 def test_the_loop_outlives_a_database_error_and_goes_on_when_it_is_gone(shop, chain, app):

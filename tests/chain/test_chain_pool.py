@@ -1,11 +1,11 @@
-"""Nothing is credited on one node's word (the contract, "Live payments": an RPC provider is a pool of
-nodes). The network's URL is the proxy of tests/support/fake_rpc.py in front of the real Hardhat
+"""Nothing is credited on one node's word (the contract, "Live payments": an RPC provider is a pool
+of nodes). The network's URL is the proxy of tests/support/fake_rpc.py in front of the real Hardhat
 node; some of its requests are answered by a node left on an abandoned fork (recorded from the real
 node before a reorganisation), by the chain-137 node (another chain, the same token address), or
-spoiled: logs marked `"removed": true`, a hostile `data` word. Nothing of such a read is recorded:
-a chain that moved under it is read again at once, a second move or any other spoiled answer is a
-fault of the poll; honest answers then credit the real payment, and only it. A transfer
-of value 0 is no payment: no record, no event, no lock of the customer's choice."""
+spoiled: logs marked `"removed": true`, a hostile `data` word. Nothing of such a read is recorded: a
+chain that moved under it is read again at once, a second move or any other spoiled answer is a
+fault of the poll; honest answers then credit the real payment, and only it. A transfer of value 0
+is no payment: no record, no event, no lock of the customer's choice."""
 import json
 import logging
 
@@ -21,12 +21,13 @@ UNIT = 10**6
 
 @pytest.fixture
 def shop(app, client, runner, chain, clock, make_merchant, proxy):
-    return open_shop(app, client, runner, chain, clock, make_merchant(), confirmations=CONFIRMATIONS,
-                     rpc_url=proxy.url)
+    return open_shop(app, client, runner, chain, clock, make_merchant(),
+                     confirmations=CONFIRMATIONS, rpc_url=proxy.url)
 
 
 def _polls(shop, count=1):
-    """`count` polls (--once) under attack: their exit statuses, checked after what they recorded."""
+    """`count` polls (--once) under attack: their exit statuses, checked after what they
+    recorded."""
     return [shop.runner.invoke(args=["watch-payments", "--once"]).exit_code for _ in range(count)]
 
 
@@ -170,7 +171,8 @@ def test_a_moved_chain_is_not_read_again_once_the_watcher_is_stopping(shop, app,
         proxy.fail("eth_getLogs", "removed")
         proxy.before("eth_getLogs", 0, watcher.stop)
         assert watcher.run_once() is False
-    assert [r.getMessage() for r in caplog.records if r.getMessage().endswith("; reading again")] == []
+    assert [r.getMessage() for r in caplog.records
+            if r.getMessage().endswith("; reading again")] == []
     _nothing_recorded(shop, process_id)
     shop.watch()
     assert shop.event_types(process_id) == ["payment.completed"]

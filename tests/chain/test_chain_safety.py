@@ -1,8 +1,9 @@
 """Money is credited only for what truly arrived on the right chain, on real nodes: the session's
 Hardhat node (chain id 31337, a test network) and a second one answering for chain id 137 (a live
-network's id, tests/support/chain_node.py). A node of another chain behind a network's URL is read no
-further; test and live networks never mix; a counted transfer that a deep reorganisation removes
-is reversed (`payment.reversed`); a pending one removed before it confirms gets no event of its own."""
+network's id, tests/support/chain_node.py). A node of another chain behind a network's URL is read
+no further; test and live networks never mix; a counted transfer that a deep reorganisation removes
+is reversed (`payment.reversed`); a pending one removed before it confirms gets no event of its
+own."""
 import json
 import logging
 
@@ -27,13 +28,14 @@ def _shop(app, client, runner, chain, clock, merchant, **kwargs):
 
 def _network_row(app, network_id):
     return dbutil.query(app.config["DATABASE"],
-                        "SELECT scanned_block, head_block FROM networks WHERE id = ?", network_id)[0]
+                        "SELECT scanned_block, head_block FROM networks WHERE id = ?",
+                        network_id)[0]
 
 
 def _kept_blocks(app, network_id):
     return dbutil.query(app.config["DATABASE"],
-                        "SELECT number, hash FROM chain_blocks WHERE network_id = ? ORDER BY number",
-                        network_id)
+                        "SELECT number, hash FROM chain_blocks WHERE network_id = ?"
+                        " ORDER BY number", network_id)
 
 
 # --- The node behind a network's URL must be that network's chain --------------------------------
@@ -57,9 +59,10 @@ def test_a_node_of_another_chain_is_read_no_further_and_reading_resumes(
     caplog.clear()
     shop.watch(exit_code=1)
     port = proxy.server.server_address[1]
-    assert [(r.levelno, r.getMessage()) for r in caplog.records if r.levelno >= logging.WARNING] == [
-        (logging.ERROR, f"watch {NETWORK}: http://127.0.0.1:{port} answers for chain id 137, not the"
-                        " network's chain id 31337: nothing read from it; retry in 1.0s")]
+    assert [(r.levelno, r.getMessage())
+            for r in caplog.records if r.levelno >= logging.WARNING] == [
+        (logging.ERROR, f"watch {NETWORK}: http://127.0.0.1:{port} answers for chain id 137,"
+                        " not the network's chain id 31337: nothing read from it; retry in 1.0s")]
     # One request: the first batch (the chain id, checked before anything else of it is looked at,
     # with the head's block and the kept one); nothing else was asked
     assert proxy.requests - requests_before == 1
@@ -160,13 +163,15 @@ def test_each_mode_is_offered_and_paid_on_its_own_networks_only(two_modes, runne
     assert _assets(test) == _offered(NETWORK, "Hardhat", 31337)
     assert _assets(live) == _offered(LIVE, "Polygon PoS", 137)
 
-    for shop, other, mode, kind in ((live, NETWORK, "live", "a test"), (test, LIVE, "test", "a live")):
+    for shop, other, mode, kind in ((live, NETWORK, "live", "a test"),
+                                    (test, LIVE, "test", "a live")):
         process_id = shop.preorder(5)
         refused = shop.confirm(process_id, other)
         assert refused.status_code == 400
         message = (f"Network '{other}' is {kind} network: {mode}-mode payments cannot use it (see"
                    " GET /payment-button/assets).")
-        assert refused.get_json() == {"code": "validation_error", "message": f"networkId: {message}",
+        assert refused.get_json() == {"code": "validation_error",
+                                      "message": f"networkId: {message}",
                                       "errors": {"networkId": [message]}}
         assert shop.process(process_id)["payment"] is None
 
@@ -203,7 +208,8 @@ def test_test_tokens_never_pay_a_live_process(app, client, runner, chain, clock,
             "INSERT INTO payments (process_id, merchant_id, address_index, address, asset_id,"
             " network_id, chain_id, token_contract, decimals, amount_due, created_at, updated_at)"
             " VALUES (?, ?, 0, ?, 'tusd', ?, 31337, ?, 6, '6000000', ?, ?)",
-            process_id, live.merchant["merchantId"], address, NETWORK, chain.token, clock(), clock())
+            process_id, live.merchant["merchantId"], address, NETWORK, chain.token, clock(),
+            clock())
         chain.transfer(address, 6 * UNIT)
         chain.mine(CONFIRMATIONS)
         watcher.poll_network(NETWORK)  # reads the rows added since: this one is not watched
@@ -241,12 +247,14 @@ def test_a_counted_transfer_that_leaves_the_chain_is_reversed_once(shop, chain, 
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == [
         f"watch {NETWORK}: reorganisation deeper than {CONFIRMATIONS} confirmations: 2 confirmed"
         " transfers left the chain (payment.reversed)"]
-    for process_id, status, due in ((completed_id, "completed", "6"), (partial_id, "pending", "10")):
+    for process_id, status, due in ((completed_id, "completed", "6"),
+                                    (partial_id, "pending", "10")):
         assert shop.event_types(process_id)[1:] == ["payment.reversed"]
         reversed_ = shop.events(process_id)[1][1]["data"]
         assert reversed_["status"] == status  # the process keeps its state
         payment = reversed_["payment"]
-        assert (payment["amountDue"], payment["amountPaid"], payment["amountPending"]) == (due, "0", "0")
+        assert (payment["amountDue"], payment["amountPaid"],
+                payment["amountPending"]) == (due, "0", "0")
         assert payment["transfers"] == []
         shown = shop.process(process_id)
         assert shown["status"] == status and shown["payment"] == payment
@@ -262,7 +270,8 @@ def test_a_counted_transfer_that_leaves_the_chain_is_reversed_once(shop, chain, 
     assert shop.event_types(partial_id) == ["payment.partial", "payment.reversed",
                                             "payment.completed"]
     payment = shop.events(partial_id)[-1][1]["data"]["payment"]
-    assert payment["amountPaid"] == "10" and [t["txHash"] for t in payment["transfers"]] == [tx_hash]
+    assert payment["amountPaid"] == "10"
+    assert [t["txHash"] for t in payment["transfers"]] == [tx_hash]
 
 
 def test_a_reorganisation_within_the_confirmations_reverses_nothing(shop, chain):

@@ -1,6 +1,7 @@
-"""The chain watcher against a real EVM node (Hardhat 2 on loopback, tests/support/chain_node.py): transfers
-of a real ERC-20 token, confirmations, partial and overpaid payments, late payments, the paid-in-time
-hold against the expiry sweep, reorganisations, and other tokens to a deposit address."""
+"""The chain watcher against a real EVM node (Hardhat 2 on loopback, tests/support/chain_node.py):
+transfers of a real ERC-20 token, confirmations, partial and overpaid payments, late payments, the
+paid-in-time hold against the expiry sweep, reorganisations, and other tokens to a deposit
+address."""
 import pytest
 from support.chain_shop import NETWORK, cli, open_shop
 
@@ -13,7 +14,8 @@ UNIT = 10**6  # one token in base units (6 decimals)
 
 @pytest.fixture
 def shop(app, client, runner, chain, clock, make_merchant):
-    return open_shop(app, client, runner, chain, clock, make_merchant(), confirmations=CONFIRMATIONS)
+    return open_shop(app, client, runner, chain, clock, make_merchant(),
+                     confirmations=CONFIRMATIONS)
 
 
 def test_a_transfer_is_pending_until_its_confirmations_then_completes(shop, chain):
@@ -86,7 +88,8 @@ def test_late_after_cancel_and_after_expiry(shop, chain, clock, app):
     expired_id, expired_address = shop.order(5)
     assert shop.api.cancel(cancelled_id).status_code == 200
     expires_at = shop.events(cancelled_id)[0][1]["data"]["expiresAt"]
-    clock.advance(1800)  # the expiry: once the watcher has read past it, the sweep expires the other
+    # the expiry: once the watcher has read past it, the sweep expires the other
+    clock.advance(1800)
     chain.next_timestamp(clock() + 1)
     chain.mine(1)
     shop.watch()
@@ -259,7 +262,8 @@ def test_other_tokens_to_the_address_do_not_pay_and_are_reported_once(shop, chai
     chain.mine(2)
     shop.watch()
     assert shop.event_types(process_id) == ["payment.unexpected"]
-    assert shop.process(process_id)["payment"]["unexpectedTransfers"] == payment["unexpectedTransfers"]
+    assert shop.process(process_id)["payment"]["unexpectedTransfers"] \
+        == payment["unexpectedTransfers"]
 
 
 def test_several_transfers_in_one_block_range_and_a_small_step(shop, chain):
@@ -307,7 +311,8 @@ def test_a_catch_up_over_many_steps_reports_each_outcome_once(shop, chain):
         assert {t["status"] for t in shop.transfers(process_id)} == {"confirmed"}
 
     shop.watch("--max-range", "1")  # read again: nothing counted twice
-    assert [len(shop.event_types(p)) for p in (whole_id, halves_id, twice_id, short_id)] == [1, 1, 2, 1]
+    assert [len(shop.event_types(p))
+            for p in (whole_id, halves_id, twice_id, short_id)] == [1, 1, 2, 1]
 
 
 def test_without_node_the_chain_tests_fail_and_say_how_to_fix_it(tmp_path):
@@ -352,7 +357,8 @@ def test_a_lagging_watcher_does_not_make_an_in_time_payment_late(shop, chain, cl
         assert shop.event_types(held) == []
     listed = shop.api.list("?status=pending").get_json()["data"]
     assert sorted(p["processId"] for p in listed) == sorted([process_id, unpaid_id])
-    assert shop.api.list("?status=expired").get_json()["data"][0]["processId"] == unchosen["processId"]
+    assert shop.api.list("?status=expired").get_json()["data"][0]["processId"] \
+        == unchosen["processId"]
 
     shop.watch()  # reads past the expiry: the in-time transfer, already confirmed
     assert shop.event_types(process_id) == ["payment.completed"]
@@ -387,7 +393,8 @@ def test_nothing_paid_expires_once_the_watcher_has_read_past_the_expiry(shop, ch
 
 
 def test_a_disabled_network_does_not_hold_its_processes(shop, chain, clock, app, runner):
-    """Nobody reads a disabled network: its processes expire at their expiry, as without a payment."""
+    """Nobody reads a disabled network: its processes expire at their expiry, as without a
+    payment."""
     process_id, _ = shop.order(7)
     clock.now = clock() + 1800
     assert shop.process(process_id)["status"] == "pending"  # the watcher has not read past it

@@ -185,8 +185,9 @@ def test_two_processes_at_once_never_spend_gas_on_one_address(shop, chain, app):
     shop.confirm()
     sent = {key: int(chain.rpc("eth_getTransactionCount", before[key][0], "latest"), 16)
             - before[key][1] for key in before}
-    rows = dbutil.query(database, "SELECT c.id, c.sender, count(DISTINCT i.address) FROM collections c"
-                        " LEFT JOIN collection_items i ON i.collection_id = c.id GROUP BY c.id, c.sender")
+    rows = dbutil.query(database, "SELECT c.id, c.sender, count(DISTINCT i.address)"
+                        " FROM collections c LEFT JOIN collection_items i ON i.collection_id = c.id"
+                        " GROUP BY c.id, c.sender")
     assert sum(sent.values()) == len(rows) and all(n > 0 for _, _, n in rows)
     for key in before:
         assert sent[key] == sum(1 for _, sender, _ in rows if sender == before[key][0])
@@ -194,7 +195,8 @@ def test_two_processes_at_once_never_spend_gas_on_one_address(shop, chain, app):
                          " WHERE lower(token) = ? GROUP BY address", chain.token.lower())
     assert sorted(moved) == sorted((address, 1) for _, address in funded)
     assert shop.records() == {
-        **{(address, chain.token.lower()): 1_000_000 + 10_000 * i for i, (_, address) in enumerate(funded)},
+        **{(address, chain.token.lower()): 1_000_000 + 10_000 * i
+           for i, (_, address) in enumerate(funded)},
         **{(address, GAS_COIN): ETHER + i for i, (_, address) in enumerate(funded)}}
     for key in before:  # a key that sent nothing paid nothing
         if sent[key] == 0:

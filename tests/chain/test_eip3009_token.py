@@ -1,8 +1,8 @@
-"""The test ERC-3009 token (tests/chain/token/TestUSDC.sol) attacked on a real node, and the service's
-reading of it (app/evm/eip3009.py): its EIP-712 domain read and checked (eip712Domain(), or name()
-and version() on a token without EIP-5267, as USDC has it), a token without ERC-3009 refused, and
-signatures recovered as the token recovers them. The token's committed build is what the pinned
-compiler makes of its source."""
+"""The test ERC-3009 token (tests/chain/token/TestUSDC.sol) attacked on a real node, and the
+service's reading of it (app/evm/eip3009.py): its EIP-712 domain read and checked (eip712Domain(),
+or name() and version() on a token without EIP-5267, as USDC has it), a token without ERC-3009
+refused, and signatures recovered as the token recovers them. The token's committed build is what
+the pinned compiler makes of its source."""
 import shutil
 import subprocess
 
@@ -24,7 +24,8 @@ def test_committed_token_builds_are_what_the_pinned_compiler_makes():
     each with its committed token/<Contract>.json (the builds the tests and the demo deploy)."""
     node = shutil.which("node")
     if node is None:
-        pytest.fail("Node.js is needed to recompile the test tokens (tests/chain: npm ci)", pytrace=False)
+        pytest.fail("Node.js is needed to recompile the test tokens (tests/chain: npm ci)",
+                    pytrace=False)
     checked = subprocess.run([node, "compile.js"], cwd=CHAIN_DIR, capture_output=True, text=True,
                              timeout=300)
     assert checked.returncode == 0, checked.stderr
@@ -85,10 +86,12 @@ def test_tampered_expired_early_and_reused_authorizations_revert(chain, usdc):
     good = dict(to=to, value=1_000_000, valid_before=now + 600)
     for tampered in (dict(value=2_000_000), dict(to=chain.accounts[6]),
                      dict(valid_before=now + 601), dict(from_address=STRANGER.address)):
-        _refused(chain, usdc, signing.sign(PAYER, domain, **good, tamper=tampered), "invalid signature")
+        _refused(chain, usdc, signing.sign(PAYER, domain, **good, tamper=tampered),
+                 "invalid signature")
     other_chain = eip3009.Domain(domain.name, domain.version, 1, usdc)
     _refused(chain, usdc, signing.sign(PAYER, other_chain, **good), "invalid signature")
-    _refused(chain, usdc, signing.sign(STRANGER, domain, **good, tamper={"from_address": PAYER.address}),
+    _refused(chain, usdc,
+             signing.sign(STRANGER, domain, **good, tamper={"from_address": PAYER.address}),
              "invalid signature")
     _refused(chain, usdc, signing.sign(PAYER, domain, to=to, value=1, valid_before=now - 1),
              "authorization is expired")

@@ -1,5 +1,5 @@
-"""Settling by a chain's finality, and network health (the contract, "Finality and network health"), on
-real nodes behind the proxy of tests/support/fake_rpc.py, which serves `safe` and `finalized`
+"""Settling by a chain's finality, and network health (the contract, "Finality and network health"),
+on real nodes behind the proxy of tests/support/fake_rpc.py, which serves `safe` and `finalized`
 independently of `latest`, freezes the head, goes down and refuses the tags.
 
 - Under `finalized` (or `safe`) a transfer counts once the node's block of that tag is at or past
@@ -50,7 +50,8 @@ def shop(app, client, runner, chain, clock, make_merchant):
 
 
 def add(runner, chain, proxy, *options, network=NETWORK, chain_id=31337):
-    """The operator adds the network through the proxy, read from the next block on, and its token."""
+    """The operator adds the network through the proxy, read from the next block on, and its
+    token."""
     result = runner.invoke(args=[
         "networks", "add", network, "--name", network.title(), "--chain-id", str(chain_id),
         "--rpc-url", proxy.url, "--confirmations", "3", "--start-block", str(chain.head() + 1),
@@ -313,7 +314,8 @@ def test_an_idle_poll_is_one_round_trip_and_a_new_block_two(shop, chain, proxy, 
 
 def test_a_refund_counts_by_the_finalized_block_too(shop, chain, proxy, runner, clock):
     """Under `finalized`, the transaction the merchant named for a refund completes it only once the
-    node's finalized block is at or past the transaction's block, however many blocks are above it."""
+    node's finalized block is at or past the transaction's block, however many blocks are above
+    it."""
     proxy.tag("finalized", chain.head())
     assert add(runner, chain, proxy, "--finality", "finalized").exit_code == 0
     process_id, address = shop.order(5)
@@ -322,7 +324,8 @@ def test_a_refund_counts_by_the_finalized_block_too(shop, chain, proxy, runner, 
     shop.watch()
     assert shop.process(process_id)["status"] == "completed"
     customer, wallet = chain.accounts[7], 3  # the merchant pays from a wallet of its own
-    chain.transfer(chain.accounts[wallet], 2 * UNIT)  # (not the one that paid the order: the customer's)
+    # (not the one that paid the order: the customer's)
+    chain.transfer(chain.accounts[wallet], 2 * UNIT)
     clock.now = chain.timestamp() + 10
     made = shop.client.post(f"/payment-button/process/{process_id}/refunds",
                             data=json.dumps({"amount": 2, "address": customer}),

@@ -1,9 +1,9 @@
 """The forwarder factory (app/evm/contracts/ForwarderFactory.sol) on the real Hardhat node.
 
-The committed build is what the pinned compiler makes; deposit addresses computed in Python are where
-the factory creates its forwarders; whatever reaches an address (tokens with or without a boolean
-answer, the gas coin, before or after a collection) goes to that address's payout address and
-nowhere else, whoever calls the factory or the address with whatever arguments."""
+The committed build is what the pinned compiler makes; deposit addresses computed in Python are
+where the factory creates its forwarders; whatever reaches an address (tokens with or without a
+boolean answer, the gas coin, before or after a collection) goes to that address's payout address
+and nowhere else, whoever calls the factory or the address with whatever arguments."""
 import json
 import shutil
 import subprocess
@@ -34,7 +34,8 @@ NORMAL, RETURN_FALSE, REVERT, REENTER = range(4)  # HostileToken.Mode
 
 
 def abi_call(signature: str, types=(), values=()) -> str:
-    return "0x" + (keccak256(signature.encode("ascii"))[:4] + encode(list(types), list(values))).hex()
+    return "0x" + (keccak256(signature.encode("ascii"))[:4]
+                   + encode(list(types), list(values))).hex()
 
 
 def hexdata(data: bytes) -> str:
@@ -42,7 +43,8 @@ def hexdata(data: bytes) -> str:
 
 
 class Env:
-    """The node as these tests use it: deploy, fund, read balances, send transactions that may fail."""
+    """The node as these tests use it: deploy, fund, read balances, send transactions that may
+    fail."""
 
     def __init__(self, chain, version=forwarder.VERSION):
         self.chain, self.version = chain, version
@@ -56,13 +58,15 @@ class Env:
 
     def deploy_build(self, name: str, *args: int) -> str:
         build = json.loads((CHAIN_DIR / "token" / f"{name}.json").read_text())
-        return self.deploy(bytes.fromhex(build["bytecode"][2:]) + encode(["uint256"] * len(args), list(args)))
+        return self.deploy(bytes.fromhex(build["bytecode"][2:])
+                           + encode(["uint256"] * len(args), list(args)))
 
     def call(self, to: str, data: str) -> bytes:
         return bytes.fromhex(self.chain.rpc("eth_call", {"to": to, "data": data}, "latest")[2:])
 
     def balance(self, token: str, holder: str) -> int:
-        return decode(["uint256"], self.call(token, abi_call("balanceOf(address)", ["address"], [holder])))[0]
+        return decode(["uint256"],
+                      self.call(token, abi_call("balanceOf(address)", ["address"], [holder])))[0]
 
     def coin(self, holder: str) -> int:
         return int(self.chain.rpc("eth_getBalance", holder, "latest"), 16)
@@ -71,8 +75,8 @@ class Env:
         return bytes.fromhex(self.chain.rpc("eth_getCode", address, "latest")[2:])
 
     def give(self, token: str, to: str, amount: int):
-        self.chain.send(self.deployer, token, abi_call("transfer(address,uint256)", ["address", "uint256"],
-                                                       [to, amount]))
+        self.chain.send(self.deployer, token,
+                        abi_call("transfer(address,uint256)", ["address", "uint256"], [to, amount]))
 
     def give_coin(self, to: str, amount: int):
         self.chain.send(self.deployer, to, value=amount)
@@ -84,8 +88,9 @@ class Env:
     def attempt(self, sender: str, to: str, data: str = "0x", value: int = 0) -> bool:
         """A transaction that may revert: True when it was mined and succeeded."""
         try:
-            tx_hash = self.chain.rpc("eth_sendTransaction", {"from": sender, "to": to, "data": data,
-                                                             "value": hex(value), "gas": hex(3_000_000)})
+            tx_hash = self.chain.rpc("eth_sendTransaction",
+                                     {"from": sender, "to": to, "data": data, "value": hex(value),
+                                      "gas": hex(3_000_000)})
         except RuntimeError:  # Hardhat answers a reverted transaction with an error
             return False
         return self.chain.rpc("eth_getTransactionReceipt", tx_hash)["status"] == "0x1"
@@ -94,8 +99,9 @@ class Env:
         return self.deploy_build("HostileToken", supply)
 
     def set_mode(self, token: str, mode: int, target: str = "0x" + "0" * 40, data: bytes = b""):
-        self.chain.send(self.deployer, token, abi_call("setMode(uint8,address,bytes)",
-                                                       ["uint8", "address", "bytes"], [mode, target, data]))
+        self.chain.send(self.deployer, token,
+                        abi_call("setMode(uint8,address,bytes)", ["uint8", "address", "bytes"],
+                                 [mode, target, data]))
 
 
 @pytest.fixture
@@ -127,8 +133,8 @@ def coin_logs(receipt):
 def transfers_from(receipt, holder):
     """(token, to, amount) of the receipt's ERC-20 Transfer logs sent from `holder`."""
     topic = "0x" + keccak256(b"Transfer(address,address,uint256)").hex()
-    return [(to_checksum_address(log["address"]), to_checksum_address("0x" + log["topics"][2][-40:]),
-             int(log["data"], 16))
+    return [(to_checksum_address(log["address"]),
+             to_checksum_address("0x" + log["topics"][2][-40:]), int(log["data"], 16))
             for log in receipt["logs"]
             if log["topics"][:1] == [topic] and log["topics"][1][-40:] == holder[2:].lower()]
 
@@ -137,16 +143,17 @@ def transfers_from(receipt, holder):
 def test_committed_build_is_what_the_pinned_compiler_makes(version):
     node = shutil.which("node")
     if node is None:
-        pytest.fail("Node.js is needed to recompile the forwarder factory (tests/chain: npm ci)", pytrace=False)
+        pytest.fail("Node.js is needed to recompile the forwarder factory (tests/chain: npm ci)",
+                    pytrace=False)
     source = forwarder.BUILDS[version].stem
-    built = subprocess.run([node, "compile-forwarder.js", source], cwd=CHAIN_DIR, capture_output=True,
-                           text=True, timeout=300)
+    built = subprocess.run([node, "compile-forwarder.js", source], cwd=CHAIN_DIR,
+                           capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr
     assert built.stdout == forwarder.BUILDS[version].read_text()
     committed = json.loads(built.stdout)
     assert committed["compiler"].startswith("solc-js 0.8.26+")
-    assert committed["settings"] == {"optimizer": {"enabled": True, "runs": 200}, "evmVersion": "cancun",
-                                     "metadata": {"appendCBOR": False}}
+    assert committed["settings"] == {"optimizer": {"enabled": True, "runs": 200},
+                                     "evmVersion": "cancun", "metadata": {"appendCBOR": False}}
     forwarder_hash, factory_hash = CODE_HASHES[version]
     assert keccak256(bytes.fromhex(committed["Forwarder"]["bytecode"][2:])).hex() == forwarder_hash
     assert keccak256(bytes.fromhex(committed["ForwarderFactory"]["deployedBytecode"][2:])).hex() \
@@ -185,7 +192,8 @@ def test_python_addresses_are_where_the_factory_creates_its_forwarders(env):
 def test_the_deployed_factory_is_recognised_by_its_code(env):
     assert forwarder.factory_version(env.code(env.factory)) == env.version
     # Exactly a factory's runtime code, nothing else: another contract, none, one byte more or less.
-    for code in (env.code(env.usd), b"", env.code(env.factory) + b"\x00", env.code(env.factory)[:-1]):
+    for code in (env.code(env.usd), b"", env.code(env.factory) + b"\x00",
+                 env.code(env.factory)[:-1]):
         assert forwarder.factory_version(code) is None
 
 
@@ -212,7 +220,8 @@ def test_tokens_and_the_gas_coin_move_to_the_payout_whoever_sends_the_collection
                                                                (env.usd, payout, 7_000_000)])
     assert (env.balance(usdt, payout), env.balance(env.usd, payout), env.coin(payout)) == \
         (5_000_000, 7_000_000, 3 * ETHER // 2)
-    assert (env.balance(usdt, address), env.balance(env.usd, address), env.coin(address)) == (0, 0, 0)
+    assert (env.balance(usdt, address), env.balance(env.usd, address),
+            env.coin(address)) == (0, 0, 0)
     assert env.code(address) == b""
     assert coin_logs(receipt) == ([(address, 3 * ETHER // 2)] if env.version >= 2 else [])
 
@@ -243,13 +252,15 @@ def test_a_second_payment_to_a_collected_address_is_collected_again(env):
     address, dep = deposit(env, payout, "prc_twice")
     env.give(env.usd, address, 10)
     env.collect([env.usd], [dep])
-    assert (env.balance(env.usd, address), env.balance(env.usd, payout), env.code(address)) == (0, 10, b"")
+    assert (env.balance(env.usd, address), env.balance(env.usd, payout),
+            env.code(address)) == (0, 10, b"")
     env.give(env.usd, address, 32)
     env.give_coin(address, 12345)
     env.collect([env.usd], [dep])
     assert (env.balance(env.usd, address), env.coin(address)) == (0, 0)
     assert (env.balance(env.usd, payout), env.coin(payout)) == (42, 12345)
-    env.collect([env.usd], [dep])  # nothing left: a collection of an empty address succeeds, moves nothing
+    # nothing left: a collection of an empty address succeeds, moves nothing
+    env.collect([env.usd], [dep])
     assert env.balance(env.usd, payout) == 42
 
 
@@ -271,32 +282,40 @@ def test_a_stranger_calling_with_any_arguments_moves_nothing_but_to_the_payout(e
     # the victim's salt with the attacker's payout (another address), every salt-like value, the
     # victim's address itself as a salt or as a "token", the zero address as payout
     victim_word = bytes(12) + bytes.fromhex(victim[2:])
-    for payout, salt in [(attacker_payout, s), (attacker_payout, bytes(32)), (attacker_payout, victim_word),
-                         ("0x" + "0" * 40, s), (env.factory, s), (victim, s), (env.usd, s)]:
+    for payout, salt in [(attacker_payout, s), (attacker_payout, bytes(32)),
+                         (attacker_payout, victim_word), ("0x" + "0" * 40, s), (env.factory, s),
+                         (victim, s), (env.usd, s)]:
         assert env.attempt(attacker, env.factory, hexdata(forwarder.collect_calldata(
             [env.usd, victim, env.factory], [(payout, salt)])))
         untouched()
     # calldata the Python encoder would never write: offsets pointing anywhere, short data
     selector = keccak256(forwarder.COLLECT_SIGNATURE.encode())[:4]
-    for body in [b"", bytes(4), selector, selector + bytes(64), selector + encode(["uint256", "uint256"], [2**255, 0]),
-                 selector + encode(["uint256", "uint256", "uint256", "address"], [0x40, 0x40, 1, victim])]:
+    for body in [b"", bytes(4), selector, selector + bytes(64),
+                 selector + encode(["uint256", "uint256"], [2**255, 0]),
+                 selector + encode(["uint256", "uint256", "uint256", "address"],
+                                   [0x40, 0x40, 1, victim])]:
         env.attempt(attacker, env.factory, hexdata(body))
         untouched()
     # the factory's other functions, unknown selectors, and the gas coin sent to the factory
-    for data in [abi_call("tokens()"), abi_call("depositAddress(address,bytes32)", ["address", "bytes32"],
-                                                [attacker_payout, s]),
-                 "0x12345678", "0x" + "ff" * 100, abi_call("transfer(address,uint256)", ["address", "uint256"],
-                                                           [attacker, 900])]:
+    for data in [abi_call("tokens()"),
+                 abi_call("depositAddress(address,bytes32)", ["address", "bytes32"],
+                          [attacker_payout, s]),
+                 "0x12345678", "0x" + "ff" * 100,
+                 abi_call("transfer(address,uint256)", ["address", "uint256"], [attacker, 900])]:
         env.attempt(attacker, env.factory, data)
         untouched()
     assert env.attempt(attacker, env.factory, "0x", value=10) is False
     # the deposit address itself: an empty account, whatever it is called with
-    for data in ["0x", abi_call("transfer(address,uint256)", ["address", "uint256"], [attacker, 900]), "0xff"]:
+    for data in ["0x",
+                 abi_call("transfer(address,uint256)", ["address", "uint256"], [attacker, 900]),
+                 "0xff"]:
         assert env.attempt(attacker, victim, data) is True
         untouched()
     assert env.code(victim) == b""
-    # the only collection that touches the victim's address pays the victim's payout, whoever sends it
-    assert env.attempt(attacker, env.factory, hexdata(forwarder.collect_calldata([env.usd], [victim_dep])))
+    # the only collection that touches the victim's address pays the victim's payout, whoever sends
+    # it
+    assert env.attempt(attacker, env.factory,
+                       hexdata(forwarder.collect_calldata([env.usd], [victim_dep])))
     assert (env.balance(env.usd, victim_payout), env.coin(victim_payout)) == (900, 777)
     assert env.balance(env.usd, attacker) == attacker_usd
     assert env.coin(attacker) < attacker_coin_start  # it paid gas, and received nothing
@@ -324,7 +343,8 @@ def test_generated_calls_move_a_victim_s_money_only_to_its_payout(env, data):
         deposits = data.draw(st.lists(st.tuples(addresses, salts), max_size=4), label="deposits")
         call = forwarder.collect_calldata(tokens, deposits)
     else:
-        call = keccak256(forwarder.COLLECT_SIGNATURE.encode())[:4] + data.draw(st.binary(max_size=400), label="raw")
+        call = keccak256(forwarder.COLLECT_SIGNATURE.encode())[:4] \
+            + data.draw(st.binary(max_size=400), label="raw")
     env.attempt(env.attacker, env.factory, hexdata(call))
     assert env.balance(env.usd, env.victim) + env.balance(env.usd, env.victim_payout) == 900
     assert env.coin(env.victim) + env.coin(env.victim_payout) == 777
@@ -352,7 +372,8 @@ def test_a_payout_change_leaves_old_addresses_paying_the_old_payout(env):
     after, after_dep = deposit(env, new, "prc_after")  # the merchant changed its payout since
     env.give(env.usd, before, 5)
     env.give(env.usd, after, 7)
-    env.collect([env.usd], [(new, before_dep[1]), after_dep])  # the old process under the new payout: not its address
+    # the old process under the new payout: not its address
+    env.collect([env.usd], [(new, before_dep[1]), after_dep])
     assert (env.balance(env.usd, before), env.balance(env.usd, new)) == (5, 7)
     env.collect([env.usd], [before_dep])
     assert (env.balance(env.usd, old), env.balance(env.usd, new)) == (5, 7)
@@ -373,7 +394,8 @@ def test_a_failing_token_blocks_neither_the_other_tokens_nor_the_other_addresses
     assert env.balance(env.usd, payout) == 140
     assert (env.balance(liar, payout), env.balance(wall, payout)) == (0, 0)
     for address, _ in deposits:
-        assert (env.balance(liar, address), env.balance(wall, address), env.balance(env.usd, address)) == (50, 60, 0)
+        assert (env.balance(liar, address), env.balance(wall, address),
+                env.balance(env.usd, address)) == (50, 60, 0)
     # once the tokens behave, the next collection moves what they left behind
     env.set_mode(liar, NORMAL)
     env.set_mode(wall, NORMAL)
@@ -390,7 +412,8 @@ def test_a_token_reentering_the_factory_is_refused_and_the_collection_completes(
         env.give(token, address, 11)
         env.give(env.usd, address, 13)
     attacker = to_checksum_address(env.chain.accounts[6])
-    target = (attacker, forwarder.salt("prc_attacker")) if reentry == "another deposit" else victims[1][1]
+    target = ((attacker, forwarder.salt("prc_attacker")) if reentry == "another deposit"
+              else victims[1][1])
     env.set_mode(token, REENTER, env.factory, forwarder.collect_calldata([env.usd], [target]))
     attacker_usd = env.balance(env.usd, attacker)
     env.collect([token, env.usd], [dep for _, dep in victims])
@@ -404,7 +427,8 @@ def test_a_token_reentering_the_factory_is_refused_and_the_collection_completes(
 
 
 def test_a_payout_contract_that_refuses_the_gas_coin_still_receives_it(env):
-    refuser = env.hostile()  # a contract with no receive or fallback function: a plain transfer to it reverts
+    # a contract with no receive or fallback function: a plain transfer to it reverts
+    refuser = env.hostile()
     assert env.attempt(env.deployer, refuser, "0x", value=1) is False
     address, dep = deposit(env, refuser, "prc_refuser")
     env.give_coin(address, 4321)
@@ -418,12 +442,14 @@ def test_the_same_deposit_twice_in_one_call_is_refused_whole(env):
     address, (_, s) = deposit(env, payout, "prc_dup")
     env.give(env.usd, address, 3)
     # what the Python encoder writes lists it once ...
-    assert forwarder.collect_calldata([env.usd, env.usd.lower()], [(payout, s), (payout.lower(), s)]) \
+    assert forwarder.collect_calldata([env.usd, env.usd.lower()],
+                                      [(payout, s), (payout.lower(), s)]) \
         == forwarder.collect_calldata([env.usd], [(payout, s)])
     # ... a hand-made call listing it twice reverts (CREATE2 to an address created earlier in the
     # same transaction fails), moving nothing
     selector = keccak256(forwarder.COLLECT_SIGNATURE.encode())[:4]
-    twice = selector + encode(["address[]", "(address,bytes32[])[]"], [[env.usd], [(payout, [s, s])]])
+    twice = selector + encode(["address[]", "(address,bytes32[])[]"],
+                              [[env.usd], [(payout, [s, s])]])
     assert env.attempt(env.chain.accounts[5], env.factory, hexdata(twice)) is False
     assert (env.balance(env.usd, address), env.balance(env.usd, payout)) == (3, 0)
 
@@ -434,7 +460,8 @@ def test_the_token_list_is_empty_outside_a_collection(env):
 
 def test_salt_and_call_encoding():
     assert forwarder.salt("prc_123") == bytes(16) + keccak256(b"prc_123")[:16]
-    assert forwarder.salt("prc_123").hex() == "000000000000000000000000000000008cbe78b4a3afa566a87fbcbdc3c71abc"
+    assert forwarder.salt("prc_123").hex() == ("00000000000000000000000000000000"
+                                                "8cbe78b4a3afa566a87fbcbdc3c71abc")
     assert forwarder.salt("prc_124") != forwarder.salt("prc_123")
     for bad in ("", None, 5):
         with pytest.raises(ValueError):
@@ -444,13 +471,15 @@ def test_salt_and_call_encoding():
         forwarder.deposit_address(factory, payout, bytes(31))
     with pytest.raises(ValueError):
         forwarder.deposit_address(factory, "0x1234", bytes(32))
-    # EIP-1014's own example 5: deployer 0x00000000000000000000000000000000deadbeef, salt 0xcafebabe (as a
-    # word), init code 0xdeadbeef repeated 11 times
+    # EIP-1014's own example 5: deployer 0x00000000000000000000000000000000deadbeef, salt
+    # 0xcafebabe (as a word), init code 0xdeadbeef repeated 11 times
     init = bytes.fromhex("deadbeef" * 11)
     digest = keccak256(b"\xff" + bytes.fromhex("00000000000000000000000000000000deadbeef")
-                       + bytes.fromhex("00000000000000000000000000000000000000000000000000000000cafebabe")
+                       + bytes.fromhex("00000000000000000000000000000000"
+                                       "000000000000000000000000cafebabe")
                        + keccak256(init))
-    assert to_checksum_address("0x" + digest[12:].hex()) == "0x1d8bfDC5D46DC4f61D6b6115972536eBE6A8854C"
+    assert to_checksum_address("0x" + digest[12:].hex()) \
+        == "0x1d8bfDC5D46DC4f61D6b6115972536eBE6A8854C"
     data = forwarder.collect_calldata([payout], [(payout, bytes(32)), ("0x" + "33" * 20, bytes(32)),
                                                  (payout, b"\x01" * 32)])
     assert data[:4] == keccak256(b"collect(address[],(address,bytes32[])[])")[:4]
