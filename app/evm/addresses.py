@@ -63,7 +63,8 @@ def parse_xpub(text: str) -> str:
     if text[:4] in ("xprv", "tprv", "yprv", "zprv", "uprv", "vprv"):
         raise PrivateKeyGiven(NEVER_PRIVATE)
     if not text or len(text) > 200:
-        raise XpubError("This is not an extended public key (expected about 111 characters, xpub…).")
+        raise XpubError("This is not an extended public key (expected about 111 characters,"
+                        " xpub…).")
     try:
         raw = b58decode_check(text)
     except Exception:  # the library raises ValueError or its own types for bad characters/checksum
@@ -119,7 +120,8 @@ def to_checksum_address(address: str) -> str:
         raise ValueError("An address is 0x followed by 40 hexadecimal digits.")
     lower = address[2:].lower()
     digest = keccak256(lower.encode("ascii")).hex()
-    return "0x" + "".join(c.upper() if int(d, 16) >= 8 else c for c, d in zip(lower, digest))
+    return "0x" + "".join(c.upper() if int(d, 16) >= 8 else c
+                          for c, d in zip(lower, digest, strict=False))
 
 
 def is_checksum_valid(address: str) -> bool:

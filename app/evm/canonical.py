@@ -104,7 +104,8 @@ class _Checking:
     def pinned(self, calls, pins, what=None):
         calls = list(calls)
         results = self.client.pinned(calls, pins, what)
-        return [self._checked(method, result) for (method, _), result in zip(calls, results)]
+        return [self._checked(method, result) for (method, _), result
+                in zip(calls, results, strict=True)]
 
     @staticmethod
     def _checked(method, result):
@@ -187,7 +188,7 @@ def receipts(client, tx_hashes) -> dict:
     """{tx hash: Receipt or None} in one JSON-RPC batch."""
     hashes = list(dict.fromkeys(tx_hashes))
     answers = client.batch(("eth_getTransactionReceipt", [h]) for h in hashes)
-    return {h: receipt(value, h) for h, value in zip(hashes, answers)}
+    return {h: receipt(value, h) for h, value in zip(hashes, answers, strict=True)}
 
 
 def prove_receipt(proven, r: Receipt):

@@ -1,10 +1,11 @@
-"""ERC-3009 (`transferWithAuthorization`): what the service needs to let a payer without the network's
-gas coin pay. The payer signs an EIP-712 `TransferWithAuthorization` under the token's domain; the
-operator's relayer (app/chain/relayer.py) submits it and pays the gas.
+"""ERC-3009 (`transferWithAuthorization`): what the service needs to let a payer without the
+network's gas coin pay. The payer signs an EIP-712 `TransferWithAuthorization` under the token's
+domain; the operator's relayer (app/chain/relayer.py) submits it and pays the gas.
 
-- `read_domain`: the token's EIP-712 domain, read from the contract (`eip712Domain()`, EIP-5267, where
-  it answers, else `name()` and `version()`, as USDC's FiatToken has them) and accepted only when it
-  hashes to the contract's `DOMAIN_SEPARATOR()` and the contract answers `authorizationState`.
+- `read_domain`: the token's EIP-712 domain, read from the contract (`eip712Domain()`, EIP-5267,
+  where it answers, else `name()` and `version()`, as USDC's FiatToken has them) and accepted only
+  when it hashes to the contract's `DOMAIN_SEPARATOR()` and the contract answers
+  `authorizationState`.
 - `recover`: the address that signed an authorization under a domain (eth-account's EIP-712).
 - `calldata`: the one call the relayer ever signs.
 """
@@ -47,7 +48,8 @@ TRANSFER_WITH_AUTHORIZATION = _selector(
 
 
 class Eip3009Error(ValueError):
-    """The contract is not a usable ERC-3009 token, or an authorization cannot be read; str() says why."""
+    """The contract is not a usable ERC-3009 token, or an authorization cannot be read; str() says
+    why."""
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,8 @@ def recover(domain: Domain, authorization: Authorization) -> str | None:
     recovers no address (malformed, or s in the upper half of the curve order, which the token
     refuses as well)."""
     from app.evm.signer import _account_class
-    account = _account_class()  # first: it puts back the recursion limit eth-account's import raises
+    # first: it puts back the recursion limit eth-account's import raises
+    account = _account_class()
     from eth_account.messages import encode_typed_data
     v, r, s = authorization.vrs()
     if v not in (27, 28) or int.from_bytes(s, "big") > _HALF_ORDER:
@@ -141,7 +144,8 @@ def _word(address: str) -> str:
 
 
 def authorization_used(client, token, authorizer, nonce, block="latest") -> bool:
-    """The token's authorizationState(authorizer, nonce) at `block`: True once used (or cancelled)."""
+    """The token's authorizationState(authorizer, nonce) at `block`: True once used (or
+    cancelled)."""
     answer = rpc.word(_call(client, token, AUTHORIZATION_STATE + _word(authorizer) + nonce[2:],
                             block), "authorizationState")
     if answer > 1:

@@ -47,7 +47,8 @@ def parse_round(value, what="latestRoundData()") -> Round:
 def read_feed(client, feed, chain_id) -> tuple[int | None, str | None, Round]:
     """(decimals, description, latest round) of `feed`, with the node's chain id in the same batch
     (one node answers for all): rpc.WrongChain for a node of another chain; RpcError when it cannot
-    be asked or a call fails (not a feed); decimals or description None when not of the ABI's form."""
+    be asked or a call fails (not a feed); decimals or description None when not of the ABI's
+    form."""
     calls = [("eth_chainId", [])] + [
         ("eth_call", [{"to": feed, "data": selector, "gas": hex(CALL_GAS)}, "latest"])
         for selector in (DECIMALS, DESCRIPTION, LATEST_ROUND_DATA)]

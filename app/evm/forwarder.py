@@ -65,7 +65,8 @@ def _check_salt(value: bytes) -> bytes:
 
 
 def forwarder_init_code(payout: str, version: int = VERSION) -> bytes:
-    """The init code of the forwarder of `payout`'s deposit addresses: creation code ‖ abi.encode(payout)."""
+    """The init code of the forwarder of `payout`'s deposit addresses: creation code ‖
+    abi.encode(payout)."""
     return _code("Forwarder", "bytecode", version) + _address_bytes(payout).rjust(32, b"\0")
 
 
@@ -83,14 +84,15 @@ def factory_creation_code(version: int = VERSION) -> bytes:
 
 
 def factory_version(runtime_code: bytes) -> int | None:
-    """The version whose runtime code `runtime_code` (eth_getCode at an address) is exactly, or None."""
+    """The version whose runtime code `runtime_code` (eth_getCode at an address) is exactly, or
+    None."""
     return next((v for v in BUILDS if bytes(runtime_code) == _code("ForwarderFactory",
                                                                    "deployedBytecode", v)), None)
 
 
 def collect_calldata(tokens: list[str], deposits: list[tuple[str, bytes]]) -> bytes:
-    """The data of one factory call moving each listed token's balance, and the gas coin, out of every
-    (payout, salt) deposit address to its payout address. Anyone may send it.
+    """The data of one factory call moving each listed token's balance, and the gas coin, out of
+    every (payout, salt) deposit address to its payout address. Anyone may send it.
 
     The call groups the salts by payout address (in the order first listed), so a batch of one
     merchant's addresses carries its payout address once. A deposit or token listed twice is

@@ -21,7 +21,8 @@ LOGS_PER_BATCH = 20  # eth_getLogs calls of address chunks sent in one batch (ea
 TRANSFER_TOPIC = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
 
 # Messages with which common nodes and providers refuse an eth_getLogs whose range or result is too
-# large (geth, Erigon, Infura's -32005, Alchemy, QuickNode, public RPCs): the caller splits the range.
+# large (geth, Erigon, Infura's -32005, Alchemy, QuickNode, public RPCs): the caller splits the
+# range.
 _TOO_LARGE = (
     "query returned more than", "response size", "too many", "limit exceeded", "block range",
     "range is too large", "range too large", "exceed", "max results", "results limit",
@@ -53,7 +54,8 @@ TRANSFER_SELECTOR = "a9059cbb"  # transfer(address,uint256)
 
 def transfer_calldata(to: str, amount: int) -> str:
     """The call data of an ERC-20 `transfer(to, amount)` (amount in base units)."""
-    return "0x" + TRANSFER_SELECTOR + to[2:].lower().rjust(64, "0") + format(amount, "x").rjust(64, "0")
+    return ("0x" + TRANSFER_SELECTOR + to[2:].lower().rjust(64, "0")
+            + format(amount, "x").rjust(64, "0"))
 
 
 def transfer_logs(client, from_block, to_block, tokens, recipients, split=True, pins=None,

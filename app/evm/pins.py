@@ -45,7 +45,7 @@ class Pins:
         if self.tag is not None:
             self._tagged(url, results[-1])
             results = results[:-1]
-        for (number, expected), value in zip(self.blocks.items(), results):
+        for (number, expected), value in zip(self.blocks.items(), results, strict=True):
             header = parse_header(value, "eth_getBlockByNumber")
             if header is None:
                 raise ChainMoved(f"block {number}: not on the node that answered")

@@ -15,7 +15,8 @@ from urllib.parse import urlsplit
 
 import requests
 
-MAX_BATCH = 1000  # geth's default batch limit (BatchRequestLimit); smaller ones are found as refused
+# geth's default batch limit (BatchRequestLimit); smaller ones are found as refused
+MAX_BATCH = 1000
 
 # The finality tags a network may settle by (`networks add --finality`), besides counting.
 TAGS = ("safe", "finalized")
@@ -57,7 +58,8 @@ class WrongChain(RpcError):
 
 class DeadlinePassed(RpcError):
     """The client's deadline passed before the node answered (or before a call could be sent).
-    `asked`: whether this call's request went out (its effect, a broadcast say, may still happen)."""
+    `asked`: whether this call's request went out (its effect, a broadcast say, may still
+    happen)."""
 
     def __init__(self, message, asked):
         super().__init__(message)
@@ -95,7 +97,8 @@ TIMEOUT = (5.0, 20.0)
 class Client:
     def __init__(self, url, *, session=None, timeout=TIMEOUT, deadline=None):
         """`deadline`: a time.monotonic() value by which every call must have its answer (None:
-        each call bounded by `timeout` alone). Past it a call raises DeadlinePassed without asking."""
+        each call bounded by `timeout` alone). Past it a call raises DeadlinePassed without
+        asking."""
         self.url = url
         self.session = session or requests.Session()
         self.timeout = timeout
@@ -157,7 +160,8 @@ class Client:
         deadline, where = self.deadline, redacted(self.url)
         left = deadline - time.monotonic()
         if left <= 0:
-            raise DeadlinePassed(f"{what}: not sent to {where}: the deadline had passed", asked=False)
+            raise DeadlinePassed(f"{what}: not sent to {where}: the deadline had passed",
+                                 asked=False)
         timeout = tuple(min(t, left) for t in self.timeout) if isinstance(self.timeout, tuple) \
             else min(self.timeout, left)
         outcome = {}
@@ -274,7 +278,7 @@ class Client:
                 self.max_batch = max(ahead + 1, self.max_batch // 2)
                 continue
             i += len(chunk)
-            for number, value in zip(chunk, results):
+            for number, value in zip(chunk, results, strict=True):
                 header = _parse_header(value, "eth_getBlockByNumber")
                 if header is not None and header.number != number:
                     raise Malformed("eth_getBlockByNumber: a block of another number")
@@ -343,14 +347,16 @@ class Header:
     __slots__ = ("number", "hash", "parent_hash", "timestamp")
 
     def __init__(self, number, hash, parent_hash, timestamp):
-        self.number, self.hash, self.parent_hash, self.timestamp = number, hash, parent_hash, timestamp
+        self.number, self.hash = number, hash
+        self.parent_hash, self.timestamp = parent_hash, timestamp
 
     def __repr__(self):
         return f"Header({self.number}, {self.hash[:10]}…)"
 
 
 def _hex(value, chars, what, kind):
-    """`value` as lowercase 0x-hex of exactly `chars` characters (the 0x included), else Malformed."""
+    """`value` as lowercase 0x-hex of exactly `chars` characters (the 0x included), else
+    Malformed."""
     if (not isinstance(value, str) or len(value) != chars or not value.startswith("0x")
             or not HEX_DIGITS.fullmatch(value, 2)):
         raise Malformed(f"{what}: not {kind}")

@@ -63,12 +63,13 @@ def read_key_file(path):
         raise SignerError(f"Cannot read the key file {path}: {reason}.") from None
     match = KEY_PATTERN.fullmatch(text)
     if match is None:
-        raise SignerError(f"The key file {path} must hold one hex private key (64 hex digits, with or"
-                          " without 0x) and nothing else.")
+        raise SignerError(f"The key file {path} must hold one hex private key (64 hex digits,"
+                          " with or without 0x) and nothing else.")
     try:
         return _account_class().from_key(bytes.fromhex(match.group(1)))
     except Exception:  # out of the curve's range (0, or >= n): eth-keys raises ValidationError
-        raise SignerError(f"The key file {path} does not hold a valid secp256k1 private key.") from None
+        raise SignerError(f"The key file {path} does not hold a valid secp256k1 private"
+                          " key.") from None
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,8 @@ class Sender(Reader):
                     "baseFeePerGas (an EIP-1559 network is needed)")
         medians, highs = self._recent_tips()
         try:
-            tip = rpc.quantity(self.client.call("eth_maxPriorityFeePerGas"), "eth_maxPriorityFeePerGas")
+            tip = rpc.quantity(self.client.call("eth_maxPriorityFeePerGas"),
+                               "eth_maxPriorityFeePerGas")
         except rpc.RpcError:
             tip = sorted(medians)[len(medians) // 2] if medians else DEFAULT_TIP
         tip = min(tip, max([base, *highs]))
@@ -172,8 +174,10 @@ class Sender(Reader):
         """(median tips, 90th-percentile tips) of the last FEE_HISTORY_BLOCKS blocks; empty when the
         node does not serve eth_feeHistory."""
         try:
-            history = self.client.call("eth_feeHistory", [hex(FEE_HISTORY_BLOCKS), "latest", [50, 90]])
-            rewards = [r for r in (history or {}).get("reward") or [] if isinstance(r, list) and len(r) == 2]
+            history = self.client.call("eth_feeHistory",
+                                       [hex(FEE_HISTORY_BLOCKS), "latest", [50, 90]])
+            rewards = [r for r in (history or {}).get("reward") or []
+                       if isinstance(r, list) and len(r) == 2]
             return ([rpc.quantity(r[0], "eth_feeHistory") for r in rewards],
                     [rpc.quantity(r[1], "eth_feeHistory") for r in rewards])
         except (rpc.RpcError, AttributeError):
@@ -212,8 +216,8 @@ class Sender(Reader):
         from hexbytes import HexBytes
 
         tx = TypedTransaction.from_bytes(HexBytes(raw)).as_dict()
-        return self.sign(to=to_checksum_address("0x" + bytes(tx["to"]).hex()), data=bytes(tx["data"]),
-                         gas_limit=tx["gas"], fees=fees, nonce=tx["nonce"])
+        return self.sign(to=to_checksum_address("0x" + bytes(tx["to"]).hex()),
+                         data=bytes(tx["data"]), gas_limit=tx["gas"], fees=fees, nonce=tx["nonce"])
 
     def broadcast(self, raw: str) -> str:
         """eth_sendRawTransaction; a node that already has it ("already known") is not an error."""

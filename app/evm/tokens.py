@@ -20,8 +20,9 @@ PER_BATCH = 50  # contracts per JSON-RPC batch (two calls each)
 
 def describe(client, contracts) -> dict:
     """{contract: (symbol or None, decimals or None)} for each contract (lowercase 0x addresses),
-    read at the latest block in JSON-RPC batches of PER_BATCH contracts. RpcError only when the node cannot be asked
-    at all (unreachable, not a batch): a contract's failing call is None, never a fault."""
+    read at the latest block in JSON-RPC batches of PER_BATCH contracts. RpcError only when the node
+    cannot be asked at all (unreachable, not a batch): a contract's failing call is None, never a
+    fault."""
     contracts = list(dict.fromkeys(contracts))
     found = {}
     for start in range(0, len(contracts), PER_BATCH):
@@ -80,7 +81,8 @@ def parse_symbol(value) -> str | None:
         symbol = text.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    if not symbol or len(symbol) > MAX_SYMBOL or not symbol.isprintable() or symbol != symbol.strip():
+    if (not symbol or len(symbol) > MAX_SYMBOL or not symbol.isprintable()
+            or symbol != symbol.strip()):
         return None
     return symbol
 
