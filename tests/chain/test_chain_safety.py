@@ -270,8 +270,8 @@ def test_a_counted_transfer_that_leaves_the_chain_is_reversed_once(shop, chain, 
     assert shop.event_types(partial_id) == ["payment.partial", "payment.reversed",
                                             "payment.completed"]
     payment = shop.events(partial_id)[-1][1]["data"]["payment"]
-    assert payment["amountPaid"] == "10"
-    assert [t["txHash"] for t in payment["transfers"]] == [tx_hash]
+    assert payment["amountPaid"] == "10" \
+        and [t["txHash"] for t in payment["transfers"]] == [tx_hash]
 
 
 def test_a_reorganisation_within_the_confirmations_reverses_nothing(shop, chain):

@@ -100,7 +100,8 @@ def test_confirm_gives_the_next_address_and_shows_the_payment(api, button, walle
     }
     body = button.confirm(second["processId"]).get_json()
     assert body["payment"] == usdc_local(ADDRESS_1, due="5", units=5_000_000)
-    # The merchant API, the list and the public view all show it (last but the refunds in key order).
+    # The merchant API, the list and the public view all show it (last but the refunds in key
+    # order).
     got = api.get(first["processId"]).get_json()
     assert list(got)[-2:] == ["payment", "refunds"] and got["payment"] == usdc_local(ADDRESS_0)
     page = api.list().get_json()["data"]
@@ -184,7 +185,8 @@ def test_an_amount_the_token_cannot_hold_is_refused(api, button, wallet):
     pid = preorder(api)["processId"]
     body = assert_error(button.confirm(pid, "whole", "local"), 400, "validation_error")
     assert body["errors"] == {"assetId": [
-        "The amount 19.99 cannot be paid in WHL: the token has 0 decimal places. Choose another asset."
+        "The amount 19.99 cannot be paid in WHL: the token has 0 decimal places."
+        " Choose another asset."
     ]}
     assert button.public(pid).get_json()["payment"] is None
     whole = button.confirm(preorder(api, amount=7)["processId"], "whole", "local").get_json()
@@ -225,7 +227,8 @@ def test_a_wallet_whose_address_indexes_are_used_up_is_payment_method_unavailabl
 
 
 @pytest.mark.parametrize("asset, network, errors", [
-    ("usdc", "nowhere", {"networkId": ["No enabled network 'nowhere': see GET /payment-button/assets."]}),
+    ("usdc", "nowhere",
+     {"networkId": ["No enabled network 'nowhere': see GET /payment-button/assets."]}),
     ("usdc", "gone", {"networkId": ["No enabled network 'gone': see GET /payment-button/assets."]}),
     ("usdt", "local", {"assetId": [
         "No enabled asset 'usdt' on network 'local': see GET /payment-button/assets."]}),
@@ -322,7 +325,8 @@ def test_webhook_bodies_carry_the_payment(api, button, wallet, app, merchant):
     other = preorder(api)["processId"]
     api.cancel(other)
     with db(app) as conn:
-        payload = conn.execute("SELECT payload FROM events WHERE process_id = ?", (other,)).fetchone()[0]
+        payload = conn.execute("SELECT payload FROM events WHERE process_id = ?",
+                               (other,)).fetchone()[0]
     assert json.loads(payload)["data"]["payment"] is None
 
 

@@ -1,5 +1,5 @@
-"""The overview's sums, kept current as things happen (app/data/rollups.py), equal a recount from the
-history to the unit after a mixed history on the real node: payments in full and in part, one
+"""The overview's sums, kept current as things happen (app/data/rollups.py), equal a recount from
+the history to the unit after a mixed history on the real node: payments in full and in part, one
 reversed by a reorganisation deeper than the confirmations, a refund, sandbox payments in two
 currencies, a cancelled and an expired process. On both backends."""
 import json
@@ -19,7 +19,8 @@ CONFIRMATIONS = 2
 
 @pytest.fixture
 def shop(app, client, runner, chain, clock, make_merchant):
-    return open_shop(app, client, runner, chain, clock, make_merchant(), confirmations=CONFIRMATIONS)
+    return open_shop(app, client, runner, chain, clock, make_merchant(),
+                     confirmations=CONFIRMATIONS)
 
 
 def figures(app, shop, recount):
@@ -59,13 +60,14 @@ def test_the_kept_sums_equal_a_recount_after_a_mixed_history(shop, chain, app, r
 
     customer = to_checksum_address(chain.accounts[7])  # refunded from the paid order's own address
     shop.sync_clock()
-    made = shop.client.post(f"/payment-button/process/{paid_id}/refunds", headers=shop.api.headers(),
-                            json={"amount": 1.5, "address": customer})
+    made = shop.client.post(f"/payment-button/process/{paid_id}/refunds",
+                            headers=shop.api.headers(), json={"amount": 1.5, "address": customer})
     assert made.status_code == 200, made.get_data(as_text=True)
     chain.next_timestamp(chain.timestamp() + 10)  # paid after the refund was made
     tx_hash, _ = send_from(chain, paid, customer, 1_500_000)  # named: not the payout address
-    named = shop.client.post(f"/payment-button/process/{paid_id}/refunds/{made.get_json()['refundId']}"
-                             "/transaction", json={"txHash": tx_hash}, headers=shop.api.headers())
+    named = shop.client.post(f"/payment-button/process/{paid_id}/refunds/"
+                             f"{made.get_json()['refundId']}/transaction",
+                             json={"txHash": tx_hash}, headers=shop.api.headers())
     assert named.status_code == 200, named.get_data(as_text=True)
     chain.mine(CONFIRMATIONS)
     shop.sync_clock()

@@ -13,8 +13,8 @@ from app.evm import tokens
 
 XPUB = ("xpub6DCoCpSuQZB2jawqnGMEPS63ePKWkwWPH4TU45Q7LPXWuNd8TMtVxRrgjtEshuqpK3mdhaWHPFsBngh5GFZaM6"
         "si3yZdUsT8ddYM3PwnATt")
-XPRV = ("xprv9s21ZrQH143K3QTDL4LXw2F7HEK3wJUD2nW2nRk4stbPy6cq3jPPqjiChkVvvNKmPGJxWUtg6LnF5kejMRNNU3T"
-        "GtRBeJgk33yuGBxrMPHi")
+XPRV = ("xprv9s21ZrQH143K3QTDL4LXw2F7HEK3wJUD2nW2nRk4stbPy6cq3jPPqjiChkVvvNKmPGJxWUtg6LnF5kejMRNN"
+        "U3TGtRBeJgk33yuGBxrMPHi")
 USDC = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
 
 
@@ -36,7 +36,8 @@ class Node:
                 elif node.mode == "garbage":
                     body = None
                 else:
-                    body = {"jsonrpc": "2.0", "id": request["id"], "result": result[request["method"]]}
+                    body = {"jsonrpc": "2.0", "id": request["id"],
+                            "result": result[request["method"]]}
                 data = b"<html>" if body is None else json.dumps(body).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -87,7 +88,8 @@ def test_networks_add_asks_the_node_for_its_head(runner, node, app, clock):
         "startBlock": 0x1235, "scannedBlock": 0x1234, "headBlock": 0x1234, "enabled": True,
         "state": "ok", "stateSince": "2026-11-18T11:06:40Z", "createdAt": "2026-11-18T11:06:40Z",
     }
-    assert node.calls == [("/v3/PROVIDER-KEY", "eth_chainId"), ("/v3/PROVIDER-KEY", "eth_blockNumber")]
+    assert node.calls == [("/v3/PROVIDER-KEY", "eth_chainId"),
+                          ("/v3/PROVIDER-KEY", "eth_blockNumber")]
     assert rows(app, "SELECT rpc_url FROM networks") == [(node.url,)]
 
 
@@ -140,7 +142,8 @@ def test_the_well_known_test_chain_ids():
     """The constant the contract's list names, and the common public testnets; the well-known live
     chains (the mainnets) are none of them."""
     from app.core.testnets import LIVE_CHAIN_IDS, TEST_CHAIN_IDS
-    assert {31337, 1337, 11155111, 17000, 560048, 80002, 84532, 421614, 11155420, 97} <= TEST_CHAIN_IDS
+    assert {31337, 1337, 11155111, 17000, 560048, 80002, 84532, 421614, 11155420, 97} \
+        <= TEST_CHAIN_IDS
     assert {1, 10, 56, 137, 8453, 42161, 43114} <= LIVE_CHAIN_IDS
     assert not LIVE_CHAIN_IDS & TEST_CHAIN_IDS
 
@@ -166,8 +169,9 @@ def test_networks_add_refuses_when_the_node_disagrees_or_fails(runner, node, app
 def test_networks_add_unreachable_node(runner):
     result = add_local(runner, "https://127.0.0.1:1/secret-path")
     assert result.exit_code == 1
-    assert ("Error: Could not ask the node for its head: eth_chainId: https://127.0.0.1:1 unreachable"
-            " (ConnectionError). Give --start-block to add the network without asking it.\n"
+    assert ("Error: Could not ask the node for its head: eth_chainId: https://127.0.0.1:1"
+            " unreachable (ConnectionError). Give --start-block to add the network without"
+            " asking it.\n"
             == result.output)
 
 
@@ -196,20 +200,22 @@ def test_networks_duplicates_list_and_disable(runner, app):
     assert again.exit_code == 1 and "A network local already exists." in again.output
     same_chain = invoke(runner, "networks", "add", "other", "--name", "O", "--chain-id", "31337",
                         "--rpc-url", "https://rpc.example/", "--start-block", "5")
-    assert same_chain.exit_code == 1 and "A network with chain id 31337 already exists." in same_chain.output
+    assert same_chain.exit_code == 1 \
+        and "A network with chain id 31337 already exists." in same_chain.output
     listed = invoke(runner, "networks", "list")
     assert listed.output.splitlines() == [
-        "ID     NAME   CHAIN ID  MODE  RPC                  CONFIRMATIONS  FINALITY       SCANNED  HEAD"
-        "  STATE    HEALTH",
-        "local  Local  31337     test  https://rpc.example  12             confirmations  4        4   "
-        "  enabled  ok",
+        "ID     NAME   CHAIN ID  MODE  RPC                  CONFIRMATIONS  FINALITY       SCANNED  "
+        "HEAD  STATE    HEALTH",
+        "local  Local  31337     test  https://rpc.example  12             confirmations  4        "
+        "4     enabled  ok",
     ]
     assert invoke(runner, "networks", "disable", "local").exit_code == 0
     assert json.loads(invoke(runner, "networks", "list", "--json").output)[0]["enabled"] is False
     twice = invoke(runner, "networks", "disable", "local")
     assert twice.exit_code == 1 and "Network local is already disabled." in twice.output
     unknown = invoke(runner, "networks", "disable", "nope")
-    assert unknown.exit_code == 1 and f"No network nope in {runner.app.config['DATABASE']}." in unknown.output
+    assert unknown.exit_code == 1 \
+        and f"No network nope in {runner.app.config['DATABASE']}." in unknown.output
 
 
 def test_networks_set_mode(runner, app):
@@ -242,7 +248,8 @@ def test_networks_set_mode(runner, app):
     assert modes() == {"local": True, "private": False}
     assert invoke(runner, "networks", "set-mode", "local", "test").exit_code == 0
     unknown = invoke(runner, "networks", "set-mode", "nope", "test")
-    assert (unknown.exit_code, unknown.output) == (1, f"Error: No network nope in {runner.app.config['DATABASE']}.\n")
+    assert (unknown.exit_code, unknown.output) == (
+        1, f"Error: No network nope in {runner.app.config['DATABASE']}.\n")
     wrong = invoke(runner, "networks", "set-mode", "private", "mainnet")
     assert wrong.exit_code == 2 and "'mainnet' is not one of 'test', 'live'" in wrong.output
 
@@ -262,7 +269,8 @@ def test_assets_add_and_list(runner, app, chain):
         "peg": "USD",
     }
     assert invoke(runner, "assets", "list").output.splitlines() == [
-        "ID    NETWORK  SYMBOL  NAME      CONTRACT                                    DECIMALS  PEG  STATE",
+        "ID    NETWORK  SYMBOL  NAME      CONTRACT                                    "
+        "DECIMALS  PEG  STATE",
         f"tusd  local    TUSD    Test USD  {USDC}  6         USD  enabled",
     ]
 
@@ -324,8 +332,8 @@ def test_assets_add_asks_a_node_of_the_network_s_chain_or_is_told_to_skip(runner
     vouched = _add_tusd(runner, "--symbol", "TUSD", "--contract", chain.token, "--decimals", "6",
                         "--skip-contract-check")
     assert (vouched.exit_code, vouched.output) == (0, (
-        f"Added asset tusd (TUSD, 6 decimals, pegged to USD) on local: contract {USDC} (not checked: you vouch for"
-        " its decimals and symbol).\n"))
+        f"Added asset tusd (TUSD, 6 decimals, pegged to USD) on local: contract {USDC}"
+        " (not checked: you vouch for its decimals and symbol).\n"))
 
 
 @pytest.mark.parametrize("answer, symbol", [
@@ -346,7 +354,8 @@ def test_a_token_symbol_is_short_printable_text(answer, symbol):
 
 @pytest.mark.parametrize("answer, decimals", [
     ("0x" + "6".rjust(64, "0"), 6), ("0x" + "12".rjust(64, "0"), 18),
-    ("0x" + "100".rjust(64, "0"), None), ("0x6", None), ("0x", None), ("0x-" + "6".rjust(63, "0"), None),
+    ("0x" + "100".rjust(64, "0"), None), ("0x6", None), ("0x", None),
+    ("0x-" + "6".rjust(63, "0"), None),
 ])
 def test_token_decimals_are_one_uint8_word(answer, decimals):
     assert tokens.parse_decimals(answer) == decimals
@@ -401,14 +410,15 @@ def test_set_xpub_refuses_a_private_key(runner, merchant, app):
     assert result.exit_code == 1
     assert result.output == (
         "Error: This is an extended PRIVATE key: it controls the merchant's funds and this service"
-        " must never be given one. Remove it from wherever it was pasted, and register the account's"
-        " extended PUBLIC key (xpub…) instead.\n")
+        " must never be given one. Remove it from wherever it was pasted, and register the"
+        " account's extended PUBLIC key (xpub…) instead.\n")
     assert rows(app, "SELECT count(*) FROM merchant_wallets") == [(0,)]
 
 
 def test_set_xpub_refuses_unknown_merchants_and_shared_wallets(runner, merchant, make_merchant):
     unknown = invoke(runner, "merchants", "set-xpub", "mer_nope", XPUB)
-    assert unknown.exit_code == 1 and f"No merchant mer_nope in {runner.app.config['DATABASE']}." in unknown.output
+    assert unknown.exit_code == 1 \
+        and f"No merchant mer_nope in {runner.app.config['DATABASE']}." in unknown.output
     assert invoke(runner, "merchants", "set-xpub", merchant["merchantId"], XPUB).exit_code == 0
     other = make_merchant(name="Other")
     shared = invoke(runner, "merchants", "set-xpub", other["merchantId"], XPUB)

@@ -35,7 +35,8 @@ GAS_COIN = "0xeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"
 @pytest.fixture
 def keys(tmp_path):
     paths = {}
-    for name, key in (("operator", OPERATOR_KEY), ("collector", COLLECTOR_KEY), ("empty", EMPTY_KEY)):
+    for name, key in (("operator", OPERATOR_KEY), ("collector", COLLECTOR_KEY),
+                      ("empty", EMPTY_KEY)):
         path = tmp_path / f"{name}.key"
         path.write_text(key + "\n")
         path.chmod(0o600)
@@ -56,7 +57,8 @@ class PayoutShop:
         self.clock = clock
         self.make_merchant = make_merchant
         add_network(runner, chain)
-        deployed = cli(runner, "networks", "deploy-factory", NETWORK, "--key-file", keys["operator"])
+        deployed = cli(runner, "networks", "deploy-factory", NETWORK, "--key-file",
+                       keys["operator"])
         self.factory = deployed.output.split(" at ")[1].split(" ")[0]
         assert OPERATOR_KEY[2:] not in deployed.output
 
@@ -207,8 +209,9 @@ def test_partial_over_late_payments_gas_coin_and_two_merchants(shop, chain, runn
         (other, token): 7_000_000, (other, GAS_COIN): ETHER}
     listed = json.loads(cli(runner, "collections", "list", "--json", "--merchant",
                             b["merchantId"]).output)
-    assert [(c["state"], c["networkId"], c["symbol"], c["amount"], c["addresses"]) for c in listed] == [
-        ("confirmed", NETWORK, "TUSD", "7", [other]), ("confirmed", NETWORK, "gas coin", "1", [other])]
+    assert [(c["state"], c["networkId"], c["symbol"], c["amount"], c["addresses"])
+            for c in listed] == [("confirmed", NETWORK, "TUSD", "7", [other]),
+                                 ("confirmed", NETWORK, "gas coin", "1", [other])]
     assert {c["txHash"] for c in listed} == {only_b["transactions"][0]["txHash"]}
     table = cli(runner, "collections", "list").output.splitlines()
     assert table[0].split() == ["ID", "NETWORK", "TRANSACTION", "STATE", "ADDRESSES", "AMOUNTS",
@@ -221,9 +224,9 @@ def test_a_new_payout_address_leaves_old_deposit_addresses_paying_the_old_one(sh
     merchant = shop.merchant(old)
     _, first = shop.order(merchant, 1)
     changed = cli(runner, "merchants", "set-payout", merchant["merchantId"], new)
-    assert changed.output == (f"Payout address of {merchant['merchantId']} set to {new}. New payments'"
-                              f" deposit addresses forward to it; those already handed out keep"
-                              f" forwarding to {old}.\n")
+    assert changed.output == (f"Payout address of {merchant['merchantId']} set to {new}. New"
+                              f" payments' deposit addresses forward to it; those already handed"
+                              f" out keep forwarding to {old}.\n")
     _, second = shop.order(merchant, 2)
     chain.transfer(first, 1_000_000)
     chain.transfer(second, 2_000_000)
@@ -296,7 +299,8 @@ def test_set_factory_checks_the_code(shop, chain, runner):
     refused = runner.invoke(args=["networks", "set-factory", NETWORK, token])
     assert refused.exit_code == 1
     assert refused.output == (f"Error: The code at {token} on network {NETWORK} is not this"
-                              " service's forwarder factory (networks deploy-factory deploys one).\n")
+                              " service's forwarder factory (networks deploy-factory deploys"
+                              " one).\n")
     again = cli(runner, "networks", "set-factory", NETWORK, shop.factory.lower())
     assert again.output == f"Network {NETWORK} uses the forwarder factory at {shop.factory}.\n"
 
@@ -364,7 +368,8 @@ def test_a_collect_killed_between_batches_is_completed_by_the_next_run(shop, cha
     assert [s for _, s, _ in _collections(database)] == ["confirmed"] * 3
 
 
-def test_a_reverted_collection_is_recorded_reverted_and_nothing_counts_as_collected(shop, chain, app):
+def test_a_reverted_collection_is_recorded_reverted_and_nothing_counts_as_collected(
+        shop, chain, app):
     """The factory's code is swapped for one that reverts after the batch was estimated and sent
     (automine off, so the transaction waits in the pool): the run records the failure and exits 1;
     with the factory back, the next run collects."""
@@ -430,11 +435,12 @@ def test_the_watcher_counts_payments_to_payout_mode_addresses_and_not_their_coll
 def test_a_factory_with_deposit_addresses_is_not_replaced(shop, chain, runner):
     merchant = shop.merchant(new_address("payout-keep"))
     shop.order(merchant, 1)
-    again = runner.invoke(args=["networks", "deploy-factory", NETWORK, "--key-file", shop.keys["operator"]])
+    again = runner.invoke(args=["networks", "deploy-factory", NETWORK, "--key-file",
+                                shop.keys["operator"]])
     assert again.exit_code == 1
     assert again.output == (f"Error: Network {NETWORK} already has the factory {shop.factory}, and"
-                            " deposit addresses made with it: they are collected through it only, so"
-                            " it stays.\n")
+                            " deposit addresses made with it: they are collected through it only,"
+                            " so it stays.\n")
 
 
 def test_batches_fit_in_half_a_block(shop, chain):
@@ -487,8 +493,8 @@ def test_sigterm_finishes_the_transaction_in_flight_and_sends_no_other(shop, cha
     finally:
         chain.rpc("evm_setAutomine", True)
     assert proc.returncode == 1
-    assert err == ("Error: Stopped (SIGTERM/SIGINT) with 2 address(es) not collected: run collect again"
-                   " for them.\n")
+    assert err == ("Error: Stopped (SIGTERM/SIGINT) with 2 address(es) not collected: run collect"
+                   " again for them.\n")
     assert ": pending (mined in block " in out and ", 1 of 3 confirmations), 1 address(es), " in out
     assert _collections(database) == [(1, "pending", True)]
     assert shop.token_balance(payout) == 1_000_000
@@ -506,18 +512,22 @@ def test_a_token_that_is_no_asset_is_collected_when_named(shop, chain, runner):
     assert shop.collect().output == f"Nothing to collect on {NETWORK}.\n"
     report = shop.collect_json("--token", other)
     assert [(t["token"], t["symbol"], t["amount"], t["baseUnits"])
-            for t in report["merchants"][0]["tokens"]] == [(to_checksum_address(other), None, None, "5")]
+            for t in report["merchants"][0]["tokens"]] == [
+        (to_checksum_address(other), None, None, "5")]
     assert shop.token_balance(payout, other) == 5 and shop.token_balance(address, other) == 0
-    bad = runner.invoke(args=["collect", NETWORK, "--key-file", shop.keys["collector"], "--token", "0x12"])
-    assert (bad.exit_code, bad.output) == (1, "Error: A --token must be 0x followed by 40 hexadecimal"
-                                              " digits.\n")
+    bad = runner.invoke(args=["collect", NETWORK, "--key-file", shop.keys["collector"],
+                              "--token", "0x12"])
+    assert (bad.exit_code, bad.output) == (1, "Error: A --token must be 0x followed by 40"
+                                              " hexadecimal digits.\n")
 
 
 def test_deploy_factory_with_a_key_without_gas(shop, runner, app):
     dbutil.execute(app.config["DATABASE"], "DELETE FROM network_factories")
-    broke = runner.invoke(args=["networks", "deploy-factory", NETWORK, "--key-file", shop.keys["empty"]])
+    broke = runner.invoke(args=["networks", "deploy-factory", NETWORK, "--key-file",
+                                shop.keys["empty"]])
     assert broke.exit_code == 1
-    assert broke.output.startswith("Error: The key's account 0x") and "holds 0 wei; deploying the" in broke.output
+    assert broke.output.startswith("Error: The key's account 0x") \
+        and "holds 0 wei; deploying the" in broke.output
     assert broke.output.endswith(" gas): fund it first.\n") and EMPTY_KEY[2:] not in broke.output
     assert dbutil.query(app.config["DATABASE"], "SELECT count(*) FROM network_factories") == [(0,)]
 
@@ -548,7 +558,8 @@ def test_collect_pays_no_node_s_tip_and_nothing_above_the_ceiling(shop, chain, a
     assert shop.token_balance(payout) == 5_000_000
 
 
-def test_a_batch_the_node_finds_too_large_is_planned_again_at_half_its_size(shop, chain, app, proxy):
+def test_a_batch_the_node_finds_too_large_is_planned_again_at_half_its_size(
+        shop, chain, app, proxy):
     """Nine addresses fit one batch by size; the node refuses its estimate as too large for a
     block: they are planned again in batches of at most four, evenly (three of three, not four,
     four and one), and every one is collected."""
@@ -662,7 +673,8 @@ def test_a_collection_removed_by_a_reorganisation_is_reverted_and_collected_agai
     token = chain.token.lower()
     assert shop.records() == {(address, token): 5_000_000, (address, GAS_COIN): ETHER}
     height = chain.head()
-    chain.revert(before)  # a longer chain without the collection: the funds are at the address again
+    # a longer chain without the collection: the funds are at the address again
+    chain.revert(before)
     chain.mine(height - chain.head() + 2)
     assert shop.token_balance(address) == 5_000_000 and shop.coin_balance(address) == ETHER
     shop.watch()  # the watcher reads the reorganisation and finds the collection's block gone
@@ -691,12 +703,14 @@ def test_a_transaction_that_is_never_mined_is_replaced_and_never_jams_the_key(sh
     chain.rpc("evm_setAutomine", False)
     try:
         stuck = shop.collect("--receipt-timeout", "1", exit_code=1)
-        assert "was sent but not mined within 1 s: the next run settles it" in stuck.output, stuck.output
+        assert "was sent but not mined within 1 s: the next run settles it" in stuck.output, \
+            stuck.output
         [(original,)] = dbutil.query(database, "SELECT tx_hash FROM collections")
         clock.advance(5)  # longer than the receipt timeout
         again = shop.collect("--receipt-timeout", "1", exit_code=1)
         [(replacement,)] = dbutil.query(database, "SELECT tx_hash FROM collections WHERE id = 2")
-        assert f"Transaction {original} was not mined after 1 s: replaced by {replacement}." in again.output
+        assert f"Transaction {original} was not mined after 1 s: replaced by {replacement}." \
+            in again.output
         assert _pending_transactions(chain) == [replacement]
         chain.rpc("evm_mine")
     finally:
@@ -716,8 +730,8 @@ def test_a_first_release_factory_keeps_its_addresses_and_collects_them(shop, cha
     old = to_checksum_address(receipt["contractAddress"])
     dbutil.execute(app.config["DATABASE"], "DELETE FROM network_factories")
     cli(runner, "networks", "set-factory", NETWORK, old)
-    assert dbutil.query(app.config["DATABASE"], "SELECT address, version FROM network_factories") == [
-        (old, 1)]
+    assert dbutil.query(app.config["DATABASE"],
+                        "SELECT address, version FROM network_factories") == [(old, 1)]
     shop.factory = old
     payout = new_address("payout-v1")
     merchant = shop.merchant(payout)
@@ -727,8 +741,8 @@ def test_a_first_release_factory_keeps_its_addresses_and_collects_them(shop, cha
     assert address != forwarder.deposit_address(old, payout, salt, 2)
     data = ("0x" + keccak256(b"depositAddress(address,bytes32)")[:4].hex()
             + payout[2:].lower().rjust(64, "0") + salt.hex())
-    assert to_checksum_address("0x" + chain.rpc("eth_call", {"to": old, "data": data}, "latest")[-40:]) \
-        == address
+    assert to_checksum_address(
+        "0x" + chain.rpc("eth_call", {"to": old, "data": data}, "latest")[-40:]) == address
     chain.transfer(address, 2_000_000)
     chain.send(chain.accounts[1], address, value=ETHER)
     shop.collect()
@@ -966,7 +980,8 @@ def test_batches_split_the_addresses_evenly():
 
     def sizes(start, stop, size):
         planned = plan_batches(start, stop, size)
-        assert [i for part in planned for i in part] == list(range(start, stop))  # each once, in order
+        # each once, in order
+        assert [i for part in planned for i in part] == list(range(start, stop))
         return [len(part) for part in planned]
 
     assert sizes(0, 1, 100) == [1]

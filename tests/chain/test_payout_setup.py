@@ -100,10 +100,11 @@ def test_set_payout_unchecked_still_refuses_a_wrong_checksum_the_zero_address_an
 
 def test_set_payout_of_an_unknown_merchant(runner, app):
     unknown = runner.invoke(args=["merchants", "set-payout", "mer_nope", PAYOUT])
-    assert (unknown.exit_code, unknown.output) == (1, f"Error: No merchant mer_nope in {app.config['DATABASE']}.\n")
+    assert (unknown.exit_code, unknown.output) == (
+        1, f"Error: No merchant mer_nope in {app.config['DATABASE']}.\n")
 
 
-# --- The console's payout form (owners) ---------------------------------------------------------------
+# --- The console's payout form (owners) -----------------------------------------------------------
 PASSWORD = "correct horse battery"
 
 
@@ -138,7 +139,8 @@ def test_the_owner_saves_a_checksummed_payout_address_in_the_console(runner, cli
     assert 'action="/dashboard/settings/payout"' in page.text and 'name="address"' in page.text
     saved = console.post("/dashboard/settings/payout", data={"csrf_token": csrf_of(page.text),
                                                              "address": f"  {MIXED} "})
-    assert (saved.status_code, saved.headers["Location"]) == (303, "/dashboard/settings?done=payout#payout")
+    assert (saved.status_code, saved.headers["Location"]) == (
+        303, "/dashboard/settings?done=payout#payout")
     assert payout_stored(app) == [(MIXED,)]
     shown = console.get(saved.headers["Location"])
     assert "Payout address saved" in shown.text and MIXED in shown.text
@@ -156,8 +158,10 @@ def test_the_console_asks_to_confirm_an_address_without_a_checksum(runner, clien
     text = html.unescape(asked.text)
     assert "Save a payout address without a checksum?" in text
     assert (f"The payout address {typed} has no EIP-55 checksum (it is all {case} case): a mistyped"
-            " character in it cannot be caught, and what is sent to a mistyped address is lost.") in text
-    assert "Copy the address from your wallet, which shows it with its checksum (in mixed case)" in text
+            " character in it cannot be caught, and what is sent to a mistyped address is"
+            " lost.") in text
+    assert ("Copy the address from your wallet, which shows it with its checksum (in mixed case)"
+            in text)
     assert to_checksum_address(typed) not in text  # never offered: a typo's checksum is as valid
     assert 'action="/dashboard/settings/payout"' in asked.text
     assert ">Save without checksum</button>" in asked.text
@@ -327,7 +331,8 @@ def test_deploy_factory_and_collect_refuse_a_bad_key_file_without_quoting_it(run
                                  " hex digits, with or without 0x) and nothing else.\n")
     missing = runner.invoke(args=["collect", "local", "--key-file", str(tmp_path / "none")])
     assert missing.exit_code == 1
-    assert missing.output == f"Error: Cannot read the key file {tmp_path / 'none'}: No such file or directory.\n"
+    assert missing.output == (f"Error: Cannot read the key file {tmp_path / 'none'}: No such file"
+                              " or directory.\n")
     path.write_text("0x" + "00" * 32)
     zero = runner.invoke(args=["collect", "local", "--key-file", str(path)])
     assert zero.output == (f"Error: The key file {path} does not hold a valid secp256k1 private"
@@ -357,13 +362,13 @@ def test_version_4_keeps_every_payment_and_earlier_choice_and_their_constraints(
         conn.execute("INSERT INTO processes (id, merchant_id, status, amount, metadata, livemode,"
                      " created_at, updated_at, expires_at) VALUES ('p-1', 'mer_1', 'pending', '5',"
                      " '{}', 0, 0, 0, 1800)")
-        conn.execute("INSERT INTO networks (id, name, chain_id, rpc_url, confirmations, start_block,"
-                     " scanned_block, head_block, created_at) VALUES ('local', 'L', 31337,"
-                     " 'http://127.0.0.1:1', 1, 1, 0, 0, 0)")
+        conn.execute("INSERT INTO networks (id, name, chain_id, rpc_url, confirmations,"
+                     " start_block, scanned_block, head_block, created_at) VALUES ('local', 'L',"
+                     " 31337, 'http://127.0.0.1:1', 1, 1, 0, 0, 0)")
         conn.execute("INSERT INTO payments (process_id, merchant_id, address_index, address,"
                      " asset_id, network_id, chain_id, token_contract, decimals, amount_due,"
-                     " created_at, updated_at) VALUES ('p-1', 'mer_1', 7, ?, 'usdc', 'local', 31337,"
-                     " ?, 6, '5000000', 0, 1)", (PAYOUT, FACTORY))
+                     " created_at, updated_at) VALUES ('p-1', 'mer_1', 7, ?, 'usdc', 'local',"
+                     " 31337, ?, 6, '5000000', 0, 1)", (PAYOUT, FACTORY))
         conn.execute("INSERT INTO payment_choices VALUES ('p-1', 'local', ?, 18, 1)", (OTHER,))
         conn.execute("INSERT INTO transfers VALUES (31337, '0xaa', 0, 'local', 'p-1', ?, '0xbb',"
                      " '5000000', 5, '0xcc', 10, 'confirmed', 10, 10)", (FACTORY,))
@@ -374,7 +379,8 @@ def test_version_4_keeps_every_payment_and_earlier_choice_and_their_constraints(
         before, after = init_db()
     app.extensions["db"].close_all()
     assert (before, after) == (99, 99) if later else (2, schema_rows.latest_version(kind))
-    assert (4, "0004_payouts.sql") in dbutil.query(database, "SELECT version, name FROM schema_version")
+    assert (4, "0004_payouts.sql") in dbutil.query(database,
+                                                   "SELECT version, name FROM schema_version")
     assert dbutil.query(database, "SELECT process_id, address_index, address, amount_due,"
                                   " updated_at, mode, payout_address, factory FROM payments") == [
         ("p-1", 7, PAYOUT, "5000000", 1, "xpub", None, None)]
@@ -411,11 +417,11 @@ def test_version_9_keeps_collections_and_factories_in_their_new_states(make_data
         conn.execute("INSERT INTO merchants (id, name, livemode, public_key, webhook_secret,"
                      " created_at) VALUES ('mer_1', 'Shop', 0, 'pk_test_1', 'whsec_x', 0)")
         conn.execute("INSERT INTO processes (id, merchant_id, status, amount, metadata, livemode,"
-                     " created_at, updated_at, expires_at) VALUES ('p-1', 'mer_1', 'completed', '5',"
-                     " '{}', 0, 0, 0, 1800)")
-        conn.execute("INSERT INTO networks (id, name, chain_id, rpc_url, confirmations, start_block,"
-                     " scanned_block, head_block, created_at) VALUES ('local', 'L', 31337,"
-                     " 'http://127.0.0.1:1', 1, 1, 0, 0, 0)")
+                     " created_at, updated_at, expires_at) VALUES ('p-1', 'mer_1', 'completed',"
+                     " '5', '{}', 0, 0, 0, 1800)")
+        conn.execute("INSERT INTO networks (id, name, chain_id, rpc_url, confirmations,"
+                     " start_block, scanned_block, head_block, created_at) VALUES ('local', 'L',"
+                     " 31337, 'http://127.0.0.1:1', 1, 1, 0, 0, 0)")
         conn.execute("INSERT INTO network_factories VALUES ('local', ?, NULL, 0)", (FACTORY,))
         conn.execute("INSERT INTO payments (process_id, merchant_id, address_index, address,"
                      " asset_id, network_id, chain_id, token_contract, decimals, amount_due,"
@@ -423,9 +429,10 @@ def test_version_9_keeps_collections_and_factories_in_their_new_states(make_data
                      " 'mer_1', NULL, ?, 'usdc', 'local', 31337, ?, 6, '5000000', 0, 1, 'payout',"
                      " ?, ?)", (OTHER, FACTORY, PAYOUT, FACTORY))
         for n, status in enumerate(("sent", "succeeded", "failed")):
-            conn.execute("INSERT INTO collections (id, network_id, chain_id, factory, sender, nonce,"
-                         " tx_hash, raw_tx, gas_limit, max_fee_per_gas, status, created_at) VALUES"
-                         " (?, 'local', 31337, ?, ?, ?, ?, '0x02', 100000, '10', ?, 5)",
+            conn.execute("INSERT INTO collections (id, network_id, chain_id, factory, sender,"
+                         " nonce, tx_hash, raw_tx, gas_limit, max_fee_per_gas, status,"
+                         " created_at) VALUES (?, 'local', 31337, ?, ?, ?, ?, '0x02', 100000,"
+                         " '10', ?, 5)",
                          (n + 1, FACTORY, PAYOUT, n, "0x" + f"{n}" * 64, status))
             conn.execute("INSERT INTO collection_items VALUES (?, ?, ?, 'p-1', 'mer_1', ?, ?)",
                          (n + 1, OTHER, FACTORY, PAYOUT, str(1000 + n)))
@@ -435,7 +442,8 @@ def test_version_9_keeps_collections_and_factories_in_their_new_states(make_data
     with app.app_context():
         assert init_db()[1] == schema_rows.latest_version(kind)
     app.extensions["db"].close_all()
-    assert dbutil.query(database, "SELECT address, version FROM network_factories") == [(FACTORY, 1)]
+    assert dbutil.query(database, "SELECT address, version FROM network_factories") \
+        == [(FACTORY, 1)]
     assert dbutil.query(database, "SELECT id, status, nonce FROM collections ORDER BY id") == [
         (1, "pending", 0), (2, "confirmed", 1), (3, "reverted", 2)]
     assert dbutil.query(database, "SELECT collection_id, amount FROM collection_items ORDER BY"
