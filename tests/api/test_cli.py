@@ -44,7 +44,8 @@ def test_create_text_shows_the_keys_once(runner):
         (["--name", " "], "needs a name"),
         (["--name", "S", "--webhook-url", "ftp://x"],
          "The webhook URL is refused: scheme 'ftp' is not allowed, use https."),
-        (["--name", "S", "--webhook-url", "https:///h"], "The webhook URL is refused: URL has no host."),
+        (["--name", "S", "--webhook-url", "https:///h"],
+         "The webhook URL is refused: URL has no host."),
         (["--name", "S", "--live", "--webhook-url", "http://shop.example/h"],
          "The webhook URL is refused: live-mode webhook URLs must use https."),
         (["--name", "S", "--webhook-url", "https://user:pw@shop.example/h"],
@@ -101,7 +102,8 @@ def test_rotate_then_revoke(runner, client, merchant):
     created = old.preorder().get_json()["processId"]
     assert new.get(created).status_code == 200
     # Revoke the old one by a 12-character prefix... which both keys share ("sk_test_" + 4).
-    result = invoke(runner, "merchants", "revoke-key", merchant["merchantId"], merchant["secretKey"][:16])
+    result = invoke(runner, "merchants", "revoke-key", merchant["merchantId"],
+                    merchant["secretKey"][:16])
     assert result.exit_code == 0, result.output
     assert_error(old.preorder(), 401, "invalid_secret_key")
     assert new.preorder().status_code == 200
@@ -111,7 +113,8 @@ def test_rotate_then_revoke(runner, client, merchant):
 
 def test_revoke_by_whole_key(runner, client, merchant):
     invoke(runner, "merchants", "rotate-key", merchant["merchantId"])
-    assert invoke(runner, "merchants", "revoke-key", merchant["merchantId"], merchant["secretKey"]).exit_code == 0
+    assert invoke(runner, "merchants", "revoke-key", merchant["merchantId"],
+                  merchant["secretKey"]).exit_code == 0
     assert_error(Api(client, merchant["secretKey"]).preorder(), 401, "invalid_secret_key")
 
 
@@ -133,12 +136,15 @@ def test_revoke_refuses_a_prefix_matching_two_keys(runner, app, merchant):
     # second one is written straight into the database, as a colliding rotation would leave it.
     dbutil.execute(
         app.config["DATABASE"],
-        "INSERT INTO secret_keys (merchant_id, key_hash, key_prefix, created_at) VALUES (?, ?, ?, 0)",
+        "INSERT INTO secret_keys (merchant_id, key_hash, key_prefix, created_at)"
+        " VALUES (?, ?, ?, 0)",
         merchant["merchantId"], "0" * 64, merchant["secretKey"][:12] + "--------",
     )
-    result = invoke(runner, "merchants", "revoke-key", merchant["merchantId"], merchant["secretKey"][:12])
+    result = invoke(runner, "merchants", "revoke-key", merchant["merchantId"],
+                    merchant["secretKey"][:12])
     assert result.exit_code == 1 and "matches 2 keys" in result.output
-    assert invoke(runner, "merchants", "revoke-key", merchant["merchantId"], merchant["secretKey"][:13]).exit_code == 0
+    assert invoke(runner, "merchants", "revoke-key", merchant["merchantId"],
+                  merchant["secretKey"][:13]).exit_code == 0
 
 
 def test_another_merchants_key_cannot_be_revoked(runner, make_merchant):
@@ -151,7 +157,8 @@ def test_processes_list_and_show(runner, api, merchant, clock):
     created = api.preorder({"amount": 12.34, "metadata": {"orderRef": "A-9"}}).get_json()
     listing = invoke(runner, "processes", "list", "--merchant", merchant["merchantId"])
     assert created["processId"] in listing.output and "12.34" in listing.output
-    assert created["processId"] not in invoke(runner, "processes", "list", "--status", "cancelled").output
+    assert created["processId"] not in invoke(runner, "processes", "list", "--status",
+                                              "cancelled").output
     shown = invoke(runner, "processes", "show", created["processId"])
     assert shown.exit_code == 0 and '"orderRef": "A-9"' in shown.output
     missing = invoke(runner, "processes", "show", "00000000-0000-4000-8000-000000000000")
@@ -172,11 +179,12 @@ def test_processes_complete(runner, api):
 def test_demo_shop_merchant_is_created_once_and_its_keys_saved(runner, app):
     path = app.config["DEMO_MERCHANT_FILE"]
     first = invoke(runner, "demo-merchant")
-    assert first.exit_code == 0 and f"Created the demo merchant; its keys are saved in {path}" in first.output
+    assert first.exit_code == 0
+    assert f"Created the demo merchant; its keys are saved in {path}" in first.output
     with open(path) as f:
         keys = json.load(f)
-    assert set(keys) == {"merchantId", "secretKey", "publicKey", "webhookSecret", "livemode", "paymentLinkId",
-                         "database"}  # the database it was written for
+    assert set(keys) == {"merchantId", "secretKey", "publicKey", "webhookSecret", "livemode",
+                         "paymentLinkId", "database"}  # the database it was written for
     assert keys["livemode"] is False and keys["secretKey"].startswith("sk_test_")
     assert oct(os.stat(path).st_mode & 0o777) == "0o600"
     again = invoke(runner, "demo-merchant")
@@ -190,7 +198,8 @@ def test_demo_shop_merchant_webhook_url_is_set_on_an_existing_one_too(runner, ap
     url = "http://127.0.0.1:5000/demo/webhooks"
     result = invoke(runner, "demo-merchant", "--webhook-url", url)
     assert result.exit_code == 0 and f"webhook URL:     {url}" in result.output
-    [row] = [line for line in invoke(runner, "merchants", "list").output.splitlines() if "Demo shop" in line]
+    [row] = [line for line in invoke(runner, "merchants", "list").output.splitlines()
+             if "Demo shop" in line]
     assert url in row
     assert invoke(runner, "demo-merchant", "--webhook-url", "ftp://x").exit_code == 1
 
@@ -217,7 +226,8 @@ def test_set_webhook_refuses_what_deliveries_refuse(runner, make_merchant, live,
     merchant = make_merchant(name="M", live=live)
     result = invoke(runner, "merchants", "set-webhook", merchant["merchantId"], url)
     assert result.exit_code == 1
-    assert f"The webhook URL is refused: {reason}, only public addresses are allowed." in result.output
+    assert (f"The webhook URL is refused: {reason}, only public addresses are allowed."
+            in result.output)
     assert invoke(runner, "merchants", "list").output.count(url) == 0
 
 
@@ -252,7 +262,8 @@ def test_rotate_public_key_replaces_it_at_once(runner, client, merchant, api):
     process_id = api.preorder().get_json()["processId"]
 
     def public(key):
-        return client.get(f"/payment-button/process/{process_id}/public", headers={"x-public-key": key})
+        return client.get(f"/payment-button/process/{process_id}/public",
+                          headers={"x-public-key": key})
 
     result = invoke(runner, "merchants", "rotate-public-key", merchant["merchantId"])
     assert result.exit_code == 0
@@ -275,7 +286,8 @@ def test_a_lookup_that_finds_nothing_says_where_it_looked(runner, app):
     """Every command's "No …" names the database it read (docs/contract.md, "Operating it")."""
     where = app.config["DATABASE"]
     cases = [(["merchants", "disable", "mer_nope"], f"Error: No merchant mer_nope in {where}.\n"),
-             (["users", "disable", "nobody@example.com"], f"Error: No user nobody@example.com in {where}.\n"),
+             (["users", "disable", "nobody@example.com"],
+              f"Error: No user nobody@example.com in {where}.\n"),
              (["processes", "show", "7d7c5a8e-3f0b-4c8e-9a59-4f3f7c1b2d10"],
               f"Error: No process 7d7c5a8e-3f0b-4c8e-9a59-4f3f7c1b2d10 in {where}.\n"),
              (["watch-payments", "--once", "--network", "a", "--network", "b"],

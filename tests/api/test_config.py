@@ -67,7 +67,8 @@ def test_instance_config_then_environment(clean_env, tmp_path):
 
 @pytest.mark.parametrize(
     "name,value",
-    [("MAX_AMOUNT", "lots"), ("MAX_AMOUNT", "0"), ("AMOUNT_DECIMALS", "-1"), ("SQLITE_SYNCHRONOUS", "SOMETIMES"),
+    [("MAX_AMOUNT", "lots"), ("MAX_AMOUNT", "0"), ("AMOUNT_DECIMALS", "-1"),
+     ("SQLITE_SYNCHRONOUS", "SOMETIMES"),
      ("POSTGRES_CONNECT_TIMEOUT_SECONDS", "0"), ("POSTGRES_CONNECT_TIMEOUT_SECONDS", "1"),
      ("POSTGRES_CONNECT_TIMEOUT_SECONDS", "soon"), ("KEY_ROLL_OVERLAP_HOURS", "-1"),
      ("KEY_ROLL_OVERLAP_HOURS", "a day")],

@@ -48,7 +48,8 @@ def test_healthz(client):
 def test_healthz_when_the_database_does_not_answer(tmp_path, clock):
     from app import create_app
 
-    app = create_app({"TESTING": True, "DATABASE": str(tmp_path / "missing" / "x.sqlite3"), "CLOCK": clock})
+    app = create_app({"TESTING": True, "DATABASE": str(tmp_path / "missing" / "x.sqlite3"),
+                      "CLOCK": clock})
     (tmp_path / "missing").write_text("a file where the directory should be")
     assert_error(app.test_client().get("/healthz"), 503, "unavailable")
 

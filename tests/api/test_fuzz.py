@@ -63,7 +63,8 @@ CONFIG = schemathesis.Config.from_dict(
 )
 # Every operation, /openapi.json included (schemathesis leaves the schema's own URL out unless a
 # filter selects it explicitly).
-schema = schemathesis.openapi.from_wsgi("/openapi.json", app, config=CONFIG).include(path_regex="^/")
+schema = schemathesis.openapi.from_wsgi("/openapi.json", app, config=CONFIG).include(
+    path_regex="^/")
 
 
 def _fresh_process_id():
@@ -100,7 +101,8 @@ def _paid_process_id():
         with app.extensions["db"].transaction() as conn:
             transfer_rows.record(conn, Transfer(
                 chain_id=31337, tx_hash="0x" + "ab" * 32, log_index=0, network_id="local",
-                process_id=process_id, token_contract=CHOICE_CONTRACT, from_address=CUSTOMER.lower(),
+                process_id=process_id, token_contract=CHOICE_CONTRACT,
+                from_address=CUSTOMER.lower(),
                 amount=19_990_000, block_number=2, block_hash="0x" + "cd" * 32,
                 block_timestamp=clock(), status="confirmed", seen_at=clock(), confirmed_at=clock()))
     completed = app.test_cli_runner().invoke(args=["processes", "complete", process_id])
@@ -125,7 +127,8 @@ def _record_strays():
     assert confirmed.status_code == 200, confirmed.get_data(as_text=True)
     with app.app_context():
         with app.extensions["db"].transaction() as conn:
-            for key, token in zip(STRAY_KEYS, (CHOICE_CONTRACT.lower(), "0x" + "77" * 20), strict=True):
+            for key, token in zip(STRAY_KEYS, (CHOICE_CONTRACT.lower(), "0x" + "77" * 20),
+                                  strict=True):
                 transfer_rows.record(conn, Transfer(
                     chain_id=31337, tx_hash=key[:66], log_index=1, network_id="local",
                     process_id=STRAY_PROCESS_ID, token_contract=token,
@@ -146,9 +149,10 @@ def _well_formed_id(value):
 
 def _aim_at_a_real_process(case):
     """Random UUIDs name no process: in half of the cases a well-formed processId is swapped for
-    a fresh pending process of this merchant (or, for refunds, mostly for the paid one), so the 200 and 409 branches are fuzzed and not only
-    the 404 one. A valid id replaces a valid id: the case stays as positive or negative as it was
-    generated. (Stateful runs follow the document's links to real ids instead.)"""
+    a fresh pending process of this merchant (or, for refunds, mostly for the paid one), so the 200
+    and 409 branches are fuzzed and not only the 404 one. A valid id replaces a valid id: the case
+    stays as positive or negative as it was generated. (Stateful runs follow the document's links
+    to real ids instead.)"""
     path = case.path_parameters or {}
     if (isinstance(path.get("transfer"), str)
             and re.fullmatch(r"0x[0-9a-fA-F]{64}(:|%3A)[0-9]{1,9}\n?", path["transfer"])):
@@ -172,7 +176,8 @@ def _refunds_name_real_ones(case):
     body, path = case.body, case.path_parameters or {}
     if (case.operation.path.endswith("/refunds") and case.method.upper() == "POST"
             and isinstance(body, dict)):
-        if isinstance(body.get("address"), str) and re.fullmatch(r"0x[0-9a-fA-F]{40}", body["address"]):
+        if (isinstance(body.get("address"), str)
+                and re.fullmatch(r"0x[0-9a-fA-F]{40}", body["address"])):
             body["address"] = CUSTOMER
         amount = body.get("amount")
         if isinstance(amount, (int, float)) and not isinstance(amount, bool) and amount > 0:
@@ -193,7 +198,8 @@ def _currency_is_a_real_one(case):
     or a link becomes EUR (two places, as AMOUNT_DECIMALS here)."""
     body = case.body
     if (case.operation.path.endswith(("/preorder", "/links")) and isinstance(body, dict)
-            and isinstance(body.get("currency"), str) and re.fullmatch(r"[A-Z]{3}", body["currency"])):
+            and isinstance(body.get("currency"), str)
+            and re.fullmatch(r"[A-Z]{3}", body["currency"])):
         body["currency"] = "EUR"
 
 
@@ -202,7 +208,8 @@ def _confirm_names_a_real_choice(case):
     naming none is a 400 by design (tests/chain/test_live_payments_api.py), not a finding. So a
     well-formed confirm body names the real asset and network."""
     body = case.body
-    if (case.operation.path.endswith("/confirm") and isinstance(body, dict) and set(body) == set(CHOICE)
+    if (case.operation.path.endswith("/confirm") and isinstance(body, dict)
+            and set(body) == set(CHOICE)
             and all(isinstance(v, str) and 1 <= len(v) <= 64 for v in body.values())):
         body.update(CHOICE)
 
@@ -226,8 +233,8 @@ def _authorization_is_well_formed(case):
 
 def _starting_after_names_a_real_process(case):
     """`starting_after` must name one of the caller's processes, which a schema cannot say: an
-    unknown one is a 400 by design (tests/api/test_processes_api.py), not a finding. So a well-formed
-    one becomes a real process id, in every phase and in stateful runs."""
+    unknown one is a 400 by design (tests/api/test_processes_api.py), not a finding. So a
+    well-formed one becomes a real process id, in every phase and in stateful runs."""
     query = case.query or {}
     if _well_formed_id(query.get("starting_after")):
         query["starting_after"] = ANCHOR_PROCESS_ID
@@ -241,7 +248,8 @@ def _expiry_is_a_real_time_ahead(case):
     body = case.body
     if (case.operation.path.endswith("/links") and isinstance(body, dict)
             and isinstance(body.get("expiresAt"), str)
-            and re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z", body["expiresAt"])):
+            and re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z",
+                             body["expiresAt"])):
         body["expiresAt"] = "2999-12-31T23:59:59Z"
 
 

@@ -140,13 +140,16 @@ BODIES = [
     ("metadata null", '{"amount": 5, "metadata": null}', invalid("metadata")),
     ("metadata number", '{"amount": 5, "metadata": 7}', invalid("metadata")),
     ("metadata 32 deep", '{"amount": 5, "metadata": ' + nested_metadata(32) + "}", OK),
-    ("metadata 33 deep", '{"amount": 5, "metadata": ' + nested_metadata(33) + "}", invalid("metadata")),
-    ("metadata 33 deep via arrays", '{"amount": 5, "metadata": {"a": ' + "[" * 32 + "]" * 32 + "}}", invalid("metadata")),
+    ("metadata 33 deep", '{"amount": 5, "metadata": ' + nested_metadata(33) + "}",
+     invalid("metadata")),
+    ("metadata 33 deep via arrays", '{"amount": 5, "metadata": {"a": ' + "[" * 32 + "]" * 32 + "}}",
+     invalid("metadata")),
     ("metadata lone surrogate", '{"amount": 5, "metadata": {"a": "\\ud800"}}', invalid("metadata")),
     ("metadata 10240 bytes exactly", metadata_of_size(10_240), OK),
     ("metadata 10241 bytes", metadata_of_size(10_241), invalid("metadata")),
     ("metadata 9 KB of 3-byte characters", multibyte_metadata(3_000), OK),
-    ("metadata 9000 3-byte characters counted in bytes", multibyte_metadata(9_000), invalid("metadata")),
+    ("metadata 9000 3-byte characters counted in bytes", multibyte_metadata(9_000),
+     invalid("metadata")),
     ("typo ammount", '{"ammount": 5}', invalid("ammount")),
     ("unknown field", '{"amount": 5, "colour": "red"}', invalid("colour")),
     ("body is an array", "[1, 2]", NOT_OBJECT),
@@ -169,13 +172,15 @@ REQUESTS = [
     ("Content-Type form", Req(content_type="application/x-www-form-urlencoded"), UNSUPPORTED),
     # the contract: "a charset parameter is fine". JSON is UTF-8 whatever the label says (RFC 8259).
     ("charset=latin-1, ASCII body", Req(content_type="application/json; charset=latin-1"), OK),
-    ("charset=latin-1, latin-1 bytes", Req(body='{"amount": 5, "metadata": {"n": "\xe9"}}'.encode("latin-1"),
-                                           content_type="application/json; charset=latin-1"), INVALID_JSON),
+    ("charset=latin-1, latin-1 bytes",
+     Req(body='{"amount": 5, "metadata": {"n": "\xe9"}}'.encode("latin-1"),
+         content_type="application/json; charset=latin-1"), INVALID_JSON),
     ("charset=utf-16", Req(content_type="application/json; charset=utf-16"), OK),
     ("charset=utf-8", Req(content_type="application/json; charset=utf-8"), OK),
     ("charset=UTF-8", Req(content_type="application/json; charset=UTF-8"), OK),
     ("media type in capitals", Req(content_type="Application/JSON"), OK),
-    ("bytes that are not UTF-8", Req(body=b'{"amount": 5, "metadata": {"a": "\xff"}}'), INVALID_JSON),
+    ("bytes that are not UTF-8", Req(body=b'{"amount": 5, "metadata": {"a": "\xff"}}'),
+     INVALID_JSON),
     ("UTF-8 byte order mark", Req(body=b'\xef\xbb\xbf{"amount": 5}'), INVALID_JSON),
     ("100,000-deep [[[...]]] body", Req(body=b"[" * 100_000 + b"]" * 100_000), TOO_LARGE),
     ("60,000-deep body within the size limit",
@@ -234,19 +239,23 @@ REQUESTS = [
     ("unexpected transfer key with other digits, unknown process",
      Req("POST", ACCEPT.format(id=UNKNOWN_ID, key=TX + ":٣"), None, None), invalid("transfer")),
     *[
-        (f"unexpected transfer key {label}", Req("POST", ACCEPT.format(id=KNOWN, key=key), None, None),
+        (f"unexpected transfer key {label}",
+         Req("POST", ACCEPT.format(id=KNOWN, key=key), None, None),
          NOT_FOUND)
         for label, key in [("of ASCII digits", TX + ":3"), ("with a sign", TX + ":+3"),
                            ("with a space", TX + ":%203"), ("of 10 digits", TX + ":" + "1" * 10),
                            ("without an index", TX + ":"), ("with a short hash", "0x12:3")]
     ],
-    ("list limit of Arabic-Indic digits", Req("GET", "/payment-button/processes?limit=٣", None, None),
+    ("list limit of Arabic-Indic digits",
+     Req("GET", "/payment-button/processes?limit=٣", None, None),
      invalid("limit")),
     ("list limit of superscripts", Req("GET", "/payment-button/processes?limit=³", None, None),
      invalid("limit")),
     # The Button API's other id cases are in tests/button/test_button_api.py
-    ("public view, path traversal ../", Req("GET", PUBLIC_VIEW.format(id="../processes"), None, None), NOT_FOUND),
-    ("sandbox pay, path traversal ../", Req("POST", SANDBOX_PAY.format(id="../../healthz")), NOT_FOUND),
+    ("public view, path traversal ../",
+     Req("GET", PUBLIC_VIEW.format(id="../processes"), None, None), NOT_FOUND),
+    ("sandbox pay, path traversal ../", Req("POST", SANDBOX_PAY.format(id="../../healthz")),
+     NOT_FOUND),
     # Methods a path does not offer: 405 with Allow
     *[
         (f"{method} {path}", Req(method, path.format(id=KNOWN), None, None),
@@ -293,11 +302,13 @@ class Catalog:
         runner = self.app.test_cli_runner()
         merchant = self._merchant(runner, "Hostile input")
         revoked = self._merchant(runner, "Revoked key")
-        result = runner.invoke(args=["merchants", "revoke-key", revoked["merchantId"], revoked["secretKey"]])
+        result = runner.invoke(args=["merchants", "revoke-key", revoked["merchantId"],
+                                     revoked["secretKey"]])
         assert result.exit_code == 0, result.output
         self.tokens = {SECRET: merchant["secretKey"], PUBLIC: merchant["publicKey"],
                        REVOKED: revoked["secretKey"]}
-        created = self.client.post(PREORDER, json={"amount": 1}, headers={"x-secret-key": self.tokens[SECRET]})
+        created = self.client.post(PREORDER, json={"amount": 1},
+                                   headers={"x-secret-key": self.tokens[SECRET]})
         assert created.status_code == 200
         self.known_process = created.get_json()["processId"]
         self.merchant_id = merchant["merchantId"]
@@ -317,14 +328,16 @@ class Catalog:
             headers["x-secret-key"] = self.tokens.get(req.key, req.key)
         if req.content_type is not None:
             headers["Content-Type"] = req.content_type
-        path = req.path.replace(KNOWN, self.known_process).replace(KNOWN.upper(), self.known_process.upper())
+        path = req.path.replace(KNOWN, self.known_process).replace(KNOWN.upper(),
+                                                                   self.known_process.upper())
         return self.client.open(path, method=req.method, data=req.body, headers=headers)
 
     def rows(self):
         """Every row of every table, as {table: set of rows}, read with a separate connection."""
         conn = sqlite3.connect(self.database)
         try:
-            tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            tables = [r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")]
             return {t: set(conn.execute(f'SELECT * FROM "{t}"')) for t in tables}
         finally:
             conn.close()
@@ -382,7 +395,8 @@ def test_a_100000_deep_body_the_parser_sees_is_refused_without_a_crash(tmp_path,
     key = json.loads(app.test_cli_runner().invoke(
         args=["merchants", "create", "--name", "Deep", "--json"]).output)["secretKey"]
     client = app.test_client()
-    for body in (b"[" * 100_000 + b"]" * 100_000, b'{"amount": 5, "metadata": ' + b'{"a":' * 100_000):
+    for body in (b"[" * 100_000 + b"]" * 100_000,
+                 b'{"amount": 5, "metadata": ' + b'{"a":' * 100_000):
         response = client.post(PREORDER, data=body, content_type="application/json",
                                headers={"x-secret-key": key})
         assert_error(response, 400, "invalid_json", "Request body nests too deeply.")
@@ -425,5 +439,6 @@ def test_database_holds_only_what_accepted_requests_created(catalog):
     assert {row[1] for row in created} == catalog.created_processes  # row[1]: id
     # The console's search index holds values of the created processes only (row[2]: their seq).
     assert {row[2] for row in new.pop("process_search")} <= {row[0] for row in created}
-    assert {row[1] for row in new.pop("idempotency_keys")} == catalog.idempotency_keys  # row[1]: key
+    assert ({row[1] for row in new.pop("idempotency_keys")}  # row[1]: key
+            == catalog.idempotency_keys)
     assert {table: rows for table, rows in new.items() if rows} == {}

@@ -19,8 +19,10 @@ def test_same_key_same_body_replays_the_first_response(api):
 
 
 def test_replay_ignores_json_whitespace(api):
-    first = api.preorder_raw('{"amount": 42.5, "metadata": {"orderRef": "A-7"}}', headers={"Idempotency-Key": "k"})
-    second = api.preorder_raw('{ "amount" : 42.5 ,"metadata":{"orderRef":"A-7"} }', headers={"Idempotency-Key": "k"})
+    first = api.preorder_raw('{"amount": 42.5, "metadata": {"orderRef": "A-7"}}',
+                             headers={"Idempotency-Key": "k"})
+    second = api.preorder_raw('{ "amount" : 42.5 ,"metadata":{"orderRef":"A-7"} }',
+                              headers={"Idempotency-Key": "k"})
     assert second.headers["Idempotent-Replayed"] == "true"
     assert second.get_json()["processId"] == first.get_json()["processId"]
 
@@ -33,11 +35,13 @@ def test_replay_returns_the_first_response_even_after_a_change(api):
 
 
 @pytest.mark.parametrize(
-    "other", [{"amount": 42.51, "metadata": {"orderRef": "A-7"}}, {"amount": 42.5}, {"amount": 42.5, "metadata": {"orderRef": "A-8"}}]
+    "other", [{"amount": 42.51, "metadata": {"orderRef": "A-7"}}, {"amount": 42.5},
+              {"amount": 42.5, "metadata": {"orderRef": "A-8"}}]
 )
 def test_same_key_different_body_conflicts(api, other):
     api.preorder(BODY, headers={"Idempotency-Key": "k"})
-    assert_error(api.preorder(other, headers={"Idempotency-Key": "k"}), 409, "idempotency_key_reused")
+    assert_error(api.preorder(other, headers={"Idempotency-Key": "k"}), 409,
+                 "idempotency_key_reused")
     assert len(api.list().get_json()["data"]) == 1
 
 
@@ -62,7 +66,8 @@ def test_key_expires_after_24_hours(api, clock):
 
 
 def test_failed_validation_is_not_remembered(api):
-    assert_error(api.preorder({"amount": 0}, headers={"Idempotency-Key": "k"}), 400, "validation_error")
+    assert_error(api.preorder({"amount": 0}, headers={"Idempotency-Key": "k"}), 400,
+                 "validation_error")
     assert api.preorder(BODY, headers={"Idempotency-Key": "k"}).status_code == 200
 
 
@@ -79,7 +84,8 @@ def test_sixteen_concurrent_requests_with_one_key_create_one_process(app, mercha
             content_type="application/json",
             headers={"x-secret-key": merchant["secretKey"], "Idempotency-Key": "race"},
         )
-        results.append((response.status_code, response.get_json()["processId"], response.headers.get("Idempotent-Replayed")))
+        results.append((response.status_code, response.get_json()["processId"],
+                        response.headers.get("Idempotent-Replayed")))
 
     threads = [threading.Thread(target=call) for _ in range(16)]
     for t in threads:

@@ -13,7 +13,8 @@ from app.core.jsonutil import TooDeep, dumps_compact, dumps_pretty, loads
     '[[[]], {"": {}}]',
 ])
 def test_pretty_is_what_json_dumps_indent_2_writes(text):
-    assert dumps_pretty(loads(text.encode())) == json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    assert dumps_pretty(loads(text.encode())) == json.dumps(json.loads(text), indent=2,
+                                                            ensure_ascii=False)
 
 
 def test_pretty_keeps_number_literals_and_key_order():

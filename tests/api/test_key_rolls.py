@@ -73,11 +73,13 @@ def test_the_overlap_comes_from_the_setting(runner, client, merchant, clock, app
     assert_error(old.preorder(), 401, "invalid_secret_key")
 
 
-def test_a_second_roll_ends_every_older_key_and_keeps_an_earlier_end(runner, client, merchant, clock):
+def test_a_second_roll_ends_every_older_key_and_keeps_an_earlier_end(runner, client, merchant,
+                                                                     clock):
     first, _ = roll(runner, merchant["merchantId"], "--overlap-hours", "10")
     clock.advance(HOUR)
     second, _ = roll(runner, merchant["merchantId"], "--overlap-hours", "48")
-    original, first_api, second_api = (Api(client, k) for k in (merchant["secretKey"], first, second))
+    original, first_api, second_api = (Api(client, k)
+                                       for k in (merchant["secretKey"], first, second))
     clock.advance(9 * HOUR)  # 10 h after the first roll: the original key's end is kept
     assert_error(original.preorder(), 401, "invalid_secret_key")
     assert first_api.preorder().status_code == 200
@@ -97,8 +99,10 @@ def test_a_revoked_key_stays_revoked_and_rotate_key_still_adds_one(runner, clien
 
 def test_roll_key_refuses_bad_input(runner, merchant):
     unknown = invoke(runner, "merchants", "roll-key", "mer_nope")
-    assert unknown.exit_code == 1 and f"No merchant mer_nope in {runner.app.config['DATABASE']}." in unknown.output
-    negative = invoke(runner, "merchants", "roll-key", merchant["merchantId"], "--overlap-hours", "-1")
+    assert unknown.exit_code == 1
+    assert f"No merchant mer_nope in {runner.app.config['DATABASE']}." in unknown.output
+    negative = invoke(runner, "merchants", "roll-key", merchant["merchantId"], "--overlap-hours",
+                      "-1")
     assert negative.exit_code == 2 and "-1 is not in the range 0<=x<=8760" in negative.output
     endless = invoke(runner, "merchants", "roll-key", merchant["merchantId"], "--overlap-hours",
                      "10" + "0" * 20)  # past the database's integers: refused, no traceback
@@ -155,8 +159,8 @@ def test_after_the_overlap_only_the_new_secret_signs(app, shop, receiver, worker
     [signature] = after.headers["webhook-signature"].split(" ")
     assert signature == sign(new_secret, after.headers["webhook-id"], clock.now, after.body)
     # An hour past the real time: standardwebhooks would refuse the timestamp before the
-    # signature, so the same check is made with the service's verify (tests/webhooks/test_webhook_signing.py
-    # holds it to the package's answers).
+    # signature, so the same check is made with the service's verify
+    # (tests/webhooks/test_webhook_signing.py holds it to the package's answers).
     verify(new_secret, after.headers, after.body, now=clock.now)
     with pytest.raises(VerificationError, match="no matching v1 signature"):
         verify(shop.secret, after.headers, after.body, now=clock.now)

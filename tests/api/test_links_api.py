@@ -1,7 +1,7 @@
-"""Payment links through the merchant API and the CLI (docs/api.md, "Payment links"): the Link object,
-its validation, paging, another merchant's link is 404, deactivation; processes made from a link
-(app/domain/links.py open_process) carry its price, description, success URL and metadata with
-`paymentLinkId`, and count in its `payments` once completed."""
+"""Payment links through the merchant API and the CLI (docs/api.md, "Payment links"): the Link
+object, its validation, paging, another merchant's link is 404, deactivation; processes made from a
+link (app/domain/links.py open_process) carry its price, description, success URL and metadata
+with `paymentLinkId`, and count in its `payments` once completed."""
 import json
 
 import pytest
@@ -69,7 +69,8 @@ def test_bad_fields_are_refused_naming_them(api, field, value, message):
         assert response.get_json()["errors"][field] == [message]
 
 
-def test_links_are_paged_newest_first_and_another_merchants_is_404(api, clock, client, make_merchant):
+def test_links_are_paged_newest_first_and_another_merchants_is_404(api, clock, client,
+                                                                    make_merchant):
     ids = []
     for _ in range(3):
         ids.append(create(api).get_json()["linkId"])
@@ -81,7 +82,8 @@ def test_links_are_paged_newest_first_and_another_merchants_is_404(api, clock, c
     assert [link["linkId"] for link in rest["data"]] == [ids[0]] and rest["hasMore"] is False
     other = Api(client, make_merchant(name="Other")["secretKey"])
     for path in (f"/payment-button/links/{ids[0]}", "/payment-button/links/nope"):
-        assert_error(other.client.get(path, headers=other.headers()), 404, "not_found", "No such link.")
+        assert_error(other.client.get(path, headers=other.headers()), 404, "not_found",
+                     "No such link.")
     assert_error(other.client.post(f"/payment-button/links/{ids[0]}/deactivate",
                                    headers=other.headers()), 404, "not_found")
     assert_error(other.client.get(f"/payment-button/links?starting_after={ids[0]}",
@@ -98,7 +100,8 @@ def test_a_click_makes_a_process_of_the_link_and_it_counts_once_paid(api, app, m
     assert shown["metadata"] == {"sku": "CLS-1", "paymentLinkId": link["linkId"]}
     assert shown["checkoutUrl"] == f"https://pay.example.com/checkout/{process.id}"
     paid = api.client.post(f"/payment-button/process/{process.id}/sandbox/pay",
-                           json={"outcome": "success"}, headers={"x-public-key": merchant["publicKey"]})
+                           json={"outcome": "success"},
+                           headers={"x-public-key": merchant["publicKey"]})
     assert paid.status_code == 200
     assert api.client.get(f"/payment-button/links/{link['linkId']}",
                           headers=api.headers()).get_json()["payments"] == 1
@@ -114,7 +117,8 @@ def test_what_makes_a_link_unavailable_makes_no_process(api, app, merchant, cloc
                     headers={"x-public-key": merchant["publicKey"]})
     expiring = create(api, expiresAt="2026-11-18T11:07:00Z").get_json()["linkId"]
     stopped = create(api).get_json()["linkId"]
-    deactivated = api.client.post(f"/payment-button/links/{stopped}/deactivate", headers=api.headers())
+    deactivated = api.client.post(f"/payment-button/links/{stopped}/deactivate",
+                                  headers=api.headers())
     assert deactivated.status_code == 200 and deactivated.get_json()["active"] is False
     clock.now += 20
     before = processes()
@@ -154,5 +158,6 @@ def test_the_cli_creates_lists_and_deactivates(runner, merchant):
     bad = runner.invoke(args=["links", "create", merchant["merchantId"], "--amount", "1.005",
                               "--description", "x"])
     assert bad.exit_code == 1 and "decimal places" in bad.output
-    named = runner.invoke(args=["merchants", "set-display-name", merchant["merchantId"], "Clay Studio"])
+    named = runner.invoke(args=["merchants", "set-display-name", merchant["merchantId"],
+                                "Clay Studio"])
     assert named.exit_code == 0 and "Clay Studio" in named.output

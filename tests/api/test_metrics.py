@@ -139,5 +139,6 @@ def test_metrics_on_a_database_without_the_schema(tmp_path, clock):
     from app import create_app
 
     app = create_app({"TESTING": True, "DATABASE": str(tmp_path / "typo.sqlite3"), "CLOCK": clock})
-    assert_error(app.test_client().get("/metrics"), 503, "unavailable", "The database does not answer.")
+    assert_error(app.test_client().get("/metrics"), 503, "unavailable",
+                 "The database does not answer.")
     app.extensions["db"].close_all()

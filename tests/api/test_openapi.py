@@ -23,7 +23,8 @@ def document():
 
 def test_document_is_valid_openapi_3_1(document):
     assert document["openapi"].startswith("3.1.")
-    errors = [f"{list(e.path)}: {e.message}" for e in OpenAPIV31SpecValidator(document).iter_errors()]
+    errors = [f"{list(e.path)}: {e.message}"
+              for e in OpenAPIV31SpecValidator(document).iter_errors()]
     assert errors == []
 
 
@@ -69,9 +70,10 @@ def test_every_documented_operation_is_routed(app, document):
 
 def test_button_api_is_documented(document):
     assert BUTTON_API <= set(document["paths"])
-    assert set(document["paths"]["/payment-button/process/{processId}/public"]) == {"parameters", "get"}
-    assert set(document["paths"]["/payment-button/process/{processId}/sandbox/pay"]) == {"parameters", "post"}
-    assert set(document["paths"]["/payment-button/process/{processId}/confirm"]) == {"parameters", "post"}
+    paths = document["paths"]
+    assert set(paths["/payment-button/process/{processId}/public"]) == {"parameters", "get"}
+    assert set(paths["/payment-button/process/{processId}/sandbox/pay"]) == {"parameters", "post"}
+    assert set(paths["/payment-button/process/{processId}/confirm"]) == {"parameters", "post"}
     assert set(document["paths"]["/payment-button/assets"]) == {"get"}
     script = document["paths"]["/payment-button/button.js"]["get"]["responses"]["200"]
     assert list(script["content"]) == ["text/javascript"]

@@ -1,7 +1,7 @@
-"""app/openapi.json's request schemas say what app/web/schemas.py enforces: the same fields, the same
-required ones, unknown fields refused on both sides, the same enums and the same limits. Each side is
-also probed through the marshmallow schema (the documented bounds load, one step past them does
-not), and the comparison is shown to catch a drift on either side."""
+"""app/openapi.json's request schemas say what app/web/schemas.py enforces: the same fields, the
+same required ones, unknown fields refused on both sides, the same enums and the same limits. Each
+side is also probed through the marshmallow schema (the documented bounds load, one step past them
+does not), and the comparison is shown to catch a drift on either side."""
 import copy
 import json
 from decimal import Decimal
@@ -76,8 +76,9 @@ def request_schemas(document, limits=DEFAULT_LIMITS):
     ]
 
 
-_TYPES = {Amount: "number", RefundAmount: "number", Metadata: "object", QueryInteger: "integer", fields.String: "string",
-          JSONString: "string", Currency: "string", PlainText: "string", WebUrl: "string"}
+_TYPES = {Amount: "number", RefundAmount: "number", Metadata: "object", QueryInteger: "integer",
+          fields.String: "string", JSONString: "string", Currency: "string", PlainText: "string",
+          WebUrl: "string"}
 # Fields that take null too: the document says anyOf [its type, null].
 _NULLABLE = {Count: ("integer", {"minimum": 1, "maximum": 1_000_000_000}), UtcTime: ("string", {})}
 
@@ -91,7 +92,8 @@ def differences(document, doc_schema, schema: Schema):
         found.append(f"fields: document {sorted(properties)} != marshmallow {sorted(by_key)}")
     required = {key for key, f in by_key.items() if f.required}
     if set(doc_schema.get("required", [])) != required:
-        found.append(f"required: document {sorted(doc_schema.get('required', []))} != {sorted(required)}")
+        found.append(f"required: document {sorted(doc_schema.get('required', []))}"
+                     f" != {sorted(required)}")
     if (doc_schema.get("additionalProperties") is False) != (schema.unknown == RAISE):
         found.append("unknown fields: refused on one side only")
     for key in set(properties) & set(by_key):
@@ -126,7 +128,8 @@ def field_differences(prop, field, schema):
         expected = {"exclusiveMinimum": 0, "maximum": limits.max_amount}
         if limits.amount_decimals is not None:  # else the currency's places (the description)
             expected["multipleOf"] = Decimal(1).scaleb(-limits.amount_decimals)
-    elif isinstance(field, RefundAmount):  # its other bounds depend on the payment (app/domain/refunds.py)
+    elif isinstance(field, RefundAmount):
+        # its other bounds depend on the payment (app/domain/refunds.py)
         expected = {"exclusiveMinimum": 0}
     elif isinstance(field, Metadata):
         limits = schema.limits
@@ -134,7 +137,8 @@ def field_differences(prop, field, schema):
         if f"at most {limits.metadata_max_bytes:,} bytes" not in text:
             found.append(f"description does not say at most {limits.metadata_max_bytes:,} bytes")
         if f"nest at most {limits.metadata_max_depth} levels" not in text:
-            found.append(f"description does not say nest at most {limits.metadata_max_depth} levels")
+            found.append("description does not say nest at most"
+                         f" {limits.metadata_max_depth} levels")
         expected = {}
     else:
         expected = {}
@@ -172,7 +176,8 @@ def test_the_documented_bounds_hold_in_the_marshmallow_schemas(document):
     components = document["components"]["schemas"]
     preorder = PreorderSchema(DEFAULT_LIMITS)
     amount = components["Amount"]
-    step, top = Decimal("0.01"), amount["maximum"]  # the currency's places: checked with the process
+    # the currency's places: checked with the process
+    step, top = Decimal("0.01"), amount["maximum"]
 
     def number(value):
         return loads(str(value).encode())
@@ -184,7 +189,8 @@ def test_the_documented_bounds_hold_in_the_marshmallow_schemas(document):
     assert accepts(preorder, {"amount": number(1), "currency": "KWD"})
     assert not accepts(preorder, {"amount": number(1), "currency": "EURO"})
     assert not accepts(preorder, {"amount": number(amount["exclusiveMinimum"])})
-    assert not accepts(preorder, {"amount": number(1), "ammount": number(1)})  # additionalProperties
+    # additionalProperties
+    assert not accepts(preorder, {"amount": number(1), "ammount": number(1)})
     sandbox = SandboxPaySchema()
     for outcome in components["SandboxPayRequest"]["properties"]["outcome"]["enum"]:
         assert accepts(sandbox, {"outcome": outcome})
@@ -192,7 +198,8 @@ def test_the_documented_bounds_hold_in_the_marshmallow_schemas(document):
     query = list_query_object(document)["properties"]
     listing = ListQuerySchema()
     limit = query["limit"]
-    assert accepts(listing, {"limit": str(limit["minimum"])}) and accepts(listing, {"limit": str(limit["maximum"])})
+    assert accepts(listing, {"limit": str(limit["minimum"])})
+    assert accepts(listing, {"limit": str(limit["maximum"])})
     assert not accepts(listing, {"limit": str(limit["minimum"] - 1)})
     assert not accepts(listing, {"limit": str(limit["maximum"] + 1)})
     for status in deref(document, query["status"])["enum"]:
@@ -206,7 +213,8 @@ def test_the_documented_bounds_hold_in_the_marshmallow_schemas(document):
         assert not accepts(confirm, {key: "a" * (shortest - 1), other: "x"})
         assert not accepts(confirm, {key: "a" * (longest + 1), other: "x"})
         assert not accepts(confirm, {other: "x"})  # required
-    assert not accepts(confirm, {"assetId": "x", "networkId": "y", "address": "z"})  # additionalProperties
+    # additionalProperties
+    assert not accepts(confirm, {"assetId": "x", "networkId": "y", "address": "z"})
     refund = RefundSchema()
     fields_ = components["RefundRequest"]["properties"]
     address = "0x" + "a" * (fields_["address"]["minLength"] - 2)
@@ -273,5 +281,6 @@ def test_the_document_accepts_any_charset_as_the_service_does(document, api):
              document["components"]["responses"]["UnsupportedMediaType"]["description"]]
     assert all("`charset=utf-8`" not in text for text in texts)
     assert "a `charset` parameter is accepted whatever it says" in texts[0]
-    response = api.preorder_raw('{"amount": 5}', content_type="application/json; charset=iso-8859-1")
+    response = api.preorder_raw('{"amount": 5}',
+                                content_type="application/json; charset=iso-8859-1")
     assert response.status_code == 200

@@ -13,11 +13,13 @@ def test_preorder_returns_the_process_object(api):
     assert response.mimetype == "application/json"
     body = response.get_json()
     assert list(body) == [
-        "processId", "status", "amount", "currency", "metadata", "livemode", "createdAt", "updatedAt", "expiresAt",
+        "processId", "status", "amount", "currency", "metadata", "livemode", "createdAt",
+        "updatedAt", "expiresAt",
         "description", "successUrl", "cancelUrl", "checkoutUrl", "payment", "refunds",
     ]
     assert (body["description"], body["successUrl"], body["cancelUrl"]) == (None, None, None)
-    assert body["checkoutUrl"] == f"http://localhost/checkout/{body['processId']}"  # the request's host
+    # the request's host
+    assert body["checkoutUrl"] == f"http://localhost/checkout/{body['processId']}"
     assert body["payment"] is None  # until the customer confirms a live payment
     assert body["refunds"] == []
     assert uuid.UUID(body["processId"]).version == 4
@@ -52,7 +54,8 @@ def test_metadata_round_trip_is_byte_exact(api):
     assert response.status_code == 200
     text = response.get_data(as_text=True)
     assert f'"metadata":{metadata},' in text
-    assert f'"metadata":{metadata},' in api.get(response.get_json()["processId"]).get_data(as_text=True)
+    assert f'"metadata":{metadata},' in api.get(response.get_json()["processId"]).get_data(
+        as_text=True)
 
 
 def test_metadata_holding_nul_at_any_depth_comes_back_unchanged(api, database):
@@ -66,7 +69,8 @@ def test_metadata_holding_nul_at_any_depth_comes_back_unchanged(api, database):
     for shown in (response, api.get(process_id), api.list()):
         assert f'"metadata":{metadata},' in shown.get_data(as_text=True)
     assert response.get_json()["metadata"]["ref"] == "A-\x001"
-    assert dbutil.scalar(database, "SELECT metadata FROM processes WHERE id = ?", process_id) == metadata
+    assert dbutil.scalar(database, "SELECT metadata FROM processes WHERE id = ?",
+                         process_id) == metadata
 
 
 def test_metadata_whitespace_is_compacted_but_order_kept(api):
@@ -103,7 +107,8 @@ def post(client, headers, body=b'{"amount": 5}', content_type="application/json"
 
 def test_authentication_is_checked_before_the_body(client):
     # Without a valid key, a malformed body or wrong content type is never looked at.
-    assert_error(post(client, {"x-secret-key": "bad"}, body=b"{nope", content_type="text/plain"), 401, "invalid_secret_key")
+    assert_error(post(client, {"x-secret-key": "bad"}, body=b"{nope", content_type="text/plain"),
+                 401, "invalid_secret_key")
     assert_error(post(client, {}, body=b"x" * 100_000), 401, "missing_secret_key")
 
 

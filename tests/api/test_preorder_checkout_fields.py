@@ -24,16 +24,16 @@ def test_the_fields_are_stored_and_shown(api):
     ("description", "nul\u0000", "Must be plain text, without control characters."),
     ("description", "half \ud800 a pair", "Must not contain unpaired UTF-16 surrogate escapes."),
     ("description", 5, "Must be a JSON string."),
-    ("successUrl", "/thanks", "Must be an absolute https:// URL (http:// in test mode) of at most 2,048"
-                              " characters."),
-    ("successUrl", "javascript:alert(1)", "Must be an absolute https:// URL (http:// in test mode) of at"
-                                          " most 2,048 characters."),
-    ("cancelUrl", "ftp://shop.test/", "Must be an absolute https:// URL (http:// in test mode) of at"
-                                      " most 2,048 characters."),
-    ("cancelUrl", "https://shop.test/" + "a" * 2031, "Must be an absolute https:// URL (http:// in test"
-                                                     " mode) of at most 2,048 characters."),
-    ("cancelUrl", "https://shop.test/\u00e9", "Must be an absolute https:// URL (http:// in test mode) of"
-                                              " at most 2,048 characters."),
+    ("successUrl", "/thanks",
+     "Must be an absolute https:// URL (http:// in test mode) of at most 2,048 characters."),
+    ("successUrl", "javascript:alert(1)",
+     "Must be an absolute https:// URL (http:// in test mode) of at most 2,048 characters."),
+    ("cancelUrl", "ftp://shop.test/",
+     "Must be an absolute https:// URL (http:// in test mode) of at most 2,048 characters."),
+    ("cancelUrl", "https://shop.test/" + "a" * 2031,
+     "Must be an absolute https:// URL (http:// in test mode) of at most 2,048 characters."),
+    ("cancelUrl", "https://shop.test/\u00e9",
+     "Must be an absolute https:// URL (http:// in test mode) of at most 2,048 characters."),
     ("successUrl", None, "Must be a JSON string, not null."),
 ])
 def test_bad_fields_are_refused_naming_them(api, field, value, message):
@@ -50,8 +50,9 @@ def test_the_longest_url_passes(api):
 def test_a_live_merchant_sends_customers_to_https_only(client, make_merchant):
     live = Api(client, make_merchant(live=True)["secretKey"])
     assert_error(live.preorder({"amount": 5, "successUrl": "http://shop.test/thanks"}), 400,
-                 "validation_error", "successUrl: Must be an https:// URL: live payments never send a"
-                 " customer to plain http.")
+                 "validation_error",
+                 "successUrl: Must be an https:// URL: live payments never send a customer to plain"
+                 " http.")
     assert live.preorder({"amount": 5, "cancelUrl": "https://shop.test/cart"}).status_code == 200
 
 
@@ -68,6 +69,7 @@ def test_checkout_url_starts_with_public_base_url(api):
 def test_an_idempotency_key_tells_checkout_fields_apart(api):
     headers = {"Idempotency-Key": "k-1"}
     first = api.preorder({"amount": 5, "description": "Cup"}, headers=headers)
-    assert api.preorder({"amount": 5, "description": "Cup"}, headers=headers).get_json() == first.get_json()
+    assert (api.preorder({"amount": 5, "description": "Cup"}, headers=headers).get_json()
+            == first.get_json())
     assert_error(api.preorder({"amount": 5, "description": "Mug"}, headers=headers), 409,
                  "idempotency_key_reused")

@@ -25,7 +25,8 @@ def test_unknown_field_is_named(api):
 def test_metadata_size_counts_bytes_not_characters(api):
     # 3,500 three-byte characters: 3,500 characters, 10,500 bytes.
     metadata = {"k": "€" * 3500}
-    error = assert_error(api.preorder_raw(json.dumps({"amount": 5, "metadata": metadata}, ensure_ascii=False)), 400, "validation_error")
+    error = assert_error(api.preorder_raw(json.dumps({"amount": 5, "metadata": metadata},
+                                                     ensure_ascii=False)), 400, "validation_error")
     assert error["errors"]["metadata"] == [
         "Must be at most 10240 bytes as compact UTF-8 JSON (got 10508)."
     ]
@@ -56,14 +57,18 @@ def test_configured_limits_apply(tmp_path, clock):
     from support.helpers import Api
 
     runner = app.test_cli_runner()
-    key = json.loads(runner.invoke(args=["merchants", "create", "--name", "L", "--json"]).output)["secretKey"]
+    key = json.loads(runner.invoke(args=["merchants", "create", "--name", "L",
+                                         "--json"]).output)["secretKey"]
     api = Api(app.test_client(), key)
     assert api.preorder_raw(b'{"amount": 50.5}').status_code == 200
     assert api.preorder_raw(b'{"amount": 1.005, "currency": "KWD"}').status_code == 200
     assert_error(api.preorder_raw(b'{"amount": 1.005}'), 400, "validation_error",
                  "amount: Must have at most 2 decimal places (USD).")  # the currency's, below 3
-    assert_error(api.preorder_raw(b'{"amount": 1.0005, "currency": "KWD"}'), 400, "validation_error",
+    assert_error(api.preorder_raw(b'{"amount": 1.0005, "currency": "KWD"}'), 400,
+                 "validation_error",
                  "amount: Must have at most 3 decimal places.")  # AMOUNT_DECIMALS and KWD alike
-    assert_error(api.preorder_raw(b'{"amount": 50.51}'), 400, "validation_error", "amount: Must be less than or equal to 50.5.")
-    assert_error(api.preorder_raw(b'{"amount": 5, "metadata": {"k": "0123456789abc"}}'), 400, "validation_error")
+    assert_error(api.preorder_raw(b'{"amount": 50.51}'), 400, "validation_error",
+                 "amount: Must be less than or equal to 50.5.")
+    assert_error(api.preorder_raw(b'{"amount": 5, "metadata": {"k": "0123456789abc"}}'), 400,
+                 "validation_error")
     app.extensions["db"].close_all()

@@ -129,7 +129,8 @@ metadata_objects = st.dictionaries(
     st.recursive(
         st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
         | texts(max_size=20),
-        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts(max_size=10), inner, max_size=4),
+        lambda inner: st.lists(inner, max_size=4)
+        | st.dictionaries(texts(max_size=10), inner, max_size=4),
         max_leaves=15,
     ),
     max_size=8,
