@@ -1,5 +1,5 @@
-"""Prices in the merchant's currency, on a real node: a EUR shop paid in a dollar token at the rate of
-a Chainlink-style feed (tests/chain/token/TestPriceFeed.sol) that the chain watcher reads on each
+"""Prices in the merchant's currency, on a real node: a EUR shop paid in a dollar token at the rate
+of a Chainlink-style feed (tests/chain/token/TestPriceFeed.sol) that the chain watcher reads on each
 poll; the inverse pair; every way a feed's answer must not count; the peg guard; an L2's sequencer;
 the lock of a quote; a manual rate; reconcile against the quote."""
 import json
@@ -103,8 +103,8 @@ def test_the_inverse_pair_divides_and_rounds_up(shop, feed, chain, runner):
     assert offered(shop, process["processId"]) == {"tusd": "21.68", "teur": "19.996311"}
     payment = confirm(shop, process["processId"], "teur").get_json()["payment"]
     assert payment["amountDue"] == "19.996311"
-    assert (payment["quote"]["pair"], payment["quote"]["inverse"], payment["quote"]["currency"]) == (
-        "EUR/USD", True, "USD")
+    assert (payment["quote"]["pair"], payment["quote"]["inverse"],
+            payment["quote"]["currency"]) == ("EUR/USD", True, "USD")
     # at par in its own peg: a EUR process paid in euro tokens needs no rate
     at_par = preorder(shop, 10)
     assert confirm(shop, at_par["processId"], "teur").get_json()["payment"]["quote"] == {
@@ -127,11 +127,12 @@ def _unavailable(shop, process_id):
     (dict(answer=-108_420_000), "invalid", "its answer -108420000 is not above 0"),
     (dict(answer=EUR_USD, round_id=7, answered_in_round=6), "invalid",
      "round 7 was answered in the earlier round 6 (answeredInRound < roundId)"),
-    (dict(answer=EUR_USD, updated_at="future"), "invalid", "its round's updatedAt is in the future"),
+    (dict(answer=EUR_USD, updated_at="future"), "invalid",
+     "its round's updatedAt is in the future"),
     (dict(answer=EUR_USD, updated_at="stale"), "stale", "above its max age of 90000 s"),
 ])
-def test_an_answer_that_does_not_count_quotes_nothing(shop, feed, chain, runner, caplog, spoil, state,
-                                                      why):
+def test_an_answer_that_does_not_count_quotes_nothing(shop, feed, chain, runner, caplog, spoil,
+                                                      state, why):
     process = preorder(shop, 19.99)
     spoil = dict(spoil)
     if spoil.get("updated_at") == "future":
@@ -164,7 +165,8 @@ def test_a_feed_that_is_not_there_is_refused_and_one_that_reverts_makes_the_pair
     assert refused.exit_code == 1 and "Could not read the feed" in refused.output
     gbp = chain.deploy_feed(8, "GBP / USD", 127_000_000)
     shop.sync_clock()
-    wrong_pair = runner.invoke(args=["rates", "add", "EUR/USD", "--network", NETWORK, "--feed", gbp])
+    wrong_pair = runner.invoke(args=["rates", "add", "EUR/USD", "--network", NETWORK,
+                                     "--feed", gbp])
     assert wrong_pair.exit_code == 1 and "'GBP / USD', not EUR / USD" in wrong_pair.output
     assert rates_list(runner) == {}
 
@@ -237,7 +239,8 @@ def test_a_quote_is_locked_until_expiry_and_a_new_choice_quotes_again(shop, feed
     assert shop.event_types(process["processId"]) == ["payment.completed"]
 
 
-def test_a_transfer_of_an_earlier_choice_counts_for_its_share_of_that_quote(shop, feed, chain, runner):
+def test_a_transfer_of_an_earlier_choice_counts_for_its_share_of_that_quote(
+        shop, feed, chain, runner):
     """A customer who paid in one token, then changed to another before the watcher saw it, is
     credited what the first payment was worth of its own quote, not its number of tokens 1:1."""
     cheap = chain.deploy_named_token("Test Yen", "TJPY", 6)
@@ -315,13 +318,15 @@ def test_a_lagging_nodes_older_round_never_replaces_a_newer_one(shop, feed, chai
     shop.sync_clock()
     shop.watch()
     assert rates_list(runner)["EUR/USD"]["round"] == "2"
-    chain.set_feed(feed, 100_000_000, round_id=1, answered_in_round=1)  # as a node behind would answer
+    # as a node behind would answer
+    chain.set_feed(feed, 100_000_000, round_id=1, answered_in_round=1)
     shop.sync_clock()
     with caplog.at_level(logging.INFO, logger="app.rates"):
         shop.watch()
     listed = rates_list(runner)["EUR/USD"]
     assert (listed["round"], listed["value"], listed["state"]) == ("2", "1.1", "ok")
-    assert "round 1 is older than round 2 already read (a lagging node): kept the newer" in caplog.text
+    assert "round 1 is older than round 2 already read (a lagging node): kept the newer" \
+        in caplog.text
     assert offered(shop, preorder(shop, 10)["processId"]) == {"tusd": "11"}
 
 

@@ -1,12 +1,11 @@
-"""Bystanders' transfers settle no refund, named or not (API.md "Refunds"),
-on the real test chain: the merchant names the customer's own self-transfer, a transfer from the
-wallet that paid the order, or another merchant's payment to the customer, and the refund stays pending, its name
-cleared and kept with the reason (the Refund object's `clearedTxHash` and `clearedReason`, the
-console's refund page); a refund whose address is the merchant's payout address is not settled by
-that address paying itself; "already named" is per merchant, so another merchant's name neither
-shows nor blocks. A wallet the service does not know that is none of these (the merchant's
-exchange account) settles a refund it names. The Refund object's `sender` and `namedBy` say who
-paid it and who named it."""
+"""Bystanders' transfers settle no refund, named or not (API.md "Refunds"), on the real test chain:
+the merchant names the customer's own self-transfer, a transfer from the wallet that paid the order,
+or another merchant's payment to the customer, and the refund stays pending, its name cleared and
+kept with the reason (the Refund object's `clearedTxHash` and `clearedReason`, the console's refund
+page); a refund whose address is the merchant's payout address is not settled by that address paying
+itself; "already named" is per merchant, so another merchant's name neither shows nor blocks. A
+wallet the service does not know that is none of these (the merchant's exchange account) settles a
+refund it names. The Refund object's `sender` and `namedBy` say who paid it and who named it."""
 import logging
 import re
 
@@ -21,7 +20,8 @@ PAYOUT = 0  # the dev account holding the test token: the merchant's payout wall
 PASSWORD = "correct horse battery"
 SELF_PAID = ("moves the refund's token to the refund's address only from that address itself (the"
              " customer paying itself): only your own payment settles your refund")
-NOT_YOURS = "was sent from an address that is not yours alone: only your own payment settles your refund"
+NOT_YOURS = ("was sent from an address that is not yours alone: only your own payment settles your"
+             " refund")
 PAID_IT = ("was sent from an address that paid this process (the customer's): only your own payment"
            " settles your refund")
 

@@ -29,7 +29,8 @@ def refunds_url(process_id, refund_id=None):
 
 
 def post_refund(api, process_id, body, raw=None):
-    return api.client.post(refunds_url(process_id), data=raw if raw is not None else json.dumps(body),
+    return api.client.post(refunds_url(process_id),
+                           data=raw if raw is not None else json.dumps(body),
                            content_type="application/json", headers=api.headers())
 
 
@@ -213,8 +214,8 @@ def test_another_merchants_process_and_unknown_refunds_are_404(api, paid, make_m
     assert_error(post_refund(other, paid, refund_body()), 404, "not_found")
     assert_error(other.client.get(refunds_url(paid), headers=other.headers()), 404, "not_found")
     refund = post_refund(api, paid, refund_body()).get_json()
-    assert_error(other.client.delete(refunds_url(paid, refund["refundId"]), headers=other.headers()),
-                 404, "not_found")
+    assert_error(other.client.delete(refunds_url(paid, refund["refundId"]),
+                                     headers=other.headers()), 404, "not_found")
     for refund_id in ("rf_" + "0" * 32, "nope", refund["refundId"].upper()):
         response = api.client.delete(refunds_url(paid, refund_id), headers=api.headers())
         assert assert_error(response, 404, "not_found")["message"] == "No such refund."
@@ -318,12 +319,15 @@ def test_the_merchant_names_the_transaction_that_paid_a_refund(api, paid, clock,
     assert assert_error(taken, 409, "invalid_state")["message"] == (
         f"Transaction {TX_B.lower()} is already named for another refund: one transfer settles one"
         " refund.")
-    assert api.client.delete(refunds_url(paid, refund["refundId"]), headers=api.headers()).status_code == 200
-    freed = name(api, paid, other["refundId"], {"txHash": TX_B})  # a cancelled refund's name frees it
+    assert api.client.delete(refunds_url(paid, refund["refundId"]),
+                             headers=api.headers()).status_code == 200
+    # a cancelled refund's name frees it
+    freed = name(api, paid, other["refundId"], {"txHash": TX_B})
     assert freed.status_code == 200 and freed.get_json()["txHash"] == TX_B.lower()
     cancelled = name(api, paid, refund["refundId"], {"txHash": TX_A})
     assert assert_error(cancelled, 409, "invalid_state")["message"] == (
-        f"Refund {refund['refundId']} is cancelled; only a pending refund can be given its transaction.")
+        f"Refund {refund['refundId']} is cancelled; only a pending refund can be given its"
+        " transaction.")
 
 
 def test_already_named_means_by_the_same_merchant_another_s_name_neither_shows_nor_blocks(

@@ -85,8 +85,8 @@ def new_shop(app, client, runner, chain, clock, merchant, payout_account=MERCHAN
     return shop, process_id
 
 
-def test_a_refund_is_completed_by_the_merchants_confirmed_transfer(app, client, runner, chain, clock,
-                                                                   make_merchant, receiver):
+def test_a_refund_is_completed_by_the_merchants_confirmed_transfer(app, client, runner, chain,
+                                                                   clock, make_merchant, receiver):
     merchant = make_merchant(webhook_url=receiver.url("/hooks/refunds"))
     add_network(runner, chain, confirmations=CONFIRMATIONS)
     shop, process_id = new_shop(app, client, runner, chain, clock, merchant)
@@ -112,8 +112,8 @@ def test_a_refund_is_completed_by_the_merchants_confirmed_transfer(app, client, 
 
     # A cancelled refund is not settled by a transfer that would have paid it.
     cancelled = refund(shop, process_id, 1, other_customer)
-    response = client.delete(f"/payment-button/process/{process_id}/refunds/{cancelled['refundId']}",
-                             headers=shop.api.headers())
+    response = client.delete(f"/payment-button/process/{process_id}/refunds/"
+                             f"{cancelled['refundId']}", headers=shop.api.headers())
     assert response.status_code == 200 and response.get_json()["status"] == "cancelled"
     chain.transfer(other_customer, 1_000_000, sender=MERCHANT_WALLET)  # a block after createdAt
 
@@ -371,8 +371,9 @@ def _settle_through(app, url, chain, clock):
     db = app.extensions["db"]
     network = payment_rows.get_network(db.connection(), NETWORK)
     head = chain.head()
-    return chain_refunds.settle(db, rpc.Client(url), network, head, head - network.confirmations + 1,
-                                clock.now, max_range=2000, max_addresses=500)
+    return chain_refunds.settle(db, rpc.Client(url), network, head,
+                                head - network.confirmations + 1, clock.now, max_range=2000,
+                                max_addresses=500)
 
 
 def test_a_log_marked_removed_or_from_another_chain_s_node_records_nothing(

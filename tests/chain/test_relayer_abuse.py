@@ -1,7 +1,7 @@
-"""The relayer against its abusers, on the real node (tests/chain/token/TestUSDC.sol, ERC-3009) behind a
-proxy that can hang, trickle or lie (support/fake_rpc.py): the contract's "A relayer nobody can drain
-or switch off for others" and the REQUEST_NODE_DEADLINE_SECONDS bullet of "One caller never stalls
-the others".
+"""The relayer against its abusers, on the real node (tests/chain/token/TestUSDC.sol, ERC-3009)
+behind a proxy that can hang, trickle or lie (support/fake_rpc.py): the contract's "A relayer nobody
+can drain or switch off for others" and the REQUEST_NODE_DEADLINE_SECONDS bullet of "One caller
+never stalls the others".
 
 - Refused authorizations are counted per client address (the one the shipped nginx forwards): 6
   for one process or 31 in all within 10 minutes, and that client's next ones answer 429 without
@@ -54,7 +54,8 @@ class Relaying:
     `through` is called."""
 
     def __init__(self, app, client, runner, chain, clock, merchant):
-        self.app, self.client, self.runner, self.chain, self.clock = app, client, runner, chain, clock
+        self.app, self.client, self.runner = app, client, runner
+        self.chain, self.clock = chain, clock
         self.merchant, self.api = merchant, Api(client, merchant["secretKey"])
         clock.now = chain.timestamp()
         self.usdc = to_checksum_address(chain.deploy_token(contract="TestUSDC"))
@@ -136,7 +137,8 @@ def send_away(chain, payer, token, tip_gwei=50):
         "from": payer.address, "to": token, "gas": hex(100_000),
         "maxPriorityFeePerGas": hex(tip_gwei * GWEI),
         "maxFeePerGas": hex(10 * tip_gwei * GWEI),
-        "data": "0xa9059cbb" + chain.accounts[5][2:].lower().rjust(64, "0") + format(balance, "064x")})
+        "data": "0xa9059cbb" + chain.accounts[5][2:].lower().rjust(64, "0")
+                + format(balance, "064x")})
 
 
 class Paused:
@@ -171,7 +173,8 @@ def test_six_refusals_for_one_process_from_one_client_stop_it_without_the_node(s
         process_id, process = shop.order(1)
         broke = signing.payer("holds none of the token")
         for _ in range(6):  # each asks the node (the balance), and is refused
-            answer = shop.post(process_id, shop.body(process, 1_000_000, signer=broke), ABUSER_CLIENT)
+            answer = shop.post(process_id, shop.body(process, 1_000_000, signer=broke),
+                               ABUSER_CLIENT)
             assert (answer.status_code, list(answer.get_json()["errors"])) == (400, ["from"])
         asked, nonce = sum(proxy.calls.values()), shop.relayer_nonce()
         good = shop.body(process, 1_000_000)
@@ -206,7 +209,8 @@ def test_31_refusals_from_one_client_stop_it_for_every_process(shop, chain):
             for _ in range(5):
                 if refused < 31:
                     answer = shop.post(process_id, shop.body(process, 999_999), ABUSER_CLIENT)
-                    assert (answer.status_code, list(answer.get_json()["errors"])) == (400, ["value"])
+                    assert (answer.status_code,
+                            list(answer.get_json()["errors"])) == (400, ["value"])
                     refused += 1
             shop.clock.advance(1)
         asked = sum(proxy.calls.values())
@@ -280,7 +284,8 @@ def test_a_hung_node_answers_503_within_the_deadline_naming_the_network(shop, ch
         assert elapsed < 1.0 + 1, elapsed
         assert answer.headers["Retry-After"] == "5"
         assert "network hardhat" in _no_node_words(answer, proxy.url)["message"]
-        # The listing asks the node for the relayer's gas: within the deadline too, the option hidden.
+        # The listing asks the node for the relayer's gas: within the deadline too, the option
+        # hidden.
         started = time.monotonic()
         assert shop.gasless() is False
         assert time.monotonic() - started < 1.0 + 1
@@ -412,7 +417,8 @@ def test_no_error_quotes_the_node(shop, chain, caplog, method, status, code):
         logged = caplog.text
         assert "URL-KEY" not in logged  # the URL's path never logged ...
         if method != "down":
-            assert "SECRET-PROJECT-KEY refused" in logged  # ... the node's answer is, for the operator
+            # ... the node's answer is, for the operator
+            assert "SECRET-PROJECT-KEY refused" in logged
         assert f"http://127.0.0.1:{node.url.split(':')[2].split('/')[0]}" in logged
     finally:
         node.close()

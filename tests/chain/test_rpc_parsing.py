@@ -44,7 +44,8 @@ def test_a_transfer_log():
     assert (log.token, log.from_address, log.to_address, log.amount) == (
         TOKEN, SENDER, RECIPIENT, 6_000_000)
     assert (log.block_number, log.log_index, log.block_hash) == (16, 0, "0x" + "ab" * 32)
-    assert parse_transfer_log({k: v for k, v in _log().items() if k != "removed"}).amount == 6_000_000
+    assert parse_transfer_log({k: v for k, v in _log().items()
+                               if k != "removed"}).amount == 6_000_000
 
 
 @pytest.mark.parametrize("changes, message, contracts", [
@@ -117,8 +118,8 @@ def test_pins_hold_every_batch_of_a_step_to_one_chain():
 
 def _abi_string(text: bytes, length=None):
     padded = text + b"\0" * (-len(text) % 32)
-    return "0x" + (32).to_bytes(32, "big").hex() + (len(text) if length is None else length).to_bytes(
-        32, "big").hex() + padded.hex()
+    return ("0x" + (32).to_bytes(32, "big").hex()
+            + (len(text) if length is None else length).to_bytes(32, "big").hex() + padded.hex())
 
 
 @pytest.mark.parametrize("answer, symbol", [
@@ -144,7 +145,8 @@ def test_a_symbol_is_short_printable_text_or_nothing(answer, symbol):
 
 
 @pytest.mark.parametrize("answer, decimals", [
-    ("0x" + format(6, "064x"), 6), ("0x" + format(255, "064x"), 255), ("0x" + format(256, "064x"), None),
+    ("0x" + format(6, "064x"), 6), ("0x" + format(255, "064x"), 255),
+    ("0x" + format(256, "064x"), None),
     ("0x" + "f" * 64, None), ("0x06", None), ("0x", None), (None, None),
 ])
 def test_decimals_are_one_word_of_a_uint8_or_nothing(answer, decimals):

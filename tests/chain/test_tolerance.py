@@ -1,6 +1,7 @@
-"""The underpayment tolerance (`merchants set-tolerance`), on a real node: a payment completes at the
-amount due less the merchant's percent, rounded up to a whole base unit (never more forgone than the
-percent), and below it stays partly paid; each payment keeps the tolerance it was confirmed under."""
+"""The underpayment tolerance (`merchants set-tolerance`), on a real node: a payment completes at
+the amount due less the merchant's percent, rounded up to a whole base unit (never more forgone than
+the percent), and below it stays partly paid; each payment keeps the tolerance it was confirmed
+under."""
 import csv
 import io
 import re
@@ -13,7 +14,8 @@ CONFIRMATIONS = 2
 
 @pytest.fixture
 def shop(app, client, runner, chain, clock, make_merchant):
-    return open_shop(app, client, runner, chain, clock, make_merchant(), confirmations=CONFIRMATIONS)
+    return open_shop(app, client, runner, chain, clock, make_merchant(),
+                     confirmations=CONFIRMATIONS)
 
 
 def console_csv(shop):
@@ -31,7 +33,8 @@ def console_csv(shop):
 
 
 def set_tolerance(shop, percent):
-    return shop.runner.invoke(args=["merchants", "set-tolerance", "--", shop.merchant["merchantId"], percent])
+    return shop.runner.invoke(args=["merchants", "set-tolerance", "--",
+                                    shop.merchant["merchantId"], percent])
 
 
 def test_within_the_tolerance_completes_and_shows_paid_against_due(shop, chain):
@@ -65,7 +68,8 @@ def test_within_the_tolerance_completes_and_shows_paid_against_due(shop, chain):
 
     # The console's export: what was paid against what was due.
     rows = {r["processId"]: r for r in console_csv(shop)}
-    assert {k: rows[exact_id][k] for k in ("status", "assetId", "networkId", "amountDue", "amountPaid")} == {
+    assert {k: rows[exact_id][k]
+            for k in ("status", "assetId", "networkId", "amountDue", "amountPaid")} == {
         "status": "completed", "assetId": "tusd", "networkId": "hardhat", "amountDue": "19.99",
         "amountPaid": "19.89005"}
 

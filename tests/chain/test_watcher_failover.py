@@ -31,8 +31,8 @@ def app_config():
 
 @pytest.fixture
 def shop(app, client, runner, chain, clock, make_merchant, proxy):
-    return open_shop(app, client, runner, chain, clock, make_merchant(), confirmations=CONFIRMATIONS,
-                     rpc_url=proxy.url)
+    return open_shop(app, client, runner, chain, clock, make_merchant(),
+                     confirmations=CONFIRMATIONS, rpc_url=proxy.url)
 
 
 class WatcherProcess:
@@ -64,7 +64,8 @@ class WatcherProcess:
             found = [at for at, line in list(self.lines) if at >= since and text in line]
             if found:
                 return found[0]
-            assert self.process.poll() is None, f"exited {self.process.returncode}:\n{self.output()}"
+            assert self.process.poll() is None, \
+                f"exited {self.process.returncode}:\n{self.output()}"
             assert time.monotonic() < deadline, f"no {text!r} within {timeout} s:\n{self.output()}"
             time.sleep(0.02)
 
@@ -247,7 +248,8 @@ def test_a_watcher_that_lost_its_lease_mid_poll_records_nothing_and_calls_no_nod
 
     def taken_over():
         with db.transaction() as conn:
-            conn.execute("UPDATE watcher_leases SET expires_at = 0 WHERE network_id = ?", (NETWORK,))
+            conn.execute("UPDATE watcher_leases SET expires_at = 0 WHERE network_id = ?",
+                         (NETWORK,))
         assert other.take()
         db.release()
 
@@ -285,7 +287,8 @@ def test_the_lease_is_taken_renewed_and_taken_over_only_once_expired(app):
         assert lease_rows.renew(conn, "n1", "a", 30) and not lease_rows.renew(conn, "n1", "b", 30)
         conn.execute("UPDATE watcher_leases SET expires_at = expires_at - 31")
         assert lease_rows.take(conn, "n1", "b", 30)  # expired: taken over
-        assert not lease_rows.renew(conn, "n1", "a", 30) and not lease_rows.take(conn, "n1", "a", 30)
+        assert not lease_rows.renew(conn, "n1", "a", 30) \
+            and not lease_rows.take(conn, "n1", "a", 30)
         owner, left = lease_rows.holder(conn, "n1")
         assert owner == "b" and 29 < left <= 30
         lease_rows.release(conn, "n1", "a")  # not a's: kept

@@ -22,7 +22,8 @@ from app.evm.addresses import to_checksum_address
 CONFIRMATIONS = 3
 UNIT = 10**6
 ETHER = 10**18
-# Hardhat's published dev keys ("test test … junk"): #18 deploys the factories, #19 pays collections.
+# Hardhat's published dev keys ("test test … junk"): #18 deploys the factories, #19 pays
+# collections.
 OPERATOR_KEY = "0xde9be858da4a475276426320d5e9262ecfc3ba460bfac56360bfa6c4c28b4ee0"
 COLLECTOR_KEY = "0xdf57089febbacf7ba0bc227dafbffa9fc08a93fdc68e1e42411a14efcf23656e"
 PAYOUT = to_checksum_address("0x" + "5a" * 20)
@@ -93,7 +94,8 @@ class TwoNetworks:
         return response.get_json()["payment"]
 
     def accept(self, process_id, key, **headers):
-        return self.client.post(f"/payment-button/process/{process_id}/unexpected-transfers/{key}/accept",
+        return self.client.post(f"/payment-button/process/{process_id}/unexpected-transfers/{key}"
+                                "/accept",
                                 headers={"x-secret-key": self.merchant["secretKey"], **headers})
 
     def token_balance(self, node, holder, token=None):
@@ -130,7 +132,8 @@ def test_the_right_token_on_the_wrong_network_is_reported_accepted_and_collected
     two.watch()
     [(kind, event)] = two.events(process_id)
     assert kind == "payment.unexpected" and event["data"]["status"] == "pending"
-    reported = {"networkId": "amoy", "chainId": 80002, "tokenContract": to_checksum_address(amoy.token),
+    reported = {"networkId": "amoy", "chainId": 80002,
+                "tokenContract": to_checksum_address(amoy.token),
                 "symbol": "TUSD", "amount": "10", "baseUnits": str(10 * UNIT), "txHash": tx_hash,
                 "logIndex": 0, "blockNumber": block, "acceptedAt": None, "acceptedBy": None}
     payment = event["data"]["payment"]
@@ -157,7 +160,8 @@ def test_the_right_token_on_the_wrong_network_is_reported_accepted_and_collected
     who = f"secret key {two.merchant['secretKey'][:12]}…"
     assert body["payment"]["unexpectedTransfers"] == [dict(reported, acceptedAt=iso(clock()),
                                                            acceptedBy=who)]
-    assert [kind for kind, _ in two.events(process_id)] == ["payment.unexpected", "payment.completed"]
+    assert [kind for kind, _ in two.events(process_id)] == ["payment.unexpected",
+                                                            "payment.completed"]
     assert two.events(process_id)[1][1]["data"]["payment"]["amountPaid"] == "10"
     public = two.client.get(f"/payment-button/process/{process_id}/public",
                             headers={"x-public-key": two.merchant["publicKey"]}).get_json()
@@ -168,7 +172,8 @@ def test_the_right_token_on_the_wrong_network_is_reported_accepted_and_collected
     assert "already accepted" in again.get_json()["message"]
     assert two.accept(process_id, f"{tx_hash}:7").get_json()["code"] == "not_found"
     assert two.accept(process_id, "0x12:0").status_code == 404
-    assert [kind for kind, _ in two.events(process_id)] == ["payment.unexpected", "payment.completed"]
+    assert [kind for kind, _ in two.events(process_id)] == ["payment.unexpected",
+                                                            "payment.completed"]
 
     # collect on amoy moves it to the payout address, though the process chose hardhat.
     collected = json.loads(cli(runner, "collect", "amoy", "--key-file", keys["collector"],
@@ -186,7 +191,8 @@ def test_the_right_token_on_the_wrong_network_is_reported_accepted_and_collected
     amoy.mine(CONFIRMATIONS)
     two.watch()
     found = two.reconcile("hardhat", exit_code=1)
-    assert [(f["kind"], f["processId"], f["address"], f["amount"]) for f in found["onChainNotRecorded"]] == [
+    assert [(f["kind"], f["processId"], f["address"], f["amount"])
+            for f in found["onChainNotRecorded"]] == [
         ("gas coin", process_id, address.lower(), str(ETHER))]
     assert found["recordedNotOnChain"] == found["unsupportedStates"] == []
     cli(runner, "collect", "hardhat", "--key-file", keys["collector"])
@@ -200,11 +206,13 @@ def test_the_right_token_on_the_wrong_network_is_reported_accepted_and_collected
         ("amoy", "confirmed", "TUSD", "10"), ("hardhat", "confirmed", "gas coin", "1")]
     for network in ("hardhat", "amoy"):
         clean = two.reconcile(network)
-        assert clean["recordedNotOnChain"] == clean["onChainNotRecorded"] == clean["unsupportedStates"] == []
+        assert clean["recordedNotOnChain"] == clean["onChainNotRecorded"] \
+            == clean["unsupportedStates"] == []
     assert two.reconcile("amoy")["checked"]["collections"] == 1
 
 
-def test_an_unregistered_token_is_reported_never_credited_and_cannot_be_accepted(two, chain, runner):
+def test_an_unregistered_token_is_reported_never_credited_and_cannot_be_accepted(
+        two, chain, runner):
     cli(runner, "merchants", "set-xpub", two.merchant["merchantId"], XPUB)
     process_id, address = two.order(3)
     stranger = chain.deploy_token()  # a TestUSD nobody registered
@@ -256,7 +264,8 @@ def test_a_contract_emitting_garbage_to_a_deposit_address_cannot_jam_the_network
     word = (7 * UNIT).to_bytes(32, "big")
     for topics, data in (
         ([transfer, sender, _topic(address), b"\0" * 32], b""),  # an ERC-721 Transfer
-        ([transfer, b"\xff" * 12 + _topic(chain.accounts[5])[12:], _topic(address)], word),  # unpadded
+        # unpadded
+        ([transfer, b"\xff" * 12 + _topic(chain.accounts[5])[12:], _topic(address)], word),
         ([transfer, sender, _topic(address)], word + word),  # data of two words
         ([transfer, sender, _topic(address)], b""),  # no data
     ):
@@ -276,14 +285,17 @@ def test_a_contract_emitting_garbage_to_a_deposit_address_cannot_jam_the_network
     two.watch()
     assert "WARNING" not in caplog.text and "ERROR" not in caplog.text
     # The payment, deep when first read, completes in the scan; the others are reported after it.
-    assert [kind for kind, _ in two.events(process_id)] == ["payment.completed"] + ["payment.unexpected"] * 3
+    assert [kind for kind, _ in two.events(process_id)] \
+        == ["payment.completed"] + ["payment.unexpected"] * 3
     payment = two.payment(process_id)
     assert payment["amountPaid"] == "4"
     assert [(u["tokenContract"], u["symbol"], u["amount"], u["baseUnits"], u["txHash"])
             for u in payment["unexpectedTransfers"]] == [
         (to_checksum_address(odd), None, None, str(5 * UNIT), spray["transactionHash"]),
-        (to_checksum_address(reverting), None, None, "1", payment["unexpectedTransfers"][1]["txHash"]),
-        (to_checksum_address(burning), None, None, "1", payment["unexpectedTransfers"][2]["txHash"])]
+        (to_checksum_address(reverting), None, None, "1",
+         payment["unexpectedTransfers"][1]["txHash"]),
+        (to_checksum_address(burning), None, None, "1",
+         payment["unexpectedTransfers"][2]["txHash"])]
     chain.mine(1)
     two.watch()  # nothing twice, and the network is still read
     assert len(two.events(process_id)) == 4
@@ -333,7 +345,8 @@ def _read_only(app, on):
     name = url.rsplit("/", 1)[1]
     with dbutil.connect(url) as conn:
         conn.execute("SET default_transaction_read_only = off")
-        conn.execute(f'ALTER DATABASE "{name}" SET default_transaction_read_only = {"on" if on else "off"}')
+        conn.execute(f'ALTER DATABASE "{name}" SET default_transaction_read_only ='
+                     f' {"on" if on else "off"}')
     app.extensions["db"].close_all()
 
 
@@ -374,8 +387,8 @@ def test_reconcile_is_clean_after_honest_payments_writes_nothing_and_finds_forge
         _read_only(app, False)
     assert clean.exit_code == 0, clean.output
     assert clean.output.splitlines()[-1] == "The books match the chain."
-    assert (report["recordedNotOnChain"], report["onChainNotRecorded"], report["unsupportedStates"]) == (
-        [], [], [])
+    assert (report["recordedNotOnChain"], report["onChainNotRecorded"],
+            report["unsupportedStates"]) == ([], [], [])
     assert report["checked"] == {"transfersOnChain": 3, "transfersRecorded": 3, "refunds": 1,
                                  "collections": 0, "completedProcesses": 2, "payoutAddresses": 0}
     assert report["toBlock"] == chain.head() - CONFIRMATIONS + 1
@@ -391,20 +404,23 @@ def test_reconcile_is_clean_after_honest_payments_writes_nothing_and_finds_forge
             " token_contract, from_address, amount, block_number, block_hash, block_timestamp,"
             " status, seen_at, confirmed_at) SELECT chain_id, ?, 0, network_id, process_id,"
             " token_contract, from_address, '3000000', block_number, block_hash, block_timestamp,"
-            " status, seen_at, confirmed_at FROM transfers WHERE process_id = ?", (fake_tx, partial_id))
-        conn.execute("UPDATE processes SET status = 'completed', completed_by = 'payment' WHERE id = ?",
-                     (partial_id,))
-        conn.execute("UPDATE refunds SET tx_hash = ? WHERE id = ?", ("0x" + "e1" * 32, refund["refundId"]))
+            " status, seen_at, confirmed_at FROM transfers WHERE process_id = ?",
+            (fake_tx, partial_id))
+        conn.execute("UPDATE processes SET status = 'completed', completed_by = 'payment'"
+                     " WHERE id = ?", (partial_id,))
+        conn.execute("UPDATE refunds SET tx_hash = ? WHERE id = ?",
+                     ("0x" + "e1" * 32, refund["refundId"]))
     found = two.reconcile("hardhat", exit_code=1)
     assert [(f["kind"], f["processId"], f["refundId"], f["txHash"], f["reason"])
             for f in found["recordedNotOnChain"]] == [
         ("transfer", partial_id, None, fake_tx, "not on the chain"),
-        ("refund", paid_id, refund["refundId"], "0x" + "e1" * 32, "its transaction is not on the chain")]
+        ("refund", paid_id, refund["refundId"], "0x" + "e1" * 32,
+         "its transaction is not on the chain")]
     assert found["onChainNotRecorded"] == []
     assert [(f["kind"], f["processId"], f["reason"]) for f in found["unsupportedStates"]] == [
         ("refund", paid_id, "completed without its transfer on the chain"),
-        ("process", partial_id, "completed with 2000000 base units confirmed and accepted, less than"
-                                " the 5000000 due (tolerance 0 %)")]
+        ("process", partial_id, "completed with 2000000 base units confirmed and accepted,"
+                                " less than the 5000000 due (tolerance 0 %)")]
     text = runner.invoke(args=["reconcile", "hardhat"])
     assert text.exit_code == 1
     assert f"  - transfer (process {partial_id}), {fake_tx}:0 in block" in text.output
