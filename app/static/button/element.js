@@ -4,10 +4,10 @@
  * The payment button web component of the preorder service: this module defines the element (its
  * life, its calls and polling, what it shows per state, its events). No dependencies, no build step
  * (native ES modules, ES2020): button.js, the one classic script a merchant's page includes, imports
- * this file, which imports its neighbours (texts.js, format.js, api.js, wallets.js, markup.js); the
- * style sheet is button.css beside them, linked into the shadow root. Nothing comes from a third
- * party: the QR code is drawn by the service (GET …/qr.svg, fetched like the API calls: showing a
- * payment address sends nothing to a third party).
+ * this file, which imports its neighbours (texts.js, format.js, status.js, api.js, wallets.js,
+ * markup.js); the style sheet is button.css beside them, linked into the shadow root. Nothing comes
+ * from a third party: the QR code is drawn by the service (GET …/qr.svg, fetched like the API
+ * calls: showing a payment address sends nothing to a third party).
  *
  * Attributes (all observed; changing process-id, public-key or api-base re-initialises the button):
  *   process-id  the processId the merchant backend got from POST /payment-button/process/preorder
@@ -61,13 +61,13 @@
  */
 import { ApiError, defaultBase, fetchQrSvg, request } from './api.js';
 import {
-  clockText, decAdd, decCmp, dueText, formatPrice, paymentSums, quoteText, transfersOf, unconfirmed,
+  clockText, decCmp, dueText, formatPrice, paymentSums, quoteText, transfersOf, unconfirmed,
 } from './format.js';
-import { STYLESHEET, TEMPLATE, choiceButton, hide } from './markup.js';
+import { STYLESHEET, TEMPLATE, choiceButton, copyBySelection, hide } from './markup.js';
+import { outcomeText, paymentStatus } from './status.js';
 import { FINAL, TEXT } from './texts.js';
 import {
-  WALLET_LISTENERS, WalletError, authorization, browserWallets, outstandingUnits, sameChain, transferData,
-  walletIcon, walletMessage,
+  WALLET_LISTENERS, browserWallets, signedAuthorization, walletMessage, walletPayment, walletRow,
 } from './wallets.js';
 
 const TAG = 'payment-button';
@@ -701,31 +701,9 @@ class PaymentButton extends HTMLElement {
     const key = `${wallets.map((w) => w.name).join('\n')}|${gasless}`;
     if (key === this._walletKey) return; // redrawn only when it changes: focus stays put
     this._walletKey = key;
-    el.walletList.replaceChildren(...wallets.map((w) => this._walletRow(w, gasless)));
+    const pay = (wallet, withoutGas) => this._payFromWallet(wallet, withoutGas);
+    el.walletList.replaceChildren(...wallets.map((w) => walletRow(w, gasless, pay)));
     this._setWalletsDisabled(this._walletBusy);
-  }
-
-  _walletRow(wallet, gasless) {
-    const row = document.createElement('div');
-    row.className = 'wallet-row';
-    const pay = document.createElement('button');
-    pay.type = 'button';
-    pay.className = 'pay-wallet';
-    const icon = walletIcon(wallet.icon);
-    if (icon) pay.append(icon);
-    pay.append(TEXT.payWithWallet(wallet.name));
-    pay.addEventListener('click', () => this._payFromWallet(wallet, false));
-    row.append(pay);
-    if (gasless) {
-      const free = document.createElement('button');
-      free.type = 'button';
-      free.className = 'gasless';
-      free.textContent = TEXT.payGasless;
-      free.setAttribute('aria-label', TEXT.payGaslessWith(wallet.name));
-      free.addEventListener('click', () => this._payFromWallet(wallet, true));
-      row.append(free);
-    }
-    return row;
   }
 
   _setWalletsDisabled(disabled) {
@@ -761,53 +739,29 @@ class PaymentButton extends HTMLElement {
     }
   }
 
-  // Connect, switch to the payment's network, read what is still due and the chain id again, then
-  // one transfer (or one signed authorization): nothing is sent unless the chain id matches.
-  async _walletPayment(wallet, gasless, gen) {
-    const provider = wallet.provider;
+  // The wallet's payment of what is due (wallets.js): the status line says each step; the process
+  // is read again before anything is asked for; without gas, the service submits the signature.
+  _walletPayment(wallet, gasless, gen) {
     const chosen = this._process.payment;
-    const { network } = this._names(chosen);
-    const target = `0x${chosen.chainId.toString(16)}`;
-    this._setStatus('', TEXT.walletOpen(wallet.name));
-    const accounts = await provider.request({ method: 'eth_requestAccounts' });
-    const from = Array.isArray(accounts) && typeof accounts[0] === 'string' ? accounts[0] : '';
-    if (!/^0x[0-9a-fA-F]{40}$/.test(from)) throw new WalletError(TEXT.walletNoAccount);
-    if (!sameChain(await provider.request({ method: 'eth_chainId' }), target)) {
-      this._setStatus('', TEXT.walletSwitch(network, chosen.chainId));
-      try {
-        await provider.request({ method: 'wallet_switchEthereumChain', params: [{ chainId: target }] });
-      } catch (err) {
-        if (err && err.code === 4902) throw new WalletError(TEXT.walletUnknownChain(network, chosen.chainId));
-        throw err;
-      }
-    }
-    const r = await this._fetchPublic(); // a transfer may have arrived meanwhile
-    if (gen !== this._gen) return '';
-    this._apply(r);
-    const payment = r.process.payment;
-    if (this._final || !payment || r.process.status !== 'pending') return '';
-    const units = outstandingUnits(payment);
-    if (units <= 0n) throw new WalletError(TEXT.walletNothingLeft);
-    if (payment.chainId !== chosen.chainId || !sameChain(await provider.request({ method: 'eth_chainId' }), target)) {
-      throw new WalletError(TEXT.walletWrongChain(network, chosen.chainId));
-    }
-    this._setStatus('', TEXT.walletOpen(wallet.name));
-    if (gasless) return this._signAuthorization(provider, from, payment, units);
-    const hash = await provider.request({
-      method: 'eth_sendTransaction',
-      params: [{ from, to: payment.tokenContract, data: transferData(payment.address, units) }],
+    return walletPayment(wallet, chosen, this._names(chosen).network, {
+      say: (text) => this._setStatus('', text),
+      reread: async () => {
+        const r = await this._fetchPublic(); // a transfer may have arrived meanwhile
+        if (gen !== this._gen) return null;
+        this._apply(r);
+        return this._final || r.process.status !== 'pending' ? null : r.process.payment;
+      },
+      authorize: gasless ? (provider, from, payment, units) => this._authorize(provider, from, payment, units) : null,
     });
-    return String(hash);
   }
 
   // Without gas (ERC-3009): the payer signs TransferWithAuthorization of exactly what is due, valid
   // until 5 minutes after the payment expires; the service's relayer sends it.
-  async _signAuthorization(provider, from, payment, units) {
-    const entry = this._networkEntry(payment);
+  async _authorize(provider, from, payment, units) {
     const validBefore = Math.floor(Date.parse(this._process.expiresAt) / 1000) + 300;
-    const { message, typed } = authorization(from, payment.address, units, validBefore, entry.eip712Domain);
-    const signature = await provider.request({ method: 'eth_signTypedData_v4', params: [from, JSON.stringify(typed)] });
-    const { data } = await this._request('POST', this._path('authorization'), JSON.stringify({ ...message, signature }), 'txHash');
+    const signed = await signedAuthorization(provider, from, payment.address, units, validBefore,
+      this._networkEntry(payment).eip712Domain);
+    const { data } = await this._request('POST', this._path('authorization'), JSON.stringify(signed), 'txHash');
     return String(data.txHash);
   }
 
@@ -823,25 +777,8 @@ class PaymentButton extends HTMLElement {
   _renderPaymentStatus(process) {
     const payment = process && process.payment;
     if (!payment || this._final || this._walletBusy) return;
-    const { symbol, confirmations, network } = this._names(payment);
-    const { received, remaining } = paymentSums(payment);
-    const due = payment.amountDue;
-    // The network's node is down or stalled: said beside whatever else is said.
-    const delayed = process.networkState === 'unavailable' ? ` ${TEXT.delayed(network)}` : '';
-    if (decCmp(payment.amountPending, '0') > 0) {
-      const open = unconfirmed(transfersOf(payment), confirmations);
-      const k = open.length ? Math.min(...open.map((t) => t.confirmations)) : 0;
-      const byTag = payment.finality === 'safe' || payment.finality === 'finalized';
-      let text = byTag ? TEXT.seenFinal : TEXT.seen(k, confirmations);
-      if (decCmp(remaining, '0') > 0) text += ` ${TEXT.sendRest(received, due, remaining, symbol)}`;
-      this._setStatus('seen', text + delayed);
-    } else if (decCmp(payment.amountPaid, '0') > 0) {
-      this._setStatus('partial', TEXT.sendRest(payment.amountPaid, due, remaining, symbol) + delayed);
-    } else if (this._expiring) {
-      this._setStatus('', TEXT.checkingInTime + delayed);
-    } else {
-      this._setStatus('', TEXT.waiting(`${due} ${symbol}`) + delayed);
-    }
+    const { kind, text } = paymentStatus(process, this._names(payment), this._expiring);
+    this._setStatus(kind, text);
   }
 
   async _copy(button, text, what) {
@@ -851,7 +788,7 @@ class PaymentButton extends HTMLElement {
       await navigator.clipboard.writeText(text);
       ok = true;
     } catch (_) {
-      ok = this._copyBySelection(text);
+      ok = copyBySelection(text, this.shadowRoot);
       button.focus();
     }
     const label = button.firstChild;
@@ -859,20 +796,6 @@ class PaymentButton extends HTMLElement {
     this._el.copied.textContent = ok ? TEXT.copiedSaid(what) : TEXT.copyFailedSaid(what);
     clearTimeout(button._reset);
     button._reset = setTimeout(() => { label.textContent = TEXT.copy; this._el.copied.textContent = ''; }, COPIED_MS);
-  }
-
-  // No clipboard API (an insecure context): copy through a selected, off-screen text area.
-  _copyBySelection(text) {
-    const area = document.createElement('textarea');
-    area.value = text;
-    area.setAttribute('readonly', '');
-    area.style.cssText = 'position:fixed;top:-1000px;opacity:0';
-    this.shadowRoot.append(area);
-    area.select();
-    let ok = false;
-    try { ok = document.execCommand('copy'); } catch (_) { ok = false; }
-    area.remove();
-    return ok;
   }
 
   // -- a final state: completed, expired, cancelled --
@@ -910,26 +833,9 @@ class PaymentButton extends HTMLElement {
 
   // The outcome's title and text; with a live payment, what it received says more.
   _renderOutcome() {
-    const status = this._final;
     const payment = this._process && this._process.payment;
-    let title = FINAL[status].title;
-    let text = FINAL[status].text(this._shownAmount());
-    if (payment) {
-      const symbol = this._names(payment).symbol;
-      const { received } = paymentSums(payment);
-      const due = payment.amountDue;
-      const over = decAdd(payment.amountPaid, due, -1);
-      if (status === 'completed') {
-        // Paid on-chain: what was paid. (A sandbox payment completes it with nothing paid on-chain:
-        // the process amount stays.)
-        if (decCmp(payment.amountPaid, '0') > 0) text = FINAL.completed.text(`${payment.amountPaid} ${symbol}`);
-        if (over && decCmp(over, '0') > 0) text += TEXT.overpaid(over, symbol);
-      } else if (decCmp(received, '0') > 0) {
-        const full = decCmp(received, due) >= 0;
-        if (status === 'expired' && full) title = TEXT.paidLate;
-        text = full ? TEXT.arrivedLate(`${received} ${symbol}`, status) : TEXT.arrivedShort(received, due, symbol);
-      }
-    }
+    const symbol = payment ? this._names(payment).symbol : '';
+    const { title, text } = outcomeText(this._final, payment, this._shownAmount(), symbol);
     this._el.outcomeTitle.textContent = title;
     this._el.outcomeText.textContent = text;
   }

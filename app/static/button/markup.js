@@ -77,3 +77,18 @@ export function choiceButton(text, sub, due, onClick) {
   b.addEventListener('click', onClick);
   return b;
 }
+
+/** Copies `text` without the clipboard API (an insecure context), through a selected, off-screen
+ * text area in `root`; whether the browser says it copied. */
+export function copyBySelection(text, root) {
+  const area = document.createElement('textarea');
+  area.value = text;
+  area.setAttribute('readonly', '');
+  area.style.cssText = 'position:fixed;top:-1000px;opacity:0';
+  root.append(area);
+  area.select();
+  let ok = false;
+  try { ok = document.execCommand('copy'); } catch (_) { ok = false; }
+  area.remove();
+  return ok;
+}
