@@ -155,11 +155,12 @@ def _reserve(conn, email, client, now, protected):
     if until is not None:
         raise LoginRefused(until - now, locked=True)
     since = now - WINDOW_SECONDS
-    for subject, limit in zip(subjects, (EMAIL_LOCK_AFTER, CLIENT_LOCK_AFTER)):
+    for subject, limit in zip(subjects, (EMAIL_LOCK_AFTER, CLIENT_LOCK_AFTER), strict=True):
         count, first, last = user_rows.checks_since(conn, subject, since)
         if count >= limit:  # failed or still being checked: no more until the window moves on
             raise LoginRefused(max(1, first + WINDOW_SECONDS - now), locked=True)
-        if subject.startswith("email:") and count >= SLOW_AFTER and now < last + 2 ** (count - SLOW_AFTER):
+        if (subject.startswith("email:") and count >= SLOW_AFTER
+                and now < last + 2 ** (count - SLOW_AFTER)):
             raise LoginRefused(last + 2 ** (count - SLOW_AFTER) - now, locked=False)
     return [user_rows.insert_check(conn, subject, now, protected and subject.startswith("email:"))
             for subject in subjects]
@@ -168,7 +169,8 @@ def _reserve(conn, email, client, now, protected):
 def _failed(conn, email, client, now):
     """After a wrong password (its checks stay): lock the subjects that reached their limit."""
     since = now - WINDOW_SECONDS
-    for subject, limit in zip(_subjects(email, client), (EMAIL_LOCK_AFTER, CLIENT_LOCK_AFTER)):
+    for subject, limit in zip(_subjects(email, client), (EMAIL_LOCK_AFTER, CLIENT_LOCK_AFTER),
+                              strict=True):
         if user_rows.checks_since(conn, subject, since)[0] >= limit:
             user_rows.lock(conn, subject, now + LOCK_SECONDS)
 
@@ -183,8 +185,8 @@ def log_in(db, *, email, password, client, now, session_hours, hash_method):
         checks = _reserve(conn, email, client, now, protected=user is not None)
     # The hash is always checked, so an unknown email costs as long as a wrong password.
     good = check_password_hash(user.password_hash if user else _dummy_hash(hash_method), password)
-    log.info("console login: password checked for %s: %s", f"user {user.id}" if user else "an unknown email",
-             "right" if good else "wrong")
+    log.info("console login: password checked for %s: %s",
+             f"user {user.id}" if user else "an unknown email", "right" if good else "wrong")
     admitted = (good and user is not None and user.disabled_at is None
                 and not merchant_rows.get(db.connection(), user.merchant_id).disabled)
     if not admitted:

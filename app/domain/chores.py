@@ -1,7 +1,8 @@
 """The upkeep a delivery worker does beside its polls, each chore once its interval has passed:
 expire processes past their expiry (so their `process.expired` events go out), purge Idempotency-Key
-records past IDEMPOTENCY_TTL_SECONDS, prune final events older than RETENTION_DAYS (app/domain/ops.py).
-Every worker may run them at once: each is a guarded write that one of them wins per row."""
+records past IDEMPOTENCY_TTL_SECONDS, prune final events older than RETENTION_DAYS
+(app/domain/ops.py). Every worker may run them at once: each is a guarded write that one of them
+wins per row."""
 import logging
 import math
 
@@ -40,7 +41,7 @@ class Chores:
             log.info("purged %d idempotency keys older than %d s", purged, self.idempotency_ttl)
         if self.retention_days and self._due("prune", PRUNE_EVERY_SECONDS, now):
             pruned = ops.prune(self.db, now, older_than_days=self.retention_days,
-                                      idempotency_ttl=self.idempotency_ttl, max_batches=PRUNE_BATCHES)
+                               idempotency_ttl=self.idempotency_ttl, max_batches=PRUNE_BATCHES)
             if pruned.more:
                 del self._last["prune"]
             if pruned.events:
@@ -48,7 +49,8 @@ class Chores:
                          pruned.events, self.retention_days, pruned.attempts)
 
     def _due(self, chore, seconds, now) -> bool:
-        """Whether `chore` ran `seconds` or more ago (or the clock went back); if so, it runs now."""
+        """Whether `chore` ran `seconds` or more ago (or the clock went back); if so, it runs
+        now."""
         if 0 <= now - self._last.get(chore, -math.inf) < seconds:
             return False
         self._last[chore] = now

@@ -55,7 +55,8 @@ MAX_URL, MAX_DESCRIPTION = 2048, 250
 
 
 def check_description(text) -> str | None:
-    """None, or plain text of at most MAX_DESCRIPTION characters (the API's rule, for every door)."""
+    """None, or plain text of at most MAX_DESCRIPTION characters (the API's rule, for every
+    door)."""
     if text is not None and (len(text) > MAX_DESCRIPTION or any(
             ord(c) < 32 or 127 <= ord(c) < 160 or 0xD800 <= ord(c) <= 0xDFFF for c in text)):
         raise EndpointError("description", f"Must be plain text of at most {MAX_DESCRIPTION}"
@@ -176,7 +177,8 @@ def roll_secret(db, merchant_id, endpoint_id, now, overlap_seconds=0) -> str:
 
 
 def delete(db, merchant_id, endpoint_id, now) -> Endpoint:
-    """Delete the endpoint: out of every list, its pending deliveries cancelled, its history kept."""
+    """Delete the endpoint: out of every list, its pending deliveries cancelled, its history
+    kept."""
     endpoint = get(db, merchant_id, endpoint_id)
     with db.transaction() as conn:
         if not endpoint_rows.delete(conn, endpoint.id, int(now)):

@@ -61,10 +61,10 @@ def create(db, merchant, *, amount, description, now, currency=None, metadata="{
         raise LinkError("maxPayments", "Must be a whole number, at least 1.")
     if expires_at is not None and expires_at <= now:
         raise LinkError("expiresAt", "Must be in the future.")
-    link = Link(id=new_link_id(), merchant_id=merchant.id, livemode=merchant.livemode, amount=amount,
-                currency=code, description=description, metadata=metadata, success_url=success_url,
-                max_payments=max_payments, expires_at=expires_at, deactivated_at=None,
-                created_at=now)
+    link = Link(id=new_link_id(), merchant_id=merchant.id, livemode=merchant.livemode,
+                amount=amount, currency=code, description=description, metadata=metadata,
+                success_url=success_url, max_payments=max_payments, expires_at=expires_at,
+                deactivated_at=None, created_at=now)
     with db.transaction() as conn:
         link_rows.insert(conn, link)
     return link
@@ -142,7 +142,8 @@ def set_display_name(db, merchant_id, name) -> str | None:
     """The name the checkout pages show (blank: the merchant's name again); at most 80 characters
     of plain text."""
     name = (name or "").strip() or None
-    if name is not None and (len(name) > 80 or any(ord(c) < 32 or 127 <= ord(c) < 160 for c in name)):
+    if name is not None and (len(name) > 80
+                             or any(ord(c) < 32 or 127 <= ord(c) < 160 for c in name)):
         raise LinkError("displayName", "Must be at most 80 characters of plain text.")
     with db.transaction() as conn:
         if not merchant_rows.set_display_name(conn, merchant_id, name):

@@ -19,7 +19,8 @@ def new_merchant_id() -> str:
     return "mer_" + uuid.uuid4().hex[:24]
 
 
-def check_webhook_url(url: str, livemode: bool, *, allow_loopback: bool, resolve=None) -> str | None:
+def check_webhook_url(url: str, livemode: bool, *, allow_loopback: bool,
+                      resolve=None) -> str | None:
     """The SSRF guard when a URL is set (endpoints.check_url), as a MerchantError."""
     try:
         return endpoints.check_url(url, livemode, allow_loopback=allow_loopback, resolve=resolve)
@@ -103,7 +104,8 @@ def roll_key(db, merchant_id, now, overlap_seconds) -> str:
 
 
 def rotate_public_key(db, merchant_id) -> str:
-    """Replace the public key at once: the old one stops working (pages embedding it must change)."""
+    """Replace the public key at once: the old one stops working (pages embedding it must
+    change)."""
     with db.transaction() as conn:
         merchant = _existing(conn, merchant_id)
         public_key = keys.new_public_key(merchant.livemode)
@@ -140,7 +142,8 @@ def revoke_key(db, merchant_id, prefix, now):
             key = merchant_rows.key_by_hash(conn, merchant_id, keys.hash_key(prefix))
             matches = [key] if key else []
         else:
-            matches = [k for k in merchant_rows.keys(conn, merchant_id) if k.key_prefix.startswith(prefix)]
+            matches = [k for k in merchant_rows.keys(conn, merchant_id)
+                       if k.key_prefix.startswith(prefix)]
         if not matches:
             raise MerchantError("No key of this merchant starts with that prefix.")
         if len(matches) > 1:
@@ -165,8 +168,8 @@ def revoke_key_now(db, merchant_id, key_id, now) -> SecretKey:
         if key.state(now) in ("revoked", "expired"):
             raise MerchantError(f"Key {key.key_prefix}… already stopped working.")
         if not any(k.id != key.id and k.state(now) in ("active", "expiring") for k in keys_now):
-            raise MerchantError(f"Key {key.key_prefix}… is this merchant's last working key: roll the"
-                                " secret key first, then revoke this one.")
+            raise MerchantError(f"Key {key.key_prefix}… is this merchant's last working key: roll"
+                                " the secret key first, then revoke this one.")
         merchant_rows.revoke_key(conn, key.id, now)
     return replace(key, revoked_at=now)
 
@@ -179,9 +182,10 @@ def disable(db, merchant_id, now):
 
 
 def set_tolerance(db, merchant_id, percent) -> str:
-    """Set the merchant's underpayment tolerance (percent, a decimal from 0 to 5, app/core/money.py);
-    the value stored. It applies to payments confirmed from now on: each keeps the one it was made
-    under, so a change never completes or reopens a payment already under way."""
+    """Set the merchant's underpayment tolerance (percent, a decimal from 0 to 5,
+    app/core/money.py); the value stored. It applies to payments confirmed from now on: each keeps
+    the one it was made under, so a change never completes or reopens a payment already under
+    way."""
     try:
         tolerance = parse_tolerance(percent)
     except AmountError as e:

@@ -12,7 +12,8 @@ from app.core.records import Pruned
 from app.data import ops
 
 DAY = 86_400
-PRUNE_BATCH = 200  # events looked at per transaction: a short hold of the write lock (bench/README.md)
+# events looked at per transaction: a short hold of the write lock (bench/README.md)
+PRUNE_BATCH = 200
 
 
 def prune(db, now, *, older_than_days, idempotency_ttl, batch_size=PRUNE_BATCH, max_batches=None):
@@ -98,7 +99,8 @@ def _network_families(family, networks, now):
            "Seconds since the watcher's last successful poll (since the network was added, before"
            " one).", each(lambda n, h: max(0, now - (n.polled_at or n.created_at))))
     family("preorder_network_head_age_seconds", "gauge",
-           "Age of the head block at the last successful poll (its timestamp to now; 0 before one).",
+           "Age of the head block at the last successful poll (its timestamp to now; 0 before"
+           " one).",
            each(lambda n, h: max(0, now - n.head_timestamp) if n.head_timestamp else 0))
 
 

@@ -97,14 +97,16 @@ def queue_test(db, merchant, endpoint, now) -> str:
 
 
 def tests_of(db, merchant_id, limit=5):
-    """A merchant's latest test events, newest first, each with its attempts: [(event, attempts)]."""
+    """A merchant's latest test events, newest first, each with its attempts: [(event,
+    attempts)]."""
     conn = db.connection()
     return [(event, event_rows.attempts_of(conn, event.id))
             for event in event_rows.tests_of(conn, merchant_id, limit)]
 
 
 def list_recent(db, *, limit, state=None, merchant_id=None):
-    return event_rows.list_recent(db.connection(), limit=limit, state=state, merchant_id=merchant_id)
+    return event_rows.list_recent(db.connection(), limit=limit, state=state,
+                                  merchant_id=merchant_id)
 
 
 def get_with_attempts(db, event_id):

@@ -1,10 +1,10 @@
 """The overview (`/dashboard/overview`, where a login lands): what staff read at a glance, from the
-database only (app/data/overview.py: one merchant, the last 30 UTC days, indexed reads), never from a
-chain's node: a node that does not answer never holds the page (what the addresses hold on the
+database only (app/data/overview.py: one merchant, the last 30 UTC days, indexed reads), never from
+a chain's node: a node that does not answer never holds the page (what the addresses hold on the
 chain is read on the payouts page). Every figure is a link to the list it counts; the page and its
 chart are app/console/overview.py."""
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from app.core.records import STATUSES
@@ -71,7 +71,8 @@ def of_merchant(db, merchant, now, recount=False) -> Overview:
                     overpaid_more=overpaid_more,
                     completed=_by_currency(read("completed"), today, merchant.currency),
                     statuses=statuses(conn, merchant.id, current, from_seq, read("final")),
-                    partly=partly, partly_more=partly_more, waiting=waiting(conn, merchant.id, since),
+                    partly=partly, partly_more=partly_more,
+                    waiting=waiting(conn, merchant.id, since),
                     failing=overview_rows.failing_deliveries(conn, merchant.id))
 
 
@@ -101,7 +102,8 @@ def overpaid_count(db, merchant_id, since) -> tuple[int, bool]:
     more = len(candidates) > PARTLY_MAX
     count, unsure = overview_rows.partly_paid(conn, candidates[:PARTLY_MAX], over=True)
     if unsure:
-        count += sum(1 for v in payments.views_of(db, unsure).values() if v.paid > v.payment.amount_due)
+        count += sum(1 for v in payments.views_of(db, unsure).values()
+                     if v.paid > v.payment.amount_due)
     return count, more
 
 
@@ -115,7 +117,8 @@ def waiting(conn, merchant_id, since) -> list[dict]:
     found = []
     for network_id in payout_rows.networks_with_factory(conn):
         start = max(since, last.get(network_id, 0) - DAY)
-        for token, addresses, base in overview_rows.uncollected(conn, merchant_id, network_id, start):
+        for token, addresses, base in overview_rows.uncollected(conn, merchant_id, network_id,
+                                                                start):
             asset = symbols.get((network_id, token.lower()))
             found.append({"network": networks[network_id].name, "network_id": network_id,
                           "amount": text(_units(base, asset.decimals)) if asset else str(base),
@@ -134,7 +137,7 @@ def text(amount: Decimal) -> str:
 
 
 def day_text(day) -> str:
-    return datetime.fromtimestamp(day * DAY, timezone.utc).strftime("%Y-%m-%d")
+    return datetime.fromtimestamp(day * DAY, UTC).strftime("%Y-%m-%d")
 
 
 def _windows(day, today):
@@ -161,7 +164,8 @@ def _history(conn, merchant_id, since, from_seq):
         "paid": lambda: overview_rows.paid_by_day(conn, merchant_id, since),
         "refunded": lambda: overview_rows.refunded_by_day(conn, merchant_id, since),
         "completed": lambda: overview_rows.completed_by_day(conn, merchant_id, since, 0),
-        "sandbox": lambda: overview_rows.completed_without_transfer_by_day(conn, merchant_id, since, 0),
+        "sandbox": lambda: overview_rows.completed_without_transfer_by_day(conn, merchant_id, since,
+                                                                           0),
         "final": lambda: overview_rows.final_by_created_day(conn, merchant_id, from_seq),
     }
     return lambda kind: queries[kind]()
@@ -194,7 +198,8 @@ def money(conn, now, read, sandbox_mode, currency=None) -> tuple[list[AssetFigur
         for days in _windows(day, today):
             found.refunded[days] += _units(base, decimals)
     sandbox = read("sandbox") if sandbox_mode else ()
-    return sorted(by_id.values(), key=lambda f: (-f.paid[30], f.id)), _by_currency(sandbox, today, currency)
+    return (sorted(by_id.values(), key=lambda f: (-f.paid[30], f.id)),
+            _by_currency(sandbox, today, currency))
 
 
 def statuses(conn, merchant_id, now, from_seq, final_rows) -> list[tuple[str, int]]:

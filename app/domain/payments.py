@@ -16,8 +16,8 @@ from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
 from app.data import processes as process_rows
 from app.domain import health, rates
-from app.domain.setup import network_health
 from app.domain.processes import InvalidState, ProcessNotFound
+from app.domain.setup import network_health
 from app.evm import addresses, forwarder
 
 # An address index is skipped when its address is already some payment's (another merchant
@@ -167,7 +167,8 @@ def confirm(db, merchant, process_id, *, asset_id, network_id, now, stale_second
                 if not payment_rows.change_choice(conn, changed):
                     raise ChoiceLocked(process_id)
         elif payout_mode:
-            address = forwarder.deposit_address(factory, payout, forwarder.salt(process_id), version)
+            address = forwarder.deposit_address(factory, payout, forwarder.salt(process_id),
+                                                version)
             if payment_rows.address_taken(conn, address):  # a salt is the process's: never
                 raise PaymentMethodUnavailable("This payment's deposit address is already taken.")
             payment_rows.insert_payment(conn, Payment(
@@ -191,7 +192,8 @@ def _pending_process(conn, merchant, process_id, now):
 
 
 def pending_process(conn, merchant, process_id, now):
-    """The merchant's process while it can still be paid: ProcessNotFound, InvalidState otherwise."""
+    """The merchant's process while it can still be paid: ProcessNotFound, InvalidState
+    otherwise."""
     process = process_rows.get_for_merchant(conn, merchant.id, process_id)
     if process is None:
         raise ProcessNotFound(process_id)
@@ -240,7 +242,8 @@ def _payable(conn, merchant, asset_id, network_id) -> tuple[Asset, Network]:
     errors = {}
     network = payment_rows.get_network(conn, network_id)
     if network is None or network.disabled_at is not None:
-        errors["networkId"] = [f"No enabled network {network_id!r}: see GET /payment-button/assets."]
+        errors["networkId"] = [f"No enabled network {network_id!r}: see GET"
+                               " /payment-button/assets."]
     elif network.is_test == merchant.livemode:
         mode, other = ("live", "a test") if merchant.livemode else ("test", "a live")
         errors["networkId"] = [f"Network {network_id!r} is {other} network: {mode}-mode payments"

@@ -20,13 +20,14 @@ class UncheckedAddress(SetupError):
     character in it cannot be caught, so it is taken only when the caller says it was checked
     (`merchants set-payout --unchecked`, the console's confirmation). str() names the risk; the
     address is `typed` as it was given. Never answered with the checksummed form of what was typed:
-    a typo's checksum is as valid as the right address's, so only the wallet's own copy can catch it."""
+    a typo's checksum is as valid as the right address's, so only the wallet's own copy can catch
+    it."""
 
     def __init__(self, what, typed):
         case = "lower" if typed[2:] == typed[2:].lower() else "upper"
-        super().__init__(f"{what} {typed} has no EIP-55 checksum (it is all {case} case): a mistyped"
-                         " character in it cannot be caught, and what is sent to a mistyped address"
-                         " is lost.")
+        super().__init__(f"{what} {typed} has no EIP-55 checksum (it is all {case} case): a"
+                         " mistyped character in it cannot be caught, and what is sent to a"
+                         " mistyped address is lost.")
         self.typed = typed
 
 
@@ -63,8 +64,8 @@ def set_payout(db, merchant_id, text, now, *, unchecked=False) -> tuple[str, str
         if merchant_rows.get(conn, merchant_id) is None:
             raise SetupError(f"No merchant {merchant_id}.")
         if payout_rows.is_deposit_address(conn, address):
-            raise SetupError(f"{address} is a deposit address of this service: a payout address must"
-                             " be a wallet of the merchant's own.")
+            raise SetupError(f"{address} is a deposit address of this service: a payout address"
+                             " must be a wallet of the merchant's own.")
         payout_rows.lock_payout_address(conn, address)
         if payout_rows.merchants_of(conn, [address]).get(address.lower(), set()) - {merchant_id}:
             raise SetupError(f"Another merchant already has {address} as its payout address (or its"
@@ -152,7 +153,8 @@ def _store_factory(db, network_id, factory, tx_hash, now, version):
 
 def _check_replaceable(conn, network_id, factory):
     current = payout_rows.get_factory(conn, network_id)
-    if current is not None and current != factory and payout_rows.deposits(conn, network_id, current):
+    if (current is not None and current != factory
+            and payout_rows.deposits(conn, network_id, current)):
         raise SetupError(f"Network {network_id} already has the factory {current}, and deposit"
                          " addresses made with it: they are collected through it only, so it"
                          " stays.")

@@ -24,7 +24,8 @@ class ProcessNotFound(LookupError):
 
 class InvalidState(ValueError):
     def __init__(self, process_id, status, wanted):
-        super().__init__(f"Process {process_id} is {status}; only a pending process can be {wanted}.")
+        super().__init__(f"Process {process_id} is {status}; only a pending process can be"
+                         f" {wanted}.")
         self.status = status
 
 
@@ -90,7 +91,8 @@ def create_preorder(db, merchant, *, amount, metadata, now, ttl, idempotency_key
                                       cancel_url) if idempotency_key else None
     search = process_rows.search_values(metadata)  # parsed before the write lock is taken
     # Nobody knows the new processId before this answer, so the commit's sync may wait outside the
-    # write lock (app/db/sqlite/database.py); a replayed answer syncs too, so it never reports an unsynced process.
+    # write lock (app/db/sqlite/database.py); a replayed answer syncs too, so it never reports an
+    # unsynced process.
     with db.transaction(sync_outside_lock=True) as conn:
         if idempotency_key:
             idempotency_rows.lock(conn, merchant.id, idempotency_key)
@@ -108,7 +110,8 @@ def create_preorder(db, merchant, *, amount, metadata, now, ttl, idempotency_key
         process_rows.insert(conn, process, search)
         body = process_json(process, now)
         if idempotency_key:
-            idempotency_rows.save(conn, merchant.id, idempotency_key, fingerprint, process.id, body, now)
+            idempotency_rows.save(conn, merchant.id, idempotency_key, fingerprint, process.id, body,
+                                  now)
     return body, False
 
 
@@ -137,7 +140,8 @@ def search_value(text) -> str:
 
 def filtered_page(db, merchant_id, *, now, limit, before_seq=None, **filters):
     """The console's list: (processes, has_more), newest first, before the process numbered
-    `before_seq`; `filters` those of data/processes.py list_page (status, value, dates, conditions)."""
+    `before_seq`; `filters` those of data/processes.py list_page (status, value, dates,
+    conditions)."""
     return process_rows.list_page(db.connection(), now=now, limit=limit, merchant_id=merchant_id,
                                   before_seq=before_seq, **filters)
 
@@ -173,7 +177,8 @@ def _transition(db, process_id, to_status, event_type, verb, now, merchant_id=No
 
 
 def cancel(db, process_id, now, merchant_id=None) -> Process:
-    return _transition(db, process_id, "cancelled", "process.cancelled", "cancelled", now, merchant_id)
+    return _transition(db, process_id, "cancelled", "process.cancelled", "cancelled", now,
+                       merchant_id)
 
 
 def complete(db, process_id, now, merchant_id=None, by="operator") -> Process:
@@ -198,7 +203,8 @@ def record_failed_payment(db, process_id, now, merchant_id=None) -> Process:
 
 def expire_due(db, now, batch_size=500) -> int:
     """Mark pending processes past their expiry as expired, one process.expired event each.
-    Safe to run from several workers at once: the guarded UPDATE lets one of them win per process."""
+    Safe to run from several workers at once: the guarded UPDATE lets one of them win per
+    process."""
     now = int(now)
     expired = 0
     while True:

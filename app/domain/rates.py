@@ -67,7 +67,8 @@ def state(rate: Rate, now) -> tuple[str, str | None]:
             return "invalid", "the network's sequencer is down"
         up = now - (rate.sequencer_since or now)
         if up < SEQUENCER_GRACE:
-            return "invalid", f"the sequencer has been up for {max(up, 0)} s, under {SEQUENCER_GRACE} s"
+            return "invalid", (f"the sequencer has been up for {max(up, 0)} s,"
+                               f" under {SEQUENCER_GRACE} s")
     return "ok", None
 
 
@@ -85,7 +86,8 @@ def answer_problem(rnd: feeds.Round) -> str | None:
     return None
 
 
-def with_round(rate: Rate, rnd: feeds.Round | None, sequencer: feeds.Round | None, problem, now) -> Rate:
+def with_round(rate: Rate, rnd: feeds.Round | None, sequencer: feeds.Round | None, problem,
+               now) -> Rate:
     """The rate with a feed's latest round (and its sequencer's) as read at `now`."""
     problem = problem or (answer_problem(rnd) if rnd is not None else None)
     value = None if rnd is None or rnd.answer <= 0 else format_units(rnd.answer, rate.feed_decimals)
@@ -108,8 +110,8 @@ class Quote:
 
 
 def quote(process, asset, rates: dict, now) -> Quote:
-    """What `process` is due in `asset` now (RateUnavailable when it cannot be quoted), rounded up to
-    a base unit so rounding never short-changes the shop; AmountError-free: any amount quotes."""
+    """What `process` is due in `asset` now (RateUnavailable when it cannot be quoted), rounded up
+    to a base unit so rounding never short-changes the shop; AmountError-free: any amount quotes."""
     guard = _peg_guard(asset, rates, now)
     if guard:
         raise RateUnavailable(asset.id, asset.network_id, guard)
@@ -211,7 +213,8 @@ def _check_depeg(text) -> str:
         value = Decimal(str(text))
     except InvalidOperation:
         value = None
-    if value is None or not value.is_finite() or not 0 < value <= 50 or significant_places(value) > 2:
+    if (value is None or not value.is_finite() or not 0 < value <= 50
+            or significant_places(value) > 2):
         raise RateError("The max depeg is a percentage above 0 and at most 50, with at most two"
                         " decimal places (e.g. 2).")
     return format(value.normalize(), "f")
@@ -276,8 +279,8 @@ def set_manual(db, pair, value, *, now, max_age=MANUAL_MAX_AGE, max_depeg=MAX_DE
         exact = Decimal(str(value).strip())
     except InvalidOperation:
         exact = None
-    if exact is None or not exact.is_finite() or exact <= 0 or significant_places(exact) > MAX_RATE_PLACES \
-            or exact >= 10**12:
+    if exact is None or not exact.is_finite() or exact <= 0 \
+            or significant_places(exact) > MAX_RATE_PLACES or exact >= 10**12:
         raise RateError(f"The rate must be a positive decimal number below 10^12 with at most"
                         f" {MAX_RATE_PLACES} decimal places (e.g. 1.0842).")
     text = format(exact.normalize(), "f")

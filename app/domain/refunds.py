@@ -162,7 +162,8 @@ def create_once(db, merchant_id, process_id, *, amount, address, reason=None, no
                     "This Idempotency-Key was already used with a different request.")
             return found[1], True
         body = refund_json(_create(conn, merchant_id, process_id, amount, address, reason, now))
-        idempotency_rows.save(conn, merchant_id, idempotency_key, fingerprint, process_id, body, now)
+        idempotency_rows.save(conn, merchant_id, idempotency_key, fingerprint, process_id, body,
+                              now)
     return body, False
 
 
@@ -214,7 +215,8 @@ def of_processes(db, processes) -> dict[str, list[Refund]]:
 
 
 def _pending_refund(conn, merchant_id, process_id, refund_id, action):
-    """The refund, its process locked; RefundNotFound (404), NotRefundable when not pending (409)."""
+    """The refund, its process locked; RefundNotFound (404), NotRefundable when not pending
+    (409)."""
     if not _REFUND_ID.fullmatch(refund_id):
         raise RefundNotFound(refund_id)
     process_rows.lock(conn, process_id)

@@ -4,7 +4,7 @@ Each object is built as a dict and written by the one JSON writer (app.core.json
 which escapes every string; the amount literal and the stored metadata go in as Fragments, byte for
 byte as they came in (no float, no re-encoding). Key order follows docs/contract.md.
 """
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 
 from app.core.jsonutil import Fragment, dumps_compact, loads
@@ -14,7 +14,7 @@ from app.evm.addresses import to_checksum_address
 
 @lru_cache(maxsize=4096)
 def iso(ts: int) -> str:
-    return datetime.fromtimestamp(int(ts), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(int(ts), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def process_object(p, now, payment=None, refunds=()) -> dict:
@@ -63,17 +63,18 @@ def page_json(processes, has_more, now, payments=None, refunds=None) -> str:
 
 
 def payment_object(view, public=False) -> dict:
-    """The `payment` object of docs/contract.md as a dict (the console's pages read it). Amounts are token
-    units rendered from integer base units; a transfer's confirmations count its own block, from
-    the network's head when last asked. `paymentUri` (EIP-681) asks for what is still outstanding:
-    the amount due less what was paid or seen, 0 when nothing is (the button then shows progress,
-    not a code). `public` (what a browser sees): who accepted an unexpected transfer is left out
-    (null)."""
+    """The `payment` object of docs/contract.md as a dict (the console's pages read it). Amounts are
+    token units rendered from integer base units; a transfer's confirmations count its own block,
+    from the network's head when last asked. `paymentUri` (EIP-681) asks for what is still
+    outstanding: the amount due less what was paid or seen, 0 when nothing is (the button then shows
+    progress, not a code). `public` (what a browser sees): who accepted an unexpected transfer is
+    left out (null)."""
     p, d = view.payment, view.payment.decimals
     paid, pending, _ = _amounts(view)
     transfers = [{"txHash": t.tx_hash, "logIndex": t.log_index, "blockNumber": t.block_number,
                   "amount": format_units(t.amount, d),
-                  "confirmations": max(0, _head(t, p) - t.block_number + 1)} for t in view.transfers]
+                  "confirmations": max(0, _head(t, p) - t.block_number + 1)}
+                 for t in view.transfers]
     return {"assetId": p.asset_id, "networkId": p.network_id, "chainId": p.chain_id,
             "tokenContract": p.token_contract, "address": p.address,
             "amountDue": format_units(p.amount_due, d), "amountPaid": format_units(paid, d),
@@ -90,11 +91,13 @@ def quote_object(payment) -> dict:
         return loads(payment.quote.encode())
     return {"currency": "USD", "amount": format_units(payment.amount_due, payment.decimals),
             "rate": "1", "pair": None, "inverse": False, "source": "par", "networkId": None,
-            "feed": None, "roundId": None, "rateUpdatedAt": None, "quotedAt": iso(payment.created_at)}
+            "feed": None, "roundId": None, "rateUpdatedAt": None,
+            "quotedAt": iso(payment.created_at)}
 
 
 def _amounts(view):
-    """(paid, pending, outstanding) of a payment in base units: confirmed, seen, and still asked for."""
+    """(paid, pending, outstanding) of a payment in base units: confirmed, seen, and still asked
+    for."""
     paid = view.paid
     pending = sum(t.amount for t in view.transfers if t.status == "seen")
     return paid, pending, max(view.payment.amount_due - paid - pending, 0)
@@ -103,7 +106,8 @@ def _amounts(view):
 def payment_uri(view) -> str:
     """The EIP-681 request a payment's `paymentUri` shows (and its QR code): what is outstanding."""
     p, outstanding = view.payment, _amounts(view)[2]
-    return f"ethereum:{p.token_contract}@{p.chain_id}/transfer?address={p.address}&uint256={outstanding}"
+    return (f"ethereum:{p.token_contract}@{p.chain_id}/transfer"
+            f"?address={p.address}&uint256={outstanding}")
 
 
 def unexpected_object(u, public=False) -> dict:
@@ -123,7 +127,8 @@ def unexpected_object(u, public=False) -> dict:
 
 def refund_payment_uri(r) -> str:
     """The EIP-681 request a refund's `paymentUri` shows: exactly the refund, to the customer."""
-    return f"ethereum:{r.token_contract}@{r.chain_id}/transfer?address={r.address}&uint256={r.amount}"
+    return (f"ethereum:{r.token_contract}@{r.chain_id}/transfer"
+            f"?address={r.address}&uint256={r.amount}")
 
 
 def refund_object(r) -> dict:

@@ -37,8 +37,8 @@ def settle_all(conn, confirmed, now, read=None) -> Counter:
 
 
 def settle(conn, process, view, confirmed, now, refunds=None):
-    """The event for transfers just confirmed, or accepted as payment (app/domain/unexpected.py), in the
-    caller's transaction, and completion when paid; `process` and `view` as they are after them;
+    """The event for transfers just confirmed, or accepted as payment (app/domain/unexpected.py), in
+    the caller's transaction, and completion when paid; `process` and `view` as they are after them;
     `refunds` the process's (None: read here). Returns the event's type."""
     process_id = process.id
     if process.status != "pending" or not in_time(process, confirmed):

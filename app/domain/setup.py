@@ -65,8 +65,8 @@ def add_network(db, *, network_id, name, chain_id, rpc_url, confirmations, start
             head = client.block_number()
     except rpc.RpcError as e:
         if start_block is None:
-            raise SetupError(f"Could not ask the node for its head: {e}. Give --start-block to add the"
-                             " network without asking it.") from None
+            raise SetupError(f"Could not ask the node for its head: {e}. Give --start-block to add"
+                             " the network without asking it.") from None
     if node_chain_id is not None and node_chain_id != chain_id:
         raise SetupError(f"The node at {rpc.redacted(rpc_url)} serves chain id {node_chain_id},"
                          f" not {chain_id}.")
@@ -304,8 +304,8 @@ def _check_token(client, network, contract, symbol, decimals):
                          " short printable text: check the address and the network.")
     if found_symbol != symbol:
         raise SetupError(f"The contract {contract} on network {network.id} is {found_symbol!r}, not"
-                         f" {symbol!r}: check the address, or give --symbol {found_symbol} (what the"
-                         " customer's wallet shows).")
+                         f" {symbol!r}: check the address, or give --symbol {found_symbol} (what"
+                         " the customer's wallet shows).")
 
 
 def _eip3009_domain(client, network, contract):
@@ -331,7 +331,8 @@ def asset_with_contract(db, network_id, contract) -> Asset | None:
 
 
 def has_xpub(db, merchant_id) -> bool:
-    """Whether the merchant registered its wallet (the xpub mode); the xpub itself is never shown."""
+    """Whether the merchant registered its wallet (the xpub mode); the xpub itself is never
+    shown."""
     return payment_rows.get_wallet(db.connection(), merchant_id) is not None
 
 

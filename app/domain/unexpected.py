@@ -3,13 +3,13 @@
 the wrong way (another token, or another network) counted as if paid with the payment's choice.
 
 Only a confirmed transfer of a registered asset on its network can be accepted (a token nobody
-registered has no agreed value), once: it then counts in `amountPaid` for its amount in the payment's
-token units, converted exactly from the asset's decimals (1:1 in token units; what a coarser payment
-token cannot hold is left out, never more than was sent). The acceptance, who made it and when, the
-process's outcome and its event are one transaction, decided as for a confirmed transfer
-(settlement.settle, as the watcher's): `payment.completed` when it brings the in-time sum to the amount due
-less the tolerance, `payment.partial` below it, `payment.received_late` for a final process or a
-transfer after the expiry."""
+registered has no agreed value), once: it then counts in `amountPaid` for its amount in the
+payment's token units, converted exactly from the asset's decimals (1:1 in token units; what a
+coarser payment token cannot hold is left out, never more than was sent). The acceptance, who made
+it and when, the process's outcome and its event are one transaction, decided as for a confirmed
+transfer (settlement.settle, as the watcher's): `payment.completed` when it brings the in-time sum
+to the amount due less the tolerance, `payment.partial` below it, `payment.received_late` for a
+final process or a transfer after the expiry."""
 import re
 
 from app.data import payments as payment_rows
@@ -32,9 +32,10 @@ class NotAcceptable(InvalidState):
         self.status = None
 
 
-# `<txHash>:<logIndex>` in ASCII only: explicit classes, never `\d` or str.isdigit(), which take other
-# scripts' digits ("٣" read as 3, "³" raising in int()). The web layers refuse a key with a character
-# outside ASCII before it comes here (app/web/http.py ascii_text); here it is simply no key.
+# `<txHash>:<logIndex>` in ASCII only: explicit classes, never `\d` or str.isdigit(), which take
+# other scripts' digits ("٣" read as 3, "³" raising in int()). The web layers refuse a key with a
+# character outside ASCII before it comes here (app/web/http.py ascii_text); here it is simply no
+# key.
 _KEY = re.compile(r"(0x[0-9a-fA-F]{64}):([0-9]{1,9})")
 
 
@@ -76,9 +77,9 @@ def accept(db, merchant_id, process_id, key, who, now):
         chosen = payment_rows.get_asset(conn, payment.asset_id, payment.network_id)
         if chosen is not None and chosen.peg != asset.peg:
             raise NotAcceptable(
-                f"Transfer {transfer.key} is of {asset.symbol}, worth a {asset.peg}, and the payment"
-                f" is due in {chosen.symbol}, worth a {chosen.peg}: it cannot count one for one"
-                " (refund it, or collect it with collect --token).")
+                f"Transfer {transfer.key} is of {asset.symbol}, worth a {asset.peg}, and the"
+                f" payment is due in {chosen.symbol}, worth a {chosen.peg}: it cannot count one for"
+                " one (refund it, or collect it with collect --token).")
         credited = _rescaled(transfer.amount, asset.decimals, payment.decimals)
         if not unexpected_rows.accept(conn, transfer, who, credited, now):
             raise NotAcceptable(f"Transfer {transfer.key} cannot be accepted now: try again.")
