@@ -10,11 +10,11 @@ One run:
      back at its addresses for step 2;
    - the pending ones, by sender and nonce: at most one transaction of a nonce is ever mined. Mined,
      a collection records what its logs show it moved and stays `pending` until deep enough
-     (confirmations, or the network's finality tag) and proven (`confirmed`, with its anchor); reverted by the EVM, or its nonce used by
-     another transaction, it is `reverted`. Not mined: one the node does not know is broadcast
-     again from its stored signed form; one of this key in flight for longer than the receipt
-     timeout, or that the node refuses, is replaced (the same nonce, higher fees): a transaction
-     that never confirms never jams the key;
+     (confirmations, or the network's finality tag) and proven (`confirmed`, with its anchor);
+     reverted by the EVM, or its nonce used by another transaction, it is `reverted`. Not mined: one
+     the node does not know is broadcast again from its stored signed form; one of this key in
+     flight for longer than the receipt timeout, or that the node refuses, is replaced (the same
+     nonce, higher fees): a transaction that never confirms never jams the key;
 2. reads every deposit address's balances from the chain (each token asset of the network, any
    `extra_tokens`, and the gas coin), at one block, in JSON-RPC batches: every payout-mode address
    that this network's factory can empty, whatever network its payment chose (money sent on the
@@ -151,7 +151,7 @@ def _balances(client, deposits, tokens) -> tuple[int | None, dict]:
             block = hex(rpc.quantity(number, "eth_blockNumber"))
         else:
             results = client.batch(calls)
-        for (address, token), value in zip(chunk, results):
+        for (address, token), value in zip(chunk, results, strict=True):
             found[address][token] = (rpc.quantity(value, "eth_getBalance") if token == GAS_COIN
                                       else rpc.word(value, "balanceOf"))
         i += len(chunk)
@@ -173,7 +173,8 @@ def _calldata(batch):
 
 
 def _batch(deposits, balances, all_tokens):
-    held = {t for d in deposits for t, amount in balances[d.address].items() if amount and t != GAS_COIN}
+    held = {t for d in deposits for t, amount in balances[d.address].items()
+            if amount and t != GAS_COIN}
     return Batch(deposits=deposits, balances={d.address: balances[d.address] for d in deposits},
                  tokens=[t for t in all_tokens if t in held])
 
@@ -230,8 +231,8 @@ def _send_batches(db, sender, network, factory, full, balances, report, *, dry_r
                                                   budget, max_batch))
     while plan:
         if stopping():
-            raise ChainError(f"Stopped (SIGTERM/SIGINT) with {len(full) - plan[0].start} address(es)"
-                             " not collected: run collect again for them.")
+            raise ChainError(f"Stopped (SIGTERM/SIGINT) with {len(full) - plan[0].start}"
+                             " address(es) not collected: run collect again for them.")
         part = plan.pop(0)
         batch = _batch(full[part.start:part.stop], balances, tokens)
         batch.gas = _estimate(sender, factory[0], batch, budget)
@@ -307,7 +308,8 @@ def _send(db, sender, network, factory, batch, gas_limit, fees, report, now, tim
         if e.code is None:
             raise  # unreachable: it may have gone out; the next run settles it
         with db.transaction() as conn:
-            payout_rows.revert(conn, collection_id, "pending", f"refused by the node: {e}", int(now))
+            payout_rows.revert(conn, collection_id, "pending", f"refused by the node: {e}",
+                               int(now))
         batch.collection = payout_rows.get_collection(db.connection(), collection_id)
         raise ChainError(f"The node refused the collection {signed.tx_hash}: {e}") from None
     receipt = sender.wait(signed.tx_hash, timeout)

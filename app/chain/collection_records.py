@@ -37,13 +37,14 @@ from app.evm.signer import ChainError, Reader
 
 log = logging.getLogger(__name__)
 
-REPLACEMENT_BUMP = 1.125  # a replacement's fees over the replaced one's: nodes ask for at least +10 %
+# a replacement's fees over the replaced one's: nodes ask for at least +10 %
+REPLACEMENT_BUMP = 1.125
 
 
 def settle_earlier(db, sender, network, version, report, *, may_send, now, timeout):
-    """Step 1 of a run (app/chain/collect.py's docstring); each collection this run changes is added to
-    `report.settled` (`_settled`). ChainError when the node's chain is not the kept one, NotProven
-    (an RpcError) when a receipt's block does not link to it."""
+    """Step 1 of a run (app/chain/collect.py's docstring); each collection this run changes is added
+    to `report.settled` (`_settled`). ChainError when the node's chain is not the kept one,
+    NotProven (an RpcError) when a receipt's block does not link to it."""
     now = int(now)
     conn = db.connection()
     kept = proofs.kept_hashes(conn, network.id)
@@ -52,9 +53,9 @@ def settle_earlier(db, sender, network, version, report, *, may_send, now, timeo
         top = max(kept)
         header = client.header(top)
         if header is None or header.hash != kept[top]:
-            raise ChainError(f"The chain of network {network.id} changed since the watcher last read"
-                             f" it (block {top}): nothing is recorded or sent until it has read it"
-                             " (run collect again in a moment).")
+            raise ChainError(f"The chain of network {network.id} changed since the watcher last"
+                             f" read it (block {top}): nothing is recorded or sent until it has"
+                             " read it (run collect again in a moment).")
     # Depth counts from the head the watcher proved (read in one batch with its kept block), as
     # the tag mode counts from the tag's block it read: one node's lone eth_blockNumber, a block
     # far ahead, would confirm a collection not yet deep enough.
@@ -184,12 +185,14 @@ def _resend(db, sender, network, c, report, now, timeout):
             if e.code is None:
                 raise  # unreachable: the next run tries again
             refused = e
-    if c.sender != sender.address or (refused is None and (not known or now - c.created_at <= timeout)):
+    if c.sender != sender.address or (refused is None
+                                      and (not known or now - c.created_at <= timeout)):
         return
     fees = sender.fees()
     bumped = type(fees)(
         max_fee_per_gas=max(fees.max_fee_per_gas, int(c.max_fee_per_gas * REPLACEMENT_BUMP) + 1),
-        max_priority_fee_per_gas=max(fees.max_priority_fee_per_gas * 2, fees.max_priority_fee_per_gas + 1))
+        max_priority_fee_per_gas=max(fees.max_priority_fee_per_gas * 2,
+                                     fees.max_priority_fee_per_gas + 1))
     signed = sender.resign(c.raw_tx, bumped)
     items = payout_rows.items_of(db.connection(), [c.id]).get(c.id, [])
     with db.transaction() as conn:
@@ -216,8 +219,8 @@ def _resend(db, sender, network, c, report, now, timeout):
 def record_receipt(db, sender, network, version, c, receipt, report, now):
     """A collection's receipt: reverted by the EVM, or mined with what its logs show it moved
     (pending), and confirmed when deep enough (the network's confirmations, or its finality tag)
-    and proven on the kept chain (`report`: the run's depth and the watcher's newest kept block). Returns the items it moved (empty when
-    reverted)."""
+    and proven on the kept chain (`report`: the run's depth and the watcher's newest kept block).
+    Returns the items it moved (empty when reverted)."""
     conn = db.connection()
     if version is None:
         version = _version(conn, network.id, c.factory)
@@ -253,7 +256,7 @@ def moved_from(c, receipt, version, deposits_at) -> list:
     sources = [_checksum_or_none(_source(raw, gas_logged)) for raw in logs]
     deposits = deposits_at({a for a in sources if a is not None})
     amounts = defaultdict(int)
-    for raw, source in zip(logs, sources):
+    for raw, source in zip(logs, sources, strict=True):
         deposit = deposits.get(source)
         if deposit is None:
             continue

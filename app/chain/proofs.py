@@ -26,7 +26,8 @@ def prove(client, conn, network_id, numbers) -> dict:
     for number in numbers:
         anchor = next((b for b in blocks if b.number >= number), None)
         if anchor is None:
-            raise NotProven(f"block {number} is above the kept chain: the watcher has not read it yet")
+            raise NotProven(f"block {number} is above the kept chain: the watcher has not read it"
+                            " yet")
         anchors[number] = anchor
     wanted = set()
     for number, anchor in anchors.items():

@@ -219,13 +219,15 @@ def _read_chain(client, network, books_, first, last, max_range) -> _Chain:
     for i in range(0, len(hashes), RECEIPTS_PER_BATCH):
         chunk = hashes[i:i + RECEIPTS_PER_BATCH]
         answers = client.pinned([("eth_getTransactionReceipt", [h]) for h in chunk], pins)
-        receipts.update((h, canonical.receipt(value, h)) for h, value in zip(chunk, answers))
+        receipts.update((h, canonical.receipt(value, h)) for h, value
+                        in zip(chunk, answers, strict=True))
     payout = [a for a, (_, mode) in sorted(books_.deposits.items()) if mode == "payout"]
     coins = {}
     for i in range(0, len(payout), BALANCES_PER_BATCH):
         chunk = payout[i:i + BALANCES_PER_BATCH]
         answers = client.pinned([("eth_getBalance", [a, hex(last)]) for a in chunk], pins)
-        coins.update((a, rpc.quantity(v, "eth_getBalance")) for a, v in zip(chunk, answers))
+        coins.update((a, rpc.quantity(v, "eth_getBalance")) for a, v
+                     in zip(chunk, answers, strict=True))
     return _Chain(logs, receipts, coins)
 
 
@@ -240,7 +242,8 @@ def _compare(report, books_, chain):
     bad = set()  # (tx hash, log index) of records the chain does not confirm
     counted = set()  # chain logs a record accounts for
     address_of = {process_id: address for address, (process_id, _) in books_.deposits.items()}
-    for kind, records in (("transfer", books_.transfers), ("unexpected transfer", books_.unexpected)):
+    for kind, records in (("transfer", books_.transfers),
+                          ("unexpected transfer", books_.unexpected)):
         for t in records:
             if t.status not in ("seen", "confirmed") or not first <= t.block_number <= last:
                 continue
@@ -305,8 +308,8 @@ def _refunds(report, books_, chain):
             continue
         if r.transfer_amount < r.amount:
             report.unsupported.append(Finding(
-                "refund", f"completed by a transfer of {r.transfer_amount} base units, less than its"
-                f" {r.amount}", process_id=r.process_id, refund_id=r.id, tx_hash=r.tx_hash))
+                "refund", f"completed by a transfer of {r.transfer_amount} base units, less than"
+                f" its {r.amount}", process_id=r.process_id, refund_id=r.id, tx_hash=r.tx_hash))
         if not _within(r.block_number, first, last):
             continue
         why = _refund_differs(r, chain.receipts.get(r.tx_hash))
@@ -331,7 +334,8 @@ def _refund_differs(r, receipt) -> str | None:
         if raw.get("logIndex") == hex(r.log_index):
             entry = canonical.transfer_log(raw)
             if (entry is not None and entry.token == r.token_contract.lower()
-                    and entry.to_address == r.address.lower() and entry.amount == r.transfer_amount):
+                    and entry.to_address == r.address.lower()
+                    and entry.amount == r.transfer_amount):
                 return None
             return f"its log {r.log_index} is not that transfer of {r.transfer_amount} base units"
     return f"its transaction has no log {r.log_index}"
@@ -362,9 +366,10 @@ def _collections(report, books_, chain):
                 collection_id=c.id, tx_hash=c.tx_hash, block_number=c.block_number))
             continue
         version = (books_.factory[1] if books_.factory and books_.factory[0] == c.factory else 1)
-        moved = _totals(collection_records.moved_from(c, receipt, version, lambda addresses: {
-            a: books_.payout_deposits[(c.factory, a)] for a in addresses
-            if (c.factory, a) in books_.payout_deposits}))
+        moved = _totals(collection_records.moved_from(
+            c, receipt, version, lambda addresses, f=c.factory: {
+                a: books_.payout_deposits[(f, a)] for a in addresses
+                if (f, a) in books_.payout_deposits}))
         for key in sorted(set(recorded) | set(moved)):
             if recorded.get(key, 0) != moved.get(key, 0):
                 report.not_on_chain.append(Finding(

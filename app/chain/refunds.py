@@ -10,9 +10,9 @@ Only the merchant's own payment settles a refund, never a bystander's:
   itself), not an address that paid this process (the customer's wallet), not another merchant's
   (payout, deposit, or one its deposits forward to: app/data/payouts.py merchants_of). Another
   wallet of the merchant's (an exchange's, a second wallet) may pay a named refund: the service
-  cannot tell it from a stranger's, and the merchant names it. One holding none leaves the refund pending, its name cleared and kept
-  with the reason (a sentence the merchant reads on the Refund object and the console), and a log
-  line saying why;
+  cannot tell it from a stranger's, and the merchant names it. One holding none leaves the refund
+  pending, its name cleared and kept with the reason (a sentence the merchant reads on the Refund
+  object and the console), and a log line saying why;
 - without a name: a confirmed Transfer sent from the merchant's payout address (the current one, or
   the one the payment's deposit address forwards to), to the refund's address (not that address
   itself), of at least its amount, in a block stamped after createdAt; the pending refund of
@@ -56,16 +56,17 @@ log = logging.getLogger(__name__)
 def settle(db, client, network, head, deep_enough, now, *, max_range, max_addresses) -> int:
     """Undo the completions whose transfer left the chain, then complete the pending refunds that a
     named or found transfer pays, in blocks up to `deep_enough` (the watcher's: by confirmations or
-    by the network's finality tag). Returns how many were completed. RpcError (NotProven included) on
-    a fault: nothing of the failing step committed."""
+    by the network's finality tag). Returns how many were completed. RpcError (NotProven included)
+    on a fault: nothing of the failing step committed."""
     kept = proofs.kept_hashes(db.connection(), network.id)
     if not kept:  # the watcher has kept no block yet: nothing can be proven
         return 0
-    _recheck(db, client, network, kept, canonical.kept_floor(head, network.confirmations, deep_enough),
-             now)
+    _recheck(db, client, network, kept,
+             canonical.kept_floor(head, network.confirmations, deep_enough), now)
     deep_enough = min(deep_enough, max(kept))
     completed = _settle_named(db, client, network, deep_enough, now)
-    completed += _settle_found(db, client, network, kept, deep_enough, now, max_range, max_addresses)
+    completed += _settle_found(db, client, network, kept, deep_enough, now, max_range,
+                               max_addresses)
     if completed:
         log.info("watch %s: %d refunds completed", network.id, completed)
     return completed
@@ -103,7 +104,8 @@ def _settle_named(db, client, network, deep_enough, now) -> int:
         return 0
     found = canonical.receipts(client, (r.named_tx_hash for r in named))
     ready = [(r, found[r.named_tx_hash]) for r in named
-             if found[r.named_tx_hash] is not None and found[r.named_tx_hash].block_number <= deep_enough]
+             if found[r.named_tx_hash] is not None
+             and found[r.named_tx_hash].block_number <= deep_enough]
     if not ready:
         return 0
     proven = proofs.prove(client, conn, network.id, {receipt.block_number for _, receipt in ready})
@@ -118,8 +120,8 @@ def _settle_named(db, client, network, deep_enough, now) -> int:
             if entry is None:
                 reason = f"Transaction {refund.named_tx_hash} {why}."
                 if refund_rows.clear_name(conn, refund.id, refund.named_tx_hash, reason, now):
-                    log.warning("watch %s: refund %s: transaction %s %s: its name is cleared and the"
-                                " refund stays pending", network.id, refund.id,
+                    log.warning("watch %s: refund %s: transaction %s %s: its name is cleared and"
+                                " the refund stays pending", network.id, refund.id,
                                 refund.named_tx_hash, why)
             elif refund_rows.complete(conn, refund.id, entry,
                                       to_checksum_address(entry.from_address), header, anchor,
@@ -178,7 +180,8 @@ def _paying(conn, network, refund, receipt, header, owners):
     if not enough:
         return None, "moves less than the refund's amount to the refund's address"
     free = [entry for entry in enough
-            if not refund_rows.transfer_used(conn, network.chain_id, entry.tx_hash, entry.log_index)]
+            if not refund_rows.transfer_used(conn, network.chain_id, entry.tx_hash,
+                                             entry.log_index)]
     if not free:
         return None, "holds only transfers that settled other refunds"
     return free[0], None
@@ -259,8 +262,8 @@ def _complete_found(conn, network, logs, proven, now) -> int:
             continue
         shared = owners.get(entry.from_address, set())
         if len(shared) > 1:
-            log.warning("watch %s: transfer %s (log %d) settles no refund: its sender %s is the payout"
-                        " or deposit address of %d merchants (%s); give each its own"
+            log.warning("watch %s: transfer %s (log %d) settles no refund: its sender %s is the"
+                        " payout or deposit address of %d merchants (%s); give each its own"
                         " (merchants set-payout)", network.id, entry.tx_hash, entry.log_index,
                         entry.from_address, len(shared), ", ".join(sorted(shared)))
             continue

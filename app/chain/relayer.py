@@ -44,7 +44,8 @@ log = logging.getLogger(__name__)
 MIN_VALIDITY_SECONDS = 60  # validBefore at least this far ahead: time to be mined
 PAST_EXPIRY_SECONDS = 600  # ... and at most this long after the process's expiry
 CLOCK_SKEW_SECONDS = 60  # a relay's validBefore this long past: no new block can take it
-TURN_WAIT_SECONDS = 5  # how long a request waits for another relay's turn to end (within its deadline)
+# how long a request waits for another relay's turn to end (within its deadline)
+TURN_WAIT_SECONDS = 5
 GAS_CHECK_SECONDS = 30  # how long the listing trusts a reading of the relayer's gas
 GAS_RESERVE = 100_000  # gas units the listing wants the relayer to afford (one call: about 83k)
 RETRY_AFTER = "5"
@@ -97,8 +98,8 @@ def _network_down(network, e):
     """503 naming the network; the node's answer (its URL redacted: rpc's errors carry its scheme,
     host and port only) goes to the log."""
     log.warning("relayer: network %s: nothing sent: %s", network.id, e)
-    return RelayUnavailable(f"The node of network {network.id} ({network.name}) cannot be asked now;"
-                            " nothing was sent. Try again shortly.", network.id)
+    return RelayUnavailable(f"The node of network {network.id} ({network.name}) cannot be asked"
+                            " now; nothing was sent. Try again shortly.", network.id)
 
 
 def request_deadline(config) -> float:
@@ -168,8 +169,9 @@ def available(db, config, network, now, readings: dict, deadline=None) -> bool:
     key = (network.id, account.address)
     checked = readings.get(key)
     if checked is None or time.monotonic() - checked[0] > GAS_CHECK_SECONDS:
-        client = rpc.Client(network.rpc_url, timeout=(min(2.0, config["CHAIN_RPC_CONNECT_TIMEOUT_SECONDS"]),
-                                                      min(3.0, config["CHAIN_RPC_READ_TIMEOUT_SECONDS"])),
+        client = rpc.Client(network.rpc_url,
+                            timeout=(min(2.0, config["CHAIN_RPC_CONNECT_TIMEOUT_SECONDS"]),
+                                     min(3.0, config["CHAIN_RPC_READ_TIMEOUT_SECONDS"])),
                             deadline=request_deadline(config) if deadline is None else deadline)
         try:
             chain_id, balance, price = client.batch([
@@ -227,7 +229,8 @@ def _check_caps(conn, config, from_address, now):
         log.warning("relayer: RELAYER_MAX_PER_HOUR (%d) reached", config["RELAYER_MAX_PER_HOUR"])
         raise _unavailable("the relayer has sent as many transactions as it may this hour",
                            _CapReached)
-    if relay_rows.sent_since(conn, now - HOUR, from_address) >= config["RELAYER_MAX_PER_PAYER_PER_HOUR"]:
+    if (relay_rows.sent_since(conn, now - HOUR, from_address)
+            >= config["RELAYER_MAX_PER_PAYER_PER_HOUR"]):
         raise _unavailable(f"{from_address} has had as many payments sent without gas as it may"
                            " this hour; pay with gas from the wallet", _CapReached)
 
@@ -256,8 +259,9 @@ def submit(db, config, merchant, process_id, fields: dict, now, deadline=None) -
         if not relay_rows.unsettled(conn, network.id, now - HOUR, 1):
             raise
         capped = True
-    client = rpc.Client.from_config(network.rpc_url, config,
-                                    deadline=request_deadline(config) if deadline is None else deadline)
+    client = rpc.Client.from_config(
+        network.rpc_url, config,
+        deadline=request_deadline(config) if deadline is None else deadline)
     try:
         sender = signer.Sender(client, network.chain_id, account,
                                max_fee_per_gas=network.max_fee_per_gas)
@@ -329,7 +333,8 @@ def _authorization(fields) -> eip3009.Authorization:
 
 
 def _check_fields(process, view, domain, authorization, now):
-    """What needs no node: recipient, value (exactly what remains due), validity window, signature."""
+    """What needs no node: recipient, value (exactly what remains due), validity window,
+    signature."""
     payment = view.payment
     paid = sum(t.amount for t in view.transfers)  # confirmed and seen, as the paymentUri asks
     remaining = payment.amount_due - paid
@@ -442,7 +447,7 @@ def _settle_recent(db, sender, network_id, head, now):
         raise answers[0]
     mined = rpc.quantity(answers[0], "eth_getTransactionCount")
     paid, unused = [], []  # unused: (relay, reverted?) whose authorization is asked about
-    for relay, answer in zip(relays, answers[1:]):
+    for relay, answer in zip(relays, answers[1:], strict=True):
         try:
             receipt = None if isinstance(answer, rpc.RpcError) else canonical.receipt(answer,
                                                                                       relay.tx_hash)
@@ -458,7 +463,7 @@ def _settle_recent(db, sender, network_id, head, now):
     states = client.batch([_state_call(r.token_contract, r.from_address, r.nonce, head)
                            for r, _ in unused], what="authorizationState",
                           tolerate=True) if unused else []
-    for (relay, reverted), state in zip(unused, states):
+    for (relay, reverted), state in zip(unused, states, strict=True):
         try:
             if isinstance(state, rpc.RpcError):
                 continue
@@ -554,7 +559,8 @@ def _check_funds(in_flight, funds, authorization):
     reserved = sum(r.value for r in in_flight if r.id not in paid)
     if balance - reserved < authorization.value:
         held = "Holds less than `value` of the token" + (
-            f" once its authorizations in flight ({reserved} base units) are paid" if reserved else "")
+            f" once its authorizations in flight ({reserved} base units) are paid"
+            if reserved else "")
         raise AuthorizationError({"from": [held + "."]})
 
 
@@ -590,7 +596,8 @@ def _send(db, config, sender, view, authorization, transaction, funds, now, netw
         sender.broadcast(signed.raw)
     except rpc.RpcError as e:
         gone = isinstance(e, rpc.DeadlinePassed) and not e.asked
-        if e.code is not None or gone:  # the node refused it, or it was never sent: nothing went out
+        # the node refused it, or it was never sent: nothing went out
+        if e.code is not None or gone:
             with db.transaction() as conn:
                 relay_rows.dropped(conn, relay_id, now)
             raise

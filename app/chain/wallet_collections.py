@@ -5,8 +5,8 @@ A browser wallet's collection is recorded when the page posts the hash its walle
 network's node must know the transaction, sent from any account to the network's forwarder factory
 (anyone may send that call: it can only move deposits to their payout addresses). It is then
 `pending` with no amounts, and each time the payouts page reads that network it is settled from its
-receipt by what `collect` uses for its own (app/chain/collection_records.py record_receipt: what its own
-logs show moved, confirmed once `confirmations` deep and its block proven on the kept chain,
+receipt by what `collect` uses for its own (app/chain/collection_records.py record_receipt: what its
+own logs show moved, confirmed once `confirmations` deep and its block proven on the kept chain,
 app/evm/canonical.py), or `reverted` when the node says its nonce went to another transaction.
 A `collect` run on the network settles it too, as any pending collection (it cannot broadcast it
 again: the wallet kept the signed transaction)."""
@@ -94,10 +94,11 @@ def record(db, network, merchant_id, tx_hash, client, now) -> bool:
     factory = payout_rows.get_factory(db.connection(), network.id)
     sent = client.call("eth_getTransactionByHash", [tx_hash.lower()])
     if not isinstance(sent, dict):
-        raise Refused(f"The node of {network.name} does not know transaction {tx_hash} (yet): try again"
-                      " in a moment.")
+        raise Refused(f"The node of {network.name} does not know transaction {tx_hash} (yet): try"
+                      " again in a moment.")
     if str(sent.get("to") or "").lower() != (factory or "").lower():
-        raise Refused(f"Transaction {tx_hash} is not a call to the forwarder factory of {network.name}.")
+        raise Refused(f"Transaction {tx_hash} is not a call to the forwarder factory of"
+                      f" {network.name}.")
     what = "eth_getTransactionByHash"
     fee = sent.get("maxFeePerGas") or sent.get("gasPrice")
     c = Collection(
@@ -133,5 +134,5 @@ def settle(db, network, merchant_id, client, now):
                              "eth_getTransactionCount")
         if count > c.nonce and client.call("eth_getTransactionByHash", [c.tx_hash]) is None:
             with db.transaction() as conn:
-                payout_rows.revert(conn, c.id, "pending", "never mined: its nonce was used by another"
-                                   " transaction", int(now))
+                payout_rows.revert(conn, c.id, "pending", "never mined: its nonce was used by"
+                                   " another transaction", int(now))

@@ -2,13 +2,13 @@
 `watch-payments` process, renewed at each of its polls, taken over by another once it has expired.
 
 Why a row and not a PostgreSQL advisory lock: an advisory lock lives as long as its session, and a
-hung process (SIGSTOP, a frozen VM) keeps its session open, so its lock holds and it could still write
-when it wakes. The row is checked and renewed inside every transaction a poll writes (`Fenced`): a
-holder that wakes after another took the row over finds another owner there and writes nothing
-(LeaseLost, rolled back). On PostgreSQL that check locks the row until the transaction ends, so a
-takeover waits for the holder's writes under way, and a hung holder's transaction is ended by the
-server's session timeouts (app/db/postgres.py), which are shorter than the lease. It works the same
-on SQLite, where it keeps one watcher per network on one host.
+hung process (SIGSTOP, a frozen VM) keeps its session open, so its lock holds and it could still
+write when it wakes. The row is checked and renewed inside every transaction a poll writes
+(`Fenced`): a holder that wakes after another took the row over finds another owner there and writes
+nothing (LeaseLost, rolled back). On PostgreSQL that check locks the row until the transaction ends,
+so a takeover waits for the holder's writes under way, and a hung holder's transaction is ended by
+the server's session timeouts (app/db/postgres.py), which are shorter than the lease. It works the
+same on SQLite, where it keeps one watcher per network on one host.
 
 A standby makes no JSON-RPC call for a network it does not hold: it tries to take the lease every
 poll interval, so it takes over within a poll interval of the lease's expiry.

@@ -84,7 +84,8 @@ def first_reads(client, network, kept, feed_calls=()) -> Reads:
     if head is None:
         raise RpcError(f"{redacted(network.rpc_url)} has no latest block")
     reads = Reads(head, kept)
-    reads.feeds = {contract: answer for (contract, _), answer in zip(feed_calls, feed_answers)}
+    reads.feeds = {contract: answer
+                   for (contract, _), answer in zip(feed_calls, feed_answers, strict=True)}
     if kept is not None:
         reads.kept_header = parse_header(results[2], "eth_getBlockByNumber")
     if network.finality in TAGS:
