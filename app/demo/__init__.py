@@ -5,7 +5,8 @@ off by default), its test-mode merchant, its webhook receiver and, on a local no
                     their HTML
   wallet_routes.py  the test wallet's endpoints, on the shop's blueprint (DEMO_WALLET_RPC_URL)
   merchant.py       the demo merchant, its keys kept in DEMO_MERCHANT_FILE (by default beside the
-                    SQLite database: each database, make run's and make demo-onchain's, keeps its own)
+                    SQLite database: each database, make run's and make demo-onchain's, keeps its
+                    own)
   inbox.py          the deliveries its receiver got, in memory
   wallet.py         a dev account of a local Hardhat node that pays (`make demo-onchain`)
   cli.py            `flask --app app demo-merchant` and `demo-chain`
@@ -24,7 +25,8 @@ def default_keys_file(app) -> str:
     make demo-onchain's), so a command given another database never reads or overwrites the file of
     the first; the instance folder for PostgreSQL."""
     database = str(app.config["DATABASE"])
-    folder = app.instance_path if is_postgres_url(database) else os.path.dirname(os.path.abspath(database))
+    folder = (app.instance_path if is_postgres_url(database)
+              else os.path.dirname(os.path.abspath(database)))
     return os.path.join(folder, KEYS_FILE)
 
 
@@ -37,4 +39,5 @@ def init_app(app):
     if app.config["DEMO_SHOP"]:
         app.extensions["demo_webhook_inbox"] = WebhookInbox()
         app.register_blueprint(routes.bp)
-        app.extensions["demo_merchant_wallet"] = wallet_routes.merchant_wallet  # offered by the console
+        # offered by the console
+        app.extensions["demo_merchant_wallet"] = wallet_routes.merchant_wallet

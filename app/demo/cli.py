@@ -1,5 +1,6 @@
 """`flask --app app demo-merchant`: the test-mode merchant that `make run` sets up for testers;
-`flask --app app demo-chain`: the local node of `make demo-onchain`, made ready for on-chain payments."""
+`flask --app app demo-chain`: the local node of `make demo-onchain`, made ready for on-chain
+payments."""
 import json
 import os
 import time
@@ -11,7 +12,14 @@ from flask.cli import with_appcontext
 
 from app.clock import now
 from app.db import get_db, location
-from app.demo.merchant import DEMO_STAFF_EMAIL, ensure, ensure_link, ensure_staff, give_secret_key, key_works
+from app.demo.merchant import (
+    DEMO_STAFF_EMAIL,
+    ensure,
+    ensure_link,
+    ensure_staff,
+    give_secret_key,
+    key_works,
+)
 from app.demo.wallet import DemoWallet
 from app.domain import merchants
 from app.domain.accounts import AccountError
@@ -29,15 +37,16 @@ DEMO_EUR_USD = "1.0842"  # the demo's EUR / USD feed: one euro in dollars
               help="Webhook URL of the demo merchant, set whether it is new or not"
                    " (make run: its built-in receiver, http://127.0.0.1:5000/demo/webhooks).")
 @click.option("--console-login", is_flag=True,
-              help=f"Also create the merchant console's owner {DEMO_STAFF_EMAIL} (a random password,"
-                   " kept in the keys file) and print the login.")
+              help=f"Also create the merchant console's owner {DEMO_STAFF_EMAIL} (a random"
+                   " password, kept in the keys file) and print the login.")
 @click.option("--base-url", default=None,
-              help="Where the service is reached (make run: http://127.0.0.1:5000), to print the demo's"
-                   " payment link whole and send its customers back to the shop (default: the"
-                   " PUBLIC_BASE_URL setting).")
+              help="Where the service is reached (make run: http://127.0.0.1:5000), to print the"
+                   " demo's payment link whole and send its customers back to the shop (default:"
+                   " the PUBLIC_BASE_URL setting).")
 @click.option("--secret-key", default=None,
-              help="The demo merchant's new secret key (the one the console's Keys page showed after a"
-                   " roll), saved in the keys file for the demo shop once it is checked to work.")
+              help="The demo merchant's new secret key (the one the console's Keys page showed"
+                   " after a roll), saved in the keys file for the demo shop once it is checked"
+                   " to work.")
 @click.option("--json", "as_json", is_flag=True, help="Print the saved keys as JSON.")
 @with_appcontext
 def create_merchant(path, webhook_url, console_login, base_url, secret_key, as_json):
@@ -54,7 +63,8 @@ def create_merchant(path, webhook_url, console_login, base_url, secret_key, as_j
         if secret_key is not None:
             keys = give_secret_key(get_db(), path, keys, secret_key, now())
         login = ensure_staff(get_db(), path, keys, now=now(),
-                             hash_method=current_app.config["DASHBOARD_PASSWORD_HASH"]) if console_login else None
+                             hash_method=current_app.config["DASHBOARD_PASSWORD_HASH"]) \
+            if console_login else None
         link, _ = ensure_link(get_db(), path, keys, now=int(now()),
                               success_url=f"{base}/demo/thanks" if base else None)
     except (MerchantError, AccountError) as e:
@@ -65,24 +75,26 @@ def create_merchant(path, webhook_url, console_login, base_url, secret_key, as_j
     if how == "created":
         click.echo(f"Created the demo merchant; its keys are saved in {path} (test mode only).")
     elif how == "recovered":
-        click.echo(f"{path} held another database's demo merchant: this database's ({keys['merchantId']},"
-                   f" whose console owner is {DEMO_STAFF_EMAIL}) got a new secret key, saved there.")
+        click.echo(f"{path} held another database's demo merchant: this database's"
+                   f" ({keys['merchantId']}, whose console owner is {DEMO_STAFF_EMAIL}) got a new"
+                   " secret key, saved there.")
     else:
         click.echo(f"Demo merchant from {path}:")
     click.echo(f"  merchant id:     {keys['merchantId']}")
     if key_works(get_db(), keys, now()):
         click.echo(f"  secret key:      {keys['secretKey']}")
     else:
-        click.echo(f"  secret key:      {keys['secretKey']}  REVOKED: it no longer works (revoked or rolled in"
-                   " the console), so the demo shop cannot create preorders. Give it the new key:"
-                   " flask --app app demo-merchant --secret-key sk_test_…")
+        click.echo(f"  secret key:      {keys['secretKey']}  REVOKED: it no longer works (revoked"
+                   " or rolled in the console), so the demo shop cannot create preorders. Give it"
+                   " the new key: flask --app app demo-merchant --secret-key sk_test_…")
     click.echo(f"  public key:      {keys['publicKey']}")
     click.echo(f"  webhook secret:  {keys['webhookSecret']}")
     if webhook_url is not None:
         click.echo(f"  webhook URL:     {webhook_url}")
     if login is not None:
         click.echo(f"  console login:   {login[0]}  password {login[1]}  (/dashboard/)")
-    click.echo(f"  payment link:    {base}/l/{link.id}  ({link.description}, no code: open it and pay)")
+    click.echo(f"  payment link:    {base}/l/{link.id}  ({link.description}, no code: open it and"
+               " pay)")
 
 
 def database_of(config) -> str:
@@ -101,10 +113,11 @@ def database_of(config) -> str:
               help="Mine an empty block this often besides each transaction (0: only on demand), so"
                    " confirmations come in by themselves.")
 @click.option("--feed-build", default=None, type=click.Path(exists=True, dir_okay=False),
-              help="Also deploy this compiled test price feed (tests/chain/token/TestPriceFeed.json) as"
-                   f" a EUR / USD feed at {DEMO_EUR_USD}, and print its address after the token's.")
-@click.option("--wait", "wait_seconds", default=60.0, type=click.FloatRange(0, 600), show_default=True,
-              help="How long to wait for the node to answer.")
+              help="Also deploy this compiled test price feed"
+                   " (tests/chain/token/TestPriceFeed.json) as a EUR / USD feed at"
+                   f" {DEMO_EUR_USD}, and print its address after the token's.")
+@click.option("--wait", "wait_seconds", default=60.0, type=click.FloatRange(0, 600),
+              show_default=True, help="How long to wait for the node to answer.")
 def prepare_chain(rpc_url, token_build, block_seconds, feed_build, wait_seconds):
     """Make a fresh local node ready for the on-chain demo: deploy the test token from a dev account
     (which keeps its whole supply for the shop's test wallet) and print the token's address; with

@@ -1,8 +1,8 @@
 """The demo shop's test-mode merchant: created once, its keys kept in a JSON file.
 
-`flask --app app demo-merchant` (run by `make run`) calls `ensure`; the demo shop reads the file with
-`read_keys` on each request, so re-running the command (e.g. after `init-db --reset`) needs no restart.
-The file holds the secret key in clear (mode 0600): demo and test mode only.
+`flask --app app demo-merchant` (run by `make run`) calls `ensure`; the demo shop reads the file
+with `read_keys` on each request, so re-running the command (e.g. after `init-db --reset`) needs no
+restart. The file holds the secret key in clear (mode 0600): demo and test mode only.
 
 Each database keeps its own file: by default it sits beside the SQLite file (app/demo/__init__.py),
 and it names the database it was written for, so a command pointed at another database never takes
@@ -15,22 +15,22 @@ import secrets
 from app.domain import accounts, links
 from app.domain import merchants as service
 
-# The on-chain demo's wallet (`make demo-onchain`): the account xpub (m/44'/60'/0') of the BIP39 test seed
-# phrase "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon
-# about", published in the BIP39 test vectors. Its first deposit address (m/44'/60'/0'/0/0) is
-# 0x9858EfFD232B4033E47d90003D41EC34EcaEda94. Anyone can spend from it: local test chains only.
+# The on-chain demo's wallet (`make demo-onchain`): the account xpub (m/44'/60'/0') of the BIP39
+# test seed phrase "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon
+# abandon about", published in the BIP39 test vectors. Its first deposit address (m/44'/60'/0'/0/0)
+# is 0x9858EfFD232B4033E47d90003D41EC34EcaEda94. Anyone can spend from it: local test chains only.
 DEMO_XPUB = ("xpub6DCoCpSuQZB2jawqnGMEPS63ePKWkwWPH4TU45Q7LPXWuNd8TMtVxRrgjtEshuqpK3mdhaWHPFsBngh5"
              "GFZaM6si3yZdUsT8ddYM3PwnATt")
 DEMO_FIRST_ADDRESS = "0x9858EfFD232B4033E47d90003D41EC34EcaEda94"
 
-# The on-chain demo's payout mode: the merchant's payout wallet is the local node's second dev account
-# (Hardhat's published "test test … junk" accounts, #1), and the operator's key, which deploys the
-# forwarder factory and pays the gas of `collect`, is dev account #2's published private key.
-# Anyone can spend from both: local test chains only.
+# The on-chain demo's payout mode: the merchant's payout wallet is the local node's second dev
+# account (Hardhat's published "test test … junk" accounts, #1), and the operator's key, which
+# deploys the forwarder factory and pays the gas of `collect`, is dev account #2's published private
+# key. Anyone can spend from both: local test chains only.
 DEMO_PAYOUT_ADDRESS = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
 DEMO_OPERATOR_KEY = "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a"
-# The relayer of payments without gas (RELAYER_KEY_FILE): dev account #3's published key, which holds
-# the node's gas coin and no token.
+# The relayer of payments without gas (RELAYER_KEY_FILE): dev account #3's published key, which
+# holds the node's gas coin and no token.
 DEMO_RELAYER_KEY = "0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6"
 
 
@@ -67,8 +67,10 @@ def ensure(db, path, *, webhook_url, now, allow_loopback=False, database=None, o
     known = {m.id: m for m in service.list_all(db)}
     if keys is not None and keys["merchantId"] in known:
         if webhook_url is not None:
-            service.set_webhook_url(db, keys["merchantId"], webhook_url, allow_loopback=allow_loopback)
-        # the webhook secret as the console may have rolled it (the receiver verifies with the file's)
+            service.set_webhook_url(db, keys["merchantId"], webhook_url,
+                                    allow_loopback=allow_loopback)
+        # the webhook secret as the console may have rolled it (the receiver verifies with the
+        # file's)
         current = dict(keys, webhookSecret=known[keys["merchantId"]].webhook_secret)
         if database is not None:
             current["database"] = database
@@ -130,8 +132,9 @@ DEMO_NAME = "Demo shop"  # the demo merchant's name
 
 def ensure_staff(db, path, keys, *, now, hash_method):
     """The demo merchant's console owner: (email, password). The password is made at random when the
-    user is created and kept in the keys file beside the merchant's keys (mode 0600, test mode only),
-    so a later run prints it again; a user whose password the file does not hold gets a new one."""
+    user is created and kept in the keys file beside the merchant's keys (mode 0600, test mode
+    only), so a later run prints it again; a user whose password the file does not hold gets a new
+    one."""
     password = keys.get("consolePassword")
     user = accounts.user_by_email(db, DEMO_STAFF_EMAIL)
     if user is not None and user.merchant_id != keys["merchantId"]:
@@ -142,8 +145,8 @@ def ensure_staff(db, path, keys, *, now, hash_method):
     if user is None or not password:
         password = secrets.token_urlsafe(12)
         if user is None:
-            accounts.create_user(db, email=DEMO_STAFF_EMAIL, merchant_id=keys["merchantId"], role="owner",
-                                 password=password, now=now, hash_method=hash_method)
+            accounts.create_user(db, email=DEMO_STAFF_EMAIL, merchant_id=keys["merchantId"],
+                                 role="owner", password=password, now=now, hash_method=hash_method)
         else:
             accounts.set_password(db, DEMO_STAFF_EMAIL, password, hash_method=hash_method)
         _write_keys(path, dict(keys, consolePassword=password))

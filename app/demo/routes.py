@@ -9,8 +9,9 @@
                        checkout page (app/web/checkout.py)
   GET  /demo/thanks    the shop's success page: ?processId= read back with the SECRET key (the
                        shop trusts its server's answer, not the address)
-  POST /demo/webhooks  the demo merchant's webhook endpoint: verifies each Standard Webhooks signature
-                       with its webhook secret and keeps the delivery (inbox.py, in memory)
+  POST /demo/webhooks  the demo merchant's webhook endpoint: verifies each Standard Webhooks
+                       signature with its webhook secret and keeps the delivery (inbox.py, in
+                       memory)
   GET  /demo/webhooks  what arrived, newest first
 
 With DEMO_WALLET_RPC_URL set (a local Hardhat node: `make demo-onchain`), the shop also has a test
@@ -33,12 +34,12 @@ from app.webhooks.signing import VerificationError, verify
 
 bp = Blueprint("demo", __name__, template_folder="templates")
 
-NOT_SET_UP = ("The demo merchant is not set up: run `flask --app app demo-merchant` (make run does),"
-              " then reload this page.")
-REVOKED = ("The demo merchant's secret key in {path} no longer works: it was revoked (or rolled, and its"
-           " overlap is over) in the console. Give the shop the new one: run `flask --app app"
-           " demo-merchant --secret-key sk_test_…` with the key the console's Keys page showed when you"
-           " rolled it (lost it? roll again there), then reload this page.")
+NOT_SET_UP = ("The demo merchant is not set up: run `flask --app app demo-merchant` (make run"
+              " does), then reload this page.")
+REVOKED = ("The demo merchant's secret key in {path} no longer works: it was revoked (or rolled,"
+           " and its overlap is over) in the console. Give the shop the new one: run `flask"
+           " --app app demo-merchant --secret-key sk_test_…` with the key the console's Keys page"
+           " showed when you rolled it (lost it? roll again there), then reload this page.")
 AMOUNT_FORMAT = "Enter the amount as a number, e.g. 19.99."
 DEFAULT_AMOUNT = "19.99"
 FIELD_NAMES = {"amount": "amount", "order_ref": "order reference"}
@@ -64,7 +65,8 @@ def _shop(status=200, **context):
     context.setdefault("default_order_ref", f"A-{int(now()) % 100_000:05d}")
     keys = demo_keys()
     if keys and keys.get("paymentLinkId"):  # `demo-merchant` made one: the shop shows it
-        context.setdefault("payment_link", url_for("checkout.link_page", link_id=keys["paymentLinkId"]))
+        context.setdefault("payment_link",
+                           url_for("checkout.link_page", link_id=keys["paymentLinkId"]))
     return render_template("demo/shop.html", **context), status
 
 
@@ -112,7 +114,8 @@ def checkout():
         if e.status != 400:
             return _shop(503, error=_unusable(keys) or f"{e.message} {NOT_SET_UP}", **form)
         fields = " and the ".join(FIELD_NAMES.get(field, field) for field in e.errors)
-        return _shop(400, error=f"The preorder was not created: check the {fields}.", errors=e.errors, **form)
+        return _shop(400, error=f"The preorder was not created: check the {fields}.",
+                     errors=e.errors, **form)
     process = loads(body.encode("utf-8"))
     if hosted:  # as a shop without a frontend of its own: the customer goes to the checkout page
         return redirect(url_for("checkout.checkout_page", process_id=process["processId"]), 303)
@@ -122,9 +125,10 @@ def checkout():
 
 def _preorder_fields(amount_text, order_ref, hosted=False):
     """The form through the API's own PreorderSchema: the amount text must be a JSON number literal
-    (so `19.99` stays exact and `1e400`, `NaN`, `"5"` are refused as the API refuses them); the order
-    reference goes into the metadata (and, `hosted`, into the description the checkout page shows,
-    with the shop's success and cancel URLs). Errors are keyed by form field (amount, order_ref)."""
+    (so `19.99` stays exact and `1e400`, `NaN`, `"5"` are refused as the API refuses them); the
+    order reference goes into the metadata (and, `hosted`, into the description the checkout page
+    shows, with the shop's success and cancel URLs). Errors are keyed by form field (amount,
+    order_ref)."""
     try:
         amount = loads(amount_text.encode("utf-8")) if amount_text else None
     except InvalidJSON:

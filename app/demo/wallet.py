@@ -49,7 +49,8 @@ class DemoWallet:
 
     def balance(self, token: str, owner: str) -> int:
         data = "0x" + BALANCE_OF + _word(owner[2:].lower())
-        return word(self.client.call("eth_call", [{"to": token, "data": data}, "latest"]), "balanceOf")
+        return word(self.client.call("eth_call", [{"to": token, "data": data}, "latest"]),
+                    "balanceOf")
 
     def transfer(self, token: str, to: str, amount: int, sender: str | None = None) -> Sent:
         """An ERC-20 transfer of `amount` base units from the dev account (or `sender`, another
@@ -80,10 +81,12 @@ class DemoWallet:
         if method == "wallet_switchEthereumChain":
             wanted = params[0].get("chainId") if params and isinstance(params[0], dict) else None
             if wanted != hex(self.client.chain_id()):
-                raise WalletRequestError(4902, f"The test wallet knows only chain {self.client.chain_id()}.")
+                raise WalletRequestError(4902, "The test wallet knows only chain"
+                                               f" {self.client.chain_id()}.")
             return None
         if method == "eth_sendTransaction" and params and isinstance(params[0], dict):
-            tx = {"from": account or self.sender(), "to": params[0].get("to"), "data": params[0].get("data")}
+            tx = {"from": account or self.sender(), "to": params[0].get("to"),
+                  "data": params[0].get("data")}
             return self._send(tx).tx_hash
         if method == "eth_signTypedData_v4" and len(params) == 2:
             return self.client.call("eth_signTypedData_v4", [account or self.sender(), params[1]])
@@ -102,12 +105,14 @@ class DemoWallet:
         with open(build_path) as f:
             bytecode = json.load(f)["bytecode"]
         receipt = self._receipt(self.client.call(
-            "eth_sendTransaction", [{"from": self.sender(), "data": bytecode + _word(format(supply, "x"))}]))
+            "eth_sendTransaction",
+            [{"from": self.sender(), "data": bytecode + _word(format(supply, "x"))}]))
         return receipt["contractAddress"]
 
     def deploy_feed(self, build_path, description, answer, decimals=8) -> str:
-        """Deploy the test price feed compiled at `build_path` (tests/chain/token/TestPriceFeed.json,
-        a Chainlink-style AggregatorV3Interface) answering `answer` (with `decimals`); its address."""
+        """Deploy the test price feed compiled at `build_path`
+        (tests/chain/token/TestPriceFeed.json, a Chainlink-style AggregatorV3Interface) answering
+        `answer` (with `decimals`); its address."""
         from eth_abi import encode
         with open(build_path) as f:
             bytecode = json.load(f)["bytecode"]
@@ -118,7 +123,8 @@ class DemoWallet:
 
     def _send(self, tx) -> Sent:
         receipt = self._receipt(self.client.call("eth_sendTransaction", [tx]))
-        return Sent(tx_hash=receipt["transactionHash"], block_number=quantity(receipt["blockNumber"], "blockNumber"))
+        return Sent(tx_hash=receipt["transactionHash"],
+                    block_number=quantity(receipt["blockNumber"], "blockNumber"))
 
     def _receipt(self, tx_hash):
         receipt = self.client.call("eth_getTransactionReceipt", [tx_hash])

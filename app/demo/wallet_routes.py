@@ -8,9 +8,10 @@ chain, on the shop's blueprint (routes.py).
                                       one token more
   POST /demo/wallet/<processId>/refunds/<refundId>  pays a pending refund of the order: from the
                                       merchant's payout wallet when the node signs for it (the
-                                      watcher then finds it by itself), else from the order's deposit
-                                      address (the merchant's: the node impersonates it), the
-                                      transaction then named for the refund (as the console does)
+                                      watcher then finds it by itself), else from the order's
+                                      deposit address (the merchant's: the node impersonates it),
+                                      the transaction then named for the refund (as the console
+                                      does)
   POST /demo/wallet/mine              {"blocks": n}: mine n blocks (1-100)
   POST /demo/wallet/rpc               {"method", "params"}: the same account as a browser wallet
                                       (EIP-1193), which the shop's page announces (EIP-6963) to the
@@ -50,7 +51,8 @@ SEND_KINDS = ("full", "partial", "over")
 def _wallet():
     url = current_app.config.get("DEMO_WALLET_RPC_URL")
     if not url:
-        raise ApiError(404, "not_found", "The test wallet is off: set DEMO_WALLET_RPC_URL (make demo-onchain does).")
+        raise ApiError(404, "not_found", "The test wallet is off: set DEMO_WALLET_RPC_URL"
+                       " (make demo-onchain does).")
     return DemoWallet(url)
 
 
@@ -71,7 +73,8 @@ def _node_error(e):
 def _outstanding(view):
     """What the payment still asks for: the amount due less what was seen or confirmed (0 once
     everything is; "Send 1 more" still pays over the amount, or late)."""
-    received = sum(t.amount for t in view.transfers if t.status in ("seen", "confirmed"))  # base units
+    # base units
+    received = sum(t.amount for t in view.transfers if t.status in ("seen", "confirmed"))
     return max(view.payment.amount_due - received, 0)
 
 
@@ -85,11 +88,12 @@ def wallet_state(process_id):
             p = view.payment
             asset = setup.asset(get_db(), p.asset_id, p.network_id)
             state["payment"] = {
-                "token": p.token_contract, "symbol": asset.symbol if asset else p.asset_id, "address": p.address,
+                "token": p.token_contract, "symbol": asset.symbol if asset else p.asset_id,
+                "address": p.address,
                 "balance": format_units(wallet.balance(p.token_contract, account), p.decimals),
                 "full": format_units(_outstanding(view), p.decimals),
-                "refunds": [{"id": r.id, "amount": format_units(r.amount, r.decimals), "to": r.address,
-                             "named": r.named_tx_hash is not None}
+                "refunds": [{"id": r.id, "amount": format_units(r.amount, r.decimals),
+                             "to": r.address, "named": r.named_tx_hash is not None}
                             for r in refunds.list_for_process(get_db(), p.merchant_id, p.process_id)
                             if r.status == "pending"],
             }
@@ -114,11 +118,13 @@ def wallet_send(process_id):
         raise validation_error({"kind": [f"Must be one of: {', '.join(SEND_KINDS)}."]})
     wallet, view = _wallet(), _demo_payment(process_id)
     if view is None:
-        raise ApiError(409, "invalid_state", "Choose a coin and network in the payment button first.")
+        raise ApiError(409, "invalid_state",
+                       "Choose a coin and network in the payment button first.")
     p = view.payment
     full = _outstanding(view)
     if kind in ("full", "partial") and not full:
-        raise ApiError(409, "invalid_state", "The payment is paid in full: \"Send 1 more\" pays over it.")
+        raise ApiError(409, "invalid_state",
+                       "The payment is paid in full: \"Send 1 more\" pays over it.")
     amount = {"full": full, "partial": max(full // 2, 1), "over": full + 10 ** p.decimals}[kind]
     try:
         sent = wallet.transfer(p.token_contract, p.address, amount)
@@ -148,7 +154,8 @@ def wallet_refund(process_id, refund_id):
     except RpcError as e:
         raise _node_error(e) from None
     if not own:  # not the payout address: only its named transaction settles it
-        refunds.name_transaction(get_db(), p.merchant_id, process_id, refund.id, sent.tx_hash, now())
+        refunds.name_transaction(get_db(), p.merchant_id, process_id, refund.id, sent.tx_hash,
+                                 now())
     return json_response(json.dumps({"txHash": sent.tx_hash, "blockNumber": sent.block_number,
                                      "amount": format_units(refund.amount, refund.decimals),
                                      "to": refund.address,
@@ -188,7 +195,8 @@ def wallet_merchant_rpc():
     keys = demo_keys()
     account = payouts.payout_of(get_db(), keys["merchantId"]) if keys else None
     if account is None:
-        raise ApiError(409, "invalid_state", "The demo merchant has no payout address: make demo-onchain sets one.")
+        raise ApiError(409, "invalid_state",
+                       "The demo merchant has no payout address: make demo-onchain sets one.")
     return wallet_rpc(account)
 
 
@@ -203,8 +211,8 @@ def wallet_rpc(account=None):
     wallet = _wallet()
     try:
         if account is not None and not wallet.unlocked(account):
-            raise WalletRequestError(4100, f"The local node does not sign for {account}: this wallet"
-                                     " works under make demo-onchain only.")
+            raise WalletRequestError(4100, f"The local node does not sign for {account}: this"
+                                     " wallet works under make demo-onchain only.")
         answer = {"result": wallet.request(method, params, account)}
     except WalletRequestError as e:
         answer = {"error": {"code": e.code, "message": str(e)}}
@@ -227,7 +235,8 @@ def wallet_collect(process_id):
                        "This order's payment is not in the payout mode: nothing to collect.")
     p = view.payment
     try:
-        report = collect.collect(get_db(), p.network_id, key_file, merchant_id=p.merchant_id, now=now())
+        report = collect.collect(get_db(), p.network_id, key_file, merchant_id=p.merchant_id,
+                                 now=now())
     except (SetupError, SignerError) as e:
         raise ApiError(503, "not_set_up", str(e)) from None
     if report.error:
