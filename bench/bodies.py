@@ -1,6 +1,7 @@
 """Request and webhook bodies used by the benchmarks, written compactly as a client would send them.
 
-    python -m bench.bodies preorder       # the realistic preorder body (amount + order ref + e-mail)
+    python -m bench.bodies preorder       # the realistic preorder body
+                                          # (amount + order ref + e-mail)
     python -m bench.bodies preorder-9kb   # the same with ~9 KB of metadata (line items)
     python -m bench.bodies event          # a webhook event body of the service's shape
 """
@@ -16,7 +17,8 @@ def compact(value):
 
 
 def line_items_metadata(target_bytes):
-    """Order metadata padded with realistic line items until its compact encoding reaches the target."""
+    """Order metadata padded with realistic line items until its compact encoding reaches the
+    target."""
     metadata = dict(ORDER_METADATA, items=[])
     n = 0
     while len(compact(metadata).encode()) < target_bytes:
@@ -35,17 +37,20 @@ def preorder_body(metadata_bytes=None):
     return {"amount": 19.99, "metadata": metadata}
 
 
-PREORDER_BODIES = {"preorder": lambda: preorder_body(), "preorder-9kb": lambda: preorder_body(METADATA_9KB)}
+PREORDER_BODIES = {"preorder": lambda: preorder_body(),
+                   "preorder-9kb": lambda: preorder_body(METADATA_9KB)}
 
 
 def event_body(size=None):
-    """A `process.cancelled` event as the contract shows it; padded with spaces to `size` bytes if given."""
+    """A `process.cancelled` event as the contract shows it; padded with spaces to `size` bytes if
+    given."""
     process = {
         "processId": "7d7c1a52-4a4b-4f0e-9d55-2b1f6c1f8a10", "status": "cancelled", "amount": 19.99,
         "metadata": ORDER_METADATA, "livemode": False, "createdAt": "2026-11-22T10:00:00Z",
         "updatedAt": "2026-11-22T10:01:00Z", "expiresAt": "2026-11-22T10:30:00Z",
     }
-    body = compact({"type": "process.cancelled", "timestamp": "2026-11-22T10:01:00Z", "data": process})
+    body = compact({"type": "process.cancelled", "timestamp": "2026-11-22T10:01:00Z",
+                    "data": process})
     body = body.encode()
     if size and size > len(body):
         body = body[:-1] + b" " * (size - len(body)) + b"}"

@@ -10,7 +10,8 @@ Both sides use the same token (tests/chain's OpenZeppelin ERC-20) and amounts, a
 that already holds some of it (as after its first collection). Gas is deterministic: one round.
 Also reported, to say where the factory's gas goes: the same collection with no token listed and
 empty addresses (CREATE2, the constructor's call for the token list, SELFDESTRUCT, calldata), and
-the floor (CREATE2's 32,000 plus the baseline's transfer without its 21,000 intrinsic gas) / baseline.
+the floor (CREATE2's 32,000 plus the baseline's transfer without its 21,000 intrinsic gas) /
+baseline.
 
 `python -m bench.collect [--batches 10,100] [--json]`, or `python -m bench.run --scenarios collect`.
 """
@@ -50,17 +51,19 @@ class Bench:
         return receipt
 
     def send(self, to, data="0x", value=0, sender=None):
-        return self.receipt(self.node.rpc("eth_sendTransaction", {"from": sender or self.payer, "to": to,
-                                                                  "data": data, "value": hex(value)}))
+        return self.receipt(self.node.rpc("eth_sendTransaction", {
+            "from": sender or self.payer, "to": to, "data": data, "value": hex(value)}))
 
     def give(self, to, amount=AMOUNT):
-        self.send(self.token, _call("transfer(address,uint256)", ["address", "uint256"], [to, amount]))
+        self.send(self.token, _call("transfer(address,uint256)", ["address", "uint256"],
+                                    [to, amount]))
 
     def gas(self, receipt):
         return int(receipt["gasUsed"], 16)
 
     def baseline(self, n):
-        """Gas per address: top-up (the receipt's gasUsed) + the address's own token transfer out."""
+        """Gas per address: top-up (the receipt's gasUsed) + the address's own token transfer
+        out."""
         from eth_account import (
             Account,  # here: it sets the process's recursion limit to 100,000
         )
@@ -82,7 +85,8 @@ class Bench:
         return total / n, total
 
     def factory(self, factory, n, tag, tokens=True):
-        """Gas per address of one collect over n funded deposit addresses (empty ones if not tokens)."""
+        """Gas per address of one collect over n funded deposit addresses (empty ones if not
+        tokens)."""
         deposits = [(self.payout, forwarder.salt(f"bench-{tag}-{i}")) for i in range(n)]
         if tokens:
             for payout, salt in deposits:
@@ -106,15 +110,18 @@ def run(opts, workdir):
         bench = Bench(node)
         bench.give(bench.payout, 10**6)  # the payout already holds the token
         factory = to_checksum_address(bench.receipt(node.rpc("eth_sendTransaction", {
-            "from": bench.payer, "data": "0x" + forwarder.factory_creation_code().hex()}))["contractAddress"])
+            "from": bench.payer, "data": "0x" + forwarder.factory_creation_code().hex()}))[
+                "contractAddress"])
         rows = []
         for n in batches:
             base, base_total = bench.baseline(n)
             per, total = bench.factory(factory, n, f"{n}")
             bare, _ = bench.factory(factory, n, f"{n}-bare", tokens=False)
-            transfer_only = base - 21_000 - 21_000  # the baseline's transfer without its intrinsic gas
-            rows.append({"batch": n, "baseline_gas_per_address": base, "factory_gas_per_address": per,
-                         "factory_tx_gas": total, "no_token_gas_per_address": bare,
+            # the baseline's transfer without its intrinsic gas
+            transfer_only = base - 21_000 - 21_000
+            rows.append({"batch": n, "baseline_gas_per_address": base,
+                         "factory_gas_per_address": per, "factory_tx_gas": total,
+                         "no_token_gas_per_address": bare,
                          "ratio": round(per / base, 4),
                          "floor_ratio": round((32_000 + transfer_only) / base, 4)})
     finally:
@@ -129,9 +136,12 @@ def run(opts, workdir):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m bench.collect", description=__doc__.splitlines()[0])
-    parser.add_argument("--batches", default="10,100", help="addresses per collect transaction (default 10,100)")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
+    parser = argparse.ArgumentParser(prog="python -m bench.collect",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", default="10,100",
+                        help="addresses per collect transaction (default 10,100)")
+    parser.add_argument("--json", action="store_true",
+                        help="print the result as JSON instead of a table")
     opts = parser.parse_args(argv)
     opts.collect_batches = [int(n) for n in opts.batches.split(",")]
     with tempfile.TemporaryDirectory(prefix="bench-collect-") as workdir:

@@ -1,4 +1,5 @@
-"""The time to collect N payout-mode deposit addresses end to end (default 1,000), on one Hardhat node.
+"""The time to collect N payout-mode deposit addresses end to end (default 1,000), on one Hardhat
+node.
 
 Set up as an operator and customers would, untimed: `networks add`, `assets add`,
 `networks deploy-factory`, two merchants with `merchants set-payout`, N processes confirmed through
@@ -35,7 +36,8 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 # Hardhat's published dev key of account #2 ("test test … junk"): a local node's, never a real one.
 KEY = "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a"
-PAYOUTS = ("0x1111111111111111111111111111111111111111", "0x2222222222222222222222222222222222222222")
+PAYOUTS = ("0x1111111111111111111111111111111111111111",
+           "0x2222222222222222222222222222222222222222")
 AMOUNT = 25 * 10**6  # base units (25 TUSD) at each address
 GAS_COIN_EVERY = 10
 ETHER = 10**18
@@ -53,8 +55,8 @@ def setup(node, database, key_file, n):
         payouts.deploy_factory(db, "local", key_file, time.time())
         deposits = {}
         for payout in PAYOUTS:
-            merchant, _ = merchant_service.create(db, name="Bench", livemode=False, webhook_url=None,
-                                                  now=time.time())
+            merchant, _ = merchant_service.create(db, name="Bench", livemode=False,
+                                                  webhook_url=None, now=time.time())
             payouts.set_payout(db, merchant.id, payout, time.time())
             for _ in range(n // len(PAYOUTS)):
                 body, _ = processes.create_preorder(db, merchant, amount="25", metadata="{}",
@@ -67,7 +69,8 @@ def setup(node, database, key_file, n):
     for i, address in enumerate(deposits):
         node.transfer(address.lower(), AMOUNT)
         if i % GAS_COIN_EVERY == 0:
-            node.rpc("eth_sendTransaction", {"from": node.accounts[1], "to": address, "value": hex(ETHER // 100)})
+            node.rpc("eth_sendTransaction", {"from": node.accounts[1], "to": address,
+                                             "value": hex(ETHER // 100)})
     return deposits
 
 
@@ -75,8 +78,9 @@ def timed_collect(database, key_file, *args):
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLASK_")}
     env["FLASK_DATABASE"] = database
     started = time.monotonic()
-    done = subprocess.run([str(BIN / "flask"), "--app", "app", "collect", "local", "--key-file", key_file,
-                           "--json", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    done = subprocess.run([str(BIN / "flask"), "--app", "app", "collect", "local",
+                           "--key-file", key_file, "--json", *args],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     seconds = time.monotonic() - started
     if done.returncode != 0:
         raise RuntimeError(f"collect {' '.join(args)} failed: {done.stderr[-2000:]}")
@@ -103,16 +107,19 @@ def run(n, workdir):
         for payout in PAYOUTS:
             expected = AMOUNT * sum(1 for p in deposits.values() if p == payout)
             if token_balance(node, payout) != expected:
-                raise RuntimeError(f"payout {payout} holds {token_balance(node, payout)}, not {expected}")
+                raise RuntimeError(f"payout {payout} holds {token_balance(node, payout)},"
+                                   f" not {expected}")
         if again["transactions"]:
             raise RuntimeError("a second collect found something to move")
         txs = report["transactions"]
         return {
             "scenario": "collect-e2e", "addresses": len(deposits),
-            "dry_run_seconds": round(dry_seconds, 2), "planned_transactions": len(dry["transactions"]),
+            "dry_run_seconds": round(dry_seconds, 2),
+            "planned_transactions": len(dry["transactions"]),
             "collect_seconds": round(seconds, 2), "transactions": len(txs),
             "addresses_per_transaction": [t["addresses"] for t in txs],
-            "gas_used": report["gasUsed"], "gas_per_address": round(report["gasUsed"] / len(deposits)),
+            "gas_used": report["gasUsed"],
+            "gas_per_address": round(report["gasUsed"] / len(deposits)),
             "nothing_left_seconds": round(again_seconds, 2),
         }
     finally:
@@ -120,8 +127,10 @@ def run(n, workdir):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m bench.collect_e2e", description=__doc__.splitlines()[0])
-    parser.add_argument("--addresses", type=int, default=1000, help="deposit addresses (default 1000)")
+    parser = argparse.ArgumentParser(prog="python -m bench.collect_e2e",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--addresses", type=int, default=1000,
+                        help="deposit addresses (default 1000)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     opts = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-collect-e2e-") as workdir:

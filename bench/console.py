@@ -1,12 +1,13 @@
-"""The merchant console at a million processes: `python -m bench.console [--processes N] [--requests N]`.
+"""The merchant console at a million processes:
+`python -m bench.console [--processes N] [--requests N]`.
 
 Two SQLite databases made by init-db, each with one merchant and its owner: a small one (1,000
 processes) and a large one (1,000,000 by default), loaded through the data layer's bulk insert
 (search rows included). Then, in this process, through the Flask test client logged in as the
 owner (no network: the figures are the server's own time per request):
   - each page kind (first page, next page, a status filter, a search for a unique order reference,
-    a search for an e-mail that 200 processes share on either side) is requested alternately on the two databases;
-    p50/p95 per side and the ratio large / small (target p95 ratio <= 2);
+    a search for an e-mail that 200 processes share on either side) is requested alternately on
+    the two databases; p50/p95 per side and the ratio large / small (target p95 ratio <= 2);
   - the CSV export of every process, streamed: rows per second on each, and the peak of Python's
     allocations while streaming (tracemalloc, a second pass) on each: flat means about equal;
   - the same export of the large database through a real gunicorn (gunicorn.conf.py, one sync
@@ -46,7 +47,8 @@ def _process(merchant_id, i, now, n):
     return Process(
         seq=None, id=str(uuid.uuid4()), merchant_id=merchant_id, status=STATUSES[i % len(STATUSES)],
         amount=f"{1 + i % 9_999}.{i % 100:02d}",
-        metadata=json.dumps({"orderRef": f"A-{i}", "email": f"buyer{i % max(1, n // SHARED)}@example.com"},
+        metadata=json.dumps({"orderRef": f"A-{i}",
+                             "email": f"buyer{i % max(1, n // SHARED)}@example.com"},
                             separators=(",", ":")),
         livemode=False, created_at=created, updated_at=created, expires_at=created + 1800)
 
@@ -56,7 +58,8 @@ def merchant_with_owner(app, now, *, livemode=False):
     returns the merchant."""
     init_db()
     db = app.extensions["db"]
-    merchant, _ = create_merchant(db, name="Bench shop", livemode=livemode, webhook_url=None, now=now)
+    merchant, _ = create_merchant(db, name="Bench shop", livemode=livemode, webhook_url=None,
+                                  now=now)
     accounts.create_user(db, email=OWNER, merchant_id=merchant.id, role="owner", password=PASSWORD,
                          now=now, hash_method=app.config["DASHBOARD_PASSWORD_HASH"])
     return merchant
@@ -96,7 +99,8 @@ def page_urls(client, n, rng):
         "next page": next_url,
         "status=cancelled": "/dashboard/?status=cancelled",
         "search order ref": lambda: f"/dashboard/?q=A-{rng.randrange(n)}",
-        "search shared e-mail": lambda: f"/dashboard/?q=buyer{rng.randrange(max(1, n // SHARED))}@example.com",
+        "search shared e-mail":
+            lambda: f"/dashboard/?q=buyer{rng.randrange(max(1, n // SHARED))}@example.com",
     }
 
 
@@ -152,8 +156,8 @@ def export_floor(path):
     writer = csv.writer(out, lineterminator="\r\n")
     started = time.perf_counter()
     rows = 0
-    for row in conn.execute("SELECT id, status, amount, livemode, created_at, updated_at, expires_at,"
-                            " metadata FROM processes ORDER BY seq DESC"):
+    for row in conn.execute("SELECT id, status, amount, livemode, created_at, updated_at,"
+                            " expires_at, metadata FROM processes ORDER BY seq DESC"):
         writer.writerow(row)
         rows += 1
         if rows % 500 == 0:
@@ -176,13 +180,15 @@ def export_through_gunicorn(folder, path):
         session = requests.Session()
         login = session.get(server.base_url + "/dashboard/login", timeout=30)
         token = re.search(r'name="csrf_token" value="([^"]+)"', login.text).group(1)
-        answer = session.post(server.base_url + "/dashboard/login", allow_redirects=False, timeout=30,
-                              data={"email": "owner@bench.example", "password": PASSWORD, "csrf_token": token})
+        answer = session.post(server.base_url + "/dashboard/login", allow_redirects=False,
+                              timeout=30, data={"email": "owner@bench.example",
+                                                "password": PASSWORD, "csrf_token": token})
         assert answer.status_code == 303, answer.status_code
         assert session.get(server.base_url + "/dashboard/", timeout=30).status_code == 200
         [before] = server.workers_peak_rss_kb()
         started = time.perf_counter()
-        response = session.get(server.base_url + "/dashboard/processes.csv", stream=True, timeout=60)
+        response = session.get(server.base_url + "/dashboard/processes.csv", stream=True,
+                               timeout=60)
         rows = sum(chunk.count(b"\n") for chunk in response.iter_content(1 << 16))  # a row: one \n
         elapsed = time.perf_counter() - started
         [after] = server.workers_peak_rss_kb()
@@ -192,20 +198,27 @@ def export_through_gunicorn(folder, path):
 
 
 def p(values, q):
-    return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
+    return (statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1
+            else values[0])
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m bench.console", description=__doc__.splitlines()[0])
-    parser.add_argument("--processes", type=int, default=1_000_000, help="the large database (default 1,000,000)")
-    parser.add_argument("--small", type=int, default=1_000, help="the small database (default 1,000)")
-    parser.add_argument("--requests", type=int, default=200, help="requests per page kind and side (default 200)")
+    parser = argparse.ArgumentParser(prog="python -m bench.console",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--processes", type=int, default=1_000_000,
+                        help="the large database (default 1,000,000)")
+    parser.add_argument("--small", type=int, default=1_000,
+                        help="the small database (default 1,000)")
+    parser.add_argument("--requests", type=int, default=200,
+                        help="requests per page kind and side (default 200)")
     args = parser.parse_args(argv)
     now = int(time.time())
     with tempfile.TemporaryDirectory(prefix="bench-console-") as folder:
-        sides = {"small": make_database(folder, args.small, now), "large": make_database(folder, args.processes, now)}
+        sides = {"small": make_database(folder, args.small, now),
+                 "large": make_database(folder, args.processes, now)}
         timings = pages(sides, args.requests)
-        result = {"processes": {"small": args.small, "large": args.processes}, "pages": {}, "csv": {}}
+        result = {"processes": {"small": args.small, "large": args.processes}, "pages": {},
+                  "csv": {}}
         heads = ("small p50", "small p95", "large p50", "large p95", "p95 ratio")
         print(f"\n{'page':<22} " + " ".join(f"{h:>10}" for h in heads))
         for kind, by_side in timings.items():
@@ -213,13 +226,15 @@ def main(argv=None):
             l50, l95 = p(by_side["large"], 50) * 1000, p(by_side["large"], 95) * 1000
             result["pages"][kind] = {"small_p50_ms": s50, "small_p95_ms": s95, "large_p50_ms": l50,
                                      "large_p95_ms": l95, "p95_ratio": l95 / s95}
-            print(f"{kind:<22} {s50:>8.2f}ms {s95:>8.2f}ms {l50:>8.2f}ms {l95:>8.2f}ms {l95 / s95:>10.2f}")
+            print(f"{kind:<22} {s50:>8.2f}ms {s95:>8.2f}ms {l50:>8.2f}ms {l95:>8.2f}ms"
+                  f" {l95 / s95:>10.2f}")
         print(f"\n{'CSV export':<22} {'rows':>10} {'rows/s':>10} {'peak alloc':>12}")
         for name, (_, client, n) in sides.items():
             rows, seconds, _ = csv_export(client)
             assert rows == n, (rows, n)
             _, _, peak = csv_export(client, trace=True)
-            result["csv"][name] = {"rows": rows, "rows_per_second": rows / seconds, "peak_traced_bytes": peak}
+            result["csv"][name] = {"rows": rows, "rows_per_second": rows / seconds,
+                                   "peak_traced_bytes": peak}
             print(f"{name:<22} {rows:>10,} {rows / seconds:>10,.0f} {peak / 1e6:>10.2f}MB")
         for _, (app, _, _) in sides.items():
             app.extensions["db"].close_all()
@@ -233,7 +248,8 @@ def main(argv=None):
             "ratio_to_floor": (rows / seconds) / (floor_rows / floor_seconds)}
         print(f"\nCSV export through gunicorn (1 sync worker, timeout 5 s): {rows:,} rows,"
               f" {rows / seconds:,.0f} rows/s ({seconds:.0f} s); floor (SELECT + csv.writer)"
-              f" {floor_rows / floor_seconds:,.0f} rows/s, ratio {(rows / seconds) / (floor_rows / floor_seconds):.2f};"
+              f" {floor_rows / floor_seconds:,.0f} rows/s,"
+              f" ratio {(rows / seconds) / (floor_rows / floor_seconds):.2f};"
               f" worker peak RSS {before / 1024:.1f} MB before, {after / 1024:.1f} MB after")
     results = Path(__file__).resolve().parent / "results"
     results.mkdir(exist_ok=True)

@@ -1,4 +1,5 @@
-"""Webhook delivery scenario: N due events delivered to a fast local receiver (bench/receiver_app.py).
+"""Webhook delivery scenario: N due events delivered to a fast local receiver
+(bench/receiver_app.py).
 
 Phases, each against the same receiver (its log emptied in between) and checked for exactly-once
 delivery (every id received once, N in all):
@@ -9,8 +10,9 @@ delivery (every id received once, N in all):
 3. `service-2`: two `--once` processes started together over N freshly seeded events;
 4. `service-3ep`: one `--once` process over N/3 events of a merchant with 3 endpoints, each
                   subscribed to every event: N deliveries, as in phase 1, fanned out.
-Rates are N / wall-clock seconds from process start to the last exit (startup included, as for cron);
-the receiver's first-to-last span is recorded too. Peak RSS of each process comes from wait4().
+Rates are N / wall-clock seconds from process start to the last exit (startup included, as for
+cron); the receiver's first-to-last span is recorded too. Peak RSS of each process comes from
+wait4().
 With `--only baseline` the service phases run the baseline loop instead (phase 3: two loops of N/2).
 """
 import os
@@ -59,7 +61,8 @@ def run_processes(commands, env, log_path, timeout):
             for proc in pending.values():
                 proc.kill()
                 proc.wait()
-            raise RuntimeError(f"{len(pending)} of {len(procs)} processes still running after {timeout}s")
+            raise RuntimeError(f"{len(pending)} of {len(procs)} processes still running"
+                               f" after {timeout}s")
         time.sleep(0.005)
     wall = time.perf_counter() - started
     return wall, [outcomes[p.pid] for p in procs]
@@ -68,8 +71,8 @@ def run_processes(commands, env, log_path, timeout):
 def _baseline_commands(url, count, parts, body_bytes):
     share = count // parts
     return [[sys.executable, "-m", "bench.delivery_baseline", "--url", url, "--count",
-             str(share if i < parts - 1 else count - share * (parts - 1)), "--start", str(i * share),
-             "--body-bytes", str(body_bytes)] for i in range(parts)]
+             str(share if i < parts - 1 else count - share * (parts - 1)),
+             "--start", str(i * share), "--body-bytes", str(body_bytes)] for i in range(parts)]
 
 
 def _service_commands(parts, extra_args):
@@ -107,7 +110,8 @@ def _phase(name, commands, env, count, receiver, receiver_log, workdir, timeout)
              "receiver_cpu_ms_per_event": round(receiver_cpu * 1000 / count, 4),
              "foreign_cpu_pct": round(100 * foreign / (wall * os.cpu_count()), 1), "failures": []}
     if any(code != 0 for code in phase["exit_codes"]):
-        phase["failures"].append(f"{name}: exit codes {phase['exit_codes']} (see delivery-{name}.log)")
+        phase["failures"].append(f"{name}: exit codes {phase['exit_codes']}"
+                                 f" (see delivery-{name}.log)")
     if not (got["received"] == got["unique"] == count and got["missing_id"] == 0):
         phase["failures"].append(
             f"{name}: not exactly once: {got['received']} received, {got['unique']} distinct ids, "
@@ -126,7 +130,8 @@ def run(opts, workdir):
     with receiver:
         url = receiver.base_url + "/hook"
         phases = result["phases"]
-        for name, parts in (("service-1", 1), ("baseline", 1), ("service-2", 2), ("service-3ep", 1)):
+        for name, parts in (("service-1", 1), ("baseline", 1), ("service-2", 2),
+                            ("service-3ep", 1)):
             if name == "baseline" or opts.only_baseline:
                 size = phases.get("service-1", {}).get("receiver", {}).get("mean_body_bytes")
                 size = int(size) if size else len(bodies.event_body())
@@ -137,8 +142,10 @@ def run(opts, workdir):
                 events = count // 3 * 3 if fanned else count  # deliveries
                 db_path, result[f"seed_seconds_{name}"] = _seeded_db(
                     workdir, name, url, events // 3 if fanned else count, 3 if fanned else 1)
-                env, commands = service.flask_env(db_path), _service_commands(parts, opts.delivery_args)
-            phases[name] = _phase(name, commands, env, events, receiver, receiver_log, workdir, timeout)
+                env, commands = (service.flask_env(db_path),
+                                 _service_commands(parts, opts.delivery_args))
+            phases[name] = _phase(name, commands, env, events, receiver, receiver_log, workdir,
+                                  timeout)
             result["failures"] += phases[name]["failures"]
         result["receiver_log_alarms"] = receiver.log_alarms()[:20]
     _judge(result)
@@ -148,8 +155,8 @@ def run(opts, workdir):
 def two_processes_ceiling(phase, one_per_second, cores=None):
     """The highest `2 processes / 1` ratio this machine allows: with every core busy at the CPU per
     event that the deliverers and the receiver used in the two-process phase, the rate is at most
-    cores / (deliverers' + receiver's CPU per event). On 2 cores shared with the receiver this is the
-    ceiling the 2/1 ratio is judged against: the cheaper one process gets, the lower it is."""
+    cores / (deliverers' + receiver's CPU per event). On 2 cores shared with the receiver this is
+    the ceiling the 2/1 ratio is judged against: the cheaper one process gets, the lower it is."""
     per_event_ms = phase["cpu_ms_per_event"] + phase["receiver_cpu_ms_per_event"]
     if not per_event_ms or not one_per_second:
         return None
@@ -162,20 +169,23 @@ def _judge(result):
     result["ratios"] = {"one_process_vs_baseline": stats.ratio(one, base),
                         "two_processes_vs_one": stats.ratio(two, one),
                         "cpu_per_event_one_process_vs_baseline": stats.ratio(
-                            phases["service-1"]["cpu_ms_per_event"], phases["baseline"]["cpu_ms_per_event"]),
+                            phases["service-1"]["cpu_ms_per_event"],
+                            phases["baseline"]["cpu_ms_per_event"]),
                         "two_processes_ceiling": two_processes_ceiling(phases["service-2"], one),
-                        "three_endpoints_vs_one": stats.ratio(phases["service-3ep"]["per_second"], one),
+                        "three_endpoints_vs_one": stats.ratio(
+                            phases["service-3ep"]["per_second"], one),
                         "cpu_per_delivery_three_endpoints_vs_one": stats.ratio(
-                            phases["service-3ep"]["cpu_ms_per_event"], phases["service-1"]["cpu_ms_per_event"])}
+                            phases["service-3ep"]["cpu_ms_per_event"],
+                            phases["service-1"]["cpu_ms_per_event"])}
     sizes = {name: phase["receiver"]["mean_body_bytes"] for name, phase in phases.items()}
     result["mean_body_bytes"] = sizes
     peak = max(phases["service-1"]["peak_rss_kb"] + phases["service-2"]["peak_rss_kb"])
     ceiling = result["ratios"]["two_processes_ceiling"]
-    result["ratios"]["two_processes_vs_ceiling"] = stats.ratio(result["ratios"]["two_processes_vs_one"],
-                                                               ceiling)
+    result["ratios"]["two_processes_vs_ceiling"] = stats.ratio(
+        result["ratios"]["two_processes_vs_one"], ceiling)
     result["targets"] = [
-        stats.target("deliveries/s 1 process / baseline >= 0.90", result["ratios"]["one_process_vs_baseline"],
-                     at_least=0.90),
+        stats.target("deliveries/s 1 process / baseline >= 0.90",
+                     result["ratios"]["one_process_vs_baseline"], at_least=0.90),
         stats.target("deliveries/s (2 processes / 1) / ceiling >= 0.90",
                      result["ratios"]["two_processes_vs_ceiling"], at_least=0.90),
         stats.target("deliveries/s with 3 endpoints an event / with 1 >= 0.90",

@@ -1,10 +1,11 @@
-"""The delivery baseline: a plain loop of `requests.Session.post`, one event body after another.
+r"""The delivery baseline: a plain loop of `requests.Session.post`, one event body after another.
 
-    python -m bench.delivery_baseline --url http://127.0.0.1:8001/hook --count 20000 --body-bytes 343
+    python -m bench.delivery_baseline --url http://127.0.0.1:8001/hook --count 20000 \
+        --body-bytes 343
 
-Each POST carries a distinct `webhook-id` (`bench_<n>`, n from --start) so the receiver's exactly-once
-check applies to it as to the service. Prints one JSON line: {"sent", "non2xx", "seconds"}; exits 1 if
-any answer was not 2xx.
+Each POST carries a distinct `webhook-id` (`bench_<n>`, n from --start) so the receiver's
+exactly-once check applies to it as to the service. Prints one JSON line: {"sent", "non2xx",
+"seconds"}; exits 1 if any answer was not 2xx.
 """
 import argparse
 import json

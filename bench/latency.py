@@ -102,7 +102,8 @@ def run(opts, workdir):
             while session.get(public, headers={"x-public-key": merchant["publicKey"]},
                               timeout=10).json()["status"] != "completed":
                 if time.perf_counter() - t0 > 20 * opts.poll_interval:
-                    raise RuntimeError(f"{process_id} not completed after {20 * opts.poll_interval} s")
+                    raise RuntimeError(f"{process_id} not completed"
+                                       f" after {20 * opts.poll_interval} s")
                 time.sleep(0.01)
             paid.append(time.perf_counter() - t0)
             while process_id not in receiver.arrived:

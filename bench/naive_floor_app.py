@@ -1,5 +1,5 @@
-"""The naive durable floor: bare Flask plus one INSERT committed under synchronous=FULL, written as an
-operator trying SQLite would write it, with none of the service's machinery.
+r"""The naive durable floor: bare Flask plus one INSERT committed under synchronous=FULL, written as
+an operator trying SQLite would write it, with none of the service's machinery.
 
 Each worker opens one plain `sqlite3` connection (WAL, as the service, synchronous=FULL, a busy
 timeout: SQLite's own sleeping busy handler, no writer queue, no file-identity guard) and answers
@@ -8,7 +8,8 @@ metadata, the service's row otherwise; no search rows) and its COMMIT. No authen
 parsing. `python -m bench.run --scenarios preorder-naive` measures the service against it: what the
 service's own work costs, measured against the plainest durable app on the same machine.
 
-    FLASK_DATABASE=... BENCH_MERCHANT_ID=mer_... GUNICORN_APP=bench.naive_floor_app:app gunicorn -c gunicorn.conf.py
+    FLASK_DATABASE=... BENCH_MERCHANT_ID=mer_... GUNICORN_APP=bench.naive_floor_app:app \
+        gunicorn -c gunicorn.conf.py
 """
 import os
 import sqlite3
@@ -38,5 +39,6 @@ def connection():
 def preorder():
     process_id, now = str(uuid.uuid4()), int(time.time())
     with connection() as conn:  # COMMIT on success, ROLLBACK on an exception
-        conn.execute(INSERT, (process_id, _merchant_id, request.get_data(as_text=True), now, now, now + 900))
+        conn.execute(INSERT, (process_id, _merchant_id, request.get_data(as_text=True), now, now,
+                              now + 900))
     return {"processId": process_id}

@@ -38,7 +38,8 @@ YEAR_MIX = (60, 3, 0)  # percent of the processes: completed with a payment, exp
 def _numbers(dialect, n):
     if dialect == "postgresql":
         return f"SELECT i FROM generate_series(1, {n}) AS g(i)"
-    return f"WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < {n}) SELECT i FROM g"
+    return (f"WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < {n})"
+            " SELECT i FROM g")
 
 
 def _hex(dialect, expr, width):
@@ -56,7 +57,8 @@ def load(conn, dialect, merchant_id, n, now, days=365, mix=YEAR_MIX, metadata="'
     created = f"CAST({start} + i * {step} AS BIGINT)" if dialect == "postgresql" \
         else f"CAST({start} + i * {step} AS INTEGER)"
     kind, (paid, partly, by_hand) = "(i % 100)", mix  # paid, partly paid, by hand, the rest
-    status = (f"CASE WHEN {kind} < {paid} THEN 'completed' WHEN {kind} < {paid + partly} THEN 'expired'"
+    status = (f"CASE WHEN {kind} < {paid} THEN 'completed'"
+              f" WHEN {kind} < {paid + partly} THEN 'expired'"
               f" WHEN {kind} < {paid + partly + by_hand} THEN 'completed'"
               f" WHEN {kind} < 90 THEN 'expired' ELSE 'cancelled' END")
     numbers = _numbers(dialect, n)
@@ -67,42 +69,49 @@ def load(conn, dialect, merchant_id, n, now, days=365, mix=YEAR_MIX, metadata="'
         f" {created}, {created} + 600, {created} + 1800 FROM ({numbers}) AS g")
     with_money = f"{kind} < {paid + partly}"
     conn.execute(
-        "INSERT INTO payments (process_id, merchant_id, address_index, address, asset_id, network_id,"
-        " chain_id, token_contract, decimals, amount_due, created_at, updated_at, mode, payout_address,"
-        " factory)"
-        f" SELECT {pid}, '{merchant_id}', NULL, '0x' || {_hex(dialect, 'i', 40)}, 'usdc', 'polygon', 137,"
+        "INSERT INTO payments (process_id, merchant_id, address_index, address, asset_id,"
+        " network_id, chain_id, token_contract, decimals, amount_due, created_at, updated_at, mode,"
+        " payout_address, factory)"
+        f" SELECT {pid}, '{merchant_id}', NULL, '0x' || {_hex(dialect, 'i', 40)}, 'usdc',"
+        " 'polygon', 137,"
         f" '{USDC}', 6, '25000000', {created}, {created}, 'payout', '{PAYOUT}', '{FACTORY}'"
         f" FROM ({numbers}) AS g WHERE {with_money}")
     amount = f"CASE WHEN {kind} < {paid} THEN '25000000' ELSE '12500000' END"
     conn.execute(
-        "INSERT INTO transfers (chain_id, tx_hash, log_index, network_id, process_id, token_contract,"
-        " from_address, amount, block_number, block_hash, block_timestamp, status, seen_at, confirmed_at)"
+        "INSERT INTO transfers (chain_id, tx_hash, log_index, network_id, process_id,"
+        " token_contract, from_address, amount, block_number, block_hash, block_timestamp, status,"
+        " seen_at, confirmed_at)"
         f" SELECT 137, '0x' || {_hex(dialect, 'i', 64)}, 0, 'polygon', {pid}, '{USDC}', '{PAYOUT}',"
-        f" {amount}, i, '0x' || {_hex(dialect, 'i', 64)}, {created} + 300, 'confirmed', {created} + 300,"
+        f" {amount}, i, '0x' || {_hex(dialect, 'i', 64)}, {created} + 300, 'confirmed',"
+        f" {created} + 300,"
         f" {created} + 600 FROM ({numbers}) AS g WHERE {with_money}")
     conn.execute(  # the watcher's report of each partial payment
         "INSERT INTO events (id, merchant_id, process_id, type, payload, created_at)"
-        f" SELECT 'evt_' || {_hex(dialect, 'i', 32)}, '{merchant_id}', {pid}, 'payment.partial', '{{}}',"
+        f" SELECT 'evt_' || {_hex(dialect, 'i', 32)}, '{merchant_id}', {pid}, 'payment.partial',"
+        " '{}',"
         f" {created} + 600 FROM ({numbers}) AS g WHERE {kind} >= {paid} AND {with_money}")
     conn.execute(
         "INSERT INTO refunds (id, process_id, merchant_id, status, asset_id, network_id, chain_id,"
-        " token_contract, decimals, amount, address, created_at, updated_at, scanned_block, tx_hash,"
-        " log_index, block_number)"
-        f" SELECT 'rf_' || {_hex(dialect, 'i', 32)}, {pid}, '{merchant_id}', 'completed', 'usdc', 'polygon',"
+        " token_contract, decimals, amount, address, created_at, updated_at, scanned_block,"
+        " tx_hash, log_index, block_number)"
+        f" SELECT 'rf_' || {_hex(dialect, 'i', 32)}, {pid}, '{merchant_id}', 'completed', 'usdc',"
+        " 'polygon',"
         f" 137, '{USDC}', 6, '5000000', '{PAYOUT}', {created} + 3600, {created} + 7200, i,"
         f" '0x' || {_hex(dialect, 'i + 7', 64)}, 1, i FROM ({numbers}) AS g WHERE i % 100 = 7")
     for day in range(days - 1):  # one confirmed collection a day, of the processes before it
         conn.execute(
-            "INSERT INTO collections (network_id, chain_id, factory, sender, nonce, tx_hash, raw_tx,"
-            " gas_limit, max_fee_per_gas, status, block_number, created_at, settled_at)"
-            f" VALUES ('polygon', 137, '{FACTORY}', '{PAYOUT}', ?, ?, '0x', 1, '1', 'confirmed', ?, ?, ?)",
+            "INSERT INTO collections (network_id, chain_id, factory, sender, nonce, tx_hash,"
+            " raw_tx, gas_limit, max_fee_per_gas, status, block_number, created_at, settled_at)"
+            f" VALUES ('polygon', 137, '{FACTORY}', '{PAYOUT}', ?, ?, '0x', 1, '1', 'confirmed',"
+            " ?, ?, ?)",
             (day, "0x" + f"{day:064x}", int((day + 1) * n / days) + 1, start + (day + 1) * DAY,
              start + (day + 1) * DAY))
     conn.execute(
         "INSERT INTO collection_items (collection_id, address, token, process_id, merchant_id,"
         " payout_address, amount)"
         f" SELECT c.id, p.address, '{USDC}', p.process_id, p.merchant_id, '{PAYOUT}', '25000000'"
-        f" FROM payments p JOIN collections c ON c.nonce = CAST((p.created_at - {start}) / {DAY} AS INTEGER)"
+        " FROM payments p JOIN collections c"
+        f" ON c.nonce = CAST((p.created_at - {start}) / {DAY} AS INTEGER)"
         f" WHERE p.created_at < {now - DAY}")
     conn.execute("ANALYZE")
 
@@ -120,20 +129,24 @@ def make_side(folder, dialect, n, now, days=365, mix=YEAR_MIX, metadata="'{}'"):
         db = app.extensions["db"]
         started = time.perf_counter()
         with db.transaction() as conn:
-            conn.execute("INSERT INTO networks (id, name, chain_id, rpc_url, confirmations, start_block,"
-                         " scanned_block, head_block, created_at) VALUES ('polygon', 'Polygon PoS', 137,"
+            conn.execute("INSERT INTO networks (id, name, chain_id, rpc_url, confirmations,"
+                         " start_block, scanned_block, head_block, created_at)"
+                         " VALUES ('polygon', 'Polygon PoS', 137,"
                          " 'http://127.0.0.1:1', 12, 1, 1, 1, ?)", (now,))
-            conn.execute("INSERT INTO assets (id, network_id, symbol, name, contract, decimals, created_at)"
+            conn.execute("INSERT INTO assets (id, network_id, symbol, name, contract, decimals,"
+                         " created_at)"
                          " VALUES ('usdc', 'polygon', 'USDC', 'USD Coin', ?, 6, ?)", (USDC, now))
-            conn.execute("INSERT INTO network_factories (network_id, address, tx_hash, created_at, version)"
-                         " VALUES ('polygon', ?, ?, ?, 2)", (FACTORY, "0x" + "fb" * 32, now))  # payout mode's
+            conn.execute("INSERT INTO network_factories (network_id, address, tx_hash, created_at,"
+                         " version) VALUES ('polygon', ?, ?, ?, 2)",
+                         (FACTORY, "0x" + "fb" * 32, now))  # payout mode's
             load(conn, dialect, merchant.id, n, now, days, mix, metadata)
             overview_rows.rebuild(conn)  # the sums, as init-db builds them for rows loaded thus
         if dialect == "postgresql":  # as autovacuum leaves a table after a load: visibility map set
             import psycopg
             with psycopg.connect(target, autocommit=True) as raw:
                 raw.execute("VACUUM ANALYZE")
-        print(f"{dialect}: loaded {n:,} processes in {time.perf_counter() - started:.0f} s", flush=True)
+        print(f"{dialect}: loaded {n:,} processes in {time.perf_counter() - started:.0f} s",
+              flush=True)
     return app, logged_in(app), merchant.id
 
 
@@ -159,13 +172,15 @@ def floor(app, merchant_id, requests):
         conn = app.extensions["db"].connection()
         for _ in range(requests):
             started = time.perf_counter()
-            conn.execute("SELECT count(*) FROM processes WHERE merchant_id = ?", (merchant_id,)).fetchone()
+            conn.execute("SELECT count(*) FROM processes WHERE merchant_id = ?",
+                         (merchant_id,)).fetchone()
             times.append(time.perf_counter() - started)
     return times
 
 
 def p(values, q):
-    return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
+    return (statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1
+            else values[0])
 
 
 URLS = {"overview": "/dashboard/overview", "money=partly": "/dashboard/?money=partly",
@@ -174,14 +189,17 @@ URLS = {"overview": "/dashboard/overview", "money=partly": "/dashboard/?money=pa
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m bench.overview", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.overview",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--processes", type=int, default=1_000_000)
-    parser.add_argument("--days", type=int, default=365, help="the span of the processes (default 365)")
+    parser.add_argument("--days", type=int, default=365,
+                        help="the span of the processes (default 365)")
     parser.add_argument("--requests", type=int, default=30)
     parser.add_argument("--backend", choices=("sqlite", "postgresql"), action="append")
     args = parser.parse_args(argv)
     now = int(time.time())
-    result = {"processes": args.processes, "days": args.days, "requests": args.requests, "backends": {}}
+    result = {"processes": args.processes, "days": args.days, "requests": args.requests,
+              "backends": {}}
     with tempfile.TemporaryDirectory(prefix="bench-overview-") as folder:
         for dialect in args.backend or ("sqlite", "postgresql"):
             app, client, merchant_id = make_side(folder, dialect, args.processes, now, args.days)
@@ -192,7 +210,8 @@ def main(argv=None):
             base = floor(app, merchant_id, args.requests)
             figures["floor count(*)"] = {"p50_ms": p(base, 50) * 1000, "p95_ms": p(base, 95) * 1000}
             overview = figures["overview"]
-            overview["p50_ratio_to_floor"] = overview["p50_ms"] / figures["floor count(*)"]["p50_ms"]
+            overview["p50_ratio_to_floor"] = (overview["p50_ms"]
+                                              / figures["floor count(*)"]["p50_ms"])
             result["backends"][dialect] = figures
             app.extensions["db"].close_all()
             print(f"\n{dialect} at {args.processes:,} processes   {'p50':>9} {'p95':>9}")

@@ -7,8 +7,8 @@ bench/overview.py's live merchant (payout mode, USDC, a collection a day) with N
 without a payment (the contract's "a third completed by the sandbox": a live merchant has no
 sandbox, so these are the rows a completion by hand writes, counted in the overview's completed
 processes and in the sandbox sums it keeps but shows in test mode only), 3 % expired partly paid,
-1 % refunded, the rest expired or cancelled. Loaded as bench/overview.py does, then its sums built by
-`overview_rows.rebuild`; another merchant (test mode) with a secret key. Served by
+1 % refunded, the rest expired or cancelled. Loaded as bench/overview.py does, then its sums built
+by `overview_rows.rebuild`; another merchant (test mode) with a secret key. Served by
 `gunicorn -c gunicorn.conf.py` (wsgi:app, the shipped settings: 2 x cores + 1 sync workers, timeout
 30 s), over HTTP on loopback, the owner logged in:
   (a) the owner loads /dashboard/overview 5 times untimed, then 20 times in a row: p50, p95, max;
@@ -112,7 +112,8 @@ def run(folder, dialect, n, days, now):
     app.extensions["db"].close_all()
     env = {"FLASK_DATABASE": str(app.config["DATABASE"])}
     log = Path(folder) / f"gunicorn-{dialect}.log"
-    with Gunicorn(f"overview-{dialect}", "wsgi:app", log, env) as server:  # gunicorn.conf.py as shipped
+    # gunicorn.conf.py as shipped
+    with Gunicorn(f"overview-{dialect}", "wsgi:app", log, env) as server:
         figures = measure(server.base_url, secret_key)
         figures["workers"] = len(server.workers())
     figures["log_alarms"] = server.log_alarms()[:20]
@@ -138,7 +139,8 @@ def misses(figures):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m bench.overview_load", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.overview_load",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--processes", type=int, default=1_300_000)
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--backend", choices=("sqlite", "postgresql"), action="append")
@@ -149,16 +151,19 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="bench-overview-load-") as folder:
         for dialect in args.backend or ("sqlite", "postgresql"):
             started = os.getloadavg()
-            figures = result["backends"][dialect] = run(folder, dialect, args.processes, args.days, now)
+            figures = result["backends"][dialect] = run(folder, dialect, args.processes, args.days,
+                                                        now)
             figures["load_average"] = {"before": started, "after": os.getloadavg()}
             figures["missed"] = misses(figures)
-            print(f"\n{dialect}, {args.processes:,} processes in {args.days} days, {figures['workers']}"
-                  f" workers; load average {started[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
+            print(f"\n{dialect}, {args.processes:,} processes in {args.days} days,"
+                  f" {figures['workers']} workers; load average {started[0]:.1f} before,"
+                  f" {os.getloadavg()[0]:.1f} after")
             print(f"{'':<16} {'requests':>8} {'p50':>9} {'p95':>9} {'p99':>9} {'max':>9}  statuses")
             for name in ("overview", "preorder alone", "overview x5", "preorder during"):
                 f = figures[name]
                 print(f"{name:<16} {f['requests']:>8} " + " ".join(
-                    f"{f[k]:>7.0f}ms" for k in ("p50_ms", "p95_ms", "p99_ms", "max_ms")) + f"  {f['statuses']}")
+                    f"{f[k]:>7.0f}ms" for k in ("p50_ms", "p95_ms", "p99_ms", "max_ms"))
+                    + f"  {f['statuses']}")
             for line in figures["log_alarms"]:
                 print(f"server log: {line}")
             print("targets: " + ("; ".join(figures["missed"]) or "met"), flush=True)

@@ -1,6 +1,6 @@
-"""The PostgreSQL server of a benchmark run: the tests' helper (tests/support/postgres_server.py, Debian's
-postgresql package, initdb + pg_ctl on loopback), started once on first use, durable (fsync and
-synchronous_commit on, as in production), stopped when the run exits."""
+"""The PostgreSQL server of a benchmark run: the tests' helper (tests/support/postgres_server.py,
+Debian's postgresql package, initdb + pg_ctl on loopback), started once on first use, durable
+(fsync and synchronous_commit on, as in production), stopped when the run exits."""
 import atexit
 import sys
 

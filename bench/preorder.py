@@ -43,7 +43,8 @@ SCENARIOS = {
     # PostgreSQL (bench/postgres.py: one durable server per run, a database per side).
     "pg-preorder": {"body": "preorder", "sides": ("pg-floor", "pg-service"), "rounds": 2},
     "pg-sqlite": {"body": "preorder", "sides": ("service", "pg-service"), "rounds": 2},
-    "pg-preorder-1m": {"body": "preorder", "sides": ("pg-service-empty", "pg-service-1m"), "rounds": 2},
+    "pg-preorder-1m": {"body": "preorder", "sides": ("pg-service-empty", "pg-service-1m"),
+                       "rounds": 2},
 }
 
 
@@ -51,7 +52,8 @@ def _start_side(scenario, side, only_baseline, workdir, prefill):
     """Start one side's server on a fresh database; returns (server, secret key to send)."""
     log = workdir / f"{scenario}-{side}.log"
     if only_baseline or side == "baseline":
-        return Gunicorn(side, service.BASELINE_APP, log).start(), "sk_test_baseline_sends_a_key_too_000000"
+        return (Gunicorn(side, service.BASELINE_APP, log).start(),
+                "sk_test_baseline_sends_a_key_too_000000")
     if side.startswith("pg-"):
         from bench import postgres
 
@@ -63,12 +65,14 @@ def _start_side(scenario, side, only_baseline, workdir, prefill):
     if side == "service-1m":
         started = time.perf_counter()
         seed.prefill_processes(db_path, merchant["merchantId"], prefill)
-        print(f"   prefilled {prefill} processes in {time.perf_counter() - started:.1f} s", flush=True)
+        print(f"   prefilled {prefill} processes in {time.perf_counter() - started:.1f} s",
+              flush=True)
     if side == "floor-writer":
         env = {"FLASK_DATABASE": str(db_path), "BENCH_MERCHANT_ID": merchant["merchantId"],
                "BENCH_WRITER_SOCKET": str(workdir / f"{scenario}-writer.sock")}
         writer = Companion("writer", [sys.executable, "-m", "bench.writer_floor", "--socket",
-                                      env["BENCH_WRITER_SOCKET"]], workdir / f"{scenario}-writer.log",
+                                      env["BENCH_WRITER_SOCKET"]],
+                           workdir / f"{scenario}-writer.log",
                            dict(os.environ, **env), env["BENCH_WRITER_SOCKET"]).start()
         server = Gunicorn(side, service.WRITER_FLOOR_APP, log, env=env)
         server.companions.append(writer)
@@ -114,7 +118,8 @@ def run(name, opts, workdir):
         def measure(side, seconds):
             server, key = sides[side]
             cpu_before, busy_before = server.workers_cpu_seconds(), machine_busy_seconds()
-            figures = wrk.run(server.base_url, body_file=body_file, secret_key=key, duration=seconds)
+            figures = wrk.run(server.base_url, body_file=body_file, secret_key=key,
+                              duration=seconds)
             cpu = server.workers_cpu_seconds() - cpu_before
             busy = machine_busy_seconds() - busy_before
             requests = figures["requests"]
@@ -122,7 +127,8 @@ def run(name, opts, workdir):
             # Share of the machine's CPU used by anything but this server's workers and wrk: other
             # work competing with the measurement (the other side's idle workers count, a little).
             foreign = max(0.0, busy - cpu - figures["wrk_cpu_seconds"])
-            figures["foreign_cpu_pct"] = round(100 * foreign / (figures["seconds"] * os.cpu_count()), 1)
+            figures["foreign_cpu_pct"] = round(
+                100 * foreign / (figures["seconds"] * os.cpu_count()), 1)
             return figures
 
         for side in spec["sides"]:
@@ -131,8 +137,10 @@ def run(name, opts, workdir):
             order = spec["sides"] if n % 2 == 0 else spec["sides"][::-1]
             for side in order:
                 result["rounds"][side].append(measure(side, opts.duration))
-        result["peak_rss_kb"] = {side: server.workers_peak_rss_kb() for side, (server, _) in sides.items()}
-        result["log_alarms"] = {side: server.log_alarms()[:20] for side, (server, _) in sides.items()}
+        result["peak_rss_kb"] = {side: server.workers_peak_rss_kb()
+                                 for side, (server, _) in sides.items()}
+        result["log_alarms"] = {side: server.log_alarms()[:20]
+                                for side, (server, _) in sides.items()}
 
     _judge(result)
     return result
@@ -160,27 +168,33 @@ def _judge(result):
     result["ratios"] = {"rps": stats.ratio(sub["rps"], ref["rps"]),
                         "p50": stats.ratio(sub["p50_ms"], ref["p50_ms"]),
                         "p99": stats.ratio(sub["p99_ms"], ref["p99_ms"]),
-                        "cpu_per_request": stats.ratio(sub["cpu_ms_per_request"], ref["cpu_ms_per_request"])}
+                        "cpu_per_request": stats.ratio(sub["cpu_ms_per_request"],
+                                                       ref["cpu_ms_per_request"])}
     result["max_foreign_cpu_pct"] = max(r["foreign_cpu_pct"] for r in runs)
     # Round n of each side ran back to back: the pairs where other work took little CPU give the
     # ratio least disturbed by it (None when every pair was disturbed).
     pairs = zip(result["rounds"][reference], result["rounds"][subject], strict=True)
     quiet = [b["rps"] / a["rps"] for a, b in pairs
-             if max(a["foreign_cpu_pct"], b["foreign_cpu_pct"]) < QUIET_FOREIGN_CPU_PCT and a["rps"]]
+             if max(a["foreign_cpu_pct"], b["foreign_cpu_pct"]) < QUIET_FOREIGN_CPU_PCT
+             and a["rps"]]
     result["quiet_pairs"] = len(quiet)
     result["ratios"]["rps_quiet_pairs"] = round(statistics.median(quiet), 3) if quiet else None
     peak = max(result["peak_rss_kb"][subject] or [0]) or None
     if result["scenario"] in ("preorder-1m", "pg-preorder-1m"):
-        targets = [stats.target("req/s 1M-db / empty-db >= 0.90", result["ratios"]["rps"], at_least=0.90)]
+        targets = [stats.target("req/s 1M-db / empty-db >= 0.90", result["ratios"]["rps"],
+                                at_least=0.90)]
     elif result["scenario"] == "preorder-naive":
-        targets = [stats.target("req/s service / naive floor >= 0.90", result["ratios"]["rps"], at_least=0.90)]
+        targets = [stats.target("req/s service / naive floor >= 0.90", result["ratios"]["rps"],
+                                at_least=0.90)]
     elif result["scenario"] == "pg-preorder":
         targets = [stats.target("req/s service / PostgreSQL floor >= 0.90", result["ratios"]["rps"],
                                 at_least=0.90)]
     elif result["scenario"] == "preorder":
         # The ratio to bare Flask is context, not a target: a durable SQLite commit per request
-        # caps it near 0.5 on 2 cores. Throughput is judged against the storage floor (floor_targets).
-        targets = [stats.target("p99 service / baseline <= 2.0", result["ratios"]["p99"], at_most=2.0)]
+        # caps it near 0.5 on 2 cores. Throughput is judged against the storage floor
+        # (floor_targets).
+        targets = [stats.target("p99 service / baseline <= 2.0", result["ratios"]["p99"],
+                                at_most=2.0)]
     else:
         targets = []
     targets.append(stats.target("worker peak RSS < 100 MB", stats.mb(peak), below=100))
@@ -193,7 +207,8 @@ FLOOR_TARGETS = {"preorder": ("preorder-floor", 0.95), "preorder-9kb": ("preorde
 
 def floor_targets(results):
     """Add to the service scenarios their target against the storage floor measured in the same run:
-    (service / baseline req/s) / (floor / baseline req/s); not judged (met None) without the floor."""
+    (service / baseline req/s) / (floor / baseline req/s); not judged (met None) without the
+    floor."""
     ratios = {r["scenario"]: r.get("ratios", {}).get("rps") for r in results}
     for result in results:
         if result["scenario"] in FLOOR_TARGETS and "targets" in result:

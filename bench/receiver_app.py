@@ -2,13 +2,14 @@
 
 `POST` to any path answers `200 ok` and appends one line `<key>\t<body bytes>\t<unix time>` to
 the file named by env `RECEIVER_LOG` (the key: the webhook-id, and the path when it is not `/hook`,
-so one event sent to several endpoints counts once per endpoint), with one `write()` on an `O_APPEND` descriptor, so the several
-gunicorn worker processes can share the file without interleaving lines. `GET /stats` answers the
-summary of that file (`summarize()`), which the harness also reads directly to check that every event
-was delivered exactly once. Nothing is verified or parsed: the receiver must never be the bottleneck.
+so one event sent to several endpoints counts once per endpoint), with one `write()` on an
+`O_APPEND` descriptor, so the several gunicorn worker processes can share the file without
+interleaving lines. `GET /stats` answers the summary of that file (`summarize()`), which the harness
+also reads directly to check that every event was delivered exactly once. Nothing is verified or
+parsed: the receiver must never be the bottleneck.
 
-Run it with `gunicorn -c bench/receiver_gunicorn.conf.py bench.receiver_app:app` (gthread workers, so
-connections are kept alive; see that file).
+Run it with `gunicorn -c bench/receiver_gunicorn.conf.py bench.receiver_app:app` (gthread workers,
+so connections are kept alive; see that file).
 """
 import json
 import os

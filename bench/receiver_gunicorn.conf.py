@@ -1,10 +1,12 @@
-"""Gunicorn settings for the webhook receiver (bench/receiver_app.py), the delivery benchmark's sink.
+"""Gunicorn settings for the webhook receiver (bench/receiver_app.py), the delivery benchmark's
+sink.
 
 Not the production settings: the receiver is the instrument, not the thing measured, so it gets what
 keeps it out of the way:
-- gthread workers: the sync worker closes the connection after every response (no keep-alive), which
-  would make every delivery pay a TCP handshake and measure the receiver instead of the deliverer;
-  gthread keeps connections alive, so `requests.Session` in the baseline and in the service reuse them.
+- gthread workers: the sync worker closes the connection after every response (no keep-alive),
+  which would make every delivery pay a TCP handshake and measure the receiver instead of the
+  deliverer; gthread keeps connections alive, so `requests.Session` in the baseline and in the
+  service reuse them.
 - 2 processes (one per core) x 8 threads: enough for two delivery processes each with a thread pool,
   and no single GIL serialising the receiver.
 - no access log (20,000 lines of log formatting is CPU the deliverer would not get).

@@ -1,9 +1,10 @@
-"""Run the benchmarks: `python -m bench.run [--quick] [--only baseline] [--scenarios a,b]` (or bench/run.py).
+"""Run the benchmarks: `python -m bench.run [--quick] [--only baseline] [--scenarios a,b]`
+(or bench/run.py).
 
 Writes bench/results/<UTC timestamp>.json, prints a short table, exits 1 if any request was not 2xx,
 any event was not delivered exactly once, a server logged a traceback, a scenario errored or was
-skipped (a seam in bench/seed.py not yet implemented), or, with --check-targets, a target was missed.
-See bench/README.md.
+skipped (a seam in bench/seed.py not yet implemented), or, with --check-targets, a target was
+missed. See bench/README.md.
 """
 import argparse
 import datetime
@@ -21,43 +22,56 @@ if __package__ in (None, ""):  # run as `python bench/run.py`: make the `bench` 
 from bench import collect, delivery, preorder, report, service, watcher, wrk
 
 # The storage floors are in the default run: the service's throughput targets are set against them.
-ALL = ("preorder", "preorder-floor", "preorder-9kb", "preorder-9kb-floor", "preorder-1m", "delivery", "watcher")
+ALL = ("preorder", "preorder-floor", "preorder-9kb", "preorder-9kb-floor", "preorder-1m",
+       "delivery", "watcher")
 # run only when named; the pg-* ones need Debian's postgresql (docs/storage.md)
-OPTIONAL = ("preorder-naive", "preorder-sync", "preorder-writer", "pg-preorder", "pg-sqlite", "pg-preorder-1m",
-            "collect")
-BASELINE_ONLY = ("preorder", "preorder-9kb", "delivery")  # watcher: its floor is in the scenario; preorder-1m needs the service's database
+OPTIONAL = ("preorder-naive", "preorder-sync", "preorder-writer", "pg-preorder", "pg-sqlite",
+            "pg-preorder-1m", "collect")
+# watcher: its floor is in the scenario; preorder-1m needs the service's database
+BASELINE_ONLY = ("preorder", "preorder-9kb", "delivery")
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.run",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", choices=["baseline"], help="run the baseline app on both sides "
                         "(the service is not needed): the ratios show the harness's own noise")
     parser.add_argument("--scenarios", help=f"comma-separated subset of {','.join(ALL + OPTIONAL)}")
     parser.add_argument("--quick", action="store_true",
-                        help="smoke run: 1 round of 2 s, 1 s warm-up, 2,000 events, 20,000 processes")
+                        help="smoke run: 1 round of 2 s, 1 s warm-up, 2,000 events,"
+                             " 20,000 processes")
     parser.add_argument("--duration", type=int, help="seconds per wrk round (default 10)")
-    parser.add_argument("--rounds", type=int, help="rounds per side, alternating (default: 3 for preorder, "
-                        "2 for preorder-9kb and preorder-1m)")
-    parser.add_argument("--warmup", type=int, help="seconds of unrecorded wrk per side first (default 1)")
-    parser.add_argument("--events", type=int, help="due events for the delivery scenario (default 20000)")
-    parser.add_argument("--processes", type=int, help="processes prefilled for preorder-1m (default 1000000)")
-    parser.add_argument("--delivery-args", default="", help="extra arguments for deliver-webhooks --once")
-    parser.add_argument("--delivery-timeout", type=int, default=120, help="seconds before a phase is killed")
-    parser.add_argument("--watch-blocks", type=int, help="blocks the watcher catches up over (default 10000)")
-    parser.add_argument("--watch-transfers", type=int, help="transfers in them, one per address (default 1000)")
+    parser.add_argument("--rounds", type=int, help="rounds per side, alternating (default: 3 for "
+                        "preorder, 2 for preorder-9kb and preorder-1m)")
+    parser.add_argument("--warmup", type=int,
+                        help="seconds of unrecorded wrk per side first (default 1)")
+    parser.add_argument("--events", type=int,
+                        help="due events for the delivery scenario (default 20000)")
+    parser.add_argument("--processes", type=int,
+                        help="processes prefilled for preorder-1m (default 1000000)")
+    parser.add_argument("--delivery-args", default="",
+                        help="extra arguments for deliver-webhooks --once")
+    parser.add_argument("--delivery-timeout", type=int, default=120,
+                        help="seconds before a phase is killed")
+    parser.add_argument("--watch-blocks", type=int,
+                        help="blocks the watcher catches up over (default 10000)")
+    parser.add_argument("--watch-transfers", type=int,
+                        help="transfers in them, one per address (default 1000)")
     parser.add_argument("--watch-rounds", type=int, help="catch-up rounds per side (default 2)")
     parser.add_argument("--watch-latency-ms", type=int, default=50,
-                        help="the catch-up again with both sides behind a proxy adding this to every"
-                             " round trip (default 50; 0: not run)")
+                        help="the catch-up again with both sides behind a proxy adding this to"
+                             " every round trip (default 50; 0: not run)")
     parser.add_argument("--watch-watched", type=int,
-                        help="pending deposit addresses watched in the catch-up (default: --watch-transfers)")
+                        help="pending deposit addresses watched in the catch-up"
+                             " (default: --watch-transfers)")
     parser.add_argument("--watch-idle", type=int, default=1000,
                         help="idle watched addresses beside the steady-state ones (default 1000)")
     parser.add_argument("--watch-max-addresses", type=int, default=500,
                         help="the watcher's --max-addresses (default 500)")
     parser.add_argument("--watch-backend", choices=["sqlite", "postgresql"], default="sqlite",
                         help="the catch-up's database (default sqlite)")
-    parser.add_argument("--watch-samples", type=int, help="steady-state transfers timed (default 30; 0: no steady state)")
+    parser.add_argument("--watch-samples", type=int,
+                        help="steady-state transfers timed (default 30; 0: no steady state)")
     parser.add_argument("--watch-poll-interval", type=float, default=1.0,
                         help="the steady-state watcher's --poll-interval (default 1 s)")
     parser.add_argument("--check-targets", action="store_true", help="exit 1 if a target is missed")
@@ -78,8 +92,10 @@ def parse_args(argv):
         parser.error(f"unknown scenarios: {', '.join(sorted(unknown))}")
     needs_db = ("preorder-1m", "preorder-floor", "preorder-9kb-floor", *OPTIONAL)
     if opts.only_baseline and set(needs_db) & set(opts.scenarios):
-        parser.error(f"{', '.join(needs_db)} need the service's database: they have no baseline-only form")
-    if opts.check_targets:  # a target against the storage floor needs the floor measured in this run
+        parser.error(f"{', '.join(needs_db)} need the service's database:"
+                     " they have no baseline-only form")
+    # a target against the storage floor needs the floor measured in this run
+    if opts.check_targets:
         for name, (floor, _) in preorder.FLOOR_TARGETS.items():
             if name in opts.scenarios and floor not in opts.scenarios:
                 opts.scenarios.insert(opts.scenarios.index(name) + 1, floor)

@@ -108,7 +108,8 @@ def _side_tables(raw, merchant_id, now):
         " p.updated_at FROM processes p WHERE p.merchant_id = %s AND p.status <> 'pending'",
         (merchant_id,))
     raw.execute(
-        "INSERT INTO deliveries (event_id, endpoint_id, merchant_id, status, attempts, delivered_at)"
+        "INSERT INTO deliveries (event_id, endpoint_id, merchant_id, status, attempts,"
+        " delivered_at)"
         " SELECT e.id, %s, e.merchant_id, 'delivered', 1, e.created_at + 1"
         " FROM events e WHERE e.merchant_id = %s", (endpoint, merchant_id))
     raw.execute(
@@ -134,8 +135,10 @@ def build(folder, n, now):
     url = str(app.config["DATABASE"])
     db = app.extensions["db"]
     with app.app_context():
-        test_shop, _ = create_merchant(db, name="Test shop", livemode=False, webhook_url=None, now=now)
-        list_shop, _ = create_merchant(db, name="List shop", livemode=False, webhook_url=None, now=now)
+        test_shop, _ = create_merchant(db, name="Test shop", livemode=False, webhook_url=None,
+                                       now=now)
+        list_shop, _ = create_merchant(db, name="List shop", livemode=False, webhook_url=None,
+                                       now=now)
         _, secret_key = create_merchant(db, name="Preorder shop", livemode=False, webhook_url=None,
                                         now=now)
         _user(app, db, TEST_OWNER, test_shop.id, now)
@@ -227,10 +230,13 @@ def measure(side, server, body_file, seconds, now):
         "preorder_rps": w["rps"], "preorder_p50_ms": w["p50_ms"], "preorder_p99_ms": w["p99_ms"],
         "preorder_cpu_ms": round(cpu * 1000 / w["requests"], 3),
         "metrics_ms": timed(lambda: scraper.get(base + "/metrics", timeout=60).status_code, 20),
-        "overview_live_ms": timed(lambda: live.get(base + "/dashboard/overview", timeout=60).status_code, 10),
-        "overview_test_ms": timed(lambda: test.get(base + "/dashboard/overview", timeout=60).status_code, 10),
+        "overview_live_ms": timed(
+            lambda: live.get(base + "/dashboard/overview", timeout=60).status_code, 10),
+        "overview_test_ms": timed(
+            lambda: test.get(base + "/dashboard/overview", timeout=60).status_code, 10),
         "watched_read_ms": ms, "watched_rows": rows,
-        "list_first_page_ms": timed(lambda: lister.get(base + "/dashboard/", timeout=60).status_code, 10),
+        "list_first_page_ms": timed(
+            lambda: lister.get(base + "/dashboard/", timeout=60).status_code, 10),
     }
 
 
@@ -239,8 +245,10 @@ FIGURES = ("preorder_rps", "preorder_p50_ms", "preorder_p99_ms", "preorder_cpu_m
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.splitlines()[0])
-    parser.add_argument("--processes", type=int, default=1_000_000, help="the large database's bulk")
+    parser = argparse.ArgumentParser(prog="python -m bench.scale",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--processes", type=int, default=1_000_000,
+                        help="the large database's bulk")
     parser.add_argument("--small", type=int, default=10_000, help="the small database's bulk")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--seconds", type=int, default=10, help="of preorders, a round and a side")
@@ -296,7 +304,8 @@ def main(argv=None):
         s = result["sides"][name]
         print(f"{name}: {s['processes']:,} processes built in {s['build_seconds']:.0f} s,"
               f" {s['bytes_per_process']} bytes a process {s['tables_bytes_per_process']}")
-    print("the watcher's full read at the large size:\n  " + "\n  ".join(result["watched_plan_large"]))
+    print("the watcher's full read at the large size:\n  "
+          + "\n  ".join(result["watched_plan_large"]))
     results = Path(__file__).resolve().parent / "results"
     results.mkdir(exist_ok=True)
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")

@@ -88,7 +88,8 @@ def seed_payments(db_path, merchant_id, rpc_url, token, start_block, addresses, 
         with db.transaction() as conn:
             # Made over the last hour, none in the last SEEDED_BEFORE seconds, as a shop's watched
             # set builds up: all made at once would be "changed since the last poll" for the
-            # watcher's margin (app/chain/watcher/watched.py, CLOCK_MARGIN) and read again every poll.
+            # watcher's margin (app/chain/watcher/watched.py, CLOCK_MARGIN) and read again every
+            # poll.
             span = 3600 - SEEDED_BEFORE
             payment_rows.insert_network(conn, Network(
                 id="bench", name="Bench", chain_id=31337, rpc_url=rpc_url,
@@ -135,7 +136,8 @@ def watch_outcome(db_path, process_ids):
     try:
         conn = db.connection()
         for process_id in process_ids:
-            counts["transfers"] += len(payment_rows.transfers_of(conn, [process_id]).get(process_id, ()))
+            counts["transfers"] += len(payment_rows.transfers_of(conn, [process_id])
+                                       .get(process_id, ()))
             counts.update(e.type for e in event_rows.for_process(conn, process_id))
     finally:
         db.close_all()

@@ -11,7 +11,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
 # Lines in a server log that make a run invalid even when every response was 2xx (a worker killed or
-# restarted mid-run, an exception, a lock timeout). "Worker exiting" is not one: it ends every stop().
+# restarted mid-run, an exception, a lock timeout). "Worker exiting" is not one: it ends every
+# stop().
 LOG_ALARMS = ("Traceback", "database is locked", "[ERROR]", "[CRITICAL]", "WORKER TIMEOUT",
               "was sent SIGKILL", "Worker failed to boot")
 
@@ -68,13 +69,15 @@ class Gunicorn:
     """One gunicorn master started as `python -m gunicorn -c <config>` from the repository root.
 
     The app and the bind address go through GUNICORN_APP / GUNICORN_BIND, as gunicorn.conf.py reads
-    them; `env` adds anything else (FLASK_DATABASE, GUNICORN_* overrides). Output goes to `log_path`.
+    them; `env` adds anything else (FLASK_DATABASE, GUNICORN_* overrides). Output goes to
+    `log_path`.
     """
 
     def __init__(self, name, app, log_path, env=None, config="gunicorn.conf.py"):
         self.name, self.app, self.log_path, self.config = name, app, Path(log_path), config
         self.port = free_port()
-        self.env = dict(os.environ, **(env or {}), GUNICORN_APP=app, GUNICORN_BIND=f"{HOST}:{self.port}")
+        self.env = dict(os.environ, **(env or {}), GUNICORN_APP=app,
+                        GUNICORN_BIND=f"{HOST}:{self.port}")
         self.proc = None
         self.companions = []  # processes serving this server's workers (their CPU counts as theirs)
 
@@ -93,11 +96,13 @@ class Gunicorn:
         return self
 
     def _wait_ready(self, timeout):
-        """Ready when a worker answers HTTP (any status): the socket alone is bound before workers boot."""
+        """Ready when a worker answers HTTP (any status): the socket alone is bound before workers
+        boot."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name}: gunicorn exited with {self.proc.returncode}\n{self.log_tail()}")
+                raise RuntimeError(f"{self.name}: gunicorn exited with {self.proc.returncode}\n"
+                                   f"{self.log_tail()}")
             try:
                 conn = http.client.HTTPConnection(HOST, self.port, timeout=2)
                 conn.request("GET", "/__bench_ready")
@@ -113,7 +118,8 @@ class Gunicorn:
         return children(self.proc.pid) if self.proc else []
 
     def workers_peak_rss_kb(self):
-        """Peak RSS of each live worker, in kB (read before stop(): the figures die with the workers)."""
+        """Peak RSS of each live worker, in kB (read before stop(): the figures die with the
+        workers)."""
         return sorted(rss for rss in map(peak_rss_kb, self.workers()) if rss is not None)
 
     def workers_cpu_seconds(self):
@@ -127,7 +133,8 @@ class Gunicorn:
     def log_alarms(self):
         """Log lines that signal a failure (tracebacks, locked database, killed workers), the
         companions' included."""
-        return _alarms(self.log_path) + [line for c in self.companions for line in _alarms(c.log_path)]
+        return _alarms(self.log_path) + [line for c in self.companions
+                                         for line in _alarms(c.log_path)]
 
     def log_tail(self, n=30):
         try:

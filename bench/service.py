@@ -1,4 +1,5 @@
-"""The service as the harness drives it: its Flask CLI commands and how to tell whether it exists."""
+"""The service as the harness drives it: its Flask CLI commands and how to tell whether it
+exists."""
 import json
 import os
 import subprocess
@@ -26,8 +27,8 @@ def flask_command(*args):
 
 
 def flask(db_path, *args, timeout=120):
-    done = subprocess.run(flask_command(*args), cwd=ROOT, env=flask_env(db_path), capture_output=True,
-                          text=True, timeout=timeout)
+    done = subprocess.run(flask_command(*args), cwd=ROOT, env=flask_env(db_path),
+                          capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
         # stderr only: stdout may hold keys.
         raise RuntimeError(f"flask {args[0]} failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -39,7 +40,8 @@ def init_db(db_path):
 
 
 def create_merchant(db_path, name="bench", webhook_url=None):
-    """A test-mode merchant: {"merchantId", "secretKey", "publicKey", "webhookSecret", "livemode"}."""
+    """A test-mode merchant: {"merchantId", "secretKey", "publicKey", "webhookSecret",
+    "livemode"}."""
     args = ["merchants", "create", "--name", name, "--json"]
     if webhook_url:
         args += ["--webhook-url", webhook_url]

@@ -106,7 +106,8 @@ class _front:
         ca.cert_pem.write_to_path(self.workdir / "ca.pem")
         https, http = free_port(), free_port()
         self._nginx = nginx(self.workdir / "nginx", upstream=f"127.0.0.1:{port}", https_port=https,
-                            http_port=http, cert=self.workdir / "cert.pem", key=self.workdir / "key.pem")
+                            http_port=http, cert=self.workdir / "cert.pem",
+                            key=self.workdir / "key.pem")
         self._nginx.__enter__()
         tls = ssl.create_default_context(cafile=str(self.workdir / "ca.pem"))
         return f"https://127.0.0.1:{https}", https, tls, str(self.workdir / "ca.pem")
@@ -120,9 +121,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--slow", type=int, nargs="+", default=[5, 50])
     parser.add_argument("--seconds", type=float, default=40)
-    parser.add_argument("--layouts", nargs="+", default=["sync", "gthread-4", "gthread-16", "nginx"])
+    parser.add_argument("--layouts", nargs="+",
+                        default=["sync", "gthread-4", "gthread-16", "nginx"])
     args = parser.parse_args()
-    print(f"{'layout':<12} {'slow':>4} {'ok':>4} {'failed':>6} {'median s':>9} {'max s':>7}  worker timeouts")
+    print(f"{'layout':<12} {'slow':>4} {'ok':>4} {'failed':>6} {'median s':>9} {'max s':>7}"
+          "  worker timeouts")
     for layout in args.layouts:
         for slow in args.slow:
             with tempfile.TemporaryDirectory() as workdir:

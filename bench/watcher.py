@@ -1,7 +1,7 @@
 """Chain watcher scenario, against a real Hardhat node on loopback (tests/chain, `npm ci` first):
 
-1. catch-up: `--watch-blocks` blocks (10,000) holding `--watch-transfers` token transfers (1,000), each
-   to its own pending deposit address, among `--watch-watched` watched addresses (as many; the
+1. catch-up: `--watch-blocks` blocks (10,000) holding `--watch-transfers` token transfers (1,000),
+   each to its own pending deposit address, among `--watch-watched` watched addresses (as many; the
    others are never paid), on `--watch-backend` (SQLite or PostgreSQL). Sides, alternated each
    round, each on a fresh copy of the seeded database:
    - service: `flask --app app watch-payments --once`;
@@ -50,7 +50,8 @@ class Node:
     def __init__(self, log_path):
         cli = CHAIN_DIR / "node_modules" / "hardhat" / "internal" / "cli" / "cli.js"
         if not cli.exists() or not shutil.which("node"):
-            raise RuntimeError("Node.js and tests/chain's npm packages are needed (make test installs them)")
+            raise RuntimeError("Node.js and tests/chain's npm packages are needed"
+                               " (make test installs them)")
         port = free_port()
         env = dict(os.environ, HARDHAT_DISABLE_TELEMETRY_PROMPT="true", CI="true")
         self.log = open(log_path, "w")
@@ -143,7 +144,8 @@ def _get_logs(session, url, token, start, end, chunk):
 
 def _range_logs(session, url, token, start, end, recipients, max_addresses):
     """The watcher's eth_getLogs calls for a range: one per address chunk, or one for all the
-    token's transfers when the addresses take more than one (app/chain/watcher/window.py); (logs, calls)."""
+    token's transfers when the addresses take more than one (app/chain/watcher/window.py); (logs,
+    calls)."""
     if len(recipients) > max_addresses:
         return _get_logs(session, url, token, start, end, None), 1
     return _get_logs(session, url, token, start, end, recipients), 1
@@ -156,10 +158,10 @@ def durable_floor_main(url, token, first, last, database, max_addresses, payload
     range's last, 1,000 to a batch, each naming the one below as its parent (what proves a log's
     block an ancestor of the range's last whichever node answered; each log's block hash must be
     its block's, as the contract requires; the block's timestamp is recorded), then in one
-    transaction per transfer an INSERT of the transfer, an UPDATE of its process and an outbox INSERT
-    with a payload of the real size; the head, the range's last block kept (what the next read is
-    proven against) and the kept blocks pruned, as the watcher's step does; the scan position; one
-    durable commit. `many`: each range's rows with executemany."""
+    transaction per transfer an INSERT of the transfer, an UPDATE of its process and an outbox
+    INSERT with a payload of the real size; the head, the range's last block kept (what the next
+    read is proven against) and the kept blocks pruned, as the watcher's step does; the scan
+    position; one durable commit. `many`: each range's rows with executemany."""
     from app.config import DEFAULTS
     from app.data import transfers as transfer_rows
     from app.db import open_database
@@ -199,14 +201,14 @@ def durable_floor_main(url, token, first, last, database, max_addresses, payload
                               entry["blockHash"], int(header["timestamp"], 16), "confirmed", now,
                               now))
             processes.append((now, process_id))
-            events.append(("evt_" + uuid.uuid4().hex, merchant_id, process_id, "payment.completed", payload,
-                           now, now))
+            events.append(("evt_" + uuid.uuid4().hex, merchant_id, process_id, "payment.completed",
+                           payload, now, now))
         sqls = ("INSERT INTO transfers (chain_id, tx_hash, log_index, network_id, process_id,"
                 " token_contract, from_address, amount, block_number, block_hash, block_timestamp,"
                 " status, seen_at, confirmed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 "UPDATE processes SET status = 'completed', updated_at = ? WHERE id = ?",
-                "INSERT INTO events (id, merchant_id, process_id, type, payload, created_at, status,"
-                " attempts, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, ?)")
+                "INSERT INTO events (id, merchant_id, process_id, type, payload, created_at,"
+                " status, attempts, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, ?)")
         with db.transaction() as conn:
             if many and transfers:
                 for sql, rows in zip(sqls, (transfers, processes, events), strict=True):
@@ -295,12 +297,14 @@ def run(opts, workdir):
     from bench import seed
 
     blocks, transfers = opts.watch_blocks, opts.watch_transfers
-    watched, max_addresses = max(opts.watch_watched or transfers, transfers), opts.watch_max_addresses
+    watched, max_addresses = (max(opts.watch_watched or transfers, transfers),
+                              opts.watch_max_addresses)
     backend = opts.watch_backend
     node = Node(workdir / "hardhat.log")
     failures, proxy = [], None
     try:
-        # The chain: `transfers` transfers spread evenly over `blocks` blocks, then the confirmations.
+        # The chain: `transfers` transfers spread evenly over `blocks` blocks, then the
+        # confirmations.
         first = node.head() + 1
         addresses = _addresses(transfers, 1)
         gap = blocks // transfers
@@ -394,7 +398,8 @@ def run(opts, workdir):
             ratios["service_vs_floor_latency_time"], at_most=1.25))
     if steady:
         targets += [stats.target("steady-state wait (max - min) / poll interval",
-                                 steady["max_minus_min_s"] / steady["poll_interval_s"], at_most=1.0),
+                                 steady["max_minus_min_s"] / steady["poll_interval_s"],
+                                 at_most=1.0),
                     stats.target("steady-state poll work / poll interval",
                                  steady["poll_work_s"] / steady["poll_interval_s"],
                                  at_most=0.05 if opts.watch_idle <= 1000 else 0.10),
@@ -433,7 +438,8 @@ def _steady_state(node, workdir, opts):
     log = open(workdir / "watch-steady.log", "w")
     loop = subprocess.Popen(service.flask_command("watch-payments", "--poll-interval", str(poll),
                                                   "--max-addresses", str(opts.watch_max_addresses)),
-                            cwd=ROOT, env=service.flask_env(db), stdout=log, stderr=subprocess.STDOUT)
+                            cwd=ROOT, env=service.flask_env(db), stdout=log,
+                            stderr=subprocess.STDOUT)
     latencies = []
     try:
         time.sleep(2 * poll)
@@ -481,7 +487,8 @@ def _feed_polls(node, db, polls, samples=10):
     database = open_database(db, DEFAULTS)
     for pair, answer in (("EUR/USD", 108_420_000), ("GBP/USD", 127_000_000)):
         args = encode(["uint8", "string", "int256"], [8, pair.replace("/", " / "), answer]).hex()
-        tx = node.rpc("eth_sendTransaction", {"from": node.accounts[0], "data": build["bytecode"] + args})
+        tx = node.rpc("eth_sendTransaction", {"from": node.accounts[0],
+                                              "data": build["bytecode"] + args})
         feed = node.rpc("eth_getTransactionReceipt", tx)["contractAddress"]
         rates.add_feed(database, pair, network_id="bench", feed=feed, now=chain_time())
     watcher = Watcher(database, clock=chain_time)  # the node's blocks run ahead of the wall clock
@@ -501,7 +508,8 @@ def _feed_polls(node, db, polls, samples=10):
         watcher.close()
         database.close_all()
     seconds = sorted(wall)[samples // 2]
-    return {"poll_no_block_feeds_rpc_calls": max(calls), "poll_no_block_feeds_round_trips": max(trips),
+    return {"poll_no_block_feeds_rpc_calls": max(calls),
+            "poll_no_block_feeds_round_trips": max(trips),
             "poll_no_block_feeds_s": round(seconds, 4),
             "poll_no_block_feeds_vs_no_feeds": round(seconds / polls["poll_no_block_s"], 2)}
 
@@ -515,7 +523,8 @@ def _minimal_poll(session, url, token, database, scanned):
         _get_logs(session, url, token, scanned + 1, head, None)
     with database.transaction() as conn:
         conn.execute("INSERT INTO bench_minimal_poller (id, scanned_block) VALUES (1, ?)"
-                     " ON CONFLICT (id) DO UPDATE SET scanned_block = excluded.scanned_block", (head,))
+                     " ON CONFLICT (id) DO UPDATE SET scanned_block = excluded.scanned_block",
+                     (head,))
     return head
 
 
@@ -534,7 +543,8 @@ def _poll_work(node, db, opts, samples=10):
     posts = _count_posts(client.session)
     session, scanned = requests.Session(), node.head()
     with database.transaction() as conn:  # the minimal poller's own scan position
-        conn.execute("CREATE TABLE bench_minimal_poller (id INTEGER PRIMARY KEY, scanned_block INTEGER)")
+        conn.execute("CREATE TABLE bench_minimal_poller (id INTEGER PRIMARY KEY,"
+                     " scanned_block INTEGER)")
     figures = {}
     try:
         for name, mine in (("poll_new_block", 1), ("poll_no_block", 0)):

@@ -10,7 +10,8 @@ This module is both halves, measured by `python -m bench.run --scenarios preorde
 the bare baseline (`preorder-floor` gives the in-process floor in the same way):
 - `python -m bench.writer_floor --socket PATH`: the writer. One thread, a selector over the
   workers' connections; each turn it takes every message already waiting, inserts them in one
-  transaction through the service's data layer (`app.db.sqlite.SqliteDatabase.transaction(sync_outside_lock=True)`,
+  transaction through the service's data layer
+  (`app.db.sqlite.SqliteDatabase.transaction(sync_outside_lock=True)`,
   `app.data.processes.insert`, as the service commits a preorder), then answers each.
 - `app`: the baseline's route plus that round trip (no authentication, parsing or validation, as in
   floor_app). Each gunicorn worker opens its own connection after the fork.
@@ -99,7 +100,8 @@ def serve(path, db, merchant_id):
         for conn, _ in batch:
             conn.send(b"ok")
         batches, rows = batches + 1, rows + len(batch)
-    print(f"writer: {rows} rows in {batches} batches ({rows / max(batches, 1):.2f} a batch)", flush=True)
+    print(f"writer: {rows} rows in {batches} batches ({rows / max(batches, 1):.2f} a batch)",
+          flush=True)
 
 
 def main(argv=None):

@@ -41,8 +41,8 @@ def parse(stdout):
 
 def run(base_url, *, body_file, secret_key, duration, connections=16, threads=2):
     """One wrk run against `base_url` + the preorder path; returns parsed figures."""
-    cmd = ["wrk", "--latency", f"-c{connections}", f"-t{threads}", f"-d{duration}s", "--timeout", "5s",
-           "-s", str(LUA), base_url + PREORDER_PATH]
+    cmd = ["wrk", "--latency", f"-c{connections}", f"-t{threads}", f"-d{duration}s",
+           "--timeout", "5s", "-s", str(LUA), base_url + PREORDER_PATH]
     env = dict(os.environ, BENCH_BODY_FILE=str(body_file), BENCH_SECRET_KEY=secret_key)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=duration + 60)
@@ -50,5 +50,6 @@ def run(base_url, *, body_file, secret_key, duration, connections=16, threads=2)
     if done.returncode != 0:
         raise RuntimeError(f"wrk failed ({done.returncode}): {done.stderr or done.stdout}")
     figures = parse(done.stdout)
-    figures["wrk_cpu_seconds"] = round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 3)
+    figures["wrk_cpu_seconds"] = round(after.ru_utime + after.ru_stime
+                                       - before.ru_utime - before.ru_stime, 3)
     return figures

@@ -176,7 +176,8 @@ def watcher_part(nodes, workdir, watched, blocks, transfers):
                          "calls": summary.split(", ", 1)[1]})
     polls = _polls(db, nodes)
     return {"watched": watched, "blocks_each": blocks, "transfers_each": transfers,
-            "catch_up": catch_up, "catch_up_pass_s": statistics.median(c["pass_s"] for c in catch_up),
+            "catch_up": catch_up,
+            "catch_up_pass_s": statistics.median(c["pass_s"] for c in catch_up),
             **polls}
 
 
@@ -293,10 +294,12 @@ def _record(db_path, ids, targets, logs, chain):
                     stamps[number] = int(chain.rpc("eth_getBlockByNumber", hex(number),
                                                    False)["timestamp"], 16)
                 transfer_rows.record(conn, Transfer(
-                    chain_id=31337, tx_hash=raw["transactionHash"], log_index=int(raw["logIndex"], 16),
-                    network_id="bench", process_id=by_address[to], token_contract=raw["address"],
+                    chain_id=31337, tx_hash=raw["transactionHash"],
+                    log_index=int(raw["logIndex"], 16), network_id="bench",
+                    process_id=by_address[to], token_contract=raw["address"],
                     from_address="0x" + raw["topics"][1][-40:], amount=int(raw["data"], 16),
-                    block_number=number, block_hash=raw["blockHash"], block_timestamp=stamps[number],
+                    block_number=number, block_hash=raw["blockHash"],
+                    block_timestamp=stamps[number],
                     status="confirmed", seen_at=stamps[number], confirmed_at=stamps[number]))
             conn.execute("UPDATE processes SET status = 'completed', completed_by = 'payment'")
             head = chain.head()
@@ -306,7 +309,8 @@ def _record(db_path, ids, targets, logs, chain):
 
 
 def _chain_floor(chain, token, targets, first, last, chunk=500):
-    """The same eth_getLogs calls as reconcile's (chunks of 500 addresses, 20 to a batch), parsed."""
+    """The same eth_getLogs calls as reconcile's (chunks of 500 addresses, 20 to a batch),
+    parsed."""
     session = requests.Session()
     started = time.perf_counter()
     ordered = sorted(targets)
@@ -345,7 +349,8 @@ def main():
     workdir = Path(tempfile.mkdtemp(prefix="bench-wrong-way-"))
     nodes = [node(workdir / "alpha.log", 31337), node(workdir / "beta.log", 80002)]
     results = {"root": str(ROOT), "git_commit": subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip(),
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+        text=True).stdout.strip(),
         "load_before": os.getloadavg(), "watcher": []}
     try:
         for watched in (int(x) for x in opts.watched.split(",") if x):
