@@ -168,7 +168,8 @@ def test_each_delivery_has_its_own_retries_and_replay(app, runner, make_shop, re
             worker.run_once()
             assert len(failing.wait_for(3)) == 3 and len(receiver.requests) == 1
             # --endpoint: that delivery whatever its state (a delivered one is sent again).
-            ok_id = next(d.endpoint_id for d in event.deliveries if d.endpoint_id != broken["endpointId"])
+            ok_id = next(d.endpoint_id for d in event.deliveries
+                         if d.endpoint_id != broken["endpointId"])
             again = runner.invoke(args=["events", "replay", event.id, "--endpoint", ok_id])
             assert again.exit_code == 0, again.output
             worker.run_once()
@@ -222,7 +223,8 @@ def test_the_cli_adds_lists_updates_rolls_and_deletes(runner, make_shop, receive
     endpoint_id = added.output.split()[3]
     assert "signing secret:  whsec_" in added.output
     listed = runner.invoke(args=["endpoints", "list", shop.id]).output.splitlines()
-    assert listed[0].split() == ["ENDPOINT", "ID", "STATE", "EVENTS", "URL", "DESCRIPTION", "CREATED"]
+    assert listed[0].split() == ["ENDPOINT", "ID", "STATE", "EVENTS", "URL", "DESCRIPTION",
+                                 "CREATED"]
     assert listed[2].split()[:5] == [endpoint_id, "enabled", "refund.created,refund.completed",
                                      receiver.url("/books"), "Books"]
     assert runner.invoke(args=["endpoints", "disable", endpoint_id]).output == (
@@ -235,12 +237,13 @@ def test_the_cli_adds_lists_updates_rolls_and_deletes(runner, make_shop, receive
     assert rolled.output.startswith(f"New signing secret of {endpoint_id} (shown once): whsec_")
     assert runner.invoke(args=["endpoints", "delete", endpoint_id]).exit_code == 0
     missing = runner.invoke(args=["endpoints", "delete", endpoint_id])
-    assert (missing.exit_code, missing.output.startswith(f"Error: No webhook endpoint {endpoint_id}")) \
-        == (1, True)
+    assert (missing.exit_code,
+            missing.output.startswith(f"Error: No webhook endpoint {endpoint_id}")) == (1, True)
     # The single-URL command acts on the first endpoint.
     first_id = runner.invoke(args=["endpoints", "list", shop.id]).output.splitlines()[1].split()[0]
     moved = runner.invoke(args=["merchants", "set-webhook", shop.id, receiver.url("/moved")])
-    assert moved.output == f"Webhook URL of {shop.id} set to {receiver.url('/moved')} (endpoint {first_id}).\n"
+    assert moved.output == (f"Webhook URL of {shop.id} set to {receiver.url('/moved')}"
+                            f" (endpoint {first_id}).\n")
 
 
 def test_an_endpoint_that_hangs_delays_neither_its_merchants_others_nor_other_merchants(
@@ -302,7 +305,8 @@ def test_a_disabled_endpoint_gets_nothing_even_by_replay(app, runner, make_shop,
                      ["events", "replay", "--failed"]):
             runner.invoke(args=args)
         worker.run_once()
-    assert [r.path for r in receiver.requests] == ["/first", "/first"]  # the default replay resent it
+    # the default replay resent it
+    assert [r.path for r in receiver.requests] == ["/first", "/first"]
     states = {d.endpoint_id: d.status for d in only_event(app, process_id).deliveries}
     assert states[second["endpointId"]] == "cancelled"
 
@@ -352,6 +356,7 @@ def test_a_merchants_failing_deliveries_are_read_through_its_own_index(app):
     conn = app.extensions["db"].connection()
     for sql in (f"SELECT d.seq FROM deliveries d WHERE d.merchant_id = ? AND {STATES['failing']}"
                 " ORDER BY d.seq DESC LIMIT 50",
-                f"SELECT count(*) FROM deliveries d WHERE d.merchant_id = ? AND {STATES['failing']}"):
+                "SELECT count(*) FROM deliveries d WHERE d.merchant_id = ?"
+                f" AND {STATES['failing']}"):
         plan = " ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, ("mer_x",)))
         assert "USING INDEX deliveries_failing (merchant_id=?)" in plan, plan

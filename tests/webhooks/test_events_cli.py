@@ -33,18 +33,21 @@ def test_list_filters_by_status_and_merchant(app, make_shop, receiver, worker, r
     lines = output.splitlines()
     assert lines[0].split() == ["EVENT", "ID", "TYPE", "STATUS", "ATTEMPTS", "NEXT", "ENDPOINTS",
                                 "MERCHANT", "PROCESS", "CREATED"]
-    assert [line.split()[0] for line in lines[1:]] == [ids[pending], ids[no_endpoint], ids[delivered]]
+    assert [line.split()[0] for line in lines[1:]] == [ids[pending], ids[no_endpoint],
+                                                       ids[delivered]]
     assert lines[3].split()[1:4] == ["process.cancelled", "delivered", "1"]
 
     def listed(*args):
-        return [line.split()[0] for line in invoke(runner, "events", "list", *args).output.splitlines()[1:]]
+        return [line.split()[0]
+                for line in invoke(runner, "events", "list", *args).output.splitlines()[1:]]
 
     assert listed("--status", "no_endpoint") == [ids[no_endpoint]]
     assert listed("--status", "pending", "--merchant", one.id) == [ids[pending]]
     assert listed("--merchant", two.id) == [ids[no_endpoint]]
     assert listed("--status", "failed") == []
+    refused = invoke(runner, "events", "list", "--status", "lost").output
     assert ("'lost' is not one of 'pending', 'retrying', 'failing', 'delivered', 'failed',"
-            " 'cancelled', 'no_endpoint'") in invoke(runner, "events", "list", "--status", "lost").output
+            " 'cancelled', 'no_endpoint'") in refused
 
 
 def test_show_prints_the_body_and_every_attempt(app, shop, receiver, worker, clock, runner):
@@ -66,14 +69,15 @@ def test_show_prints_the_body_and_every_attempt(app, shop, receiver, worker, clo
     assert f"payload:\n{event.payload}\n" in head  # the exact bytes sent
     rows = attempts.splitlines()
     assert rows[0].split() == ["#", "TIME", "STATUS", "RESULT", "DURATION", "URL"]
-    assert re.fullmatch(rf"1 +{iso(first)} +503 +HTTP 503 +\d+ ms +{re.escape(receiver.url('/hooks/preorder'))}",
-                        rows[1])
+    assert re.fullmatch(rf"1 +{iso(first)} +503 +HTTP 503 +\d+ ms"
+                        rf" +{re.escape(receiver.url('/hooks/preorder'))}", rows[1])
     assert re.fullmatch(rf"2 +{iso(first + 30)} +200 +ok +\d+ ms +\S+", rows[2])
 
 
 def test_show_unknown_event(runner):
     result = invoke(runner, "events", "show", "evt_nope")
-    assert (result.exit_code, result.output) == (1, f"Error: No event evt_nope in {runner.app.config['DATABASE']}.\n")
+    assert (result.exit_code, result.output) == (
+        1, f"Error: No event evt_nope in {runner.app.config['DATABASE']}.\n")
 
 
 @pytest.mark.parametrize("args, message", [
@@ -91,7 +95,8 @@ def test_replay_usage_errors(runner, args, message):
 
 def test_replay_unknown_event(runner):
     result = invoke(runner, "events", "replay", "evt_nope")
-    assert (result.exit_code, result.output) == (1, f"Error: No event evt_nope in {runner.app.config['DATABASE']}.\n")
+    assert (result.exit_code, result.output) == (
+        1, f"Error: No event evt_nope in {runner.app.config['DATABASE']}.\n")
 
 
 def test_replay_refuses_an_event_being_attempted(app, shop, clock, runner, leases_run_out):
@@ -101,8 +106,8 @@ def test_replay_refuses_an_event_being_attempted(app, shop, clock, runner, lease
     event = only_event(app, process_id)
     result = invoke(runner, "events", "replay", event.id)
     assert (result.exit_code, result.output) == (
-        1, f"Error: Event {event.id} has nothing to re-queue now: its deliveries are being attempted"
-           " (try again shortly) or their endpoints are disabled.\n")
+        1, f"Error: Event {event.id} has nothing to re-queue now: its deliveries are being"
+           " attempted (try again shortly) or their endpoints are disabled.\n")
     leases_run_out(2)  # the lease ran out: its worker is presumed dead
     assert invoke(runner, "events", "replay", event.id).exit_code == 0
     assert only_delivery(app, process_id).lease_owner is None
@@ -147,13 +152,14 @@ def test_deliver_webhooks_once_through_the_cli(app, shop, receiver, runner):
     assert invoke(runner, "events", "list", "--status", "pending").output.count("\n") == 1
 
 
-@pytest.mark.parametrize("args", [["--batch-size", "0"], ["--concurrency", "0"], ["--poll-max", "0.1"]])
+@pytest.mark.parametrize("args", [["--batch-size", "0"], ["--concurrency", "0"],
+                                  ["--poll-max", "0.1"]])
 def test_deliver_webhooks_option_ranges(runner, args):
     assert invoke(runner, "deliver-webhooks", "--once", *args).exit_code == 2
 
 
-def test_a_test_event_is_listed_without_a_process_and_never_replayed(app, make_shop, receiver, worker,
-                                                                       runner, clock):
+def test_a_test_event_is_listed_without_a_process_and_never_replayed(app, make_shop, receiver,
+                                                                       worker, runner, clock):
     from app.data import merchants as merchant_rows
     from app.domain import endpoints, outbox
 
@@ -162,11 +168,13 @@ def test_a_test_event_is_listed_without_a_process_and_never_replayed(app, make_s
     [endpoint] = endpoints.list_of(app.extensions["db"], shop.id)
     event_id = outbox.queue_test(app.extensions["db"], merchant, endpoint, clock())
     worker.run_once()
-    [line] = [line for line in invoke(runner, "events", "list").output.splitlines() if event_id in line]
+    [line] = [line for line in invoke(runner, "events", "list").output.splitlines()
+              if event_id in line]
     assert line.split()[1:4] == ["webhook.test", "delivered", "1"]
     assert re.search(rf"{shop.id}\s+-\s", line)  # no process
     assert "process:   - (a test event)" in invoke(runner, "events", "show", event_id).output
     refused = invoke(runner, "events", "replay", event_id)
     assert refused.exit_code == 1
     assert f"Event {event_id} is a test event, sent once: send another instead." in refused.output
-    assert invoke(runner, "events", "replay", "--failed").output == "Re-queued 0 events for delivery now.\n"
+    assert invoke(runner, "events", "replay", "--failed").output == (
+        "Re-queued 0 events for delivery now.\n")

@@ -56,11 +56,14 @@ LIVE_REFUSED = [
     ("https://192.0.2.10/", no_dns, ""),
     ("https://[2001:db8::1]/", no_dns, ""),
     ("https://localhost/hook", socket.getaddrinfo, ""),    # /etc/hosts, no network
-    ("https://hooks.example/", resolver("127.0.0.1"), "hooks.example resolves to a loopback address"),
+    ("https://hooks.example/", resolver("127.0.0.1"),
+     "hooks.example resolves to a loopback address"),
     ("https://hooks.example/", resolver("::1"), "loopback"),
-    ("https://hooks.example/", resolver(PUBLIC, "10.0.0.7"), "hooks.example resolves to a private address"),
+    ("https://hooks.example/", resolver(PUBLIC, "10.0.0.7"),
+     "hooks.example resolves to a private address"),
     ("https://hooks.example/", resolver("fe80::1%eth0"), "link-local"),
-    ("https://hooks.example/", resolver("::ffff:169.254.169.254"), "resolves to a link-local address,"),
+    ("https://hooks.example/", resolver("::ffff:169.254.169.254"),
+     "resolves to a link-local address,"),
     ("https://hooks.example/", failing_dns, "cannot resolve hooks.example"),
     ("https://hooks.example/", resolver(), "cannot resolve hooks.example"),
     ("http://example.com/hook", no_dns, "must use https"),
@@ -114,8 +117,8 @@ def test_test_mode_refuses_every_other_non_public_address(url, resolve, reason):
 def test_the_cloud_metadata_address_is_refused_in_both_modes():
     for livemode, scheme in ((True, "https"), (False, "http")):
         with pytest.raises(UnsafeURL, match=r"169\.254\.169\.254 \(link-local\)"):
-            check_url(f"{scheme}://169.254.169.254/latest/meta-data/", livemode, allow_loopback=True,
-                      resolve=no_dns)
+            check_url(f"{scheme}://169.254.169.254/latest/meta-data/", livemode,
+                      allow_loopback=True, resolve=no_dns)
 
 
 @pytest.mark.parametrize("url, resolve, expected", [

@@ -37,7 +37,8 @@ def test_retry_schedule_from_the_environment(tmp_path, monkeypatch, env, parsed)
     ({"WEBHOOK_RETRY_SCHEDULE": [0, -5]},
      "WEBHOOK_RETRY_SCHEDULE: retry schedule entry -5 is not a whole number of seconds >= 0"),
     ({"WEBHOOK_RETRY_SCHEDULE": "5,10"},
-     "WEBHOOK_RETRY_SCHEDULE must start with 0: an event's first attempt is due when it is written"),
+     "WEBHOOK_RETRY_SCHEDULE must start with 0: an event's first attempt is due when it is"
+     " written"),
     ({"WEBHOOK_TIMEOUT_SECONDS": 10, "WEBHOOK_LEASE_SECONDS": 11},
      "WEBHOOK_LEASE_SECONDS must be at least 12 with WEBHOOK_TIMEOUT_SECONDS = 10"),
     ({"WEBHOOK_TIMEOUT_SECONDS": 0.3, "WEBHOOK_LEASE_SECONDS": 2},

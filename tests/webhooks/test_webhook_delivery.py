@@ -63,7 +63,8 @@ def test_cancel_delivers_one_webhook_a_merchant_can_verify(app, shop, receiver, 
     assert (event.status, event.attempts, event.delivered_at, event.deliveries[0].lease_owner) == (
         "delivered", 1, clock.now, None)
     [attempt] = attempts_of(app, event.id)
-    assert (attempt.status_code, attempt.error, attempt.url) == (200, None, receiver.url("/hooks/preorder"))
+    assert (attempt.status_code, attempt.error, attempt.url) == (
+        200, None, receiver.url("/hooks/preorder"))
     worker.run_once()  # nothing left
     assert len(receiver.requests) == len(attempts_of(app, event.id)) == 1
 
@@ -154,7 +155,8 @@ def test_exhausted_schedule_fails_then_replay_delivers(app, shop, receiver, work
     assert (event.status, event.attempts, event.next_attempt_at) == ("failed", 3, None)
     clock.advance(3600)
     worker.run_once()
-    assert (only_event(app, process_id), len(receiver.requests)) == (event, 3)  # final until replayed
+    # final until replayed
+    assert (only_event(app, process_id), len(receiver.requests)) == (event, 3)
 
     result = runner.invoke(args=["events", "replay", event_id])
     assert (result.exit_code, result.output) == (0, f"Re-queued {event_id} for delivery now.\n")
@@ -164,12 +166,14 @@ def test_exhausted_schedule_fails_then_replay_delivers(app, shop, receiver, work
     worker.run_once()
     event = only_event(app, process_id)
     assert (event.status, event.attempts, event.delivered_at) == ("delivered", 1, clock.now)
-    assert [a.status_code for a in attempts_of(app, event_id)] == [500, 500, 500, 204]  # history kept
+    # history kept
+    assert [a.status_code for a in attempts_of(app, event_id)] == [500, 500, 500, 204]
     assert len({r.body for r in receiver.wait_for(4)}) == 1
 
 
 @pytest.mark.parametrize("app_config", [{"WEBHOOK_RETRY_SCHEDULE": "0"}])
-def test_replay_failed_filters_by_merchant_and_time(app, make_shop, receiver, worker, clock, runner):
+def test_replay_failed_filters_by_merchant_and_time(app, make_shop, receiver, worker, clock,
+                                                    runner):
     receiver.default = Reply(status=500)
     one = make_shop(webhook_url=receiver.url("/one"))
     two = make_shop(webhook_url=receiver.url("/two"))
@@ -236,8 +240,9 @@ def test_ssrf_guard_refuses_private_targets_for_live_merchants(
     # the guard runs again at every delivery.
     shop = make_shop(live=True)
     dbutil.execute(database, "INSERT INTO webhook_endpoints (id, merchant_id, url, events, enabled,"
-                   " secret, created_at) SELECT 'we_' || substr(id, 5), id, ?, '*', 1, webhook_secret,"
-                   " created_at FROM merchants WHERE id = ?", url.format(port=receiver.port), shop.id)
+                   " secret, created_at) SELECT 'we_' || substr(id, 5), id, ?, '*', 1,"
+                   " webhook_secret, created_at FROM merchants WHERE id = ?",
+                   url.format(port=receiver.port), shop.id)
     process_id, _ = shop.cancelled()
     expected = rf"unsafe url: {reason}, only public addresses are allowed"
 
@@ -270,10 +275,12 @@ def test_one_log_line_per_attempt_and_no_secret_or_content(
     host = f"127.0.0.1:{receiver.port}"
     assert len(lines) == 2
     assert re.fullmatch(
-        rf"webhook {event.id} process\.cancelled to {event.deliveries[0].endpoint_id} -> {re.escape(host)}: HTTP 500 in \d+ ms"
+        rf"webhook {event.id} process\.cancelled to {event.deliveries[0].endpoint_id}"
+        rf" -> {re.escape(host)}: HTTP 500 in \d+ ms"
         r" \(attempt 1, next in 5 s\)", lines[0])
     assert re.fullmatch(
-        rf"webhook {event.id} process\.cancelled to {event.deliveries[0].endpoint_id} -> {re.escape(host)}: 200 in \d+ ms \(delivered\)",
+        rf"webhook {event.id} process\.cancelled to {event.deliveries[0].endpoint_id}"
+        rf" -> {re.escape(host)}: 200 in \d+ ms \(delivered\)",
         lines[1])
     signatures = [r.headers["webhook-signature"] for r in receiver.wait_for(2)]
     for secret in [shop.secret, shop.keys["secretKey"], "buyer@example.com", "ORDER-XYZ",
@@ -398,7 +405,8 @@ def test_a_merchant_known_to_be_slow_gets_at_most_per_endpoint_threads(app, make
             slow_receiver.wait_for(1)
             clock.advance(POLL_MIN_SECONDS)  # while it is answered
             worker.drain()
-            assert (only_event(app, first).attempts, only_delivery(app, first).lease_owner) == (1, None)
+            assert (only_event(app, first).attempts,
+                    only_delivery(app, first).lease_owner) == (1, None)
 
             slow_ids = [slow.cancelled()[0] for _ in range(6)]
             fast_ids = [fast.cancelled()[0] for _ in range(3)]
@@ -453,8 +461,8 @@ def test_a_claim_without_enough_lease_left_is_released_unattempted(app, shop, re
         assert only_delivery(app, process_id).lease_owner == late.owner  # claimed ...
         late.drain()  # ... and released
     event = only_event(app, process_id)
-    assert (event.status, event.attempts, event.deliveries[0].lease_owner, event.deliveries[0].lease_expires_at) == (
-        "pending", 0, None, None)
+    assert (event.status, event.attempts, event.deliveries[0].lease_owner,
+            event.deliveries[0].lease_expires_at) == ("pending", 0, None, None)
     assert receiver.requests == []
 
 
@@ -467,7 +475,8 @@ def test_stop_finishes_the_attempt_in_flight_and_claims_no_more(app, shop, recei
             one.stop()
     events = [only_event(app, p) for p in process_ids]
     assert [e.status for e in events] == ["delivered"] + ["pending"] * 4
-    assert all(e.deliveries[0].lease_owner is None and e.deliveries[0].lease_expires_at is None for e in events)
+    assert all(e.deliveries[0].lease_owner is None and e.deliveries[0].lease_expires_at is None
+               for e in events)
     assert all(e.attempts == 0 and e.next_attempt_at == clock.now for e in events[1:])
     assert len(receiver.requests) == 1
 
@@ -549,8 +558,8 @@ def test_attempts_are_sent_without_writing_then_recorded_together_each_on_its_ow
     sent = sent_by(app, claimed, clock)
     assert len(receiver.wait_for(3)) == 3
     # sending wrote nothing: each delivery is still leased, unattempted
-    assert [(d.status, d.attempts, d.lease_owner) for d in map(only_delivery, [app] * 3, process_ids)] == [
-        ("pending", 0, "w")] * 3
+    assert [(d.status, d.attempts, d.lease_owner)
+            for d in map(only_delivery, [app] * 3, process_ids)] == [("pending", 0, "w")] * 3
     # the middle one's attempt row cannot be written (no such event: the foreign key refuses it)
     ghost = replace(sent[1], event=replace(sent[1].event, id="evt_" + "0" * 32))
 
@@ -640,8 +649,8 @@ def test_an_event_due_while_a_slow_attempt_is_in_flight_is_not_held_back(
             wait_until(lambda: only_event(app, fast_id).status == "delivered", "fast recorded")
             # delivered and recorded while the slow attempt is still unanswered and unrecorded
             slow_event = only_event(app, slow_id)
-            assert (slow_event.status, slow_event.attempts, slow_event.deliveries[0].lease_owner) == (
-                "pending", 0, worker.owner)
+            assert (slow_event.status, slow_event.attempts,
+                    slow_event.deliveries[0].lease_owner) == ("pending", 0, worker.owner)
             assert attempts_of(app, slow_event.id) == []
             assert len(slow_receiver.requests) == 1
             slow_receiver.stop()  # cuts the slow reply: that attempt fails and is recorded
@@ -655,11 +664,13 @@ def test_an_event_due_while_a_slow_attempt_is_in_flight_is_not_held_back(
     assert only_delivery(app, slow_id).lease_owner is None
 
 
-def test_a_rotated_webhook_secret_signs_the_next_attempt(app, shop, receiver, worker, clock, runner):
+def test_a_rotated_webhook_secret_signs_the_next_attempt(app, shop, receiver, worker, clock,
+                                                         runner):
     receiver.reply(Reply(status=500))
     shop.cancelled()
     worker.run_once()
-    result = runner.invoke(args=["merchants", "rotate-webhook-secret", shop.id, "--overlap-hours", "0"])
+    result = runner.invoke(args=["merchants", "rotate-webhook-secret", shop.id,
+                                 "--overlap-hours", "0"])
     new_secret = result.output.split("(shown once): ")[1].split()[0]
     clock.advance(5)
     worker.run_once()

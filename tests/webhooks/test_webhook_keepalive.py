@@ -21,7 +21,8 @@ def outcome(result):
 def test_one_connection_carries_successive_attempts(receiver):
     receiver.default = Reply(keep_alive=True)
     session = new_session()
-    results = [post(session, receiver.url(), BODY, HEADERS, timeout=5, livemode=False, allow_loopback=True)
+    results = [post(session, receiver.url(), BODY, HEADERS, timeout=5, livemode=False,
+                    allow_loopback=True)
                for _ in range(3)]
     assert [outcome(r) for r in results] == [(True, 200, None)] * 3
     ports = {r.peer_port for r in receiver.wait_for(3)}
@@ -32,8 +33,8 @@ def test_one_connection_carries_successive_attempts(receiver):
 def test_a_receiver_that_closes_gets_a_new_connection_each_time(receiver):
     session = new_session()  # the receiver's default reply says "Connection: close"
     for _ in range(2):
-        assert outcome(post(session, receiver.url(), BODY, HEADERS, timeout=5, livemode=False, allow_loopback=True)) == (
-            True, 200, None)
+        assert outcome(post(session, receiver.url(), BODY, HEADERS, timeout=5, livemode=False,
+                            allow_loopback=True)) == (True, 200, None)
     assert len({r.peer_port for r in receiver.wait_for(2)}) == 2
 
 
@@ -41,8 +42,10 @@ def test_failure_statuses_keep_the_connection_too(receiver):
     receiver.reply(Reply(status=503, keep_alive=True, headers={"Retry-After": "7"}))
     receiver.default = Reply(keep_alive=True)
     session = new_session()
-    first = post(session, receiver.url(), BODY, HEADERS, timeout=5, livemode=False, allow_loopback=True)
-    second = post(session, receiver.url(), BODY, HEADERS, timeout=5, livemode=False, allow_loopback=True)
+    first = post(session, receiver.url(), BODY, HEADERS, timeout=5, livemode=False,
+                 allow_loopback=True)
+    second = post(session, receiver.url(), BODY, HEADERS, timeout=5, livemode=False,
+                  allow_loopback=True)
     assert (outcome(first), first.retry_after) == ((False, 503, "HTTP 503"), 7)
     assert outcome(second) == (True, 200, None)
     assert len({r.peer_port for r in receiver.wait_for(2)}) == 1
@@ -53,8 +56,8 @@ def test_kept_connection_closed_by_the_receiver_is_not_a_failed_attempt(receiver
     receiver.reply(Reply(keep_alive=True, drop=True), Reply(keep_alive=True, drop=True))
     session = new_session()
     for _ in range(3):
-        assert outcome(post(session, receiver.url(), BODY, HEADERS, timeout=5, livemode=False, allow_loopback=True)) == (
-            True, 200, None)
+        assert outcome(post(session, receiver.url(), BODY, HEADERS, timeout=5, livemode=False,
+                            allow_loopback=True)) == (True, 200, None)
     assert len(receiver.wait_for(3)) == 3
 
 
@@ -65,7 +68,8 @@ def test_threads_never_share_a_connection(receiver):
 
     def deliver():
         for _ in range(3):
-            r = post(session, receiver.url(), BODY, HEADERS, timeout=5, livemode=False, allow_loopback=True)
+            r = post(session, receiver.url(), BODY, HEADERS, timeout=5, livemode=False,
+                     allow_loopback=True)
             with lock:
                 results.append(outcome(r))
 

@@ -65,7 +65,8 @@ def test_user_agent_names_service_and_installed_version():
 
 
 def tampered(tamper, now):
-    """A delivery signed at `now`, then changed as `tamper` says: (secret to verify with, headers, body)."""
+    """A delivery signed at `now`, then changed as `tamper` says: (secret to verify with, headers,
+    body)."""
     secret = new_secret()
     body, verify_secret = BODY, secret
     headers = webhook_headers(secret, "evt_123", now, BODY)
@@ -151,13 +152,15 @@ def test_verify_accepts_our_headers_and_the_reference_signer():
     secret = new_secret()
     verify(secret, webhook_headers(secret, "evt_1", NOW, BODY), BODY, now=NOW)
     reference = Webhook(secret).sign("evt_1", datetime.fromtimestamp(NOW, tz=UTC), BODY.decode())
-    verify(secret, {"webhook-id": "evt_1", "webhook-timestamp": str(NOW), "webhook-signature": reference},
+    verify(secret, {"webhook-id": "evt_1", "webhook-timestamp": str(NOW),
+                    "webhook-signature": reference},
            BODY, now=NOW)
 
 
 def test_verify_reads_headers_case_insensitively_from_a_request():
     secret = new_secret()
-    headers = Headers({k.title(): v for k, v in webhook_headers(secret, "evt_1", NOW, BODY).items()})
+    headers = Headers({k.title(): v
+                       for k, v in webhook_headers(secret, "evt_1", NOW, BODY).items()})
     assert "Webhook-Signature" in headers.keys()
     verify(secret, headers, BODY, now=NOW)
 
@@ -170,7 +173,8 @@ def test_verify_accepts_any_matching_v1_among_several():
     verify(secret, headers, BODY, now=NOW)
 
 
-@pytest.mark.parametrize("skew, ok", [(0, True), (300, True), (-300, True), (301, False), (-301, False)])
+@pytest.mark.parametrize("skew, ok", [(0, True), (300, True), (-300, True), (301, False),
+                                      (-301, False)])
 def test_verify_timestamp_tolerance_is_five_minutes_either_way(skew, ok):
     secret = new_secret()
     headers = webhook_headers(secret, "evt_1", NOW + skew, BODY)
@@ -204,7 +208,8 @@ def test_verify_refuses_tampered_or_incomplete_deliveries(tamper, reason):
 
 def test_a_timestamp_of_thousands_of_digits_fails_verification_cleanly():
     secret = new_secret()
-    headers = {"webhook-id": "evt_1", "webhook-timestamp": "9" * 5000, "webhook-signature": "v1,AAAA"}
+    headers = {"webhook-id": "evt_1", "webhook-timestamp": "9" * 5000,
+               "webhook-signature": "v1,AAAA"}
     with pytest.raises(VerificationError):
         verify(secret, headers, b"{}", now=1_795_000_000)
 
@@ -220,4 +225,5 @@ def test_two_secrets_give_two_signatures_each_verifying_alone():
         verify(secret, headers, BODY, now=now)
     with pytest.raises(WebhookVerificationError):
         Webhook(new_secret()).verify(BODY, headers)
-    assert webhook_headers([new], "evt_roll", now, BODY) == webhook_headers(new, "evt_roll", now, BODY)
+    assert webhook_headers([new], "evt_roll", now, BODY) == (
+        webhook_headers(new, "evt_roll", now, BODY))

@@ -165,7 +165,8 @@ def test_proxies_netrc_and_cookies_are_never_used(receiver, monkeypatch, tmp_pat
     monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{closed_port()}")
     receiver.reply(Reply(status=200, headers={"Set-Cookie": "sid=x"}, keep_alive=True))
     session = new_session()
-    assert [post(session, receiver.url(), BODY, HEADERS, timeout=5, livemode=False, allow_loopback=True).ok
+    assert [post(session, receiver.url(), BODY, HEADERS, timeout=5, livemode=False,
+                 allow_loopback=True).ok
             for _ in range(2)] == [True, True]
     got = receiver.wait_for(2)
     assert [("authorization" in r.headers, "cookie" in r.headers) for r in got] == [

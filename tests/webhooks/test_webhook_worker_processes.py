@@ -1,5 +1,6 @@
-"""Real worker processes (`flask --app app deliver-webhooks`) on one database (of the backend under test), against a real local
-receiver: two workers at once, SIGKILL and SIGTERM mid-batch, overlapping cron runs."""
+"""Real worker processes (`flask --app app deliver-webhooks`) on one database (of the backend under
+test), against a real local receiver: two workers at once, SIGKILL and SIGTERM mid-batch,
+overlapping cron runs."""
 import collections
 import contextlib
 import json
@@ -73,7 +74,8 @@ class Outbox:
         log_path = self.tmp_path / f"{name}.log"
         with open(log_path, "w") as log:
             proc = subprocess.Popen(
-                [str(BIN / "flask"), "--app", "app", "deliver-webhooks", "--poll-max", "0.5", *args],
+                [str(BIN / "flask"), "--app", "app", "deliver-webhooks", "--poll-max", "0.5",
+                 *args],
                 cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         proc.log_path = log_path
         try:
@@ -110,7 +112,8 @@ def ids_received(receiver):
     return collections.Counter(r.headers["webhook-id"] for r in receiver.requests)
 
 
-def test_two_workers_over_500_due_events_deliver_each_exactly_once(make_database, tmp_path, receiver):
+def test_two_workers_over_500_due_events_deliver_each_exactly_once(make_database, tmp_path,
+                                                                   receiver):
     outbox = Outbox(tmp_path, make_database("outbox"), receiver)
     event_ids = outbox.due_events(500)
     options = ("--concurrency", "8", "--batch-size", "25")
@@ -163,7 +166,8 @@ def test_with_default_settings_a_killed_workers_claims_are_delivered_by_another_
     event_ids = outbox.due_events(40)
     receiver.default = Reply(delay=0.3)
     defaults = ("--poll-max", "1")  # the command's default, over the helper's shorter one
-    with outbox.worker("--concurrency", "4", "--batch-size", "20", *defaults, name="victim") as victim:
+    with outbox.worker("--concurrency", "4", "--batch-size", "20", *defaults,
+                       name="victim") as victim:
         receiver.wait_for(4)
         victim.send_signal(signal.SIGKILL)
         killed_at = time.monotonic()
@@ -218,7 +222,8 @@ def test_a_second_signal_exits_at_once(make_database, tmp_path, receiver):
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(10) == 128 + signal.SIGTERM
     # Its lease is left behind, as after a crash: the event is still pending, not lost.
-    assert outbox.rows("SELECT status || ' ' || CASE WHEN lease_owner IS NULL THEN 0 ELSE 1 END FROM deliveries") == ["pending 1"]
+    assert outbox.rows("SELECT status || ' ' || CASE WHEN lease_owner IS NULL THEN 0 ELSE 1 END"
+                       " FROM deliveries") == ["pending 1"]
 
 
 def make_run_script():
@@ -235,7 +240,8 @@ def make_run_script():
     assert sum(line.lstrip().startswith("trap ") for line in recipe) == 2, recipe
     script = "\n".join(recipe[:-1] + ["sleep 600"])
     script = script.replace(" deliver-webhooks & ", " deliver-webhooks --poll-max 0.5 & ", 1)
-    script, traps = re.subn(r"trap '([^']*)' EXIT;", r"trap '\1; echo worker exited $?' EXIT;", script)
+    script, traps = re.subn(r"trap '([^']*)' EXIT;", r"trap '\1; echo worker exited $?' EXIT;",
+                            script)
     assert traps == 1, script
     return script
 
