@@ -21,7 +21,8 @@ app/domain/accounts.py: users, login and sessions, ...), never app/data/.
 Templates: templates/dashboard/ (one layout, its pages and macros.html); the stylesheet and
 scripts: app/static/console/.
 """
-from app.console import (
+# Importing each page module registers its routes on pages.bp.
+from app.console import (  # noqa: F401
     keys,
     links,
     login,

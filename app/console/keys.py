@@ -23,12 +23,14 @@ def keys_page(new_secret=None, error=None, status=200):
     states = {}
     for k in secret_keys:
         state = k.state(current)
-        states[k.id] = {"expiring": f"works until {when(k.expires_at)}", "expired": f"expired {when(k.expires_at)}",
+        states[k.id] = {"expiring": f"works until {when(k.expires_at)}",
+                        "expired": f"expired {when(k.expires_at)}",
                         "revoked": f"revoked {when(k.revoked_at)}"}.get(state, state)
     first = endpoints.first(get_db(), g.merchant.id)
     if first is not None and len(first.signing_secrets(current)) > 1:
-        secret_state = ("Deliveries to the first webhook endpoint are signed with its current secret"
-                        f" and, until {when(first.previous_secret_until)}, with the previous one too.")
+        secret_state = ("Deliveries to the first webhook endpoint are signed with its current"
+                        f" secret and, until {when(first.previous_secret_until)}, with the previous"
+                        " one too.")
     else:
         secret_state = ("One secret signs every delivery to the first webhook endpoint. It is shown"
                         " once, when it is made; each other endpoint has its own (Webhooks page).")
@@ -52,8 +54,8 @@ def confirm_roll_secret_key():
     return pages.confirm("Roll the secret key?",
                     f"A new secret key is made and shown once. The current keys {_until(overlap)}:"
                     " put the new one on your server before then.",
-                    url_for("dashboard.roll_secret_key"), "Roll secret key", url_for("dashboard.keys_page"),
-                    danger=False)
+                    url_for("dashboard.roll_secret_key"), "Roll secret key",
+                    url_for("dashboard.keys_page"), danger=False)
 
 
 @bp.get("/keys/roll-webhook-secret")
@@ -62,8 +64,9 @@ def confirm_roll_secret_key():
 def confirm_roll_webhook_secret():
     hours = current_app.config["KEY_ROLL_OVERLAP_HOURS"]
     return pages.confirm("Roll the webhook signing secret?",
-                    "A new secret is made and shown once. Deliveries are signed with the previous one"
-                    + (f" too for {hours} hour(s)" if hours else " no longer") + ": update your receiver.",
+                    "A new secret is made and shown once. Deliveries are signed with the previous"
+                    " one" + (f" too for {hours} hour(s)" if hours else " no longer")
+                    + ": update your receiver.",
                     url_for("dashboard.roll_webhook_secret"), "Roll webhook secret",
                     url_for("dashboard.keys_page"), danger=False)
 
@@ -81,9 +84,11 @@ def _key_or_404(key_id):
 def confirm_revoke_key(key_id):
     key = _key_or_404(key_id)
     return pages.confirm(f"Revoke key {key.key_prefix}… now?",
-                    "It stops working at once: every request your servers still send with it answers"
-                    " 401. Do this when the key leaked; a server that still uses it breaks.",
-                    url_for("dashboard.revoke_key", key_id=key.id), "Revoke now", url_for("dashboard.keys_page"))
+                    "It stops working at once: every request your servers still send with it"
+                    " answers 401. Do this when the key leaked; a server that still uses it"
+                    " breaks.",
+                    url_for("dashboard.revoke_key", key_id=key.id), "Revoke now",
+                    url_for("dashboard.keys_page"))
 
 
 @bp.post("/keys/<int:key_id>/revoke")
@@ -106,7 +111,8 @@ def roll_secret_key():
     secret = merchants.roll_key(get_db(), g.merchant.id, now(), overlap)
     return keys_page(new_secret={
         "title": "New secret key", "value": secret,
-        "note": f"Copy it to your server now: it is shown this once. The previous keys {_until(overlap)}."})
+        "note": "Copy it to your server now: it is shown this once. The previous keys"
+                f" {_until(overlap)}."})
 
 
 @bp.post("/keys/roll-webhook-secret")
@@ -119,5 +125,5 @@ def roll_webhook_secret():
     until = f"until {when(now() + overlap)}" if overlap else "no longer"
     return keys_page(new_secret={
         "title": "New webhook signing secret", "value": secret,
-        "note": f"Put it in your webhook receiver now: it is shown this once. Deliveries carry a signature"
-                f" with the previous secret too {until}."})
+        "note": "Put it in your webhook receiver now: it is shown this once. Deliveries carry a"
+                f" signature with the previous secret too {until}."})

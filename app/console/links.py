@@ -8,7 +8,7 @@ customers' pages show (set on the settings page).
   GET  /dashboard/links/<linkId>/deactivate      owner: the confirmation
   POST /dashboard/links/<linkId>/deactivate      owner: deactivate it
 """
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from babel.numbers import get_currency_name
 from flask import current_app, g, redirect, render_template, request, url_for
@@ -95,7 +95,7 @@ def _utc(text):
             when = datetime.strptime(text, layout)
         except ValueError:
             continue
-        return when.replace(tzinfo=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return when.replace(tzinfo=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     raise ValueError(text)
 
 
@@ -113,7 +113,8 @@ def _body(form):
         errors["amount"] = [AMOUNT_FORMAT]
     if form["max_payments"]:
         text = form["max_payments"]
-        body["maxPayments"] = jsonutil.JSONNumber(text) if text.isascii() and text.isdigit() else text
+        body["maxPayments"] = (jsonutil.JSONNumber(text) if text.isascii() and text.isdigit()
+                               else text)
     if form["expires_at"]:
         try:
             body["expiresAt"] = _utc(form["expires_at"]) if form["expires_at"].isascii() else None
@@ -151,7 +152,8 @@ def create_link():
         link = links.create(get_db(), g.merchant, amount=fields["amount"],
                             description=fields["description"], now=now(),
                             currency=fields.get("currency"), success_url=fields.get("successUrl"),
-                            max_payments=fields.get("maxPayments"), expires_at=fields.get("expiresAt"))
+                            max_payments=fields.get("maxPayments"),
+                            expires_at=fields.get("expiresAt"))
     except (links.LinkError, processes.InvalidAmount, processes.InvalidUrl) as e:
         return links_page(errors=_keyed(e.errors), form=form, status=400)
     return redirect(url_for("dashboard.links_page", done="created", _anchor=f"link-{link.id}"), 303)
@@ -175,9 +177,10 @@ def confirm_deactivate_link(link_id):
         return redirect(back, 303)
     return pages.confirm(
         "Deactivate this payment link?",
-        f"\"{link.description}\" ({pages.priced(link.amount, link.currency)}) will answer \"no longer"
-        " available\" to anyone who opens it, and start no payment; payments already started from it"
-        " may still complete. A deactivated link cannot be turned on again: create a new one.",
+        f"\"{link.description}\" ({pages.priced(link.amount, link.currency)}) will answer"
+        " \"no longer available\" to anyone who opens it, and start no payment; payments already"
+        " started from it may still complete. A deactivated link cannot be turned on again: create"
+        " a new one.",
         url_for("dashboard.deactivate_link", link_id=link.id), "Deactivate", back)
 
 
@@ -187,4 +190,5 @@ def confirm_deactivate_link(link_id):
 def deactivate_link(link_id):
     link = _own_link(link_id)
     links.deactivate(get_db(), g.merchant.id, link.id, now())
-    return redirect(url_for("dashboard.links_page", done="deactivated", _anchor=f"link-{link.id}"), 303)
+    return redirect(url_for("dashboard.links_page", done="deactivated",
+                            _anchor=f"link-{link.id}"), 303)

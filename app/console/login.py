@@ -1,5 +1,5 @@
-"""Logging in and out (app/domain/accounts.py: the throttling, the lock-out and the sessions; security.py: the
-cookies and the CSRF tokens).
+"""Logging in and out (app/domain/accounts.py: the throttling, the lock-out and the sessions;
+security.py: the cookies and the CSRF tokens).
 
   GET  /dashboard/login, POST /dashboard/login, POST /dashboard/logout
 """
@@ -30,7 +30,8 @@ def login():
 
 @bp.post("/login")
 def login_submit():
-    if not accounts.same_token(security.read_cookie(security.LOGIN_CSRF_COOKIE), request.form.get("csrf_token")):
+    if not accounts.same_token(security.read_cookie(security.LOGIN_CSRF_COOKIE),
+                               request.form.get("csrf_token")):
         raise security.csrf_refused()
     email = request.form.get("email", "")
     try:
@@ -41,8 +42,9 @@ def login_submit():
     except accounts.LoginRefused as e:
         minutes = -(-e.retry_after // 60)
         if e.locked:
-            message = (f"Too many failed logins: this account is locked for {minutes} more minute(s)."
-                       " Every attempt is refused until then, even with the right password.")
+            message = (f"Too many failed logins: this account is locked for {minutes} more"
+                       " minute(s). Every attempt is refused until then, even with the right"
+                       " password.")
         else:
             message = f"Too many failed logins: wait {e.retry_after} second(s) before trying again."
         return _login_page(429, message, email, {"Retry-After": str(e.retry_after)})

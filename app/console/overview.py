@@ -1,6 +1,7 @@
-"""The overview (`/dashboard/overview`, where a login lands): the figures of app/domain/overview.py, each a
-link to the list it counts (sums of process amounts in their currency, app/console/pages.py priced),
-and a chart per asset (and per currency of the sandbox payments) of the last 30 days.
+"""The overview (`/dashboard/overview`, where a login lands): the figures of
+app/domain/overview.py, each a link to the list it counts (sums of process amounts in their
+currency, app/console/pages.py priced), and a chart per asset (and per currency of the sandbox
+payments) of the last 30 days.
 
 The chart is drawn here as SVG (`chart`): a few lines of our own rather than a charting library,
 since one bar chart of 30 days needs no more, and no script runs to see it."""
@@ -26,7 +27,8 @@ def overview_page():
         "dashboard/overview.html", assets=assets, windows=overview.WINDOWS, dates=dates,
         charts={a.id: chart(a.daily, today, a.symbol) for a in assets},
         completed=found.completed, sandbox=found.sandbox,
-        sandbox_charts={c.code: chart(c.daily, today, c.code, lambda amount, code=c.code: priced(amount, code),
+        sandbox_charts={c.code: chart(c.daily, today, c.code,
+                                      lambda amount, code=c.code: priced(amount, code),
                                       "completed in the sandbox per day")
                         for c in found.sandbox},
         text=text, statuses=found.statuses, partly=found.partly, partly_more=found.partly_more,
@@ -58,6 +60,6 @@ def chart(daily: dict, today: int, label: str, shown=None, what="paid per day") 
                      "width": round(step - 2, 1), "height": round(height, 1),
                      "title": f"{day_text(day)}: {shown(amount)}"})
     return {"bars": bars, "top": top_text(top), "first": day_text(days[0]),
-            "last": day_text(days[-1]), "width": WIDTH, "height": HEIGHT, "base": HEIGHT - PAD, "pad": PAD,
-            "label": f"{label} {what}, last 30 days",
-            "days": [day_text(days[i])[5:] for i in (0, 14, 29)]}  # the axis: first, middle, last day
+            "last": day_text(days[-1]), "width": WIDTH, "height": HEIGHT, "base": HEIGHT - PAD,
+            "pad": PAD, "label": f"{label} {what}, last 30 days",
+            "days": [day_text(days[i])[5:] for i in (0, 14, 29)]}  # the axis: first, middle, last

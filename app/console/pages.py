@@ -1,8 +1,9 @@
 """What every page of the console shares: the blueprint, the template filters and context, the
 post-redirect-get notices, confirmation pages, the meta refresh while an event is due, a process
-by its id (or the 404 page), the names people read for assets and networks. The pages themselves are one module per page group (app/console/__init__.py).
+by its id (or the 404 page), the names people read for assets and networks. The pages themselves
+are one module per page group (app/console/__init__.py).
 """
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from flask import Blueprint, g, redirect, render_template, request, url_for
@@ -22,7 +23,7 @@ def when(ts):
     """A timestamp as people read it: UTC, to the second."""
     if ts is None:
         return "-"
-    return datetime.fromtimestamp(int(ts), timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.fromtimestamp(int(ts), UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 @bp.app_template_filter("priced")
@@ -41,7 +42,7 @@ def iso_when(text):
     """An ISO 8601 UTC time of the API ("2026-11-22T10:00:00Z") as the `when` filter shows it."""
     if not text:
         return "-"
-    return when(datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp())
+    return when(datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp())
 
 
 @bp.app_context_processor
@@ -50,12 +51,12 @@ def _context():
             "merchant": getattr(g, "merchant", None)}
 
 
-# --- After a change: POST, then redirect, then GET (PRG) -------------------------------------------
+# --- After a change: POST, then redirect, then GET (PRG) ------------------------------------------
 # A change that succeeded answers 303 to the page it changed, with `done=<what>` in its address: the
 # page then says what happened, and a reload or Back never sends the form again. The address only
 # selects one of the service's own texts below by its key (an unknown key shows nothing); no words
-# of an address go into a notice, only a count where the text holds one (never a secret: a rolled key
-# is answered in place).
+# of an address go into a notice, only a count where the text holds one (never a secret: a rolled
+# key is answered in place).
 NOTICES = {
     "cancelled": "The process is cancelled; its process.cancelled event is queued.",
     "resent": "The event is queued for delivery again; its attempt shows below when the delivery"
@@ -63,17 +64,17 @@ NOTICES = {
     "refund-cancelled": "The refund is cancelled.",
     "named": "The transaction is named for this refund: it completes once that transaction is"
              " confirmed.",
-    "tolerance": "Underpayment tolerance saved: payments confirmed from now on complete at the amount"
-                 " due less it.",
+    "tolerance": "Underpayment tolerance saved: payments confirmed from now on complete at the"
+                 " amount due less it.",
     "url-set": "Webhook URL saved.",
-    "url-unresolved": "Webhook URL saved, but its host name does not resolve now: deliveries to it are"
-                      " refused until it does (each delivery checks it again).",
+    "url-unresolved": "Webhook URL saved, but its host name does not resolve now: deliveries to it"
+                      " are refused until it does (each delivery checks it again).",
     "url-removed": "Webhook URL removed.",
     "test": "Test event queued: its result shows below when the delivery worker has sent it.",
     "replayed": "{count} failed event(s) queued for delivery again.",
     "endpoint-saved": "Endpoint saved: its next attempts use it.",
-    "endpoint-unresolved": "Endpoint saved, but its host name does not resolve now: deliveries to it"
-                           " are refused until it does (each delivery checks it again).",
+    "endpoint-unresolved": "Endpoint saved, but its host name does not resolve now: deliveries to"
+                           " it are refused until it does (each delivery checks it again).",
     "endpoint-disabled": "Endpoint disabled: its pending deliveries are cancelled (replay resends"
                          " them).",
     "endpoint-enabled": "Endpoint enabled: events from now on go to it.",
@@ -85,8 +86,8 @@ NOTICES = {
                 " in it; those made before keep theirs.",
     "collection": "The collection's transaction is recorded: it is listed below, confirmed once the"
                   " network's confirmations are reached.",
-    "payout": "Payout address saved: processes confirmed from now on forward to it; deposit addresses"
-              " already handed out keep paying the one they were made for.",
+    "payout": "Payout address saved: processes confirmed from now on forward to it; deposit"
+              " addresses already handed out keep paying the one they were made for.",
 }
 
 # A change saved with a warning of the service's: the notice that says it. The warning's own words

@@ -38,15 +38,18 @@ def _network_payouts(network, assets, payout):
         try:
             wallet_payouts.settle(get_db(), network, g.merchant.id, client, now())
         except rpc.RpcError as e:  # not proven yet (the watcher behind): settled on a later visit
-            current_app.logger.info("payouts page: collections on %s not settled now: %s", network.id, e)
+            current_app.logger.info("payouts page: collections on %s not settled now: %s",
+                                    network.id, e)
         found["balance"] = wallet_payouts.balances(client, payout, assets)
         waits, held = wallet_payouts.offer(get_db(), network, g.merchant.id, client)
     except rpc.RpcError:
-        found["error"] = "The network's node does not answer now, so what waits cannot be read: try again later."
+        found["error"] = ("The network's node does not answer now, so what waits cannot be read:"
+                          " try again later.")
         return found
     for asset in assets:
         if waits.totals.get(asset.contract):
-            found["waiting"].append((format_units(waits.totals[asset.contract], asset.decimals), asset.symbol))
+            found["waiting"].append((format_units(waits.totals[asset.contract], asset.decimals),
+                                     asset.symbol))
     if waits.totals.get(payouts.GAS_COIN):
         found["waiting"].append((format_units(waits.totals[payouts.GAS_COIN], GAS_COIN_DECIMALS),
                                  "of the network's gas coin"))
@@ -73,7 +76,8 @@ def _collections(assets, networks):
                 amounts.append(f"{format_units(amount, GAS_COIN_DECIMALS)} of the gas coin")
             else:
                 amounts.append(f"{amount} units of {token}")
-        found.append({"c": c, "network": networks.get(c.network_id, c.network_id), "amounts": amounts,
+        found.append({"c": c, "network": networks.get(c.network_id, c.network_id),
+                      "amounts": amounts,
                       "by": "your browser wallet" if c.recorded_by else "the operator (collect)"})
     return found
 
@@ -81,8 +85,8 @@ def _collections(assets, networks):
 @bp.app_template_global()
 def demo_wallet():
     """The demo's test wallet offered as the logged-in merchant's browser wallet ({"account",
-    "rpc"}: app/demo/wallet_routes.py merchant_wallet), on the demo merchant's pages while the demo shop
-    runs with its local node; None elsewhere (a production server never has it)."""
+    "rpc"}: app/demo/wallet_routes.py merchant_wallet), on the demo merchant's pages while the demo
+    shop runs with its local node; None elsewhere (a production server never has it)."""
     offer = current_app.extensions.get("demo_merchant_wallet")
     merchant = g.get("merchant")
     return offer(merchant.id) if offer and merchant is not None else None
@@ -117,11 +121,11 @@ def record_collection(network_id):
     if network is None or payouts.factory(get_db(), network_id) is None:
         raise not_found()
     try:
-        wallet_payouts.record(get_db(), network, g.merchant.id, (request.form.get("tx_hash") or "").strip(),
-                              _client(network), now())
+        wallet_payouts.record(get_db(), network, g.merchant.id,
+                              (request.form.get("tx_hash") or "").strip(), _client(network), now())
     except wallet_payouts.Refused as e:
         return payouts_page(error=str(e), status=400)
     except rpc.RpcError:
-        return payouts_page(error="The network's node does not answer now: the collection is not recorded."
-                            " Try again later.", status=503)
+        return payouts_page(error="The network's node does not answer now: the collection is not"
+                            " recorded. Try again later.", status=503)
     return pages.done("dashboard.payouts_page", "collection", _anchor="collections")

@@ -22,8 +22,8 @@ from app.domain.representation import payment_object
 
 def _timeline(process, view, event_list, current):
     """What happened to a process, oldest first: (time, title, detail, kind)."""
-    items = [(process.created_at, "Created", f"Amount {pages.priced(process.amount, process.currency)}",
-              "created")]
+    items = [(process.created_at, "Created",
+              f"Amount {pages.priced(process.amount, process.currency)}", "created")]
     for t in view.transfers if view is not None else ():
         amount = format_units(t.amount, view.payment.decimals)
         detail = f"{amount} in block {t.block_number}, tx {t.tx_hash}"
@@ -31,8 +31,8 @@ def _timeline(process, view, event_list, current):
         if t.confirmed_at is not None:
             items.append((t.confirmed_at, "Transfer confirmed", detail, "ok"))
     for event, attempts in event_list:
-        items.append((event.created_at, f"Event {event.type}", f"delivery {event.status.replace('_', ' ')}",
-                      "event"))
+        items.append((event.created_at, f"Event {event.type}",
+                      f"delivery {event.status.replace('_', ' ')}", "event"))
         for a in attempts:
             outcome = f"HTTP {a.status_code}" if a.status_code is not None else "no answer"
             detail = f"{outcome} in {a.duration_ms} ms" + (f": {a.error}" if a.error else "")
@@ -60,7 +60,8 @@ def process_page(process_id, notice=None, error=None, status=200):
         "dashboard/process.html", process=process, status=process.effective_status(current),
         updated_at=process.effective_updated_at(current), payment=payment,
         symbol=pages.symbol(view.payment.asset_id, view.payment.network_id) if view else "",
-        network_name=pages.names()[1].get(view.payment.network_id, view.payment.network_id) if view else "",
+        network_name=(pages.names()[1].get(view.payment.network_id, view.payment.network_id)
+                      if view else ""),
         refunds=refunds.list_for_process(db, g.merchant.id, process.id),
         can_refund=refundable not in (None, "0"),
         metadata=dumps_pretty(loads(process.metadata.encode())), event_list=event_list,
@@ -86,7 +87,7 @@ def _quote(payment):
     return found
 
 
-# --- Unexpected transfers (templates/dashboard/_unexpected.html) -----------------------------------
+# --- Unexpected transfers (templates/dashboard/_unexpected.html) ----------------------------------
 
 
 def _unexpected_rows(payment):
@@ -118,7 +119,8 @@ def accept_unexpected(process_id, transfer):
         raise not_found() from None
     except processes.InvalidState as e:
         return process_page(process.id, error=str(e), status=409)
-    return pages.done("dashboard.process_page", "accepted", process_id=process.id, _anchor="unexpected")
+    return pages.done("dashboard.process_page", "accepted", process_id=process.id,
+                      _anchor="unexpected")
 
 
 @bp.get("/processes/<process_id>/cancel")
@@ -130,8 +132,8 @@ def confirm_cancel_process(process_id):
     if process.effective_status(now()) != "pending":
         return redirect(back, 303)
     return pages.confirm(f"Cancel process {process.id}?",
-                    f"The customer can no longer pay its {pages.priced(process.amount, process.currency)};"
-                    " a process.cancelled event"
+                    "The customer can no longer pay its"
+                    f" {pages.priced(process.amount, process.currency)}; a process.cancelled event"
                     " is sent to your webhook. A cancelled process cannot be reopened.",
                     url_for("dashboard.cancel_process", process_id=process.id), "Cancel", back)
 

@@ -7,7 +7,7 @@ what was paid and refunded (docs/console.md "The processes page").
 import csv
 import io
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from flask import Response, g, render_template, request, stream_with_context, url_for
@@ -27,9 +27,9 @@ from app.web.http import parse_process_id
 PAGE_SIZE = 50
 CSV_BATCH = 500
 CSV_COLUMNS = ("processId", "status", "amount", "livemode", "createdAt", "updatedAt", "expiresAt",
-               "metadata", "assetId", "networkId", "amountDue", "amountPaid", "amountRefunded", "marks",
-               "transferTxHashes", "transferLogIndexes", "transferBlockNumbers", "transferBlockHashes",
-               "currency", "rate", "rateSource", "rateRound")
+               "metadata", "assetId", "networkId", "amountDue", "amountPaid", "amountRefunded",
+               "marks", "transferTxHashes", "transferLogIndexes", "transferBlockNumbers",
+               "transferBlockHashes", "currency", "rate", "rateSource", "rateRound")
 
 
 def _date(text, name, errors):
@@ -40,7 +40,7 @@ def _date(text, name, errors):
         errors.append(f"{name}: enter a date as YYYY-MM-DD.")
         return None
     try:
-        return int(datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=timezone.utc).timestamp())
+        return int(datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=UTC).timestamp())
     except ValueError:
         errors.append(f"{name}: enter a date as YYYY-MM-DD.")
         return None
@@ -48,8 +48,8 @@ def _date(text, name, errors):
 
 # The list's filters on money: (value of `money`, its label). A new filter is one more entry here
 # and in data/processes.py CONDITIONS.
-MONEY_FILTERS = [("paid", "Paid (money confirmed)"), ("partly", "Partly paid"), ("overpaid", "Overpaid"),
-                 ("refunded", "Refunded")]
+MONEY_FILTERS = [("paid", "Paid (money confirmed)"), ("partly", "Partly paid"),
+                 ("overpaid", "Overpaid"), ("refunded", "Refunded")]
 
 
 def _overpaid(views) -> list[str]:
@@ -143,9 +143,10 @@ def _sql_page(found, *, limit, before=None):
         except processes.ProcessNotFound:
             before_seq = None
         if before_seq is None:
-            raise PageError(400, "No such page", "The page asked for does not exist: start from the first page.")
-    return processes.filtered_page(get_db(), g.merchant.id, now=now(), limit=limit, before_seq=before_seq,
-                                   **found)
+            raise PageError(400, "No such page",
+                            "The page asked for does not exist: start from the first page.")
+    return processes.filtered_page(get_db(), g.merchant.id, now=now(), limit=limit,
+                                   before_seq=before_seq, **found)
 
 
 def _matches(process, found):
@@ -207,12 +208,14 @@ def _money(batch, names=None) -> dict:
         if view.paid > pay.amount_due:
             marks.append("overpaid")
         if back:
-            marks.append("refunded" if back >= Decimal(paid).scaleb(-pay.decimals) else "partly refunded")
+            marks.append("refunded" if back >= Decimal(paid).scaleb(-pay.decimals)
+                         else "partly refunded")
         found[p.id] = {
             "asset_id": pay.asset_id, "network_id": pay.network_id,
             "symbol": symbols.get((pay.asset_id, pay.network_id), pay.asset_id),
             "network": networks.get(pay.network_id, pay.network_id),
-            "due": format_units(pay.amount_due, pay.decimals), "paid": format_units(paid, pay.decimals),
+            "due": format_units(pay.amount_due, pay.decimals),
+            "paid": format_units(paid, pay.decimals),
             "refunded": overview.text(back), "marks": marks, "proof": _chain_proof(counted),
             "quote": quote_object(pay)}
     return found
@@ -222,7 +225,8 @@ def _money(batch, names=None) -> dict:
 @login_required
 def processes_page():
     found, form, errors = _filters()
-    items, has_more = ([], False) if errors else _page(found, limit=PAGE_SIZE, before=request.args.get("before"))
+    items, has_more = (([], False) if errors
+                       else _page(found, limit=PAGE_SIZE, before=request.args.get("before")))
     query = {k: v for k, v in form.items() if v}
     current = now()
     money = _money(items)
@@ -230,7 +234,8 @@ def processes_page():
              "money": money.get(p.id)} for p in items]
     symbols, networks = pages.names()
     assets = sorted({(asset_id, symbol) for (asset_id, _), symbol in symbols.items()})
-    next_url = url_for("dashboard.processes_page", **query, before=items[-1].id) if has_more else None
+    next_url = (url_for("dashboard.processes_page", **query, before=items[-1].id) if has_more
+                else None)
     return render_template("dashboard/processes.html", rows=rows, form=form, errors=errors,
                            statuses=STATUSES, next_url=next_url, money_filters=MONEY_FILTERS,
                            assets=assets, networks=sorted(networks.items()),
@@ -266,7 +271,8 @@ def processes_csv():
     def rows():
         """The rows in batches of CSV_BATCH (keyset): memory stays flat however many there are."""
         try:
-            yield from _csv(found, heartbeat, lambda: accounts.keep_export(db, user_id, now()), keys)
+            yield from _csv(found, heartbeat, lambda: accounts.keep_export(db, user_id, now()),
+                            keys)
         finally:  # sent whole, or the client went away
             accounts.end_export(db, user_id)
 
@@ -311,7 +317,8 @@ def _metadata_cells(metadata, keys):
             cells.append("true" if value else "false")
         elif isinstance(value, jsonutil.JSONNumber):
             cells.append(str(value))
-        elif isinstance(value, str):  # a spreadsheet reads a cell starting with one of these as a formula
+        elif isinstance(value, str):
+            # a spreadsheet reads a cell starting with one of these as a formula
             cells.append("'" + value if value[:1] in FORMULA_STARTS else value)
         else:
             cells.append(jsonutil.dumps_compact(value))
@@ -344,9 +351,11 @@ def _csv(found, heartbeat, progress, keys=()):
             places = currency.minor_digits(p.currency)
             writer.writerow((p.id, p.effective_status(current), _amount(p.amount, places),
                              "true" if p.livemode else "false",
-                             iso(p.created_at), iso(p.effective_updated_at(current)), iso(p.expires_at),
-                             p.metadata, *_money_columns(money.get(p.id), places),
-                             *_price_columns(p, money.get(p.id)), *_metadata_cells(p.metadata, keys)))
+                             iso(p.created_at), iso(p.effective_updated_at(current)),
+                             iso(p.expires_at), p.metadata,
+                             *_money_columns(money.get(p.id), places),
+                             *_price_columns(p, money.get(p.id)),
+                             *_metadata_cells(p.metadata, keys)))
         yield out.getvalue()
         heartbeat()
         progress()
@@ -364,7 +373,8 @@ def _money_columns(money, places):
     proof (`_chain_proof`); empty without an on-chain payment."""
     if money is None:
         return ("",) * 10
-    return (money["asset_id"], money["network_id"], *(_amount(money[k], places) for k in ("due", "paid", "refunded")),
+    return (money["asset_id"], money["network_id"],
+            *(_amount(money[k], places) for k in ("due", "paid", "refunded")),
             "; ".join(money["marks"]), *money["proof"])
 
 

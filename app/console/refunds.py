@@ -25,15 +25,19 @@ def _refund_form(process, form, errors=None, error=None, status=200):
     view = payments.view(get_db(), process)
     remaining = refunds.refundable(get_db(), g.merchant.id, process.id, now())
     if view is None or remaining is None:
-        return process_page(process.id, error="This process has no confirmed payment to refund.", status=409)
+        return process_page(process.id, error="This process has no confirmed payment to refund.",
+                            status=409)
     payers = {t.from_address for t in view.transfers if t.status == "confirmed"}
     payer = payers.pop() if len(payers) == 1 else None
-    if not form:  # a new form: what may still be refunded, to the address that paid when only one did
+    # a new form: what may still be refunded, to the address that paid when only one did
+    if not form:
         form = {"amount": remaining, "address": payer or "", "reason": ""}
-    return render_template("dashboard/refund_new.html", process=process, form=form, errors=errors or {},
-                           error=error, remaining=remaining, payer=payer,
-                           network=pages.names()[1].get(view.payment.network_id, view.payment.network_id),
-                           symbol=pages.symbol(view.payment.asset_id, view.payment.network_id)), status
+    return render_template("dashboard/refund_new.html", process=process, form=form,
+                           errors=errors or {}, error=error, remaining=remaining, payer=payer,
+                           network=pages.names()[1].get(view.payment.network_id,
+                                                        view.payment.network_id),
+                           symbol=pages.symbol(view.payment.asset_id,
+                                               view.payment.network_id)), status
 
 
 @bp.get("/processes/<process_id>/refund")
@@ -53,10 +57,12 @@ def create_refund(process_id):
         refund = refunds.create(get_db(), g.merchant.id, process.id, amount=form["amount"] or "0",
                                 address=form["address"], reason=form["reason"] or None, now=now())
     except refunds.RefundError as e:
-        return _refund_form(process, form, errors=e.errors, error="The refund was not created.", status=400)
+        return _refund_form(process, form, errors=e.errors, error="The refund was not created.",
+                            status=400)
     except refunds.NotRefundable as e:
         return process_page(process.id, error=str(e), status=409)
-    return redirect(url_for("dashboard.refund_page", process_id=process.id, refund_id=refund.id), 303)
+    return redirect(url_for("dashboard.refund_page", process_id=process.id, refund_id=refund.id),
+                    303)
 
 
 def _refund_or_404(process, refund_id):
@@ -72,9 +78,11 @@ def refund_page(process_id, refund_id, notice=None, error=None, tx_hash="", stat
     refund = _refund_or_404(pages.process_or_404(process_id), refund_id)
     notice = notice or pages.notice()
     uri = refund_payment_uri(refund)  # EIP-681, as the API shows it
-    return render_template("dashboard/refund.html", refund=refund, amount=pages.units(refund), notice=notice,
+    return render_template("dashboard/refund.html", refund=refund, amount=pages.units(refund),
+                           notice=notice,
                            network_name=pages.names()[1].get(refund.network_id, refund.network_id),
-                           error=error, tx_hash=tx_hash, symbol=pages.symbol(refund.asset_id, refund.network_id),
+                           error=error, tx_hash=tx_hash,
+                           symbol=pages.symbol(refund.asset_id, refund.network_id),
                            payment_uri=uri, qr_src=qr.svg_data_uri(uri),
                            from_payout=refunds.sent_from_payout(get_db(), refund),
                            transfer_data=transfer_calldata(refund.address, refund.amount)), status
@@ -110,8 +118,8 @@ def confirm_cancel_refund(process_id, refund_id):
         return redirect(back, 303)
     return pages.confirm(f"Cancel refund {refund.id}?",
                     f"It will no longer wait for your payment of {pages.units(refund)}"
-                    f" {pages.symbol(refund.asset_id, refund.network_id)}; a refund.cancelled event is sent."
-                    " Do not pay it after cancelling.",
+                    f" {pages.symbol(refund.asset_id, refund.network_id)}; a refund.cancelled event"
+                    " is sent. Do not pay it after cancelling.",
                     url_for("dashboard.cancel_refund", process_id=process.id, refund_id=refund.id),
                     "Cancel refund", back)
 

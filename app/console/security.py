@@ -16,7 +16,8 @@ from app.db import get_db
 from app.domain import accounts, merchants
 
 PREFIX = "/dashboard"
-# The console's cookies: (name, path over plain HTTP). Behind HTTPS: __Host-<name>, path / (cookie()).
+# The console's cookies: (name, path over plain HTTP). Behind HTTPS: __Host-<name>, path /
+# (cookie()).
 SESSION_COOKIE = ("console_session", PREFIX)
 LOGIN_CSRF_COOKIE = ("console_login_csrf", PREFIX + "/login")
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
@@ -29,11 +30,13 @@ class PageError(HTTPException):
 
     def __init__(self, code, title, message, headers=None):
         super().__init__(message)
-        self.code, self.title, self.message, self.extra_headers = code, title, message, headers or {}
+        self.code, self.title, self.message = code, title, message
+        self.extra_headers = headers or {}
 
 
 def not_found():
-    return PageError(404, "Not found", "There is no such page or process in this merchant's console.")
+    return PageError(404, "Not found",
+                     "There is no such page or process in this merchant's console.")
 
 
 def login_required(view):
@@ -49,7 +52,8 @@ def login_required(view):
             return redirect(url_for("dashboard.login"))
         g.user, g.csrf_token = found
         g.merchant = merchants.get(get_db(), g.user.merchant_id)
-        if request.method == "POST" and not accounts.same_token(g.csrf_token, request.form.get("csrf_token")):
+        if request.method == "POST" and not accounts.same_token(g.csrf_token,
+                                                                request.form.get("csrf_token")):
             raise csrf_refused()
         return view(*args, **kwargs)
 
@@ -67,8 +71,8 @@ def owner_required(view):
     @wraps(view)
     def guarded(*args, **kwargs):
         if g.user.role != "owner":
-            raise PageError(403, "Not allowed", "Your role (viewer) can see this console but not change"
-                            " anything: ask an owner of this merchant.")
+            raise PageError(403, "Not allowed", "Your role (viewer) can see this console but not"
+                            " change anything: ask an owner of this merchant.")
         return view(*args, **kwargs)
 
     return guarded
@@ -145,7 +149,8 @@ def _headers(response):
 
 def error_page(code, title, message, headers=None):
     user = getattr(g, "user", None)
-    body = render_template("dashboard/error.html", code=code, title=title, message=message, user=user)
+    body = render_template("dashboard/error.html", code=code, title=title, message=message,
+                           user=user)
     return body, code, headers or {}
 
 

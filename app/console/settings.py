@@ -60,9 +60,9 @@ def set_payout():
     payout mode (which needs the networks' factories) is the operator's."""
     db = get_db()
     if payouts.payout_of(db, g.merchant.id) is None and setup.has_xpub(db, g.merchant.id):
-        return settings_page(error="This shop is paid to its wallet's xpub: switching it to a payout"
-                             " address is done by the operator (merchants set-payout).", status=409,
-                             section="payout")
+        return settings_page(error="This shop is paid to its wallet's xpub: switching it to a"
+                             " payout address is done by the operator (merchants set-payout).",
+                             status=409, section="payout")
     try:
         address = pages.ascii_value((request.form.get("address") or "").strip(), "address")
         payouts.set_payout(db, g.merchant.id, address, now(),
@@ -70,9 +70,9 @@ def set_payout():
     except payouts.UncheckedAddress as e:
         return pages.confirm(
             "Save a payout address without a checksum?",
-            f"{e} Every payment confirmed from now on is forwarded to it. Copy the address from your"
-            " wallet, which shows it with its checksum (in mixed case), and paste that instead; or"
-            " save this one only if you have checked it character by character.",
+            f"{e} Every payment confirmed from now on is forwarded to it. Copy the address from"
+            " your wallet, which shows it with its checksum (in mixed case), and paste that"
+            " instead; or save this one only if you have checked it character by character.",
             url_for("dashboard.set_payout"), "Save without checksum",
             url_for("dashboard.settings_page", _anchor="payout"),
             fields={"address": e.typed, "unchecked": "1"})
@@ -101,7 +101,8 @@ def set_currency():
     """The currency of the merchant's new processes whose preorder names none (merchants
     set-currency)."""
     try:
-        merchants.set_currency(get_db(), g.merchant.id, (request.form.get("currency") or "").strip())
+        merchants.set_currency(get_db(), g.merchant.id,
+                               (request.form.get("currency") or "").strip())
     except merchants.MerchantError as e:
         return settings_page(error=str(e), status=400, section="currency")
     return pages.done("dashboard.settings_page", "currency", _anchor="currency")
@@ -116,6 +117,7 @@ def set_display_name():
     try:
         links.set_display_name(get_db(), g.merchant.id, request.form.get("display_name", ""))
     except links.LinkError as e:
-        raise PageError(400, "Display name refused", " ".join(e.errors["displayName"]) + " Go back and"
-                        " try again.") from None
-    return redirect(url_for("dashboard.settings_page", done="display-name", _anchor="display-name"), 303)
+        raise PageError(400, "Display name refused",
+                        " ".join(e.errors["displayName"]) + " Go back and try again.") from None
+    return redirect(url_for("dashboard.settings_page", done="display-name",
+                            _anchor="display-name"), 303)

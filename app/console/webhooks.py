@@ -25,7 +25,8 @@ def webhooks_page(notice=None, error=None, status=200, new_secret=None):
     mine = endpoints.list_of(db, g.merchant.id)
     failing = outbox.failing(db, g.merchant.id)
     tests = outbox.tests_of(db, g.merchant.id)
-    refresh = pages.refresh(url_for("dashboard.webhooks_page"), [event for event, _ in tests], now())
+    refresh = pages.refresh(url_for("dashboard.webhooks_page"), [event for event, _ in tests],
+                            now())
     chosen = {name: request.args.get(name, "").strip() for name in ("type", "state", "endpoint")}
     types = (*outbox.EVENT_TYPES, outbox.TEST_EVENT_TYPE)
     if chosen["type"] not in ("", *types) or chosen["state"] not in ("", *outbox.DELIVERY_STATES) \
