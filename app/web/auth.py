@@ -46,7 +46,8 @@ def merchant_for_secret_key(key):
     """The active merchant holding this secret key, else the ApiError the merchant API answers.
     Also used by the demo shop's server side, which holds the demo merchant's key."""
     if not key:
-        raise ApiError(401, "missing_secret_key", "Send your secret key in the x-secret-key header.")
+        raise ApiError(401, "missing_secret_key",
+                       "Send your secret key in the x-secret-key header.")
     if looks_like_public_key(key):
         raise ApiError(
             401,
@@ -65,7 +66,8 @@ def require_public_key(view):
     def guarded(*args, **kwargs):
         key = request.headers.get("x-public-key", "")
         if not key:
-            raise ApiError(401, "missing_public_key", "Send the public key in the x-public-key header.")
+            raise ApiError(401, "missing_public_key",
+                           "Send the public key in the x-public-key header.")
         if key.startswith(("sk_test_", "sk_live_")):
             raise ApiError(
                 401,

@@ -64,7 +64,8 @@ def _http_error(e: HTTPException):
         headers["Allow"] = ", ".join(allowed)
     elif e.code == 413:
         limit = request.max_content_length
-        message = f"Request body is larger than {limit} bytes." if limit else "Request body is too large."
+        message = (f"Request body is larger than {limit} bytes." if limit
+                   else "Request body is too large.")
     if code is None:
         code = (e.name or "error").lower().replace(" ", "_").replace("'", "")
     return error_response(e.code or 500, code, message or e.description or e.name, headers=headers)
@@ -77,7 +78,8 @@ def _api_error(e: ApiError):
 def _unexpected(e: Exception):
     # The traceback goes to the log (it holds code lines, not request data); the body says nothing.
     log.exception("unhandled error on %s %s", request.method, request.path)
-    return _console_page(e) or error_response(500, "internal_error", "An internal error occurred; it has been logged.")
+    return _console_page(e) or error_response(
+        500, "internal_error", "An internal error occurred; it has been logged.")
 
 
 # Seconds a client is asked to wait before retrying when the database cannot serve (an operator has
@@ -123,14 +125,16 @@ def _domain_errors():
         payments.ChoiceError: lambda e: error_response(
             400, "validation_error", str(e), e.errors
         ),
-        processes.InvalidAmount: lambda e: error_response(400, "validation_error", str(e), e.errors),
+        processes.InvalidAmount: lambda e: error_response(
+            400, "validation_error", str(e), e.errors),
         processes.InvalidUrl: lambda e: error_response(400, "validation_error", str(e), e.errors),
         links.LinkError: lambda e: error_response(400, "validation_error", str(e), e.errors),
         links.LinkNotFound: lambda e: error_response(404, "not_found", "No such link."),
         endpoints.EndpointNotFound: lambda e: error_response(
             404, "not_found", "No such webhook endpoint."),
         endpoints.EndpointLimit: lambda e: error_response(409, "endpoint_limit", str(e)),
-        endpoints.EndpointError: lambda e: error_response(400, "validation_error", str(e), e.errors),
+        endpoints.EndpointError: lambda e: error_response(
+            400, "validation_error", str(e), e.errors),
         processes.ProcessNotFound: lambda e: error_response(404, "not_found", "No such process."),
         refunds.RefundNotFound: lambda e: error_response(404, "not_found", "No such refund."),
         unexpected.TransferNotFound: lambda e: error_response(

@@ -10,7 +10,8 @@ from werkzeug.routing import BaseConverter
 from app.core.jsonutil import InvalidJSON, loads
 from app.web.errors import ApiError, validation_error
 
-try:  # what gunicorn's body readers raise on a malformed chunked body (not OSErrors since gunicorn 23)
+# What gunicorn's body readers raise on a malformed chunked body (not OSErrors since gunicorn 23).
+try:
     from gunicorn.http.errors import ParseException as _GunicornParseError
 except ImportError:  # pragma: no cover - another WSGI server
     class _GunicornParseError(Exception):
@@ -49,17 +50,22 @@ def read_json_body():
                 # body is never parsed (its first bytes may well be valid JSON).
                 raise framing_error(f"The body ended after {len(data)} of its {declared} bytes.")
         else:
-            data = request.get_data(cache=False)  # 413 past MAX_CONTENT_LENGTH when the length is declared
+            # 413 past MAX_CONTENT_LENGTH when the length is declared
+            data = request.get_data(cache=False)
             if request.content_length is None and limit is not None and len(data) >= limit:
-                # A chunked body is cut at the limit rather than refused: one more byte means too large.
+                # A chunked body is cut at the limit rather than refused: one more byte means too
+                # large.
                 if environ["wsgi.input"].read(1):
                     raise RequestEntityTooLarge()
     except _FRAMING_ERRORS as e:
         # The client's fault, not ours: a 400, logged as one line without a traceback, naming the
-        # error only: its text may quote the body (gunicorn's InvalidChunkSize holds the line read as
-        # a chunk size, a whole JSON body when it was sent unchunked), and metadata is never logged.
-        log.info("malformed request body on %s %s: %s", request.method, request.path, type(e).__name__)
-        raise framing_error("The request body's framing is broken (chunked encoding or length).") from None
+        # error only: its text may quote the body (gunicorn's InvalidChunkSize holds the line read
+        # as a chunk size, a whole JSON body when it was sent unchunked), and metadata is never
+        # logged.
+        log.info("malformed request body on %s %s: %s", request.method, request.path,
+                 type(e).__name__)
+        raise framing_error(
+            "The request body's framing is broken (chunked encoding or length).") from None
     try:
         return loads(data)
     except InvalidJSON as e:

@@ -1,8 +1,8 @@
 """Request validation (marshmallow 4). Field errors become 400 validation_error naming the field.
 
-Values arrive from app.core.jsonutil.loads, where JSON numbers are JSONNumber literals: the amount is
-checked on its exact decimal value, and metadata is re-encoded compactly once, here, to measure it
-and to store it.
+Values arrive from app.core.jsonutil.loads, where JSON numbers are JSONNumber literals: the amount
+is checked on its exact decimal value, and metadata is re-encoded compactly once, here, to measure
+it and to store it.
 """
 import re
 from dataclasses import dataclass
@@ -118,8 +118,8 @@ class WebUrl(JSONString):
     def _deserialize(self, value, attr, data, **kwargs):
         text = super()._deserialize(value, attr, data, **kwargs)
         if not url_form_ok(text):
-            raise ValidationError("Must be an absolute https:// URL (http:// in test mode) of at most"
-                                  " 2,048 characters.")
+            raise ValidationError("Must be an absolute https:// URL (http:// in test mode) of at"
+                                  " most 2,048 characters.")
         return text
 
 
@@ -173,12 +173,12 @@ class UtcTime(JSONString):
     """UTC ISO 8601 with Z, to the second ("2026-12-24T18:00:00Z"); loads to unix seconds."""
 
     def _deserialize(self, value, attr, data, **kwargs):
-        from datetime import datetime, timezone
+        from datetime import UTC, datetime
         text = super()._deserialize(value, attr, data, **kwargs)
         try:
             if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z", text):
                 raise ValueError
-            when = datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+            when = datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
         except ValueError:
             raise ValidationError("Must be a UTC time as YYYY-MM-DDTHH:MM:SSZ.") from None
         return int(when.timestamp())
@@ -195,7 +195,8 @@ class LinkSchema(Schema):
     currency = Currency(error_messages=_null)
     description = PlainText(required=True, validate=validate.Length(min=1, max=250),
                             error_messages=_null)
-    metadata = Metadata(load_default="{}", error_messages={"null": "Must be a JSON object, not null."})
+    metadata = Metadata(load_default="{}",
+                        error_messages={"null": "Must be a JSON object, not null."})
     successUrl = WebUrl(validate=validate.Length(max=2048), error_messages=_null)
     maxPayments = Count(allow_none=True)
     expiresAt = UtcTime(allow_none=True)
@@ -254,7 +255,8 @@ class RefundSchema(Schema):
     class Meta:
         unknown = RAISE
 
-    amount = RefundAmount(required=True, error_messages={"null": "Must be a JSON number, not null."})
+    amount = RefundAmount(required=True,
+                          error_messages={"null": "Must be a JSON number, not null."})
     address = JSONString(required=True, validate=validate.Length(
         min=42, max=42, error="Must be 0x followed by 40 hexadecimal digits."),
                          error_messages={"null": "Must be a JSON string, not null."})
@@ -262,14 +264,15 @@ class RefundSchema(Schema):
 
 
 class EvmAddress(JSONString):
-    """0x and 40 hex digits, a valid EIP-55 checksum when it mixes cases; loads to its EIP-55 form."""
+    """0x and 40 hex digits, a valid EIP-55 checksum when it mixes cases; loads to its EIP-55
+    form."""
 
     def _deserialize(self, value, attr, data, **kwargs):
         from app.evm.addresses import is_checksum_valid, to_checksum_address
         text = super()._deserialize(value, attr, data, **kwargs)
         if not is_checksum_valid(text):
-            raise ValidationError("Must be 0x followed by 40 hexadecimal digits, with a valid EIP-55"
-                                  " checksum when it mixes upper and lower case.")
+            raise ValidationError("Must be 0x followed by 40 hexadecimal digits, with a valid"
+                                  " EIP-55 checksum when it mixes upper and lower case.")
         return to_checksum_address(text)
 
 
@@ -282,7 +285,7 @@ class HexString(JSONString):
 
     def _deserialize(self, value, attr, data, **kwargs):
         text = super()._deserialize(value, attr, data, **kwargs)
-        if not re.fullmatch(r"0x[0-9a-fA-F]{%d}" % (2 * self.size), text):
+        if not re.fullmatch(rf"0x[0-9a-fA-F]{{{2 * self.size}}}", text):
             raise ValidationError(f"Must be 0x followed by {2 * self.size} hexadecimal digits"
                                   f" ({self.size} bytes).")
         return text
@@ -358,7 +361,8 @@ class EventTypes(fields.Field):
 
     def _deserialize(self, value, attr, data, **kwargs):
         if not isinstance(value, list) or len(value) > 64 or not all(
-                isinstance(v, str) and not isinstance(v, JSONNumber) and len(v) <= 64 for v in value):
+                isinstance(v, str) and not isinstance(v, JSONNumber) and len(v) <= 64
+                for v in value):
             raise ValidationError("Must be a list of event types (strings), or [\"*\"].")
         return value
 
