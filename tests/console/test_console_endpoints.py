@@ -117,7 +117,8 @@ def test_a_viewer_sees_the_endpoints_and_no_control(runner, client, app, shop, r
     [first] = listed(app, shop)
     token = csrf_of(page.text)
     for path in ("/endpoints", f"/endpoints/{first.id}/delete", f"/endpoints/{first.id}"):
-        assert client.post("/dashboard/webhooks" + path, data={"csrf_token": token}).status_code == 403
+        assert client.post("/dashboard/webhooks" + path,
+                           data={"csrf_token": token}).status_code == 403
 
 
 def test_another_merchants_endpoint_is_a_404(app, console, make_shop, receiver):

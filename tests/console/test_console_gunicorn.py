@@ -39,7 +39,8 @@ def _setup(database, merchants, webhook_url=None, roles=("owner",)):
         keys.append(json.loads(result.stdout))
         for role in roles:
             result = runner.invoke(args=["users", "create", f"{role}{i}@shop.example", "--merchant",
-                                         keys[-1]["merchantId"], "--role", role], input=PASSWORD + "\n")
+                                         keys[-1]["merchantId"], "--role", role],
+                                   input=PASSWORD + "\n")
             assert result.exit_code == 0, result.output
     app.extensions["db"].close_all()
     return keys
@@ -50,7 +51,8 @@ def log_in(base, email, session=None):
     session = session or requests.Session()
     page = session.get(base + "/dashboard/login", timeout=30)
     response = session.post(base + "/dashboard/login", allow_redirects=False, timeout=30,
-                            data={"email": email, "password": PASSWORD, "csrf_token": csrf_of(page.text)})
+                            data={"email": email, "password": PASSWORD,
+                                  "csrf_token": csrf_of(page.text)})
     assert response.status_code == 303, response.text
     return session
 
@@ -95,7 +97,8 @@ def test_five_test_events_that_hang_hold_no_web_worker(tmp_path, make_database, 
 
             other = keys[5]["secretKey"]
             answers = [requests.post(base + PREORDER, json={"amount": 5}, timeout=10,
-                                     headers={"x-secret-key": other}).status_code for _ in range(20)]
+                                     headers={"x-secret-key": other}).status_code
+                       for _ in range(20)]
             pages = [s.get(base + "/dashboard/webhooks", timeout=10) for s in sessions]
             assert not gate.is_set() and len(receiver.requests) == 5  # still hanging
             assert answers == [200] * 20
@@ -113,7 +116,7 @@ def test_five_test_events_that_hang_hold_no_web_worker(tmp_path, make_database, 
     assert "Traceback" not in (tmp_path / "gunicorn.log").read_text()
 
 
-# --- The CSV export ---------------------------------------------------------------------------------
+# --- The CSV export -------------------------------------------------------------------------------
 
 EXPORTED = 150_000  # about 3 s of export here: longer than the 1 s worker timeout, with room
 
@@ -123,16 +126,17 @@ def _load_processes(database, merchant_id, n):
     export of everything does not read them)."""
     from support import dbutil
 
-    columns = ("INSERT INTO processes (id, merchant_id, status, amount, metadata, livemode, created_at,"
-               " updated_at, expires_at) ")
+    columns = ("INSERT INTO processes (id, merchant_id, status, amount, metadata, livemode,"
+               " created_at, updated_at, expires_at) ")
     if dbutil.BACKEND == "sqlite":
         rows = ("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)"
-                " SELECT printf('%08x-0000-4000-8000-%012x', i, i), ?, 'pending', (1 + i % 999) || '.50',"
-                " '{\"orderRef\":\"A-' || i || '\"}', 0, 1000 + i, 1000 + i, 4102444800 FROM n")
+                " SELECT printf('%08x-0000-4000-8000-%012x', i, i), ?, 'pending',"
+                " (1 + i % 999) || '.50', '{\"orderRef\":\"A-' || i || '\"}', 0, 1000 + i,"
+                " 1000 + i, 4102444800 FROM n")
     else:
-        rows = ("SELECT lpad(to_hex(i), 8, '0') || '-0000-4000-8000-' || lpad(to_hex(i), 12, '0'), ?,"
-                " 'pending', (1 + i % 999) || '.50', '{\"orderRef\":\"A-' || i || '\"}', 0, 1000 + i,"
-                " 1000 + i, 4102444800 FROM generate_series(1, ?) i")
+        rows = ("SELECT lpad(to_hex(i), 8, '0') || '-0000-4000-8000-' || lpad(to_hex(i), 12, '0'),"
+                " ?, 'pending', (1 + i % 999) || '.50', '{\"orderRef\":\"A-' || i || '\"}', 0,"
+                " 1000 + i, 1000 + i, 4102444800 FROM generate_series(1, ?) i")
     params = (n, merchant_id) if dbutil.BACKEND == "sqlite" else (merchant_id, n)
     dbutil.execute(database, columns + rows, *params)
 
@@ -192,11 +196,13 @@ def test_the_whole_export_whatever_the_worker_timeout(export_layout, via):
     assert whole
     lines = body.decode().split("\r\n")
     assert lines[0].startswith("processId,status,amount") and lines[-1] == ""
-    assert len(lines) - 2 == EXPORTED and len({line.split(",")[0] for line in lines[1:-1]}) == EXPORTED
+    assert len(lines) - 2 == EXPORTED
+    assert len({line.split(",")[0] for line in lines[1:-1]}) == EXPORTED
     text = log.read_text()
     assert "WORKER TIMEOUT" not in text
     # The test's premise: the worker spent longer than its timeout on the export.
-    took = [int(ms) for ms in re.findall(r'"GET /dashboard/processes.csv HTTP/1.1" 200 \d+ (\d+)ms', text)]
+    took = [int(ms) for ms in re.findall(
+        r'"GET /dashboard/processes.csv HTTP/1.1" 200 \d+ (\d+)ms', text)]
     assert took and took[-1] > 1000, f"the export took {took} ms: raise EXPORTED"
 
 

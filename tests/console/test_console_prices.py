@@ -57,7 +57,8 @@ def confirm(client, merchant, pid):
 
 
 def sandbox_pay(api, merchant, pid):
-    paid = api.client.post(f"/payment-button/process/{pid}/sandbox/pay", json={"outcome": "success"},
+    paid = api.client.post(f"/payment-button/process/{pid}/sandbox/pay",
+                           json={"outcome": "success"},
                            headers={"x-public-key": merchant["publicKey"]})
     assert paid.status_code == 200, paid.get_data(as_text=True)
 
@@ -85,7 +86,8 @@ def test_a_euro_process_shows_euros_on_the_list_and_its_page_and_its_quote(
     assert '<td class="num" data-label="Amount">¥1,200</td>' in list_page
     page = console.get(f"/dashboard/processes/{pid}").text
     assert '<dd id="amount">€19.99</dd>' in page
-    assert '<span class="tl-title">Created</span> <span class="tl-detail">Amount €19.99</span>' in page
+    assert ('<span class="tl-title">Created</span>'
+            ' <span class="tl-detail">Amount €19.99</span>') in page
     assert "No on-chain payment chosen" in page and 'id="quote"' not in page
     confirmation = console.get(f"/dashboard/processes/{pid}/cancel").text
     assert "The customer can no longer pay its €19.99; a process.cancelled event" in confirmation
@@ -110,8 +112,8 @@ def test_a_euro_process_shows_euros_on_the_list_and_its_page_and_its_quote(
     refund = console.get(f"/dashboard/processes/{pid}/refund").text
     assert '<strong id="process-amount">€19.99</strong>' in refund
     assert "Up to <strong>21.673158 USDC</strong> on Local chain can be refunded" in refund
-    row = re.search(rf'<a class="mono" href="/dashboard/processes/{pid}">.*?</tr>', console.get("/dashboard/").text,
-                    re.S)[0]
+    row = re.search(rf'<a class="mono" href="/dashboard/processes/{pid}">.*?</tr>',
+                    console.get("/dashboard/").text, re.S)[0]
     assert '<td class="num" data-label="Amount">€19.99</td>' in row
     assert '<td class="num paid" data-label="Paid">21.673158</td>' in row  # token units stay
     assert yen in list_page
@@ -142,7 +144,8 @@ def test_a_payment_at_par_and_one_quoted_by_a_price_feed(console, euro_shop, api
     assert dd(page, "quote-rate-updated") == "2026-11-18 10:59:59 UTC"
 
 
-def test_the_csv_has_the_currency_and_the_quotes_rate_source_and_round(console, euro_shop, api, client, app):
+def test_the_csv_has_the_currency_and_the_quotes_rate_source_and_round(console, euro_shop, api,
+                                                                        client, app):
     manual = order(api, 19.99)
     confirm(client, euro_shop, manual)
     fed = order(api, 5)
@@ -150,21 +153,25 @@ def test_the_csv_has_the_currency_and_the_quotes_rate_source_and_round(console, 
     legacy = order(api, 3, currency="USD")
     confirm(client, euro_shop, legacy)
     unpaid = order(api, 1200, currency="JPY")
-    feed_quote = {"currency": "EUR", "amount": "5", "rate": "1.08420000", "pair": "EUR/USD", "inverse": False,
-                  "source": "feed", "networkId": "local", "feed": FEED, "roundId": ROUND,
+    feed_quote = {"currency": "EUR", "amount": "5", "rate": "1.08420000", "pair": "EUR/USD",
+                  "inverse": False, "source": "feed", "networkId": "local", "feed": FEED,
+                  "roundId": ROUND,
                   "rateUpdatedAt": "2026-11-18T10:59:59Z", "quotedAt": "2026-11-18T11:06:40Z"}
     with dbutil.connect(app.config["DATABASE"]) as conn:
-        conn.execute("UPDATE payments SET quote = ? WHERE process_id = ?", (json.dumps(feed_quote), fed))
-        conn.execute("UPDATE payments SET quote = NULL WHERE process_id = ?", (legacy,))  # before quotes
+        conn.execute("UPDATE payments SET quote = ? WHERE process_id = ?",
+                     (json.dumps(feed_quote), fed))
+        # before quotes
+        conn.execute("UPDATE payments SET quote = NULL WHERE process_id = ?", (legacy,))
     header, rows = read_csv(console)
-    assert header == ("processId,status,amount,livemode,createdAt,updatedAt,expiresAt,metadata,assetId,"
-                      "networkId,amountDue,amountPaid,amountRefunded,marks,transferTxHashes,"
+    assert header == ("processId,status,amount,livemode,createdAt,updatedAt,expiresAt,metadata,"
+                      "assetId,networkId,amountDue,amountPaid,amountRefunded,marks,transferTxHashes,"
                       "transferLogIndexes,transferBlockNumbers,transferBlockHashes,"
                       "currency,rate,rateSource,rateRound")
 
     def priced(pid):
         row = rows[pid]
-        return row["amount"], row["amountDue"], row["currency"], row["rate"], row["rateSource"], row["rateRound"]
+        return (row["amount"], row["amountDue"], row["currency"], row["rate"], row["rateSource"],
+                row["rateRound"])
 
     assert priced(manual) == ("19.99", "21.673158", "EUR", "1.0842", "manual", "")
     # Every amount with its currency's places at least, more only where the value has them.
@@ -184,26 +191,35 @@ def test_the_owner_sets_the_currency_on_the_settings_page(console, merchant, api
               for panel in ("display-name", "currency", "tolerance", "payout")]
     assert panels == sorted(panels)  # in the page's order
     token = csrf_of(page.text)
-    saved = console.post("/dashboard/settings/currency", data={"currency": "EUR", "csrf_token": token})
-    assert (saved.status_code, saved.headers["Location"]) == (303, "/dashboard/settings?done=currency#currency")
+    saved = console.post("/dashboard/settings/currency",
+                         data={"currency": "EUR", "csrf_token": token})
+    assert (saved.status_code, saved.headers["Location"]) == (
+        303, "/dashboard/settings?done=currency#currency")
     shown = console.get(saved.headers["Location"]).text
     section = re.search(r'<section class="panel" id="currency">(.*?)</section>', shown, re.S)[1]
-    assert ("Currency saved: processes created from now on whose preorder names none are priced in it;"
-            " those made before keep theirs.") in section
+    assert ("Currency saved: processes created from now on whose preorder names none are priced in"
+            " it; those made before keep theirs.") in section
     assert '<strong id="merchant-currency">EUR</strong> (Euro)' in section
     assert '<option value="EUR" selected>EUR · Euro</option>' in section
     pid = order(api, 19.99)
     assert api.get(pid).get_json()["currency"] == "EUR"
 
-    refused = console.post("/dashboard/settings/currency", data={"currency": "EURO", "csrf_token": token})
+    refused = console.post("/dashboard/settings/currency",
+                           data={"currency": "EURO", "csrf_token": token})
     assert refused.status_code == 400
-    section = re.search(r'<section class="panel" id="currency">(.*?)</section>', refused.text, re.S)[1]
-    assert ('<p class="alert error" role="alert">The currency: Must be an ISO 4217 currency code in use,'
-            ' in capital letters (e.g. USD, EUR, JPY): &#39;EURO&#39; is not one.</p>') in section
-    tolerance = re.search(r'<section class="panel" id="tolerance">(.*?)</section>', refused.text, re.S)[1]
+    section = re.search(r'<section class="panel" id="currency">(.*?)</section>', refused.text,
+                        re.S)[1]
+    assert ('<p class="alert error" role="alert">The currency: Must be an ISO 4217 currency code in'
+            ' use, in capital letters (e.g. USD, EUR, JPY): &#39;EURO&#39; is not'
+            ' one.</p>') in section
+    tolerance = re.search(r'<section class="panel" id="tolerance">(.*?)</section>', refused.text,
+                          re.S)[1]
     assert "alert" not in tolerance  # the error is the currency form's
-    assert console.post("/dashboard/settings/currency", data={"currency": "eur", "csrf_token": token}).status_code == 400
-    assert console.post("/dashboard/settings/currency", data={"currency": "JPY"}).status_code == 400  # no token
+    assert console.post("/dashboard/settings/currency",
+                        data={"currency": "eur", "csrf_token": token}).status_code == 400
+    # no token
+    assert console.post("/dashboard/settings/currency",
+                        data={"currency": "JPY"}).status_code == 400
     assert '<strong id="merchant-currency">EUR</strong>' in console.get("/dashboard/settings").text
 
 
@@ -214,12 +230,14 @@ def test_a_viewer_sees_the_currency_and_cannot_change_it(runner, client, merchan
     section = re.search(r'<section class="panel" id="currency">(.*?)</section>', page.text, re.S)[1]
     assert '<strong id="merchant-currency">JPY</strong> (Japanese Yen)' in section
     assert "<form" not in section and "<select" not in section and "Save currency" not in section
-    refused = viewer.post("/dashboard/settings/currency", data={"currency": "EUR", "csrf_token": csrf_of(page.text)})
+    refused = viewer.post("/dashboard/settings/currency",
+                          data={"currency": "EUR", "csrf_token": csrf_of(page.text)})
     assert refused.status_code == 403 and "viewer" in refused.text
     assert '<strong id="merchant-currency">JPY</strong>' in viewer.get("/dashboard/settings").text
 
 
-def test_the_overview_sums_completed_processes_per_currency_exactly(euro_shop, api, client, app, runner, clock):
+def test_the_overview_sums_completed_processes_per_currency_exactly(euro_shop, api, client, app,
+                                                                     runner, clock):
     def completed(amount, currency=None):
         pid = order(api, amount, currency)
         sandbox_pay(api, euro_shop, pid)
@@ -251,9 +269,11 @@ def test_the_overview_sums_completed_processes_per_currency_exactly(euro_shop, a
     def figures(code):
         row = re.search(rf'<tr id="completed-{code}">(.*?)</tr>', section, re.S)[1]
         return [f"{amount} {count}" for amount, count in re.findall(
-            r'<td class="num" data-label="[^"]+"><a href="[^"]+">([^<]+)</a> <span class="hint">(\([0-9]+\))</span>', row)]
+            r'<td class="num" data-label="[^"]+"><a href="[^"]+">([^<]+)</a>'
+            r' <span class="hint">(\([0-9]+\))</span>', row)]
 
-    assert re.findall(r'<tr id="completed-(\w+)">', section) == ["EUR", "JPY", "USD"]  # the merchant's first
+    # the merchant's first
+    assert re.findall(r'<tr id="completed-(\w+)">', section) == ["EUR", "JPY", "USD"]
     assert figures("EUR") == ["€39.98 (2)", "€59.97 (3)", "€59.97 (3)"]  # today, 7 days, 30 days
     assert figures("JPY") == ["¥1 (1)", "¥1,201 (2)", "¥1,201 (2)"]
     assert figures("USD") == ["$0.00 (0)", "$0.30 (2)", "$0.30 (2)"]

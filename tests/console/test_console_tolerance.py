@@ -1,5 +1,5 @@
-"""The underpayment tolerance on the console's settings page: an owner sets it (CSRF token required),
-a viewer sees it and changes nothing, a value outside 0–5 % is refused with a message."""
+"""The underpayment tolerance on the console's settings page: an owner sets it (CSRF token
+required), a viewer sees it and changes nothing, a value outside 0–5 % is refused with a message."""
 import re
 
 PASSWORD = "correct horse battery"
@@ -31,12 +31,15 @@ def test_an_owner_sets_the_tolerance_with_the_csrf_token(runner, client, merchan
     assert page.status_code == 200
     assert "Underpayment tolerance" in page.text and "<strong>0 %</strong>" in page.text
     token = csrf_of(page.text)
-    saved = console.post("/dashboard/settings/tolerance", data={"tolerance": "0.50", "csrf_token": token})
-    assert (saved.status_code, saved.headers["Location"]) == (303, "/dashboard/settings?done=tolerance#tolerance")
+    saved = console.post("/dashboard/settings/tolerance",
+                         data={"tolerance": "0.50", "csrf_token": token})
+    assert (saved.status_code, saved.headers["Location"]) == (
+        303, "/dashboard/settings?done=tolerance#tolerance")
     saved = console.get(saved.headers["Location"])
     assert "Underpayment tolerance saved" in saved.text and "<strong>0.5 %</strong>" in saved.text
     assert tolerance(runner, merchant) == "0.5"
-    refused = console.post("/dashboard/settings/tolerance", data={"tolerance": "6", "csrf_token": token})
+    refused = console.post("/dashboard/settings/tolerance",
+                           data={"tolerance": "6", "csrf_token": token})
     assert refused.status_code == 400 and "from 0 to 5" in refused.text
     forged = console.post("/dashboard/settings/tolerance", data={"tolerance": "5"})
     assert forged.status_code in (400, 403)

@@ -54,10 +54,11 @@ def unexpected(app, process_id, tx, token, amount, symbol, decimals, block=5):
     """An unexpected transfer as the watcher records one, confirmed and reported."""
     with dbutil.connect(app.config["DATABASE"]) as conn:
         conn.execute(
-            "INSERT INTO unexpected_transfers (chain_id, tx_hash, log_index, network_id, process_id,"
-            " token_contract, from_address, amount, block_number, block_hash, block_timestamp, status,"
-            " seen_at, confirmed_at, symbol, decimals, reported_at) VALUES (31337, ?, 2, 'local', ?, ?,"
-            " ?, ?, ?, ?, 1795000100, 'confirmed', 1795000100, 1795000100, ?, ?, 1795000100)",
+            "INSERT INTO unexpected_transfers (chain_id, tx_hash, log_index, network_id,"
+            " process_id, token_contract, from_address, amount, block_number, block_hash,"
+            " block_timestamp, status, seen_at, confirmed_at, symbol, decimals, reported_at)"
+            " VALUES (31337, ?, 2, 'local', ?, ?, ?, ?, ?, ?, 1795000100, 'confirmed', 1795000100,"
+            " 1795000100, ?, ?, 1795000100)",
             (tx, process_id, token.lower(), "0x" + "ab" * 20, str(amount), block, "0x" + "cd" * 32,
              symbol, decimals))
 
@@ -98,7 +99,8 @@ def test_the_owner_accepts_an_unexpected_transfer_of_a_registered_asset(app, cli
     assert other.status_code == 409 and "no registered asset" in other.text
     posted = client.post(action, data={"csrf_token": csrf(page)})
     assert posted.status_code == 303
-    assert posted.headers["Location"] == f"/dashboard/processes/{process_id}?done=accepted#unexpected"
+    assert posted.headers["Location"] == (
+        f"/dashboard/processes/{process_id}?done=accepted#unexpected")
     accepted = client.get(posted.headers["Location"])
     assert accepted.status_code == 200 and "is accepted as payment" in accepted.text
     assert "Accepted " in accepted.text and "by console owner@shop.example" in accepted.text
@@ -137,10 +139,12 @@ def test_the_list_filters_processes_with_unexpected_transfers(app, client, shop,
     listed = lambda html: re.findall(r'href="/dashboard/processes/([0-9a-f-]{36})"', html)  # noqa: E731
     assert listed(client.get("/dashboard/").text) == [odd, plain]
     page = client.get("/dashboard/?unexpected=1")
-    assert listed(page.text) == [odd] and 'name="unexpected" type="checkbox" value="1" checked' in page.text
+    assert listed(page.text) == [odd]
+    assert 'name="unexpected" type="checkbox" value="1" checked' in page.text
     assert listed(client.get(f"/dashboard/?unexpected=1&q={plain}").text) == []
     assert listed(client.get(f"/dashboard/?unexpected=1&q={odd}").text) == [odd]
-    rows = list(csv.DictReader(io.StringIO(client.get("/dashboard/processes.csv?unexpected=1").text)))
+    rows = list(csv.DictReader(io.StringIO(
+        client.get("/dashboard/processes.csv?unexpected=1").text)))
     assert [r["processId"] for r in rows] == [odd]
 
 
@@ -166,8 +170,8 @@ OTHER_DIGITS = ["²", "②", "٢", "𝟐", "२", "２", "³", "①"]
 
 
 @pytest.mark.parametrize("digit", OTHER_DIGITS)
-def test_a_transfer_key_with_other_digits_is_the_400_page_never_an_alias(app, client, shop, merchant,
-                                                                          digit):
+def test_a_transfer_key_with_other_digits_is_the_400_page_never_an_alias(app, client, shop,
+                                                                          merchant, digit):
     process_id = confirmed_process(shop, client, merchant)
     unexpected(app, process_id, TX_DAI, DAI, 10**18, "DAI", 18)  # log index 2
     log_in(client, "owner@shop.example")

@@ -1,6 +1,7 @@
 """The merchant console over HTTP (Flask test client, real database): users CLI, login, throttling
 and lock-out (injected clock), sessions, CSRF, roles, security headers, the processes list, search,
-CSV export, one process's page and actions, webhooks. Chromium tests: tests/console/test_dashboard_browser.py."""
+CSV export, one process's page and actions, webhooks. Chromium tests:
+tests/console/test_dashboard_browser.py."""
 import csv
 import html
 import io
@@ -24,7 +25,8 @@ CSP = re.compile(r"script-src 'self';")
 @pytest.fixture
 def make_user(runner):
     def make(email, merchant_id, role="owner", password=PASSWORD):
-        result = runner.invoke(args=["users", "create", email, "--merchant", merchant_id, "--role", role],
+        result = runner.invoke(args=["users", "create", email, "--merchant", merchant_id,
+                                     "--role", role],
                                input=password + "\n")
         assert result.exit_code == 0, result.output
         return email
@@ -58,17 +60,19 @@ def form_token(client, path="/dashboard/"):
     return csrf_of(client.get(path).text)
 
 
-# --- Users CLI ---------------------------------------------------------------------------------------
+# --- Users CLI ------------------------------------------------------------------------------------
 
 def test_users_cli_creates_lists_disables_and_sets_passwords(runner, merchant, make_user, client):
     make_user("Ann@Shop.example", merchant["merchantId"], role="viewer")
     listed = runner.invoke(args=["users", "list"])
     assert listed.exit_code == 0
     assert re.search(r"ann@shop\.example\s+mer_\w+\s+viewer\s+active", listed.output)
-    again = runner.invoke(args=["users", "create", "ann@shop.example", "--merchant", merchant["merchantId"]],
+    again = runner.invoke(args=["users", "create", "ann@shop.example", "--merchant",
+                                merchant["merchantId"]],
                           input=PASSWORD + "\n")
     assert again.exit_code == 1 and "exists already" in again.output
-    short = runner.invoke(args=["users", "create", "bob@shop.example", "--merchant", merchant["merchantId"]],
+    short = runner.invoke(args=["users", "create", "bob@shop.example", "--merchant",
+                                merchant["merchantId"]],
                           input="short\n")
     assert short.exit_code == 1 and "at least 10 characters" in short.output
     unknown = runner.invoke(args=["users", "create", "bob@shop.example", "--merchant", "mer_nope"],
@@ -77,7 +81,8 @@ def test_users_cli_creates_lists_disables_and_sets_passwords(runner, merchant, m
 
     assert log_in(client, "ann@shop.example").status_code == 303
     assert client.get("/dashboard/").status_code == 200
-    changed = runner.invoke(args=["users", "set-password", "ann@shop.example"], input="another long one\n")
+    changed = runner.invoke(args=["users", "set-password", "ann@shop.example"],
+                            input="another long one\n")
     assert changed.output == "Password of ann@shop.example set (1 session(s) ended).\n"
     assert client.get("/dashboard/").headers["Location"] == "/dashboard/login"  # the session ended
     assert log_in(client, "ann@shop.example").status_code == 401
@@ -90,16 +95,18 @@ def test_users_cli_creates_lists_disables_and_sets_passwords(runner, merchant, m
     assert hashed.startswith("scrypt:") and "another" not in hashed
 
 
-# --- Login, sessions, lock-out ------------------------------------------------------------------------
+# --- Login, sessions, lock-out --------------------------------------------------------------------
 
 def test_logged_out_visitor_is_sent_to_login_and_the_cookie_is_safe(client, owner):
     assert client.get("/dashboard/").headers["Location"] == "/dashboard/login"
     page = client.get("/dashboard/login")
     assert page.status_code == 200
-    assert 'for="email">Email</label>' in page.text and 'for="password">Password</label>' in page.text
+    assert 'for="email">Email</label>' in page.text
+    assert 'for="password">Password</label>' in page.text
     response = log_in(client, owner)
     cookie = response.headers["Set-Cookie"]
-    assert cookie.startswith("console_session=") and "HttpOnly" in cookie and "SameSite=Lax" in cookie
+    assert cookie.startswith("console_session=")
+    assert "HttpOnly" in cookie and "SameSite=Lax" in cookie
     assert "Path=/dashboard" in cookie and "Secure" not in cookie  # plain HTTP in the test
     assert client.get("/dashboard/").status_code == 200
     https = "https://console.example"  # behind nginx: X-Forwarded-Proto https from loopback
@@ -203,11 +210,13 @@ def test_a_post_without_the_csrf_token_is_refused(console, api):
 
 def test_security_headers_on_every_console_page(console, api):
     pid = api.preorder().get_json()["processId"]
-    for path in ("/dashboard/", "/dashboard/overview", "/dashboard/login", f"/dashboard/processes/{pid}", "/dashboard/webhooks",
-                 "/dashboard/nope", "/dashboard/processes.csv"):
+    for path in ("/dashboard/", "/dashboard/overview", "/dashboard/login",
+                 f"/dashboard/processes/{pid}", "/dashboard/webhooks", "/dashboard/nope",
+                 "/dashboard/processes.csv"):
         response = console.get(path)
         csp = response.headers["Content-Security-Policy"]
-        assert CSP.search(csp) and "'unsafe-inline'" not in csp and "frame-ancestors 'none'" in csp, path
+        assert CSP.search(csp) and "'unsafe-inline'" not in csp, path
+        assert "frame-ancestors 'none'" in csp, path
         assert response.headers["X-Frame-Options"] == "DENY"
         assert response.headers["Referrer-Policy"] == "no-referrer"
         assert response.headers["Cache-Control"] == "no-store"
@@ -216,7 +225,7 @@ def test_security_headers_on_every_console_page(console, api):
     assert "<script>" not in console.get("/dashboard/").text  # scripts only from files
 
 
-# --- Roles and merchants ------------------------------------------------------------------------------
+# --- Roles and merchants --------------------------------------------------------------------------
 
 def test_a_viewer_sees_no_buttons_and_a_forged_post_is_refused(client, make_user, merchant, api):
     pid = api.preorder().get_json()["processId"]
@@ -231,12 +240,15 @@ def test_a_viewer_sees_no_buttons_and_a_forged_post_is_refused(client, make_user
     webhooks = client.get("/dashboard/webhooks")
     assert "Send test event" not in webhooks.text and "Save URL" not in webhooks.text
     assert client.get(f"/dashboard/processes/{pid}/refund").status_code == 403
-    for path in ("/webhooks/test", "/webhooks/replay-failed", "/webhooks/url", f"/processes/{pid}/refund",
-                 "/keys/roll", "/keys/roll-webhook-secret", f"/processes/{pid}/events/evt_x/resend",
-                 f"/processes/{pid}/refunds/re_x/cancel", f"/processes/{pid}/refunds/re_x/transaction"):
+    for path in ("/webhooks/test", "/webhooks/replay-failed", "/webhooks/url",
+                 f"/processes/{pid}/refund", "/keys/roll", "/keys/roll-webhook-secret",
+                 f"/processes/{pid}/events/evt_x/resend", f"/processes/{pid}/refunds/re_x/cancel",
+                 f"/processes/{pid}/refunds/re_x/transaction"):
         assert client.post("/dashboard" + path, data={"csrf_token": token}).status_code == 403, path
-    for path in (f"/processes/{pid}/cancel", "/keys/roll", "/keys/roll-webhook-secret", "/keys/1/revoke"):
-        assert client.get("/dashboard" + path).status_code == 403, path  # no confirmation page either
+    for path in (f"/processes/{pid}/cancel", "/keys/roll", "/keys/roll-webhook-secret",
+                 "/keys/1/revoke"):
+        # no confirmation page either
+        assert client.get("/dashboard" + path).status_code == 403, path
 
 
 def test_another_merchants_process_is_the_console_404_page(console, make_shop):
@@ -246,18 +258,20 @@ def test_another_merchants_process_is_the_console_404_page(console, make_shop):
         response = console.get(path)
         assert response.status_code == 404 and response.mimetype == "text/html"
         assert "<h1>Not found</h1>" in response.text
-    cancel = console.post(f"/dashboard/processes/{pid}/cancel", data={"csrf_token": form_token(console)})
+    cancel = console.post(f"/dashboard/processes/{pid}/cancel",
+                          data={"csrf_token": form_token(console)})
     assert cancel.status_code == 404
     assert other.api.get(pid).get_json()["status"] == "pending"
     assert listed(console.get(f"/dashboard/?q={pid}").text) == []
 
 
-# --- Processes list, search, CSV -----------------------------------------------------------------------
+# --- Processes list, search, CSV ------------------------------------------------------------------
 
 def make_processes(api, clock, n, metadata=lambda i: {"orderRef": f"A-{i}"}):
     ids = []
     for i in range(n):
-        ids.append(api.preorder({"amount": 10 + i, "metadata": metadata(i)}).get_json()["processId"])
+        ids.append(api.preorder({"amount": 10 + i,
+                                 "metadata": metadata(i)}).get_json()["processId"])
         clock.advance(60)
     return ids
 
@@ -292,14 +306,16 @@ def test_filter_by_status_mode_and_date(console, api, clock):
 
 
 def test_search_by_metadata_value_or_process_id(console, api, clock):
-    ids = make_processes(api, clock, 4, lambda i: {"orderRef": f"A-{i}", "email": f"Buyer{i % 2}@Example.com",
+    ids = make_processes(api, clock, 4, lambda i: {"orderRef": f"A-{i}",
+                                                     "email": f"Buyer{i % 2}@Example.com",
                                                      "items": [{"sku": "deep"}]})
     assert listed(console.get("/dashboard/?q=A-2").text) == [ids[2]]
     assert listed(console.get("/dashboard/?q=%20buyer1@example.COM%20").text) == [ids[3], ids[1]]
     assert listed(console.get("/dashboard/?q=deep").text) == []  # top-level values only
     assert listed(console.get(f"/dashboard/?q={ids[0].upper()}").text) == [ids[0]]
     customer_ref = "0f8fad5b-d9cb-469f-a165-70867728950e"  # a merchant's own UUID in its metadata
-    tagged = api.preorder({"amount": 1, "metadata": {"cartId": customer_ref}}).get_json()["processId"]
+    tagged = api.preorder({"amount": 1,
+                           "metadata": {"cartId": customer_ref}}).get_json()["processId"]
     assert listed(console.get(f"/dashboard/?q={customer_ref}").text) == [tagged]
     assert listed(console.get("/dashboard/?q=A-2&status=cancelled").text) == []
     api.cancel(ids[2])
@@ -341,49 +357,57 @@ def test_csv_equals_what_the_merchant_api_lists(console, api, clock, monkeypatch
     rows = read_csv(console.get("/dashboard/processes.csv"))
     assert [r["processId"] for r in rows] == [p["processId"] for p in listed_by_api]
     for row, p in zip(rows, listed_by_api, strict=True):
-        assert row == {"processId": p["processId"], "status": p["status"], "amount": f'{p["amount"]:.2f}',
-                       "livemode": "false", "createdAt": p["createdAt"], "updatedAt": p["updatedAt"],
-                       "expiresAt": p["expiresAt"], "metadata": json.dumps(p["metadata"], separators=(",", ":")),
+        assert row == {"processId": p["processId"], "status": p["status"],
+                       "amount": f'{p["amount"]:.2f}', "livemode": "false",
+                       "createdAt": p["createdAt"], "updatedAt": p["updatedAt"],
+                       "expiresAt": p["expiresAt"],
+                       "metadata": json.dumps(p["metadata"], separators=(",", ":")),
                        "assetId": "", "networkId": "", "amountDue": "", "amountPaid": "",
                        "amountRefunded": "", "marks": "",
                        "transferTxHashes": "", "transferLogIndexes": "", "transferBlockNumbers": "",
-                       "transferBlockHashes": "", "currency": p["currency"], "rate": "", "rateSource": "",
-                       "rateRound": ""}
+                       "transferBlockHashes": "", "currency": p["currency"], "rate": "",
+                       "rateSource": "", "rateRound": ""}
     cancelled = read_csv(console.get("/dashboard/processes.csv?status=cancelled"))
     assert [r["processId"] for r in cancelled] == [ids[3]]
-    assert 'href="/dashboard/processes.csv?status=cancelled"' in console.get("/dashboard/?status=cancelled").text
+    assert ('href="/dashboard/processes.csv?status=cancelled"'
+            in console.get("/dashboard/?status=cancelled").text)
 
 
 def test_metadata_keys_chosen_on_the_export_form_become_columns(console, api, clock):
-    metadata = ['{"orderRef":"A-1","email":"a@example.com","qty":2,"gift":true,"lines":[{"sku":"X"}]}',
+    metadata = ['{"orderRef":"A-1","email":"a@example.com","qty":2,"gift":true,'
+                '"lines":[{"sku":"X"}]}',
                 '{"orderRef":"=HYPERLINK(\\"http://x\\")","note":"no email","qty":-1.50}']
-    created = [api.preorder_raw(f'{{"amount":{amount},"metadata":{m}}}') for amount, m in (("25.5", metadata[0]),
-                                                                                            ("7", metadata[1]))]
+    created = [api.preorder_raw(f'{{"amount":{amount},"metadata":{m}}}')
+               for amount, m in (("25.5", metadata[0]), ("7", metadata[1]))]
     assert [c.status_code for c in created] == [200, 200], created[0].get_json()
     ids = [c.get_json()["processId"] for c in created]
     page = console.get("/dashboard/?status=pending")
     assert '<label for="columns">Metadata keys as columns' in page.text
-    form = re.search(r'<form class="export inline" method="get" action="/dashboard/processes.csv">(.*?)</form>',
-                     page.text, re.S)[1]
+    form = re.search(r'<form class="export inline" method="get"'
+                     r' action="/dashboard/processes.csv">(.*?)</form>', page.text, re.S)[1]
     assert '<input type="hidden" name="status" value="pending">' in form  # the filter goes with it
-    exported = console.get("/dashboard/processes.csv?status=pending&columns=orderRef,+email ,qty,gift,lines,orderRef,")
+    exported = console.get("/dashboard/processes.csv?status=pending"
+                           "&columns=orderRef,+email ,qty,gift,lines,orderRef,")
     header = exported.text.split("\r\n", 1)[0].split(",")
-    assert header[-5:] == ["metadata.orderRef", "metadata.email", "metadata.qty", "metadata.gift", "metadata.lines"]
+    assert header[-5:] == ["metadata.orderRef", "metadata.email", "metadata.qty", "metadata.gift",
+                           "metadata.lines"]
     rows = {r["processId"]: r for r in read_csv(exported)}
-    assert [rows[ids[0]][f"metadata.{k}"] for k in ("orderRef", "email", "qty", "gift", "lines")] == [
+    keys = ("orderRef", "email", "qty", "gift", "lines")
+    assert [rows[ids[0]][f"metadata.{k}"] for k in keys] == [
         "A-1", "a@example.com", "2", "true", '[{"sku":"X"}]']
-    assert [rows[ids[1]][f"metadata.{k}"] for k in ("orderRef", "email", "qty", "gift", "lines")] == [
+    assert [rows[ids[1]][f"metadata.{k}"] for k in keys] == [
         "'=HYPERLINK(\"http://x\")", "", "-1.50", "", ""]  # a formula is never one; a number stays
     assert rows[ids[0]]["metadata"] == metadata[0]  # the JSON cell stays
     assert (rows[ids[0]]["amount"], rows[ids[1]]["amount"]) == ("25.50", "7.00")
     default = console.get("/dashboard/processes.csv").text.split("\r\n", 1)[0]
-    assert default.endswith(",currency,rate,rateSource,rateRound")  # no metadata column unless asked
+    # no metadata column unless asked
+    assert default.endswith(",currency,rate,rateSource,rateRound")
     many = ",".join(f"k{i}" for i in range(21))
     refused = console.get(f"/dashboard/processes.csv?columns={many}")
     assert refused.status_code == 400 and "columns: name at most 20 metadata keys." in refused.text
 
 
-# --- One process -------------------------------------------------------------------------------------
+# --- One process ----------------------------------------------------------------------------------
 
 @pytest.fixture
 def shop_console(client, shop, make_user):
@@ -395,24 +419,31 @@ def shop_console(client, shop, make_user):
 
 def test_process_page_cancel_and_resend(shop_console, shop, worker, app):
     console = shop_console
-    pid = shop.api.preorder({"amount": 19.99, "metadata": {"orderRef": "A-77"}}).get_json()["processId"]
+    pid = shop.api.preorder({"amount": 19.99,
+                             "metadata": {"orderRef": "A-77"}}).get_json()["processId"]
     page = console.get(f"/dashboard/processes/{pid}")
-    assert page.status_code == 200 and '<dd id="amount">$19.99</dd>' in page.text  # in the process's currency
+    # in the process's currency
+    assert page.status_code == 200 and '<dd id="amount">$19.99</dd>' in page.text
     cancel_link = f'<a class="button danger" href="/dashboard/processes/{pid}/cancel">Cancel</a>'
     assert "&#34;orderRef&#34;: &#34;A-77&#34;" in page.text and cancel_link in page.text
     confirm = console.get(f"/dashboard/processes/{pid}/cancel")  # a confirmation first
     assert confirm.status_code == 200 and f"Cancel process {pid}?" in confirm.text
     assert shop.api.get(pid).get_json()["status"] == "pending"
-    cancelled = console.post(f"/dashboard/processes/{pid}/cancel", data={"csrf_token": csrf_of(confirm.text)})
+    cancelled = console.post(f"/dashboard/processes/{pid}/cancel",
+                             data={"csrf_token": csrf_of(confirm.text)})
+    # redirected: a reload sends nothing again
     assert (cancelled.status_code, cancelled.headers["Location"]) == (
-        303, f"/dashboard/processes/{pid}?done=cancelled")  # redirected: a reload sends nothing again
+        303, f"/dashboard/processes/{pid}?done=cancelled")
     cancelled = console.get(cancelled.headers["Location"])
     assert "The process is cancelled" in cancelled.text
     assert shop.api.get(pid).get_json()["status"] == "cancelled"
     assert cancel_link not in cancelled.text
-    assert console.get(f"/dashboard/processes/{pid}/cancel").status_code == 303  # nothing to confirm
-    again = console.post(f"/dashboard/processes/{pid}/cancel", data={"csrf_token": csrf_of(page.text)})
-    assert again.status_code == 409 and "is cancelled; only a pending process can be cancelled" in again.text
+    # nothing to confirm
+    assert console.get(f"/dashboard/processes/{pid}/cancel").status_code == 303
+    again = console.post(f"/dashboard/processes/{pid}/cancel",
+                         data={"csrf_token": csrf_of(page.text)})
+    assert again.status_code == 409
+    assert "is cancelled; only a pending process can be cancelled" in again.text
 
     worker.run_once()
     conn = app.extensions["db"].connection()
@@ -434,12 +465,13 @@ def test_process_page_cancel_and_resend(shop_console, shop, worker, app):
                         data={"csrf_token": csrf_of(page.text)}).status_code == 404
 
 
-# --- Webhooks ----------------------------------------------------------------------------------------
+# --- Webhooks -------------------------------------------------------------------------------------
 
 def test_webhooks_test_event_and_url(shop_console, shop, receiver, worker, clock):
     console = shop_console
     page = console.get("/dashboard/webhooks")
-    assert receiver.url("/hooks/preorder") in page.text and "Every delivery is going through." in page.text
+    assert receiver.url("/hooks/preorder") in page.text
+    assert "Every delivery is going through." in page.text
     assert "No test event sent yet." in page.text
     refresh = '<meta http-equiv="refresh" content="2; url=/dashboard/webhooks">'
     sent = console.post("/dashboard/webhooks/test", data={"csrf_token": csrf_of(page.text)},
@@ -467,12 +499,15 @@ def test_webhooks_test_event_and_url(shop_console, shop, receiver, worker, clock
     assert tests.count("HTTP 500") == 1 and "Every delivery is going through." in shown
     assert len(receiver.requests) == 2
     for url, reason in (("ftp://x", "scheme 'ftp' is not allowed"),
-                        ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 (link-local)"),
+                        ("http://169.254.169.254/latest/meta-data/",
+                         "169.254.169.254 (link-local)"),
                         ("http://10.1.2.3:8080/", "10.1.2.3 (private)")):
-        saved = console.post("/dashboard/webhooks/url", data={"csrf_token": csrf_of(page.text), "url": url})
+        saved = console.post("/dashboard/webhooks/url",
+                             data={"csrf_token": csrf_of(page.text), "url": url})
         assert saved.status_code == 400
         assert f"The webhook URL is refused: {reason}" in html.unescape(saved.text)
-    removed = console.post("/dashboard/webhooks/url", data={"csrf_token": csrf_of(page.text), "url": ""},
+    removed = console.post("/dashboard/webhooks/url",
+                           data={"csrf_token": csrf_of(page.text), "url": ""},
                            follow_redirects=True)
     assert "Webhook URL removed." in removed.text
     nothing = console.post("/dashboard/webhooks/test", data={"csrf_token": csrf_of(page.text)})
@@ -480,7 +515,8 @@ def test_webhooks_test_event_and_url(shop_console, shop, receiver, worker, clock
 
 
 @pytest.mark.parametrize("app_config", [{"WEBHOOK_RETRY_SCHEDULE": "0,5"}])  # two attempts
-def test_failing_deliveries_are_listed_and_replayed_with_one_button(shop_console, shop, receiver, worker, clock):
+def test_failing_deliveries_are_listed_and_replayed_with_one_button(shop_console, shop, receiver,
+                                                                     worker, clock):
     console = shop_console
     receiver.default = Reply(status=500)
     pids = [shop.api.preorder().get_json()["processId"] for _ in range(2)]
@@ -489,7 +525,8 @@ def test_failing_deliveries_are_listed_and_replayed_with_one_button(shop_console
     worker.run_once()
     def failing_section():
         page = console.get("/dashboard/webhooks")
-        return page, re.search(r'<section class="panel" id="failing">(.*?)</section>', page.text, re.S)[1]
+        return page, re.search(r'<section class="panel" id="failing">(.*?)</section>', page.text,
+                               re.S)[1]
 
     page, failing = failing_section()
     assert failing.count(">retrying</span>") == 2 and "HTTP 500" in failing
@@ -498,14 +535,14 @@ def test_failing_deliveries_are_listed_and_replayed_with_one_button(shop_console
     page, failing = failing_section()
     assert failing.count(">failed</span>") == 2
     receiver.default = Reply(status=204)
-    replayed = console.post("/dashboard/webhooks/replay-failed", data={"csrf_token": csrf_of(page.text)},
-                            follow_redirects=True)
+    replayed = console.post("/dashboard/webhooks/replay-failed",
+                            data={"csrf_token": csrf_of(page.text)}, follow_redirects=True)
     assert "2 failed event(s) queued for delivery again." in replayed.text
     worker.run_once()
     assert "Every delivery is going through." in console.get("/dashboard/webhooks").text
 
 
-# --- Notices after a change ----------------------------------------------------------------------------
+# --- Notices after a change -----------------------------------------------------------------------
 
 PLANTED = "your account is suspended: call +1 555 0100 and read out your secret key " + "x" * 227
 
@@ -526,7 +563,8 @@ def test_a_notice_is_one_of_the_service_s_own_texts_chosen_by_its_key(console):
             assert len(notices_of(page)) == 1, (path, planted)
             assert "suspended" not in page.text and "Careful" not in page.text
     for unknown in (PLANTED, "url-set ", "URL-SET", "__class__", "{count}", ""):
-        page = console.get("/dashboard/webhooks", query_string={"done": unknown, "warning": PLANTED})
+        page = console.get("/dashboard/webhooks",
+                           query_string={"done": unknown, "warning": PLANTED})
         assert page.status_code == 200 and notices_of(page) == [], unknown
         assert "suspended" not in page.text
 
@@ -556,15 +594,18 @@ def test_a_webhook_url_saved_with_a_warning_says_so_in_the_service_s_words(conso
     monkeypatch.setattr(ssrf, "check_url", unresolvable)
     saved = console.post("/dashboard/webhooks/url", data={"csrf_token": csrf_of(page.text),
                                                           "url": "https://hooks.example/"})
-    assert (saved.status_code, saved.headers["Location"]) == (303, "/dashboard/webhooks?done=url-unresolved")
+    assert (saved.status_code, saved.headers["Location"]) == (
+        303, "/dashboard/webhooks?done=url-unresolved")
     shown = console.get(saved.headers["Location"])
-    assert notices_of(shown) == ["Webhook URL saved, but its host name does not resolve now: deliveries"
-                                 " to it are refused until it does (each delivery checks it again)."]
+    assert notices_of(shown) == ["Webhook URL saved, but its host name does not resolve now:"
+                                 " deliveries to it are refused until it does (each delivery checks"
+                                 " it again)."]
 
 
-# --- Keys ---------------------------------------------------------------------------------------------
+# --- Keys -----------------------------------------------------------------------------------------
 
-def test_roll_the_secret_key_the_old_one_works_until_the_overlap_ends(console, merchant, api, clock):
+def test_roll_the_secret_key_the_old_one_works_until_the_overlap_ends(console, merchant, api,
+                                                                      clock):
     page = console.get("/dashboard/keys")
     assert page.status_code == 200 and merchant["secretKey"][:20] + "…" in page.text
     assert merchant["secretKey"] not in page.text  # never shown again
@@ -573,7 +614,8 @@ def test_roll_the_secret_key_the_old_one_works_until_the_overlap_ends(console, m
     new_key = re.search(r'<code id="new-secret-value">(sk_test_\w+)</code>', rolled.text).group(1)
     assert "The previous keys keep working until 2026-11-19 11:06:40 UTC." in rolled.text
     assert "works until 2026-11-19 11:06:40 UTC" in rolled.text
-    assert new_key not in console.get("/dashboard/keys").text  # the page that made it showed it once
+    # the page that made it showed it once
+    assert new_key not in console.get("/dashboard/keys").text
     fresh = Api(api.client, new_key)
     assert fresh.list().status_code == 200 and api.list().status_code == 200
     clock.advance(24 * 3600 - 1)
@@ -584,13 +626,16 @@ def test_roll_the_secret_key_the_old_one_works_until_the_overlap_ends(console, m
     assert "expired 2026-11-19 11:06:40 UTC" in console.get("/dashboard/keys").text
 
 
-def test_roll_the_webhook_secret_signs_with_both_during_the_overlap(shop_console, shop, receiver, worker, clock):
+def test_roll_the_webhook_secret_signs_with_both_during_the_overlap(shop_console, shop, receiver,
+                                                                    worker, clock):
     console = shop_console
     clock.now = int(time.time())  # standardwebhooks checks the timestamp against the real time
     log_in(console, "staff@shop.example")  # a week after the fixture's login: a new session
     page = console.get("/dashboard/keys")
-    rolled = console.post("/dashboard/keys/roll-webhook-secret", data={"csrf_token": csrf_of(page.text)})
-    new_secret = re.search(r'<code id="new-secret-value">(whsec_[\w+/=]+)</code>', rolled.text).group(1)
+    rolled = console.post("/dashboard/keys/roll-webhook-secret",
+                          data={"csrf_token": csrf_of(page.text)})
+    new_secret = re.search(r'<code id="new-secret-value">(whsec_[\w+/=]+)</code>',
+                           rolled.text).group(1)
     until = datetime.fromtimestamp(clock.now + 24 * 3600, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     assert f"until {until}, with the previous one too." in rolled.text
     assert new_secret not in console.get("/dashboard/keys").text
@@ -608,10 +653,13 @@ def test_a_viewer_sees_keys_but_cannot_roll_them(client, make_user, merchant, ap
     make_user("viewer@shop.example", merchant["merchantId"], role="viewer")
     log_in(client, "viewer@shop.example")
     page = client.get("/dashboard/keys")
-    assert page.status_code == 200 and "Roll secret key" not in page.text and "Roll webhook secret" not in page.text
+    assert page.status_code == 200 and "Roll secret key" not in page.text
+    assert "Roll webhook secret" not in page.text
     assert ">Revoke now</a>" not in page.text
-    assert client.post("/dashboard/keys/roll", data={"csrf_token": csrf_of(page.text)}).status_code == 403
-    assert client.post("/dashboard/keys/roll").status_code == 400  # no token: refused before the role
+    assert client.post("/dashboard/keys/roll",
+                       data={"csrf_token": csrf_of(page.text)}).status_code == 403
+    # no token: refused before the role
+    assert client.post("/dashboard/keys/roll").status_code == 400
     assert api.list().status_code == 200
 
 
@@ -665,12 +713,15 @@ def test_the_refund_page_takes_the_hash_of_the_transaction_that_paid_it(
     assert bad.status_code == 400
     assert "Must be 0x followed by 64 hexadecimal digits (the transaction&#39;s hash)." in bad.text
     assert 'value="0x1234"' in bad.text  # kept in the field to be corrected
-    assert console.post(path + "/transaction", data={"tx_hash": "0x" + "ab" * 32}).status_code == 400
+    assert console.post(path + "/transaction",
+                        data={"tx_hash": "0x" + "ab" * 32}).status_code == 400
     tx_hash = "0x" + "AB" * 32
-    named = console.post(path + "/transaction", data={"csrf_token": token, "tx_hash": f" {tx_hash} "},
+    named = console.post(path + "/transaction",
+                         data={"csrf_token": token, "tx_hash": f" {tx_hash} "},
                          follow_redirects=True)
     assert named.status_code == 200
-    assert "The transaction is named for this refund: it completes once that transaction is confirmed." in named.text
+    assert ("The transaction is named for this refund: it completes once that transaction is"
+            " confirmed.") in named.text
     assert f'<span class="mono wrap" id="named-tx">{tx_hash.lower()}</span>' in named.text
     shown = api.client.get(f"/payment-button/process/{pid}/refunds", headers=api.headers())
     assert shown.get_json()["data"][0]["txHash"] == tx_hash.lower()
@@ -690,10 +741,11 @@ def test_the_refund_page_takes_the_hash_of_the_transaction_that_paid_it(
 
 def test_payouts_page_without_a_payout_address_or_wallet(console, merchant, runner):
     page = console.get("/dashboard/payouts")
-    assert page.status_code == 200 and "No payout address and no wallet is registered yet" in page.text
+    assert page.status_code == 200
+    assert "No payout address and no wallet is registered yet" in page.text
     assert f"merchants set-payout {merchant['merchantId']} ADDRESS" in page.text
-    result = runner.invoke(args=["merchants", "set-payout", merchant["merchantId"], "0x" + "ab" * 20,
-                                 "--unchecked"])  # no checksum: taken only so
+    result = runner.invoke(args=["merchants", "set-payout", merchant["merchantId"],
+                                 "0x" + "ab" * 20, "--unchecked"])  # no checksum: taken only so
     assert result.exit_code == 0, result.output
     page = console.get("/dashboard/payouts")
     assert "0xABaBaBaBABabABabAbAbABAbABabababaBaBABaB" in page.text  # EIP-55 form
@@ -701,7 +753,8 @@ def test_payouts_page_without_a_payout_address_or_wallet(console, merchant, runn
     assert 'on the <a href="/dashboard/settings#payout">settings page</a>' in page.text
 
 
-def test_the_settings_page_holds_every_setting_a_viewer_reads_them_only(console, client, runner, merchant):
+def test_the_settings_page_holds_every_setting_a_viewer_reads_them_only(console, client, runner,
+                                                                         merchant):
     page = console.get("/dashboard/settings")
     assert page.status_code == 200
     assert '<a href="/dashboard/settings">Settings</a>' in page.text  # in the navigation
@@ -713,8 +766,9 @@ def test_the_settings_page_holds_every_setting_a_viewer_reads_them_only(console,
     payouts_page = console.get("/dashboard/payouts").text
     assert "Underpayment tolerance" not in payouts_page and 'name="address"' not in payouts_page
     console.post("/dashboard/logout", data={"csrf_token": csrf_of(page.text)})
-    created = runner.invoke(args=["users", "create", "viewer@shop.example", "--merchant", merchant["merchantId"],
-                                  "--role", "viewer"], input=PASSWORD + "\n")
+    created = runner.invoke(args=["users", "create", "viewer@shop.example", "--merchant",
+                                  merchant["merchantId"], "--role", "viewer"],
+                            input=PASSWORD + "\n")
     assert created.exit_code == 0, created.output
     login = client.get("/dashboard/login")
     client.post("/dashboard/login", data={"email": "viewer@shop.example", "password": PASSWORD,
@@ -727,25 +781,32 @@ def test_the_settings_page_holds_every_setting_a_viewer_reads_them_only(console,
 
 def test_revoke_now_an_old_secret_key_after_a_roll(console, merchant, api):
     """A leaked key: roll, then "Revoke now" the old one (after a confirmation): 401 at once."""
-    assert ">Revoke now</a>" not in console.get("/dashboard/keys").text  # the only working key: roll first
+    # the only working key: roll first
+    assert ">Revoke now</a>" not in console.get("/dashboard/keys").text
     page = console.get("/dashboard/keys/roll")
-    assert page.status_code == 200 and "Roll the secret key?" in page.text and api.list().status_code == 200
+    assert page.status_code == 200 and "Roll the secret key?" in page.text
+    assert api.list().status_code == 200
     rolled = console.post("/dashboard/keys/roll", data={"csrf_token": csrf_of(page.text)})
-    fresh = Api(api.client, re.search(r'<code id="new-secret-value">(sk_test_\w+)</code>', rolled.text)[1])
+    fresh = Api(api.client, re.search(r'<code id="new-secret-value">(sk_test_\w+)</code>',
+                                      rolled.text)[1])
     page = console.get("/dashboard/keys")
-    links = re.findall(r'href="(/dashboard/keys/(\d+)/revoke)" aria-label="Revoke (\S+)… now"', page.text)
+    links = re.findall(r'href="(/dashboard/keys/(\d+)/revoke)" aria-label="Revoke (\S+)… now"',
+                       page.text)
     assert {label for _, _, label in links} == {merchant["secretKey"][:20], fresh.secret_key[:20]}
     old = next(link for link, _, label in links if label == merchant["secretKey"][:20])
     confirm = console.get(old)
-    assert f"Revoke key {merchant['secretKey'][:20]}… now?" in confirm.text and api.list().status_code == 200
+    assert f"Revoke key {merchant['secretKey'][:20]}… now?" in confirm.text
+    assert api.list().status_code == 200
     revoked = console.post(old, data={"csrf_token": csrf_of(confirm.text)})
-    assert (revoked.status_code, revoked.headers["Location"]) == (303, "/dashboard/keys?done=revoked")
+    assert (revoked.status_code, revoked.headers["Location"]) == (
+        303, "/dashboard/keys?done=revoked")
     assert api.list().status_code == 401 and fresh.list().status_code == 200
     shown = console.get(revoked.headers["Location"]).text
     assert "The key is revoked: it stopped working now." in shown and "revoked 2026-" in shown
     assert ">Revoke now</a>" not in shown  # one working key left
     last = re.findall(r"/dashboard/keys/(\d+)/revoke", page.text)
-    refused = [console.post(f"/dashboard/keys/{n}/revoke", data={"csrf_token": csrf_of(shown)}) for n in last]
+    refused = [console.post(f"/dashboard/keys/{n}/revoke", data={"csrf_token": csrf_of(shown)})
+               for n in last]
     assert sorted(r.status_code for r in refused) == [409, 409]
     assert fresh.list().status_code == 200
     assert console.get("/dashboard/keys/999999/revoke").status_code == 404
@@ -758,20 +819,24 @@ DAY = 86_400
 
 
 def _live_shop(api, runner, app, merchant):
-    """A network with USDC (6 decimals) and DAI (18) and the merchant's wallet: confirm(pid, asset)."""
+    """A network with USDC (6 decimals) and DAI (18) and the merchant's wallet: confirm(pid,
+    asset)."""
     from support.chain_shop import XPUB, cli
     from support.live_payments import USDC_LOCAL
 
     cli(runner, "networks", "add", "local", "--name", "Local chain", "--chain-id", "31337",
         "--rpc-url", "http://127.0.0.1:1/rpc", "--confirmations", "3", "--start-block", "1")
-    for asset, symbol, contract, decimals in (("usdc", "USDC", USDC_LOCAL, "6"), ("dai", "DAI", DAI_LOCAL, "18")):
-        cli(runner, "assets", "add", asset, "--network", "local", "--symbol", symbol, "--name", symbol,
-            "--contract", contract, "--decimals", decimals, "--skip-contract-check")
+    for asset, symbol, contract, decimals in (("usdc", "USDC", USDC_LOCAL, "6"),
+                                              ("dai", "DAI", DAI_LOCAL, "18")):
+        cli(runner, "assets", "add", asset, "--network", "local", "--symbol", symbol,
+            "--name", symbol, "--contract", contract, "--decimals", decimals,
+            "--skip-contract-check")
     cli(runner, "merchants", "set-xpub", merchant["merchantId"], XPUB)
 
     def order(amount, asset):
         pid = api.preorder({"amount": amount}).get_json()["processId"]
-        confirmed = api.client.post(f"/payment-button/process/{pid}/confirm", content_type="application/json",
+        confirmed = api.client.post(f"/payment-button/process/{pid}/confirm",
+                                    content_type="application/json",
                                     data=json.dumps({"assetId": asset, "networkId": "local"}),
                                     headers={"x-public-key": merchant["publicKey"]})
         assert confirmed.status_code == 200, confirmed.text
@@ -793,7 +858,8 @@ def _paid(app, pid, tx, amount, when, token=None):
             seen_at=when, confirmed_at=when))
 
 
-def test_overview_and_the_money_on_every_row(console, api, runner, app, merchant, clock, make_shop):
+def test_overview_and_the_money_on_every_row(console, api, runner, app, merchant, clock,
+                                             make_shop):
     order = _live_shop(api, runner, app, merchant)
     now = clock.now
     paid = order(10, "usdc")
@@ -809,31 +875,41 @@ def test_overview_and_the_money_on_every_row(console, api, runner, app, merchant
     for n, pid in enumerate(big):
         _paid(app, pid, f"b{n}", 9 * 10 ** 18, now - 10 * DAY, DAI_LOCAL)
     sandbox = api.preorder({"amount": 2.5}).get_json()["processId"]
-    assert api.client.post(f"/payment-button/process/{sandbox}/sandbox/pay", json={"outcome": "success"},
+    assert api.client.post(f"/payment-button/process/{sandbox}/sandbox/pay",
+                           json={"outcome": "success"},
                            headers={"x-public-key": merchant["publicKey"]}).status_code == 200
     refund = api.client.post(f"/payment-button/process/{paid}/refunds", headers=api.headers(),
                              json={"amount": 4, "address": "0x" + "ab" * 20}).get_json()
     from app.data import overview as overview_rows
-    with app.extensions["db"].transaction() as conn:  # paid and settled; the sums as init-db builds them
-        conn.execute("UPDATE refunds SET status = 'completed', updated_at = ?, tx_hash = ?, log_index = 0"
-                     " WHERE id = ?", (now, "0x" + "ee" * 32, refund["refundId"]))
+    # paid and settled; the sums as init-db builds them
+    with app.extensions["db"].transaction() as conn:
+        conn.execute("UPDATE refunds SET status = 'completed', updated_at = ?, tx_hash = ?,"
+                     " log_index = 0 WHERE id = ?", (now, "0x" + "ee" * 32, refund["refundId"]))
         overview_rows.rebuild(conn)
 
     page = console.get("/dashboard/overview")
     assert page.status_code == 200
-    usdc = re.search(r'<article class="asset-figures" id="asset-usdc">(.*?)</article>', page.text, re.S)[1]
+    usdc = re.search(r'<article class="asset-figures" id="asset-usdc">(.*?)</article>', page.text,
+                     re.S)[1]
     figures = re.findall(r'<td class="num" data-label="[^"]+"><a href="([^"]+)">([^<]+)</a>', usdc)
     assert [text for _, text in figures] == ["10", "14", "14", "4", "4", "4"]  # paid; refunded
     today = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d")
     assert html.unescape(figures[0][0]) == f"/dashboard/?money=paid&asset=usdc&from={today}"
     dai = re.search(r'id="asset-dai">(.*?)</article>', page.text, re.S)[1]
-    assert re.findall(r'data-label="[^"]+"><a href="[^"]+">([^<]+)</a>', dai)[:3] == ["0", "0", "18"]
+    assert re.findall(r'data-label="[^"]+"><a href="[^"]+">([^<]+)</a>', dai)[:3] == [
+        "0", "0", "18"]
     assert usdc.count('<rect x=') == 30 and "<svg" in usdc  # the chart: one bar per day
-    axis = [(datetime.fromtimestamp(now, UTC) - timedelta(days=d)).strftime("%m-%d") for d in (29, 15, 0)]
-    assert ('<div class="chart-x" aria-hidden="true">' + "".join(f"<span>{d}</span>" for d in axis) + "</div>") in usdc
-    assert '<div class="chart-y" aria-hidden="true"><span>10</span><span>0</span></div>' in usdc  # the highest day
-    sandbox_panel = re.search(r'<section class="panel" id="sandbox">(.*?)</section>', page.text, re.S)[1]
-    assert "Sandbox payments" in sandbox_panel and ">$2.50</a> <span class=\"hint\">(1)</span>" in sandbox_panel
+    axis = [(datetime.fromtimestamp(now, UTC) - timedelta(days=d)).strftime("%m-%d")
+            for d in (29, 15, 0)]
+    assert ('<div class="chart-x" aria-hidden="true">' + "".join(f"<span>{d}</span>" for d in axis)
+            + "</div>") in usdc
+    # the highest day
+    assert ('<div class="chart-y" aria-hidden="true"><span>10</span><span>0</span></div>'
+            in usdc)
+    sandbox_panel = re.search(r'<section class="panel" id="sandbox">(.*?)</section>', page.text,
+                              re.S)[1]
+    assert "Sandbox payments" in sandbox_panel
+    assert ">$2.50</a> <span class=\"hint\">(1)</span>" in sandbox_panel
     assert '<strong id="partly-paid">1</strong>' in page.text
     from app.domain import overview
     overview.PARTLY_MAX, kept = 0, overview.PARTLY_MAX  # past the count looked at: "at least"
@@ -841,22 +917,25 @@ def test_overview_and_the_money_on_every_row(console, api, runner, app, merchant
         assert '<strong id="partly-paid">0+</strong>' in console.get("/dashboard/overview").text
     finally:
         overview.PARTLY_MAX = kept
-    counts = re.findall(r'<a href="/dashboard/\?status=(\w+)&amp;from=[-\d]+"><span class="badge badge-\w+">\w+</span> <strong>(\d+)</strong>',
+    counts = re.findall(r'<a href="/dashboard/\?status=(\w+)&amp;from=[-\d]+">'
+                        r'<span class="badge badge-\w+">\w+</span> <strong>(\d+)</strong>',
                         page.text)
     assert counts == [("pending", "3"), ("completed", "2"), ("cancelled", "0"), ("expired", "0")]
     assert '<strong id="failing-count">0</strong>' in page.text
     other = make_shop()  # another merchant's payment: its transfers are then told apart by a join
     theirs = other.api.preorder({"amount": 10}).get_json()["processId"]
     with dbutil.connect(app.config["DATABASE"]) as conn:
-        conn.execute("INSERT INTO payments (process_id, merchant_id, address_index, address, asset_id,"
-                     " network_id, chain_id, token_contract, decimals, amount_due, created_at, updated_at)"
-                     " SELECT ?, ?, 0, ?, asset_id, network_id, chain_id, token_contract, decimals, amount_due,"
-                     " created_at, updated_at FROM payments WHERE process_id = ?",
+        conn.execute("INSERT INTO payments (process_id, merchant_id, address_index, address,"
+                     " asset_id, network_id, chain_id, token_contract, decimals, amount_due,"
+                     " created_at, updated_at)"
+                     " SELECT ?, ?, 0, ?, asset_id, network_id, chain_id, token_contract, decimals,"
+                     " amount_due, created_at, updated_at FROM payments WHERE process_id = ?",
                      (theirs, other.keys["merchantId"], "0x" + "77" * 20, paid))
     _paid(app, theirs, "c1", 10_000_000, now)
     again = console.get("/dashboard/overview").text
     usdc_again = re.search(r'id="asset-usdc">(.*?)</article>', again, re.S)[1]
-    assert re.findall(r'data-label="[^"]+"><a href="[^"]+">([^<]+)</a>', usdc_again) == [t for _, t in figures]
+    assert re.findall(r'data-label="[^"]+"><a href="[^"]+">([^<]+)</a>', usdc_again) == [
+        t for _, t in figures]
 
     assert listed(console.get("/dashboard/?money=partly").text) == [partly]
     assert listed(console.get("/dashboard/?money=refunded").text) == [paid]
@@ -864,19 +943,21 @@ def test_overview_and_the_money_on_every_row(console, api, runner, app, merchant
     assert listed(console.get(f"/dashboard/?money=partly&q={partly}").text) == [partly]
     assert listed(console.get(f"/dashboard/?money=partly&q={paid}").text) == []
     rows = console.get("/dashboard/").text
-    row = re.search(rf'<tr>\s*<td data-label="Process"><a class="mono" href="/dashboard/processes/{partly}".*?</tr>', rows, re.S)[0]
+    row = re.search(rf'<tr>\s*<td data-label="Process"><a class="mono"'
+                    rf' href="/dashboard/processes/{partly}".*?</tr>', rows, re.S)[0]
     assert "partly paid</span>" in row and '<td class="num paid" data-label="Paid">4</td>' in row
     assert "USDC <span class=\"hint\">on Local chain</span>" in row
-    exported = {r["processId"]: r for r in csv.DictReader(io.StringIO(console.get("/dashboard/processes.csv").text))}
+    exported = {r["processId"]: r for r in csv.DictReader(io.StringIO(
+        console.get("/dashboard/processes.csv").text))}
     assert (exported[paid]["amount"], exported[paid]["amountDue"], exported[paid]["amountPaid"],
-            exported[paid]["amountRefunded"], exported[paid]["marks"]) == ("10.00", "10.00", "10.00", "4.00",
-                                                                           "partly refunded")
+            exported[paid]["amountRefunded"], exported[paid]["marks"]) == (
+        "10.00", "10.00", "10.00", "4.00", "partly refunded")
     assert (exported[partly]["amountPaid"], exported[partly]["marks"]) == ("4.00", "partly paid")
     assert exported[big[0]]["amountPaid"] == "9.00" and exported[sandbox]["amountPaid"] == ""
 
 
-def test_an_overpaid_process_is_marked_filtered_and_counted_on_the_overview(console, api, runner, app,
-                                                                          merchant, clock):
+def test_an_overpaid_process_is_marked_filtered_and_counted_on_the_overview(console, api, runner,
+                                                                          app, merchant, clock):
     order = _live_shop(api, runner, app, merchant)
     now = clock.now
     exact, over, twice = order(10, "usdc"), order(10, "usdc"), order(10, "usdc")
@@ -888,21 +969,26 @@ def test_an_overpaid_process_is_marked_filtered_and_counted_on_the_overview(cons
     assert page.status_code == 200
     assert '<strong id="overpaid">2</strong>' in page.text
     since = (datetime.fromtimestamp(now, UTC) - timedelta(days=29)).strftime("%Y-%m-%d")
-    assert f'<a href="/dashboard/?money=overpaid&amp;from={since}"><span class="badge mark">overpaid</span>' in page.text
+    assert (f'<a href="/dashboard/?money=overpaid&amp;from={since}">'
+            '<span class="badge mark">overpaid</span>') in page.text
     assert listed(console.get("/dashboard/?money=overpaid").text) == [twice, over]
     assert listed(console.get(f"/dashboard/?money=overpaid&q={exact}").text) == []
     assert listed(console.get(f"/dashboard/?money=overpaid&q={over}").text) == [over]
-    assert '<option value="overpaid" selected>Overpaid</option>' in console.get("/dashboard/?money=overpaid").text
+    assert ('<option value="overpaid" selected>Overpaid</option>'
+            in console.get("/dashboard/?money=overpaid").text)
     rows = console.get("/dashboard/").text
     marks = {pid: re.findall(r'<span class="badge mark">([^<]+)</span>',
-                             re.search(rf'href="/dashboard/processes/{pid}".*?</tr>', rows, re.S)[0])
+                             re.search(rf'href="/dashboard/processes/{pid}".*?</tr>', rows,
+                                       re.S)[0])
              for pid in (exact, over, twice)}
     assert marks == {exact: [], over: ["overpaid"], twice: ["overpaid"]}
-    exported = {r["processId"]: r for r in csv.DictReader(io.StringIO(console.get("/dashboard/processes.csv").text))}
+    exported = {r["processId"]: r for r in csv.DictReader(io.StringIO(
+        console.get("/dashboard/processes.csv").text))}
     assert [exported[pid]["marks"] for pid in (exact, over, twice)] == ["", "overpaid", "overpaid"]
 
 
-@pytest.mark.parametrize("app_config", [{"WEBHOOK_RETRY_SCHEDULE": "0"}])  # one attempt, then failed
+# one attempt, then failed
+@pytest.mark.parametrize("app_config", [{"WEBHOOK_RETRY_SCHEDULE": "0"}])
 def test_webhooks_page_lists_recent_events_of_every_kind_filtered_by_type_and_state(
         shop_console, shop, receiver, worker):
     console = shop_console
@@ -920,7 +1006,8 @@ def test_webhooks_page_lists_recent_events_of_every_kind_filtered_by_type_and_st
         text = console.get("/dashboard/webhooks" + query).text
         section = re.search(r'<section class="panel" id="events">(.*?)</section>', text, re.S)[1]
         return [(kind, state) for kind, state in re.findall(
-            r'<code>([\w.]+)</code></td>.*?<span class="badge badge-\w+">([\w ]+)</span>', section, re.S)]
+            r'<code>([\w.]+)</code></td>.*?<span class="badge badge-\w+">([\w ]+)</span>', section,
+            re.S)]
 
     assert rows() == [("webhook.test", "pending"), ("process.cancelled", "failed"),
                       ("process.cancelled", "delivered")]
@@ -934,7 +1021,8 @@ def test_webhooks_page_lists_recent_events_of_every_kind_filtered_by_type_and_st
 
 @pytest.mark.parametrize("amounts", [
     ["900000000000000000"] * 11,  # 18 digits each: their sum passes 2^63 (SQLite's sum() raises)
-    ["1" + "0" * 30, "7", "123456789012345678901234567890123456789012345678901234567890123456789012345678"],
+    ["1" + "0" * 30, "7",
+     "123456789012345678901234567890123456789012345678901234567890123456789012345678"],
     ["5", "10", "0"],
 ])
 def test_sums_in_sql_are_exact_on_both_backends(app, amounts):
@@ -942,5 +1030,6 @@ def test_sums_in_sql_are_exact_on_both_backends(app, amounts):
     rows = " UNION ALL ".join(f"SELECT '{a}' AS a" for a in amounts)
     with app.app_context():
         conn = app.extensions["db"].connection()
-        [(key, total)] = overview_rows._sum(conn, f"SELECT 1, {{sums}} FROM ({rows}) AS x GROUP BY 1", (), "a", 1)
+        [(key, total)] = overview_rows._sum(
+            conn, f"SELECT 1, {{sums}} FROM ({rows}) AS x GROUP BY 1", (), "a", 1)
     assert (key, total) == (1, sum(int(a) for a in amounts))

@@ -1,9 +1,9 @@
-"""The merchant console in real Chromium against the real service over HTTP (``live_server``): log in,
-a wrong password and the lock-out (injected clock); the processes list, its filter, metadata search,
-pages and CSV export (compared with the Merchant API's list); a process page after a live payment
-on the Hardhat node, with its transfer and events, and a resend making a new attempt; cancel; a
-viewer's pages; keyboard-only use; a 390-px-wide phone. Screenshots: tests/artifacts/console-*.png
-(the ones in docs/ are copies of these)."""
+"""The merchant console in real Chromium against the real service over HTTP (``live_server``): log
+in, a wrong password and the lock-out (injected clock); the processes list, its filter, metadata
+search, pages and CSV export (compared with the Merchant API's list); a process page after a live
+payment on the Hardhat node, with its transfer and events, and a resend making a new attempt;
+cancel; a viewer's pages; keyboard-only use; a 390-px-wide phone. Screenshots:
+tests/artifacts/console-*.png (the ones in docs/ are copies of these)."""
 import csv
 import io
 import json
@@ -15,7 +15,8 @@ from support.helpers import Api
 
 try:
     from playwright.sync_api import expect
-except ImportError:  # the page fixture (tests/support/browser.py) skips, or fails in CI, before it is used
+except ImportError:
+    # the page fixture (tests/support/browser.py) skips, or fails in CI, before it is used
     expect = None
 
 PASSWORD = "correct horse battery"
@@ -23,7 +24,8 @@ PASSWORD = "correct horse battery"
 
 def add_user(live_server, email, merchant_id, role="owner"):
     result = live_server.app.test_cli_runner().invoke(
-        args=["users", "create", email, "--merchant", merchant_id, "--role", role], input=PASSWORD + "\n")
+        args=["users", "create", email, "--merchant", merchant_id, "--role", role],
+        input=PASSWORD + "\n")
     assert result.exit_code == 0, result.output
 
 
@@ -42,7 +44,8 @@ def to_processes(page):
 
 @pytest.fixture
 def shop(live_server, make_merchant, receiver):
-    """A test-mode merchant whose webhooks reach `receiver`, its owner and the API as its backend."""
+    """A test-mode merchant whose webhooks reach `receiver`, its owner and the API as its
+    backend."""
     keys = make_merchant(webhook_url=receiver.url("/hooks/preorder"))
     add_user(live_server, "owner@shop.example", keys["merchantId"])
     keys["api"] = live_server.merchant_api(keys["secretKey"])
@@ -59,10 +62,12 @@ def test_log_in_wrong_password_then_lock_out(page, live_server, shop, clock, scr
         page.get_by_role("button", name="Log in").click()
     clock.advance(20)
     page.get_by_label("Password").fill(PASSWORD)  # the right one: locked all the same
-    with page.expect_response(lambda r: r.url.endswith("/dashboard/login") and r.request.method == "POST") as sent:
+    with page.expect_response(lambda r: r.url.endswith("/dashboard/login")
+                              and r.request.method == "POST") as sent:
         page.get_by_role("button", name="Log in").click()
     assert sent.value.status == 429
-    expect(page.get_by_role("alert")).to_contain_text("this account is locked for 15 more minute(s)")
+    expect(page.get_by_role("alert")).to_contain_text(
+        "this account is locked for 15 more minute(s)")
     screenshot(page, "console-locked", full_page=True)
     clock.advance(15 * 60)
     page.get_by_label("Password").fill(PASSWORD)
@@ -74,14 +79,15 @@ def test_log_in_wrong_password_then_lock_out(page, live_server, shop, clock, scr
 def processes(shop, clock, n, start=0):
     ids = []
     for i in range(start, start + n):
-        ids.append(shop["api"].preorder(f"{10 + i}.50", {"orderRef": f"A-{1000 + i}",
-                                                         "email": f"buyer{i}@example.com"})["processId"])
+        ids.append(shop["api"].preorder(f"{10 + i}.50", {
+            "orderRef": f"A-{1000 + i}", "email": f"buyer{i}@example.com"})["processId"])
         clock.advance(37)
     return ids
 
 
 def listed(page):
-    return [re.sub(r"\s", "", t) for t in page.locator("table.processes tbody td:first-child a").all_inner_texts()]
+    return [re.sub(r"\s", "", t)
+            for t in page.locator("table.processes tbody td:first-child a").all_inner_texts()]
 
 
 def test_list_filter_search_pages_and_csv(page, live_server, shop, clock, screenshot):
@@ -91,7 +97,8 @@ def test_list_filter_search_pages_and_csv(page, live_server, shop, clock, screen
     to_processes(page)
     assert listed(page) == ids[::-1][:50]
     screenshot(page, "console-processes-list", full_page=False)
-    page.set_viewport_size({"width": 1280, "height": 800})  # a sandbox shop's filters: no asset or network
+    # a sandbox shop's filters: no asset or network
+    page.set_viewport_size({"width": 1280, "height": 800})
     assert page.evaluate(UNBROKEN) == {"broken": [], "cut": []}
     page.set_viewport_size({"width": 1024, "height": 768})
     page.get_by_role("link", name="Next page").click()
@@ -115,7 +122,8 @@ def test_list_filter_search_pages_and_csv(page, live_server, shop, clock, screen
     listed_by_api = api.list("?limit=100").get_json()["data"]
     assert len(rows) == len(listed_by_api) == 53
     assert [(r["processId"], r["status"], r["amount"], r["createdAt"], json.loads(r["metadata"]))
-            for r in rows] == [(p["processId"], p["status"], f'{p["amount"]:.2f}', p["createdAt"], p["metadata"])
+            for r in rows] == [(p["processId"], p["status"], f'{p["amount"]:.2f}', p["createdAt"],
+                                p["metadata"])
                                for p in listed_by_api]
     # The export form: chosen metadata keys become columns, for what the filter shows.
     page.get_by_label("Status").select_option("cancelled")
@@ -142,7 +150,8 @@ def test_cancel_and_a_viewer_changes_nothing(page, live_server, shop, screenshot
     status = page.evaluate("""async (pid) => {
         const token = document.querySelector('input[name=csrf_token]').value;
         const r = await fetch(`/dashboard/processes/${pid}/cancel`, {method: 'POST',
-          headers: {'Content-Type': 'application/x-www-form-urlencoded'}, body: 'csrf_token=' + token});
+          headers: {'Content-Type': 'application/x-www-form-urlencoded'},
+          body: 'csrf_token=' + token});
         return r.status; }""", pid)
     assert status == 403
     assert shop["api"].get(pid)["status"] == "pending"
@@ -183,7 +192,8 @@ def test_process_page_after_a_live_payment_and_resend(page, live_server, app, ru
                                                       make_merchant, receiver, worker, screenshot):
     merchant = make_merchant(webhook_url=receiver.url("/hooks/chain"))
     add_user(live_server, "owner@shop.example", merchant["merchantId"])
-    shop = open_shop(app, app.test_client(), runner, chain, clock, merchant, confirmations=CONFIRMATIONS)
+    shop = open_shop(app, app.test_client(), runner, chain, clock, merchant,
+                     confirmations=CONFIRMATIONS)
     pid, address = shop.order(19.99, {"orderRef": "A-1042", "email": "buyer@example.com"})
     tx_hash, block = chain.transfer(address, 19_990_000)
     shop.watch()
@@ -215,7 +225,8 @@ def test_process_page_after_a_live_payment_and_resend(page, live_server, app, ru
     expect(events.locator("h3 code")).to_have_text(["payment.pending", "payment.completed"])
     expect(events.locator("table.attempts tbody tr")).to_have_count(2)
     expect(page.locator(".timeline")).to_contain_text("Delivery attempt of payment.completed")
-    expect(page.locator(".timeline")).to_contain_text(f"Transfer confirmed 19.99 in block {block}, tx {tx_hash}")
+    expect(page.locator(".timeline")).to_contain_text(
+        f"Transfer confirmed 19.99 in block {block}, tx {tx_hash}")
     screenshot(page, "console-process", full_page=True)
 
     completed = events.filter(has_text="payment.completed")
@@ -301,7 +312,9 @@ OVERFLOW = """() => {
   const width = document.documentElement.clientWidth, over = [];
   for (const el of document.querySelectorAll("body *")) {
     const box = el.getBoundingClientRect();
-    if (box.width > 0 && box.right > width + 0.5) over.push(`${el.tagName.toLowerCase()}.${el.className} ${Math.round(box.right)}`);
+    if (box.width > 0 && box.right > width + 0.5) {
+      over.push(`${el.tagName.toLowerCase()}.${el.className} ${Math.round(box.right)}`);
+    }
   }
   return {scrollWidth: document.documentElement.scrollWidth, over: over.slice(0, 8)};
 }"""
@@ -324,7 +337,9 @@ UNBROKEN = r"""() => {
       for (const word of node.textContent.matchAll(/\S+/g)) {
         if (lines(node, word.index, word.index + word[0].length) > 1) broken.push(word[0]);
       }
-      if (cell.matches("th, .num") && lines(node, 0, node.textContent.length) > 1) broken.push(node.textContent.trim());
+      if (cell.matches("th, .num") && lines(node, 0, node.textContent.length) > 1) {
+        broken.push(node.textContent.trim());
+      }
     }
   }
   const cut = [];
@@ -354,8 +369,8 @@ def assert_fits(page, path):
     assert found == {"scrollWidth": PHONE, "over": []}, f"{path} is wider than a phone: {found}"
 
 
-def test_every_page_fits_a_phone(page, live_server, app, runner, chain, clock, make_merchant, tmp_path,
-                                 screenshot):
+def test_every_page_fits_a_phone(page, live_server, app, runner, chain, clock, make_merchant,
+                                 tmp_path, screenshot):
     """Each console page at 390 px: nothing wider than the screen, no element past its right edge
     (long hashes shortened with a copy button, tables as cards); every page has data in it."""
     from support.chain_shop import NETWORK, cli
@@ -376,9 +391,11 @@ def test_every_page_fits_a_phone(page, live_server, app, runner, chain, clock, m
     clock.now = chain.timestamp()
     orders = []
     for amount, ref in ((19.99, "PHONE-1"), (7.5, "PHONE-2")):
-        pid = api.preorder({"amount": amount, "metadata": {"orderRef": ref, "email": f"{ref}@example.com",
-                                                            "note": "a rather long note " * 4}}).get_json()["processId"]
-        confirmed = client.post(f"/payment-button/process/{pid}/confirm", json={"assetId": "tusd", "networkId": NETWORK},
+        pid = api.preorder({"amount": amount, "metadata": {
+            "orderRef": ref, "email": f"{ref}@example.com",
+            "note": "a rather long note " * 4}}).get_json()["processId"]
+        confirmed = client.post(f"/payment-button/process/{pid}/confirm",
+                                json={"assetId": "tusd", "networkId": NETWORK},
                                 headers={"x-public-key": merchant["publicKey"]})
         orders.append((pid, confirmed.get_json()["payment"]["address"]))
     (paid, paid_address), (partly, partly_address) = orders
@@ -388,7 +405,8 @@ def test_every_page_fits_a_phone(page, live_server, app, runner, chain, clock, m
     assert runner.invoke(args=["watch-payments", "--once"]).exit_code == 0
     refund = client.post(f"/payment-button/process/{paid}/refunds", headers=api.headers(),
                          json={"amount": 4, "address": chain.accounts[7]}).get_json()
-    cli(runner, "collect", NETWORK, "--key-file", str(key_file), "--merchant", merchant["merchantId"])
+    cli(runner, "collect", NETWORK, "--key-file", str(key_file), "--merchant",
+        merchant["merchantId"])
     cli(runner, "merchants", "roll-key", merchant["merchantId"])
 
     page.set_viewport_size({"width": PHONE, "height": 844})
@@ -398,10 +416,11 @@ def test_every_page_fits_a_phone(page, live_server, app, runner, chain, clock, m
     expect(page.get_by_role("heading", name="Overview", exact=True)).to_be_visible()
     revoke = None
     base = f"/dashboard/processes/{paid}"
-    for path in ("/dashboard/overview", "/dashboard/", "/dashboard/?money=partly", base, f"{base}/refund",
-                 f"{base}/refunds/{refund['refundId']}", f"{base}/refunds/{refund['refundId']}/cancel",
-                 f"/dashboard/processes/{partly}", f"/dashboard/processes/{partly}/cancel", "/dashboard/webhooks",
-                 "/dashboard/keys", "/dashboard/keys/roll", "/dashboard/keys/roll-webhook-secret", "revoke",
+    for path in ("/dashboard/overview", "/dashboard/", "/dashboard/?money=partly", base,
+                 f"{base}/refund", f"{base}/refunds/{refund['refundId']}",
+                 f"{base}/refunds/{refund['refundId']}/cancel", f"/dashboard/processes/{partly}",
+                 f"/dashboard/processes/{partly}/cancel", "/dashboard/webhooks", "/dashboard/keys",
+                 "/dashboard/keys/roll", "/dashboard/keys/roll-webhook-secret", "revoke",
                  "/dashboard/payouts", "/dashboard/settings", "/dashboard/nope"):
         path = revoke if path == "revoke" else path
         page.goto(live_server.url + path)
@@ -416,17 +435,20 @@ def test_every_page_fits_a_phone(page, live_server, app, runner, chain, clock, m
         if path == base:  # a card's label ends before its value starts ("Confirmations32")
             label = page.locator("td[data-label='Confirmations']").first.evaluate(CARD_LABEL)
             assert label["box"] >= label["text"] and label["gap"] >= 4, label
-    # At 1280 px: tables size their columns to the content; no word or number breaks; placeholders fit.
+    # At 1280 px: tables size their columns to the content; no word or number breaks;
+    # placeholders fit.
     page.set_viewport_size({"width": 1280, "height": 900})
-    for path in ("/dashboard/overview", "/dashboard/", "/dashboard/?money=partly", base, "/dashboard/payouts",
-                 "/dashboard/keys", "/dashboard/settings", "/dashboard/links"):
+    for path in ("/dashboard/overview", "/dashboard/", "/dashboard/?money=partly", base,
+                 "/dashboard/payouts", "/dashboard/keys", "/dashboard/settings",
+                 "/dashboard/links"):
         page.goto(live_server.url + path)
         expect(page.locator("h1")).to_be_visible()
         assert page.evaluate(UNBROKEN) == {"broken": [], "cut": []}, path
         if path == "/dashboard/settings":
             screenshot(page, "console-settings", full_page=True)
     page.goto(live_server.url + "/dashboard/")
-    screenshot(page, "console-processes", full_page=False)  # the README's and docs/console.md's
+    # the README's and docs/console.md's
+    screenshot(page, "console-processes", full_page=False)
     page.set_viewport_size({"width": PHONE, "height": 844})
     # The copy button copies the whole hash that the page shortens.
     page.context.grant_permissions(["clipboard-read", "clipboard-write"])
@@ -434,14 +456,15 @@ def test_every_page_fits_a_phone(page, live_server, app, runner, chain, clock, m
     address = page.locator("#payment-address")
     page.get_by_role("button", name=f"Copy {paid_address}").click()
     expect(page.get_by_role("button", name=f"Copy {paid_address}")).to_have_text("Copied")
-    assert page.evaluate("navigator.clipboard.readText()") == paid_address == address.get_attribute("data-value")
+    assert page.evaluate("navigator.clipboard.readText()") == paid_address == (
+        address.get_attribute("data-value"))
     # Without a browser wallet the refund page says how to pay it all the same.
     page.goto(f"{live_server.url}{base}/refunds/{refund['refundId']}")
     expect(page.locator("#refund-amount")).to_have_text("4 TUSD")
     page.get_by_role("button", name="Pay with my wallet").click()
     expect(page.locator("#wallet-result")).to_have_text(
-        "No browser wallet in this browser: send it with any wallet to the address above (or scan the QR"
-        " code), then give the transaction's hash in the field below.")
+        "No browser wallet in this browser: send it with any wallet to the address above (or scan"
+        " the QR code), then give the transaction's hash in the field below.")
     expect(page.get_by_label("Transaction hash")).to_be_visible()
 
 
@@ -470,7 +493,8 @@ def inject_wallet(page, chain):
 def paid_live_order(live_server, app, runner, chain, clock, make_merchant, receiver):
     merchant = make_merchant(webhook_url=receiver.url("/hooks/chain"))
     add_user(live_server, "owner@shop.example", merchant["merchantId"])
-    shop = open_shop(app, app.test_client(), runner, chain, clock, merchant, confirmations=CONFIRMATIONS)
+    shop = open_shop(app, app.test_client(), runner, chain, clock, merchant,
+                     confirmations=CONFIRMATIONS)
     pid, address = shop.order(19.99, {"orderRef": "A-2001"})
     chain.transfer(address, 19_990_000)
     chain.mine(CONFIRMATIONS - 1)
@@ -479,8 +503,9 @@ def paid_live_order(live_server, app, runner, chain, clock, make_merchant, recei
     return shop, pid
 
 
-def test_refund_paid_with_the_browser_wallet_is_shown_completed(page, live_server, app, runner, chain, clock,
-                                                                make_merchant, receiver, screenshot):
+def test_refund_paid_with_the_browser_wallet_is_shown_completed(page, live_server, app, runner,
+                                                                chain, clock, make_merchant,
+                                                                receiver, screenshot):
     from support.chain_shop import cli
     from support.qr_decode import qr_texts
 
@@ -503,7 +528,8 @@ def test_refund_paid_with_the_browser_wallet_is_shown_completed(page, live_serve
     page.get_by_label("Amount (TUSD)").fill("20")
     page.get_by_role("button", name="Refund", exact=True).click()
     expect(page.locator("#amount-error")).to_contain_text("Must be at most 19.99")  # both at once
-    expect(page.locator("#address-error")).to_contain_text("Must be 0x followed by 40 hexadecimal digits")
+    expect(page.locator("#address-error")).to_contain_text(
+        "Must be 0x followed by 40 hexadecimal digits")
     page.get_by_label("Amount (TUSD)").fill("20")
     page.get_by_label("Customer's address").fill(customer)
     page.get_by_role("button", name="Refund", exact=True).click()
@@ -540,8 +566,10 @@ def test_refund_paid_with_the_browser_wallet_is_shown_completed(page, live_serve
     shop.watch()
     # The page follows the watcher by itself (it reads itself again every 5 s).
     expect(page.locator("#refund-status")).to_have_text("completed", timeout=15_000)
-    expect(page.locator("#paid-tx")).to_have_attribute("data-value", tx_hash)  # "Paid in transaction 0x…"
-    expect(page.locator("#refund-sender")).to_have_attribute("data-value", payout)  # "Sent from 0x…"
+    # "Paid in transaction 0x…"
+    expect(page.locator("#paid-tx")).to_have_attribute("data-value", tx_hash)
+    # "Sent from 0x…"
+    expect(page.locator("#refund-sender")).to_have_attribute("data-value", payout)
     expect(page.locator("#sender-payout")).to_have_text("sent from your payout address")
     expect(page.locator("#named-by")).to_have_text("owner@shop.example")
     refund = shop.client.get(f"/payment-button/process/{pid}/refunds", headers=shop.api.headers(),
@@ -550,7 +578,8 @@ def test_refund_paid_with_the_browser_wallet_is_shown_completed(page, live_serve
         payout, "owner@shop.example", None)
     page.goto(f"{live_server.url}/dashboard/processes/{pid}")
     expect(page.locator("table.refunds tbody tr")).to_contain_text("completed")
-    expect(page.locator("article.event h3 code")).to_contain_text(["refund.created", "refund.completed"])
+    expect(page.locator("article.event h3 code")).to_contain_text(["refund.created",
+                                                                   "refund.completed"])
 
 
 def test_roll_the_secret_key_in_the_browser(page, live_server, shop, screenshot):
@@ -563,7 +592,8 @@ def test_roll_the_secret_key_in_the_browser(page, live_server, shop, screenshot)
     assert key.startswith("sk_test_") and key != shop["secretKey"]
     expect(page.get_by_role("status")).to_contain_text("The previous keys keep working until")
     screenshot(page, "console-keys", full_page=True)
-    assert live_server.merchant_api(key).get(shop["api"].preorder()["processId"])["status"] == "pending"
+    assert live_server.merchant_api(key).get(
+        shop["api"].preorder()["processId"])["status"] == "pending"
     page.get_by_role("link", name="Keys").click()  # the same page, read again: the key is gone
     expect(page.locator("#new-secret-value")).to_have_count(0)
     assert key not in page.content()
@@ -572,16 +602,19 @@ def test_roll_the_secret_key_in_the_browser(page, live_server, shop, screenshot)
     page.get_by_role("button", name="Revoke now").click()
     expect(page.get_by_role("status")).to_have_text("The key is revoked: it stopped working now.")
     api = live_server.app.test_client()
-    assert api.get("/payment-button/processes", headers={"x-secret-key": shop["secretKey"]}).status_code == 401
+    assert api.get("/payment-button/processes",
+                   headers={"x-secret-key": shop["secretKey"]}).status_code == 401
     assert api.get("/payment-button/processes", headers={"x-secret-key": key}).status_code == 200
-    expect(page.get_by_role("link", name=re.compile("Revoke"))).to_have_count(0)  # the last key: roll first
+    # the last key: roll first
+    expect(page.get_by_role("link", name=re.compile("Revoke"))).to_have_count(0)
 
 
-OPERATOR_KEY = "0xde9be858da4a475276426320d5e9262ecfc3ba460bfac56360bfa6c4c28b4ee0"  # Hardhat dev #18
+# Hardhat dev #18
+OPERATOR_KEY = "0xde9be858da4a475276426320d5e9262ecfc3ba460bfac56360bfa6c4c28b4ee0"
 
 
-def test_collect_with_the_browser_wallet(page, live_server, app, runner, chain, clock, make_merchant,
-                                         tmp_path, screenshot):
+def test_collect_with_the_browser_wallet(page, live_server, app, runner, chain, clock,
+                                         make_merchant, tmp_path, screenshot):
     from support.chain_shop import NETWORK, cli
 
     from app.evm.addresses import keccak256, to_checksum_address
@@ -599,8 +632,10 @@ def test_collect_with_the_browser_wallet(page, live_server, app, runner, chain, 
     deposits = []
     for amount in (19.99, 5):
         clock.now = chain.timestamp()
-        pid = Api(client, merchant["secretKey"]).preorder({"amount": amount}).get_json()["processId"]
-        confirmed = client.post(f"/payment-button/process/{pid}/confirm", content_type="application/json",
+        pid = Api(client, merchant["secretKey"]).preorder(
+            {"amount": amount}).get_json()["processId"]
+        confirmed = client.post(f"/payment-button/process/{pid}/confirm",
+                                content_type="application/json",
                                 data=json.dumps({"assetId": "tusd", "networkId": NETWORK}),
                                 headers={"x-public-key": merchant["publicKey"]})
         deposits.append(confirmed.get_json()["payment"]["address"])
@@ -624,10 +659,12 @@ def test_collect_with_the_browser_wallet(page, live_server, app, runner, chain, 
 
     expect(network.locator(".balance")).to_contain_text("Your payout address holds: 0 TUSD")
     network.get_by_role("button", name="Collect with my wallet").click()
-    expect(network.locator(f"#collect-result-{NETWORK}")).to_contain_text("recorded as a collection")
+    expect(network.locator(f"#collect-result-{NETWORK}")).to_contain_text(
+        "recorded as a collection")
     (tx,) = sent
     assert tx["from"] == chain.accounts[0]  # the merchant's wallet pays the gas
-    assert token_balance(payout) == 24_990_000 and token_balance(deposits[0]) == token_balance(deposits[1]) == 0
+    assert token_balance(payout) == 24_990_000
+    assert token_balance(deposits[0]) == token_balance(deposits[1]) == 0
     page.reload()  # the page reads the network: the collection's receipt is recorded
     expect(page.locator(f"#network-{NETWORK}")).to_contain_text("Nothing waits to be collected.")
     expect(page.locator(f"#network-{NETWORK} .balance")).to_contain_text("24.99 TUSD")
@@ -637,7 +674,8 @@ def test_collect_with_the_browser_wallet(page, live_server, app, runner, chain, 
     expect(row).to_contain_text("your browser wallet")
     expect(row.locator("code")).to_have_attribute("data-value", re.compile("^0x[0-9a-f]{64}$"))
     chain.mine(3)
-    assert runner.invoke(args=["watch-payments", "--once"]).exit_code == 0  # the kept chain reaches it
+    # the kept chain reaches it
+    assert runner.invoke(args=["watch-payments", "--once"]).exit_code == 0
     page.reload()
     expect(row.locator(".badge")).to_have_text("confirmed")
     screenshot(page, "console-payouts-collected", full_page=True)

@@ -1,6 +1,6 @@
 """The console's lock-out under attack: attempts at once through a real gunicorn of several workers
-never get more passwords checked than the contract allows, and what is kept about failed logins stays
-bounded whatever their number (docs/console.md, "Login throttling and lock-out")."""
+never get more passwords checked than the contract allows, and what is kept about failed logins
+stays bounded whatever their number (docs/console.md, "Login throttling and lock-out")."""
 import os
 import re
 import threading
