@@ -115,4 +115,5 @@ def _encode(value, depth, max_depth, indent) -> str:
             return opening + closing
         inner = "\n" + indent * depth
         return opening + inner + ("," + inner).join(items) + "\n" + indent * (depth - 1) + closing
-    raise TypeError(f"not written as JSON: {type(value).__name__} (money goes as a str or Fragment)")
+    raise TypeError(f"not written as JSON: {type(value).__name__}"
+                    " (money goes as a str or Fragment)")

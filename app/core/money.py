@@ -30,7 +30,8 @@ def parse_amount(literal: str, max_amount: Decimal, places: int) -> str:
 
 
 def significant_places(value: Decimal) -> int:
-    """Decimal places once trailing zeros are dropped: 1.500 -> 1, 100 -> 0, 0.30000000000000004 -> 17."""
+    """Decimal places once trailing zeros are dropped: 1.500 -> 1, 100 -> 0,
+    0.30000000000000004 -> 17."""
     sign, digits, exponent = value.as_tuple()
     if exponent >= 0:
         return 0

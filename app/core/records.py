@@ -102,8 +102,8 @@ class Process:
     link_id: str | None = None  # the payment link it was made from
 
     def effective_status(self, now):
-        """A pending process past its expiry is expired, whether or not the sweep has run, unless
-        it is held (app/data/processes.py HELD: paid in time and confirming, or the watcher behind)."""
+        """A pending process past its expiry is expired, whether or not the sweep has run, unless it
+        is held (app/data/processes.py HELD: paid in time and confirming, or the watcher behind)."""
         if self.status == "pending" and now >= self.expires_at and not self.held:
             return "expired"
         return self.status
@@ -322,7 +322,8 @@ class Network:
     head_block: int
     disabled_at: int | None
     created_at: int
-    testnet: bool = False  # the operator's --testnet; `is_test` also knows the well-known test chains
+    # the operator's --testnet; `is_test` also knows the well-known test chains
+    testnet: bool = False
     finality: str = "confirmations"  # or "safe", "finalized": the node's block of that tag
     max_block_age: int | None = None  # seconds; an older head block makes it unavailable
     # Its health, as the watcher's polls leave it (app/domain/health.py): unix seconds
@@ -512,13 +513,15 @@ class Refund:
     block_timestamp: int | None = None
     transfer_amount: int | None = None
     named_tx_hash: str | None = None  # the transaction the merchant says paid it
-    block_hash: str | None = None  # the settling transfer's block, and the kept block that proved it
+    # the settling transfer's block, and the kept block that proved it
+    block_hash: str | None = None
     anchor_block: int | None = None
     anchor_hash: str | None = None
 
     @property
     def shown_tx_hash(self) -> str | None:
-        """The Refund object's txHash: the settling transfer's once completed, else the named one."""
+        """The Refund object's txHash: the settling transfer's once completed, else the named
+        one."""
         return self.tx_hash if self.status == "completed" else self.named_tx_hash
 
     def __repr__(self):  # the reason may name the customer
