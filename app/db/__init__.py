@@ -36,7 +36,8 @@ def location(target) -> str:
         netloc = f"{user}@{netloc[2]}" if user else netloc[2]
     else:
         netloc = parts.netloc
-    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "password"])
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+                       if k != "password"])
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 

@@ -1,4 +1,5 @@
-"""Whether the database can take a write, for /healthz, without writing to the database on each probe.
+"""Whether the database can take a write, for /healthz, without writing to the database on each
+probe.
 
 Two signals, used by both backends' `check()` (docs/operations.md, "/healthz"):
 - `WriteFailures`: this process's last write transaction that failed because the database could not
@@ -47,8 +48,8 @@ class WriteFailures:
 
 def probe_space(directory):
     """None when `directory`'s file system takes PROBE_BYTES from this process; else the reason it
-    does not. Nothing reaches the disk and nothing stays behind (O_TMPFILE; a named file, unlinked at
-    once, where the file system has no unnamed files). A write rather than posix_fallocate: it is
+    does not. Nothing reaches the disk and nothing stays behind (O_TMPFILE; a named file, unlinked
+    at once, where the file system has no unnamed files). A write rather than posix_fallocate: it is
     what a commit does, file systems that allocate late (ext4, XFS) still reserve the room at write
     time, and it is far cheaper than allocating blocks at once on ext4."""
     try:

@@ -3,11 +3,10 @@ app/db/sqlite/ and app/db/postgres.py) and the error either raises when it canno
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-
 # The longest a session of a hung or unreachable process may hold what it locked (PostgreSQL: the
-# sessions' idle-in-transaction timeout and TCP keepalives, app/db/postgres.py). A watcher's lease is
-# at least this long (WATCHER_LEASE_SECONDS), so a hung watcher's transaction never delays a standby
-# past its lease.
+# sessions' idle-in-transaction timeout and TCP keepalives, app/db/postgres.py). A watcher's lease
+# is at least this long (WATCHER_LEASE_SECONDS), so a hung watcher's transaction never delays a
+# standby past its lease.
 HUNG_SESSION_SECONDS = 10
 
 

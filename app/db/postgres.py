@@ -58,10 +58,11 @@ def is_unavailable(error: BaseException) -> bool:
     return isinstance(error, _UNAVAILABLE)
 
 
-# While the server cannot be reached: how long a request waits for the pool (a new connection attempt
-# may succeed meanwhile: that is how the service finds the server back), and how long the pool keeps
-# retrying one connection in the background (1 s, 2 s, ... apart) before the next request starts a
-# new attempt; the default (5 minutes, the gaps doubling up to minutes) would delay the recovery.
+# While the server cannot be reached: how long a request waits for the pool (a new connection
+# attempt may succeed meanwhile: that is how the service finds the server back), and how long the
+# pool keeps retrying one connection in the background (1 s, 2 s, ... apart) before the next request
+# starts a new attempt; the default (5 minutes, the gaps doubling up to minutes) would delay the
+# recovery.
 UNREACHABLE_WAIT_SECONDS = 0.5
 RECONNECT_TIMEOUT_SECONDS = 5.0
 
@@ -205,8 +206,8 @@ class PostgresDatabase:
         self.write_failures = WriteFailures()  # for /healthz (health.py)
 
     def _connect_args(self):
-        return {"autocommit": True, "row_factory": _row_factory, "connect_timeout": self.connect_timeout,
-                **KEEPALIVES}
+        return {"autocommit": True, "row_factory": _row_factory,
+                "connect_timeout": self.connect_timeout, **KEEPALIVES}
 
     def pool(self):
         """This process's pool, made on first use (and again after a fork: a child never uses its

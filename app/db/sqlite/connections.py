@@ -1,11 +1,13 @@
-"""The SQLite backend's connections: one per process and thread (`ThreadState`), reused across requests.
+"""The SQLite backend's connections: one per process and thread (`ThreadState`), reused across
+requests.
 
 `Connections.get` gives the calling thread its connection: made on its first use and again after a
 fork (SQLite handles are never used, nor closed, across one), checked by the file guard at a
 request's first use (`unchanged`, file_guard.py) and made again when its files were lost. A
 connection opened while the database could not be written is opened read-only by SQLite and stays
 so: `writable` replaces it before a write. The connections of threads that have ended are closed
-when the next one is made (a server running each request in a new thread would keep one per request).
+when the next one is made (a server running each request in a new thread would keep one per
+request).
 
 Opening: only init-db (`create`) may make the file; every other connection opens an existing file
 (mode=rw) that carries init-db's mark (PRAGMA application_id), in WAL mode, with the database's busy
@@ -18,13 +20,14 @@ import threading
 
 from app.db.sqlite.errors import DatabaseUnavailable
 
-# Written by init-db into the file's header (PRAGMA application_id): "PREO". A file without it was not
-# made by init-db (an empty file, another program's database) and is never used.
+# Written by init-db into the file's header (PRAGMA application_id): "PREO". A file without it was
+# not made by init-db (an empty file, another program's database) and is never used.
 APPLICATION_ID = 0x5052454F
 
 
 class ThreadState:
-    """One thread's SQLite connection and its place in the writer queue (made at its first write)."""
+    """One thread's SQLite connection and its place in the writer queue (made at its first
+    write)."""
 
     def __init__(self, pid, thread, conn, synchronous, files, read_only=False):
         self.pid, self.thread, self.conn, self.writer = pid, thread, conn, None
@@ -57,8 +60,8 @@ class ThreadState:
 
 
 class Connections:
-    """The connections of one database in this process: `abspath` and its FileGuard, both None for an
-    in-memory database."""
+    """The connections of one database in this process: `abspath` and its FileGuard, both None for
+    an in-memory database."""
 
     def __init__(self, abspath, guard, *, busy_timeout_ms, synchronous):
         self._memory, self._abspath, self._guard = abspath is None, abspath, guard
@@ -114,7 +117,8 @@ class Connections:
         if self._memory:
             return False
         return any(os.path.exists(path) and not os.access(path, os.W_OK)
-                   for path in (self._abspath, os.path.dirname(self._abspath), self._abspath + "-wal"))
+                   for path in (self._abspath, os.path.dirname(self._abspath),
+                                self._abspath + "-wal"))
 
     def drop(self, state):
         """Close the calling thread's connection (its file was lost, or it cannot write)."""

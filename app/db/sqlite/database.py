@@ -47,7 +47,8 @@ class SqliteDatabase:
         self._connections = Connections(self._abspath, self._guard, busy_timeout_ms=busy_timeout_ms,
                                         synchronous=synchronous)
         self.write_failures = WriteFailures()  # for /healthz (health.py)
-        # A process that exits closes its connections before giving its flocks back (file_identity.py).
+        # A process that exits closes its connections before giving its flocks back
+        # (file_identity.py).
         atexit.register(_close_at_exit, weakref.ref(self))
 
     def connection(self):
@@ -117,15 +118,16 @@ class SqliteDatabase:
             try:
                 state.writer = WriterLock(self._lock_path)
             except OSError as e:
-                raise DatabaseUnavailable(f"the writer lock cannot be opened: {e.strerror}") from None
+                raise DatabaseUnavailable(
+                    f"the writer lock cannot be opened: {e.strerror}") from None
         if not state.writer.acquire(self.queue_timeout_ms / 1000):
             raise DatabaseUnavailable("database is locked (writer queue)")
         return state.writer
 
     def _failed(self, state, error):
         """A write failed. Read-only, I/O error, not a database: this connection may stay that way
-        (SQLite opens a write-protected file read-only), so the next use opens a new one, which works
-        as soon as the operator has repaired the file. Busy and locked are left alone."""
+        (SQLite opens a write-protected file read-only), so the next use opens a new one, which
+        works as soon as the operator has repaired the file. Busy and locked are left alone."""
         if is_lasting(error):
             self.write_failures.failed(error)
             state.writer.release()

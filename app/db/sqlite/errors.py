@@ -1,5 +1,5 @@
-"""When the SQLite backend cannot serve: its own DatabaseUnavailable, and which of SQLite's errors mean
-"cannot serve now" (a 503) rather than a statement that is wrong (a bug, 500)."""
+"""When the SQLite backend cannot serve: its own DatabaseUnavailable, and which of SQLite's errors
+mean "cannot serve now" (a 503) rather than a statement that is wrong (a bug, 500)."""
 import sqlite3
 
 from app.db import interface
@@ -19,8 +19,8 @@ TRANSIENT_CODES = frozenset((sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED))
 
 
 class DatabaseUnavailable(interface.DatabaseUnavailable, sqlite3.OperationalError):
-    """interface.DatabaseUnavailable (a 503), raised by this backend's own checks; also an sqlite3 error
-    as SQLite's own "database is locked" is, so a caller catching one catches both."""
+    """interface.DatabaseUnavailable (a 503), raised by this backend's own checks; also an sqlite3
+    error as SQLite's own "database is locked" is, so a caller catching one catches both."""
 
 
 def is_unavailable(error: BaseException) -> bool:
@@ -31,6 +31,7 @@ def is_unavailable(error: BaseException) -> bool:
 
 
 def is_lasting(error: BaseException) -> bool:
-    """Whether an sqlite3 error says the database cannot serve now and will not by itself (read-only,
-    an I/O error, not a database): unavailable, and not busy or locked."""
-    return is_unavailable(error) and getattr(error, "sqlite_errorcode", 0) & 0xFF not in TRANSIENT_CODES
+    """Whether an sqlite3 error says the database cannot serve now and will not by itself
+    (read-only, an I/O error, not a database): unavailable, and not busy or locked."""
+    return (is_unavailable(error)
+            and getattr(error, "sqlite_errorcode", 0) & 0xFF not in TRANSIENT_CODES)

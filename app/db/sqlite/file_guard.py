@@ -83,7 +83,8 @@ class FileGuard:
         pinned = self._pinned
         if pinned is not None and pinned[0] == os.getpid() and pinned[1] != now:
             raise DatabaseUnavailable(
-                "the database file was deleted or replaced since this process opened it (restart it)"
+                "the database file was deleted or replaced since this process opened it"
+                " (restart it)"
             )
 
     @contextmanager
@@ -113,19 +114,21 @@ class FileGuard:
             files.acquire()
 
     def opened(self, files, create):
-        """Inside `joining`, once SQLite has opened a connection and its WAL: flock the WAL and index
-        SQLite made, check that the paths still name the files, and pin the database file (again
-        after init-db made one: `create`)."""
+        """Inside `joining`, once SQLite has opened a connection and its WAL: flock the WAL and
+        index SQLite made, check that the paths still name the files, and pin the database file
+        (again after init-db made one: `create`)."""
         files.complete()
         changed = files.changed()
         if changed is not None:
-            raise DatabaseUnavailable(f"{NAMES[changed]} was deleted or replaced while it was opened")
+            raise DatabaseUnavailable(
+                f"{NAMES[changed]} was deleted or replaced while it was opened")
         pinned = self._pinned
         if create or pinned is None or pinned[0] != os.getpid():
             self._pin(files.database)
 
     def _pin(self, database):
-        """Make `database` ((device, inode)) the file this process serves, holding a descriptor on it."""
+        """Make `database` ((device, inode)) the file this process serves, holding a descriptor on
+        it."""
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError as e:
@@ -199,7 +202,8 @@ class FileGuard:
         if saved and what == "wal":
             _move_aside(self.path + "-wal", files.ids["wal"])
         files.lost = True
-        reason = f"{NAMES[what]} was deleted or replaced while in use; {outcome}; restart the service"
+        reason = (f"{NAMES[what]} was deleted or replaced while in use; {outcome};"
+                  " restart the service")
         log.error("%s", reason)
         self._lost = (os.getpid(), reason)
         return saved

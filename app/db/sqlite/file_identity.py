@@ -62,7 +62,8 @@ def _held_by_others(fd):
         if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
             raise
         held = True
-    fcntl.flock(fd, fcntl.LOCK_SH)  # only a joiner (one at a time, under the join lock) takes LOCK_EX
+    # only a joiner (one at a time, under the join lock) takes LOCK_EX
+    fcntl.flock(fd, fcntl.LOCK_SH)
     return held
 
 
@@ -111,7 +112,8 @@ class OpenedFiles:
 
     @classmethod
     def joined(cls, path, database):
-        """This process's OpenedFiles for the database file `database` ((device, inode)), or None."""
+        """This process's OpenedFiles for the database file `database` ((device, inode)), or
+        None."""
         with _guard:
             return _joined.get((os.getpid(), *database))
 
@@ -138,7 +140,8 @@ class OpenedFiles:
                                          " restart the service")
             elif held.get("wal") or held.get("shm"):
                 raise FilesInUse("the database file is not the one the service's other processes"
-                                 " have open (deleted or replaced while in use); restart the service")
+                                 " have open (deleted or replaced while in use);"
+                                 " restart the service")
         except BaseException:
             for fd in fds.values():
                 os.close(fd)
