@@ -8,7 +8,8 @@ from app import config as settings
 
 
 def create_app(test_config=None):
-    # No /static route: app/static holds the button's sources, served joined at /payment-button/button.js.
+    # No /static route: app/static holds the button's sources, served joined at
+    # /payment-button/button.js.
     app = Flask(__name__, instance_relative_config=True, static_folder=None)
     app.config.from_mapping(
         settings.DEFAULTS,
@@ -20,7 +21,8 @@ def create_app(test_config=None):
     else:
         app.config.from_mapping(test_config)
     settings.normalize(app.config)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     from app import cli, console, db, demo
     from app.web import button, checkout, docs, endpoints, errors, links, merchant, ops

@@ -84,7 +84,8 @@ DEFAULTS = {
     # Demo shop for local testers (off unless asked). Its merchant's keys are read from
     # DEMO_MERCHANT_FILE, default demo-merchant.json beside the SQLite database (app/demo).
     "DEMO_SHOP": False,
-    # The demo shop's test wallet: a local node's URL (make demo-onchain sets it); None: no test wallet.
+    # The demo shop's test wallet: a local node's URL (make demo-onchain sets it); None: no test
+    # wallet.
     "DEMO_WALLET_RPC_URL": None,
     # The merchant console (/dashboard/): how long a login lasts, and werkzeug's hash method for new
     # passwords ("scrypt", "scrypt:32768:8:1", "pbkdf2:sha256:600000"; existing hashes keep theirs)
@@ -104,7 +105,8 @@ def normalize(config):
     try:
         config["MAX_AMOUNT"] = Decimal(str(config["MAX_AMOUNT"]))
     except InvalidOperation:
-        raise ConfigError(f"MAX_AMOUNT must be a decimal number, got {config['MAX_AMOUNT']!r}")
+        raise ConfigError(
+            f"MAX_AMOUNT must be a decimal number, got {config['MAX_AMOUNT']!r}") from None
     if not config["MAX_AMOUNT"].is_finite() or config["MAX_AMOUNT"] <= 0:
         raise ConfigError("MAX_AMOUNT must be a positive decimal number")
     if config["AMOUNT_DECIMALS"] in (None, ""):
@@ -143,7 +145,7 @@ def normalize(config):
         try:
             config[name] = int(config[name])
         except (TypeError, ValueError):
-            raise ConfigError(f"{name} must be a whole number, got {config[name]!r}")
+            raise ConfigError(f"{name} must be a whole number, got {config[name]!r}") from None
         if config[name] < 0:
             raise ConfigError(f"{name} must not be negative")
     _webhook_settings(config)
@@ -190,14 +192,16 @@ def _webhook_settings(config):
         timeout = math.nan
     if not math.isfinite(timeout) or timeout <= 0:
         raise ConfigError(
-            f"WEBHOOK_TIMEOUT_SECONDS must be a positive number, got {config['WEBHOOK_TIMEOUT_SECONDS']!r}"
+            "WEBHOOK_TIMEOUT_SECONDS must be a positive number,"
+            f" got {config['WEBHOOK_TIMEOUT_SECONDS']!r}"
         )
     config["WEBHOOK_TIMEOUT_SECONDS"] = timeout
     # A lease must outlast the attempt it covers, with at least one second left to start it in.
     least = math.ceil(timeout + LEASE_MARGIN_SECONDS + 1)
     if config["WEBHOOK_LEASE_SECONDS"] < least:
         raise ConfigError(
-            f"WEBHOOK_LEASE_SECONDS must be at least {least} with WEBHOOK_TIMEOUT_SECONDS = {timeout:g}"
+            f"WEBHOOK_LEASE_SECONDS must be at least {least}"
+            f" with WEBHOOK_TIMEOUT_SECONDS = {timeout:g}"
         )
     schedule = config["WEBHOOK_RETRY_SCHEDULE"]
     if isinstance(schedule, int) and not isinstance(schedule, bool):
@@ -208,7 +212,8 @@ def _webhook_settings(config):
         raise ConfigError(f"WEBHOOK_RETRY_SCHEDULE: {e}") from None
     if schedule[0] != 0:
         raise ConfigError(
-            "WEBHOOK_RETRY_SCHEDULE must start with 0: an event's first attempt is due when it is written"
+            "WEBHOOK_RETRY_SCHEDULE must start with 0:"
+            " an event's first attempt is due when it is written"
         )
     config["WEBHOOK_RETRY_SCHEDULE"] = schedule
 
