@@ -38,9 +38,11 @@ _confirm = ConfirmSchema()
 _authorization = AuthorizationSchema()
 
 
-# The button's paths, also when the router itself answers (a 405 or 404 never reaches the blueprint).
+# The button's paths, also when the router itself answers (a 405 or 404 never reaches the
+# blueprint).
 BUTTON_PATHS = re.compile(
-    r"/payment-button/(?:process/[^/]+/(?:public|qr\.svg|sandbox/pay|confirm|authorization)|button\.js|button/[^/]*|assets)"
+    r"/payment-button/(?:process/[^/]+/(?:public|qr\.svg|sandbox/pay|confirm|authorization)"
+    r"|button\.js|button/[^/]*|assets)"
 )
 
 
@@ -64,14 +66,15 @@ def public_process(process_id):
 @bp.get("/process/<process_id:process_id>/qr.svg")
 @require_public_key
 def payment_qr(process_id):
-    """The QR code of the payment's `paymentUri` as SVG, drawn here (app/web/qr.py) so that the button
-    carries no encoder and the customer's browser asks no third party; 404 before a payment is
-    chosen. The button asks again only when the URI changes; never stored by the browser, since
+    """The QR code of the payment's `paymentUri` as SVG, drawn here (app/web/qr.py) so that the
+    button carries no encoder and the customer's browser asks no third party; 404 before a payment
+    is chosen. The button asks again only when the URI changes; never stored by the browser, since
     the URI follows what is still outstanding."""
     db = get_db()
     view = payments.view(db, processes.get(db, g.merchant.id, process_id))
     if view is None:
-        raise ApiError(404, "not_found", "This process has no payment yet: the customer chooses one first.")
+        raise ApiError(404, "not_found",
+                       "This process has no payment yet: the customer chooses one first.")
     response = Response(qr.svg(payment_uri(view)), mimetype="image/svg+xml")
     response.headers["Cache-Control"] = "no-store"
     return response
@@ -166,7 +169,8 @@ def sandbox_pay(process_id):
     processes.get(db, g.merchant.id, process_id)  # 404 before anything else about it
     if g.merchant.livemode:
         raise ApiError(
-            403, "sandbox_only", "Sandbox payments are only for test-mode merchants (pk_test_ keys)."
+            403, "sandbox_only",
+            "Sandbox payments are only for test-mode merchants (pk_test_ keys)."
         )
     outcome = load_json_body(_sandbox_pay)["outcome"]
     if outcome == "success":
@@ -196,7 +200,8 @@ def load_button_script(path=STATIC / "button.js"):
     """A file of the button as served: button.js (the classic script a merchant's page includes,
     which imports the modules of app/static/button/), or one of those modules or its style sheet."""
     body = path.read_bytes()
-    return Script(body=body, etag=hashlib.sha256(body).hexdigest()[:32], last_modified=path.stat().st_mtime)
+    return Script(body=body, etag=hashlib.sha256(body).hexdigest()[:32],
+                  last_modified=path.stat().st_mtime)
 
 
 def load_button_files(folder=STATIC / "button"):

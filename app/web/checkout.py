@@ -5,12 +5,14 @@
                                button.js, with the merchant's public key filled in here); a way back
                                to the shop while pending; a receipt once completed, then on to the
                                shop's successUrl with `processId` added to its query
-  GET  /l/<linkId>             a payment link's page: what is sold and a "Pay" button; creates nothing
+  GET  /l/<linkId>             a payment link's page: what is sold and a "Pay" button; creates
+                               nothing
   POST /l/<linkId>             the customer's click: a new pending process of the link
                                (app/domain/links.py open_process), then 303 to its checkout page
 
 No key is needed: a process id (a random UUID) and a link id are the capabilities, as for the
-button's public view. Nothing here ever shows a process's or a link's metadata (it can hold e-mails).
+button's public view. Nothing here ever shows a process's or a link's metadata (it can hold
+e-mails).
 Errors are pages with the same status (404, 405, 410, 429, 503, 500), never the API's JSON.
 
 Headers are the console's (app/console/security.py): CSP without 'unsafe-inline', no framing, no
@@ -66,7 +68,8 @@ def _headers(response):
 class PageError(HTTPException):
     def __init__(self, code, title, message, headers=None):
         super().__init__(message)
-        self.code, self.title, self.message, self.extra_headers = code, title, message, headers or {}
+        self.code, self.title, self.message = code, title, message
+        self.extra_headers = headers or {}
 
 
 def _page(code, title, message, headers=None, merchant_name=None):
@@ -94,8 +97,8 @@ def _error(e):
         return _page(e.code, e.name, e.description or e.name)
     if is_unavailable(get_db(), e):
         log.error("database unavailable on %s %s: %s", request.method, request.path, e)
-        return _page(503, "Try again in a moment", "The payment service cannot serve this page right"
-                     " now. Nothing was charged: try again in a few seconds.",
+        return _page(503, "Try again in a moment", "The payment service cannot serve this"
+                     " page right now. Nothing was charged: try again in a few seconds.",
                      {"Retry-After": str(RETRY_AFTER_SECONDS)})
     log.exception("unhandled error on %s %s", request.method, request.path)
     return _page(500, "Something went wrong", "An internal error occurred; it has been logged."
@@ -236,7 +239,8 @@ def open_link(link_id):
     config = current_app.config
     try:
         process = links.open_process(
-            get_db(), link.id, client=_client_network(), now=now(), ttl=config["PROCESS_TTL_SECONDS"],
+            get_db(), link.id, client=_client_network(), now=now(),
+            ttl=config["PROCESS_TTL_SECONDS"],
             per_minute=config["LINK_PROCESSES_PER_MINUTE"], checkout_base=public_base_url())
     except links.LinkNotFound:
         raise not_found("payment link") from None
@@ -245,7 +249,8 @@ def open_link(link_id):
         return _gone(link, e.reason, links.display_name(merchant) if merchant else None)
     except links.TooManyProcesses as e:
         return _page(429, "Too many attempts", "This link was used to start many payments from your"
-                     f" connection in the last minute. Wait {e.retry_after} seconds, then try again.",
+                     f" connection in the last minute. Wait {e.retry_after} seconds, then try"
+                     " again.",
                      {"Retry-After": str(e.retry_after)})
     return redirect(url_for("checkout.checkout_page", process_id=process.id), 303)
 

@@ -429,7 +429,8 @@ def test_api_base_attribute_overrides_the_script_origin(page, shop, api_calls):
     pid = shop.create(amount="3.25")
     served = serve_own_copy_of_the_modules(page, shop.site.url)
     from_service = []
-    page.on("request", lambda r: from_service.append(r.url) if "/payment-button/button" in r.url else None)
+    page.on("request",
+            lambda r: from_service.append(r.url) if "/payment-button/button" in r.url else None)
     page.goto(shop.url(pid, script="site", **{"api-base": shop.live.url + "/"}))
 
     expect(button(page, ".amount-value")).to_have_text("$3.25")
@@ -463,8 +464,10 @@ def policy_site(live_server):
 
     def site(style_sources):
         service = live_server.url
-        sites.append(PolicySite(f"default-src 'none'; img-src data:; script-src 'unsafe-inline' {service};"
-                                f" style-src 'unsafe-inline' {style_sources}; connect-src {service}"))
+        sites.append(PolicySite(f"default-src 'none'; img-src data:;"
+                                f" script-src 'unsafe-inline' {service};"
+                                f" style-src 'unsafe-inline' {style_sources};"
+                                f" connect-src {service}"))
         return sites[-1]
 
     yield site
@@ -473,7 +476,8 @@ def policy_site(live_server):
 
 
 def watch_csp(page):
-    """The CSP violations the page reports (its shadow roots' included), as a call that reads them."""
+    """The CSP violations the page reports (its shadow roots' included), as a call that reads
+    them."""
     page.add_init_script("""window.__csp = [];
         document.addEventListener('securitypolicyviolation',
           (e) => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI), true);""")
@@ -498,20 +502,22 @@ def test_on_another_origin_with_a_strict_csp_the_modules_and_style_sheet_come_fr
     expect_ready(button(page, ".pay"))
     assert accent_of(page) == "rgb(67, 56, 202)"  # button.css applies in the shadow root
     assert violations() == []
-    # Every file from the service, cross-origin: the modules in CORS mode, each answered with CORS open.
+    # Every file from the service, cross-origin: the modules in CORS mode, each answered with CORS
+    # open.
     names = {r.url.rsplit("/", 1)[1] for r in files}
     assert {"button.js", "element.js", "api.js", "wallets.js", "format.js", "button.css"} <= names
     assert all(r.url.startswith(service) and r.status == 200 for r in files)
     assert all(r.headers["access-control-allow-origin"] == "*" for r in files)
-    assert {r.request.headers.get("origin") for r in files if r.url.endswith(".js") and "/button/" in r.url} == {
-        site.url}
+    modules = [r for r in files if r.url.endswith(".js") and "/button/" in r.url]
+    assert {r.request.headers.get("origin") for r in modules} == {site.url}
 
     button(page, ".pay").click()
     button(page, "dialog").get_by_role("button", name="Simulate successful payment").click()
     expect(button(page, ".outcome-title")).to_have_text("Payment received")
 
 
-def test_a_page_whose_csp_blocks_the_style_sheet_gets_a_working_unstyled_button(page, shop, policy_site):
+def test_a_page_whose_csp_blocks_the_style_sheet_gets_a_working_unstyled_button(
+        page, shop, policy_site):
     service = shop.live.url
     site = policy_site("")
     violations = watch_csp(page)
@@ -552,7 +558,8 @@ def test_polling_pauses_while_the_page_is_hidden_and_stops_when_final(page, shop
 def test_animations_respect_reduced_motion(page, shop):
     pid = shop.create()
     page.goto(shop.url(pid))
-    expect_ready(button(page, ".pay"))  # the modules and the style sheet arrive after the page's load
+    # The modules and the style sheet arrive after the page's load event.
+    expect_ready(button(page, ".pay"))
     spinner = "() => getComputedStyle(document.querySelector('payment-button').shadowRoot.querySelector('.spinner')).animationName"
     assert page.evaluate(spinner) == "spin"
     page.emulate_media(reduced_motion="reduce")

@@ -1,9 +1,10 @@
 """The customers' pages in real Chromium against the real service over HTTP (``live_server``): a
 sandbox payment through the checkout page, then on to the shop's success URL (a local shop on
 another origin) with `processId` added, within 10 s of the payment; the page's CSP blocks nothing the
-page needs (the button's modules and shadow style sheet are the service's files: it shows styled) and nothing
-comes from another origin; no metadata anywhere on the page; at 390 px nothing is wider than the
-screen; a payment link's page, its "Pay" by keyboard, the checkout page it leads to.
+page needs (the button's modules and shadow style sheet are the service's files: it shows
+styled) and nothing comes from another origin; no metadata anywhere on the page; at 390 px
+nothing is wider than the screen; a payment link's page, its "Pay" by keyboard, the checkout page
+it leads to.
 Screenshots: tests/artifacts/checkout-*.png."""
 import re
 import threading
@@ -116,7 +117,8 @@ def test_a_sandbox_payment_through_the_checkout_page_reaches_the_shop(page, live
     expect(page.get_by_role("link", name="Back to the shop")).to_have_attribute("href", f"{shop_site.url}/cart")
     expect_ready(page.locator("payment-button .pay"))
     expect(page.locator("payment-button .amount-value")).to_have_text("€19.99")
-    # The button's shadow style sheet applies (a file of the service, style-src 'self'): its Pay button has the accent.
+    # The button's shadow style sheet applies (a file of the service, style-src 'self'): its Pay
+    # button has the accent.
     background = page.locator("payment-button .pay").evaluate("b => getComputedStyle(b).backgroundColor")
     assert background == "rgb(67, 56, 202)", background
     assert not page.locator("body").inner_text().count("ORD-SECRET-77")
