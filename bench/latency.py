@@ -8,7 +8,7 @@ the proxy of tests/support/fake_rpc.py moving its `finalized` block to the trans
 that block exists. Measured from t0:
 - paid: the public process endpoint (`GET /payment-button/process/<id>/public`, what the payment
   button polls) first answers `completed`, asked every 10 ms. The button itself asks every 1 s at
-  first, then less often (app/static/button.js): add its own wait to this figure;
+  first, then less often (app/static/button/element.js): add its own wait to this figure;
 - webhook: the receiver gets `payment.completed` (it left the delivery worker).
 Target: the median and the max of each ≤ P + 0.5 s (P = 1 s).
 """
