@@ -27,7 +27,8 @@ def writers(base, key, stop, acked, threads=3):
             process_id, cancelled = response.json()["processId"], False
             n += 1
             if n % 3 == 0:
-                answer = session.post(f"{base}/payment-button/process/{process_id}/cancel", timeout=30)
+                answer = session.post(f"{base}/payment-button/process/{process_id}/cancel",
+                                      timeout=30)
                 assert answer.status_code == 200, answer.text
                 cancelled = True
             acked.append((process_id, cancelled, time.monotonic()))
@@ -69,7 +70,8 @@ def test_online_backup_is_consistent_and_restores(tmp_path, receiver):
         assert again.returncode == 1
         assert again.stderr == f"Error: {copy} exists (--force to overwrite it)\n"
         assert flask(env, "backup-db", str(tmp_path / "backups" / "nodir" / "x.sqlite3"),
-                     check=False).stderr == f"Error: {tmp_path / 'backups' / 'nodir'} is not a directory\n"
+                     check=False).stderr == (
+            f"Error: {tmp_path / 'backups' / 'nodir'} is not a directory\n")
 
     # The copy: one file, intact, one snapshot: every write acknowledged before the backup began
     # is in it, nothing that was never acknowledged, and each cancellation with its event.
@@ -81,7 +83,8 @@ def test_online_backup_is_consistent_and_restores(tmp_path, receiver):
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
         rows = dict(conn.execute("SELECT id, status FROM processes").fetchall())
         events = dict(conn.execute(
-            "SELECT process_id, count(*) FROM events WHERE type = 'process.cancelled' GROUP BY process_id"
+            "SELECT process_id, count(*) FROM events WHERE type = 'process.cancelled'"
+            " GROUP BY process_id"
         ).fetchall())
     finally:
         conn.close()
@@ -91,7 +94,8 @@ def test_online_backup_is_consistent_and_restores(tmp_path, receiver):
     assert len(rows) < len(all_acked)  # writes went on after the snapshot
     cancelled = {pid for pid, status in rows.items() if status == "cancelled"}
     assert cancelled == set(events) and set(events.values()) == {1}
-    assert {pid for pid, was_cancelled, when in acked if was_cancelled and when < started} <= cancelled
+    assert {pid for pid, was_cancelled, when in acked
+            if was_cancelled and when < started} <= cancelled
     pending = [pid for pid, status in rows.items() if status == "pending"]
     assert pending and cancelled
 
@@ -109,7 +113,8 @@ def test_online_backup_is_consistent_and_restores(tmp_path, receiver):
         session.headers["x-secret-key"] = key
         listed, after = [], ""
         while True:
-            page = session.get(f"{base}/payment-button/processes?limit=100{after}", timeout=30).json()
+            page = session.get(f"{base}/payment-button/processes?limit=100{after}",
+                               timeout=30).json()
             listed += [(p["processId"], p["status"]) for p in page["data"]]
             if not page["hasMore"]:
                 break

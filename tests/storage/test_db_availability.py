@@ -1,7 +1,7 @@
-"""A database that cannot serve (its directory deleted, its file replaced, read-only, locked past the
-busy timeout, never made by init-db) is 503 on every API route, never a 200 for a row that is not
-durably in the database, and never re-created by a request: only `init-db` creates (docs/operations.md,
-"Failures and availability")."""
+"""A database that cannot serve (its directory deleted, its file replaced, read-only, locked past
+the busy timeout, never made by init-db) is 503 on every API route, never a 200 for a row that is
+not durably in the database, and never re-created by a request: only `init-db` creates
+(docs/operations.md, "Failures and availability")."""
 import contextlib
 import fcntl
 import os
@@ -75,7 +75,8 @@ def test_a_new_database_that_reuses_the_deleted_files_inode(tmp_path, clock):
     env = service_env(database)
     flask(env, "init-db")
     for _ in range(10):
-        client = create_app({"TESTING": True, "DATABASE": str(database), "CLOCK": clock}).test_client()
+        client = create_app({"TESTING": True, "DATABASE": str(database),
+                             "CLOCK": clock}).test_client()
         assert client.get("/healthz").status_code == 200
         shutil.rmtree(tmp_path / "data")
         assert_error(client.get("/healthz"), 503, "unavailable")
@@ -121,7 +122,8 @@ def test_a_file_replaced_by_one_init_db_did_not_make(app, client, api, tmp_path)
 
 
 def _make_read_only(directory, read_only):
-    """The database's directory and every file in it (the file, its WAL and shm): read-only or back."""
+    """The database's directory and every file in it (the file, its WAL and shm): read-only or
+    back."""
     if not read_only:
         directory.chmod(0o755)
     for path in directory.iterdir():
@@ -183,8 +185,9 @@ def test_no_request_creates_the_database_or_its_directory(tmp_path, clock):
     client = app.test_client()
     assert_error(client.get("/healthz"), 503, "unavailable")
     assert_unavailable(Api(client, "sk_test_" + "x" * 32).preorder())
-    assert_unavailable(client.get(f"/payment-button/process/{'0' * 8}-0000-4000-8000-{'0' * 12}/public",
-                                  headers={"x-public-key": "pk_test_x"}))
+    assert_unavailable(client.get(
+        f"/payment-button/process/{'0' * 8}-0000-4000-8000-{'0' * 12}/public",
+        headers={"x-public-key": "pk_test_x"}))
     assert list(tmp_path.iterdir()) == []
 
 

@@ -171,7 +171,7 @@ def fill(path):
                 chunk = chunk[: len(chunk) // 2]
 
 
-# --- Files deleted or replaced under a running service ----------------------------------------------
+# --- Files deleted or replaced under a running service ---------------------------------------
 
 # A 4-in-11 loss per trial (what a red-team pass measured before the fix) is missed by n trials with
 # probability (7/11)^n: 11 trials catch it 99.3 % of the time (10 would be 98.9 %).
@@ -259,7 +259,8 @@ def _fault_trial(tmp_path, template, key, fault, trial):
 
 @pytest.fixture(scope="module")
 def fault_template(tmp_path_factory):
-    """A database made by init-db with one merchant, copied for each trial (checkpointed: no WAL)."""
+    """A database made by init-db with one merchant, copied for each trial (checkpointed: no
+    WAL)."""
     database = tmp_path_factory.mktemp("template") / "service.sqlite3"
     env = service_env(database)
     flask(env, "init-db")
@@ -277,7 +278,8 @@ def test_files_deleted_or_replaced_under_gunicorn_then_kill_9(tmp_path, fault_te
     # and /healthz says why; after kill -9 every preorder answered 200, before or after, is stored.
     template, key = fault_template
     for trial in range(TRIALS):
-        acknowledged, stored, after, health, log = _fault_trial(tmp_path, template, key, fault, trial)
+        acknowledged, stored, after, health, log = _fault_trial(tmp_path, template, key, fault,
+                                                                trial)
         assert acknowledged <= stored, (fault, trial, acknowledged - stored)
         assert len(acknowledged) >= 30, (fault, trial)  # every preorder before the fault
         assert {(status, body["code"]) for _, status, body in after} == {
@@ -343,9 +345,9 @@ def test_a_write_waiting_for_the_lock_when_the_wal_is_deleted_is_rolled_back(tmp
             assert_error(in_flight.result(), 503, "service_unavailable",
                          "The service cannot reach its database; try again later.")
         assert_error(app.test_client().get("/healthz"), 503, "unavailable",
-                     "The database cannot serve: the database's write-ahead log (-wal) was deleted or"
-                     " replaced while in use; its commits were copied into the database file;"
-                     " restart the service.")
+                     "The database cannot serve: the database's write-ahead log (-wal) was"
+                     " deleted or replaced while in use; its commits were copied into the"
+                     " database file; restart the service.")
     finally:
         app.extensions["db"].close_all()
     assert stored_ids(database) == {first.get_json()["processId"]}
@@ -389,7 +391,8 @@ def test_a_full_disk_under_load_then_kill_9(tmp_path, small_disk):
 @pytest.mark.sqlite_only
 def test_healthz_reports_a_full_disk_then_the_last_write_failure_until_a_write_succeeds(
         small_disk, clock):
-    app = create_app({"TESTING": True, "DATABASE": str(small_disk / "service.sqlite3"), "CLOCK": clock})
+    app = create_app({"TESTING": True, "DATABASE": str(small_disk / "service.sqlite3"),
+                      "CLOCK": clock})
     with app.app_context():
         init_db()
     try:
@@ -401,8 +404,9 @@ def test_healthz_reports_a_full_disk_then_the_last_write_failure_until_a_write_s
         assert client.get("/healthz").status_code == 200
 
         fill(small_disk / "filler")
-        assert_error(client.get("/healthz"), 503, "unavailable", "The database cannot serve: the disk"
-                     " holding the database is full (No space left on device).")
+        assert_error(client.get("/healthz"), 503, "unavailable",
+                     "The database cannot serve: the disk holding the database is full (No space"
+                     " left on device).")
         # The WAL may still have room for a commit or two; then the disk refuses.
         statuses = [api.preorder().status_code for _ in range(20)]
         assert 503 in statuses[:5] and set(statuses[statuses.index(503):]) == {503}
@@ -436,7 +440,8 @@ def small_tablespace(small_disk, postgres):
 
 
 @pytest.mark.postgres_only
-def test_a_full_disk_under_load_on_postgresql(tmp_path, small_disk, small_tablespace, make_database):
+def test_a_full_disk_under_load_on_postgresql(tmp_path, small_disk, small_tablespace,
+                                              make_database):
     database = make_database("full", schema=True)
     dbutil.execute(database, f"ALTER TABLE processes SET TABLESPACE {small_tablespace}")
     env = service_env(database)
@@ -451,8 +456,9 @@ def test_a_full_disk_under_load_on_postgresql(tmp_path, small_disk, small_tables
             load.wait_for(503, at_least=10)
         status, body = healthz(base)
         assert status == 503 and body["code"] == "unavailable"
-        assert re.fullmatch(r"The database cannot serve: a write failed \d+ s ago: the server could not"
-                            r" store it \(DiskFull, SQLSTATE 53100\)\.", body["message"]), body
+        assert re.fullmatch(r"The database cannot serve: a write failed \d+ s ago: the server"
+                            r" could not store it \(DiskFull, SQLSTATE 53100\)\.",
+                            body["message"]), body
 
         # Room again: the next write succeeds and /healthz is 200 at once.
         (small_disk / "filler").unlink()

@@ -1,6 +1,7 @@
-"""`transaction(sync_outside_lock=True)` (app/db/sqlite/database.py): under SYNCHRONOUS=FULL the commit is written
-at NORMAL and the WAL is fdatasynced after the writer lock is released, before the transaction
-returns. The spy records each fdatasync the process makes and still makes it (the sync is real)."""
+"""`transaction(sync_outside_lock=True)` (app/db/sqlite/database.py): under SYNCHRONOUS=FULL the
+commit is written at NORMAL and the WAL is fdatasynced after the writer lock is released, before the
+transaction returns. The spy records each fdatasync the process makes and still makes it (the sync
+is real)."""
 import fcntl
 import os
 import sqlite3
@@ -103,7 +104,8 @@ def test_a_rolled_back_transaction_syncs_nothing(make_db, syncs):
 
 
 @pytest.mark.parametrize("synchronous, level", [("NORMAL", 1), ("OFF", 0)])
-def test_a_weaker_configured_level_is_kept_and_never_synced_by_us(make_db, syncs, synchronous, level):
+def test_a_weaker_configured_level_is_kept_and_never_synced_by_us(make_db, syncs, synchronous,
+                                                                  level):
     db = make_db(synchronous)
     with db.transaction(sync_outside_lock=True) as conn:
         assert synchronous_level(conn) == level

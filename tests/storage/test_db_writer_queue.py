@@ -1,7 +1,8 @@
-"""Writers queue on the writer lock (app/db/sqlite/writer_queue.py) instead of polling SQLite's busy lock: with SQLite's
-busy timeout at 0, where any collision on SQLite's lock would fail at once, concurrent writers from
-threads and from processes all succeed (they wait in the queue instead). The queue's own wait is
-bounded: a writer stuck behind a held transaction fails after the timeout, it does not hang."""
+"""Writers queue on the writer lock (app/db/sqlite/writer_queue.py) instead of polling SQLite's busy
+lock: with SQLite's busy timeout at 0, where any collision on SQLite's lock would fail at once,
+concurrent writers from threads and from processes all succeed (they wait in the queue instead). The
+queue's own wait is bounded: a writer stuck behind a held transaction fails after the timeout, it
+does not hang."""
 import multiprocessing
 import sqlite3
 import threading

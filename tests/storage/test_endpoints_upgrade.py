@@ -32,7 +32,8 @@ def _release_21(database, receiver, now):
             conn.execute("INSERT INTO merchants (id, name, livemode, public_key, webhook_secret,"
                          " webhook_url, previous_webhook_secret, previous_webhook_secret_until,"
                          " created_at) VALUES (?, 'Shop', 0, ?, ?, ?, ?, ?, ?)",
-                         (merchant, "pk_test_" + merchant[-8:], key, url, previous, until, now - 10))
+                         (merchant, "pk_test_" + merchant[-8:], key, url, previous, until,
+                          now - 10))
         events = [  # (id, merchant, status, attempts, next attempt, last error, delivered at)
             ("evt_due", SHOP, "pending", 0, now, None, None),
             ("evt_retrying", SHOP, "pending", 2, now + 300, "HTTP 500", None),
@@ -42,20 +43,23 @@ def _release_21(database, receiver, now):
             ("evt_quiet_pending", QUIET, "pending", 0, now, None, None),
             ("evt_gone", GONE, "delivered", 1, None, None, now - 5),
         ]
-        for n, (event_id, merchant, status, attempts, next_at, error, delivered) in enumerate(events):
+        for n, (event_id, merchant, status, attempts, next_at, error, delivered) in enumerate(
+                events):
             process = f"00000000-0000-4000-8000-{n:012d}"
-            conn.execute("INSERT INTO processes (id, merchant_id, status, amount, metadata, livemode,"
-                         " created_at, updated_at, expires_at, currency) VALUES (?, ?, 'cancelled', '5',"
-                         " '{}', 0, ?, ?, ?, 'USD')", (process, merchant, now - 10, now - 10, now + 1800))
-            conn.execute("INSERT INTO events (id, merchant_id, process_id, type, payload, created_at,"
-                         " status, attempts, next_attempt_at, last_error, delivered_at) VALUES"
-                         " (?, ?, ?, 'process.cancelled', ?, ?, ?, ?, ?, ?, ?)",
-                         (event_id, merchant, process, f'{{"type":"process.cancelled","id":"{event_id}"}}',
+            conn.execute("INSERT INTO processes (id, merchant_id, status, amount, metadata,"
+                         " livemode, created_at, updated_at, expires_at, currency)"
+                         " VALUES (?, ?, 'cancelled', '5', '{}', 0, ?, ?, ?, 'USD')",
+                         (process, merchant, now - 10, now - 10, now + 1800))
+            conn.execute("INSERT INTO events (id, merchant_id, process_id, type, payload,"
+                         " created_at, status, attempts, next_attempt_at, last_error, delivered_at)"
+                         " VALUES (?, ?, ?, 'process.cancelled', ?, ?, ?, ?, ?, ?, ?)",
+                         (event_id, merchant, process,
+                          f'{{"type":"process.cancelled","id":"{event_id}"}}',
                           now - 10, status, attempts, next_at, error, delivered))
             for a in range(attempts):
                 url = "https://old.example/gone" if merchant == GONE else receiver.url("/hook")
-                conn.execute("INSERT INTO delivery_attempts (event_id, attempted_at, url, status_code,"
-                             " error, duration_ms) VALUES (?, ?, ?, ?, ?, 5)",
+                conn.execute("INSERT INTO delivery_attempts (event_id, attempted_at, url,"
+                             " status_code, error, duration_ms) VALUES (?, ?, ?, ?, ?, 5)",
                              (event_id, now - 9 + a, url, 200 if status == "delivered" else 500,
                               None if status == "delivered" else "HTTP 500"))
     finally:

@@ -117,8 +117,9 @@ def test_two_instances_three_workers_deliver_10000_events_each_exactly_once(
             created = session.post(base + "/payment-button/process/preorder", json={"amount": 2},
                                    headers=headers, timeout=30)
             assert created.status_code == 200, created.text
-            done = session.post(f"{base}/payment-button/process/{created.json()['processId']}/cancel",
-                                headers=headers, timeout=30)
+            done = session.post(
+                f"{base}/payment-button/process/{created.json()['processId']}/cancel",
+                headers=headers, timeout=30)
             assert done.status_code == 200, done.text
 
         with ThreadPoolExecutor(8) as pool:
@@ -160,7 +161,8 @@ def test_sweepers_at_once_expire_each_process_once_without_a_deadlock(make_datab
         for app in apps:
             app.extensions["db"].close_all()
     assert sum(expired) == 3_000
-    assert dbutil.scalar(database, "SELECT count(*) FROM events WHERE type = 'process.expired'") == 3_000
+    assert dbutil.scalar(database,
+                         "SELECT count(*) FROM events WHERE type = 'process.expired'") == 3_000
     assert dbutil.scalar(database, "SELECT count(DISTINCT process_id) FROM events") == 3_000
 
 
@@ -185,10 +187,12 @@ def test_workers_killed_with_sigkill_lose_nothing(tmp_path, make_database, recei
 
     received = collections.Counter(r.headers["webhook-id"] for r in receiver.requests)
     assert len(received) == 3_000  # nothing lost (a killed worker's attempt may be made again)
-    assert dbutil.scalar(database, "SELECT count(*) FROM deliveries WHERE status != 'delivered'") == 0
+    assert dbutil.scalar(database,
+                         "SELECT count(*) FROM deliveries WHERE status != 'delivered'") == 0
 
 
-def test_identical_idempotent_requests_over_two_instances_create_one_process(tmp_path, make_database):
+def test_identical_idempotent_requests_over_two_instances_create_one_process(tmp_path,
+                                                                            make_database):
     database = make_database("idem")
     env = service_env(database)
     flask(env, "init-db")
@@ -312,7 +316,8 @@ def test_server_stopped_under_load_is_503_then_recovers_without_a_restart(tmp_pa
             health_seconds = time.monotonic() - started
             assert down.status_code == 503 and down.headers["Retry-After"] == "5"
             assert down.json() == {"code": "service_unavailable",
-                                   "message": "The service cannot reach its database; try again later."}
+                                   "message": "The service cannot reach its database;"
+                                              " try again later."}
             assert health.status_code == 503 and health.json()["code"] == "unavailable"
             assert down_seconds < 3 and health_seconds < 3, (down_seconds, health_seconds)
             server.start()  # the same port: the service was not told anything
@@ -359,7 +364,8 @@ def _mine_one_block(chain, transfers):
     try:
         hashes = []
         for i, (address, amount) in enumerate(transfers):
-            data = "0x" + TRANSFER_SELECTOR + address[2:].lower().rjust(64, "0") + format(amount, "064x")
+            data = ("0x" + TRANSFER_SELECTOR + address[2:].lower().rjust(64, "0")
+                    + format(amount, "064x"))
             # Nonce and gas given: without automine the node would not queue them otherwise.
             hashes.append(chain.rpc("eth_sendTransaction", {
                 "from": sender, "to": chain.token, "data": data, "nonce": hex(nonce + i),
@@ -386,7 +392,8 @@ def test_two_instances_three_workers_two_watchers_count_each_transfer_once(
     database = make_database("chain")
     # Processes live 30 days: the test chain's clock may run ahead of this machine's.
     # The least watcher lease (10 s): the standby takes over sooner.
-    env = service_env(database, FLASK_PROCESS_TTL_SECONDS=30 * 86400, FLASK_WATCHER_LEASE_SECONDS=10)
+    env = service_env(database, FLASK_PROCESS_TTL_SECONDS=30 * 86400,
+                      FLASK_WATCHER_LEASE_SECONDS=10)
     flask(env, "init-db")
     keys = create_merchant(env, "--webhook-url", receiver.url("/hook"))
     flask(env, "networks", "add", NETWORK, "--name", "Hardhat", "--chain-id", "31337", "--rpc-url",
@@ -419,7 +426,8 @@ def test_two_instances_three_workers_two_watchers_count_each_transfer_once(
             with ThreadPoolExecutor(6) as pool:
                 orders = list(pool.map(order, range(24)))
             for proc in workers + watchers:  # all running before the first block
-                _wait_until(lambda p=proc: " started" in p.log_path.read_text(), 60, proc.log_path.name)
+                _wait_until(lambda p=proc: " started" in p.log_path.read_text(), 60,
+                            proc.log_path.name)
             full, split, over = orders[0:8], orders[8:16], orders[16:24]
 
             def recorded(n):
@@ -525,7 +533,8 @@ def test_two_instances_three_workers_two_watchers_count_each_transfer_once(
         ]
 
 
-def test_pg_dump_and_pg_restore_bring_the_service_back_on_an_empty_database(tmp_path, make_database):
+def test_pg_dump_and_pg_restore_bring_the_service_back_on_an_empty_database(tmp_path,
+                                                                            make_database):
     # The backup procedure of docs/storage.md: pg_dump -Fc, pg_restore into an empty database,
     # init-db finds the newest schema and changes nothing, the service answers on the copy.
     from support.postgres_server import _bin
@@ -539,8 +548,10 @@ def test_pg_dump_and_pg_restore_bring_the_service_back_on_an_empty_database(tmp_
         client, headers = app.test_client(), {"x-secret-key": keys["secretKey"]}
         created = [client.post("/payment-button/process/preorder", json={"amount": 5 + n},
                                headers=headers).get_json()["processId"] for n in range(3)]
-        assert client.post(f"/payment-button/process/{created[0]}/cancel", headers=headers).status_code == 200
-        shown = [client.get(f"/payment-button/process/{p}", headers=headers).get_json() for p in created]
+        assert client.post(f"/payment-button/process/{created[0]}/cancel",
+                           headers=headers).status_code == 200
+        shown = [client.get(f"/payment-button/process/{p}", headers=headers).get_json()
+                 for p in created]
     finally:
         app.extensions["db"].close_all()
     refused = flask(env, "backup-db", str(tmp_path / "copy.sqlite3"), check=False)
@@ -555,10 +566,12 @@ def test_pg_dump_and_pg_restore_bring_the_service_back_on_an_empty_database(tmp_
                     str(backup)], check=True, timeout=60)
     version = dbutil.scalar(live, "SELECT max(version) FROM schema_version")
     restored_env = service_env(restored)
-    assert flask(restored_env, "init-db").stdout == f"Initialised the database (schema version {version}).\n"
+    assert flask(restored_env, "init-db").stdout == (
+        f"Initialised the database (schema version {version}).\n")
     assert dbutil.dump(restored) == dbutil.dump(live)
     triggers = "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal ORDER BY tgname"
-    assert dbutil.query(restored, triggers) == dbutil.query(live, triggers) == [("deliveries_notify",)]
+    assert dbutil.query(restored, triggers) == dbutil.query(live, triggers) == [
+        ("deliveries_notify",)]
 
     app = create_app({"DATABASE": restored})
     try:
@@ -569,7 +582,8 @@ def test_pg_dump_and_pg_restore_bring_the_service_back_on_an_empty_database(tmp_
         assert health.get_json()["outbox"]["pending"] == pending > 0  # to deliver from the copy
         assert [client.get(f"/payment-button/process/{p}", headers=headers).get_json()
                 for p in created] == shown
-        response = client.post("/payment-button/process/preorder", json={"amount": 9}, headers=headers)
+        response = client.post("/payment-button/process/preorder", json={"amount": 9},
+                               headers=headers)
         assert response.status_code == 200  # the identity sequences were restored past the rows
         cancel = client.post(f"/payment-button/process/{response.get_json()['processId']}/cancel",
                              headers=headers)

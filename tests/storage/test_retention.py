@@ -46,8 +46,9 @@ def load_year(app, merchant_id, now):
                     now + DAY if status == "pending" else None, None, None, None,
                     created + 1 if status == "delivered" else None))
             attempts += [Attempt(None, eid, created + n, "http://shop.test/hook",
-                                 200 if status == "delivered" else 500, None if status == "delivered"
-                                 else "HTTP 500", 12, ENDPOINT) for n in range(ATTEMPTS.get(status, 1))]
+                                 200 if status == "delivered" else 500,
+                                 None if status == "delivered" else "HTTP 500", 12, ENDPOINT)
+                         for n in range(ATTEMPTS.get(status, 1))]
             if status == "pending":
                 pending.append(eid)
     db = app.extensions["db"]
@@ -103,7 +104,8 @@ def test_prune_removes_only_old_final_events_and_expired_keys(app, runner, clien
     assert result.exit_code == 0, result.output
     old_days = DAYS - 90  # created 90 days + 1 h ago or more: days 90..364
     assert result.output == (f"Pruned {old_days * final_per_day} events older than 90 days,"
-                             f" {old_days * 60} delivery attempts, {DAYS - 1} expired idempotency keys.\n")
+                             f" {old_days * 60} delivery attempts, {DAYS - 1} expired"
+                             " idempotency keys.\n")
     after = counts(app)
     assert after["processes"] == before["processes"]  # never a process
     assert after["events"] == before["events"] - old_days * final_per_day
@@ -112,7 +114,8 @@ def test_prune_removes_only_old_final_events_and_expired_keys(app, runner, clien
     conn = dbutil.open_connection(app.config["DATABASE"])
     try:
         # Every pending event is still there, however old (the oldest is 364 days).
-        kept = {row[0] for row in conn.execute("SELECT event_id FROM deliveries WHERE status = 'pending'")}
+        kept = {row[0] for row in conn.execute(
+            "SELECT event_id FROM deliveries WHERE status = 'pending'")}
         assert kept == set(year) and len(year) == 53
         # Nothing final older than 90 days is left; nothing younger was touched; no orphan attempt.
         cutoff = clock() - 90 * DAY
@@ -134,7 +137,8 @@ def test_prune_removes_only_old_final_events_and_expired_keys(app, runner, clien
     assert deliveries_total(client) == totals
 
     again = runner.invoke(args=["prune"])
-    assert again.output == "Pruned 0 events older than 90 days, 0 delivery attempts, 0 expired idempotency keys.\n"
+    assert again.output == ("Pruned 0 events older than 90 days, 0 delivery attempts,"
+                            " 0 expired idempotency keys.\n")
     shorter = runner.invoke(args=["prune", "--older-than", "30"])
     assert shorter.output == (f"Pruned {60 * final_per_day} events older than 30 days,"
                               f" {60 * 60} delivery attempts, 0 expired idempotency keys.\n")
@@ -151,7 +155,8 @@ def test_prune_options(runner, app):
 
 
 def test_prune_in_bounded_batches(app, clock, year):
-    """Each transaction looks at `batch_size` events, oldest first; pending ones are stepped over."""
+    """Each transaction looks at `batch_size` events, oldest first; pending ones are stepped
+    over."""
     db = app.extensions["db"]
     first = ops.prune(db, clock(), older_than_days=90, idempotency_ttl=DAY,
                              batch_size=1000, max_batches=3)
@@ -183,8 +188,9 @@ def test_the_worker_prunes_about_hourly(app, clock, year, merchant):
             event_rows.insert_many(
                 conn, [Event(None, "evt_late", merchant["merchantId"], year and _pid(conn, year[0]),
                              "payment.completed", "{}", clock() - 200 * DAY)],
-                deliveries=[Delivery(None, "evt_late", ENDPOINT, merchant["merchantId"], "delivered", 1,
-                                     None, None, None, None, clock() - 200 * DAY)])
+                deliveries=[Delivery(None, "evt_late", ENDPOINT, merchant["merchantId"],
+                                     "delivered", 1, None, None, None, None,
+                                     clock() - 200 * DAY)])
         clock.advance(3599)
         worker.run_once()
         assert counts(app)["events"] == 90 * final_per_day + len(year) + 1

@@ -1,6 +1,6 @@
 """PostgreSQL sessions bound what a hung or unreachable process can hold (app/db/postgres.py,
-SESSION_SETTINGS): a request that waits for a lock past lock_timeout answers 503
-service_unavailable with Retry-After, never a 500; a transaction left idle is ended by the server."""
+SESSION_SETTINGS): a request that waits for a lock past lock_timeout answers 503 service_unavailable
+with Retry-After, never a 500; a transaction left idle is ended by the server."""
 import time
 
 import psycopg

@@ -34,16 +34,19 @@ def clock():
 
 
 def _old_rows(conn, now, webhook_url, *, livemode=False, cancelled=True):
-    """What an earlier release's code wrote, in the columns every release since the first has (today's
-    code writes newer ones): a merchant and its key, a process kept with an Idempotency-Key and, with
-    `cancelled`, one cancelled with its event. (merchant id, secret key, kept id, cancelled id)."""
+    """What an earlier release's code wrote, in the columns every release since the first has
+    (today's code writes newer ones): a merchant and its key, a process kept with an Idempotency-Key
+    and, with `cancelled`, one cancelled with its event. (merchant id, secret key, kept id,
+    cancelled id)."""
     merchant_id, secret = merchant_service.new_merchant_id(), keys.new_secret_key(livemode)
-    conn.execute("INSERT INTO merchants (id, name, livemode, public_key, webhook_secret, webhook_url,"
-                 " disabled_at, created_at) VALUES (?, 'Old shop', ?, ?, ?, ?, NULL, ?)",
+    conn.execute("INSERT INTO merchants (id, name, livemode, public_key, webhook_secret,"
+                 " webhook_url, disabled_at, created_at)"
+                 " VALUES (?, 'Old shop', ?, ?, ?, ?, NULL, ?)",
                  (merchant_id, int(livemode), keys.new_public_key(livemode), new_webhook_secret(),
                   webhook_url, now))
     conn.execute("INSERT INTO secret_keys (merchant_id, key_hash, key_prefix, created_at)"
-                 " VALUES (?, ?, ?, ?)", (merchant_id, keys.hash_key(secret), keys.key_prefix(secret), now))
+                 " VALUES (?, ?, ?, ?)",
+                 (merchant_id, keys.hash_key(secret), keys.key_prefix(secret), now))
     kept, other = str(uuid.uuid4()), str(uuid.uuid4())
     rows = [(kept, "19.99", '{"orderRef":"A-1"}', "pending")]
     if cancelled:
@@ -61,7 +64,8 @@ def _old_rows(conn, now, webhook_url, *, livemode=False, cancelled=True):
                   kept, body, now))
     if cancelled:  # pending: the upgrade makes it the first endpoint's delivery
         conn.execute("INSERT INTO events (id, merchant_id, process_id, type, payload, created_at,"
-                     " status, attempts, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, ?)",
+                     " status, attempts, next_attempt_at)"
+                     " VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, ?)",
                      ("evt_" + "0" * 32, merchant_id, other, "process.cancelled",
                       json.dumps({"type": "process.cancelled", "data": {"processId": other}}), now,
                       now))
@@ -72,7 +76,8 @@ def _fill(db, now, webhook_url):
     """A merchant with two processes through today's code: one kept with an Idempotency-Key, one
     cancelled. (merchant, secret key, kept id, cancelled id)."""
     merchant, secret = merchant_service.create(db, name="Old shop", livemode=False,
-                                               webhook_url=webhook_url, now=now, allow_loopback=True)
+                                               webhook_url=webhook_url, now=now,
+                                               allow_loopback=True)
     kept, _ = process_service.create_preorder(db, merchant, amount="19.99",
                                               metadata='{"orderRef":"A-1"}', now=now, ttl=1800,
                                               idempotency_key="order-1")
@@ -161,8 +166,9 @@ def test_init_db_upgrades_a_postgresql_database_from_before_versions(make_databa
     database = make_database("old")
     first = schema_rows.migrations("postgresql")[0][2]  # version 1: the schema before versions
     with psycopg.connect(database, autocommit=True) as conn:
-        conn.execute(first.replace("CREATE INDEX IF NOT EXISTS events_created ON events (created_at);",
-                                   "").split("-- Retention")[0])  # without the retention table
+        conn.execute(first.replace(
+            "CREATE INDEX IF NOT EXISTS events_created ON events (created_at);",
+            "").split("-- Retention")[0])  # without the retention table
     with dbutil.connect(database) as conn:
         _, secret, kept, cancelled = _old_rows(conn, clock(), "http://127.0.0.1:1/hook")
     before = _counts(database)
@@ -218,7 +224,8 @@ def test_init_db_keeps_networks_of_unknown_mode_out_of_live_mode(make_database, 
 
         assert modes() == {"local": True, "polygon": False, "private": True}
         again = runner.invoke(args=["init-db"])  # says nothing more, changes nothing
-        assert again.output == f"Initialised the database (schema version {LATEST[dbutil.BACKEND]}).\n"
+        assert again.output == (
+            f"Initialised the database (schema version {LATEST[dbutil.BACKEND]}).\n")
         assert runner.invoke(args=["networks", "set-mode", "private", "live"]).exit_code == 0
         assert runner.invoke(args=["init-db"]).output == again.output
         assert modes() == {"local": True, "polygon": False, "private": False}
@@ -234,26 +241,29 @@ def test_an_upgrade_indexes_metadata_holding_nul_on_postgresql(make_database, cl
     app = create_app({"TESTING": True, "DATABASE": database, "CLOCK": clock})
     with app.app_context():
         init_db()
-        keys = merchant_service.create(app.extensions["db"], name="S", livemode=False, webhook_url=None,
-                                       now=clock())
+        keys = merchant_service.create(app.extensions["db"], name="S", livemode=False,
+                                       webhook_url=None, now=clock())
     app.extensions["db"].close_all()
     merchant = keys[0].id
-    dbutil.execute(database, "INSERT INTO processes (id, merchant_id, status, amount, metadata, livemode,"
-                   " created_at, updated_at, expires_at) VALUES (?, ?, 'pending', '5', ?, 0, 1, 1, 2)",
+    dbutil.execute(database, "INSERT INTO processes (id, merchant_id, status, amount, metadata,"
+                   " livemode, created_at, updated_at, expires_at)"
+                   " VALUES (?, ?, 'pending', '5', ?, 0, 1, 1, 2)",
                    "p-nul", merchant, '{"ref":"A\\u0000B","n":7}')
     dbutil.execute(database, "DELETE FROM schema_version WHERE version = 6")  # applied again
     with app.app_context():
         init_db()
     app.extensions["db"].close_all()
-    assert sorted(dbutil.query(database, "SELECT value FROM process_search JOIN processes USING (seq)"
-                               " WHERE id = 'p-nul'")) == [("7",), ("a\ufffdb",)]
+    assert sorted(dbutil.query(database, "SELECT value FROM process_search"
+                               " JOIN processes USING (seq) WHERE id = 'p-nul'")) == [
+        ("7",), ("a\ufffdb",)]
 
 
 def test_init_db_reports_the_version_and_a_second_run_changes_nothing(app, runner):
     result = runner.invoke(args=["init-db"])
     assert result.exit_code == 0
     assert result.output == f"Initialised the database (schema version {LATEST[dbutil.BACKEND]}).\n"
-    assert dbutil.query(app.config["DATABASE"], "SELECT version FROM schema_version ORDER BY version") == [
+    assert dbutil.query(app.config["DATABASE"],
+                        "SELECT version FROM schema_version ORDER BY version") == [
         (v,) for v in VERSIONS[dbutil.BACKEND]]  # a row per version
 
 
@@ -261,7 +271,8 @@ def test_init_db_reports_the_version_and_a_second_run_changes_nothing(app, runne
 
 @pytest.mark.parametrize("target_kind", ["sqlite", "postgresql"])
 def test_copy_db_moves_every_row_and_the_copy_serves_the_same(app, client, runner, clock,
-                                                               make_database, receiver, target_kind):
+                                                              make_database, receiver,
+                                                              target_kind):
     db = app.extensions["db"]
     merchant, secret, kept, cancelled = _fill(db, clock(), receiver.url("/hook"))
     source = app.config["DATABASE"]
@@ -271,7 +282,8 @@ def test_copy_db_moves_every_row_and_the_copy_serves_the_same(app, client, runne
 
     result = runner.invoke(args=["copy-db", target])
     assert result.exit_code == 0, result.output
-    assert result.output.endswith(f"Copied {sum(_counts(source).values())} rows into the new database.\n")
+    assert result.output.endswith(
+        f"Copied {sum(_counts(source).values())} rows into the new database.\n")
     assert _counts(target) == _counts(source)
     assert dbutil.query(target, "SELECT version FROM schema_version ORDER BY version") == [
         (v,) for v in VERSIONS[target_kind]]
@@ -293,7 +305,8 @@ def test_copy_db_moves_every_row_and_the_copy_serves_the_same(app, client, runne
         assert replay.headers["Idempotent-Replayed"] == "true"
         assert replay.get_json()["processId"] == kept
         fresh = copied.preorder().get_json()["processId"]
-        assert [p["processId"] for p in copied.list().get_json()["data"]] == [fresh, cancelled, kept]
+        assert [p["processId"] for p in copied.list().get_json()["data"]] == [fresh, cancelled,
+                                                                               kept]
         # The pending event is delivered from the new database, signed as before.
         with Worker.from_app(copy) as worker:
             worker.run_once()
@@ -397,15 +410,16 @@ def test_init_db_upgrade_prices_existing_processes_merchants_and_payments_in_usd
                 conn.executescript(sql) if kind == "sqlite" else conn.execute(sql)
                 conn.execute("INSERT INTO schema_version VALUES (?, ?, 1)", (number, name))
         merchant_id, secret, process_id, _ = _old_rows(conn, clock(), None, cancelled=False)
-        conn.execute("INSERT INTO networks (id, name, chain_id, rpc_url, confirmations, start_block,"
-                     " scanned_block, head_block, created_at) VALUES"
+        conn.execute("INSERT INTO networks (id, name, chain_id, rpc_url, confirmations,"
+                     " start_block, scanned_block, head_block, created_at) VALUES"
                      " ('local', 'Local', 31337, 'http://127.0.0.1:1/', 3, 1, 0, 0, 1)")
         token = "0x" + "11" * 20
-        conn.execute("INSERT INTO assets (id, network_id, symbol, name, contract, decimals, created_at)"
-                     " VALUES ('usdc', 'local', 'USDC', 'USD Coin', ?, 6, 1)", (token,))
-        conn.execute("INSERT INTO payments (process_id, merchant_id, address_index, address, asset_id,"
-                     " network_id, chain_id, token_contract, decimals, amount_due, created_at,"
-                     " updated_at) VALUES (?, ?, 0, ?, 'usdc', 'local', 31337, ?, 6, '19990000', ?, ?)",
+        conn.execute("INSERT INTO assets (id, network_id, symbol, name, contract, decimals,"
+                     " created_at) VALUES ('usdc', 'local', 'USDC', 'USD Coin', ?, 6, 1)", (token,))
+        conn.execute("INSERT INTO payments (process_id, merchant_id, address_index, address,"
+                     " asset_id, network_id, chain_id, token_contract, decimals, amount_due,"
+                     " created_at, updated_at)"
+                     " VALUES (?, ?, 0, ?, 'usdc', 'local', 31337, ?, 6, '19990000', ?, ?)",
                      (process_id, merchant_id, "0x" + "22" * 20, token, clock(), clock()))
 
     app = create_app({"TESTING": True, "DATABASE": database, "CLOCK": clock})

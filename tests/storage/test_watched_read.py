@@ -46,8 +46,8 @@ def loaded(app, make_merchant):
                          " VALUES (?, ?, ?, 'http://127.0.0.1:1', 1, 1, 1, 1, 0)",
                          (network, network, chain_id))
         conn.executemany(
-            "INSERT INTO processes (id, merchant_id, status, amount, metadata, livemode, created_at,"
-            " updated_at, expires_at) VALUES (?, ?, ?, '1', '{}', ?, ?, ?, ?)",
+            "INSERT INTO processes (id, merchant_id, status, amount, metadata, livemode,"
+            " created_at, updated_at, expires_at) VALUES (?, ?, ?, '1', '{}', ?, ?, ?, ?)",
             [(pid, merchant, status, live, updated - 60, updated, updated + 900)
              for pid, status, live, updated in rows])
         conn.executemany(
