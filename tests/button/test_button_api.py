@@ -26,9 +26,11 @@ class Button:
         return headers
 
     def public(self, process_id, key=None):
-        return self.client.get(f"/payment-button/process/{process_id}/public", headers=self.headers(key))
+        return self.client.get(f"/payment-button/process/{process_id}/public",
+                               headers=self.headers(key))
 
-    def pay(self, process_id, outcome="success", key=None, body=None, content_type="application/json"):
+    def pay(self, process_id, outcome="success", key=None, body=None,
+            content_type="application/json"):
         data = json.dumps({"outcome": outcome}) if body is None else body
         return self.client.post(
             f"/payment-button/process/{process_id}/sandbox/pay",
@@ -43,7 +45,8 @@ def button(client, merchant):
 
 @pytest.fixture
 def process(api):
-    response = api.preorder({"amount": 19.90, "metadata": {"email": SECRET_MARK, "orderRef": "A-1"}})
+    response = api.preorder({"amount": 19.90,
+                             "metadata": {"email": SECRET_MARK, "orderRef": "A-1"}})
     return response.get_json()
 
 
@@ -104,13 +107,15 @@ def test_secret_key_endpoints_send_no_cors_headers(api, process):
     ],
 )
 def test_public_key_errors(button, process, key, status, code):
-    for response in (button.public(process["processId"], key=key), button.pay(process["processId"], key=key)):
+    for response in (button.public(process["processId"], key=key),
+                     button.pay(process["processId"], key=key)):
         assert_error(response, status, code)
         assert_cors(response)
 
 
 def test_secret_key_in_public_header_is_called_out(button, process, merchant):
-    error = assert_error(button.public(process["processId"], key=merchant["secretKey"]), 401, "invalid_public_key")
+    error = assert_error(button.public(process["processId"], key=merchant["secretKey"]), 401,
+                         "invalid_public_key")
     assert "secret key" in error["message"]
     assert merchant["secretKey"] not in error["message"]
 
@@ -133,7 +138,8 @@ def test_disabled_merchant(button, process, runner, merchant):
     assert_error(button.public(process["processId"]), 403, "merchant_disabled")
 
 
-def test_sandbox_success_completes_and_writes_payment_completed(button, api, process, runner, clock):
+def test_sandbox_success_completes_and_writes_payment_completed(button, api, process, runner,
+                                                                clock):
     clock.advance(30)
     response = button.pay(process["processId"], "success")
     assert response.status_code == 200
@@ -154,7 +160,8 @@ def test_sandbox_failure_leaves_the_process_pending(button, process, runner):
     assert response.get_json()["status"] == "pending"
     assert button.pay(process["processId"], "failure").status_code == 200
     assert button.pay(process["processId"], "success").get_json()["status"] == "completed"
-    assert events_of(runner, process["processId"]) == ["payment.failed", "payment.failed", "payment.completed"]
+    assert events_of(runner, process["processId"]) == ["payment.failed", "payment.failed",
+                                                       "payment.completed"]
 
 
 def test_sandbox_is_refused_for_live_merchants(client, make_merchant, runner):
@@ -180,7 +187,8 @@ def test_sandbox_is_refused_for_live_merchants(client, make_merchant, runner):
     ],
 )
 def test_sandbox_pay_body(button, process, runner, body, content_type, status, code):
-    assert_error(button.pay(process["processId"], body=body, content_type=content_type), status, code)
+    assert_error(button.pay(process["processId"], body=body, content_type=content_type),
+                 status, code)
     assert events_of(runner, process["processId"]) == []
 
 
@@ -227,8 +235,8 @@ def test_completion_and_cancellation_race_one_winner(app, merchant, runner):
         assert events_of(runner, process_id) == [expected]
 
 
-@pytest.mark.parametrize("path", ["/process/{pid}/public", "/process/{pid}/qr.svg", "/process/{pid}/sandbox/pay",
-                                  "/button.js"])
+@pytest.mark.parametrize("path", ["/process/{pid}/public", "/process/{pid}/qr.svg",
+                                  "/process/{pid}/sandbox/pay", "/button.js"])
 def test_cors_headers_also_on_the_routers_405(client, process, path):
     response = client.put("/payment-button" + path.format(pid=process["processId"]),
                           headers={"Origin": "https://shop.example"})
@@ -249,7 +257,8 @@ def test_button_js_is_the_component_as_written(client):
     assert response.data == (APP_STATIC / "button.js").read_bytes()
     assert response.headers["Content-Length"] == str(len(response.data))
     assert response.headers["ETag"] == f'"{hashlib.sha256(response.data).hexdigest()[:32]}"'
-    assert response.headers["Last-Modified"] == http_date(int((APP_STATIC / "button.js").stat().st_mtime))
+    assert response.headers["Last-Modified"] == http_date(
+        int((APP_STATIC / "button.js").stat().st_mtime))
     assert_cors(response)
 
 
@@ -260,7 +269,8 @@ def test_button_js_answers_a_revalidation_with_304(client):
     assert response.data == b""
     assert response.headers["ETag"] == etag
     assert response.headers["Cache-Control"] == "public, max-age=300"
-    assert client.get("/payment-button/button.js", headers={"If-None-Match": '"other"'}).status_code == 200
+    assert client.get("/payment-button/button.js",
+                      headers={"If-None-Match": '"other"'}).status_code == 200
 
 
 BUTTON_FOLDER = APP_STATIC / "button"

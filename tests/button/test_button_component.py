@@ -2,14 +2,14 @@
 from app/static/button/) in real Chromium, against the real service (``live_server``: real app, real
 SQLite, real HTTP, the FakeClock).
 
-The button sits on a merchant's checkout page on another origin (``merchant_site``), so its calls are
-cross-origin and CORS is exercised for real. Processes are created with the merchant API and a
+The button sits on a merchant's checkout page on another origin (``merchant_site``), so its calls
+are cross-origin and CORS is exercised for real. Processes are created with the merchant API and a
 merchant made with the operator CLI; they change state the real ways: sandbox payments from the
 button, cancellation through the merchant API, `processes complete` (operator), and expiry by moving
 the clock. Its failures are real too: a 500 while another writer holds SQLite's lock, 404 and 401
 answers. The one failure the service cannot produce, a broken gateway in front of it, comes from
-``gateway`` (an external 502, tests/support/live_server.py); dropped from the double-based version: a
-scripted 429 on payment (the service has no rate limiter to trigger).
+``gateway`` (an external 502, tests/support/live_server.py); dropped from the double-based version:
+a scripted 429 on payment (the service has no rate limiter to trigger).
 """
 
 import json
@@ -28,7 +28,8 @@ from support.live_server import MerchantSite, MerchantSiteHandler
 try:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import expect
-except ImportError:  # the page fixture (tests/support/browser.py) skips, or fails in CI, before these are used
+except ImportError:
+    # the page fixture (tests/support/browser.py) skips, or fails in CI, before these are used
     PlaywrightTimeout = expect = None
 
 TTL = 1800  # PROCESS_TTL_SECONDS default
@@ -46,7 +47,8 @@ class Shop:
         return self.api.preorder(amount)["processId"]
 
     def url(self, process_id, public_key=None, **attrs):
-        return self.site.checkout_url(self.live.url, process_id, public_key or self.keys["publicKey"], **attrs)
+        return self.site.checkout_url(self.live.url, process_id,
+                                      public_key or self.keys["publicKey"], **attrs)
 
     def public(self, process_id):
         return self.live.public(process_id, self.keys["publicKey"])
@@ -69,7 +71,8 @@ def api_calls(page, live_server):
     call it with a method to filter."""
     seen = []
     prefix = f"{live_server.url}/payment-button/process/"
-    page.on("request", lambda r: seen.append(r) if r.url.startswith(prefix) and r.method != "OPTIONS" else None)
+    page.on("request", lambda r: seen.append(r)
+            if r.url.startswith(prefix) and r.method != "OPTIONS" else None)
     return lambda method=None: [r for r in seen if method in (None, r.method)]
 
 
@@ -87,13 +90,16 @@ def event(type_, detail):
 
 
 FOCUSED_IN_BUTTON = """() => { const el = document.activeElement;
-    return el && el.shadowRoot && el.shadowRoot.activeElement ? el.shadowRoot.activeElement.className : ''; }"""
+    return el && el.shadowRoot && el.shadowRoot.activeElement
+        ? el.shadowRoot.activeElement.className : ''; }"""
 
 
 def expect_focus(page, class_name):
-    """Wait until the element with this class inside the component has focus (focus moves in tasks)."""
+    """Wait until the element with this class inside the component has focus (focus moves in
+    tasks)."""
     try:
-        page.wait_for_function(f"() => ({FOCUSED_IN_BUTTON})() === {json.dumps(class_name)}", timeout=3000)
+        page.wait_for_function(f"() => ({FOCUSED_IN_BUTTON})() === {json.dumps(class_name)}",
+                               timeout=3000)
     except PlaywrightTimeout:
         pass  # the assertion below says what has focus instead
     assert page.evaluate(FOCUSED_IN_BUTTON) == class_name
@@ -127,7 +133,8 @@ def test_shows_exact_amount_test_mode_and_countdown(page, shop, api_calls, scree
     expect(button(page, ".countdown")).to_have_text(re.compile(r"^Expires in (29:5\d|30:00)$"))
     expect(button(page, ".note")).to_be_hidden()
     first = api_calls()[0]
-    assert (first.method, first.url) == ("GET", f"{shop.live.url}/payment-button/process/{pid}/public")
+    assert (first.method, first.url) == (
+        "GET", f"{shop.live.url}/payment-button/process/{pid}/public")
     assert first.headers["x-public-key"] == shop.keys["publicKey"]
     assert page.evaluate("window.__events") == []
     screenshot(button(page), "button-pending")
@@ -141,7 +148,8 @@ def test_successful_sandbox_payment(page, shop, api_calls, runner, screenshot):
     dialog = button(page, "dialog")
     expect(dialog).to_be_visible()
     expect(dialog.locator(".sandbox-banner")).to_have_text("TEST MODE · SANDBOX")
-    expect(dialog.locator(".dlg-amount")).to_have_text("$19.99")  # the merchant's currency: USD by default
+    # the merchant's currency: USD by default
+    expect(dialog.locator(".dlg-amount")).to_have_text("$19.99")
     screenshot(page, "button-sandbox-dialog")
     dialog.get_by_role("button", name="Simulate successful payment").click()
 
@@ -161,13 +169,15 @@ def test_successful_sandbox_payment(page, shop, api_calls, runner, screenshot):
     screenshot(button(page), "button-paid")
 
 
-def test_failed_sandbox_payment_leaves_it_pending_and_can_be_retried(page, shop, api_calls, runner, screenshot):
+def test_failed_sandbox_payment_leaves_it_pending_and_can_be_retried(page, shop, api_calls, runner,
+                                                                     screenshot):
     pid = shop.create(amount="5")
     page.goto(shop.url(pid))
     button(page, ".pay").click()
     button(page, ".sim-failure").click()
 
-    expect(button(page, ".notice")).to_have_text("Payment failed. No money was taken. You can try again.")
+    expect(button(page, ".notice")).to_have_text(
+        "Payment failed. No money was taken. You can try again.")
     expect(button(page, "dialog")).to_be_hidden()
     expect_ready(button(page, ".pay"))
     expect_focus(page, "pay")
@@ -218,7 +228,8 @@ def test_final_status_at_load_shows_state_and_fires_its_event_once(
     ("cancelled", "Payment cancelled", "payment-cancelled"),
     ("expired", "Payment expired", "payment-expired"),
 ])
-def test_status_changed_elsewhere_is_followed_by_polling(page, shop, clock, status, title, event_type):
+def test_status_changed_elsewhere_is_followed_by_polling(page, shop, clock, status, title,
+                                                         event_type):
     pid = shop.create()
     page.goto(shop.url(pid))
     expect_ready(button(page, ".pay"))
@@ -233,7 +244,8 @@ def test_status_changed_elsewhere_is_followed_by_polling(page, shop, clock, stat
     assert [(e["type"], e["detail"]["status"]) for e in events(page, 1)] == [(event_type, status)]
 
 
-def test_countdown_running_out_shows_expired_even_before_the_service_says_so(page, shop, clock, screenshot):
+def test_countdown_running_out_shows_expired_even_before_the_service_says_so(page, shop, clock,
+                                                                             screenshot):
     pid = shop.create()
     clock.advance(TTL - 1)  # one second left on the service's clock, which then stands still
     page.goto(shop.url(pid))
@@ -247,7 +259,8 @@ def test_countdown_running_out_shows_expired_even_before_the_service_says_so(pag
 
 @pytest.mark.parametrize("skew", [3600, -3600])
 def test_countdown_runs_on_the_server_clock(page, shop, clock, skew):
-    clock.now = int(time.time()) + skew  # the service's clock (its Date and expiresAt) an hour off the browser's
+    # the service's clock (its Date and expiresAt) an hour off the browser's
+    clock.now = int(time.time()) + skew
     clock.advance(-(TTL - 600))
     pid = shop.create()
     clock.advance(TTL - 600)  # created 20 min ago: 10 min left
@@ -269,7 +282,8 @@ def test_load_error_shows_the_api_message(page, shop, make_merchant, screenshot,
     expect(button(page, ".notice")).to_have_text("No such process.")
     expect(button(page, ".pay")).to_be_hidden()
     expect(button(page, ".retry")).to_be_hidden()
-    assert events(page, 1) == [event("payment-error", {"code": "not_found", "message": "No such process.",
+    assert events(page, 1) == [event("payment-error", {"code": "not_found",
+                                                        "message": "No such process.",
                                                         "status": 404})]
     screenshot(button(page), "button-error")
 
@@ -281,7 +295,8 @@ def test_invalid_public_key_shows_the_api_message(page, shop):
     message = ("x-public-key holds a secret key: a secret key must never be in frontend code."
                " Use the public key (pk_...), and rotate the exposed secret key now.")
     expect(button(page, ".notice")).to_have_text(message)
-    assert events(page, 1)[0]["detail"] == {"code": "invalid_public_key", "message": message, "status": 401}
+    assert events(page, 1)[0]["detail"] == {"code": "invalid_public_key", "message": message,
+                                            "status": 401}
 
 
 def test_gateway_failure_says_something_and_can_be_retried(page, shop, gateway):
@@ -291,7 +306,8 @@ def test_gateway_failure_says_something_and_can_be_retried(page, shop, gateway):
 
     expect(button(page, ".notice")).to_have_text("The payment service answered with status 502.")
     assert events(page, 1)[0]["detail"] == {
-        "code": "http_502", "message": "The payment service answered with status 502.", "status": 502}
+        "code": "http_502", "message": "The payment service answered with status 502.",
+        "status": 502}
     button(page, ".retry").click()
     expect(button(page, ".amount-value")).to_have_text("$7.50")
     expect(button(page, ".notice")).to_be_hidden()
@@ -307,12 +323,14 @@ def test_payment_error_shows_message_and_keeps_the_process_payable(page, shop, l
     expect_ready(button(page, ".pay"))
     button(page, ".pay").click()
     message = "The service cannot reach its database; try again later."
-    with live_server.app.extensions["db"].transaction():  # another writer holds SQLite's lock too long
+    # another writer holds SQLite's lock too long
+    with live_server.app.extensions["db"].transaction():
         button(page, ".sim-success").click()
         expect(button(page, ".notice")).to_have_text(message)
 
     expect_ready(button(page, ".pay"))
-    assert events(page, 1) == [event("payment-error", {"code": "service_unavailable", "message": message, "status": 503})]
+    assert events(page, 1) == [event("payment-error", {"code": "service_unavailable",
+                                                        "message": message, "status": 503})]
     assert shop.public(pid)["status"] == "pending"
     assert events_of(runner, pid) == []
     button(page, ".pay").click()
@@ -336,7 +354,8 @@ def test_paying_a_process_cancelled_meanwhile_shows_the_cancellation(page, shop)
     assert [e["type"] for e in got] == ["payment-error", "payment-cancelled"]
 
 
-def test_live_mode_without_a_payment_method_says_so(page, live_server, merchant_site, make_merchant, screenshot):
+def test_live_mode_without_a_payment_method_says_so(page, live_server, merchant_site, make_merchant,
+                                                    screenshot):
     live = Shop(live_server, merchant_site, make_merchant(name="Live shop", live=True))
     pid = live.create()
     page.goto(live.url(pid))  # no network or asset enabled: nothing to pay with, and no sandbox
@@ -375,7 +394,8 @@ def test_keyboard_tab_enter_escape(page, shop):
     expect_focus(page, "sim-success")  # the dialog has taken focus before the next key
     page.keyboard.press("Enter")  # on "Simulate successful payment"
     expect(button(page, ".outcome-title")).to_have_text("Payment received")
-    expect_focus(page, "outcome completed")  # focus moved to the result, not lost with the Pay button
+    # focus moved to the result, not lost with the Pay button
+    expect_focus(page, "outcome completed")
     assert shop.public(pid)["status"] == "completed"
 
 
@@ -403,10 +423,12 @@ def test_changing_process_id_reinitialises(page, shop):
     page.goto(shop.url(first))
     expect(button(page, ".amount-value")).to_have_text("$10.00")
 
-    page.evaluate("id => document.querySelector('payment-button').setAttribute('process-id', id)", second)
+    page.evaluate("id => document.querySelector('payment-button').setAttribute('process-id', id)",
+                  second)
     expect(button(page, ".amount-value")).to_have_text("$25.50")
     expect(button(page, ".outcome-title")).to_have_text("Payment received")
-    assert [(e["type"], e["detail"]["processId"]) for e in events(page, 1)] == [("payment-success", second)]
+    assert [(e["type"], e["detail"]["processId"]) for e in events(page, 1)] == [
+        ("payment-success", second)]
 
 
 def serve_own_copy_of_the_modules(page, site_url):
@@ -560,7 +582,8 @@ def test_animations_respect_reduced_motion(page, shop):
     page.goto(shop.url(pid))
     # The modules and the style sheet arrive after the page's load event.
     expect_ready(button(page, ".pay"))
-    spinner = "() => getComputedStyle(document.querySelector('payment-button').shadowRoot.querySelector('.spinner')).animationName"
+    spinner = ("() => getComputedStyle(document.querySelector('payment-button')"
+               ".shadowRoot.querySelector('.spinner')).animationName")
     assert page.evaluate(spinner) == "spin"
     page.emulate_media(reduced_motion="reduce")
     assert page.evaluate(spinner) == "none"

@@ -22,15 +22,16 @@ from app.demo.merchant import DEMO_FIRST_ADDRESS, DEMO_XPUB
 
 try:
     from playwright.sync_api import expect
-except ImportError:  # the page fixture (tests/support/browser.py) skips, or fails in CI, before it is used
+except ImportError:
+    # the page fixture (tests/support/browser.py) skips, or fails in CI, before it is used
     expect = None
 
 TTL = 1800
 CONFIRMATIONS = 3
 # Another account xpub (BIP32 test vector 1, m/0H/1/2H: depth 3, hardened) for a second merchant:
 # an xpub is one merchant's (the demo merchant holds the test seed phrase's).
-OTHER_XPUB = ("xpub6D4BDPcP2GT577Vvch3R8wDkScZWzQzMMUm3PWbmWvVJrZwQY4VUNgqFJPMM3No2dFDFGTsxxpG5uJh7n"
-              "7epu4trkrX7x7DogT5Uv6fcLW5")
+OTHER_XPUB = ("xpub6D4BDPcP2GT577Vvch3R8wDkScZWzQzMMUm3PWbmWvVJrZwQY4VUNgqFJPMM3No2dFDFG"
+              "TsxxpG5uJh7n7epu4trkrX7x7DogT5Uv6fcLW5")
 
 
 @pytest.fixture
@@ -53,16 +54,16 @@ class LiveDemo:
         cli("networks", "add", "second", "--name", "Second testnet", "--chain-id", "80002",
             "--rpc-url", second.url, "--start-block", str(second.head() + 1))
         for network, token in (("hardhat", chain.token), ("second", second.token)):
-            cli("assets", "add", "tusd", "--network", network, "--symbol", "TUSD", "--name", "Test USD",
-                "--contract", token, "--decimals", "6")
+            cli("assets", "add", "tusd", "--network", network, "--symbol", "TUSD",
+                "--name", "Test USD", "--contract", token, "--decimals", "6")
         self.other_token = chain.deploy_named_token("Other USD", "USDX", 6)
-        cli("assets", "add", "usdx", "--network", "hardhat", "--symbol", "USDX", "--name", "Other USD",
-            "--contract", self.other_token, "--decimals", "6")
+        cli("assets", "add", "usdx", "--network", "hardhat", "--symbol", "USDX",
+            "--name", "Other USD", "--contract", self.other_token, "--decimals", "6")
         # A live network (the chain-137 node) for live-mode merchants: test-mode ones never see it.
         cli("networks", "add", "polygon", "--name", "Polygon PoS", "--chain-id", "137",
             "--rpc-url", live_chain.url, "--confirmations", str(CONFIRMATIONS))
-        cli("assets", "add", "tusd", "--network", "polygon", "--symbol", "TUSD", "--name", "Test USD",
-            "--contract", live_chain.token, "--decimals", "6")
+        cli("assets", "add", "tusd", "--network", "polygon", "--symbol", "TUSD",
+            "--name", "Test USD", "--contract", live_chain.token, "--decimals", "6")
         cli("demo-merchant", "--webhook-url", f"{live_server.url}/demo/webhooks")
         with open(live_server.app.config["DEMO_MERCHANT_FILE"]) as f:
             self.keys = json.load(f)
@@ -101,7 +102,8 @@ RECORD_EVENTS = """
 window.__buttonEvents = [];
 for (const type of ['payment-success', 'payment-pending', 'payment-partial', 'payment-failure',
                     'payment-expired', 'payment-cancelled', 'payment-error']) {
-  document.addEventListener(type, (e) => window.__buttonEvents.push({type: e.type, detail: e.detail}));
+  document.addEventListener(type,
+                            (e) => window.__buttonEvents.push({type: e.type, detail: e.detail}));
 }
 """
 
@@ -110,7 +112,8 @@ for (const type of ['payment-success', 'payment-pending', 'payment-partial', 'pa
 def details(page):
     """details(type): the detail of each `type` event the button fired on the page, in order."""
     page.add_init_script(RECORD_EVENTS)
-    return lambda type: [e["detail"] for e in page.evaluate("window.__buttonEvents") if e["type"] == type]
+    return lambda type: [e["detail"] for e in page.evaluate("window.__buttonEvents")
+                         if e["type"] == type]
 
 
 def btn(page, css):
@@ -159,8 +162,8 @@ def freshness(page, css, text, seconds=3.0):
     return time.monotonic() - started
 
 
-def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, console_errors, screenshot,
-                                                  details):
+def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, console_errors,
+                                                  screenshot, details):
     page.set_viewport_size({"width": 1100, "height": 1000})
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
     pid = place_order(page, live_server, "19.99", "A-7001")
@@ -173,13 +176,16 @@ def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, conso
     expect_sandbox(page)  # a test-mode merchant: the sandbox beside the live choice
     btn(page, ".choice").first.click()
     expect(btn(page, ".step-title")).to_have_text("Pay with TUSD on")
-    expect(btn(page, ".choice")).to_have_text(["Local Hardhatpay 19.99 TUSD", "Second testnetpay 19.99 TUSD"])
-    expect(btn(page, ".quote")).to_be_hidden()  # at par: no rate to show, before or after the choice
+    expect(btn(page, ".choice")).to_have_text(["Local Hardhatpay 19.99 TUSD",
+                                               "Second testnetpay 19.99 TUSD"])
+    # at par: no rate to show, before or after the choice
+    expect(btn(page, ".quote")).to_be_hidden()
     btn(page, ".choice").first.click()
     expect(btn(page, ".instructions")).to_be_visible()  # the choice is confirmed
 
     payment = demo.public(pid)["payment"]
-    assert (payment["assetId"], payment["networkId"], payment["address"]) == ("tusd", "hardhat", DEMO_FIRST_ADDRESS)
+    assert (payment["assetId"], payment["networkId"], payment["address"]) == (
+        "tusd", "hardhat", DEMO_FIRST_ADDRESS)
     expect(btn(page, ".send-title")).to_have_text("Send exactly")
     expect(btn(page, ".send-amount")).to_have_text("19.99 TUSD")
     expect(btn(page, ".network")).to_have_text("Local Hardhat (chain 31337)")
@@ -237,16 +243,19 @@ def test_full_live_payment_from_choice_to_webhook(page, demo, live_server, conso
     entries = page.locator("li.delivery")
     expect(entries).to_have_count(2)
     # Delivered concurrently by the worker: the receiver's order is the arrival order.
-    assert sorted(entries.locator(".type").all_inner_texts()) == ["payment.completed", "payment.pending"]
+    assert sorted(entries.locator(".type").all_inner_texts()) == ["payment.completed",
+                                                                  "payment.pending"]
     expect(entries.locator(".badge")).to_have_text(["Signature verified"] * 2)
     completed = entries.filter(has=page.locator(".type", has_text="payment.completed"))
-    for part in (f'"processId": "{pid}"', '"status": "completed"', f'"address": "{DEMO_FIRST_ADDRESS}"',
-                 '"amountPaid": "19.99"', '"orderRef": "A-7001"'):
+    for part in (f'"processId": "{pid}"', '"status": "completed"',
+                 f'"address": "{DEMO_FIRST_ADDRESS}"', '"amountPaid": "19.99"',
+                 '"orderRef": "A-7001"'):
         expect(completed.locator("pre")).to_contain_text(part)
     screenshot(page, "live-webhooks", full_page=True)
 
 
-def test_partial_payment_asks_for_the_rest(page, demo, live_server, console_errors, screenshot, details):
+def test_partial_payment_asks_for_the_rest(page, demo, live_server, console_errors, screenshot,
+                                           details):
     pid = place_order(page, live_server, "10", "A-7002")
     btn(page, ".choice", ).nth(1).click()  # USDX: one network, so this click confirms
     expect(btn(page, ".send-amount")).to_have_text("10 USDX")
@@ -272,7 +281,8 @@ def test_partial_payment_asks_for_the_rest(page, demo, live_server, console_erro
     expect(shop_events(page)).to_have_text(["payment-partial", "payment-pending"])
     partly_paid = demo.public(pid)
     assert details("payment-partial") == [partly_paid]
-    assert (partly_paid["payment"]["amountPaid"], partly_paid["payment"]["amountPending"]) == ("5", "0")
+    assert (partly_paid["payment"]["amountPaid"],
+            partly_paid["payment"]["amountPending"]) == ("5", "0")
     screenshot(page, "live-partial", full_page=True)
 
     wallet(page, "Send 5")
@@ -285,7 +295,8 @@ def test_partial_payment_asks_for_the_rest(page, demo, live_server, console_erro
     demo.watch()
     freshness(page, ".outcome-title", "Payment received")
     expect(btn(page, ".outcome-text")).to_have_text("Thank you. 10 USDX has been paid.")
-    assert demo.events(pid) == ["payment.pending", "payment.partial", "payment.pending", "payment.completed"]
+    assert demo.events(pid) == ["payment.pending", "payment.partial", "payment.pending",
+                                "payment.completed"]
 
 
 def test_expiry_then_a_late_payment(page, demo, live_server, console_errors, screenshot):
@@ -295,8 +306,8 @@ def test_expiry_then_a_late_payment(page, demo, live_server, console_errors, scr
 
     demo.clock.advance(TTL)  # the service's clock: past expiresAt, nothing was sent
     expires_at = demo.clock.now
-    # Until the watcher has read the chain past expiresAt a transfer made in time may still be found:
-    # the service holds the process pending, and the button waits for its word.
+    # Until the watcher has read the chain past expiresAt a transfer made in time may still be
+    # found: the service holds the process pending, and the button waits for its word.
     freshness(page, ".pay-status", "Checking for a payment made in time…", seconds=3)
     expect(btn(page, ".countdown")).to_have_text("Expired")
     expect(btn(page, ".send")).to_be_hidden()
@@ -314,7 +325,8 @@ def test_expiry_then_a_late_payment(page, demo, live_server, console_errors, scr
     demo.chain.mine(2)
     demo.worker.run_once()  # sweeps the process: expired for good
     demo.watch()
-    freshness(page, ".outcome-title", "Paid after expiry", seconds=3)  # polled every 2 s after expiry
+    # polled every 2 s after expiry
+    freshness(page, ".outcome-title", "Paid after expiry", seconds=3)
     expect(btn(page, ".outcome-text")).to_have_text(
         "7.5 USDX arrived after this payment request expired: the merchant will contact you.")
     expect(shop_events(page)).to_have_text(["payment-expired"])
@@ -322,8 +334,8 @@ def test_expiry_then_a_late_payment(page, demo, live_server, console_errors, scr
     screenshot(page, "live-late", full_page=True)
 
 
-def test_a_euro_order_paid_in_dollar_tokens_at_the_rate(page, demo, live_server, console_errors, screenshot,
-                                                        details):
+def test_a_euro_order_paid_in_dollar_tokens_at_the_rate(page, demo, live_server, console_errors,
+                                                        screenshot, details):
     """A EUR price (the demo shop's currency select) paid in a USD token at a manual EUR/USD rate:
     the price in euros, what each token costs, the quote's line, and the payment of the quoted
     amount completing the process."""
@@ -358,9 +370,11 @@ def test_a_euro_order_paid_in_dollar_tokens_at_the_rate(page, demo, live_server,
     demo.watch()
     freshness(page, ".outcome-title", "Payment received")
     expect(btn(page, ".outcome-text")).to_have_text("Thank you. 21.673158 USDX has been paid.")
-    expect(btn(page, ".quote")).to_be_hidden()  # the quote was for paying: the outcome says what was paid
+    # the quote was for paying: the outcome says what was paid
+    expect(btn(page, ".quote")).to_be_hidden()
     paid = demo.public(pid)
-    assert (paid["status"], paid["currency"], paid["payment"]["amountPaid"]) == ("completed", "EUR", "21.673158")
+    assert (paid["status"], paid["currency"], paid["payment"]["amountPaid"]) == (
+        "completed", "EUR", "21.673158")
     assert details("payment-success") == [paid]
 
 
@@ -375,7 +389,8 @@ def test_paid_in_time_is_held_past_expiry_until_confirmed(page, demo, live_serve
     demo.clock.advance(TTL)  # expiresAt passes while the in-time transfer confirms
     expect(btn(page, ".countdown")).to_have_text("Expired")
     page.wait_for_timeout(2000)
-    expect(btn(page, ".pay-status")).to_have_text("Payment seen, waiting for confirmations (1 of 3).")
+    expect(btn(page, ".pay-status")).to_have_text(
+        "Payment seen, waiting for confirmations (1 of 3).")
     assert demo.public(pid)["status"] == "pending"
     demo.chain.mine(2)
     demo.watch()
@@ -383,7 +398,8 @@ def test_paid_in_time_is_held_past_expiry_until_confirmed(page, demo, live_serve
     expect(shop_events(page)).to_have_text(["payment-success", "payment-pending"])
 
 
-def test_live_payment_at_360_px_by_keyboard(page, demo, live_server, merchant_site, console_errors, screenshot):
+def test_live_payment_at_360_px_by_keyboard(page, demo, live_server, merchant_site, console_errors,
+                                            screenshot):
     api = live_server.merchant_api(demo.keys["secretKey"])
     pid = api.preorder("1000000.00")["processId"]  # the longest amount: MAX_AMOUNT
     page.set_viewport_size({"width": 360, "height": 800})
@@ -396,19 +412,21 @@ def test_live_payment_at_360_px_by_keyboard(page, demo, live_server, merchant_si
     expect(btn(page, ".step-title")).to_have_text("Pay with TUSD on")
     page.keyboard.press("Enter")  # focus moved to the first network: Local Hardhat
     expect(btn(page, ".send-amount")).to_have_text("1000000 TUSD")
-    assert page.evaluate("document.activeElement.shadowRoot.activeElement.className") == "send-title"
+    assert page.evaluate(
+        "document.activeElement.shadowRoot.activeElement.className") == "send-title"
     expect(btn(page, ".live")).to_have_attribute("aria-live", "polite")
 
     assert page.evaluate("document.documentElement.scrollWidth") <= 360
-    for css in (".send-amount", ".copy-amount", ".address", ".copy-address", ".qr", ".wallet", ".pay"):
+    for css in (".send-amount", ".copy-amount", ".address", ".copy-address", ".qr", ".wallet",
+                ".pay"):
         box = btn(page, css).bounding_box()
         assert box["x"] >= 0 and box["x"] + box["width"] <= 360, css
     assert qr_of(page) == [demo.public(pid)["payment"]["paymentUri"]]
     screenshot(page, "live-360", full_page=True)
 
 
-def test_the_sandbox_still_pays_beside_the_live_instructions(page, demo, live_server, console_errors,
-                                                             details):
+def test_the_sandbox_still_pays_beside_the_live_instructions(page, demo, live_server,
+                                                             console_errors, details):
     pid = place_order(page, live_server, "4", "A-7005")
     btn(page, ".choice").nth(1).click()  # USDX: the choice is confirmed, an address given out
     expect(btn(page, ".send-amount")).to_have_text("4 USDX")
@@ -417,7 +435,8 @@ def test_the_sandbox_still_pays_beside_the_live_instructions(page, demo, live_se
     expect(btn(page, "dialog")).to_be_visible()
     btn(page, ".sim-success").click()
     expect(btn(page, ".outcome-title")).to_have_text("Payment received")
-    expect(btn(page, ".outcome-text")).to_have_text("Thank you. $4.00 has been paid.")  # the process's price
+    # the process's price
+    expect(btn(page, ".outcome-text")).to_have_text("Thank you. $4.00 has been paid.")
     expect(btn(page, ".instructions")).to_be_hidden()
     completed = demo.public(pid)
     assert completed["status"] == "completed"
@@ -425,7 +444,8 @@ def test_the_sandbox_still_pays_beside_the_live_instructions(page, demo, live_se
     assert demo.events(pid) == ["payment.completed"]
 
 
-def test_an_overpayment_from_the_wallet_panel(page, demo, live_server, console_errors, screenshot, details):
+def test_an_overpayment_from_the_wallet_panel(page, demo, live_server, console_errors, screenshot,
+                                              details):
     pid = place_order(page, live_server, "10", "A-7006")
     btn(page, ".choice").nth(1).click()
     expect(btn(page, ".send-amount")).to_have_text("10 USDX")
@@ -438,19 +458,22 @@ def test_an_overpayment_from_the_wallet_panel(page, demo, live_server, console_e
     demo.watch()
     freshness(page, ".outcome-title", "Payment received")
     expect(btn(page, ".outcome-text")).to_have_text(
-        "Thank you. 11 USDX has been paid. That is 1 USDX more than due: the merchant will contact you about it.")
+        "Thank you. 11 USDX has been paid. That is 1 USDX more than due:"
+        " the merchant will contact you about it.")
     paid = demo.public(pid)
-    assert (paid["status"], paid["payment"]["amountDue"], paid["payment"]["amountPaid"]) == ("completed", "10", "11")
+    assert (paid["status"], paid["payment"]["amountDue"], paid["payment"]["amountPaid"]) == (
+        "completed", "10", "11")
     assert details("payment-success") == [paid]
     assert demo.events(pid) == ["payment.pending", "payment.completed"]
     screenshot(page, "live-overpaid", full_page=True)
 
 
-def test_a_live_mode_merchant_pays_on_chain_without_the_sandbox(page, demo, live_server, merchant_site,
-                                                                console_errors):
+def test_a_live_mode_merchant_pays_on_chain_without_the_sandbox(page, demo, live_server,
+                                                                merchant_site, console_errors):
     # Every other test here pays a test-mode merchant (the demo's); a pk_live merchant has no badge
     # and no sandbox, only the live choice, and only the live network (chain 137) to choose.
-    keys = json.loads(live_server.cli("merchants", "create", "--name", "Live shop", "--live", "--json"))
+    keys = json.loads(live_server.cli("merchants", "create", "--name", "Live shop", "--live",
+                                      "--json"))
     assert keys["publicKey"].startswith("pk_live_")
     live_server.cli("merchants", "set-xpub", keys["merchantId"], OTHER_XPUB)
     pid = live_server.merchant_api(keys["secretKey"]).preorder("12.5")["processId"]

@@ -1,9 +1,9 @@
-"""Prices in the merchant's currency, as the <payment-button> shows them, in real Chromium against the
-real service (``live_server``): the process's currency from the service, formatted for the page's
-language; per network, what the customer would pay (GET /payment-button/assets?processId=…); after
-the choice, the quote's line ("19.99 EUR · pay 21.673158 USDC at 1 EUR = 1.0842 USD, 10:02 UTC");
-nothing of a rate at par; a token that cannot be quoted is not offered, and a choice that cannot be
-quoted any more (503 rate_unavailable) says why and offers the rest.
+"""Prices in the merchant's currency, as the <payment-button> shows them, in real Chromium against
+the real service (``live_server``): the process's currency from the service, formatted for the
+page's language; per network, what the customer would pay (GET /payment-button/assets?processId=…);
+after the choice, the quote's line ("19.99 EUR · pay 21.673158 USDC at 1 EUR = 1.0842 USD, 10:02
+UTC"); nothing of a rate at par; a token that cannot be quoted is not offered, and a choice that
+cannot be quoted any more (503 rate_unavailable) says why and offers the rest.
 
 Set up as an operator does, through the CLI: a test network and two tokens (USDC pegged to USD,
 EURC to EUR), the merchant's wallet (`merchants set-xpub`) and currency (`merchants set-currency`),
@@ -20,7 +20,8 @@ from support.live_payments import USDC_LOCAL, USDC_TEST
 
 try:
     from playwright.sync_api import expect
-except ImportError:  # the page fixture (tests/support/browser.py) skips, or fails in CI, before it is used
+except ImportError:
+    # the page fixture (tests/support/browser.py) skips, or fails in CI, before it is used
     expect = None
 
 RATE_AT = calendar.timegm((2026, 11, 28, 10, 2, 0))  # the rate is set at 10:02 UTC
@@ -38,8 +39,9 @@ class PricedShop:
             "--rpc-url", "http://127.0.0.1:1/rpc", "--confirmations", "3", "--start-block", "1")
         cli("assets", "add", "usdc", "--network", "local", "--symbol", "USDC", "--name", "USD Coin",
             "--contract", USDC_LOCAL, "--decimals", "6", "--skip-contract-check")
-        cli("assets", "add", "eurc", "--network", "local", "--symbol", "EURC", "--name", "Euro Coin",
-            "--contract", EURC, "--decimals", "6", "--skip-contract-check", "--peg", "EUR")
+        cli("assets", "add", "eurc", "--network", "local", "--symbol", "EURC",
+            "--name", "Euro Coin", "--contract", EURC, "--decimals", "6", "--skip-contract-check",
+            "--peg", "EUR")
         self.keys = make_merchant(name="Priced shop")
         cli("merchants", "set-xpub", self.keys["merchantId"], XPUB)
         self.api = live_server.merchant_api(self.keys["secretKey"])
@@ -89,7 +91,8 @@ def choose(page, symbol):
     expect(btn(page, ".instructions")).to_be_visible()
 
 
-def test_a_eur_price_in_euros_what_each_token_costs_and_the_rate_after_the_choice(page, shop, screenshot):
+def test_a_eur_price_in_euros_what_each_token_costs_and_the_rate_after_the_choice(page, shop,
+                                                                                  screenshot):
     shop.set_currency("EUR")
     shop.set_rate()
     pid = shop.open()
@@ -102,14 +105,15 @@ def test_a_eur_price_in_euros_what_each_token_costs_and_the_rate_after_the_choic
     screenshot(btn(page, ".card"), "prices-eur-choice")
 
     choose(page, "USDC")  # 19.99 × 1.0842 = 21.673158 (exact at 6 decimals)
-    expect(btn(page, ".quote")).to_have_text("19.99 EUR · pay 21.673158 USDC at 1 EUR = 1.0842 USD, 10:02 UTC")
+    expect(btn(page, ".quote")).to_have_text(
+        "19.99 EUR · pay 21.673158 USDC at 1 EUR = 1.0842 USD, 10:02 UTC")
     expect(btn(page, ".send-amount")).to_have_text("21.673158 USDC")
     expect(btn(page, ".pay-status")).to_have_text("Waiting for your payment of 21.673158 USDC…")
     expect(btn(page, ".amount-value")).to_have_text("€19.99")
     payment = shop.public(pid)["payment"]
     assert payment["amountDue"] == "21.673158"
-    assert {k: payment["quote"][k] for k in ("currency", "amount", "rate", "pair", "inverse", "source",
-                                               "rateUpdatedAt")} == {
+    assert {k: payment["quote"][k] for k in ("currency", "amount", "rate", "pair", "inverse",
+                                               "source", "rateUpdatedAt")} == {
         "currency": "EUR", "amount": "19.99", "rate": "1.0842", "pair": "EUR/USD", "inverse": False,
         "source": "manual", "rateUpdatedAt": "2026-11-28T10:02:00Z"}
     screenshot(btn(page, ".card"), "prices-eur-quoted")
@@ -136,7 +140,8 @@ def test_a_usd_price_at_par_shows_no_rate(page, shop):
     assert shop.public(pid)["payment"]["quote"]["source"] == "par"
 
 
-def test_an_inverse_quote_reads_the_pair_as_written_with_the_day_of_an_older_rate(page, shop, clock):
+def test_an_inverse_quote_reads_the_pair_as_written_with_the_day_of_an_older_rate(page, shop,
+                                                                                  clock):
     clock.now = RATE_AT - 10 * 3600 - 22 * 60  # 2026-11-27 23:40 UTC
     shop.set_rate()
     clock.now = RATE_AT  # the next day: the rate (a manual one counts for a day) still counts
@@ -165,7 +170,8 @@ def test_a_token_without_a_rate_is_not_offered(page, shop, clock, rate):
     expect(btn(page, ".quote")).to_be_hidden()
 
 
-def test_a_choice_that_cannot_be_quoted_any_more_says_why_and_offers_the_rest(page, shop, screenshot):
+def test_a_choice_that_cannot_be_quoted_any_more_says_why_and_offers_the_rest(page, shop,
+                                                                              screenshot):
     shop.set_currency("EUR")
     shop.set_rate()
     pid = shop.open()
@@ -173,7 +179,8 @@ def test_a_choice_that_cannot_be_quoted_any_more_says_why_and_offers_the_rest(pa
     shop.live.cli("rates", "remove", "EUR/USD")  # while the customer reads the list
 
     btn(page, ".choice").filter(has_text="USDC on").click()
-    message = "usdc on local cannot be quoted now (no rate for EUR/USD): try again later, or choose another asset."
+    message = ("usdc on local cannot be quoted now (no rate for EUR/USD): try again later,"
+               " or choose another asset.")
     expect(btn(page, ".notice")).to_have_text(message)
     expect_choices(page, CHOICES[:1], ["pay 19.99 EURC"])  # the list read again
     assert shop.asset_lists == [f"{shop.live.url}/payment-button/assets?processId={pid}"] * 2
@@ -202,10 +209,12 @@ def test_the_price_is_written_as_the_page_s_language_writes_it(browser, shop):
         expect(btn(french, ".amount-value")).to_have_text("19,99\u00a0€")
         expect(btn(french, ".dlg-amount")).to_have_text("19,99\u00a0€")
         # The nearest lang attribute: here the element's own.
-        french.goto(shop.site.checkout_url(shop.live.url, pid, shop.keys["publicKey"], lang="de-DE"))
+        french.goto(shop.site.checkout_url(shop.live.url, pid, shop.keys["publicKey"],
+                                           lang="de-DE"))
         expect(btn(french, ".amount-value")).to_have_text("19,99\u00a0€")
         pid = shop.api.preorder("1234.50")["processId"]
-        french.goto(shop.site.checkout_url(shop.live.url, pid, shop.keys["publicKey"], lang="de-DE"))
+        french.goto(shop.site.checkout_url(shop.live.url, pid, shop.keys["publicKey"],
+                                           lang="de-DE"))
         expect(btn(french, ".amount-value")).to_have_text("1.234,50\u00a0€")
     finally:
         context.close()
@@ -229,7 +238,8 @@ def test_the_currency_attribute_is_a_fallback_for_a_service_that_sends_none(page
     page.goto(shop.site.checkout_url(shop.live.url, pid, shop.keys["publicKey"], currency="CHF"))
     expect(btn(page, ".amount-value")).to_have_text("CHF\u00a019.99")
     page.goto(shop.site.checkout_url(shop.live.url, pid, shop.keys["publicKey"], currency="Euro"))
-    expect(btn(page, ".amount-value")).to_have_text("19.99")  # not a code Intl knows: written after it
+    # not a code Intl knows: written after it
+    expect(btn(page, ".amount-value")).to_have_text("19.99")
     expect(btn(page, ".currency")).to_have_text("Euro")
     page.goto(shop.site.checkout_url(shop.live.url, pid, shop.keys["publicKey"]))
     expect(btn(page, ".amount-value")).to_have_text("19.99")  # no currency at all: the amount alone

@@ -1,8 +1,8 @@
 """Paying from a browser wallet, in Chromium, on the real service and the real Hardhat node: two
-EIP-6963 wallets injected into the merchant's checkout page (tests/support/wallets.py), one starting on
-another chain, one that declines; the real chain watcher; the relayer (RELAYER_KEY_FILE, Hardhat's dev
-account #3) for the payer without gas. What each wallet was asked, in which order and on which chain,
-is read from the wallets' own records."""
+EIP-6963 wallets injected into the merchant's checkout page (tests/support/wallets.py), one starting
+on another chain, one that declines; the real chain watcher; the relayer (RELAYER_KEY_FILE,
+Hardhat's dev account #3) for the payer without gas. What each wallet was asked, in which order and
+on which chain, is read from the wallets' own records."""
 import json
 import re
 
@@ -134,7 +134,8 @@ def test_wallets_listed_one_declines_then_the_other_switches_chain_and_pays_exac
     assert tx_hash in [t["txHash"] for t in paid["payment"]["transfers"]]
 
 
-def test_a_payer_without_gas_pays_through_the_relayer_by_keyboard(page, checkout, chain, screenshot):
+def test_a_payer_without_gas_pays_through_the_relayer_by_keyboard(page, checkout, chain,
+                                                                  screenshot):
     chain.transfer(PAYER.address, 50 * UNIT, token=checkout.usdc)
     wallet = wallets.TestWallet(chain, "test-wallet", "Test Wallet", wallets.ICON,
                                 address=PAYER.address, key=PAYER.key)

@@ -1,7 +1,8 @@
-"""Paying without gas (POST /payment-button/process/<processId>/authorization) on a real node: the test
-ERC-3009 token (tests/chain/token/TestUSDC.sol) added with `assets add --eip3009`, a payer holding none
-of the gas coin, the relayer a funded dev account whose key is in RELAYER_KEY_FILE. Every refusal is
-checked to broadcast nothing: the relayer's nonce (pending transactions included) is unchanged."""
+"""Paying without gas (POST /payment-button/process/<processId>/authorization) on a real node: the
+test ERC-3009 token (tests/chain/token/TestUSDC.sol) added with `assets add --eip3009`, a payer
+holding none of the gas coin, the relayer a funded dev account whose key is in RELAYER_KEY_FILE.
+Every refusal is checked to broadcast nothing: the relayer's nonce (pending transactions included)
+is unchanged."""
 import itertools
 import json
 
@@ -38,7 +39,8 @@ class Gasless:
     """A merchant taking TestUSDC (ERC-3009) and TUSD (a plain ERC-20) on the test chain."""
 
     def __init__(self, app, client, runner, chain, clock, merchant):
-        self.app, self.client, self.runner, self.chain, self.clock = app, client, runner, chain, clock
+        self.app, self.client, self.runner = app, client, runner
+        self.chain, self.clock = chain, clock
         self.merchant, self.api = merchant, Api(client, merchant["secretKey"])
         self.clients = itertools.count(1)
         clock.now = chain.timestamp()
@@ -134,7 +136,8 @@ def test_a_payer_without_gas_pays_exactly_and_the_relayer_pays_the_gas(shop, cha
     assert listed["usdc"]["gasless"] is True
     assert listed["usdc"]["eip712Domain"] == {"name": "Test USD Coin", "version": "2",
                                               "chainId": 31337, "verifyingContract": shop.usdc}
-    assert set(listed["tusd"]) == {"id", "name", "chainId", "confirmations", "finality"}  # unchanged shape
+    # unchanged shape
+    assert set(listed["tusd"]) == {"id", "name", "chainId", "confirmations", "finality"}
     process_id, process = shop.order(12.34)
     assert shop.gas_coin(PAYER.address) == 0
     authorization = shop.authorization(process, value=12_340_000)
@@ -285,7 +288,8 @@ def test_one_balance_backs_one_authorization_in_flight(shop, chain, proxy):
         reused = shop.authorization(rich, value=1_000_000, nonce=paying.nonce)
         answer = shop.refused(rich_id, signing.body(reused), 400, "validation_error",
                               "nonce")
-        assert answer["errors"]["nonce"] == ["An authorization with this nonce is already being sent."]
+        assert answer["errors"]["nonce"] == [
+            "An authorization with this nonce is already being sent."]
     chain.mine(1)
     assert [chain.rpc("eth_getTransactionReceipt", h)["status"] for h in sent] == ["0x1", "0x1"]
     assert shop.token_balance(poor.address) == 0
@@ -303,8 +307,10 @@ def test_the_call_is_simulated_on_the_pending_state(shop, chain, proxy):
     chain.rpc("hardhat_impersonateAccount", payer.address)
     process_id, process = shop.order(5)
     with Paused(chain):
-        chain.rpc("eth_sendTransaction", {"from": payer.address, "to": shop.usdc, "data": "0xa9059cbb"
-                  + chain.accounts[5][2:].lower().rjust(64, "0") + format(5_000_000, "064x")})
+        chain.rpc("eth_sendTransaction", {"from": payer.address, "to": shop.usdc,
+                                          "data": "0xa9059cbb"
+                                          + chain.accounts[5][2:].lower().rjust(64, "0")
+                                          + format(5_000_000, "064x")})
         answer = shop.refused(process_id, signing.body(
             shop.authorization(process, value=5_000_000, signer=payer)), 409,
             "payment_method_unavailable")
@@ -320,7 +326,8 @@ def test_one_payer_cannot_fill_the_hourly_cap(shop, app):
     one payer may have at most RELAYER_MAX_PER_PAYER_PER_HOUR of them: others still pay."""
     app.config["RELAYER_MAX_PER_PAYER_PER_HOUR"] = 1
     first_id, first = shop.order(1)
-    assert shop.post(first_id, signing.body(shop.authorization(first, value=1_000_000))).status_code == 202
+    assert shop.post(first_id, signing.body(
+        shop.authorization(first, value=1_000_000))).status_code == 202
     second_id, second = shop.order(1)
     answer = shop.refused(second_id, signing.body(shop.authorization(second, value=1_000_000)), 409,
                           "payment_method_unavailable")
@@ -344,7 +351,8 @@ def test_a_pool_node_that_never_saw_the_relay_frees_nothing(shop, chain, live_ch
         first = shop.post(process_id, signing.body(shop.authorization(process, value=2_000_000)))
         assert first.status_code == 202, first.get_json()
         proxy.route(live_chain.url, "eth_getTransactionByHash", times=1)
-        answer = shop.refused(process_id, signing.body(shop.authorization(process, value=2_000_000)),
+        answer = shop.refused(process_id,
+                              signing.body(shop.authorization(process, value=2_000_000)),
                               409, "invalid_state")
         assert "is in flight" in answer["message"]
         assert proxy.calls["eth_getTransactionByHash"] == 1
@@ -388,7 +396,8 @@ def test_a_lost_relay_frees_the_process_once_it_can_no_longer_pay(shop, chain):
     taker = shop.post(other_id, signing.body(shop.authorization(  # another payer: its relays alone
         other, value=1_000_000, signer=shop.funded_payer("takes the nonce", 1_000_000))))
     assert taker.status_code == 202, taker.get_json()
-    assert int(chain.rpc("eth_getTransactionByHash", taker.get_json()["txHash"])["nonce"], 16) == nonce
+    assert int(chain.rpc("eth_getTransactionByHash",
+                         taker.get_json()["txHash"])["nonce"], 16) == nonce
     again = shop.post(lost_id, signing.body(shop.authorization(lost, value=2_000_000)))
     assert again.status_code == 202, again.get_json()
 
@@ -524,7 +533,8 @@ def test_a_network_switched_to_the_other_mode_is_not_paid_into(app, client, runn
 def test_the_hourly_cap_hides_the_option(shop, app):
     app.config["RELAYER_MAX_PER_HOUR"] = 1
     first_id, first = shop.order(1)
-    assert shop.post(first_id, signing.body(shop.authorization(first, value=1_000_000))).status_code == 202
+    assert shop.post(first_id, signing.body(
+        shop.authorization(first, value=1_000_000))).status_code == 202
     assert shop.gasless() is False
     second_id, second = shop.order(1)
     answer = shop.refused(second_id, signing.body(shop.authorization(second, value=1_000_000)), 409,
