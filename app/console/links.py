@@ -60,7 +60,7 @@ def _rows(found):
         rows.append({"link": link, "url": url, "qr": qr.svg_data_uri(url), "payments": count,
                      "state": links.why_unavailable(link, count, current) or "active",
                      "over": link.max_payments is not None and count > link.max_payments,
-                     "price": pages.priced(link.amount, link.currency)})
+                     "price": currency.display(link.amount, link.currency)})
     return rows
 
 
@@ -177,7 +177,7 @@ def confirm_deactivate_link(link_id):
         return redirect(back, 303)
     return pages.confirm(
         "Deactivate this payment link?",
-        f"\"{link.description}\" ({pages.priced(link.amount, link.currency)}) will answer"
+        f"\"{link.description}\" ({currency.display(link.amount, link.currency)}) will answer"
         " \"no longer available\" to anyone who opens it, and start no payment; payments already"
         " started from it may still complete. A deactivated link cannot be turned on again: create"
         " a new one.",

@@ -11,6 +11,7 @@ from app.console.pages import bp
 from app.console.security import login_required
 from app.db import get_db
 from app.domain import accounts
+from app.web.http import client_address
 
 
 def _login_page(status=200, error=None, email="", headers=None):
@@ -36,7 +37,7 @@ def login_submit():
     email = request.form.get("email", "")
     try:
         token, _ = accounts.log_in(get_db(), email=email, password=request.form.get("password", ""),
-                                   client=security.client_address(), now=now(),
+                                   client=client_address(), now=now(),
                                    session_hours=security.session_hours(),
                                    hash_method=current_app.config["DASHBOARD_PASSWORD_HASH"])
     except accounts.LoginRefused as e:

@@ -1,6 +1,6 @@
 """The overview (`/dashboard/overview`, where a login lands): the figures of
 app/domain/overview.py, each a link to the list it counts (sums of process amounts in their
-currency, app/console/pages.py priced), and a chart per asset (and per currency of the sandbox
+currency, app/core/currency.py display), and a chart per asset (and per currency of the sandbox
 payments) of the last 30 days.
 
 The chart is drawn here as SVG (`chart`): a few lines of our own rather than a charting library,
@@ -10,8 +10,9 @@ from decimal import Decimal
 from flask import g, render_template
 
 from app.clock import now
-from app.console.pages import bp, priced
+from app.console.pages import bp
 from app.console.security import login_required
+from app.core import currency
 from app.db import get_db
 from app.domain import overview
 from app.domain.overview import day_text, text
@@ -28,7 +29,7 @@ def overview_page():
         charts={a.id: chart(a.daily, today, a.symbol) for a in assets},
         completed=found.completed, sandbox=found.sandbox,
         sandbox_charts={c.code: chart(c.daily, today, c.code,
-                                      lambda amount, code=c.code: priced(amount, code),
+                                      lambda amount, code=c.code: currency.display(amount, code),
                                       "completed in the sandbox per day")
                         for c in found.sandbox},
         text=text, statuses=found.statuses, partly=found.partly, partly_more=found.partly_more,

@@ -4,13 +4,12 @@ by its id (or the 404 page), the names people read for assets and networks. The 
 are one module per page group (app/console/__init__.py).
 """
 from datetime import UTC, datetime
-from decimal import Decimal
 
 from flask import Blueprint, g, redirect, render_template, request, url_for
 
 from app.console.security import PageError, not_found
 from app.core import currency
-from app.core.money import format_units, significant_places
+from app.core.money import format_units
 from app.db import get_db
 from app.domain import processes, setup
 from app.web.http import NotAscii, ascii_int, ascii_text, parse_process_id
@@ -26,16 +25,8 @@ def when(ts):
     return datetime.fromtimestamp(int(ts), UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-@bp.app_template_filter("priced")
-def priced(amount, code) -> str:
-    """A process's amount (or a sum of them) in its currency, as people of that currency read it:
-    "€19.99", "¥1,200" (app/core/currency.py display). Never rounded: an amount with more places
-    than its currency has (stored before currencies, under a larger AMOUNT_DECIMALS) shows exactly,
-    with its code: "0.001 USD"."""
-    value = Decimal(amount)
-    if significant_places(value) > currency.minor_digits(code):
-        return f"{format(value.normalize(), 'f')} {code}"
-    return currency.display(value, code)
+# A process's amount in its currency, as people of that currency read it (never rounded).
+bp.add_app_template_filter(currency.display, "priced")
 
 
 def iso_when(text):

@@ -13,6 +13,7 @@ from app.clock import now
 from app.console import pages
 from app.console.pages import bp
 from app.console.security import login_required, not_found, owner_required
+from app.core import currency
 from app.core.jsonutil import dumps_pretty, loads
 from app.core.money import format_units
 from app.db import get_db
@@ -23,7 +24,7 @@ from app.domain.representation import payment_object
 def _timeline(process, view, event_list, current):
     """What happened to a process, oldest first: (time, title, detail, kind)."""
     items = [(process.created_at, "Created",
-              f"Amount {pages.priced(process.amount, process.currency)}", "created")]
+              f"Amount {currency.display(process.amount, process.currency)}", "created")]
     for t in view.transfers if view is not None else ():
         amount = format_units(t.amount, view.payment.decimals)
         detail = f"{amount} in block {t.block_number}, tx {t.tx_hash}"
@@ -77,7 +78,7 @@ def _quote(payment):
     if not payment:
         return None
     q = payment["quote"]
-    found = {"amount": pages.priced(q["amount"], q["currency"]), "source": q["source"],
+    found = {"amount": currency.display(q["amount"], q["currency"]), "source": q["source"],
              "quoted_at": pages.iso_when(q.get("quotedAt")), "rate": None}
     if q["source"] != "par" and q.get("pair"):
         base, _, quote_code = q["pair"].partition("/")
@@ -133,8 +134,8 @@ def confirm_cancel_process(process_id):
         return redirect(back, 303)
     return pages.confirm(f"Cancel process {process.id}?",
                     "The customer can no longer pay its"
-                    f" {pages.priced(process.amount, process.currency)}; a process.cancelled event"
-                    " is sent to your webhook. A cancelled process cannot be reopened.",
+                    f" {currency.display(process.amount, process.currency)}; a process.cancelled"
+                    " event is sent to your webhook. A cancelled process cannot be reopened.",
                     url_for("dashboard.cancel_process", process_id=process.id), "Cancel", back)
 
 

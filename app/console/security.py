@@ -4,7 +4,6 @@ the owner role for changes, the security headers of every page, and errors as re
 CSRF: a token bound to the server-side session (a random value in its row) is a hidden field of
 every form and compared in constant time on every POST; the login form, before any session exists,
 uses a double-submit token (the same random value in a SameSite=Strict cookie and in the form)."""
-import ipaddress
 import secrets
 from functools import wraps
 
@@ -14,15 +13,13 @@ from werkzeug.exceptions import HTTPException
 from app.clock import now
 from app.db import get_db
 from app.domain import accounts, merchants
+from app.web.http import CSP
 
 PREFIX = "/dashboard"
 # The console's cookies: (name, path over plain HTTP). Behind HTTPS: __Host-<name>, path /
 # (cookie()).
 SESSION_COOKIE = ("console_session", PREFIX)
 LOGIN_CSRF_COOKIE = ("console_login_csrf", PREFIX + "/login")
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
-       " connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none';"
-       " object-src 'none'")
 
 
 class PageError(HTTPException):
@@ -76,26 +73,6 @@ def owner_required(view):
         return view(*args, **kwargs)
 
     return guarded
-
-
-# The documented layout puts nginx on the same host (deploy/nginx.conf sets X-Forwarded-For to the
-# client's address): a request from loopback carries the client's address in that header. The same
-# addresses gunicorn trusts for X-Forwarded-Proto (gunicorn.conf.py).
-TRUSTED_PROXIES = ("127.0.0.1", "::1")
-
-
-def client_address():
-    """The client's address, for the per-client login throttle: X-Forwarded-For's last address when
-    the peer is the local proxy and the header holds one, else the peer's (an address as
-    `ipaddress` writes it: what is stored about a login is never longer than an address)."""
-    peer = request.remote_addr or "-"
-    forwarded = request.headers.get("X-Forwarded-For")
-    if peer in TRUSTED_PROXIES and forwarded:
-        try:
-            return str(ipaddress.ip_address(forwarded.split(",")[-1].strip()))
-        except ValueError:
-            pass
-    return peer
 
 
 def new_login_csrf():

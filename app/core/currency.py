@@ -13,6 +13,8 @@ from functools import lru_cache
 from babel.core import get_global
 from babel.numbers import format_currency, get_currency_precision, get_territory_currencies
 
+from app.core.money import significant_places
+
 DEFAULT = "USD"
 
 
@@ -58,6 +60,12 @@ def check_pair(text) -> tuple[str, str]:
 
 
 def display(amount, code, locale="en") -> str:
-    """An amount as people read it: "€19.99", "¥1,200", "19.99 EUR" for a code Babel has no sign
-    for. `amount` an exact decimal (text or Decimal), shown with the currency's places."""
-    return format_currency(Decimal(amount), code, locale=locale, currency_digits=True)
+    """An amount (a process's, a link's, a sum of them) as people read it: "€19.99", "¥1,200",
+    "19.99 EUR" for a code Babel has no sign for; `amount` an exact decimal (text or Decimal),
+    shown with the currency's places. Never rounded: one with more places than its currency has
+    (stored before currencies, under a larger AMOUNT_DECIMALS) shows exactly, with its code:
+    "0.001 USD"."""
+    value = Decimal(amount)
+    if significant_places(value) > minor_digits(code):
+        return f"{format(value.normalize(), 'f')} {code}"
+    return format_currency(value, code, locale=locale, currency_digits=True)

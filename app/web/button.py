@@ -14,14 +14,13 @@ from flask import Blueprint, Response, current_app, g, request, send_file
 
 from app.chain import relayer
 from app.clock import now
-from app.console.security import client_address
 from app.db import get_db
 from app.domain import payments, processes, setup
 from app.domain.representation import payment_uri, public_process_json
 from app.web import qr
 from app.web.auth import require_public_key
 from app.web.errors import ApiError, validation_error
-from app.web.http import json_response, load_json_body, parse_process_id
+from app.web.http import client_address, json_response, load_json_body, parse_process_id
 from app.web.schemas import AuthorizationSchema, ConfirmSchema, SandboxPaySchema
 
 bp = Blueprint("button_api", __name__, url_prefix="/payment-button")

@@ -15,7 +15,7 @@ button's public view. Nothing here ever shows a process's or a link's metadata (
 e-mails).
 Errors are pages with the same status (404, 405, 410, 429, 503, 500), never the API's JSON.
 
-Headers are the console's (app/console/security.py): CSP without 'unsafe-inline', no framing, no
+Headers are the console's (app/web/http.py CSP): a CSP without 'unsafe-inline', no framing, no
 referrer (the checkout address is a capability: the shop's page must not read it from Referer),
 no caching of a page. The payment button needs nothing more: its modules (script-src 'self') and
 its style sheet, a file linked into its shadow root (style-src 'self'), come from this service.
@@ -29,13 +29,11 @@ from flask import Blueprint, current_app, redirect, render_template, request, ur
 from werkzeug.exceptions import HTTPException
 
 from app.clock import now
-from app.console.pages import priced
-from app.console.security import CSP as CONSOLE_CSP
-from app.console.security import client_address
+from app.core import currency
 from app.core.money import format_units
 from app.db import get_db, is_unavailable
 from app.domain import links, merchants, payments, processes, setup
-from app.web.http import parse_process_id, public_base_url
+from app.web.http import CSP, client_address, parse_process_id, public_base_url
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +46,6 @@ LINK_ID = re.compile(r"link_[0-9a-f]{24}")
 REDIRECT_SECONDS = 5
 RETRY_AFTER_SECONDS = 5  # a database that cannot serve: as app/web/errors.py asks
 
-
-CSP = CONSOLE_CSP
 
 
 @bp.after_request
@@ -181,7 +177,8 @@ def checkout_page(process_id):
     refresh = (REDIRECT_SECONDS, success) if status == "completed" and success else None
     return render_template(
         "checkout/process.html", process=process, status=status, merchant=merchant,
-        merchant_name=links.display_name(merchant), price=priced(process.amount, process.currency),
+        merchant_name=links.display_name(merchant),
+        price=currency.display(process.amount, process.currency),
         back=back, success=success, refresh=refresh, again=again,
         receipt=_receipt(db, process, status), selling=not merchant.disabled,
         test=not process.livemode,
@@ -226,7 +223,8 @@ def link_page(link_id):
     if reason is not None:
         return _gone(link, reason, name)
     return render_template("checkout/link.html", link=link, merchant=merchant, merchant_name=name,
-                           price=priced(link.amount, link.currency), test=not link.livemode)
+                           price=currency.display(link.amount, link.currency),
+                           test=not link.livemode)
 
 
 # No CSRF token on this form, by design: the POST only creates a pending process (nothing is paid,

@@ -1,4 +1,5 @@
 """Request and response plumbing shared by the API blueprints."""
+import ipaddress
 import logging
 import re
 
@@ -23,6 +24,33 @@ except ImportError:  # pragma: no cover - another WSGI server
 _FRAMING_ERRORS = (OSError, ClientDisconnected, _GunicornParseError)
 
 log = logging.getLogger(__name__)
+
+# The pages the service serves (the console, the checkout pages): nothing inline, nothing from
+# another origin, never framed.
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
+       " connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none';"
+       " object-src 'none'")
+
+# The documented layout puts nginx on the same host (deploy/nginx.conf sets X-Forwarded-For to the
+# client's address): a request from loopback carries the client's address in that header. The same
+# addresses gunicorn trusts for X-Forwarded-Proto (gunicorn.conf.py).
+TRUSTED_PROXIES = ("127.0.0.1", "::1")
+
+
+def client_address():
+    """The client's address, for the per-client throttles (console logins, payment links, the
+    relayer): X-Forwarded-For's last address when the peer is the local proxy and the header holds
+    one, else the peer's (an address as `ipaddress` writes it: what is stored about a client is
+    never longer than an address)."""
+    peer = request.remote_addr or "-"
+    forwarded = request.headers.get("X-Forwarded-For")
+    if peer in TRUSTED_PROXIES and forwarded:
+        try:
+            return str(ipaddress.ip_address(forwarded.split(",")[-1].strip()))
+        except ValueError:
+            pass
+    return peer
+
 
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 

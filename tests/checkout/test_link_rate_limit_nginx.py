@@ -1,6 +1,6 @@
 """A payment link's rate limit in the production layout: Debian's nginx with deploy/nginx.conf in front
 of gunicorn (gunicorn.conf.py). nginx passes the client's address in X-Forwarded-For, which the
-service believes from its local proxy only (app/console/security.py client_address): two customers
+service believes from its local proxy only (app/web/http.py client_address): two customers
 on two addresses (127.0.0.1 and 127.0.0.2, both loopback, as the sources of their connections to
 nginx) are counted apart, LINK_PROCESSES_PER_MINUTE (10) processes each, the 11th click a 429 page
 with Retry-After that creates nothing. A missing nginx fails this test (.ci/run installs it)."""
