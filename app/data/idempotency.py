@@ -9,7 +9,8 @@ def lock(conn, merchant_id, key):
     both find nothing and create two processes, so a transaction-scoped advisory lock does it."""
     if dialect(conn) == "postgresql":
         conn.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(CAST(? AS text) || '/' || CAST(? AS text), 0))",
+            "SELECT pg_advisory_xact_lock(hashtextextended(CAST(? AS text)"
+            " || '/' || CAST(? AS text), 0))",
             (merchant_id, key),
         )
 

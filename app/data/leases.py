@@ -7,7 +7,8 @@ expiries against the same clock, so a host whose clock is off cannot take a leas
 from app.data.schema import dialect
 
 # The database's clock, in unix seconds with a fraction. PostgreSQL: the time of the statement
-# itself (now() would be the transaction's start); SQLite: julianday (unixepoch('subsec') needs 3.42).
+# itself (now() would be the transaction's start); SQLite: julianday (unixepoch('subsec') needs
+# 3.42).
 _NOW = {
     "postgresql": "CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS DOUBLE PRECISION)",
     "sqlite": "((julianday('now') - 2440587.5) * 86400.0)",

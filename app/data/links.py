@@ -1,8 +1,7 @@
-"""SQL for payment links (app/domain/links.py): the links, the count of a link's completed processes,
-and the rate limit's record of the processes each client address made from a link."""
+"""SQL for payment links (app/domain/links.py): the links, the count of a link's completed
+processes, and the rate limit's record of the processes each client address made from a link."""
 from app.core.records import Link
 from app.data.schema import dialect
-
 
 _COLUMNS = ("id, merchant_id, livemode, amount, currency, description, metadata, success_url,"
             " max_payments, expires_at, deactivated_at, created_at")
@@ -33,7 +32,8 @@ def page(conn, merchant_id, limit, before=None) -> tuple[list[Link], bool]:
         where += " AND (created_at < ? OR (created_at = ? AND id < ?))"
         params += [before.created_at, before.created_at, before.id]
     rows = conn.execute(f"SELECT {_COLUMNS} FROM links WHERE {where}"
-                        " ORDER BY created_at DESC, id DESC LIMIT ?", (*params, limit + 1)).fetchall()
+                        " ORDER BY created_at DESC, id DESC LIMIT ?",
+                        (*params, limit + 1)).fetchall()
     return [_link(r) for r in rows[:limit]], len(rows) > limit
 
 
@@ -45,8 +45,8 @@ def lock(conn, link_id):
 
 
 def deactivate(conn, link_id, now) -> bool:
-    return conn.execute("UPDATE links SET deactivated_at = ? WHERE id = ? AND deactivated_at IS NULL",
-                        (now, link_id)).rowcount == 1
+    return conn.execute("UPDATE links SET deactivated_at = ? WHERE id = ?"
+                        " AND deactivated_at IS NULL", (now, link_id)).rowcount == 1
 
 
 def payments(conn, link_ids) -> dict[str, int]:
@@ -55,7 +55,8 @@ def payments(conn, link_ids) -> dict[str, int]:
     if not ids:
         return {}
     rows = conn.execute(f"SELECT link_id, count(*) FROM processes WHERE link_id IN"
-                        f" ({','.join('?' * len(ids))}) AND status = 'completed' GROUP BY link_id", ids)
+                        f" ({','.join('?' * len(ids))}) AND status = 'completed' GROUP BY link_id",
+                        ids)
     return {row[0]: row[1] for row in rows}
 
 

@@ -62,7 +62,8 @@ def by_secret_key_hash(conn, key_hash, now) -> Merchant | None:
     """The merchant holding this secret key, neither revoked nor past the end of its overlap."""
     row = conn.execute(
         f"SELECT {_MERCHANT_COLUMNS} FROM secret_keys k JOIN merchants m ON m.id = k.merchant_id"
-        " WHERE k.key_hash = ? AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > ?)",
+        " WHERE k.key_hash = ? AND k.revoked_at IS NULL"
+        " AND (k.expires_at IS NULL OR k.expires_at > ?)",
         (key_hash, now),
     ).fetchone()
     return _merchant(row) if row else None
@@ -141,7 +142,8 @@ def expire_keys(conn, merchant_id, until, keep_hash) -> int:
 
 
 def set_public_key(conn, merchant_id, public_key) -> bool:
-    cur = conn.execute("UPDATE merchants SET public_key = ? WHERE id = ?", (public_key, merchant_id))
+    cur = conn.execute("UPDATE merchants SET public_key = ? WHERE id = ?",
+                       (public_key, merchant_id))
     return cur.rowcount == 1
 
 

@@ -59,8 +59,8 @@ def upgrade(conn, now=None) -> tuple[int, int]:
                 conn.execute(sql)
                 if _after(number):
                     conn.execute(_after(number))
-                conn.execute("INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)",
-                             (number, filename, now))
+                conn.execute("INSERT INTO schema_version (version, name, applied_at)"
+                             " VALUES (?, ?, ?)", (number, filename, now))
             _derive(conn, {m[0] for m in pending})
             conn.execute("COMMIT")
         except BaseException:

@@ -18,7 +18,8 @@ def outbox_backlog(conn, now) -> OutboxBacklog:
     row = conn.execute(
         "SELECT"
         f" count(*) FILTER (WHERE {leased}) AS in_flight,"
-        f" count(*) FILTER (WHERE next_attempt_at <= :now AND NOT COALESCE({leased}, FALSE)) AS due,"
+        f" count(*) FILTER (WHERE next_attempt_at <= :now AND NOT COALESCE({leased}, FALSE))"
+        " AS due,"
         f" count(*) FILTER (WHERE next_attempt_at > :now AND NOT COALESCE({leased}, FALSE))"
         " AS retrying,"
         " min(next_attempt_at) FILTER (WHERE next_attempt_at <= :now) AS oldest_due"
@@ -33,7 +34,8 @@ def outbox_backlog(conn, now) -> OutboxBacklog:
 def snapshot(conn, now) -> Snapshot:
     """Everything /metrics shows, read in one transaction (a consistent view: on PostgreSQL that
     takes REPEATABLE READ, its READ COMMITTED gives each statement its own snapshot)."""
-    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ" if dialect(conn) == "postgresql" else "BEGIN")
+    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ" if dialect(conn) == "postgresql"
+                 else "BEGIN")
     try:
         backlog = outbox_backlog(conn, now)
         totals = dict.fromkeys(FINAL_DELIVERY_STATUSES, 0)
@@ -89,7 +91,8 @@ def prune_events(conn, created_before, limit, after=(-1, -1)) -> tuple[int, int,
     conn.execute(
         f"DELETE FROM deliveries WHERE event_id IN ({marks}) AND NOT EXISTS (SELECT 1 FROM"
         " deliveries p WHERE p.event_id = deliveries.event_id AND p.status = 'pending')", ids)
-    final = f"id IN ({marks}) AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = events.id)"
+    final = (f"id IN ({marks}) AND NOT EXISTS"
+             " (SELECT 1 FROM deliveries d WHERE d.event_id = events.id)")
     attempts = conn.execute(
         f"DELETE FROM delivery_attempts WHERE event_id IN (SELECT id FROM events WHERE {final})",
         ids).rowcount

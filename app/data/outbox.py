@@ -31,8 +31,8 @@ def _events(conn, rows) -> list[Event]:
     ids = [row["id"] for row in rows]
     marks = ", ".join("?" * len(ids))
     deliveries = {}
-    for row in conn.execute(f"SELECT {_DELIVERY_COLUMNS} FROM deliveries WHERE event_id IN ({marks})"
-                            " ORDER BY seq", ids):
+    for row in conn.execute(f"SELECT {_DELIVERY_COLUMNS} FROM deliveries"
+                            f" WHERE event_id IN ({marks}) ORDER BY seq", ids):
         deliveries.setdefault(row["event_id"], []).append(_delivery(row))
     return [Event(**{name: row[name] for name in row.keys()},
                   deliveries=tuple(deliveries.get(row["id"], ()))) for row in rows]
@@ -142,7 +142,7 @@ def claim_due(conn, *, owner, now, lease_seconds, limit, skip_endpoints=(),
     if skip:
         names = [f":skip{i}" for i in range(len(skip))]
         where += f" AND endpoint_id NOT IN ({', '.join(names)})"
-        params.update({name[1:]: endpoint for name, endpoint in zip(names, skip)})
+        params.update({name[1:]: endpoint for name, endpoint in zip(names, skip, strict=True)})
     if dialect(conn) == "postgresql":
         params["seconds"] = int(lease_seconds)
         sql = (
@@ -251,7 +251,8 @@ _REQUEUE = (
 
 
 def requeue(conn, event_id, now, *, endpoint_id=None, statuses=None) -> int:
-    """Re-queue the event's deliveries (to `endpoint_id` only; in one of `statuses` only); how many."""
+    """Re-queue the event's deliveries (to `endpoint_id` only; in one of `statuses` only); how
+    many."""
     where, params = " AND event_id = :event", {"now": now, "event": event_id}
     if endpoint_id is not None:
         where += " AND endpoint_id = :endpoint"
@@ -259,7 +260,7 @@ def requeue(conn, event_id, now, *, endpoint_id=None, statuses=None) -> int:
     if statuses:
         names = [f":status{i}" for i in range(len(statuses))]
         where += f" AND status IN ({', '.join(names)})"
-        params.update({name[1:]: status for name, status in zip(names, statuses)})
+        params.update({name[1:]: status for name, status in zip(names, statuses, strict=True)})
     return conn.execute(_REQUEUE.format(events=" AND id = :event", lease_now=lease_now(conn))
                         + where, params).rowcount
 
@@ -277,7 +278,7 @@ def requeue_where(conn, now, *, statuses, merchant_id=None, since=None) -> list[
     >= since); the ids of their events."""
     names = [f":status{i}" for i in range(len(statuses))]
     where = f" AND status IN ({', '.join(names)})"
-    params = {name[1:]: status for name, status in zip(names, statuses)}
+    params = {name[1:]: status for name, status in zip(names, statuses, strict=True)}
     params["now"] = now
     events = ""
     if merchant_id is not None:

@@ -32,7 +32,8 @@ def _pieces(conn, column, fraction=False) -> list[str]:
         point = f"instr({column}, '.')"
         whole = f"(CASE WHEN {point} > 0 THEN substr({column}, 1, {point} - 1) ELSE {column} END)"
         part = f"(CASE WHEN {point} > 0 THEN substr({column}, {point} + 1) ELSE '' END)"
-    found = [f"sum(CAST(substr({whole}, {-9 * (k + 1)}, 9) AS INTEGER))" for k in range(_WHOLE_PIECES)]
+    found = [f"sum(CAST(substr({whole}, {-9 * (k + 1)}, 9) AS INTEGER))"
+             for k in range(_WHOLE_PIECES)]
     if fraction:
         found += [f"sum(CAST(substr({part} || '{'0' * 18}', {9 * j + 1}, 9) AS INTEGER))"
                   for j in range(_FRACTION_PIECES)]
@@ -46,7 +47,8 @@ def _sum(conn, sql, params, column, keys, fraction=False) -> list[tuple]:
     sums bigints as NUMERIC; SQLite's sum() raises on an overflow rather than rounding); a longer
     value, or that error, and it is summed again by `_pieces`."""
     if not fraction:
-        quick = f"sum(CASE WHEN length({column}) <= 18 THEN CAST({column} AS BIGINT) END), max(length({column}))"
+        quick = (f"sum(CASE WHEN length({column}) <= 18 THEN CAST({column} AS BIGINT) END),"
+                 f" max(length({column}))")
         try:
             rows = conn.execute(sql.replace("{sums}", quick), params).fetchall()
         except Exception as e:  # sqlite3.OperationalError: integer overflow
@@ -107,20 +109,20 @@ def paid_by_day(conn, merchant_id, since) -> list[tuple]:
     costs more than the sum)."""
     join, where, params = "", "", (since,)
     if not _alone(conn, merchant_id):
-        join, where, params = " JOIN payments p ON p.process_id = t.process_id", " AND p.merchant_id = ?", (
-            since, merchant_id)
-    rows = _sum(conn, f"SELECT t.network_id, t.token_contract, t.confirmed_at / {DAY}, count(*), {{sums}}"
-                f" FROM {_confirmed(conn)}{join} WHERE t.status = 'confirmed' AND t.confirmed_at >= ?{where}"
-                " GROUP BY 1, 2, 3", params, "t.amount", 4)
+        join, where, params = (" JOIN payments p ON p.process_id = t.process_id",
+                               " AND p.merchant_id = ?", (since, merchant_id))
+    rows = _sum(conn, f"SELECT t.network_id, t.token_contract, t.confirmed_at / {DAY}, count(*),"
+                f" {{sums}} FROM {_confirmed(conn)}{join} WHERE t.status = 'confirmed'"
+                f" AND t.confirmed_at >= ?{where} GROUP BY 1, 2, 3", params, "t.amount", 4)
     return [(*r[:4], int(r[4])) for r in rows]
 
 
 def refunded_by_day(conn, merchant_id, since) -> list[tuple]:
     """The merchant's refunds completed at or after `since`: [(asset id, decimals, day, refunds,
     base units)]."""
-    rows = _sum(conn, f"SELECT asset_id, decimals, updated_at / {DAY}, count(*), {{sums}} FROM refunds"
-                " WHERE merchant_id = ? AND status = 'completed' AND updated_at >= ? GROUP BY 1, 2, 3",
-                (merchant_id, since), "amount", 4)
+    rows = _sum(conn, f"SELECT asset_id, decimals, updated_at / {DAY}, count(*), {{sums}}"
+                " FROM refunds WHERE merchant_id = ? AND status = 'completed' AND updated_at >= ?"
+                " GROUP BY 1, 2, 3", (merchant_id, since), "amount", 4)
     return [(*r[:4], int(r[4])) for r in rows]
 
 
@@ -198,7 +200,8 @@ def rebuild(conn):
         for status, day, count in final_by_created_day(conn, merchant_id, 0):
             rollups.bump(conn, merchant_id, "final", status, day, count)
         for kind, found in (("completed", completed_by_day(conn, merchant_id, 0, 0)),
-                            ("sandbox", completed_without_transfer_by_day(conn, merchant_id, 0, 0))):
+                            ("sandbox",
+                             completed_without_transfer_by_day(conn, merchant_id, 0, 0))):
             for code, day, count, amount in found:
                 rollups.bump(conn, merchant_id, kind, code, day, count, amount)
         for network_id, token, day, count, base in paid_by_day(conn, merchant_id, 0):
@@ -217,7 +220,8 @@ def partly_paid_candidates(conn, merchant_id, since, limit) -> list[str]:
     reports first, `limit` at most: the caller compares what was paid with what is due, exactly (a
     later transfer may have paid the rest)."""
     rows = conn.execute(  # newest first down the index, a few reports a process at most
-        f"SELECT e.process_id FROM events e{_by_type(conn)} JOIN processes pr ON pr.id = e.process_id"
+        f"SELECT e.process_id FROM events e{_by_type(conn)}"
+        " JOIN processes pr ON pr.id = e.process_id"
         " WHERE e.merchant_id = ? AND e.type = 'payment.partial' AND e.created_at >= ?"
         " AND pr.status <> 'completed' ORDER BY e.created_at DESC LIMIT ?",
         (merchant_id, since, 3 * limit)).fetchall()
@@ -229,7 +233,8 @@ def paid_candidates(conn, merchant_id, since, limit) -> list[str]:
     transfers first, `limit` at most (transfers_confirmed read backwards): the caller compares what
     was paid with what is due, exactly."""
     rows = conn.execute(
-        f"SELECT t.process_id FROM {_confirmed(conn)} JOIN payments p ON p.process_id = t.process_id"
+        f"SELECT t.process_id FROM {_confirmed(conn)}"
+        " JOIN payments p ON p.process_id = t.process_id"
         " WHERE t.status = 'confirmed' AND t.confirmed_at >= ? AND p.merchant_id = ?"
         " ORDER BY t.confirmed_at DESC LIMIT ?", (since, merchant_id, 3 * limit)).fetchall()
     return list(dict.fromkeys(r[0] for r in rows))[:limit]
@@ -246,7 +251,8 @@ def partly_paid(conn, process_ids, over=False) -> tuple[int, list[str]]:
         rows += _sum(conn, "SELECT p.process_id, p.amount_due, max(CASE WHEN t.token_contract <>"
                      " p.token_contract OR t.network_id <> p.network_id THEN 1 ELSE 0 END), {sums}"
                      " FROM payments p JOIN transfers t ON t.process_id = p.process_id"
-                     f" WHERE p.process_id IN ({', '.join('?' * len(chunk))}) AND t.status = 'confirmed'"
+                     f" WHERE p.process_id IN ({', '.join('?' * len(chunk))})"
+                     " AND t.status = 'confirmed'"
                      " GROUP BY 1, 2", chunk, "t.amount", 3)
     count, unsure = 0, []
     for process_id, due, other, paid in rows:
@@ -273,7 +279,8 @@ def uncollected(conn, merchant_id, network_id, since) -> list[tuple]:
         conn, f"SELECT t.token_contract, count(DISTINCT p.address), {{sums}}"
         f" FROM {_confirmed(conn)} JOIN payments p ON p.process_id = t.process_id"
         " WHERE t.status = 'confirmed' AND t.confirmed_at >= ? AND t.network_id = ?"
-        " AND p.merchant_id = ? AND p.mode = 'payout' AND NOT EXISTS (SELECT 1 FROM collection_items i"
+        " AND p.merchant_id = ? AND p.mode = 'payout'"
+        " AND NOT EXISTS (SELECT 1 FROM collection_items i"
         "  JOIN collections c ON c.id = i.collection_id WHERE i.address = p.address"
         "  AND lower(i.token) = lower(t.token_contract) AND c.status = 'confirmed'"
         " AND c.block_number >= t.block_number)"

@@ -1,5 +1,6 @@
 """SQL for live payments' setup and choices: networks, assets, merchant wallets, payments, and the
-read of a process's transfers for display. (The chain watcher writes transfers: app/data/transfers.py.)
+read of a process's transfers for display. (The chain watcher writes transfers:
+app/data/transfers.py.)
 
 Amounts in base units are decimal-integer TEXT in the database and `int` in the models."""
 
@@ -8,8 +9,8 @@ from app.data import unexpected as unexpected_rows
 
 _NETWORK_COLUMNS = (
     "id, name, chain_id, rpc_url, confirmations, start_block, scanned_block, head_block,"
-    " disabled_at, created_at, testnet, finality, max_block_age, polled_at, failing_since, ok_since,"
-    " head_timestamp, tag_block, max_fee_per_gas"
+    " disabled_at, created_at, testnet, finality, max_block_age, polled_at, failing_since,"
+    " ok_since, head_timestamp, tag_block, max_fee_per_gas"
 )
 _ASSET_COLUMNS = (
     "id, network_id, symbol, name, contract, decimals, disabled_at, created_at, eip3009_name,"
@@ -21,8 +22,9 @@ _PAYMENT_COLUMNS = (
     " p.payout_address, p.factory, p.tolerance, n.finality, p.quote"
 )
 _TRANSFER_FIELDS = (
-    "chain_id", "tx_hash", "log_index", "network_id", "process_id", "token_contract", "from_address",
-    "amount", "block_number", "block_hash", "block_timestamp", "status", "seen_at", "confirmed_at",
+    "chain_id", "tx_hash", "log_index", "network_id", "process_id", "token_contract",
+    "from_address", "amount", "block_number", "block_hash", "block_timestamp", "status", "seen_at",
+    "confirmed_at",
 )
 
 
@@ -50,12 +52,14 @@ def insert_network(conn, n: Network):
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (n.id, n.name, n.chain_id, n.rpc_url, n.confirmations, n.start_block, n.scanned_block,
          n.head_block, n.disabled_at, n.created_at, int(n.testnet), n.finality, n.max_block_age,
-         n.polled_at, n.failing_since, n.ok_since, n.head_timestamp, n.tag_block, n.max_fee_per_gas),
+         n.polled_at, n.failing_since, n.ok_since, n.head_timestamp, n.tag_block,
+         n.max_fee_per_gas),
     )
 
 
 def get_network(conn, network_id) -> Network | None:
-    row = conn.execute(f"SELECT {_NETWORK_COLUMNS} FROM networks WHERE id = ?", (network_id,)).fetchone()
+    row = conn.execute(f"SELECT {_NETWORK_COLUMNS} FROM networks WHERE id = ?",
+                       (network_id,)).fetchone()
     return _network(row) if row else None
 
 
@@ -73,13 +77,15 @@ def list_networks(conn) -> list[Network]:
 
 def enabled_networks(conn) -> list[Network]:
     """The networks the chain watcher reads."""
-    rows = conn.execute(f"SELECT {_NETWORK_COLUMNS} FROM networks WHERE disabled_at IS NULL ORDER BY id")
+    rows = conn.execute(f"SELECT {_NETWORK_COLUMNS} FROM networks WHERE disabled_at IS NULL"
+                        " ORDER BY id")
     return [_network(row) for row in rows]
 
 
 def disable_network(conn, network_id, now) -> bool:
     cur = conn.execute(
-        "UPDATE networks SET disabled_at = ? WHERE id = ? AND disabled_at IS NULL", (now, network_id)
+        "UPDATE networks SET disabled_at = ? WHERE id = ? AND disabled_at IS NULL",
+        (now, network_id),
     )
     return cur.rowcount == 1
 
@@ -118,7 +124,8 @@ def poll_succeeded(conn, network_id, now, head_timestamp, tag_block, ok_since):
         (now, head_timestamp, ok_since, network_id))
     if tag_block is not None:
         conn.execute("UPDATE networks SET tag_block = ? WHERE id = ?"
-                     " AND (tag_block IS NULL OR tag_block < ?)", (tag_block, network_id, tag_block))
+                     " AND (tag_block IS NULL OR tag_block < ?)",
+                     (tag_block, network_id, tag_block))
 
 
 def tag_replaced(conn, network_id, fork):
@@ -165,7 +172,8 @@ def set_peg(conn, asset_id, peg, network_id=None) -> int:
 
 def get_asset(conn, asset_id, network_id) -> Asset | None:
     row = conn.execute(
-        f"SELECT {_ASSET_COLUMNS} FROM assets WHERE id = ? AND network_id = ?", (asset_id, network_id)
+        f"SELECT {_ASSET_COLUMNS} FROM assets WHERE id = ? AND network_id = ?",
+        (asset_id, network_id),
     ).fetchone()
     return _asset(row) if row else None
 
@@ -212,7 +220,8 @@ def payable_assets(conn) -> list[tuple[Asset, str, int, int, bool]]:
 
 def get_wallet(conn, merchant_id) -> Wallet | None:
     row = conn.execute(
-        "SELECT merchant_id, xpub, next_index, updated_at FROM merchant_wallets WHERE merchant_id = ?",
+        "SELECT merchant_id, xpub, next_index, updated_at FROM merchant_wallets"
+        " WHERE merchant_id = ?",
         (merchant_id,),
     ).fetchone()
     return Wallet(**{k: row[k] for k in row.keys()}) if row else None
@@ -220,15 +229,18 @@ def get_wallet(conn, merchant_id) -> Wallet | None:
 
 def wallet_holding(conn, xpub) -> str | None:
     """The merchant whose wallet is this xpub, if any."""
-    row = conn.execute("SELECT merchant_id FROM merchant_wallets WHERE xpub = ?", (xpub,)).fetchone()
+    row = conn.execute("SELECT merchant_id FROM merchant_wallets WHERE xpub = ?",
+                       (xpub,)).fetchone()
     return row["merchant_id"] if row else None
 
 
 def set_wallet(conn, merchant_id, xpub, now):
     """Register or replace the xpub; next_index is kept (an index is never given out twice)."""
     conn.execute(
-        "INSERT INTO merchant_wallets (merchant_id, xpub, next_index, updated_at) VALUES (?, ?, 0, ?)"
-        " ON CONFLICT (merchant_id) DO UPDATE SET xpub = excluded.xpub, updated_at = excluded.updated_at",
+        "INSERT INTO merchant_wallets (merchant_id, xpub, next_index, updated_at)"
+        " VALUES (?, ?, 0, ?)"
+        " ON CONFLICT (merchant_id) DO UPDATE SET xpub = excluded.xpub,"
+        " updated_at = excluded.updated_at",
         (merchant_id, xpub, now),
     )
 
@@ -277,8 +289,8 @@ def address_taken(conn, address) -> bool:
 
 def insert_payment(conn, p: Payment):
     conn.execute(
-        "INSERT INTO payments (process_id, merchant_id, address_index, address, asset_id, network_id,"
-        " chain_id, token_contract, decimals, amount_due, created_at, updated_at, mode,"
+        "INSERT INTO payments (process_id, merchant_id, address_index, address, asset_id,"
+        " network_id, chain_id, token_contract, decimals, amount_due, created_at, updated_at, mode,"
         " payout_address, factory, tolerance, quote)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (p.process_id, p.merchant_id, p.address_index, p.address, p.asset_id, p.network_id,
@@ -328,13 +340,14 @@ def transfers_of(conn, process_ids) -> dict[str, list[Transfer]]:
     marks = ",".join("?" * len(ids))
     rows = conn.execute(
         f"SELECT {', '.join('t.' + f for f in _TRANSFER_FIELDS)}, n.head_block,"
-        " p.decimals AS chosen_decimals, p.amount_due AS chosen_due, c.decimals AS earlier_decimals,"
-        " c.amount_due AS earlier_due"
+        " p.decimals AS chosen_decimals, p.amount_due AS chosen_due,"
+        " c.decimals AS earlier_decimals, c.amount_due AS earlier_due"
         " FROM transfers t JOIN networks n ON n.id = t.network_id"
         " JOIN payments p ON p.process_id = t.process_id"
         " LEFT JOIN payment_choices c ON c.process_id = t.process_id"
         "  AND c.network_id = t.network_id AND lower(c.token_contract) = lower(t.token_contract)"
-        "  AND NOT (p.network_id = t.network_id AND lower(p.token_contract) = lower(t.token_contract))"
+        "  AND NOT (p.network_id = t.network_id"
+        " AND lower(p.token_contract) = lower(t.token_contract))"
         f" WHERE t.process_id IN ({marks}) AND t.status IN ('seen', 'confirmed')"
         " ORDER BY t.block_number, t.log_index",
         ids,

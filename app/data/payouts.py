@@ -1,5 +1,6 @@
-"""SQL of the payout mode: merchants' payout addresses, networks' forwarder factories, the payout-mode
-deposit addresses a collection reads, and the collections themselves (app/chain/collect.py).
+"""SQL of the payout mode: merchants' payout addresses, networks' forwarder factories, the
+payout-mode deposit addresses a collection reads, and the collections themselves
+(app/chain/collect.py).
 
 Amounts and wei are decimal-integer TEXT in the database and `int` in Python."""
 from dataclasses import dataclass
@@ -23,7 +24,8 @@ class Deposit:
 class Collection:
     """One transaction of `collect`: `pending` (sent, maybe mined: `block_number` set), `confirmed`
     (mined `confirmations` deep and proven on the kept chain by its anchor) or `reverted` (it moved
-    nothing: reverted by the EVM, never mined, or removed by a reorganisation; `error` says which)."""
+    nothing: reverted by the EVM, never mined, or removed by a reorganisation; `error` says
+    which)."""
     id: int
     network_id: str
     chain_id: int
@@ -95,10 +97,10 @@ def lock_payout_address(conn, address):
 
 
 def merchants_of(conn, addresses) -> dict[str, set[str]]:
-    """{address, lowercase: the ids of the merchants it belongs to} for those of `addresses` (EIP-55,
-    as stored) that are a merchant's payout address, one its payments' deposit addresses forward to
-    (it may have changed its payout since), or one of its deposit addresses. Addresses of nobody are
-    left out."""
+    """{address, lowercase: the ids of the merchants it belongs to} for those of `addresses`
+    (EIP-55, as stored) that are a merchant's payout address, one its payments' deposit addresses
+    forward to (it may have changed its payout since), or one of its deposit addresses. Addresses of
+    nobody are left out."""
     wanted = sorted(set(addresses))
     if not wanted:
         return {}
@@ -190,7 +192,8 @@ def deposits_at(conn, factory, addresses) -> dict[str, Deposit]:
         f" WHERE mode = 'payout' AND factory = ? AND address IN ({','.join('?' * len(found))})",
         (factory, *found),
     )
-    return {r["address"]: Deposit(r["process_id"], r["merchant_id"], r["address"], r["payout_address"])
+    return {r["address"]: Deposit(r["process_id"], r["merchant_id"], r["address"],
+                                  r["payout_address"])
             for r in rows}
 
 
@@ -252,7 +255,8 @@ def highest_open_nonce(conn, network_id, sender) -> int | None:
     """The highest nonce of the sender's pending collections: a new one takes a nonce above it,
     whatever the node's count says (two runs at once never sign the same nonce)."""
     return conn.execute(
-        "SELECT max(nonce) FROM collections WHERE network_id = ? AND sender = ? AND status = 'pending'",
+        "SELECT max(nonce) FROM collections WHERE network_id = ? AND sender = ?"
+        " AND status = 'pending'",
         (network_id, sender),
     ).fetchone()[0]
 
@@ -423,13 +427,15 @@ def insert_wallet_collection(conn, c: Collection) -> int | None:
 
 def wallet_pending(conn, network_id, merchant_id) -> list[Collection]:
     """The merchant's browser-wallet collections on the network still pending."""
-    rows = conn.execute(f"SELECT {_COLLECTION} FROM collections WHERE recorded_by = ? AND network_id = ?"
-                        " AND status = 'pending' ORDER BY id", (merchant_id, network_id))
+    rows = conn.execute(f"SELECT {_COLLECTION} FROM collections WHERE recorded_by = ?"
+                        " AND network_id = ? AND status = 'pending' ORDER BY id",
+                        (merchant_id, network_id))
     return [_collection(r) for r in rows]
 
 
 def of_merchant(conn, merchant_id, limit=50) -> list[Collection]:
-    """Newest first: those that moved some of the merchant's deposits, and those its console recorded."""
+    """Newest first: those that moved some of the merchant's deposits, and those its console
+    recorded."""
     rows = conn.execute(
         f"SELECT {_COLLECTION} FROM collections c WHERE c.recorded_by = ? OR EXISTS"
         " (SELECT 1 FROM collection_items i WHERE i.collection_id = c.id AND i.merchant_id = ?)"

@@ -57,8 +57,8 @@ def _process(row):
 # seq is left to the database (SQLite's rowid alias, PostgreSQL's identity column).
 _INSERT = (
     "INSERT INTO processes (id, merchant_id, status, amount, metadata, livemode, created_at,"
-    " updated_at, expires_at, currency, description, success_url, cancel_url, checkout_base, link_id)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " updated_at, expires_at, currency, description, success_url, cancel_url, checkout_base,"
+    " link_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -165,7 +165,8 @@ CONDITIONS = {
     "overpaid": _CONFIRMED,
     "refunded": ("EXISTS (SELECT 1 FROM refunds r WHERE r.process_id = processes.id"
                  " AND r.status = 'completed')"),
-    "asset=": "EXISTS (SELECT 1 FROM payments p WHERE p.process_id = processes.id AND p.asset_id = ?)",
+    "asset=": ("EXISTS (SELECT 1 FROM payments p WHERE p.process_id = processes.id"
+               " AND p.asset_id = ?)"),
     "network=": ("EXISTS (SELECT 1 FROM payments p WHERE p.process_id = processes.id"
                  " AND p.network_id = ?)"),
     "unexpected": HAS_UNEXPECTED,  # a confirmed transfer that is not the payment's choice
@@ -221,7 +222,8 @@ def meets(conn, process_id, conditions) -> bool:
     for name, chosen in conditions:
         where += f" AND {CONDITIONS[name]}"
         params.extend([chosen] if name.endswith("=") else [])
-    return conn.execute(f"SELECT 1 FROM processes WHERE id = ?{where}", params).fetchone() is not None
+    return conn.execute(f"SELECT 1 FROM processes WHERE id = ?{where}",
+                        params).fetchone() is not None
 
 
 def transition(conn, process_id, to_status, now, completed_by=None) -> bool:
@@ -259,8 +261,8 @@ def completed_by(conn, process_ids) -> dict[str, str | None]:
     ids = list(process_ids)
     if not ids:
         return {}
-    rows = conn.execute(f"SELECT id, completed_by FROM processes WHERE id IN ({','.join('?' * len(ids))})",
-                        ids)
+    rows = conn.execute("SELECT id, completed_by FROM processes"
+                        f" WHERE id IN ({','.join('?' * len(ids))})", ids)
     return {row["id"]: row["completed_by"] for row in rows}
 
 
@@ -280,7 +282,8 @@ def expire(conn, process_id, now) -> bool:
 
 def due_for_expiry(conn, now, limit) -> list[str]:
     """In one total order (seq breaks ties): sweepers that expire the same processes at once lock
-    their rows in the same order, so on PostgreSQL they wait for each other instead of deadlocking."""
+    their rows in the same order, so on PostgreSQL they wait for each other instead of
+    deadlocking."""
     rows = conn.execute(
         "SELECT id FROM processes WHERE status = 'pending' AND expires_at <= ?"
         f" AND NOT {HELD} ORDER BY expires_at, seq LIMIT ?",
@@ -296,9 +299,11 @@ def insert_many(conn, processes) -> int:
     while chunk := list(islice(processes, 10_000)):
         last = conn.execute("SELECT COALESCE(max(seq), 0) FROM processes").fetchone()[0]
         count += conn.executemany(_INSERT, map(_values, chunk)).rowcount
-        seqs = {row[1]: row[0] for row in conn.execute("SELECT seq, id FROM processes WHERE seq > ?", (last,))}
+        seqs = {row[1]: row[0]
+                for row in conn.execute("SELECT seq, id FROM processes WHERE seq > ?", (last,))}
         conn.executemany(
             "INSERT INTO process_search (merchant_id, value, seq) VALUES (?, ?, ?)",
-            [(p.merchant_id, value, seqs[p.id]) for p in chunk for value in search_values(p.metadata)],
+            [(p.merchant_id, value, seqs[p.id])
+             for p in chunk for value in search_values(p.metadata)],
         )
     return count

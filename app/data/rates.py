@@ -1,5 +1,5 @@
-"""SQL for exchange rates: one row per pair, its source (a feed or a manual rate) and the last answer
-read or set (app/domain/rates.py says when it counts)."""
+"""SQL for exchange rates: one row per pair, its source (a feed or a manual rate) and the last
+answer read or set (app/domain/rates.py says when it counts)."""
 from app.core.records import Rate
 
 _COLUMNS = (
@@ -17,7 +17,8 @@ def put(conn, r: Rate):
     """Add the pair, or replace its source (a pair has one)."""
     conn.execute("DELETE FROM rates WHERE pair = ?", (r.pair,))
     conn.execute(
-        f"INSERT INTO rates ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO rates ({_COLUMNS})"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (r.pair, r.source, r.network_id, r.feed, r.feed_decimals, r.sequencer_feed, r.max_age,
          r.max_depeg, r.value, r.round_id, r.answered_in_round, r.updated_at, r.sequencer_answer,
          r.sequencer_since, r.problem, r.read_at, r.reported, r.created_at),

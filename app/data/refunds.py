@@ -111,7 +111,8 @@ def name(conn, refund_id, tx_hash, named_by, now) -> bool:
 
 def cancel(conn, refund_id, now) -> bool:
     return conn.execute(
-        "UPDATE refunds SET status = 'cancelled', updated_at = ? WHERE id = ? AND status = 'pending'",
+        "UPDATE refunds SET status = 'cancelled', updated_at = ? WHERE id = ?"
+        " AND status = 'pending'",
         (now, refund_id),
     ).rowcount == 1
 

@@ -1,9 +1,9 @@
-"""SQL for the relayer's authorizations (app/chain/relayer.py): one row per ERC-3009 authorization it
-submitted or began to, what counts against RELAYER_MAX_PER_HOUR (and per payer), the one in flight
-per process, what is in flight from a payer (its balance is reserved for it), and the relayer's
-turn (at most one row `sending`: its nonce is the node's pending count, read in turn); what the
-relays came to (paid, reverted: the payer charged, RELAYER_MAX_REVERTS_PER_HOUR); and the refused
-authorizations per client address (`429 rate_limited`)."""
+"""SQL for the relayer's authorizations (app/chain/relayer.py): one row per ERC-3009 authorization
+it submitted or began to, what counts against RELAYER_MAX_PER_HOUR (and per payer), the one in
+flight per process, what is in flight from a payer (its balance is reserved for it), and the
+relayer's turn (at most one row `sending`: its nonce is the node's pending count, read in turn);
+what the relays came to (paid, reverted: the payer charged, RELAYER_MAX_REVERTS_PER_HOUR); and the
+refused authorizations per client address (`429 rate_limited`)."""
 from dataclasses import dataclass
 
 from app.data.schema import dialect
@@ -101,7 +101,8 @@ def paid(conn, relay_id, now):
 
 def reverted(conn, relay_id, now):
     """Its transaction reverted, its authorization unused: final, charged to its payer."""
-    conn.execute("UPDATE relayed_authorizations SET reverted_at = ?, final_at = coalesce(final_at, ?)"
+    conn.execute("UPDATE relayed_authorizations SET reverted_at = ?,"
+                 " final_at = coalesce(final_at, ?)"
                  " WHERE id = ? AND reverted_at IS NULL AND paid_at IS NULL", (now, now, relay_id))
 
 
@@ -133,7 +134,8 @@ def begin(conn, *, process_id, network_id, token_contract, from_address, value, 
         "INSERT INTO relayed_authorizations (process_id, network_id, token_contract, from_address,"
         " value, valid_before, nonce, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'sending', ?)"
         " ON CONFLICT DO NOTHING RETURNING id",
-        (process_id, network_id, token_contract, from_address, str(value), valid_before, nonce, now),
+        (process_id, network_id, token_contract, from_address, str(value), valid_before, nonce,
+         now),
     ).fetchone()
     return row[0] if row else None
 
@@ -171,15 +173,16 @@ def hold_client(conn, client):
     other. SQLite's single writer (BEGIN IMMEDIATE) already serialises them; PostgreSQL takes a
     transaction-scoped advisory lock."""
     if dialect(conn) == "postgresql":
-        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('relay-refusals/' || CAST(? AS text), 0))",
-                     (client,))
+        conn.execute("SELECT pg_advisory_xact_lock("
+                     "hashtextextended('relay-refusals/' || CAST(? AS text), 0))", (client,))
 
 
 def refusals_since(conn, client, process_id, since) -> tuple[int, int | None, int, int | None]:
     """(the client's refusals since `since`, the time of its first; those for `process_id`, the
     time of their first); requests still being checked count."""
     row = conn.execute(
-        "SELECT count(*), min(refused_at), coalesce(sum(CASE WHEN process_id = ? THEN 1 ELSE 0 END), 0),"
+        "SELECT count(*), min(refused_at),"
+        " coalesce(sum(CASE WHEN process_id = ? THEN 1 ELSE 0 END), 0),"
         " min(CASE WHEN process_id = ? THEN refused_at END)"
         " FROM relay_refusals WHERE client = ? AND refused_at > ?",
         (process_id, process_id, client, since)).fetchone()
@@ -187,8 +190,8 @@ def refusals_since(conn, client, process_id, since) -> tuple[int, int | None, in
 
 
 def insert_refusal(conn, client, process_id, now) -> int:
-    return conn.execute("INSERT INTO relay_refusals (client, process_id, refused_at) VALUES (?, ?, ?)"
-                        " RETURNING id", (client, process_id, now)).fetchone()[0]
+    return conn.execute("INSERT INTO relay_refusals (client, process_id, refused_at)"
+                        " VALUES (?, ?, ?) RETURNING id", (client, process_id, now)).fetchone()[0]
 
 
 def delete_refusal(conn, refusal_id):

@@ -29,8 +29,8 @@ def bump(conn, merchant_id, kind, key, day, count, amount=0):
     if row is not None:
         count, amount = row[0] + count, Decimal(row[1]) + amount
     conn.execute("INSERT INTO overview_days (merchant_id, kind, day, key, count, amount)"
-                 " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (merchant_id, kind, day, key) DO UPDATE SET"
-                 " count = excluded.count, amount = excluded.amount",
+                 " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (merchant_id, kind, day, key)"
+                 " DO UPDATE SET count = excluded.count, amount = excluded.amount",
                  (merchant_id, kind, day, key, count, _text(amount)))
 
 

@@ -12,9 +12,9 @@ from importlib import resources
 TABLES = (
     "merchants", "secret_keys", "webhook_endpoints", "processes", "events", "deliveries",
     "delivery_attempts", "idempotency_keys",
-    "networks", "rates", "assets", "merchant_wallets", "merchant_payouts", "network_factories", "payments",
-    "payment_choices", "transfers", "unexpected_transfers", "chain_blocks", "refunds", "collections",
-    "collection_items",
+    "networks", "rates", "assets", "merchant_wallets", "merchant_payouts", "network_factories",
+    "payments", "payment_choices", "transfers", "unexpected_transfers", "chain_blocks", "refunds",
+    "collections", "collection_items",
     "delivery_totals", "relayed_authorizations", "relay_refusals",
     "users", "console_sessions", "login_failures", "login_locks", "process_search", "overview_days",
     "links", "link_hits", "watcher_leases",
@@ -67,8 +67,8 @@ def tables(conn) -> list[str]:
         )
     else:
         rows = conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite!_%' ESCAPE '!'"
-            " ORDER BY name"
+            "SELECT name FROM sqlite_master WHERE type = 'table'"
+            " AND name NOT LIKE 'sqlite!_%' ESCAPE '!' ORDER BY name"
         )
     return [row[0] for row in rows]
 

@@ -49,7 +49,8 @@ def advance(conn, network_id, expected, scanned_block) -> bool:
 
 
 def _larger(conn):
-    """SQL's two-argument maximum and minimum: SQLite's scalar MAX/MIN, PostgreSQL's GREATEST/LEAST."""
+    """SQL's two-argument maximum and minimum: SQLite's scalar MAX/MIN, PostgreSQL's
+    GREATEST/LEAST."""
     return ("GREATEST", "LEAST") if dialect(conn) == "postgresql" else ("MAX", "MIN")
 
 
@@ -57,8 +58,8 @@ def rewind(conn, network_id, scanned_block):
     """Read again from scanned_block + 1 (after a reorganisation), never before the start block."""
     larger, smaller = _larger(conn)
     conn.execute(
-        f"UPDATE networks SET scanned_block = {larger}(start_block - 1, {smaller}(scanned_block, ?))"
-        " WHERE id = ?",
+        f"UPDATE networks SET scanned_block = {larger}(start_block - 1,"
+        f" {smaller}(scanned_block, ?)) WHERE id = ?",
         (scanned_block, network_id),
     )
 
@@ -166,7 +167,8 @@ def record(conn, t: Transfer, table=PAYING) -> str | None:
     cur = conn.execute(
         f"UPDATE {table} SET block_number = ?, block_hash = ?, block_timestamp = ?, status = ?,"
         " seen_at = ?, confirmed_at = ?"
-        " WHERE chain_id = ? AND tx_hash = ? AND log_index = ? AND status IN ('orphaned', 'reversed')",
+        " WHERE chain_id = ? AND tx_hash = ? AND log_index = ?"
+        " AND status IN ('orphaned', 'reversed')",
         (t.block_number, t.block_hash, t.block_timestamp, t.status, t.seen_at, t.confirmed_at,
          t.chain_id, t.tx_hash, t.log_index),
     )
@@ -233,7 +235,8 @@ def confirm(conn, t: Transfer, now, table=PAYING) -> bool:
     """seen -> confirmed, only while still seen in the block the caller checked."""
     if conn.execute(
         f"UPDATE {_table(table)} SET status = 'confirmed', confirmed_at = ?"
-        " WHERE chain_id = ? AND tx_hash = ? AND log_index = ? AND status = 'seen' AND block_hash = ?",
+        " WHERE chain_id = ? AND tx_hash = ? AND log_index = ? AND status = 'seen'"
+        " AND block_hash = ?",
         (now, t.chain_id, t.tx_hash, t.log_index, t.block_hash),
     ).rowcount != 1:
         return False
@@ -274,7 +277,8 @@ def newest_block(conn, network_id, at_most) -> ChainBlock | None:
 
 
 def forget_blocks_above(conn, network_id, number):
-    conn.execute("DELETE FROM chain_blocks WHERE network_id = ? AND number > ?", (network_id, number))
+    conn.execute("DELETE FROM chain_blocks WHERE network_id = ? AND number > ?",
+                 (network_id, number))
 
 
 def prune_blocks(conn, network_id, below, keep_latest):

@@ -32,7 +32,8 @@ def describe(conn, t: Transfer, symbol, decimals):
 
 def report(conn, t: Transfer, now) -> bool:
     """Whether `payment.unexpected` is to be written for the transfer now: the first time it
-    confirms only (a transfer revived after a reorganisation and confirmed again is reported once)."""
+    confirms only (a transfer revived after a reorganisation and confirmed again is reported
+    once)."""
     return conn.execute(
         f"UPDATE {UNEXPECTED} SET reported_at = ?"
         " WHERE chain_id = ? AND tx_hash = ? AND log_index = ? AND reported_at IS NULL",
@@ -61,7 +62,8 @@ def accepted_of(conn, process_ids) -> dict[str, list[Transfer]]:
     if not ids:
         return {}
     rows = conn.execute(
-        f"SELECT {_PREFIXED}, n.head_block FROM {UNEXPECTED} u JOIN networks n ON n.id = u.network_id"
+        f"SELECT {_PREFIXED}, n.head_block FROM {UNEXPECTED} u"
+        " JOIN networks n ON n.id = u.network_id"
         f" WHERE u.process_id IN ({','.join('?' * len(ids))}) AND u.status = 'confirmed'"
         " AND u.accepted_at IS NOT NULL", ids)
     found: dict[str, list[Transfer]] = {}
@@ -79,8 +81,9 @@ def accepted_of(conn, process_ids) -> dict[str, list[Transfer]]:
 def get(conn, process_id, tx_hash, log_index) -> UnexpectedTransfer | None:
     """The process's unexpected transfer of that transaction and log (any state)."""
     row = conn.execute(
-        f"SELECT {_COLUMNS} FROM {UNEXPECTED} WHERE process_id = ? AND tx_hash = ? AND log_index = ?"
-        " ORDER BY confirmed_at IS NULL, chain_id LIMIT 1", (process_id, tx_hash, log_index)
+        f"SELECT {_COLUMNS} FROM {UNEXPECTED} WHERE process_id = ? AND tx_hash = ?"
+        " AND log_index = ? ORDER BY confirmed_at IS NULL, chain_id LIMIT 1",
+        (process_id, tx_hash, log_index)
     ).fetchone()
     return _row(row) if row else None
 

@@ -28,7 +28,8 @@ def _user(row):
 
 def insert(conn, *, email, merchant_id, role, password_hash, now):
     conn.execute(
-        "INSERT INTO users (email, merchant_id, role, password_hash, created_at) VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO users (email, merchant_id, role, password_hash, created_at)"
+        " VALUES (?, ?, ?, ?, ?)",
         (email, merchant_id, role, password_hash, now),
     )
 
@@ -66,7 +67,8 @@ def session_user(conn, token_hash, now):
     row = conn.execute(
         f"SELECT {_COLUMNS}, s.csrf_token FROM console_sessions s JOIN users u ON u.id = s.user_id"
         " JOIN merchants m ON m.id = u.merchant_id"
-        " WHERE s.token_hash = ? AND s.expires_at > ? AND u.disabled_at IS NULL AND m.disabled_at IS NULL",
+        " WHERE s.token_hash = ? AND s.expires_at > ? AND u.disabled_at IS NULL"
+        " AND m.disabled_at IS NULL",
         (token_hash, now),
     ).fetchone()
     return (_user(row), row["csrf_token"]) if row else None
@@ -84,7 +86,7 @@ def delete_expired_sessions(conn, now):
     conn.execute("DELETE FROM console_sessions WHERE expires_at <= ?", (now,))
 
 
-# --- Password checks and failed logins -------------------------------------------------------------
+# --- Password checks and failed logins ------------------------------------------------------------
 # A row per password check, written before the check (failed_at: when it was reserved) and kept
 # when it fails, per subject ("email:<email>", "client:<address>"): what the lock-out counts.
 # `protected` (1): the email of a user, never evicted by the cap on the others (LOGIN_ROWS_MAX).
@@ -161,7 +163,8 @@ def prune(conn, now, window, max_unprotected):
     )
     conn.execute(
         "DELETE FROM login_failures WHERE id IN (SELECT id FROM login_failures WHERE protected = 0"
-        f" AND id <= (SELECT max(id) FROM login_failures) - ? ORDER BY id LIMIT {PRUNE_BATCH}{skip})",
+        " AND id <= (SELECT max(id) FROM login_failures) - ?"
+        f" ORDER BY id LIMIT {PRUNE_BATCH}{skip})",
         (max_unprotected,),
     )
 
