@@ -3,8 +3,9 @@ threads and records them in batches.
 
 One thread drives a worker (`run`; `run_once` is one poll). Each poll, in one transaction, records
 the attempts that ended since the last poll, releases the claims that did not start, and leases more
-due deliveries with their events and endpoints, so attempts touch no database. Around it the poll runs the chores
-that are due (app/domain/chores.py: expiring processes first, so their events go out in the same poll).
+due deliveries with their events and endpoints, so attempts touch no database. Around it the poll
+runs the chores that are due (app/domain/chores.py: expiring processes first, so their events go out
+in the same poll).
 - Leases: an attempt starts only while timeout + LEASE_MARGIN_SECONDS of its lease remain, so no
   other worker claims a delivery while it is attempted. The database grants a lease for
   WEBHOOK_LEASE_SECONDS by its lease clock (app/data/outbox.py: on PostgreSQL the server's) and
@@ -43,7 +44,8 @@ SLOW_MEMORY_SECONDS = 300  # how long an endpoint whose attempt was slow stays c
 
 
 class Worker:
-    def __init__(self, db, config, *, batch_size=50, concurrency=8, poll_max=1.0, per_endpoint=None):
+    def __init__(self, db, config, *, batch_size=50, concurrency=8, poll_max=1.0,
+                 per_endpoint=None):
         """`config`: the app's settings (CLOCK, WEBHOOK_*, the chores'); the rest, the command's."""
         self.db, self.clock = db, config["CLOCK"]
         self.settings = delivery.Settings.from_config(config)

@@ -53,10 +53,10 @@ def watch(deadline) -> Watch:
 
 
 class Watched:
-    """A connection mixin (urllib3's connections, pinning.py) that hands its socket, right before each
-    request is sent on it (new or kept), to the calling thread's watch. It extends two public methods
-    of urllib3's connections, `connect` and `request`. The TLS handshake needs no watch: Python's ssl
-    bounds a whole handshake by the socket's timeout, the time left to the attempt."""
+    """A connection mixin (urllib3's connections, pinning.py) that hands its socket, right before
+    each request is sent on it (new or kept), to the calling thread's watch. It extends two public
+    methods of urllib3's connections, `connect` and `request`. The TLS handshake needs no watch:
+    Python's ssl bounds a whole handshake by the socket's timeout, the time left to the attempt."""
 
     _fresh = False  # connected since the last request
 

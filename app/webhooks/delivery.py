@@ -6,8 +6,9 @@ current secret (and a rolled one still in its overlap) and POSTs them once to it
 caller's transaction, each in a savepoint: a 2xx makes the delivery `delivered` whoever holds its
 lease (at least once); a failure schedules the next attempt (a longer Retry-After wins) or makes
 it `failed`, only while this worker still holds the lease; an endpoint disabled or deleted
-meanwhile (even by a change that committed after the event was written) makes it `cancelled`. The log line names the event, the endpoint, the URL's host, the outcome: never the
-path, the secret, the signature or the body.
+meanwhile (even by a change that committed after the event was written) makes it `cancelled`. The
+log line names the event, the endpoint, the URL's host, the outcome: never the path, the secret, the
+signature or the body.
 """
 import logging
 from dataclasses import dataclass
@@ -96,7 +97,7 @@ def write_records(conn, sent, *, owner, settings) -> list[tuple[str, str]]:
 
 def log_records(sent, notes) -> list[str]:
     """One log line per recorded attempt; returns the outcomes."""
-    for item, (outcome, note) in zip(sent, notes):
+    for item, (outcome, note) in zip(sent, notes, strict=True):
         event, endpoint_id = item.event, item.delivery.endpoint_id
         if item.result is None:
             log.info("webhook %s %s to %s: %s (%s)", event.id, event.type, endpoint_id, GONE_ERROR,
@@ -104,8 +105,8 @@ def log_records(sent, notes) -> list[str]:
         else:
             result = item.result
             log.info("webhook %s %s to %s -> %s: %s in %d ms (%s)", event.id, event.type,
-                     endpoint_id, _host(item.url), result.status_code if result.ok else result.error,
-                     result.duration_ms, note)
+                     endpoint_id, _host(item.url),
+                     result.status_code if result.ok else result.error, result.duration_ms, note)
     return [outcome for outcome, _ in notes]
 
 

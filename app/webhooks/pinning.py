@@ -17,8 +17,8 @@ CONNECTIONS_PER_DESTINATION = 32  # idle connections kept per destination: one p
 
 
 def pin(request, address, host):
-    """Send the prepared `request` to `address` (an ipaddress object; None: resolve `host` as usual),
-    naming `host` (the URL's, without brackets) over TLS."""
+    """Send the prepared `request` to `address` (an ipaddress object; None: resolve `host` as
+    usual), naming `host` (the URL's, without brackets) over TLS."""
     request.pin = None if address is None else (str(address), host)
 
 

@@ -100,7 +100,8 @@ def send(session: requests.Session, url: str, body: bytes, headers: dict, *, tim
     if 200 <= status < 300:
         return result(ok=True, status=status)
     if 300 <= status < 400:
-        return result(status=status, error=f"redirect {status} not followed", retry_after=retry_after)
+        return result(status=status, error=f"redirect {status} not followed",
+                      retry_after=retry_after)
     return result(status=status, error=f"HTTP {status}", retry_after=retry_after)
 
 
