@@ -1,10 +1,10 @@
 """The customers' pages in real Chromium against the real service over HTTP (``live_server``): a
 sandbox payment through the checkout page, then on to the shop's success URL (a local shop on
-another origin) with `processId` added, within 10 s of the payment; the page's CSP blocks nothing the
-page needs (the button's modules and shadow style sheet are the service's files: it shows
-styled) and nothing comes from another origin; no metadata anywhere on the page; at 390 px
-nothing is wider than the screen; a payment link's page, its "Pay" by keyboard, the checkout page
-it leads to.
+another origin) with `processId` added, within 10 s of the payment; the page's CSP blocks nothing
+the page needs (the button's modules and shadow style sheet are the service's files: it shows
+styled) and nothing comes from another origin; no metadata anywhere on the page; at 390 px nothing
+is wider than the screen; a payment link's page, its "Pay" by keyboard, the checkout page it leads
+to.
 Screenshots: tests/artifacts/checkout-*.png."""
 import re
 import threading
@@ -17,7 +17,8 @@ from support.browser import expect_ready, tab_from
 
 try:
     from playwright.sync_api import expect
-except ImportError:  # the page fixture (tests/support/browser.py) skips, or fails in CI, before it is used
+except ImportError:
+    # the page fixture (tests/support/browser.py) skips, or fails in CI, before it is used
     expect = None
 
 SECRET_METADATA = {"email": "buyer@private.example", "orderRef": "ORD-SECRET-77"}
@@ -71,10 +72,11 @@ def shop(live_server, make_merchant, runner):
 
 
 def preorder(shop, shop_site, description="A blue mug", **fields):
-    body = {"amount": 19.99, "currency": "EUR", "metadata": SECRET_METADATA, "description": description,
-            "successUrl": f"{shop_site.url}/thanks?cart=7", "cancelUrl": f"{shop_site.url}/cart", **fields}
-    response = shop["api"].session.post(f"{shop['api'].base}/payment-button/process/preorder", json=body,
-                                        timeout=10)
+    body = {"amount": 19.99, "currency": "EUR", "metadata": SECRET_METADATA,
+            "description": description, "successUrl": f"{shop_site.url}/thanks?cart=7",
+            "cancelUrl": f"{shop_site.url}/cart", **fields}
+    response = shop["api"].session.post(f"{shop['api'].base}/payment-button/process/preorder",
+                                        json=body, timeout=10)
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -88,7 +90,8 @@ def watch_csp(page):
         (e) => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI), true);
     """)
     messages, requests = [], []
-    page.on("console", lambda m: messages.append(m.text) if "Content Security Policy" in m.text else None)
+    page.on("console", lambda m: messages.append(m.text)
+            if "Content Security Policy" in m.text else None)
     page.on("request", lambda r: requests.append(r.url))
     return messages, requests
 
@@ -102,8 +105,8 @@ def no_horizontal_overflow(page):
                          " && document.body.scrollWidth <= window.innerWidth")
 
 
-def test_a_sandbox_payment_through_the_checkout_page_reaches_the_shop(page, live_server, shop, shop_site,
-                                                                      screenshot):
+def test_a_sandbox_payment_through_the_checkout_page_reaches_the_shop(page, live_server, shop,
+                                                                      shop_site, screenshot):
     messages, requests = watch_csp(page)
     process = preorder(shop, shop_site)
     with page.expect_response(lambda r: "/checkout/" in r.url) as answer:
@@ -114,19 +117,22 @@ def test_a_sandbox_payment_through_the_checkout_page_reaches_the_shop(page, live
     expect(page.locator("#seller")).to_have_text("Clay Studio Berlin")
     expect(page.get_by_role("heading", name="A blue mug")).to_be_visible()
     expect(page.locator("#price")).to_have_text("€19.99")
-    expect(page.get_by_role("link", name="Back to the shop")).to_have_attribute("href", f"{shop_site.url}/cart")
+    expect(page.get_by_role("link", name="Back to the shop")).to_have_attribute(
+        "href", f"{shop_site.url}/cart")
     expect_ready(page.locator("payment-button .pay"))
     expect(page.locator("payment-button .amount-value")).to_have_text("€19.99")
     # The button's shadow style sheet applies (a file of the service, style-src 'self'): its Pay
     # button has the accent.
-    background = page.locator("payment-button .pay").evaluate("b => getComputedStyle(b).backgroundColor")
+    background = page.locator("payment-button .pay").evaluate(
+        "b => getComputedStyle(b).backgroundColor")
     assert background == "rgb(67, 56, 202)", background
     assert not page.locator("body").inner_text().count("ORD-SECRET-77")
     assert "buyer@private.example" not in page.content() and "ORD-SECRET-77" not in page.content()
     screenshot(page, "checkout-pending", full_page=True)
 
     page.locator("payment-button .pay").click()
-    page.locator("payment-button dialog").get_by_role("button", name="Simulate successful payment").click()
+    page.locator("payment-button dialog").get_by_role(
+        "button", name="Simulate successful payment").click()
     paid_at = time.monotonic()
     expect(page.locator("payment-button .outcome-title")).to_have_text("Payment received")
     # The page is read again: the receipt, then on to the shop.
@@ -142,7 +148,8 @@ def test_a_sandbox_payment_through_the_checkout_page_reaches_the_shop(page, live
     assert shop["api"].get(process["processId"])["status"] == "completed"
     # Nothing blocked, nothing asked of another origin than the service's (and the shop's own page).
     assert messages == []
-    assert all(url.startswith((live_server.url, shop_site.url, "data:")) for url in requests), requests
+    assert all(url.startswith((live_server.url, shop_site.url, "data:"))
+               for url in requests), requests
 
 
 def test_the_checkout_page_blocks_nothing_it_needs(page, live_server, shop, shop_site):
@@ -157,7 +164,8 @@ def test_the_checkout_page_blocks_nothing_it_needs(page, live_server, shop, shop
 
 
 @pytest.mark.parametrize("state", ["pending", "paid", "link", "gone"])
-def test_at_390_px_nothing_is_wider_than_the_screen(page, live_server, shop, shop_site, state, screenshot):
+def test_at_390_px_nothing_is_wider_than_the_screen(page, live_server, shop, shop_site, state,
+                                                    screenshot):
     page.set_viewport_size({"width": 390, "height": 844})
     process = preorder(shop, shop_site, description=f"{LONG_WORD} mug with a long name")
     if state == "paid":
@@ -166,11 +174,12 @@ def test_at_390_px_nothing_is_wider_than_the_screen(page, live_server, shop, sho
             json={"outcome": "success"}, headers={"x-public-key": shop["publicKey"]}, timeout=10)
         assert paid.status_code == 200
     if state in ("link", "gone"):
-        made = shop["api"].session.post(f"{live_server.url}/payment-button/links", timeout=10, json={
-            "amount": 99999.99, "currency": "EUR", "description": LONG_WORD, "maxPayments": 1}).json()
+        made = shop["api"].session.post(f"{live_server.url}/payment-button/links", timeout=10,
+                                        json={"amount": 99999.99, "currency": "EUR",
+                                              "description": LONG_WORD, "maxPayments": 1}).json()
         if state == "gone":
-            shop["api"].session.post(f"{live_server.url}/payment-button/links/{made['linkId']}/deactivate",
-                                     timeout=10)
+            shop["api"].session.post(
+                f"{live_server.url}/payment-button/links/{made['linkId']}/deactivate", timeout=10)
         page.goto(f"{live_server.url}/l/{made['linkId']}")
     else:
         page.goto(f"{live_server.url}/checkout/{process['processId']}")
@@ -183,7 +192,8 @@ def test_at_390_px_nothing_is_wider_than_the_screen(page, live_server, shop, sho
     screenshot(page, f"checkout-390-{state}", full_page=True)
 
 
-def test_a_link_page_then_pay_by_keyboard_then_its_checkout_page(page, live_server, shop, shop_site):
+def test_a_link_page_then_pay_by_keyboard_then_its_checkout_page(page, live_server, shop,
+                                                                 shop_site):
     made = shop["api"].session.post(f"{live_server.url}/payment-button/links", timeout=10, json={
         "amount": 25, "currency": "EUR", "description": "Pottery class, Saturday",
         "metadata": {"note": "private note"}, "successUrl": f"{shop_site.url}/booked"}).json()
@@ -206,8 +216,9 @@ def test_a_link_page_then_pay_by_keyboard_then_its_checkout_page(page, live_serv
     tab_from(page, "h1")
     page.keyboard.press("Tab")
     focused = page.evaluate("document.activeElement.tagName + ' ' +"
-                            " (document.activeElement.shadowRoot && document.activeElement.shadowRoot"
-                            ".activeElement ? document.activeElement.shadowRoot.activeElement.className : '')")
+                            " (document.activeElement.shadowRoot"
+                            " && document.activeElement.shadowRoot.activeElement"
+                            " ? document.activeElement.shadowRoot.activeElement.className : '')")
     assert focused == "PAYMENT-BUTTON pay", focused
     page.keyboard.press("Enter")
     dialog = page.locator("payment-button dialog")
@@ -217,7 +228,8 @@ def test_a_link_page_then_pay_by_keyboard_then_its_checkout_page(page, live_serv
     page.get_by_role("link", name="Back", exact=True).click()
     expect(page).to_have_url(f"{live_server.url}/l/{made['linkId']}")
     assert csp_problems(page, messages) == []
-    listed = shop["api"].session.get(f"{live_server.url}/payment-button/links/{made['linkId']}", timeout=10)
+    listed = shop["api"].session.get(f"{live_server.url}/payment-button/links/{made['linkId']}",
+                                     timeout=10)
     assert listed.json()["payments"] == 0
 
 
@@ -230,7 +242,8 @@ def test_an_unknown_checkout_page_is_a_404_page(page, live_server):
 def test_the_console_links_page_by_an_owner_at_390_px(page, live_server, shop, runner, screenshot):
     from support.qr_decode import qr_texts
 
-    result = runner.invoke(args=["users", "create", "owner@clay.example", "--merchant", shop["merchantId"]],
+    result = runner.invoke(args=["users", "create", "owner@clay.example",
+                                 "--merchant", shop["merchantId"]],
                            input="correct horse battery\n")
     assert result.exit_code == 0, result.output
     page.set_viewport_size({"width": 390, "height": 844})

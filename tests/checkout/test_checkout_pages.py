@@ -2,7 +2,8 @@
 (app/web/checkout.py) in each state, its headers, its 404/405 pages; a payment link's page, its
 click (303 to the checkout page, a process with the link's price and metadata), every 410 case
 creating nothing, the rate limit per client address (429 with Retry-After). In Chromium:
-tests/checkout/test_checkout_browser.py; through nginx: tests/checkout/test_link_rate_limit_nginx.py."""
+tests/checkout/test_checkout_browser.py; through nginx:
+tests/checkout/test_link_rate_limit_nginx.py."""
 import html
 import json
 import re
@@ -29,8 +30,8 @@ def preorder(api, **fields):
 
 
 def sandbox_pay(client, merchant, process_id, outcome="success"):
-    paid = client.post(f"/payment-button/process/{process_id}/sandbox/pay", json={"outcome": outcome},
-                       headers={"x-public-key": merchant["publicKey"]})
+    paid = client.post(f"/payment-button/process/{process_id}/sandbox/pay",
+                       json={"outcome": outcome}, headers={"x-public-key": merchant["publicKey"]})
     assert paid.status_code == 200, paid.get_data(as_text=True)
 
 
@@ -57,7 +58,8 @@ def assert_page_headers(response):
     assert response.mimetype == "text/html"
 
 
-def test_a_pending_checkout_page_shows_the_name_description_price_and_button(client, api, merchant, runner):
+def test_a_pending_checkout_page_shows_the_name_description_price_and_button(client, api, merchant,
+                                                                             runner):
     runner.invoke(args=["merchants", "set-display-name", merchant["merchantId"], "Pottery & Co <3"])
     process = preorder(api)
     assert process["checkoutUrl"] == f"http://localhost/checkout/{process['processId']}"
@@ -69,8 +71,8 @@ def test_a_pending_checkout_page_shows_the_name_description_price_and_button(cli
     # The description literally: its markup is text, never markup.
     assert '<h1 id="what" class="what">Blue mug &lt;b&gt;&amp;amp;&lt;/b&gt;</h1>' in page
     assert '<span id="price">€19.99</span>' in page
-    assert (f'<payment-button process-id="{process["processId"]}" public-key="{merchant["publicKey"]}">'
-            in page)
+    assert (f'<payment-button process-id="{process["processId"]}"'
+            f' public-key="{merchant["publicKey"]}">' in page)
     assert '<script src="/payment-button/button.js"></script>' in page
     assert '<script src="/checkout/assets/checkout.js"></script>' in page
     assert f'<a href="{SHOP}/cart" id="back">Back to the shop</a>' in page
@@ -107,10 +109,13 @@ def test_a_sandbox_payment_shows_a_receipt_and_sends_the_customer_on(client, api
     assert_page_headers(response)
     onward = f"{SHOP}/thanks?order=A-1&amp;processId={process_id}"
     assert f'<meta http-equiv="refresh" content="5; url={onward}">' in page
-    assert f'<a class="button primary" id="continue" href="{onward}">Continue to the shop</a>' in page
+    assert (f'<a class="button primary" id="continue" href="{onward}">Continue to the shop</a>'
+            in page)
     shown = text_of(page)
-    assert "Payment received Amount €19.99 Payment Test payment (sandbox): no real money moved." in shown
-    assert "<payment-button" not in page and "button.js" not in page and "Back to the shop" not in page
+    assert ("Payment received Amount €19.99 Payment Test payment (sandbox): no real money moved."
+            in shown)
+    assert ("<payment-button" not in page and "button.js" not in page
+            and "Back to the shop" not in page)
     assert "customer@private.example" not in page
 
 
@@ -125,14 +130,16 @@ def test_without_a_success_url_the_receipt_stays(client, api, merchant):
 
 def test_the_success_url_gets_process_id_added_to_its_query(client, api, merchant):
     for url, onward in ((f"{SHOP}/done", f"{SHOP}/done?processId={{}}"),
-                        (f"{SHOP}/done?x=1&y=%20#top", f"{SHOP}/done?x=1&amp;y=%20&amp;processId={{}}#top")):
+                        (f"{SHOP}/done?x=1&y=%20#top",
+                         f"{SHOP}/done?x=1&amp;y=%20&amp;processId={{}}#top")):
         process_id = preorder(api, successUrl=url)["processId"]
         sandbox_pay(client, merchant, process_id)
         page = client.get(f"/checkout/{process_id}").get_data(as_text=True)
         assert f'href="{onward.format(process_id)}"' in page, page
 
 
-def test_a_live_payment_shows_asset_network_and_transaction(client, api, merchant, runner, app, clock):
+def test_a_live_payment_shows_asset_network_and_transaction(client, api, merchant, runner, app,
+                                                            clock):
     cli(runner, "networks", "add", "local", "--name", "Local chain", "--chain-id", "31337",
         "--rpc-url", "http://127.0.0.1:1/rpc", "--confirmations", "3", "--start-block", "1")
     cli(runner, "assets", "add", "usdc", "--network", "local", "--symbol", "USDC", "--name",
@@ -176,7 +183,8 @@ def make_link(api, **fields):
     body = {"amount": 25, "currency": "EUR", "description": "Pottery class, Saturday",
             "metadata": {"sku": "CLS-1", "note": "private note"}, "successUrl": f"{SHOP}/booked"}
     body.update(fields)
-    response = api.client.post("/payment-button/links", json={k: v for k, v in body.items() if v is not None},
+    response = api.client.post("/payment-button/links",
+                               json={k: v for k, v in body.items() if v is not None},
                                headers=api.headers())
     assert response.status_code == 200, response.get_data(as_text=True)
     return response.get_json()
@@ -202,9 +210,10 @@ def test_the_link_page_creates_nothing_and_its_click_makes_a_process(client, api
     process_id = clicked.headers["Location"].removeprefix("/checkout/")
     assert count_processes(app) == 1
     body = Api(client, merchant["secretKey"]).get(process_id).get_json()
-    assert (body["amount"], body["currency"], body["description"], body["successUrl"], body["cancelUrl"]) == (
-        25, "EUR", "Pottery class, Saturday", f"{SHOP}/booked", None)
-    assert body["metadata"] == {"sku": "CLS-1", "note": "private note", "paymentLinkId": link["linkId"]}
+    assert (body["amount"], body["currency"], body["description"], body["successUrl"],
+            body["cancelUrl"]) == (25, "EUR", "Pottery class, Saturday", f"{SHOP}/booked", None)
+    assert body["metadata"] == {"sku": "CLS-1", "note": "private note",
+                                "paymentLinkId": link["linkId"]}
     page = client.get(clicked.headers["Location"]).get_data(as_text=True)
     assert f'<a href="/l/{link["linkId"]}" id="back">Back</a>' in page  # "Back" is the link's page
     assert "private note" not in page and "paymentLinkId" not in page
@@ -224,7 +233,8 @@ def count_unavailable(client, app, link_id, reason_text):
 def test_a_deactivated_link_is_gone_and_creates_nothing(client, api, app, merchant):
     link = make_link(api)
     started = client.post(f"/l/{link['linkId']}").headers["Location"]
-    response = api.client.post(f"/payment-button/links/{link['linkId']}/deactivate", headers=api.headers())
+    response = api.client.post(f"/payment-button/links/{link['linkId']}/deactivate",
+                               headers=api.headers())
     assert response.status_code == 200
     count_unavailable(client, app, link["linkId"], "The seller has turned this payment link off.")
     # A process already made from it can still be paid.
@@ -239,14 +249,16 @@ def test_an_expired_link_is_gone_and_creates_nothing(client, api, app, clock):
     count_unavailable(client, app, link["linkId"], "This payment link has expired.")
 
 
-def test_a_sold_out_link_is_gone_and_creates_nothing_yet_counts_every_payment(client, api, app, merchant):
+def test_a_sold_out_link_is_gone_and_creates_nothing_yet_counts_every_payment(client, api, app,
+                                                                              merchant):
     link = make_link(api, maxPayments=1)
     first = client.post(f"/l/{link['linkId']}").headers["Location"].removeprefix("/checkout/")
     second = client.post(f"/l/{link['linkId']}").headers["Location"].removeprefix("/checkout/")
     sandbox_pay(client, merchant, first)
     count_unavailable(client, app, link["linkId"], "reached the number of payments it takes")
     sandbox_pay(client, merchant, second)  # started before it sold out: it still completes
-    shown = api.client.get(f"/payment-button/links/{link['linkId']}", headers=api.headers()).get_json()
+    shown = api.client.get(f"/payment-button/links/{link['linkId']}",
+                           headers=api.headers()).get_json()
     assert (shown["payments"], shown["maxPayments"], shown["active"]) == (2, 1, False)
 
 
@@ -261,7 +273,8 @@ def test_unknown_links_are_404_pages(client):
         for method in ("get", "post"):
             response = getattr(client, method)(path)
             assert response.status_code == 404, (method, path)
-            assert response.mimetype == "text/html" and "Not found" in response.get_data(as_text=True)
+            assert (response.mimetype == "text/html"
+                    and "Not found" in response.get_data(as_text=True))
     refused = client.put("/l/link_" + "0" * 24)
     assert refused.status_code == 405 and refused.headers["Allow"] == "GET, HEAD, POST"
 
@@ -280,9 +293,11 @@ def test_ten_clicks_from_one_client_then_429_while_others_still_click(client, ap
     # Another address is counted apart; so is one forwarded by the local proxy (nginx).
     assert client.post(path, environ_base={"REMOTE_ADDR": "198.51.100.8"}).status_code == 303
     proxied = {"REMOTE_ADDR": "127.0.0.1"}
-    assert client.post(path, environ_base=proxied, headers={"X-Forwarded-For": "203.0.113.9"}).status_code == 303
+    assert client.post(path, environ_base=proxied,
+                       headers={"X-Forwarded-For": "203.0.113.9"}).status_code == 303
     # A forged X-Forwarded-For from elsewhere is not believed.
-    assert client.post(path, environ_base=one, headers={"X-Forwarded-For": "203.0.113.10"}).status_code == 429
+    assert client.post(path, environ_base=one,
+                       headers={"X-Forwarded-For": "203.0.113.10"}).status_code == 429
     assert count_processes(app) == 12
     # Showing the page is never limited; a minute later the client may click again.
     assert client.get(path, environ_base=one).status_code == 200
@@ -309,7 +324,8 @@ def test_a_page_says_so_when_the_database_cannot_serve(client, api, app, monkeyp
     monkeypatch.setattr(checkout.processes, "get", gone)
     response = client.get(f"/checkout/{process_id}")
     assert response.status_code == 503 and response.headers["Retry-After"] == "5"
-    assert response.mimetype == "text/html" and "Try again in a moment" in response.get_data(as_text=True)
+    assert (response.mimetype == "text/html"
+            and "Try again in a moment" in response.get_data(as_text=True))
     assert_page_headers(response)
 
 
@@ -320,7 +336,8 @@ def test_no_metadata_value_reaches_the_page_pending_or_paid(client, api, merchan
     sandbox_pay(client, merchant, process_id)
     paid = client.get(f"/checkout/{process_id}").get_data(as_text=True)
     for page in (pending, paid):
-        assert not any(v in page for v in ("a@b.example", "555 0100", json.dumps(metadata), "metadata"))
+        assert not any(v in page
+                       for v in ("a@b.example", "555 0100", json.dumps(metadata), "metadata"))
 
 
 def test_an_ipv6_client_is_counted_by_its_64(client, api, app):
@@ -328,7 +345,8 @@ def test_an_ipv6_client_is_counted_by_its_64(client, api, app):
     another client."""
     path = f"/l/{make_link(api)['linkId']}"
     for n in range(1, 11):
-        assert client.post(path, environ_base={"REMOTE_ADDR": f"2001:db8:0:1::{n:x}"}).status_code == 303
+        assert client.post(path,
+                           environ_base={"REMOTE_ADDR": f"2001:db8:0:1::{n:x}"}).status_code == 303
     assert client.post(path, environ_base={"REMOTE_ADDR": "2001:db8:0:1::ff"}).status_code == 429
     assert client.post(path, environ_base={"REMOTE_ADDR": "2001:db8:0:2::1"}).status_code == 303
     assert count_processes(app) == 11

@@ -18,13 +18,14 @@ def console(runner, client, merchant):
     return log_in(runner, client, merchant)
 
 
-FORM = {"description": "Pottery class, Saturday", "amount": "25", "currency": "EUR", "max_payments": "",
-        "expires_at": "", "success_url": ""}
+FORM = {"description": "Pottery class, Saturday", "amount": "25", "currency": "EUR",
+        "max_payments": "", "expires_at": "", "success_url": ""}
 
 
 def create(console, **fields):
     page = console.get("/dashboard/links")
-    return console.post("/dashboard/links", data={**FORM, **fields, "csrf_token": csrf_of(page.text)})
+    return console.post("/dashboard/links",
+                        data={**FORM, **fields, "csrf_token": csrf_of(page.text)})
 
 
 def link_ids(text):
@@ -45,8 +46,9 @@ def test_the_owner_creates_a_link_and_sees_its_address_qr_and_state(console, app
     text = page.get_data(as_text=True)
     assert page.status_code == 200 and "Payment link created" in text
     [link_id] = link_ids(text)
-    [row] = dbutil.query(app.config["DATABASE"], "SELECT amount, currency, description, max_payments,"
-                     " expires_at, success_url, merchant_id FROM links WHERE id = ?", link_id)
+    [row] = dbutil.query(app.config["DATABASE"], "SELECT amount, currency, description,"
+                         " max_payments, expires_at, success_url, merchant_id FROM links"
+                         " WHERE id = ?", link_id)
     assert tuple(row) == ("19.90", "EUR", "Pottery class, Saturday", 3, 1_798_135_200,
                           "http://shop.test/thanks", merchant["merchantId"])
     url = f"http://localhost/l/{link_id}"
@@ -86,7 +88,8 @@ def qr_text(data_uri):
             x, y = x + float(a), y + float(b)
         else:
             length = float(a)
-            draw.rectangle([x * scale, (y - 0.5) * scale, (x + length) * scale - 1, (y + 0.5) * scale - 1], fill=0)
+            draw.rectangle([x * scale, (y - 0.5) * scale, (x + length) * scale - 1,
+                            (y + 0.5) * scale - 1], fill=0)
             x += length
     out = io.BytesIO()
     image.save(out, format="PNG")
@@ -101,18 +104,22 @@ def qr_text(data_uri):
     ({"amount": "1.005"}, "amount", "Must have at most 2 decimal places (EUR)."),
     ({"description": ""}, "description", "Length must be between 1 and 250."),
     ({"currency": "XXX"}, "currency", "Must be an ISO 4217 currency code in use"),
-    ({"max_payments": "0"}, "max_payments", "Must be a whole number from 1 to 1,000,000,000, or null."),
-    ({"max_payments": "٣"}, "max_payments", "Must be a whole number from 1 to 1,000,000,000, or null."),
+    ({"max_payments": "0"}, "max_payments",
+     "Must be a whole number from 1 to 1,000,000,000, or null."),
+    ({"max_payments": "٣"}, "max_payments",
+     "Must be a whole number from 1 to 1,000,000,000, or null."),
     ({"expires_at": "tomorrow"}, "expires_at", "Enter a UTC time as YYYY-MM-DDTHH:MM."),
     ({"expires_at": "2026-11-18T11:00"}, "expires_at", "Must be in the future."),
     ({"success_url": "ftp://shop.test"}, "success_url", "Must be an absolute https:// URL"),
 ])
-def test_a_refused_link_says_why_by_its_field_and_keeps_the_form(console, app, fields, field, message):
+def test_a_refused_link_says_why_by_its_field_and_keeps_the_form(console, app, fields, field,
+                                                                 message):
     response = create(console, **fields)
     text = response.get_data(as_text=True)
     assert response.status_code == 400
     found = re.search(rf'<p class="field-error" id="{field}-error">([^<]*)</p>', text)
-    assert found and html.unescape(found[1]).startswith(message), text[text.find("New payment"):][:2000]
+    assert found and html.unescape(found[1]).startswith(message), (
+        text[text.find("New payment"):][:2000])
     assert 'aria-invalid="true"' in text
     assert count(app, "SELECT count(*) FROM links") == 0
     if "description" not in fields:
@@ -124,7 +131,8 @@ def test_a_live_merchant_needs_an_https_success_url(runner, client, make_merchan
     console = log_in(runner, client, live)
     response = create(console, success_url="http://shop.test/thanks")
     assert response.status_code == 400
-    assert "Must be an https:// URL: live payments never send a customer to plain http." in response.get_data(as_text=True)
+    assert ("Must be an https:// URL: live payments never send a customer to plain http."
+            in response.get_data(as_text=True))
 
 
 def test_deactivating_asks_first_then_the_link_is_gone(console, app, client):
@@ -135,10 +143,12 @@ def test_deactivating_asks_first_then_the_link_is_gone(console, app, client):
     assert confirm.status_code == 200 and "Deactivate this payment link?" in text
     assert f'<form method="post" action="/dashboard/links/{link_id}/deactivate"' in text
     assert '<button type="submit" class="danger">Deactivate</button>' in text
-    assert count(app, "SELECT count(*) FROM links WHERE deactivated_at IS NOT NULL") == 0  # asking changes nothing
+    # asking changes nothing
+    assert count(app, "SELECT count(*) FROM links WHERE deactivated_at IS NOT NULL") == 0
     # Without the form's token: refused.
     assert console.post(f"/dashboard/links/{link_id}/deactivate").status_code == 400
-    done = console.post(f"/dashboard/links/{link_id}/deactivate", data={"csrf_token": csrf_of(text)})
+    done = console.post(f"/dashboard/links/{link_id}/deactivate",
+                        data={"csrf_token": csrf_of(text)})
     assert done.status_code == 303 and "done=deactivated" in done.headers["Location"]
     page = console.get(done.headers["Location"]).get_data(as_text=True)
     assert "The link is deactivated" in page
@@ -174,7 +184,8 @@ def test_a_viewer_sees_the_links_and_changes_nothing(runner, client, merchant, a
     token = csrf_of(text)
     assert viewer.post("/dashboard/links", data={**FORM, "csrf_token": token}).status_code == 403
     assert viewer.get(f"/dashboard/links/{link_id}/deactivate").status_code == 403
-    assert viewer.post(f"/dashboard/links/{link_id}/deactivate", data={"csrf_token": token}).status_code == 403
+    assert viewer.post(f"/dashboard/links/{link_id}/deactivate",
+                       data={"csrf_token": token}).status_code == 403
     assert viewer.post("/dashboard/settings/display-name",
                        data={"csrf_token": token, "display_name": "X"}).status_code == 403
     assert count(app, "SELECT count(*) FROM links") == 1
@@ -186,12 +197,13 @@ def test_payments_count_and_more_than_the_maximum_show(console, client, merchant
     link_id = link_ids(console.get("/dashboard/links").get_data(as_text=True))[0]
     started = [client.post(f"/l/{link_id}").headers["Location"].rsplit("/", 1)[1] for _ in range(2)]
     for process_id in started:
-        paid = client.post(f"/payment-button/process/{process_id}/sandbox/pay", json={"outcome": "success"},
+        paid = client.post(f"/payment-button/process/{process_id}/sandbox/pay",
+                           json={"outcome": "success"},
                            headers={"x-public-key": merchant["publicKey"]})
         assert paid.status_code == 200
     text = console.get("/dashboard/links").get_data(as_text=True)
-    assert (f'<dd id="link-payments-{link_id}">2 of 1 <span class="badge mark">more than its maximum'
-            f' of 1</span></dd>') in text
+    assert (f'<dd id="link-payments-{link_id}">2 of 1 <span class="badge mark">'
+            f'more than its maximum of 1</span></dd>') in text
     assert f'id="link-state-{link_id}">sold out</span>' in text
 
 
@@ -211,7 +223,8 @@ def test_the_processes_list_filters_by_link(console, client, merchant, api):
     assert f"Made from the payment link <code class=\"mono\">{first}</code>" in listed
     # The CSV of that filter has the same processes.
     csv_text = console.get(f"/dashboard/processes.csv?link={first}").get_data(as_text=True)
-    assert all(p in csv_text for p in made[first]) and made[second][0] not in csv_text and plain not in csv_text
+    assert (all(p in csv_text for p in made[first]) and made[second][0] not in csv_text
+            and plain not in csv_text)
     # A search for one process id keeps the filter.
     searched = console.get(f"/dashboard/?link={first}&q={made[second][0]}").get_data(as_text=True)
     assert not re.findall(r'href="/dashboard/processes/([0-9a-f-]{36})"', searched)
@@ -219,7 +232,8 @@ def test_the_processes_list_filters_by_link(console, client, merchant, api):
     assert all(p in unfiltered for p in made[first] + made[second] + [plain])
 
 
-def test_the_display_name_is_set_on_the_settings_page_and_shown_on_the_links_page(console, client, app, api):
+def test_the_display_name_is_set_on_the_settings_page_and_shown_on_the_links_page(console, client,
+                                                                                  app, api):
     page = console.get("/dashboard/settings").get_data(as_text=True)
     assert '<label for="display-name-input">Display name' in page
     saved = console.post("/dashboard/settings/display-name",
@@ -236,9 +250,11 @@ def test_the_display_name_is_set_on_the_settings_page_and_shown_on_the_links_pag
     process_id = api.preorder().get_json()["processId"]
     assert "Clay &amp; Co" in client.get(f"/checkout/{process_id}").get_data(as_text=True)
     token = csrf_of(page)
-    refused = console.post("/dashboard/settings/display-name", data={"csrf_token": token, "display_name": "x" * 81})
+    refused = console.post("/dashboard/settings/display-name",
+                           data={"csrf_token": token, "display_name": "x" * 81})
     assert refused.status_code == 400 and "at most 80 characters" in refused.get_data(as_text=True)
-    cleared = console.post("/dashboard/settings/display-name", data={"csrf_token": token, "display_name": ""})
+    cleared = console.post("/dashboard/settings/display-name",
+                           data={"csrf_token": token, "display_name": ""})
     assert cleared.status_code == 303
     assert "Test shop" in client.get(f"/checkout/{process_id}").get_data(as_text=True)
 
@@ -252,7 +268,8 @@ def test_links_are_paged_newest_first(console, app, monkeypatch, clock):
         clock.advance(1)
     first = console.get("/dashboard/links").get_data(as_text=True)
     assert len(link_ids(first)) == 2 and first.index("Thing 2") < first.index("Thing 1")
-    older = re.search(r'<a href="(/dashboard/links\?after=link_[0-9a-f]{24})">Older links</a>', first)[1]
+    older = re.search(r'<a href="(/dashboard/links\?after=link_[0-9a-f]{24})">Older links</a>',
+                      first)[1]
     second = console.get(older).get_data(as_text=True)
     assert "Thing 0" in second and "Thing 1" not in second and "First page" in second
     assert console.get("/dashboard/links?after=link_" + "0" * 24).status_code == 400

@@ -1,9 +1,9 @@
-"""A payment link's rate limit in the production layout: Debian's nginx with deploy/nginx.conf in front
-of gunicorn (gunicorn.conf.py). nginx passes the client's address in X-Forwarded-For, which the
-service believes from its local proxy only (app/web/http.py client_address): two customers
-on two addresses (127.0.0.1 and 127.0.0.2, both loopback, as the sources of their connections to
-nginx) are counted apart, LINK_PROCESSES_PER_MINUTE (10) processes each, the 11th click a 429 page
-with Retry-After that creates nothing. A missing nginx fails this test (.ci/run installs it)."""
+"""A payment link's rate limit in the production layout: Debian's nginx with deploy/nginx.conf in
+front of gunicorn (gunicorn.conf.py). nginx passes the client's address in X-Forwarded-For, which
+the service believes from its local proxy only (app/web/http.py client_address): two customers on
+two addresses (127.0.0.1 and 127.0.0.2, both loopback, as the sources of their connections to nginx)
+are counted apart, LINK_PROCESSES_PER_MINUTE (10) processes each, the 11th click a 429 page with
+Retry-After that creates nothing. A missing nginx fails this test (.ci/run installs it)."""
 import re
 
 import pytest
@@ -26,7 +26,8 @@ def layout(tmp_path_factory):
     with gunicorn(env, tmp / "gunicorn.log", workers=3) as direct:
         with nginx(tmp / "nginx", upstream=direct.removeprefix("http://"), https_port=https_port,
                    http_port=http_port, cert=tmp / "cert.pem", key=tmp / "key.pem"):
-            yield {"keys": keys, "port": https_port, "ca": tmp / "ca.pem", "database": str(database)}
+            yield {"keys": keys, "port": https_port, "ca": tmp / "ca.pem",
+                   "database": str(database)}
     log = (tmp / "gunicorn.log").read_text()
     assert "Traceback" not in log
 
@@ -39,7 +40,8 @@ def customer(layout, source):
 
 
 def processes_of(layout, link_id):
-    return dbutil.scalar(layout["database"], "SELECT count(*) FROM processes WHERE link_id = ?", link_id)
+    return dbutil.scalar(layout["database"], "SELECT count(*) FROM processes WHERE link_id = ?",
+                         link_id)
 
 
 def test_two_client_addresses_behind_nginx_are_counted_apart(layout):
@@ -60,7 +62,8 @@ def test_two_client_addresses_behind_nginx_are_counted_apart(layout):
         assert re.fullmatch(r"/checkout/[0-9a-f-]{36}", clicked.headers["Location"])
     refused = first.post(link["url"], timeout=10, allow_redirects=False)
     assert refused.status_code == 429
-    assert refused.headers["Content-Type"].startswith("text/html")  # the service's page, not nginx's
+    # the service's page, not nginx's
+    assert refused.headers["Content-Type"].startswith("text/html")
     assert 1 <= int(refused.headers["Retry-After"]) <= 60
     assert "Too many attempts" in refused.text
     assert processes_of(layout, link["linkId"]) == 10
