@@ -5,7 +5,6 @@ message); metadata is never shown here.
 """
 import hashlib
 import io
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +13,7 @@ from flask import Blueprint, Response, current_app, g, request, send_file
 
 from app.chain import relayer
 from app.clock import now
+from app.core.jsonutil import dumps_compact
 from app.db import get_db
 from app.domain import payments, processes, setup
 from app.domain.representation import payment_uri, public_process_json
@@ -114,7 +114,7 @@ def assets():
                         db, current_app.config, setup.network(db, entry["id"]), current,
                         current_app.extensions.setdefault("relayer_gas", {}), deadline)
                 entry["gasless"] = networks[entry["id"]]
-    return json_response(json.dumps({"data": data}, ensure_ascii=False, separators=(",", ":")))
+    return json_response(dumps_compact({"data": data}))
 
 
 @bp.post("/process/<process_id:process_id>/confirm")
@@ -145,7 +145,7 @@ def authorization(process_id):
     fields = load_json_body(_authorization)
     tx_hash = relayer.submit(db, current_app.config, g.merchant, process_id, fields, now(),
                              deadline=deadline)
-    return json_response(json.dumps({"txHash": tx_hash}), status=202)
+    return json_response(dumps_compact({"txHash": tx_hash}), status=202)
 
 
 @bp.after_request
