@@ -7,7 +7,8 @@ header value (400), an unknown transfer coding (501). gunicorn's own answer is a
 gunicorn has no setting or hook for these pages; a worker class is its supported extension point
 (`worker_class`). `Worker.handle_error` picks the status, logs, and writes the page: here it does
 all of that unchanged, except that the page goes to a buffer, and the client gets the envelope
-under the status line gunicorn chose. tests/deploy/test_gunicorn_limits.py holds it to the real gunicorn.
+under the status line gunicorn chose. tests/deploy/test_gunicorn_limits.py holds it to the real
+gunicorn.
 
 gunicorn logs each refusal as "Invalid request from ip=...: <str(exc)>", and its parse errors quote
 what the client sent: a header line without a colon ("x-secret-key sk_live_..."), a header name, a
@@ -43,13 +44,16 @@ from gunicorn.workers.sync import SyncWorker as _SyncWorker
 # Request"), the API's code, and the message, with gunicorn's limits filled in.
 ANSWERS = {
     400: ("Bad Request", "bad_request", "The request is not valid HTTP."),
-    414: ("URI Too Long", "uri_too_long", "The request line is longer than {limit_request_line} bytes."),
+    414: ("URI Too Long", "uri_too_long",
+          "The request line is longer than {limit_request_line} bytes."),
     431: ("Request Header Fields Too Large", "headers_too_large",
           "The request has more than {limit_request_fields} header fields, or one longer than "
           "{limit_request_field_size} bytes."),
-    500: ("Internal Server Error", "internal_error", "An internal error occurred; it has been logged."),
-    501: ("Not Implemented", "not_implemented", "The request uses an HTTP feature this service does "
-          "not implement (a Transfer-Encoding other than chunked)."),
+    500: ("Internal Server Error", "internal_error",
+          "An internal error occurred; it has been logged."),
+    501: ("Not Implemented", "not_implemented",
+          "The request uses an HTTP feature this service does not implement (a Transfer-Encoding "
+          "other than chunked)."),
 }
 
 
@@ -72,8 +76,8 @@ def _named_only(cls):
 
 
 def without_request_content(exc):
-    """`exc` as gunicorn may log it: one of gunicorn's parse errors (every one may quote the request)
-    as the same exception named only; anything else as it is."""
+    """`exc` as gunicorn may log it: one of gunicorn's parse errors (every one may quote the
+    request) as the same exception named only; anything else as it is."""
     if not isinstance(exc, ParseException):
         return exc
     named = _named_only(type(exc))
@@ -122,7 +126,8 @@ class EnvelopedErrors:
     def handle_error(self, req, client, addr, exc):
         page = _Buffer(client)
         super().handle_error(without_query(req), page, addr, without_request_content(exc))
-        status_line = page.sent.partition(b"\r\n")[0].decode("latin-1")  # "HTTP/1.1 431 Request ..."
+        # "HTTP/1.1 431 Request ..."
+        status_line = page.sent.partition(b"\r\n")[0].decode("latin-1")
         version, _, rest = status_line.partition(" ")
         status, _, reason = rest.partition(" ")
         if not (version.startswith("HTTP/") and status.isdigit()):

@@ -12,8 +12,8 @@ def init_app(app):
     from app.cli.links import links
     from app.cli.merchants import merchants
     from app.cli.ops import backup_db, prune
-    from app.cli.rates import rates
     from app.cli.processes import processes
+    from app.cli.rates import rates
     from app.cli.reconcile import reconcile
     from app.cli.storage import copy_db_command, init_db_command
     from app.cli.users import users

@@ -73,7 +73,8 @@ def _asset_json(a):
     return {"id": a.id, "networkId": a.network_id, "symbol": a.symbol, "name": a.name,
             "contract": a.contract, "decimals": a.decimals, "enabled": a.disabled_at is None,
             "createdAt": when(a.created_at),
-            "eip3009": {"name": a.eip3009_name, "version": a.eip3009_version} if a.eip3009 else None,
+            "eip3009": ({"name": a.eip3009_name, "version": a.eip3009_version}
+                        if a.eip3009 else None),
             "peg": a.peg}
 
 

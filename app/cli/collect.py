@@ -1,5 +1,6 @@
 """The payout mode's operator commands: `merchants set-payout`, `networks deploy-factory` and
-`set-factory`, `collect`, `collections list` (the service side: app/domain/payouts.py, app/chain/collect.py).
+`set-factory`, `collect`, `collections list` (the service side: app/domain/payouts.py,
+app/chain/collect.py).
 
 Key files are read by the commands that send (deploy-factory, collect) and never printed.
 """
@@ -174,7 +175,8 @@ def _summary(report) -> dict:
                 "transactions": sorted(entry["transactions"]),
             })
         merchants_json.append({"merchantId": merchant_id,
-                               "payoutAddresses": sorted(payouts_of[merchant_id]), "tokens": tokens})
+                               "payoutAddresses": sorted(payouts_of[merchant_id]),
+                               "tokens": tokens})
     return {"networkId": report.network_id, "sender": report.sender, "dryRun": report.dry_run,
             "merchants": merchants_json, "transactions": transactions,
             "replaced": [{"txHash": old, "replacement": new, "why": why}
@@ -206,7 +208,8 @@ def _state(t):
     if t["blockNumber"] is None:
         return "pending (not yet mined)"
     if t["finality"] != "confirmations":
-        return f"pending (mined in block {t['blockNumber']}, until the {t['finality']} block passes it)"
+        return (f"pending (mined in block {t['blockNumber']}, until the {t['finality']} block"
+                " passes it)")
     return (f"pending (mined in block {t['blockNumber']}, {t['confirmations']} of"
             f" {t['confirmationsNeeded']} confirmations)")
 
@@ -230,8 +233,8 @@ def _print_summary(s):
         click.echo(f"Transaction {r['txHash']} was {r['why']}: replaced by {r['replacement']}.")
     for t in s["transactions"]:
         if t["txHash"] is None:
-            click.echo(f"Planned transaction: {t['addresses']} address(es), about {t['gasEstimated']}"
-                       f" gas at up to {t['maxFeePerGas']} wei per gas.")
+            click.echo(f"Planned transaction: {t['addresses']} address(es),"
+                       f" about {t['gasEstimated']} gas at up to {t['maxFeePerGas']} wei per gas.")
         else:
             click.echo(f"Transaction {t['txHash']} (nonce {t['nonce']}"
                        + (", from an earlier run" if t["earlierRun"] else "") + f"): {_state(t)}"
@@ -247,7 +250,8 @@ def _print_summary(s):
 
 @collections.command("list")
 @click.option("--network", "network_id", default=None, help="Only this network's.")
-@click.option("--merchant", "merchant_id", default=None, help="Only those moving this merchant's funds.")
+@click.option("--merchant", "merchant_id", default=None,
+              help="Only those moving this merchant's funds.")
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 10_000))
 @click.option("--json", "as_json", is_flag=True,
               help="Print a JSON array: one object per collection and token it moved.")
@@ -267,8 +271,8 @@ def collections_list(network_id, merchant_id, limit, as_json):
         click.echo(json.dumps([entry for c in rows for entry in _collection_json(
             c, items.get(c.id, []), units[c.network_id], merchant_id)]))
         return
-    table([(c.id, c.network_id, c.tx_hash, c.status, len({i.address for i in items.get(c.id, [])
-                                                            if merchant_id in (None, i.merchant_id)}),
+    table([(c.id, c.network_id, c.tx_hash, c.status,
+             len({i.address for i in items.get(c.id, []) if merchant_id in (None, i.merchant_id)}),
              _amounts(items.get(c.id, []), units[c.network_id], merchant_id),
              c.gas_used if c.gas_used is not None else "-", when(c.created_at)) for c in rows],
           ("ID", "NETWORK", "TRANSACTION", "STATE", "ADDRESSES", "AMOUNTS", "GAS", "CREATED"))
@@ -276,7 +280,8 @@ def collections_list(network_id, merchant_id, limit, as_json):
 
 def _amount(token, amount, units):
     symbol, decimals = units.get(token, (None, None))
-    return f"{format_units(amount, decimals)} {symbol}" if decimals is not None else f"{amount} of {token}"
+    return (f"{format_units(amount, decimals)} {symbol}" if decimals is not None
+            else f"{amount} of {token}")
 
 
 def _amounts(items, units, merchant_id):

@@ -38,10 +38,11 @@ def fail(message) -> click.ClickException:
 def table(rows, headers):
     """Print rows as aligned columns."""
     rows = [[str(cell) for cell in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    click.echo("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(headers)]
+    click.echo("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
     for row in rows:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
 STOP_AGAIN_SECONDS = 1.0  # a signal this soon after the first is the same stop

@@ -76,7 +76,8 @@ def add(merchant_id, url, event_types, description, as_json):
 @endpoints.command("list")
 @click.argument("merchant_id")
 def list_(merchant_id):
-    """List a merchant's webhook endpoints, oldest first (the first is `merchants set-webhook`'s)."""
+    """List a merchant's webhook endpoints, oldest first (the first is
+    `merchants set-webhook`'s)."""
     _merchant(merchant_id)
     table([(e.id, "enabled" if e.enabled else "disabled", ",".join(e.events), e.url,
             e.description or "-", when(e.created_at))

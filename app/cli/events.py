@@ -1,5 +1,5 @@
 """`flask --app app events ...`: webhook events, their deliveries and attempts, replay."""
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import click
 from flask.cli import AppGroup
@@ -53,7 +53,8 @@ def show(event_id):
     click.echo("payload:")
     click.echo(event.payload)
     if not event.deliveries:
-        click.echo("deliveries: none (no endpoint was enabled and subscribed to it when it was made)")
+        click.echo("deliveries: none"
+                   " (no endpoint was enabled and subscribed to it when it was made)")
     for d in event.deliveries:
         state = "retrying" if d.retrying else d.status
         click.echo(f"delivery to {d.endpoint_id}: {state}, {d.attempts} attempt(s) since the last"
@@ -77,14 +78,15 @@ def _iso(ctx, param, value):
     except ValueError:
         raise click.BadParameter("not an ISO 8601 time, e.g. 2026-11-22T10:00:00Z") from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     return int(moment.timestamp())
 
 
 @events.command("replay")
 @click.argument("event_id", required=False)
 @click.option("--endpoint", "endpoint_id", default=None,
-              help="With EVENT_ID: only its delivery to this endpoint (made if it never went there).")
+              help="With EVENT_ID: only its delivery to this endpoint"
+                   " (made if it never went there).")
 @click.option("--failed", is_flag=True, help="Every `failed` delivery.")
 @click.option("--cancelled", is_flag=True, help="Every `cancelled` delivery.")
 @click.option("--no-endpoint", is_flag=True,

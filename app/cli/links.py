@@ -1,6 +1,5 @@
 """`flask --app app links ...`: payment links (docs/api.md, "Payment links"), and the name checkout
 pages show (`merchants set-display-name`, in app/cli/merchants.py)."""
-import json
 
 import click
 from flask import current_app
@@ -66,7 +65,8 @@ def links_create(merchant_id, amount, description, currency, max_payments, expir
         click.echo(link_json(link, 0, _base(), int(now())))
         return
     click.echo(f"Created payment link {link.id}: {_base()}/l/{link.id}"
-               + ("" if _base() else "  (under the service's address: set PUBLIC_BASE_URL to print it whole)"))
+               + ("" if _base() else "  (under the service's address:"
+                                     " set PUBLIC_BASE_URL to print it whole)"))
 
 
 def _number(text) -> bool:

@@ -136,7 +136,8 @@ def rotate_key(merchant_id):
     """Issue a new secret key; the old ones keep working until revoked."""
     secret_key = _run(service.rotate_key, merchant_id, now())
     click.echo(f"New secret key (shown once): {secret_key}")
-    click.echo("The previous keys still work: revoke them with `merchants revoke-key` once replaced.")
+    click.echo("The previous keys still work: revoke them with `merchants revoke-key`"
+               " once replaced.")
 
 
 def _overlap_option(command):
@@ -193,7 +194,8 @@ def rotate_webhook_secret(merchant_id, overlap_hours):
 @click.argument("merchant_id")
 @click.argument("key_prefix")
 def revoke_key(merchant_id, key_prefix):
-    """Revoke the key starting with KEY_PREFIX (at least 12 characters); it stops working at once."""
+    """Revoke the key starting with KEY_PREFIX (at least 12 characters); it stops working at
+    once."""
     key = _run(service.revoke_key, merchant_id, key_prefix, now())
     click.echo(f"Revoked key {key.key_prefix}… of {merchant_id}.")
 
@@ -214,8 +216,8 @@ def set_xpub(merchant_id, xpub):
     except (XpubError, setup.SetupError) as e:
         raise fail(e) from None
     click.echo(f"Registered the wallet of {merchant_id}. Its first deposit address"
-               f" ({ADDRESS_PATH.format(index=0)}) is {first}: check that your wallet shows the same"
-               " address for the first account of this seed phrase.")
+               f" ({ADDRESS_PATH.format(index=0)}) is {first}: check that your wallet shows the"
+               " same address for the first account of this seed phrase.")
 
 
 @merchants.command("set-currency")
@@ -253,6 +255,6 @@ def set_tolerance(merchant_id, percent):
     and some wallets deduct their fee from what they send): a decimal from 0 (the default) to 5,
     e.g. 0.5. Applies to payments confirmed from now on."""
     tolerance = _run(service.set_tolerance, merchant_id, percent)
-    click.echo(f"Underpayment tolerance of {merchant_id}: {tolerance} %. Payments confirmed from now"
-               f" on complete at the amount due less {tolerance} % (rounded up to the token's"
+    click.echo(f"Underpayment tolerance of {merchant_id}: {tolerance} %. Payments confirmed from"
+               f" now on complete at the amount due less {tolerance} % (rounded up to the token's"
                " smallest unit).")

@@ -53,12 +53,14 @@ def show(process_id):
         raise fail(f"No process {process_id}.") from None
     payment = payments.view(db, process)
     its_refunds = refunds.of_processes(db, [process]).get(process.id, ())
-    click.echo(dumps_pretty(loads(process_json(process, now(), payment, its_refunds).encode("utf-8"))))
+    click.echo(dumps_pretty(loads(
+        process_json(process, now(), payment, its_refunds).encode("utf-8"))))
     its_events = outbox.for_process(db, process.id)
     click.echo(f"merchant: {process.merchant_id}")
     click.echo(f"events: {len(its_events)}")
     for e in its_events:
-        click.echo(f"  {e.id}  {e.type:<18} {e.status:<11} attempts={e.attempts}  {when(e.created_at)}")
+        click.echo(f"  {e.id}  {e.type:<18} {e.status:<11} attempts={e.attempts}"
+                   f"  {when(e.created_at)}")
 
 
 @processes.command("complete")

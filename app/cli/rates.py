@@ -39,7 +39,8 @@ def _age(seconds):
 
 @rates.command("add")
 @click.argument("pair")
-@click.option("--network", "network_id", required=True, help="The network whose node reads the feed.")
+@click.option("--network", "network_id", required=True,
+              help="The network whose node reads the feed.")
 @click.option("--feed", required=True, help="The price feed's contract (AggregatorV3Interface).")
 @click.option("--max-age", type=click.IntRange(1), default=service.FEED_MAX_AGE, show_default=True,
               metavar="SECONDS", help="An older answer does not count: the feed's heartbeat and a"

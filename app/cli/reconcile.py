@@ -1,5 +1,6 @@
-"""`flask --app app reconcile NETWORK_ID`: the books checked against the chain (app/chain/reconcile.py).
-Exit status 0 when the three lists are empty, 1 otherwise (or when it cannot read the node)."""
+"""`flask --app app reconcile NETWORK_ID`: the books checked against the chain
+(app/chain/reconcile.py). Exit status 0 when the three lists are empty, 1 otherwise (or when it
+cannot read the node)."""
 import json
 
 import click
@@ -66,7 +67,8 @@ def _print(report):
         click.echo(f"{title}: {len(found) or 'none'}")
         for f in found:
             click.echo(f"  - {_line(f)}")
-    click.echo("The books match the chain." if report.clean else "The books do not match the chain.")
+    click.echo("The books match the chain." if report.clean
+               else "The books do not match the chain.")
 
 
 def _line(f) -> str:

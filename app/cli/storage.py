@@ -83,7 +83,8 @@ def copy_db_command(target):
             raise fail(
                 "TARGET is not empty (" + ", ".join(
                     [f"table {t} is not the service's" for t in foreign]
-                    + [f"{t} has rows" for t in filled]) + "): copy-db only fills an empty database."
+                    + [f"{t} has rows" for t in filled])
+                + "): copy-db only fills an empty database."
             )
         destination.init_schema()
         counts = _copy(conn, destination)

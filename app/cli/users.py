@@ -36,7 +36,8 @@ def _run(action, *args, **kwargs):
 
 @users.command("create")
 @click.argument("email")
-@click.option("--merchant", "merchant_id", required=True, help="The merchant whose console it opens.")
+@click.option("--merchant", "merchant_id", required=True,
+              help="The merchant whose console it opens.")
 @click.option("--role", type=click.Choice(accounts.ROLES), default="owner", show_default=True,
               help="owner: sees and acts; viewer: sees only.")
 def create(email, merchant_id, role):
@@ -50,8 +51,9 @@ def create(email, merchant_id, role):
 def list_():
     """List console users."""
     table(
-        [(u.email, u.merchant_id, u.role, "disabled " + when(u.disabled_at) if u.disabled_at else "active",
-          when(u.created_at)) for u in _run(accounts.list_users)],
+        [(u.email, u.merchant_id, u.role,
+          "disabled " + when(u.disabled_at) if u.disabled_at else "active", when(u.created_at))
+         for u in _run(accounts.list_users)],
         ("EMAIL", "MERCHANT", "ROLE", "STATE", "CREATED"),
     )
 

@@ -16,7 +16,8 @@ from app.db import get_db
               help="Catch every enabled network up to its head once, then exit (for cron); exit "
                    "status 1 when a network's node could not be read.")
 @click.option("--poll-interval", type=click.FloatRange(0.05, 3600), default=5.0, show_default=True,
-              help="Seconds between polls of a network (a failing one backs off up to --backoff-max).")
+              help="Seconds between polls of a network"
+                   " (a failing one backs off up to --backoff-max).")
 @click.option("--backoff-max", type=click.FloatRange(0.1, 3600), default=60.0, show_default=True,
               help="Longest wait, in seconds, before polling a failing node again.")
 @click.option("--max-range", type=click.IntRange(1, 100_000), default=MAX_RANGE, show_default=True,
