@@ -17,7 +17,8 @@ from app.data import outbox as event_rows
 
 try:
     from playwright.sync_api import expect
-except ImportError:  # the page fixture (tests/support/browser.py) skips, or fails in CI, before it is used
+except ImportError:
+    # the page fixture (tests/support/browser.py) skips, or fails in CI, before it is used
     expect = None
 
 
@@ -44,7 +45,8 @@ def place_order(page, live_server, amount, order_ref):
 
 def pay(page, outcome):
     page.locator("payment-button .pay").click()
-    page.locator("payment-button dialog").get_by_role("button", name=f"Simulate {outcome} payment").click()
+    page.locator("payment-button dialog").get_by_role(
+        "button", name=f"Simulate {outcome} payment").click()
 
 
 def shop_events(page):
@@ -76,7 +78,8 @@ def expect_entry(entry, event_type, webhook_id, *body_parts):
         expect(entry.locator("pre")).to_contain_text(part)
 
 
-def test_pay_in_the_demo_shop_and_see_the_verified_webhook(page, live_server, demo, worker, screenshot):
+def test_pay_in_the_demo_shop_and_see_the_verified_webhook(page, live_server, demo, worker,
+                                                           screenshot):
     page.set_viewport_size({"width": 1100, "height": 900})
     pid = place_order(page, live_server, "42.00", "A-1001")
     assert demo["secretKey"] not in page.content()
@@ -99,7 +102,8 @@ def test_pay_in_the_demo_shop_and_see_the_verified_webhook(page, live_server, de
     screenshot(page, "demo-webhooks-paid", full_page=True)
 
 
-def test_failed_payment_then_success_both_reach_the_receiver(page, live_server, demo, worker, screenshot):
+def test_failed_payment_then_success_both_reach_the_receiver(page, live_server, demo, worker,
+                                                             screenshot):
     pid = place_order(page, live_server, "5", "A-2002")
     pay(page, "failed")
     expect(page.locator("payment-button .notice")).to_have_text(
@@ -120,17 +124,20 @@ def test_failed_payment_then_success_both_reach_the_receiver(page, live_server, 
     expect(shop_events(page)).to_have_text(["payment-success", "payment-failure"])  # newest first
     screenshot(page, "demo-shop-failed-then-paid", full_page=True)
     worker.run_once()
-    assert delivered(live_server, pid) == [("payment.failed", "delivered", 1), ("payment.completed", "delivered", 1)]
+    assert delivered(live_server, pid) == [("payment.failed", "delivered", 1),
+                                           ("payment.completed", "delivered", 1)]
 
     receiver.clock.run_for(3000)  # its refresh tick: the list is replaced in place
     expect(receiver.locator("#count")).to_have_text("2")
     failed_id, completed_id = event_ids(live_server, pid)
-    expect_entry(receiver_entries(receiver).nth(0), "payment.completed", completed_id, '"orderRef": "A-2002"')
+    expect_entry(receiver_entries(receiver).nth(0), "payment.completed", completed_id,
+                 '"orderRef": "A-2002"')
     expect_entry(receiver_entries(receiver).nth(1), "payment.failed", failed_id)
     screenshot(receiver, "demo-webhooks-failed-then-paid", full_page=True)
 
 
-def test_expiry_shows_in_the_button_and_reaches_the_receiver(page, live_server, demo, worker, clock, screenshot):
+def test_expiry_shows_in_the_button_and_reaches_the_receiver(page, live_server, demo, worker, clock,
+                                                             screenshot):
     page.goto(live_server.url + "/")
     page.get_by_label("Amount").fill("0")
     page.get_by_role("button", name="Create preorder").click()
@@ -141,7 +148,8 @@ def test_expiry_shows_in_the_button_and_reaches_the_receiver(page, live_server, 
     clock.advance(1800)  # PROCESS_TTL_SECONDS: the process is past its expiresAt
     expect(page.locator("payment-button .outcome-title")).to_have_text("Payment expired")
     expect(shop_events(page)).to_have_text(["payment-expired"])
-    expect(page.locator("#button-events li")).to_contain_text(re.compile(r"payment-expired status expired$"))
+    expect(page.locator("#button-events li")).to_contain_text(
+        re.compile(r"payment-expired status expired$"))
     screenshot(page, "demo-shop-expired", full_page=True)
 
     worker.run_once()  # its sweep, then delivery

@@ -11,7 +11,8 @@ from app.evm.addresses import to_checksum_address
 
 try:
     from playwright.sync_api import expect
-except ImportError:  # the page fixture (tests/support/browser.py) skips, or fails in CI, before it is used
+except ImportError:
+    # the page fixture (tests/support/browser.py) skips, or fails in CI, before it is used
     expect = None
 
 RELAYER_KEY = "7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6"  # Hardhat dev #3
@@ -36,8 +37,8 @@ def test_the_demo_shop_on_a_phone(page, live_server, runner, chain, clock, scree
     usdc = to_checksum_address(chain.deploy_token(contract="TestUSDC"))  # dev account #0 holds it
     for args in (["networks", "add", "hardhat", "--name", "Local Hardhat", "--chain-id", "31337",
                   "--rpc-url", chain.url, "--confirmations", "2"],
-                 ["assets", "add", "usdc", "--network", "hardhat", "--symbol", "TUSDC", "--name", "Test USD Coin",
-                  "--contract", usdc, "--decimals", "6", "--eip3009"],
+                 ["assets", "add", "usdc", "--network", "hardhat", "--symbol", "TUSDC",
+                  "--name", "Test USD Coin", "--contract", usdc, "--decimals", "6", "--eip3009"],
                  ["demo-merchant"]):
         result = runner.invoke(args=args)
         assert result.exit_code == 0, result.output
@@ -54,8 +55,11 @@ def test_the_demo_shop_on_a_phone(page, live_server, runner, chain, clock, scree
     page.locator("payment-button .choice").click()
     pay = page.locator("payment-button .pay-wallet")
     expect(pay).to_have_text("Pay with Test wallet")
-    expect(page.locator("payment-button").get_by_role("button", name="Pay with Test wallet without gas")).to_be_visible()
+    expect(page.locator("payment-button").get_by_role(
+        "button", name="Pay with Test wallet without gas")).to_be_visible()
     assert pay.evaluate(LINES) == 1
-    expect(page.locator("#wallet-balance")).to_have_text(re.compile(r"^[1-9]\d{0,2}(,\d{3})+ TUSDC$"))  # grouped
+    # grouped
+    expect(page.locator("#wallet-balance")).to_have_text(
+        re.compile(r"^[1-9]\d{0,2}(,\d{3})+ TUSDC$"))
     assert page.evaluate("document.documentElement.scrollWidth") == PHONE
     screenshot(page, "demo-shop-phone", full_page=True)

@@ -1,5 +1,6 @@
-"""The demo shop routes (DEMO_SHOP on), through the Flask test client: the shop's server side and the
-built-in webhook receiver. The same pages in Chromium, with the whole loop: tests/demo/test_demo_e2e.py."""
+"""The demo shop routes (DEMO_SHOP on), through the Flask test client: the shop's server side and
+the built-in webhook receiver. The same pages in Chromium, with the whole loop:
+tests/demo/test_demo_e2e.py."""
 import json
 import re
 
@@ -45,7 +46,8 @@ def test_shop_page_has_the_form_and_no_button_yet(client, demo):
     response = client.get("/")
     html = response.get_data(as_text=True)
     assert response.status_code == 200 and response.mimetype == "text/html"
-    assert '<input id="amount" name="amount"' in html and '<input id="order_ref" name="order_ref"' in html
+    assert ('<input id="amount" name="amount"' in html
+            and '<input id="order_ref" name="order_ref"' in html)
     assert button_attrs(html) == []
     assert '<iframe src="/demo/webhooks"' in html
 
@@ -102,16 +104,19 @@ def test_checkout_without_an_order_reference_sends_empty_metadata(client, demo):
     ("1.999", "A-1", "amount", "Must have at most 2 decimal places (USD)."),
     ("0.30000000000000004", "A-1", "amount", "Must have at most 2 decimal places (USD)."),
     ("1000000.01", "A-1", "amount", "Must be less than or equal to 1000000."),
-    ("5", "x" * 10_240, "order_ref", "Must be at most 10240 bytes as compact UTF-8 JSON (got 10255)."),
+    ("5", "x" * 10_240, "order_ref",
+     "Must be at most 10240 bytes as compact UTF-8 JSON (got 10255)."),
 ])
-def test_checkout_shows_validation_errors_next_to_their_field(client, demo, amount, order_ref, field, message):
+def test_checkout_shows_validation_errors_next_to_their_field(client, demo, amount, order_ref,
+                                                              field, message):
     response = checkout(client, amount, order_ref)
     html = response.get_data(as_text=True)
     assert response.status_code == 400
     error_id = {"amount": "amount-error", "order_ref": "order-ref-error"}[field]
     assert f'<p class="field-error" id="{error_id}">{escape(message)}</p>' in html
     field_name = {"amount": "amount", "order_ref": "order reference"}[field]
-    assert f'<p class="error" role="alert">The preorder was not created: check the {field_name}.</p>' in html
+    assert (f'<p class="error" role="alert">The preorder was not created:'
+            f' check the {field_name}.</p>' in html)
     assert f'value="{escape(amount.strip())}"' in html  # what was typed, shown again
     assert button_attrs(html) == []
     assert Api(client, demo["secretKey"]).list().get_json() == {"data": [], "hasMore": False}
@@ -124,7 +129,7 @@ def test_checkout_after_the_database_was_reset_says_how_to_recover(client, runne
     assert f"Invalid secret key. {escape(NOT_SET_UP)}" in response.get_data(as_text=True)
 
 
-# --- the built-in webhook receiver -----------------------------------------------------------------
+# --- the built-in webhook receiver ----------------------------------------------------------------
 
 BODY = (b'{"type":"payment.completed","timestamp":"2026-11-18T11:06:40Z","data":{"processId":"p-1",'
         b'"status":"completed","amount":1234.50,"metadata":{"orderRef":"A-1001"}}}')
@@ -138,7 +143,8 @@ def deliver(client, secret, msg_id, now, body=BODY, **header_changes):
 
 def listed(client):
     html = client.get("/demo/webhooks").get_data(as_text=True)
-    return re.findall(r'<li class="delivery (verified|unverified)" data-webhook-id="([^"]*)">', html), html
+    return re.findall(r'<li class="delivery (verified|unverified)" data-webhook-id="([^"]*)">',
+                      html), html
 
 
 def test_receiver_verifies_and_lists_a_delivery_with_its_exact_body(client, demo, clock):
@@ -149,7 +155,8 @@ def test_receiver_verifies_and_lists_a_delivery_with_its_exact_body(client, demo
     assert '<code class="type">payment.completed</code>' in html
     assert "Signature verified" in html
     assert '<time class="when" datetime="2026-11-18T11:06:40Z">' in html
-    assert escape('"amount": 1234.50,\n    "metadata": {\n      "orderRef": "A-1001"\n    }') in html
+    assert escape('"amount": 1234.50,\n    "metadata": {\n'
+                  '      "orderRef": "A-1001"\n    }') in html
     assert '<span id="count">1</span>' in html
 
 
@@ -157,7 +164,8 @@ def test_receiver_verifies_and_lists_a_delivery_with_its_exact_body(client, demo
     ({"webhook-signature": "v1,AAAA"}, "no matching v1 signature"),
     ({"webhook-id": "evt_2"}, "no matching v1 signature"),
     ({"webhook-timestamp": "1795000001"}, "no matching v1 signature"),
-    ({"webhook-signature": ""}, "missing webhook-id, webhook-timestamp or webhook-signature header"),
+    ({"webhook-signature": ""},
+     "missing webhook-id, webhook-timestamp or webhook-signature header"),
 ])
 def test_receiver_refuses_and_flags_what_does_not_verify(client, demo, clock, change, reason):
     response = deliver(client, demo["webhookSecret"], "evt_1", clock(), **change)
@@ -208,16 +216,18 @@ def test_demo_merchant_console_login_is_created_once_and_printed_again(runner, a
     first = runner.invoke(args=["demo-merchant", "--console-login"])
     again = runner.invoke(args=["demo-merchant", "--console-login"])
     assert first.exit_code == again.exit_code == 0, first.output + again.output
-    login = re.search(r"console login:   staff@demo\.example  password (\S+)  \(/dashboard/\)", first.output)
+    login = re.search(r"console login:   staff@demo\.example  password (\S+)  \(/dashboard/\)",
+                      first.output)
     assert login and login[0] in again.output  # the same password: it is kept in the keys file
     page = client.get("/dashboard/login")
     token = re.search(r'name="csrf_token" value="([^"]+)"', page.get_data(as_text=True))[1]
-    answer = client.post("/dashboard/login", data={"csrf_token": token, "email": "staff@demo.example",
+    answer = client.post("/dashboard/login", data={"csrf_token": token,
+                                                   "email": "staff@demo.example",
                                                    "password": login[1]})
     assert answer.status_code == 303
 
 
-# --- each database its own demo merchant; a key revoked in the console ------------------------------
+# --- each database its own demo merchant; a key revoked in the console ----------------------------
 
 def _demo_app(folder, clock):
     """An app of its own SQLite database in `folder` and the default keys file, as `make run` (the
@@ -240,14 +250,17 @@ def test_a_second_database_keeps_its_own_demo_merchant_and_make_run_goes_on(tmp_
         first = run.test_cli_runner().invoke(args=args)
         other = live.test_cli_runner().invoke(args=args)  # FLASK_DATABASE=… as the demo's hint says
         again = run.test_cli_runner().invoke(args=args)  # the next make run
-        assert first.exit_code == other.exit_code == again.exit_code == 0, first.output + other.output + again.output
+        assert first.exit_code == other.exit_code == again.exit_code == 0, (
+            first.output + other.output + again.output)
         kept = json.loads((tmp_path / "instance" / "demo-merchant.json").read_text())
         theirs = json.loads((tmp_path / "demo-onchain" / "demo-merchant.json").read_text())
         assert kept["merchantId"] != theirs["merchantId"]
         assert kept["database"] == str(tmp_path / "instance" / "preorder.sqlite3")
-        assert again.output.startswith(f"Demo merchant from {tmp_path / 'instance' / 'demo-merchant.json'}:\n"
-                                       f"  merchant id:     {kept['merchantId']}\n")
-        assert re.search(r"console login:   staff@demo\.example  password (\S+)", first.output)[0] in again.output
+        assert again.output.startswith(
+            f"Demo merchant from {tmp_path / 'instance' / 'demo-merchant.json'}:\n"
+            f"  merchant id:     {kept['merchantId']}\n")
+        assert re.search(r"console login:   staff@demo\.example  password (\S+)",
+                         first.output)[0] in again.output
         assert run.test_client().get("/").status_code == 200
     finally:
         run.extensions["db"].close_all()
@@ -259,17 +272,22 @@ def test_a_keys_file_of_another_database_is_refused_or_recovered_with_what_to_do
     run, live = _demo_app(tmp_path / "instance", clock), _demo_app(tmp_path / "demo-onchain", clock)
     try:
         run_file = tmp_path / "instance" / "demo-merchant.json"
-        assert run.test_cli_runner().invoke(args=["demo-merchant", "--console-login"]).exit_code == 0
+        assert run.test_cli_runner().invoke(
+            args=["demo-merchant", "--console-login"]).exit_code == 0
         before = json.loads(run_file.read_text())
-        # Given make run's file by name, the other database's command refuses it and says what to do.
+        # Given make run's file by name, the other database's command refuses it and says what to
+        # do.
         refused = live.test_cli_runner().invoke(args=["demo-merchant", "--file", str(run_file)])
         assert refused.exit_code == 1
         assert refused.output == (
             f"Error: {run_file} holds the demo merchant of another database"
-            f" ({tmp_path / 'instance' / 'preorder.sqlite3'}), not of {tmp_path / 'demo-onchain' / 'preorder.sqlite3'}."
-            f" Give the command that database (FLASK_DATABASE={tmp_path / 'instance' / 'preorder.sqlite3'}),"
-            " or this database a keys file of its own (--file PATH, or FLASK_DEMO_MERCHANT_FILE); by default"
-            " each database's file sits beside it, so make run and make demo-onchain never share one.\n")
+            f" ({tmp_path / 'instance' / 'preorder.sqlite3'}),"
+            f" not of {tmp_path / 'demo-onchain' / 'preorder.sqlite3'}."
+            " Give the command that database"
+            f" (FLASK_DATABASE={tmp_path / 'instance' / 'preorder.sqlite3'}),"
+            " or this database a keys file of its own (--file PATH, or FLASK_DEMO_MERCHANT_FILE);"
+            " by default each database's file sits beside it, so make run and make demo-onchain"
+            " never share one.\n")
         assert json.loads(run_file.read_text()) == before  # left as it was
         # A file overwritten before files named their database: make run finds its demo merchant
         # again by its console owner, with a new secret key, instead of failing.
@@ -281,42 +299,47 @@ def test_a_keys_file_of_another_database_is_refused_or_recovered_with_what_to_do
         healed = run.test_cli_runner().invoke(args=["demo-merchant", "--console-login"])
         assert healed.exit_code == 0, healed.output
         assert healed.output.startswith(
-            f"{run_file} held another database's demo merchant: this database's ({before['merchantId']},"
-            " whose console owner is staff@demo.example) got a new secret key, saved there.\n")
+            f"{run_file} held another database's demo merchant: this database's"
+            f" ({before['merchantId']}, whose console owner is staff@demo.example) got a new secret"
+            " key, saved there.\n")
         now_kept = json.loads(run_file.read_text())
-        assert now_kept["merchantId"] == before["merchantId"] and now_kept["secretKey"] != before["secretKey"]
+        assert (now_kept["merchantId"] == before["merchantId"]
+                and now_kept["secretKey"] != before["secretKey"])
         assert run.test_client().post("/", data={"amount": "5"}).status_code == 200
     finally:
         run.extensions["db"].close_all()
         live.extensions["db"].close_all()
 
 
-def test_a_key_revoked_in_the_console_the_shop_says_so_and_takes_the_new_one(client, runner, demo, app):
+def test_a_key_revoked_in_the_console_the_shop_says_so_and_takes_the_new_one(client, runner, demo,
+                                                                             app):
     from app.db import get_db
     from app.domain import merchants
 
     with app.app_context():
-        new_key = merchants.roll_key(get_db(), demo["merchantId"], app.config["CLOCK"](), 0)  # old one ends now
+        # old one ends now
+        new_key = merchants.roll_key(get_db(), demo["merchantId"], app.config["CLOCK"](), 0)
     page = client.get("/")
     assert page.status_code == 503
     revoked = escape(
-        f"The demo merchant's secret key in {app.config['DEMO_MERCHANT_FILE']} no longer works: it was revoked"
-        " (or rolled, and its overlap is over) in the console. Give the shop the new one: run `flask --app app"
-        " demo-merchant --secret-key sk_test_…` with the key the console's Keys page showed when you rolled it"
-        " (lost it? roll again there), then reload this page.")
+        f"The demo merchant's secret key in {app.config['DEMO_MERCHANT_FILE']} no longer works:"
+        " it was revoked (or rolled, and its overlap is over) in the console. Give the shop the new"
+        " one: run `flask --app app demo-merchant --secret-key sk_test_…` with the key the"
+        " console's Keys page showed when you rolled it (lost it? roll again there), then reload"
+        " this page.")
     assert f'<p class="error" role="alert">{revoked}</p>' in page.get_data(as_text=True)
     response = checkout(client, "5")
     assert response.status_code == 503 and str(revoked) in response.get_data(as_text=True)
     printed = runner.invoke(args=["demo-merchant"])
     assert printed.exit_code == 0
-    assert (f"  secret key:      {demo['secretKey']}  REVOKED: it no longer works (revoked or rolled in the"
-            " console), so the demo shop cannot create preorders. Give it the new key: flask --app app"
-            " demo-merchant --secret-key sk_test_…\n") in printed.output
+    assert (f"  secret key:      {demo['secretKey']}  REVOKED: it no longer works (revoked or"
+            " rolled in the console), so the demo shop cannot create preorders. Give it the new"
+            " key: flask --app app demo-merchant --secret-key sk_test_…\n") in printed.output
     wrong = runner.invoke(args=["demo-merchant", "--secret-key", demo["secretKey"]])
     assert wrong.exit_code == 1
-    assert wrong.output == (f"Error: That is not a working secret key of the demo merchant {demo['merchantId']}:"
-                            " copy the one the console's Keys page showed when you rolled it (or roll again"
-                            " there).\n")
+    assert wrong.output == ("Error: That is not a working secret key of the demo merchant"
+                            f" {demo['merchantId']}: copy the one the console's Keys page showed"
+                            " when you rolled it (or roll again there).\n")
     given = runner.invoke(args=["demo-merchant", "--secret-key", new_key])
     assert given.exit_code == 0 and f"  secret key:      {new_key}\n" in given.output
     assert client.get("/").status_code == 200
@@ -325,7 +348,8 @@ def test_a_key_revoked_in_the_console_the_shop_says_so_and_takes_the_new_one(cli
 
 def test_a_console_login_taken_by_another_merchant_says_what_to_do(runner, app, make_merchant):
     other = make_merchant(name="Someone else")
-    created = runner.invoke(args=["users", "create", "staff@demo.example", "--merchant", other["merchantId"]],
+    created = runner.invoke(args=["users", "create", "staff@demo.example",
+                                  "--merchant", other["merchantId"]],
                             input="correct horse battery\n")
     assert created.exit_code == 0, created.output
     result = runner.invoke(args=["demo-merchant", "--console-login"])
@@ -333,7 +357,8 @@ def test_a_console_login_taken_by_another_merchant_says_what_to_do(runner, app, 
     keys = json.load(open(app.config["DEMO_MERCHANT_FILE"]))  # the demo merchant: made, not theirs
     assert keys["merchantId"] != other["merchantId"]
     assert result.output == (
-        f"Error: The user staff@demo.example belongs to another merchant ({other['merchantId']}) than the"
-        f" demo merchant of {app.config['DEMO_MERCHANT_FILE']} ({keys['merchantId']}). Run the command without"
-        " --console-login, or give it the keys file of that merchant's database (--file PATH).\n")
+        f"Error: The user staff@demo.example belongs to another merchant ({other['merchantId']})"
+        f" than the demo merchant of {app.config['DEMO_MERCHANT_FILE']} ({keys['merchantId']})."
+        " Run the command without --console-login, or give it the keys file of that merchant's"
+        " database (--file PATH).\n")
     assert runner.invoke(args=["demo-merchant"]).exit_code == 0

@@ -55,8 +55,8 @@ def test_shop_without_a_process_shows_the_form_only(render):
 
 
 def test_shop_with_a_process_renders_the_button_and_its_script(render):
-    html = render("shop.html", process_id="p-1", public_key="pk_test_abc", amount="19.99", order_ref="A-1",
-                  currency="EUR", button_js_url="/payment-button/button.js")
+    html = render("shop.html", process_id="p-1", public_key="pk_test_abc", amount="19.99",
+                  order_ref="A-1", currency="EUR", button_js_url="/payment-button/button.js")
     tags = Tags(html)
     # the process carries its currency: the button reads it from the service
     assert tags.find("payment-button") == [{"process-id": "p-1", "public-key": "pk_test_abc"}]
@@ -74,9 +74,11 @@ def test_shop_shows_errors_next_to_their_fields(render):
 
 
 def test_shop_escapes_what_the_customer_typed(render):
-    html = render("shop.html", process_id="p-1", public_key="pk_test_abc", order_ref=HOSTILE, amount=HOSTILE)
+    html = render("shop.html", process_id="p-1", public_key="pk_test_abc", order_ref=HOSTILE,
+                  amount=HOSTILE)
     assert HOSTILE not in html
-    assert html.count("&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;") == 3  # two inputs, the summary
+    # two inputs, the summary
+    assert html.count("&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;") == 3
 
 
 def test_webhooks_newest_first_verified_marked_and_escaped(render):
@@ -97,8 +99,10 @@ def test_webhooks_empty_says_how_to_get_one(render):
     assert '<span id="count">0</span>' in html
 
 
-@pytest.mark.parametrize("name, context", [("shop.html", {}), ("webhooks.html", {"deliveries": []})])
+@pytest.mark.parametrize("name, context", [("shop.html", {}),
+                                           ("webhooks.html", {"deliveries": []})])
 def test_pages_declare_their_icon_so_no_favicon_request_is_made(render, name, context):
     # Without a <link rel="icon">, every browser asks for /favicon.ico, which is no route (a 404).
-    icons = [attrs for attrs in Tags(render(name, **context)).find("link") if attrs.get("rel") == "icon"]
+    icons = [attrs for attrs in Tags(render(name, **context)).find("link")
+             if attrs.get("rel") == "icon"]
     assert icons == [{"rel": "icon", "href": "data:,"}]
