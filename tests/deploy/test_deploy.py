@@ -33,7 +33,8 @@ def parse_unit(path):
             current = sections.setdefault(line[1:-1], {})
             continue
         key, sep, value = line.partition("=")
-        assert sep and current is not None and re.fullmatch(r"[A-Za-z]+", key), f"{path.name}:{number}: {line}"
+        assert (sep and current is not None
+                and re.fullmatch(r"[A-Za-z]+", key)), f"{path.name}:{number}: {line}"
         current.setdefault(key, []).append(value)
     return sections
 
@@ -43,7 +44,8 @@ def parse_env(path):
     for line in path.read_text().splitlines():
         if line.strip() and not line.startswith("#"):
             key, sep, value = line.partition("=")
-            assert sep and re.fullmatch(r"[A-Z_]+", key) and re.fullmatch(r"[^\s'\"$`\\]+", value), line
+            assert (sep and re.fullmatch(r"[A-Z_]+", key)
+                    and re.fullmatch(r"[^\s'\"$`\\]+", value)), line
             values[key] = value
     return values
 
@@ -93,7 +95,8 @@ def test_systemd_analyze_verify_accepts_the_units(tmp_path):
         text = (DEPLOY / file).read_text()
         text = text.replace("/srv/preorder/venv", str(VENV)).replace("/srv/preorder/app", str(ROOT))
         (tmp_path / file).write_text(text)
-    result = subprocess.run([analyze, "verify", "--man=no", *(str(tmp_path / f) for f in UNITS.values())],
+    result = subprocess.run([analyze, "verify", "--man=no",
+                             *(str(tmp_path / f) for f in UNITS.values())],
                             capture_output=True, text=True, timeout=60)
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
 
@@ -109,7 +112,8 @@ def cron_lines():
     return entries
 
 
-@pytest.mark.sqlite_only  # the shipped files' layout: the SQLite file and the cron lock in /var/lib/preorder
+# the shipped files' layout: the SQLite file and the cron lock in /var/lib/preorder
+@pytest.mark.sqlite_only
 def test_the_cron_line_delivers_webhooks_as_written(tmp_path, app, client, make_merchant,
                                                     receiver):
     [deliver] = [command for command in cron_lines() if "deliver-webhooks --once" in command]
@@ -125,23 +129,27 @@ def test_the_cron_line_delivers_webhooks_as_written(tmp_path, app, client, make_
     shipped = (DEPLOY / "preorder.env").read_text()
     assert "\nFLASK_WEBHOOK_ALLOW_LOOPBACK=0\n" in shipped  # production: no loopback webhooks
     # This test's receiver is on loopback, where a production merchant's endpoint never is.
-    env_file.write_text(shipped.replace("/var/lib/preorder/preorder.sqlite3", app.config["DATABASE"])
-                        .replace("FLASK_WEBHOOK_ALLOW_LOOPBACK=0", "FLASK_WEBHOOK_ALLOW_LOOPBACK=1"))
+    env_file.write_text(shipped
+                        .replace("/var/lib/preorder/preorder.sqlite3", app.config["DATABASE"])
+                        .replace("FLASK_WEBHOOK_ALLOW_LOOPBACK=0",
+                                 "FLASK_WEBHOOK_ALLOW_LOOPBACK=1"))
     (tmp_path / "log").mkdir()
-    command = (deliver.replace("/srv/preorder/venv", str(VENV)).replace("/srv/preorder/app", str(ROOT))
+    command = (deliver.replace("/srv/preorder/venv", str(VENV))
+               .replace("/srv/preorder/app", str(ROOT))
                .replace("/etc/preorder/preorder.env", str(env_file))
                .replace("/var/lib/preorder", str(lib))
                .replace("/var/log/preorder", str(tmp_path / "log")))
     # cron runs the line with /bin/sh, a bare environment, from the user's home directory.
-    cron_env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "SHELL": "/bin/sh", "LOGNAME": "preorder"}
+    cron_env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "SHELL": "/bin/sh",
+                "LOGNAME": "preorder"}
     result = subprocess.run(["/bin/sh", "-c", command], cwd=tmp_path, env=cron_env,
                             capture_output=True, text=True, timeout=60)
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
     [request] = receiver.wait_for(1)
     assert request.path == "/hook" and process_id in request.body.decode()
     log = (tmp_path / "log" / "deliver-webhooks.log").read_text()
-    assert re.search(rf"process.cancelled to we_[0-9a-f]{{24}} -> 127.0.0.1:{receiver.port}: 200 in \d+ ms"
-                     r" \(delivered\)", log), log
+    assert re.search(rf"process.cancelled to we_[0-9a-f]{{24}} -> 127.0.0.1:{receiver.port}:"
+                     r" 200 in \d+ ms \(delivered\)", log), log
     assert (lib / "deliver-webhooks.cron.lock").exists()
     # While another run holds the lock, a run is skipped (flock -n): exit 1, nothing sent.
     with open(lib / "deliver-webhooks.cron.lock") as held:
@@ -154,7 +162,8 @@ def test_the_cron_line_delivers_webhooks_as_written(tmp_path, app, client, make_
 def test_the_backup_cron_line_is_complete():
     [backup] = [command for command in cron_lines() if "backup-db" in command]
     assert cron_lines()[backup] == ["17", "3", "*", "*", "*"]
-    assert backup.startswith("cd /srv/preorder/app && set -a && . /etc/preorder/preorder.env && set +a && ")
+    assert backup.startswith("cd /srv/preorder/app && set -a && . /etc/preorder/preorder.env"
+                             " && set +a && ")
     # cron turns a bare % into a newline: every one in the command is escaped.
     assert re.search(r"(?<!\\)%", backup) is None
     assert ">> /var/log/preorder/backup.log 2>&1" in backup

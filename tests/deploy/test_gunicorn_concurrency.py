@@ -22,7 +22,8 @@ def test_concurrent_preorders_under_gunicorn(tmp_path, make_database):
             for i in batch:
                 response = session.post(
                     base + "/payment-button/process/preorder",
-                    json={"amount": 19.99, "metadata": {"orderRef": f"A-{i}", "email": "b@example.com"}},
+                    json={"amount": 19.99,
+                          "metadata": {"orderRef": f"A-{i}", "email": "b@example.com"}},
                     headers={"x-secret-key": merchant["secretKey"]},
                     timeout=30,
                 )

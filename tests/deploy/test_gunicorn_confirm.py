@@ -22,11 +22,11 @@ def test_concurrent_confirms_never_share_an_address(tmp_path, make_database):
     merchant = create_merchant(env, "--live")
     flask(env, "networks", "add", "local", "--name", "Local", "--chain-id", "137", "--rpc-url",
           "http://127.0.0.1:1/", "--start-block", "1")
-    flask(env, "assets", "add", "usdc", "--network", "local", "--symbol", "USDC", "--name", "USD Coin",
-          "--contract", "0x5FbDB2315678afecb367f032d93F642f64180aa3", "--decimals", "6",
+    flask(env, "assets", "add", "usdc", "--network", "local", "--symbol", "USDC", "--name",
+          "USD Coin", "--contract", "0x5FbDB2315678afecb367f032d93F642f64180aa3", "--decimals", "6",
           "--skip-contract-check")
-    flask(env, "assets", "add", "usdt", "--network", "local", "--symbol", "USDT", "--name", "Tether",
-          "--contract", "0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512", "--decimals", "6",
+    flask(env, "assets", "add", "usdt", "--network", "local", "--symbol", "USDT", "--name",
+          "Tether", "--contract", "0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512", "--decimals", "6",
           "--skip-contract-check")
     flask(env, "merchants", "set-xpub", merchant["merchantId"], XPUB)
     log_path = tmp_path / "gunicorn.log"

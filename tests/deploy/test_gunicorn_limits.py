@@ -31,7 +31,8 @@ def fields(count):
 GUNICORN_REFUSALS = [
     (request_line(8191), "HTTP/1.1 414 URI Too Long", "uri_too_long",
      "The request line is longer than 8190 bytes."),
-    (fields(101), "HTTP/1.1 431 Request Header Fields Too Large", "headers_too_large", TOO_MANY_FIELDS),
+    (fields(101), "HTTP/1.1 431 Request Header Fields Too Large", "headers_too_large",
+     TOO_MANY_FIELDS),
     (b"GET /payment-button/processes HTTP/1.1\r\nHost: x\r\nx-secret-key: sk_test_\x01\r\n\r\n",
      *NOT_HTTP),
     (b"garbage\r\n\r\n", *NOT_HTTP),
@@ -93,8 +94,10 @@ def test_header_limit_and_hostile_bodies_under_gunicorn(tmp_path):
         # byte more refused, never silently cut and parsed.
         def chunked(size):
             body = b'{"amount": 5}' + b" " * (size - len(b'{"amount": 5}'))
-            return requests.post(base + PREORDER, data=iter([body[i:i + 4096] for i in range(0, size, 4096)]),
-                                 timeout=30, headers={"x-secret-key": key, "Content-Type": "application/json"})
+            return requests.post(base + PREORDER,
+                                 data=iter([body[i:i + 4096] for i in range(0, size, 4096)]),
+                                 timeout=30,
+                                 headers={"x-secret-key": key, "Content-Type": "application/json"})
         response = chunked(65_536)
         assert response.request.headers.get("Transfer-Encoding") == "chunked"
         assert response.status_code == 200
@@ -108,7 +111,8 @@ def test_header_limit_and_hostile_bodies_under_gunicorn(tmp_path):
 
 
 def test_the_gthread_worker_answers_in_the_envelope_too(tmp_path):
-    env = service_env(tmp_path / "gthread.sqlite3", GUNICORN_WORKER_CLASS="gunicorn_workers.ThreadWorker",
+    env = service_env(tmp_path / "gthread.sqlite3",
+                      GUNICORN_WORKER_CLASS="gunicorn_workers.ThreadWorker",
                       GUNICORN_THREADS=2)
     flask(env, "init-db")
     with gunicorn(env, tmp_path / "gunicorn.log", workers=1) as base:
@@ -123,24 +127,28 @@ def test_the_gthread_worker_answers_in_the_envelope_too(tmp_path):
 
 
 SECRET = b"sk_live_" + b"S3cr3tK3y" * 3
-URI_TOO_LONG = ("HTTP/1.1 414 URI Too Long", "uri_too_long", "The request line is longer than 8190 bytes.")
+URI_TOO_LONG = ("HTTP/1.1 414 URI Too Long", "uri_too_long",
+                "The request line is longer than 8190 bytes.")
 # Requests gunicorn refuses whose offending line holds a secret key: the refusal, and the name of
 # gunicorn's exception, which is all its log says of the request (gunicorn_workers.py).
 SECRET_REFUSALS = [
     (b"GET /payment-button/processes HTTP/1.1\r\nHost: x\r\nx-secret-key " + SECRET + b"\r\n\r\n",
      *NOT_HTTP, "InvalidHeader"),
-    (b"GET /payment-button/processes HTTP/1.1\r\nHost: x\r\nx-secret-key=" + SECRET + b": 1\r\n\r\n",
+    (b"GET /payment-button/processes HTTP/1.1\r\nHost: x\r\nx-secret-key=" + SECRET
+     + b": 1\r\n\r\n",
      *NOT_HTTP, "InvalidHeaderName"),
     (b"x-secret-key: " + SECRET + b"\r\n\r\n", *NOT_HTTP, "InvalidRequestLine"),
     (b"GET /payment-button/processes?secretKey=" + SECRET + b"\r\nHost: x\r\n\r\n",
      *NOT_HTTP, "InvalidRequestLine"),
     (b"GET /payment-button/processes HTTP/1.1 x-secret-key: " + SECRET + b"\r\nHost: x\r\n\r\n",
      *NOT_HTTP, "InvalidHTTPVersion"),
-    (request_line(8191, start=b"secretKey=" + SECRET + b"&pad="), *URI_TOO_LONG, "LimitRequestLine"),
+    (request_line(8191, start=b"secretKey=" + SECRET + b"&pad="), *URI_TOO_LONG,
+     "LimitRequestLine"),
 ]
 
 
-@pytest.mark.parametrize("worker_class", ["gunicorn_workers.SyncWorker", "gunicorn_workers.ThreadWorker"])
+@pytest.mark.parametrize("worker_class",
+                         ["gunicorn_workers.SyncWorker", "gunicorn_workers.ThreadWorker"])
 def test_gunicorns_log_never_holds_the_request_line_or_header_it_refused(tmp_path, worker_class):
     env = service_env(tmp_path / "refusals.sqlite3", GUNICORN_WORKER_CLASS=worker_class)
     flask(env, "init-db")
@@ -156,7 +164,8 @@ def test_gunicorns_log_never_holds_the_request_line_or_header_it_refused(tmp_pat
     log = log_path.read_text()
     assert SECRET.decode() not in log and "S3cr3tK3y" not in log, log
     warnings = [line.split("] ", 3)[-1] for line in log.splitlines() if "[WARNING]" in line]
-    assert warnings == [f"Invalid request from ip=127.0.0.1: {name}" for *_, name in SECRET_REFUSALS]
+    assert warnings == [f"Invalid request from ip=127.0.0.1: {name}"
+                        for *_, name in SECRET_REFUSALS]
 
 
 def test_the_access_log_holds_each_path_as_sent_on_one_line(tmp_path):
@@ -171,5 +180,6 @@ def test_the_access_log_holds_each_path_as_sent_on_one_line(tmp_path):
         assert requests.get(base + "/healthz?q=buyer%40example.com", timeout=30).status_code == 200
     log = log_path.read_text()
     assert "buyer" not in log and "6.6.6.6" not in log.replace(forged, ""), log
-    assert [line.split(" ", 3)[:3] for line in log.splitlines() if line.startswith("127.0.0.1 ")][-2:] == [
+    assert [line.split(" ", 3)[:3] for line in log.splitlines()
+            if line.startswith("127.0.0.1 ")][-2:] == [
         ["127.0.0.1", '"GET', forged], ["127.0.0.1", '"GET', "/healthz"]]

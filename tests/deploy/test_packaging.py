@@ -24,8 +24,10 @@ def requirements(extra=None):
     """setup.cfg's runtime requirements, or those of one extra."""
     config = configparser.ConfigParser()
     config.read(ROOT / "setup.cfg")
-    text = config["options.extras_require"][extra] if extra else config["options"]["install_requires"]
-    return [Requirement(line) for line in map(str.strip, text.splitlines()) if line and not line.startswith("#")]
+    text = (config["options.extras_require"][extra] if extra
+            else config["options"]["install_requires"])
+    return [Requirement(line) for line in map(str.strip, text.splitlines())
+            if line and not line.startswith("#")]
 
 
 def install_requires():
@@ -77,18 +79,21 @@ def test_constraints_are_the_set_the_suite_runs_with_and_pip_accepts_it():
     wanted = requirements() + requirements("test")
     assert set(constraints()) == reached(wanted)
     result = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", "--quiet", "--report", "-",
-         "--disable-pip-version-check", "-c", str(ROOT / "constraints.txt"), *map(str, wanted)],
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", "--quiet", "--report",
+         "-", "--disable-pip-version-check", "-c", str(ROOT / "constraints.txt"),
+         *map(str, wanted)],
         capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["install"] == [], "run make install-test: the venv is not the pinned set"
-    check = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True, timeout=120)
+    assert json.loads(result.stdout)["install"] == [], (
+        "run make install-test: the venv is not the pinned set")
+    check = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True,
+                           timeout=120)
     assert check.returncode == 0, check.stdout
 
 
 def test_make_and_the_docs_install_with_the_constraints():
-    plan = subprocess.run(["make", "-n", "-B", "install-test"], cwd=ROOT, capture_output=True, text=True,
-                          check=True).stdout
+    plan = subprocess.run(["make", "-n", "-B", "install-test"], cwd=ROOT, capture_output=True,
+                          text=True, check=True).stdout
     assert "pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]'" in plan
     plan = subprocess.run(["make", "-n", "-B", "install"], cwd=ROOT, capture_output=True, text=True,
                           check=True).stdout
@@ -133,7 +138,8 @@ for path in ("/healthz", "/payment-button/button.js", "/openapi.json", "/demo/we
     assert client.get(path).status_code == 200, path
 from app.evm import forwarder  # the forwarder factory's committed build
 assert forwarder.BUILD.is_file() and forwarder.BUILD.is_relative_to(sys.argv[1]), forwarder.BUILD
-assert forwarder.factory_version(bytes.fromhex(forwarder._build()["ForwarderFactory"]["deployedBytecode"][2:])) is not None
+assert forwarder.factory_version(bytes.fromhex(
+    forwarder._build()["ForwarderFactory"]["deployedBytecode"][2:])) is not None
 print("ok")
 """
 
@@ -151,7 +157,8 @@ def test_a_regular_install_has_what_the_service_reads(tmp_path):
 
 def test_every_relative_link_of_the_documents_names_a_file_of_the_repository():
     # On GitHub a link that leaves the repository (../shared/API.md) or names a moved file is dead.
-    pages = [ROOT / "README.md", ROOT / "bench" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    pages = [ROOT / "README.md", ROOT / "bench" / "README.md",
+             *sorted((ROOT / "docs").glob("*.md"))]
     dead = []
     for page in pages:
         text = page.read_text()

@@ -47,7 +47,8 @@ def server(request, tmp_path):
     flask(env, "init-db")
     keys = create_merchant(env)
     log_path = tmp_path / "server.log"
-    start = gunicorn(env, log_path, workers=1) if request.param == "gunicorn" else flask_run(env, log_path)
+    start = (gunicorn(env, log_path, workers=1) if request.param == "gunicorn"
+             else flask_run(env, log_path))
     with start as base:
         yield base, keys, env
     log = log_path.read_text()
@@ -63,7 +64,8 @@ def test_malformed_chunked_bodies_are_400_invalid_request_framing(server):
         assert_framing_error(*exchange(base, PREORDER, merchant, body))
     # A body sent as it is under Transfer-Encoding: chunked: its first line is read as a chunk size.
     # The log names the error, never the text the server quotes from the body (its metadata).
-    unchunked = json.dumps({"amount": 5, "metadata": {"note": METADATA}}).encode() + b"\r\n0\r\n\r\n"
+    unchunked = (json.dumps({"amount": 5, "metadata": {"note": METADATA}}).encode()
+                 + b"\r\n0\r\n\r\n")
     assert_framing_error(*exchange(base, PREORDER, merchant, unchunked))
     assert count_processes(env) == 0
 

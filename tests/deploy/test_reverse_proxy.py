@@ -1,9 +1,9 @@
-"""The production layout: Debian's nginx with deploy/nginx.conf in front of gunicorn (gunicorn.conf.py,
-sync workers). 50 connections sending their headers at 1 byte/s (ten times the workers) do not
-delay normal preorders; what nginx passes through and what it answers itself. Every answer that
-does not come from the service, nginx's own and gunicorn's refusals, is the JSON envelope, checked
-over raw sockets (exact status line, Content-Type and body); the service's own errors pass through
-byte for byte. A missing nginx fails this test (.ci/run installs it)."""
+"""The production layout: Debian's nginx with deploy/nginx.conf in front of gunicorn
+(gunicorn.conf.py, sync workers). 50 connections sending their headers at 1 byte/s (ten times the
+workers) do not delay normal preorders; what nginx passes through and what it answers itself. Every
+answer that does not come from the service, nginx's own and gunicorn's refusals, is the JSON
+envelope, checked over raw sockets (exact status line, Content-Type and body); the service's own
+errors pass through byte for byte. A missing nginx fails this test (.ci/run installs it)."""
 import http.client
 import json
 import re
@@ -38,7 +38,8 @@ def slow_client(port, tls, stop, sent, index):
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
             with tls.wrap_socket(raw, server_hostname="pay.example.com") as sock:
-                sock.sendall(f"POST {PREORDER} HTTP/1.1\r\nHost: pay.example.com\r\nX-Slow: ".encode())
+                sock.sendall(f"POST {PREORDER} HTTP/1.1\r\nHost: pay.example.com\r\n"
+                             "X-Slow: ".encode())
                 while not stop.wait(1):
                     sock.sendall(b"a")
                     sent[index] += 1
@@ -54,7 +55,8 @@ def layout(tmp_path_factory):
     env = service_env(tmp / "proxy.sqlite3")
     flask(env, "init-db")
     keys = create_merchant(env)
-    flask(env, "users", "create", "staff@shop.example", "--merchant", keys["merchantId"], input=PASSWORD + "\n")
+    flask(env, "users", "create", "staff@shop.example", "--merchant", keys["merchantId"],
+          input=PASSWORD + "\n")
     write_certificates(tmp)
     https_port, http_port = free_port(), free_port()
     with gunicorn(env, tmp / "gunicorn.log", workers=5) as direct:
@@ -125,7 +127,8 @@ def test_nginx_in_front_holds_slow_clients_and_answers_in_json(layout):
     # Port 80 sends everything to https, with the envelope as the redirect's body.
     plain = requests.get(f"http://127.0.0.1:{layout.http_port}{PREORDER}", timeout=10,
                          allow_redirects=False, headers={"Host": "pay.example.com"})
-    assert (plain.status_code, plain.headers["Location"]) == (301, "https://pay.example.com" + PREORDER)
+    assert (plain.status_code, plain.headers["Location"]) == (301,
+                                                              "https://pay.example.com" + PREORDER)
     assert_envelope(plain, 301, "https_required")
     # Plain HTTP on the TLS port: nginx's 400, in JSON.
     conn = http.client.HTTPConnection("127.0.0.1", https_port, timeout=10)
@@ -144,7 +147,8 @@ def test_nginx_in_front_holds_slow_clients_and_answers_in_json(layout):
 HOST = b"Host: pay.example.com\r\nConnection: close\r\n"
 NOT_HTTP = ("HTTP/1.1 400 Bad Request", "bad_request", "The request is not valid HTTP.")
 HEADERS_TOO_LARGE = ("HTTP/1.1 431 ", "headers_too_large",
-                     "A header line is longer than 8190 bytes, or the request header is larger than 32 KiB.")
+                     "A header line is longer than 8190 bytes, or the request header is larger"
+                     " than 32 KiB.")
 
 
 def request_line(length):
@@ -158,24 +162,28 @@ def request_line(length):
 NGINX_REFUSALS = {
     "not a request line": (b"garbage\r\n\r\n", *NOT_HTTP),
     "a NUL byte in the path": (b"GET /healthz%00 HTTP/1.1\r\n" + HOST + b"\r\n", *NOT_HTTP),
-    "a NUL byte in a header": (b"GET /healthz HTTP/1.1\r\n" + HOST + b"X-A: a\x00b\r\n\r\n", *NOT_HTTP),
+    "a NUL byte in a header": (b"GET /healthz HTTP/1.1\r\n" + HOST + b"X-A: a\x00b\r\n\r\n",
+                               *NOT_HTTP),
     "no Host in HTTP/1.1": (b"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n", *NOT_HTTP),
     "a path above the root": (b"GET /../healthz HTTP/1.1\r\n" + HOST + b"\r\n", *NOT_HTTP),
     "Content-Length and chunked": (
         b"POST " + PREORDER.encode() + b" HTTP/1.1\r\n" + HOST
         + b"Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", *NOT_HTTP),
-    "HTTP/9.9": (b"GET /healthz HTTP/9.9\r\n" + HOST + b"\r\n", "HTTP/1.1 505 HTTP Version Not Supported",
-                 "http_version_not_supported", "Only HTTP/1.0 and HTTP/1.1 are supported."),
+    "HTTP/9.9": (b"GET /healthz HTTP/9.9\r\n" + HOST + b"\r\n",
+                 "HTTP/1.1 505 HTTP Version Not Supported", "http_version_not_supported",
+                 "Only HTTP/1.0 and HTTP/1.1 are supported."),
     "Transfer-Encoding: gzip, chunked": (
         b"POST " + PREORDER.encode() + b" HTTP/1.1\r\n" + HOST
         + b"Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
         "HTTP/1.1 501 Not Implemented", "not_implemented",
         "The request uses an HTTP feature this service does not implement (a Transfer-Encoding "
         "other than chunked)."),
-    "a request line of 8191 bytes": (request_line(8191) + HOST + b"\r\n", "HTTP/1.1 414 Request-URI Too Large",
-                                     "uri_too_long", "The request line is longer than 8190 bytes."),
-    "a request line of 16 KiB": (request_line(16_384) + HOST + b"\r\n", "HTTP/1.1 414 Request-URI Too Large",
-                                 "uri_too_long", "The request line is longer than 8190 bytes."),
+    "a request line of 8191 bytes": (request_line(8191) + HOST + b"\r\n",
+                                     "HTTP/1.1 414 Request-URI Too Large", "uri_too_long",
+                                     "The request line is longer than 8190 bytes."),
+    "a request line of 16 KiB": (request_line(16_384) + HOST + b"\r\n",
+                                 "HTTP/1.1 414 Request-URI Too Large", "uri_too_long",
+                                 "The request line is longer than 8190 bytes."),
     "a header line of 8191 bytes": (
         b"GET /healthz HTTP/1.1\r\n" + HOST + b"X-A: " + b"a" * (8191 - 5) + b"\r\n\r\n",
         *HEADERS_TOO_LARGE),
@@ -195,13 +203,16 @@ NGINX_REFUSALS = {
 # the client's other fields: 97 more are 101 fields, one over gunicorn's limit (96: the service).
 GUNICORN_REFUSALS = {
     "97 more header fields": (
-        b"GET /healthz HTTP/1.1\r\n" + HOST + b"".join(b"X-F%d: 1\r\n" % i for i in range(97)) + b"\r\n",
+        b"GET /healthz HTTP/1.1\r\n" + HOST + b"".join(b"X-F%d: 1\r\n" % i for i in range(97))
+        + b"\r\n",
         "HTTP/1.1 431 Request Header Fields Too Large", "headers_too_large",
         "The request has more than 100 header fields, or one longer than 16384 bytes."),
     "a control byte in x-secret-key": (
-        b"GET /payment-button/processes HTTP/1.1\r\n" + HOST + b"x-secret-key: sk_test_\x01\r\n\r\n",
+        b"GET /payment-button/processes HTTP/1.1\r\n" + HOST
+        + b"x-secret-key: sk_test_\x01\r\n\r\n",
         *NOT_HTTP),
-    "DEL in a header value": (b"GET /healthz HTTP/1.1\r\n" + HOST + b"X-A: a\x7fb\r\n\r\n", *NOT_HTTP),
+    "DEL in a header value": (b"GET /healthz HTTP/1.1\r\n" + HOST + b"X-A: a\x7fb\r\n\r\n",
+                              *NOT_HTTP),
     "a two-letter method": (b"AB /healthz HTTP/1.1\r\n" + HOST + b"\r\n", *NOT_HTTP),
     "a byte over 0x7f in the path": (b"GET /healthz\xff HTTP/1.1\r\n" + HOST + b"\r\n", *NOT_HTTP),
 }
@@ -233,7 +244,8 @@ def test_refusals_before_the_application_are_the_json_envelope(layout, case):
 def test_the_limits_are_exact_and_what_is_within_them_reaches_the_service(layout):
     for data in (request_line(8190) + HOST + b"\r\n",
                  b"GET /healthz HTTP/1.1\r\n" + HOST + b"X-A: " + b"a" * (8190 - 5) + b"\r\n\r\n",
-                 b"GET /healthz HTTP/1.1\r\n" + HOST + b"".join(b"X-F%d: 1\r\n" % i for i in range(96)) + b"\r\n",
+                 b"GET /healthz HTTP/1.1\r\n" + HOST
+                 + b"".join(b"X-F%d: 1\r\n" % i for i in range(96)) + b"\r\n",
                  # A client's X-Forwarded-Ssl passes nginx; gunicorn trusts only X-Forwarded-Proto,
                  # which nginx overwrites, so the two never disagree.
                  b"GET /healthz HTTP/1.1\r\n" + HOST + b"X-Forwarded-Ssl: off\r\n\r\n"):
@@ -245,11 +257,13 @@ def test_port_80_answers_in_json_too(layout):
     assert_raw_envelope(exchange(layout, b"garbage\r\n\r\n", tls=False, port=layout.http_port),
                         *NOT_HTTP)
     line, headers, body = exchange(
-        layout, b"POST " + PREORDER.encode() + b"?a=1 HTTP/1.1\r\n" + HOST + b"Content-Length: 2\r\n\r\n{}",
+        layout, b"POST " + PREORDER.encode() + b"?a=1 HTTP/1.1\r\n" + HOST
+        + b"Content-Length: 2\r\n\r\n{}",
         tls=False, port=layout.http_port)
     assert headers["location"] == "https://pay.example.com" + PREORDER + "?a=1"
     assert_raw_envelope((line, headers, body), "HTTP/1.1 301 Moved Permanently", "https_required",
-                        "This service is served over https only; the Location header has the https URL.")
+                        "This service is served over https only; the Location header has the"
+                        " https URL.")
 
 
 def test_the_services_own_errors_pass_through_nginx_unchanged(layout):
@@ -258,17 +272,19 @@ def test_the_services_own_errors_pass_through_nginx_unchanged(layout):
     merchant = b"x-secret-key: " + key + b"\r\nContent-Type: application/json\r\n"
     too_large = b'{"amount": 5}' + b" " * 70_000
     requests_ = [
-        (b"POST " + PREORDER.encode() + b" HTTP/1.1\r\n" + HOST + merchant + b"Content-Length: 1\r\n\r\n{",
-         400, "invalid_json"),
-        (b"POST " + PREORDER.encode() + b" HTTP/1.1\r\n" + HOST + merchant + b"Content-Length: 14\r\n\r\n"
-         b'{"amount": -1}', 400, "validation_error"),
+        (b"POST " + PREORDER.encode() + b" HTTP/1.1\r\n" + HOST + merchant
+         + b"Content-Length: 1\r\n\r\n{", 400, "invalid_json"),
+        (b"POST " + PREORDER.encode() + b" HTTP/1.1\r\n" + HOST + merchant
+         + b'Content-Length: 14\r\n\r\n{"amount": -1}', 400, "validation_error"),
         (b"GET /payment-button/processes HTTP/1.1\r\n" + HOST + b"\r\n", 401, "missing_secret_key"),
         (b"GET /nowhere HTTP/1.1\r\n" + HOST + b"\r\n", 404, "not_found"),
-        (b"GET " + PREORDER.encode() + b" HTTP/1.1\r\n" + HOST + b"\r\n", 405, "method_not_allowed"),
+        (b"GET " + PREORDER.encode() + b" HTTP/1.1\r\n" + HOST + b"\r\n", 405,
+         "method_not_allowed"),
         (b"POST " + PREORDER.encode() + b" HTTP/1.1\r\n" + HOST + merchant
          + b"Content-Length: %d\r\n\r\n" % len(too_large) + too_large, 413, "payload_too_large"),
         (b"POST " + PREORDER.encode() + b" HTTP/1.1\r\n" + HOST + b"x-secret-key: " + key
-         + b"\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}", 415, "unsupported_media_type"),
+         + b"\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}", 415,
+         "unsupported_media_type"),
     ]
     direct_port = int(layout.direct.rsplit(":", 1)[1])
     for data, status, code in requests_:
@@ -301,7 +317,8 @@ def test_broken_framing_is_refused_by_nginx_and_nothing_is_stored(layout):
     # A body that stops short (no last chunk; 13 of 100 announced bytes), then the client ends its
     # side (TLS close_notify): nginx closes the connection without asking gunicorn and without an
     # answer (an answer would fail unwrap() as application data after close_notify, not as EOF).
-    for data in (chunked + BROKEN_CHUNKED["no last chunk"], head + b"Content-Length: 100\r\n\r\n" + BODY):
+    for data in (chunked + BROKEN_CHUNKED["no last chunk"],
+                 head + b"Content-Length: 100\r\n\r\n" + BODY):
         with socket.create_connection(("127.0.0.1", layout.https_port), timeout=10) as raw:
             sock = layout.tls.wrap_socket(raw, server_hostname="pay.example.com")
             sock.sendall(data)
@@ -373,9 +390,11 @@ def test_the_access_logs_hold_the_path_never_the_query_string(layout):
                            headers={"Referer": found.url})
     assert exported.status_code == 200 and SEARCHED in exported.text
     # nginx's own answer: logged with the path asked, not its /_errors/ location.
-    assert_envelope(session.get(base + "/metrics", params={"q": SEARCHED}, timeout=10), 404, "not_found")
+    assert_envelope(session.get(base + "/metrics", params={"q": SEARCHED}, timeout=10), 404,
+                    "not_found")
 
-    # Whole lines: nginx's in combined's layout (Referer "-"), gunicorn's as nginx asked it (HTTP/1.1).
+    # Whole lines: nginx's in combined's layout (Referer "-"), gunicorn's as nginx asked it
+    # (HTTP/1.1).
     nginx_lines = [r'^127\.0\.0\.1 - - \[[^]]+\] "GET ' + re.escape(path)
                    + rf' HTTP/1\.1" {status} \d+ "-" "python-requests/[\d.]+"$'
                    for path, status in (("/dashboard/", 200), ("/dashboard/processes.csv", 200),
@@ -398,7 +417,8 @@ def _logged(path, lines, timeout=10):
     deadline = time.monotonic() + timeout
     while True:
         text = path.read_text()
-        if all(re.search(line, text, re.MULTILINE) for line in lines) or time.monotonic() > deadline:
+        if (all(re.search(line, text, re.MULTILINE) for line in lines)
+                or time.monotonic() > deadline):
             return text
         time.sleep(0.05)
 
@@ -410,20 +430,24 @@ def test_the_consoles_cookies_have_the_host_prefix_behind_nginx(layout):
     base = "https://pay.example.com"
     form = session.get(base + "/dashboard/login", timeout=10)
     [login_csrf] = form.headers.get("Set-Cookie").split(", ")
-    assert re.fullmatch(r"__Host-console_login_csrf=[\w-]+; Secure; HttpOnly; Path=/; SameSite=Strict",
+    assert re.fullmatch(r"__Host-console_login_csrf=[\w-]+; Secure; HttpOnly; Path=/;"
+                        r" SameSite=Strict",
                         login_csrf), login_csrf
     token = re.search(r'name="csrf_token" value="([^"]+)"', form.text).group(1)
     logged_in = session.post(base + "/dashboard/login", timeout=10, allow_redirects=False, data={
         "email": "staff@shop.example", "password": PASSWORD, "csrf_token": token})
     assert logged_in.status_code == 303
     cookies = logged_in.raw.headers.getlist("Set-Cookie")
-    assert [c.split("=", 1)[0] for c in cookies] == ["__Host-console_session", "__Host-console_login_csrf"]
+    assert [c.split("=", 1)[0] for c in cookies] == ["__Host-console_session",
+                                                     "__Host-console_login_csrf"]
     assert all("; Secure" in c and "; Path=/" in c and "Domain" not in c for c in cookies), cookies
     assert session.get(base + "/dashboard/", timeout=10, allow_redirects=False).status_code == 200
     out = session.post(base + "/dashboard/logout", timeout=10, allow_redirects=False,
-                       data={"csrf_token": re.search(r'name="csrf_token" value="([^"]+)"', session.get(
-                           base + "/dashboard/", timeout=10).text).group(1)})
-    assert out.raw.headers.getlist("Set-Cookie")[0].startswith("__Host-console_session=; Expires=Thu, 01 Jan 1970")
+                       data={"csrf_token": re.search(
+                           r'name="csrf_token" value="([^"]+)"',
+                           session.get(base + "/dashboard/", timeout=10).text).group(1)})
+    assert out.raw.headers.getlist("Set-Cookie")[0].startswith(
+        "__Host-console_session=; Expires=Thu, 01 Jan 1970")
 
 
 def assert_envelope(response, status, code, message=None):
