@@ -32,7 +32,7 @@ from flask import current_app, url_for
 
 from app.chain import collect
 from app.clock import now
-from app.core.jsonutil import JSONNumber
+from app.core.jsonutil import JSONNumber, dumps_compact
 from app.core.money import format_units
 from app.db import get_db
 from app.demo.routes import NOT_SET_UP, bp, demo_keys
@@ -107,7 +107,7 @@ def wallet_state(process_id):
                 }
     except RpcError as e:
         raise _node_error(e) from None
-    return json_response(json.dumps(state))
+    return json_response(dumps_compact(state))
 
 
 @bp.post("/demo/wallet/<process_id:process_id>/send")
@@ -130,8 +130,9 @@ def wallet_send(process_id):
         sent = wallet.transfer(p.token_contract, p.address, amount)
     except RpcError as e:
         raise _node_error(e) from None
-    return json_response(json.dumps({"txHash": sent.tx_hash, "blockNumber": sent.block_number,
-                                     "amount": format_units(amount, p.decimals), "to": p.address}))
+    return json_response(dumps_compact({
+        "txHash": sent.tx_hash, "blockNumber": sent.block_number,
+        "amount": format_units(amount, p.decimals), "to": p.address}))
 
 
 @bp.post("/demo/wallet/<process_id:process_id>/refunds/<refund_id>")
@@ -156,10 +157,10 @@ def wallet_refund(process_id, refund_id):
     if not own:  # not the payout address: only its named transaction settles it
         refunds.name_transaction(get_db(), p.merchant_id, process_id, refund.id, sent.tx_hash,
                                  now())
-    return json_response(json.dumps({"txHash": sent.tx_hash, "blockNumber": sent.block_number,
-                                     "amount": format_units(refund.amount, refund.decimals),
-                                     "to": refund.address,
-                                     "from": "payout wallet" if own else "deposit address"}))
+    return json_response(dumps_compact({
+        "txHash": sent.tx_hash, "blockNumber": sent.block_number,
+        "amount": format_units(refund.amount, refund.decimals), "to": refund.address,
+        "from": "payout wallet" if own else "deposit address"}))
 
 
 @bp.post("/demo/wallet/mine")
@@ -174,7 +175,7 @@ def wallet_mine():
         head = wallet.mine(blocks)
     except RpcError as e:
         raise _node_error(e) from None
-    return json_response(json.dumps({"head": head}))
+    return json_response(dumps_compact({"head": head}))
 
 
 def merchant_wallet(merchant_id):
@@ -218,6 +219,7 @@ def wallet_rpc(account=None):
         answer = {"error": {"code": e.code, "message": str(e)}}
     except RpcError as e:
         answer = {"error": {"code": -32603, "message": str(e)}}
+    # The node's answer relayed as parsed: a node's JSON, not ours (the one writer refuses floats).
     return json_response(json.dumps(answer))
 
 
@@ -244,7 +246,7 @@ def wallet_collect(process_id):
     moved = sum(i.amount for b in report.batches for i in b.moved if i.token == p.token_contract)
     moved += sum(i.amount for _, items, first in report.settled if first for i in items
                  if i.token == p.token_contract)
-    return json_response(json.dumps({
+    return json_response(dumps_compact({
         "amount": format_units(moved, p.decimals),
         "transactions": [b.collection.tx_hash for b in report.batches if b.collection is not None],
         "to": p.payout_address}))
