@@ -17,7 +17,8 @@ def test_every_session_bounds_lock_waits_idle_transactions_and_dead_peers(app):
     shown = {name: conn.execute(f"SHOW {name}").fetchone()[0] for name in SESSION_SETTINGS}
     assert shown == {"lock_timeout": "5s", "idle_in_transaction_session_timeout": "10s",
                      "tcp_keepalives_idle": "4", "tcp_keepalives_interval": "2",
-                     "tcp_keepalives_count": "3", "tcp_user_timeout": "10000"}  # ms
+                     "tcp_keepalives_count": "3", "tcp_user_timeout": "10000",  # ms
+                     "jit": "off"}
     info = conn.raw.info.get_parameters()  # the client's side, as libpq was given it
     assert {k: info.get(k) for k in KEEPALIVES} == {k: str(v) for k, v in KEEPALIVES.items()}
     assert 4 + 3 * 2 <= HUNG_SESSION_SECONDS
