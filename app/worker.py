@@ -137,7 +137,7 @@ class Worker:
             future = self._pool.submit(self._attempt, item, events[item.event_id],
                                        endpoints.get(item.endpoint_id),
                                        merchants[item.merchant_id].livemode,
-                                       now + self.lease_seconds)
+                                       int(now) + self.lease_seconds)
             self._in_flight[future] = (item, now)
             future.add_done_callback(self._ended_one)
 
@@ -179,6 +179,8 @@ class Worker:
         in_flight = Counter(item.endpoint_id for item, _ in self._in_flight.values())
         full = {endpoint for endpoint, n in in_flight.items()
                 if n >= self.per_endpoint and endpoint not in fast}
+        # The claim is made at int(now): on SQLite the lease ends at int(now) + lease_seconds, the
+        # end the attempts are given (on PostgreSQL the server's end is later still, by its clock).
         lease = dict(owner=self.owner, now=int(now), lease_seconds=self.lease_seconds)
         claimed, extra = [], []
         for item in event_rows.claim_due(conn, limit=limit, skip_endpoints=slow | full, **lease):

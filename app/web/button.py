@@ -214,11 +214,13 @@ BUTTON_SCRIPT = load_button_script()  # once, when the app is imported
 BUTTON_FILES = load_button_files()
 
 
-def _send_script(script, mimetype, name):
-    """The same caching for every file of the button: 5 minutes, then revalidated by its ETag."""
+def _send_script(script, mimetype, name, max_age=300):
+    """A file of the button, revalidated by its ETag: button.js after 5 minutes; its modules and
+    style sheet at every load (`max_age` None: no-cache, a 304 while unchanged), so a browser never
+    runs a new module beside an old one it kept, whatever each file's age."""
     return send_file(
         io.BytesIO(script.body), mimetype=mimetype, download_name=name,
-        max_age=300, etag=script.etag, last_modified=script.last_modified,
+        max_age=max_age, etag=script.etag, last_modified=script.last_modified,
     )
 
 
@@ -235,4 +237,4 @@ def button_file(name):
     script = BUTTON_FILES.get(name)
     if script is None:
         raise ApiError(404, "not_found", "No such resource.")
-    return _send_script(script, MIMETYPES[Path(name).suffix], name)
+    return _send_script(script, MIMETYPES[Path(name).suffix], name, max_age=None)

@@ -293,7 +293,7 @@ def test_the_buttons_modules_and_style_sheet_are_served_as_button_js_is(client, 
     assert response.status_code == 200
     assert response.headers["Content-Type"] == f"{kind}; charset=utf-8"
     assert response.data == (BUTTON_FOLDER / name).read_bytes()
-    assert response.headers["Cache-Control"] == "public, max-age=300"
+    assert response.headers["Cache-Control"] == "no-cache"  # revalidated: never old beside new
     assert response.headers["ETag"] == f'"{hashlib.sha256(response.data).hexdigest()[:32]}"'
     modified = int((BUTTON_FOLDER / name).stat().st_mtime)
     assert response.headers["Last-Modified"] == http_date(modified)

@@ -556,6 +556,20 @@ def test_a_page_whose_csp_blocks_the_style_sheet_gets_a_working_unstyled_button(
     expect(button(page, ".outcome-title")).to_have_text("Payment received")
 
 
+def test_modules_that_cannot_load_leave_a_message_and_a_payment_error(page, shop):
+    # The merchant's page says why, and its script hears it as from a service it cannot reach.
+    page.route("**/payment-button/button/element.js", lambda route: route.abort())
+    page.add_init_script("""window.__errors = [];
+        document.addEventListener('payment-error', (e) => window.__errors.push(e.detail));""")
+    page.goto(shop.url(shop.create()))
+
+    expect(page.locator("payment-button")).to_have_text(
+        "The payment button could not load. Please reload the page.")
+    assert page.evaluate("window.__errors") == [
+        {"code": "button_unavailable", "message": "The payment button could not load.",
+         "status": 0}]
+
+
 def test_polling_pauses_while_the_page_is_hidden_and_stops_when_final(page, shop, api_calls):
     pid = shop.create()
     pause_clock(page)
