@@ -172,6 +172,8 @@ def _create(conn, merchant_id, process_id, amount, address, reason, now) -> Refu
         raise RefundError({"reason": [f"Longer than maximum length {REASON_MAX_LENGTH}."]})
     if reason is not None and "\x00" in reason:  # text for people; PostgreSQL's text cannot hold it
         raise RefundError({"reason": ["Must not contain the NUL character."]})
+    if reason is not None and any(0xD800 <= ord(c) <= 0xDFFF for c in reason):  # not UTF-8
+        raise RefundError({"reason": ["Must not contain unpaired UTF-16 surrogate escapes."]})
     process_rows.lock(conn, process_id)
     process = _process(conn, merchant_id, process_id)
     view = _refundable_view(conn, process, now)

@@ -73,3 +73,12 @@ def test_an_idempotency_key_tells_checkout_fields_apart(api):
             == first.get_json())
     assert_error(api.preorder({"amount": 5, "description": "Mug"}, headers=headers), 409,
                  "idempotency_key_reused")
+
+
+def test_text_goes_out_as_utf_8_with_quotes_and_backslashes_escaped(api):
+    # The one JSON writer: strings as UTF-8, never \u escapes; what JSON needs escaped, escaped.
+    description = 'Tasse à café "Ø" \\ 東京 €'
+    response = api.preorder({"amount": 4, "description": description})
+    assert response.status_code == 200
+    assert '"description":"Tasse à café \\"Ø\\" \\\\ 東京 €"'.encode() in response.data
+    assert response.get_json()["description"] == description

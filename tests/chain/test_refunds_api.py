@@ -172,6 +172,14 @@ def test_a_reason_holding_nul_is_400_on_every_backend(api, paid):
         "reason": ["Must not contain the NUL character."]}
 
 
+def test_a_reason_holding_a_lone_surrogate_is_400_not_500(api, paid):
+    # "\ud800" is valid JSON but no UTF-8 text: it could be neither stored nor sent back.
+    raw = json.dumps(refund_body(reason="Returned \ud800"))  # ASCII: the escape as sent
+    response = post_refund(api, paid, None, raw=raw)
+    assert assert_error(response, 400, "validation_error")["errors"] == {
+        "reason": ["Must not contain unpaired UTF-16 surrogate escapes."]}
+
+
 def test_only_a_final_process_with_confirmed_money_can_be_refunded(api, button, wallet, app, runner,
                                                                     clock):
     def refused(pid, message):
