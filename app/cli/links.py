@@ -91,7 +91,7 @@ def links_list(merchant_id, as_json):
                                   for link in found) + "]")
         return
     table([(link.id, f"{link.amount} {link.currency}", paid.get(link.id, 0),
-            link.max_payments or "-", service.why_unavailable(link, paid.get(link.id, 0), current)
+            link.max_payments or "-", link.why_unavailable(paid.get(link.id, 0), current)
             or "active", when(link.expires_at), link.description[:40]) for link in found],
           ("LINK", "PRICE", "PAID", "MAX", "STATE", "EXPIRES", "DESCRIPTION"))
 

@@ -58,7 +58,7 @@ def _rows(found):
         count = paid.get(link.id, 0)
         url = link_url(link)
         rows.append({"link": link, "url": url, "qr": qr.svg_data_uri(url), "payments": count,
-                     "state": links.why_unavailable(link, count, current) or "active",
+                     "state": link.why_unavailable(count, current) or "active",
                      "over": link.max_payments is not None and count > link.max_payments,
                      "price": currency.display(link.amount, link.currency)})
     return rows

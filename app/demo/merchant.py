@@ -167,8 +167,8 @@ def ensure_link(db, path, keys, *, now, success_url=None):
             link = links.get(db, merchant.id, link_id)
         except links.LinkNotFound:
             link = None
-        if link is not None and links.why_unavailable(
-                link, links.payments(db, [link]).get(link.id, 0), now) is None:
+        if link is not None and link.why_unavailable(
+                links.payments(db, [link]).get(link.id, 0), now) is None:
             return link, False
     link = links.create(db, merchant, amount=DEMO_LINK["amount"], currency=DEMO_LINK["currency"],
                         description=DEMO_LINK["description"], now=now, success_url=success_url,

@@ -98,10 +98,6 @@ def deactivate(db, merchant_id, link_id, now) -> Link:
     return link_rows.get(db.connection(), link_id)
 
 
-def why_unavailable(link, paid, now) -> str | None:
-    return link.why_unavailable(paid, now)
-
-
 def open_process(db, link_id, *, client, now, ttl, per_minute, checkout_base):
     """The customer's click: a new pending process of the link's merchant, with the link's price,
     description and success URL, its metadata the link's plus "paymentLinkId". LinkNotFound,
@@ -113,7 +109,7 @@ def open_process(db, link_id, *, client, now, ttl, per_minute, checkout_base):
         if link is None:
             raise LinkNotFound(link_id)
         link_rows.lock(conn, link_id)
-        why = why_unavailable(link, link_rows.payments(conn, [link_id]).get(link_id, 0), now)
+        why = link.why_unavailable(link_rows.payments(conn, [link_id]).get(link_id, 0), now)
         if why:
             raise LinkUnavailable(why)
         recent = link_rows.hits_since(conn, link_id, client, now - WINDOW_SECONDS + 1)

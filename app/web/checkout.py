@@ -217,7 +217,7 @@ def link_page(link_id):
     merchant = merchants.get(db, link.merchant_id)
     name = links.display_name(merchant) if merchant else None
     paid = links.payments(db, [link]).get(link.id, 0)
-    reason = links.why_unavailable(link, paid, now())
+    reason = link.why_unavailable(paid, now())
     if reason is None and (merchant is None or merchant.disabled):
         reason = "the merchant no longer sells"
     if reason is not None:
