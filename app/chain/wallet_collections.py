@@ -59,30 +59,28 @@ def offer(db, network, merchant_id, client, *, max_batch=100) -> tuple[Waiting, 
     by a collection (a `collect` run's, or an earlier wallet's: `payout_rows.held`). RpcError when
     the node cannot be read.
 
-    The holds are read, and the call built, under the network's collection lock, the one `collect`
-    claims its addresses under: an address a run claimed before the call is built is never in it.
-    (A browser wallet's collection claims nothing until it is mined: a run started after the page
-    was built may still include its addresses; the second transaction then moves nothing there.)"""
+    The holds are read after the balances, so an address a run claimed meanwhile is left out;
+    no lock is taken (a page view must not hold the writers): a run that claims after the page
+    is built, or while a browser wallet's collection is pending (it claims nothing until it is
+    mined), may still include its addresses, and the second transaction then moves nothing
+    there."""
     conn = db.connection()
     factory, version = payout_rows.factory_of(conn, network.id)
     tokens = [a.contract for a in payment_rows.list_assets(conn) if a.network_id == network.id]
     deposits = payout_rows.collectable(conn, factory, version, merchant_id)
     read_block, balances = collect._balances(client, deposits, tokens) if deposits else (None, {})
     full = [d for d in deposits if any(balances[d.address].values())]
-    with db.transaction() as conn:
-        payout_rows.lock_collections(conn, network.id)
-        held = payout_rows.held(conn, network.id, [d.address for d in full], read_block)
-        full = [d for d in full if d.address not in held]
-        if not full:
-            return Waiting(factory=factory, deposits=[], totals={}, calldata=None), held
-        totals = defaultdict(int)
-        for d in full:
-            for token, amount in balances[d.address].items():
-                totals[token] += amount
-        batch = collect._batch(full[:max_batch], balances, tokens)
-        return Waiting(factory=factory, deposits=full, totals=dict(totals),
-                               calldata="0x" + collect._calldata(batch).hex(),
-                               batch=len(batch.deposits)), held
+    held = payout_rows.held(db.connection(), network.id, [d.address for d in full], read_block)
+    full = [d for d in full if d.address not in held]
+    if not full:
+        return Waiting(factory=factory, deposits=[], totals={}, calldata=None), held
+    totals = defaultdict(int)
+    for d in full:
+        for token, amount in balances[d.address].items():
+            totals[token] += amount
+    batch = collect._batch(full[:max_batch], balances, tokens)
+    return Waiting(factory=factory, deposits=full, totals=dict(totals),
+                   calldata="0x" + collect._calldata(batch).hex(), batch=len(batch.deposits)), held
 
 
 def record(db, network, merchant_id, tx_hash, client, now) -> bool:

@@ -231,8 +231,8 @@ def _section(console):
 def test_the_wallet_s_call_leaves_out_an_address_a_run_claimed_after_the_balances_were_read(
         shop, chain, app):
     """The payouts page reads the balances (the address full); a `collect` run claims and sends
-    the address before the page builds the wallet's call. The call is built under the lock the
-    run claimed under, after its claim: the address is left out (held), nothing is offered."""
+    the address before the page builds the wallet's call. The holds are read after the balances,
+    so the run's claim is seen: the address is left out (held), nothing is offered."""
     _, address = _funded(shop, chain, "payout-wallet-race")
     db = app.extensions["db"]
     network = payment_rows.get_network(db.connection(), NETWORK)
