@@ -3,13 +3,14 @@ merchant's browser wallet sends, recorded by their transaction hash and settled 
 
 A browser wallet's collection is recorded when the page posts the hash its wallet answered: the
 network's node must know the transaction, sent from any account to the network's forwarder factory
-(anyone may send that call: it can only move deposits to their payout addresses). It is then
-`pending` with no amounts, and each time the payouts page reads that network it is settled from its
-receipt by what `collect` uses for its own (app/chain/collection_records.py record_receipt: what its
-own logs show moved, confirmed once `confirmations` deep and its block proven on the kept chain,
-app/evm/canonical.py), or `reverted` when the node says its nonce went to another transaction.
-A `collect` run on the network settles it too, as any pending collection (it cannot broadcast it
-again: the wallet kept the signed transaction)."""
+(anyone may send that call: it can only move deposits to their payout addresses) and naming some of
+the merchant's deposit addresses, which it then holds as `collect`'s own collections do. It is
+`pending` with no amounts until mined, and each time the payouts page reads that network it is
+settled from its receipt by what `collect` uses for its own (app/chain/collection_records.py
+record_receipt: what its own logs show moved, confirmed once `confirmations` deep and its block
+proven on the kept chain, app/evm/canonical.py), or `reverted` when the node says its nonce went
+to another transaction. A `collect` run on the network settles it too, as any pending collection
+(it cannot broadcast it again: the wallet kept the signed transaction)."""
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -19,8 +20,8 @@ from app.chain import collect, collection_records, proofs
 from app.core.money import format_units
 from app.data import payments as payment_rows
 from app.data import payouts as payout_rows
-from app.data.payouts import GAS_COIN, Collection
-from app.evm import canonical, rpc
+from app.data.payouts import GAS_COIN, Collection, Item
+from app.evm import canonical, forwarder, rpc
 from app.evm.addresses import to_checksum_address
 
 GAS_COIN_DECIMALS = 18  # every EVM chain's gas coin (ETH, POL, ...)
@@ -61,8 +62,7 @@ def offer(db, network, merchant_id, client, *, max_batch=100) -> tuple[Waiting, 
 
     The holds are read after the balances, so an address a run claimed meanwhile is left out;
     no lock is taken (a page view must not hold the writers): a run that claims after the page
-    is built, or while a browser wallet's collection is pending (it claims nothing until it is
-    mined), may still include its addresses, and the second transaction then moves nothing
+    is built may still include its addresses, and the second transaction then moves nothing
     there."""
     conn = db.connection()
     factory, version = payout_rows.factory_of(conn, network.id)
@@ -86,16 +86,26 @@ def offer(db, network, merchant_id, client, *, max_batch=100) -> tuple[Waiting, 
 def record(db, network, merchant_id, tx_hash, client, now) -> bool:
     """Record the browser wallet's collection `tx_hash` on `network` for the merchant: True when
     recorded now, False when it was already. Refused for a malformed hash, one the node does not
-    know, or a transaction to another contract than the network's factory."""
+    know, a transaction to another contract than the network's factory, or a factory call that
+    moves none of the merchant's deposit addresses (one merchant never records, and so never holds
+    or hides, another's collection).
+
+    The deposit addresses its call names are claimed at once, as a `collect` run claims its own
+    before it sends (items of amount 0 until its receipt shows what it moved): a run started
+    while the wallet's transaction waits to be mined leaves them out and spends no gas there."""
     if not TX_HASH.fullmatch(tx_hash or ""):
         raise Refused("Must be 0x followed by 64 hexadecimal digits (the transaction's hash).")
-    factory = payout_rows.get_factory(db.connection(), network.id)
+    factory, version = payout_rows.factory_of(db.connection(), network.id)
     sent = client.call("eth_getTransactionByHash", [tx_hash.lower()])
     if not isinstance(sent, dict):
         raise Refused(f"The node of {network.name} does not know transaction {tx_hash} (yet): try"
                       " again in a moment.")
-    if str(sent.get("to") or "").lower() != (factory or "").lower():
+    if str(sent.get("to") or "").lower() != factory.lower():
         raise Refused(f"Transaction {tx_hash} is not a call to the forwarder factory of"
+                      f" {network.name}.")
+    deposits = _named_deposits(db.connection(), factory, version, sent.get("input"))
+    if not any(d.merchant_id == merchant_id for d in deposits):
+        raise Refused(f"Transaction {tx_hash} collects none of your deposit addresses on"
                       f" {network.name}.")
     what = "eth_getTransactionByHash"
     fee = sent.get("maxFeePerGas") or sent.get("gasPrice")
@@ -106,8 +116,25 @@ def record(db, network, merchant_id, tx_hash, client, now) -> bool:
         gas_limit=rpc.quantity(sent.get("gas"), what), max_fee_per_gas=rpc.quantity(fee, what),
         status="pending", block_number=None, gas_used=None, gas_price=None, error=None,
         created_at=int(now), settled_at=None, recorded_by=merchant_id)
+    claimed = [Item(0, d.address, GAS_COIN, d.process_id, d.merchant_id, d.payout_address, 0)
+               for d in deposits]
     with db.transaction() as conn:
-        return payout_rows.insert_wallet_collection(conn, c) is not None
+        payout_rows.lock_collections(conn, network.id)
+        return payout_rows.insert_wallet_collection(conn, c, claimed) is not None
+
+
+def _named_deposits(conn, factory, version, data) -> list:
+    """The deposit addresses (Deposit, of any merchant) that a factory call's `data` (0x…) would
+    empty, as the database knows them; empty when it is no collect call."""
+    if not isinstance(data, str) or not re.fullmatch(r"0x(?:[0-9a-fA-F]{2})*", data):
+        return []
+    called = forwarder.collect_arguments(bytes.fromhex(data[2:]))
+    if called is None:
+        return []
+    addresses = {forwarder.deposit_address(factory, payout, salt, version)
+                 for payout, salt in called[1]}
+    return sorted(payout_rows.deposits_at(conn, factory, addresses).values(),
+                  key=lambda d: d.address)
 
 
 def settle(db, network, merchant_id, client, now):

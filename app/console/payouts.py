@@ -65,7 +65,7 @@ def _collections(assets, networks):
     for c, items in payouts.collections_of(get_db(), g.merchant.id):
         moved = {}
         for i in items:
-            if i.merchant_id == g.merchant.id:
+            if i.merchant_id == g.merchant.id and i.amount:  # 0: claimed, not yet mined
                 moved[i.token] = moved.get(i.token, 0) + i.amount
         amounts = []
         for token, amount in sorted(moved.items()):

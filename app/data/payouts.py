@@ -412,17 +412,20 @@ def list_collections(conn, *, network_id=None, merchant_id=None, limit=100) -> l
     return [_collection(r) for r in rows]
 
 
-def insert_wallet_collection(conn, c: Collection) -> int | None:
-    """A browser wallet's collection (`recorded_by` its merchant), pending, without items until its
-    receipt shows what it moved; None when its transaction is recorded already."""
+def insert_wallet_collection(conn, c: Collection, items: list[Item]) -> int | None:
+    """A browser wallet's collection (`recorded_by` its merchant), pending, with the items that
+    claim its addresses until its receipt shows what it moved; None when its transaction is
+    recorded already."""
     if conn.execute("SELECT 1 FROM collections WHERE tx_hash = ?", (c.tx_hash,)).fetchone():
         return None
-    return conn.execute(
+    collection_id = conn.execute(
         "INSERT INTO collections (network_id, chain_id, factory, sender, nonce, tx_hash, raw_tx,"
         " gas_limit, max_fee_per_gas, status, created_at, recorded_by)"
         " VALUES (?, ?, ?, ?, ?, ?, '', ?, ?, 'pending', ?, ?) RETURNING id",
         (c.network_id, c.chain_id, c.factory, c.sender, c.nonce, c.tx_hash, c.gas_limit,
          str(c.max_fee_per_gas), c.created_at, c.recorded_by)).fetchone()["id"]
+    _insert_items(conn, collection_id, items)
+    return collection_id
 
 
 def wallet_pending(conn, network_id, merchant_id) -> list[Collection]:

@@ -108,3 +108,19 @@ def collect_calldata(tokens: list[str], deposits: list[tuple[str, bytes]]) -> by
 
     selector = keccak256(COLLECT_SIGNATURE.encode("ascii"))[:4]
     return selector + encode(["address[]", "(address,bytes32[])[]"], [token_list, payouts])
+
+
+def collect_arguments(data: bytes) -> tuple[list[str], list[tuple[str, bytes]]] | None:
+    """What `collect_calldata` wrote: (tokens, [(payout, salt)]) of a factory call's data, EIP-55
+    addresses; None when the data is not such a call."""
+    from eth_abi import decode
+    from eth_abi.exceptions import DecodingError
+
+    if data[:4] != keccak256(COLLECT_SIGNATURE.encode("ascii"))[:4]:
+        return None
+    try:
+        tokens, payouts = decode(["address[]", "(address,bytes32[])[]"], data[4:])
+    except (DecodingError, ValueError, OverflowError):
+        return None
+    return ([to_checksum_address(t) for t in tokens],
+            [(to_checksum_address(payout), bytes(s)) for payout, salts in payouts for s in salts])

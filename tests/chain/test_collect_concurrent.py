@@ -18,6 +18,7 @@ from test_payout_collect import (  # noqa: F401  (fixtures)
     _collections,
     _console,
     _funded,
+    _pending_transactions,
     _start_collect,
     _wait,
     keys,
@@ -271,3 +272,53 @@ def test_the_payouts_page_does_not_offer_an_address_a_collection_in_progress_hol
     text, offered = _section(console)
     assert "Waiting in 1 deposit address: 1.5 TUSD" in text and offered
     assert "left out" not in text
+
+
+def _record(console, tx_hash):
+    """The payouts page's form posting the hash the browser wallet answered."""
+    page = console.get("/dashboard/payouts").text
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+    return console.post(f"/dashboard/payouts/{NETWORK}/collections",
+                        data={"csrf_token": token, "tx_hash": tx_hash})
+
+
+def test_a_browser_wallet_s_collection_holds_its_addresses_before_it_is_mined(shop, chain, app):
+    """The wallet sends the page's call (not mined yet) and the page records its hash: the address
+    is claimed at once, so a `collect` run meanwhile leaves it out and spends no gas on it. Another
+    merchant cannot record that hash (it collects none of its addresses): it neither hides the
+    collection from its owner nor claims anything. Once mined and deep, the wallet's collection
+    counts what it moved, once."""
+    database = app.config["DATABASE"]
+    merchant = shop.merchant(new_address("payout-wallet-held"))
+    other = shop.merchant(new_address("payout-wallet-other"))
+    _, address = shop.order(merchant, 6)
+    chain.transfer(address, 6_000_000)
+    shop.confirm()
+    console = _console(shop, merchant)
+    page = console.get("/dashboard/payouts").text
+    call = html.unescape(re.search(r'data-data="([^"]+)"', page).group(1))
+    factory = re.search(r'data-to="([^"]+)"', page).group(1)
+    stranger = _console(shop, other, app.test_client())
+    chain.rpc("evm_setAutomine", False)
+    try:
+        tx_hash = chain.rpc("eth_sendTransaction", {"from": chain.accounts[2], "to": factory,
+                                                    "data": call})
+        refused = _record(stranger, tx_hash)
+        assert refused.status_code == 400
+        assert (f"Transaction {tx_hash} collects none of your deposit addresses on Hardhat."
+                in html.unescape(refused.text))
+        assert _record(console, tx_hash).status_code == 303
+        assert dbutil.query(database, "SELECT tx_hash, status, recorded_by FROM collections") == [
+            (tx_hash, "pending", merchant["merchantId"])]
+        run = shop.collect_json()
+        assert (run["transactions"], run["leftOut"]) == ([], [address])
+        assert _pending_transactions(chain) == [tx_hash]
+        chain.rpc("evm_mine")
+    finally:
+        chain.rpc("evm_setAutomine", True)
+    assert shop.token_balance(address) == 0
+    shop.confirm()
+    assert _collections(database) == [(1, "confirmed", True)]
+    assert shop.records() == {(address, chain.token.lower()): 6_000_000}
+    assert _record(console, tx_hash).status_code == 303  # recorded already: nothing changes
+    assert dbutil.scalar(database, "SELECT count(*) FROM collections") == 1

@@ -775,19 +775,20 @@ def test_under_a_finality_mode_a_collection_counts_by_the_tag_the_watcher_read(s
 PASSWORD = "correct horse battery"
 
 
-def _console(shop, merchant):
-    """The shop's test client, logged in to the console as the merchant's owner."""
+def _console(shop, merchant, client=None):
+    """The shop's test client (or `client`), logged in to the console as the merchant's owner."""
+    client = client or shop.client
     email = f"owner-{merchant['merchantId']}@shop.example"
     created = shop.runner.invoke(args=["users", "create", email, "--merchant",
                                        merchant["merchantId"], "--role", "owner"],
                                  input=PASSWORD + "\n")
     assert created.exit_code == 0, created.output
-    page = shop.client.get("/dashboard/login")
+    page = client.get("/dashboard/login")
     token = re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1)
-    logged = shop.client.post("/dashboard/login", data={"email": email, "password": PASSWORD,
-                                                         "csrf_token": token})
+    logged = client.post("/dashboard/login", data={"email": email, "password": PASSWORD,
+                                                    "csrf_token": token})
     assert logged.status_code == 303
-    return shop.client
+    return client
 
 
 def _waits(console):
