@@ -9,10 +9,10 @@ in the same poll).
 - Leases: an attempt starts only while timeout + LEASE_MARGIN_SECONDS of its lease remain, so no
   other worker claims a delivery while it is attempted. The database grants a lease for
   WEBHOOK_LEASE_SECONDS by its lease clock (app/data/outbox.py: on PostgreSQL the server's) and
-  the worker counts them on its own clock from a moment before the claim: never later than the
-  lease's real end, however far its host's clock is from the others'. A killed worker's leases
-  expire and its deliveries are attempted again: at least once, receivers deduplicate on
-  webhook-id.
+  the worker counts them on its monotonic clock from a moment before the claim: never later than
+  the lease's real end, however far its host's clock is from the others' or is set back. A killed
+  worker's leases expire and its deliveries are attempted again: at least once, receivers
+  deduplicate on webhook-id.
 - An endpoint holds at most `per_endpoint` threads unless it has proven fast (an attempt shorter
   than POLL_MIN_SECONDS within SLOW_MEMORY_SECONDS); a slow one (an attempt of POLL_MIN_SECONDS or
   more) is capped until it answers fast again. So one that hangs, known or not, never holds every
@@ -98,9 +98,10 @@ class Worker:
 
     def run_once(self, now=None, *, wait=True):
         """One poll; with `wait`, then finish and record every attempt in flight."""
+        read_at = time.monotonic()  # when `now` was read, on a clock no adjustment moves
         now = self.clock() if now is None else now
         self.chores.sweep(now)
-        self._settle(None if self.stopping else now)
+        self._settle(None if self.stopping else now, read_at)
         if wait:
             self.drain()
         self.chores.purge(now)
@@ -110,10 +111,10 @@ class Worker:
         futures.wait(list(self._in_flight))
         self._settle(None)
 
-    def _settle(self, now):
+    def _settle(self, now, read_at=None):
         """One write transaction: record the attempts that ended, release the claims that did not
-        start and (given `now`) lease due events, then start them. Records that cannot be written
-        stay for the next poll."""
+        start and (given `now`, read at `read_at` on the monotonic clock) lease due events, then
+        start them. Records that cannot be written stay for the next poll."""
         unstarted = self._reap(now)
         limit = 0
         if now is not None:  # free threads, plus a batch queued behind them while all in flight are
@@ -133,11 +134,17 @@ class Worker:
             merchants = merchant_rows.get_many(conn, {d.merchant_id for d in claimed})
         self._unrecorded = []
         delivery.log_records(sent, notes)
+        # The lease ends at int(now) + lease_seconds, counted on the monotonic clock from when
+        # `now` was read and from what the wall clock says now, whichever ends first: neither a
+        # wall clock set back nor a `now` read long ago lets an attempt outlive it.
+        lease_ends = None
+        if claimed:
+            lease_ends = self.lease_seconds + min(read_at - (now - int(now)),
+                                                  time.monotonic() + int(now) - self.clock())
         for item in claimed:
             future = self._pool.submit(self._attempt, item, events[item.event_id],
                                        endpoints.get(item.endpoint_id),
-                                       merchants[item.merchant_id].livemode,
-                                       int(now) + self.lease_seconds)
+                                       merchants[item.merchant_id].livemode, lease_ends)
             self._in_flight[future] = (item, now)
             future.add_done_callback(self._ended_one)
 
@@ -197,11 +204,12 @@ class Worker:
     def _attempt(self, item, event, endpoint, livemode, lease_ends):
         """In a pool thread: (what `delivery.send` sent, seconds it took), or None without an
         attempt when stopping or when the lease has too little time left (`lease_ends`: the
-        earliest its lease can end, on this worker's clock). `send` never raises; if a bug made it,
+        earliest its lease can end, on the monotonic clock). `send` never raises; if a bug made it,
         the poll reaping it fails and the event's lease expires as after a crash."""
-        started = self.clock()
-        if self.stopping or started + self.settings.timeout + LEASE_MARGIN_SECONDS > lease_ends:
+        if self.stopping or (time.monotonic() + self.settings.timeout + LEASE_MARGIN_SECONDS
+                             > lease_ends):
             return None
+        started = self.clock()
         sent = delivery.send(self._session, item, event, endpoint, livemode, clock=self.clock,
                              settings=self.settings)
         return sent, self.clock() - started

@@ -679,3 +679,22 @@ def test_a_rotated_webhook_secret_signs_the_next_attempt(app, shop, receiver, wo
     Webhook(new_secret).verify(retry.body, retry.headers)
     with pytest.raises(WebhookVerificationError):
         Webhook(shop.secret).verify(retry.body, retry.headers)
+
+
+@pytest.mark.parametrize("app_config", [
+    {"WEBHOOK_TIMEOUT_SECONDS": 0.3, "WEBHOOK_LEASE_SECONDS": 3}])
+def test_a_lease_is_counted_on_a_clock_that_is_never_set_back(app, make_shop, receiver, clock):
+    """The wall clock stands still (as one set back does) while 16 merchants' claims queue
+    behind two threads, each attempt taking the whole 0.3 s timeout: those that would start too
+    late for the lease (3 s from the claim, by a clock that always runs) are released
+    unattempted, so no attempt outlives its lease however the wall clock moves."""
+    receiver.reply(*[Reply(delay=5)] * 16)
+    process_ids = [make_shop(webhook_url=receiver.url("/hooks")).cancelled()[0] for _ in range(16)]
+    with Worker.from_app(app, concurrency=2, batch_size=16) as two:
+        two.run_once()
+    events = [only_event(app, p) for p in process_ids]
+    attempted = [e for e in events if e.attempts]
+    assert 2 <= len(attempted) <= 12, len(attempted)  # 2 a wave, 0.3 s apart, within 1.7 s
+    assert len(receiver.requests) == len(attempted)
+    assert all((e.status, e.attempts, e.deliveries[0].lease_owner) == ("pending", 0, None)
+               for e in events if not e.attempts)
