@@ -90,9 +90,11 @@ def record(db, network, merchant_id, tx_hash, client, now) -> bool:
     moves none of the merchant's deposit addresses (one merchant never records, and so never holds
     or hides, another's collection).
 
-    The deposit addresses its call names are claimed at once, as a `collect` run claims its own
-    before it sends (items of amount 0 until its receipt shows what it moved): a run started
-    while the wallet's transaction waits to be mined leaves them out and spends no gas there."""
+    The merchant's deposit addresses its call names are claimed at once, as a `collect` run
+    claims its own before it sends (items of amount 0 until its receipt shows what it moved): a
+    run started while the wallet's transaction waits to be mined leaves them out and spends no gas
+    there. Another merchant's addresses in a hand-made call are not held: a transaction that is
+    never mined would hold them until its sender's nonce moves on."""
     if not TX_HASH.fullmatch(tx_hash or ""):
         raise Refused("Must be 0x followed by 64 hexadecimal digits (the transaction's hash).")
     factory, version = payout_rows.factory_of(db.connection(), network.id)
@@ -103,8 +105,9 @@ def record(db, network, merchant_id, tx_hash, client, now) -> bool:
     if str(sent.get("to") or "").lower() != factory.lower():
         raise Refused(f"Transaction {tx_hash} is not a call to the forwarder factory of"
                       f" {network.name}.")
-    deposits = _named_deposits(db.connection(), factory, version, sent.get("input"))
-    if not any(d.merchant_id == merchant_id for d in deposits):
+    deposits = [d for d in _named_deposits(db.connection(), factory, version, sent.get("input"))
+                if d.merchant_id == merchant_id]  # it holds only its own: never another's
+    if not deposits:
         raise Refused(f"Transaction {tx_hash} collects none of your deposit addresses on"
                       f" {network.name}.")
     what = "eth_getTransactionByHash"

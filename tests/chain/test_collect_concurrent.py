@@ -29,7 +29,7 @@ from test_payout_collect import (  # noqa: F401  (fixtures)
 from app.chain import collect as collector
 from app.chain import wallet_collections
 from app.data import payments as payment_rows
-from app.evm import rpc
+from app.evm import forwarder, rpc
 from app.evm.signer import read_key_file
 
 
@@ -322,3 +322,37 @@ def test_a_browser_wallet_s_collection_holds_its_addresses_before_it_is_mined(sh
     assert shop.records() == {(address, chain.token.lower()): 6_000_000}
     assert _record(console, tx_hash).status_code == 303  # recorded already: nothing changes
     assert dbutil.scalar(database, "SELECT count(*) FROM collections") == 1
+
+
+def test_a_hand_made_call_holds_only_the_recording_merchant_s_addresses(shop, chain, app):
+    """A call naming the merchant's deposit address and another merchant's, recorded by the
+    merchant while not mined: only its own address is held (a transaction never mined must not
+    keep another merchant's money from `collect`), so a run meanwhile collects the other's. Once
+    mined, what each transaction moved is counted from its receipt, once."""
+    database = app.config["DATABASE"]
+    payouts = [new_address("payout-hand-made"), new_address("payout-hand-made-other")]
+    merchants = [shop.merchant(payout) for payout in payouts]
+    addresses = [shop.order(merchant, 6)[1] for merchant in merchants]
+    for address in addresses:
+        chain.transfer(address, 6_000_000)
+    shop.confirm()
+    salts = [forwarder.salt(dbutil.scalar(database, "SELECT process_id FROM payments"
+                                          " WHERE address = ?", address)) for address in addresses]
+    call = forwarder.collect_calldata([chain.token], list(zip(payouts, salts, strict=True)))
+    factory = dbutil.scalar(database, "SELECT address FROM network_factories")
+    console = _console(shop, merchants[0])
+    chain.rpc("evm_setAutomine", False)
+    try:
+        tx_hash = chain.rpc("eth_sendTransaction", {"from": chain.accounts[2], "to": factory,
+                                                    "data": "0x" + call.hex()})
+        assert _record(console, tx_hash).status_code == 303
+        assert dbutil.query(database, "SELECT address FROM collection_items") == [(addresses[0],)]
+        run = shop.collect_json("--receipt-timeout", "1", exit_code=1)  # not mined yet
+        assert run["leftOut"] == [addresses[0]]
+        assert [t["addresses"] for t in run["transactions"]] == [1]
+        chain.rpc("evm_mine")
+    finally:
+        chain.rpc("evm_setAutomine", True)
+    shop.confirm()
+    assert [state for _, state, _ in _collections(database)] == ["confirmed", "confirmed"]
+    assert shop.records() == {(address, chain.token.lower()): 6_000_000 for address in addresses}
