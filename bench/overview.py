@@ -48,7 +48,8 @@ def _hex(dialect, expr, width):
     return f"printf('%0{width}x', {expr})"
 
 
-def load(conn, dialect, merchant_id, n, now, days=365, mix=YEAR_MIX, metadata="'{}'"):
+def load(conn, dialect, merchant_id, n, now, days=365, mix=YEAR_MIX, metadata="'{}'",
+         events_since=0):
     """The merchant's `days`: processes, payments, transfers, refunds and collections (see above);
     `mix`: the percent completed with a payment, expired partly paid and completed without one;
     `metadata`: each process's, an SQL expression of `i` (its number, 1 to n)."""
@@ -89,7 +90,8 @@ def load(conn, dialect, merchant_id, n, now, days=365, mix=YEAR_MIX, metadata="'
         "INSERT INTO events (id, merchant_id, process_id, type, payload, created_at)"
         f" SELECT 'evt_' || {_hex(dialect, 'i', 32)}, '{merchant_id}', {pid}, 'payment.partial',"
         " '{}',"
-        f" {created} + 600 FROM ({numbers}) AS g WHERE {kind} >= {paid} AND {with_money}")
+        f" {created} + 600 FROM ({numbers}) AS g WHERE {kind} >= {paid} AND {with_money}"
+        f" AND {created} + 600 >= {events_since}")
     conn.execute(
         "INSERT INTO refunds (id, process_id, merchant_id, status, asset_id, network_id, chain_id,"
         " token_contract, decimals, amount, address, created_at, updated_at, scanned_block,"
@@ -116,8 +118,9 @@ def load(conn, dialect, merchant_id, n, now, days=365, mix=YEAR_MIX, metadata="'
     conn.execute("ANALYZE")
 
 
-def make_side(folder, dialect, n, now, days=365, mix=YEAR_MIX, metadata="'{}'"):
-    """(app, logged-in client, merchant id) of a database holding the merchant's `days`."""
+def make_side(folder, dialect, n, now, days=365, mix=YEAR_MIX, metadata="'{}'", events_since=0):
+    """(app, logged-in client, merchant id) of a database holding the merchant's `days` (its events
+    since `events_since` only: what a retention leaves)."""
     if dialect == "postgresql":
         from bench.postgres import database_url
         target = database_url()
@@ -139,7 +142,7 @@ def make_side(folder, dialect, n, now, days=365, mix=YEAR_MIX, metadata="'{}'"):
             conn.execute("INSERT INTO network_factories (network_id, address, tx_hash, created_at,"
                          " version) VALUES ('polygon', ?, ?, ?, 2)",
                          (FACTORY, "0x" + "fb" * 32, now))  # payout mode's
-            load(conn, dialect, merchant.id, n, now, days, mix, metadata)
+            load(conn, dialect, merchant.id, n, now, days, mix, metadata, events_since)
             overview_rows.rebuild(conn)  # the sums, as init-db builds them for rows loaded thus
         if dialect == "postgresql":  # as autovacuum leaves a table after a load: visibility map set
             import psycopg

@@ -7,7 +7,7 @@ in the same transaction (overview.py's rebuild).
 import time
 
 from app.core.testnets import LIVE_CHAIN_IDS, TEST_CHAIN_IDS
-from app.data import overview
+from app.data import overview, transfers
 from app.data.schema import dialect, has_table, migrations, version
 
 _VERSION_TABLE = (
@@ -34,11 +34,18 @@ def _after(number) -> str:
     return ""
 
 
-def _derive(conn, applied):
+WATCHED_BEFORE_SECONDS = 30 * 86_400  # version 25 watches what became final this recently
+
+
+def _derive(conn, applied, now):
     """What a new version derives from the rows already there, in Python (exact sums SQLite's SQL
-    cannot make), in the upgrade's transaction: version 20's overview_days."""
+    cannot make), in the upgrade's transaction: version 20's overview_days, version 25's
+    watch_list (the processes pending or final within WATCHED_BEFORE_SECONDS: a
+    PAYMENT_MONITORING_SECONDS above it watches older ones no more after the upgrade)."""
     if 20 in applied:
         overview.rebuild(conn)
+    if 25 in applied:
+        transfers.fill_watch_list(conn, now - WATCHED_BEFORE_SECONDS)
 
 
 def upgrade(conn, now=None) -> tuple[int, int]:
@@ -61,7 +68,7 @@ def upgrade(conn, now=None) -> tuple[int, int]:
                     conn.execute(_after(number))
                 conn.execute("INSERT INTO schema_version (version, name, applied_at)"
                              " VALUES (?, ?, ?)", (number, filename, now))
-            _derive(conn, {m[0] for m in pending})
+            _derive(conn, {m[0] for m in pending}, now)
             conn.execute("COMMIT")
         except BaseException:
             conn.rollback()
@@ -80,7 +87,7 @@ def upgrade(conn, now=None) -> tuple[int, int]:
                       f" VALUES ({number}, '{filename}', {now});")
     try:
         conn.executescript("\n".join(script))  # its transaction stays open: committed below
-        _derive(conn, {m[0] for m in pending})
+        _derive(conn, {m[0] for m in pending}, now)
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:

@@ -73,47 +73,64 @@ def set_head(conn, network_id, head):
 
 # --- What the watcher watches --------------------------------------------------------------------
 
-def watched_addresses(conn, final_since, livemode) -> list[WatchedAddress]:
+def watched_addresses(conn, livemode) -> list[WatchedAddress]:
     """Deposit addresses of `livemode` merchants' processes (the mode of the networks they are
-    watched on) that are pending, or became final at or after `final_since` (late payments are
-    still noticed for PAYMENT_MONITORING_SECONDS), each with the network and token of the payment's
-    choice, and of each earlier choice (the customer may have paid with it before changing). The
-    chain watcher looks for every transfer to these addresses on every network of the mode: one on
-    a row's network and token pays, any other is unexpected. A payment on a network of the other
-    mode (made before networks had modes) is never credited. A choice made again appears twice
-    (UNION ALL: no sort); the caller keeps one.
-    Its cost follows what is watched, not the number of processes: the pending ones are read
-    through processes_status_expiry and the final ones through the partial index
-    processes_final_updated (two disjoint index scans instead of an OR, which no index serves)."""
-    return _watched(conn.execute(*watched_query(conn, final_since, livemode)))
+    watched on), each with the network and token of its payment's choice and of each earlier choice
+    (the customer may have paid with it before changing): watch_list's rows of the mode, one
+    narrow table, so its cost follows what is watched, not the number of processes. The chain
+    watcher looks for every transfer to these addresses on every network of the mode: one on a
+    row's network and token pays, any other is unexpected. A payment on a network of the other
+    mode (made before networks had modes) is never credited.
+
+    The processes pending, or final at or after the monitoring window's start, are all there; so
+    may be some final before it that prune_watch_list has not deleted yet: the watcher checks what
+    it records against the process (final_before)."""
+    return list(map(WatchedAddress._make, conn.execute(  # its fields' order, lowercase already
+        "SELECT process_id, address, token_contract, expires_at, network_id FROM watch_list"
+        " WHERE livemode = ?", (int(livemode),))))
 
 
-def watched_query(conn, final_since, livemode) -> tuple[str, tuple]:
-    """watched_addresses' SQL and parameters (its plan is checked by tests and the benchmark). On
-    PostgreSQL the earlier choices are probed per watched process (a LATERAL subquery kept apart
-    by OFFSET 0): the planner would otherwise hash-join a scan of every payment_choices row; the
-    payment is read only for the few processes that have one."""
-    if dialect(conn) == "postgresql":
-        choices = ("CROSS JOIN LATERAL (SELECT network_id, token_contract FROM payment_choices"
-                   " WHERE process_id = w.id OFFSET 0) c")
-    else:
-        choices = "JOIN payment_choices c ON c.process_id = w.id"
-    return (
-        "WITH watched AS (SELECT id, expires_at FROM processes"
-        "  WHERE status = 'pending' AND livemode = ?"
-        " UNION ALL SELECT id, expires_at FROM processes"
-        "  WHERE status <> 'pending' AND livemode = ? AND updated_at >= ?)"
-        " SELECT p.process_id, p.address, p.network_id, p.token_contract, w.expires_at"
-        " FROM watched w JOIN payments p ON p.process_id = w.id"
-        " UNION ALL SELECT p.process_id, p.address, c.network_id, c.token_contract, w.expires_at"
-        f" FROM watched w {choices} JOIN payments p ON p.process_id = w.id",
-        (int(livemode), int(livemode), final_since),
-    )
+_WATCH_ROW = (  # a watch_list row of payments p (choice c) of processes w
+    "INSERT INTO watch_list (process_id, network_id, token_contract, address, livemode,"
+    " expires_at) SELECT w.id, {network}, lower({token}), lower(p.address), w.livemode,"
+    " w.expires_at FROM {tables} WHERE {where} ON CONFLICT DO NOTHING")
+
+
+def watch(conn, process_id, network_id, token_contract):
+    """Watch the process's payment address for `token_contract` on `network_id` (its payment's
+    choice, written with it and with each change of choice)."""
+    conn.execute(_WATCH_ROW.format(
+        network="?", token="?", tables="payments p JOIN processes w ON w.id = p.process_id",
+        where="p.process_id = ?"), (network_id, token_contract, process_id))
+
+
+def fill_watch_list(conn, final_since):
+    """watch_list made from the payments (and earlier choices) of the processes pending or final
+    at or after `final_since` (the upgrade that brought the table)."""
+    recent = "(w.status = 'pending' OR w.updated_at >= ?)"
+    conn.execute(_WATCH_ROW.format(
+        network="p.network_id", token="p.token_contract",
+        tables="payments p JOIN processes w ON w.id = p.process_id", where=recent), (final_since,))
+    conn.execute(_WATCH_ROW.format(
+        network="c.network_id", token="c.token_contract",
+        tables="payment_choices c JOIN payments p ON p.process_id = c.process_id"
+               " JOIN processes w ON w.id = c.process_id", where=recent), (final_since,))
+
+
+def prune_watch_list(conn, final_since, limit) -> int:
+    """Delete the rows of processes that became final before `final_since` (or are gone), from at
+    most `limit` candidate rows. The candidates are those whose expiry is before it, oldest first: a process completed or
+    cancelled became final before its expiry; one past it is final, or still pending (a payment in
+    flight holds it) and kept. Returns the rows deleted."""
+    return conn.execute(
+        "DELETE FROM watch_list WHERE process_id IN (SELECT w.process_id FROM watch_list w"
+        " WHERE w.expires_at < ? AND NOT EXISTS (SELECT 1 FROM processes p"
+        "  WHERE p.id = w.process_id AND (p.status = 'pending' OR p.updated_at >= ?))"
+        " ORDER BY w.expires_at LIMIT ?)", (final_since, final_since, limit)).rowcount
 
 
 def _watched(rows) -> list[WatchedAddress]:
-    """Rows of (process id, address, network id, token, expiry), unpacked by position: a full
-    read makes one per watched address."""
+    """Rows of (process id, address, network id, token, expiry), unpacked by position."""
     return [WatchedAddress(process_id, address.lower(), token.lower(), expires_at, network_id)
             for process_id, address, network_id, token, expires_at in rows]
 

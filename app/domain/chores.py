@@ -1,12 +1,14 @@
 """The upkeep a delivery worker does beside its polls, each chore once its interval has passed:
 expire processes past their expiry (so their `process.expired` events go out), purge Idempotency-Key
-records past IDEMPOTENCY_TTL_SECONDS, prune final events older than RETENTION_DAYS
+records past IDEMPOTENCY_TTL_SECONDS and the chain watcher's watch_list rows of processes final for
+longer than PAYMENT_MONITORING_SECONDS, prune final events older than RETENTION_DAYS
 (app/domain/ops.py). Every worker may run them at once: each is a guarded write that one of them
 wins per row."""
 import logging
 import math
 
 from app.data import idempotency as idempotency_rows
+from app.data import transfers as transfer_rows
 from app.domain import ops
 from app.domain.processes import expire_due
 
@@ -16,6 +18,7 @@ SWEEP_EVERY_SECONDS = 0.2  # a write transaction: not at every poll of a busy wo
 PURGE_EVERY_SECONDS = 60
 PRUNE_EVERY_SECONDS = 3600  # looked at with the purge
 PRUNE_BATCHES = 25  # per purge that prunes: at most 5,000 events, then deliveries go on
+UNWATCH_BATCH = 10_000  # watch_list rows a purge looks at, at most (more at the next one)
 
 
 class Chores:
@@ -23,6 +26,7 @@ class Chores:
         self.db = db
         self.idempotency_ttl = config["IDEMPOTENCY_TTL_SECONDS"]
         self.retention_days = config["RETENTION_DAYS"]
+        self.monitoring_seconds = config["PAYMENT_MONITORING_SECONDS"]
         self._last = {}  # chore ("sweep", "purge", "prune") -> when it last ran
 
     def sweep(self, now):
@@ -31,14 +35,19 @@ class Chores:
             expire_due(self.db, now)
 
     def purge(self, now):
-        """Idempotency keys each minute; old final events each hour, in bounded batches: any left
-        are pruned at the next purge."""
+        """Idempotency keys and watch_list rows each minute; old final events each hour, in
+        bounded batches: any left are pruned at the next purge."""
         if not self._due("purge", PURGE_EVERY_SECONDS, now):
             return
         with self.db.transaction() as conn:
             purged = idempotency_rows.purge(conn, int(now) - self.idempotency_ttl)
+            unwatched = transfer_rows.prune_watch_list(conn, int(now) - self.monitoring_seconds,
+                                                       UNWATCH_BATCH)
         if purged:
             log.info("purged %d idempotency keys older than %d s", purged, self.idempotency_ttl)
+        if unwatched:
+            log.info("stopped watching %d addresses final for more than %d s", unwatched,
+                     self.monitoring_seconds)
         if self.retention_days and self._due("prune", PRUNE_EVERY_SECONDS, now):
             pruned = ops.prune(self.db, now, older_than_days=self.retention_days,
                                idempotency_ttl=self.idempotency_ttl, max_batches=PRUNE_BATCHES)

@@ -3,6 +3,7 @@ transfers of a real ERC-20 token, confirmations, partial and overpaid payments, 
 paid-in-time hold against the expiry sweep, reorganisations, and other tokens to a deposit
 address."""
 import pytest
+from support import dbutil
 from support.chain_shop import NETWORK, cli, open_shop
 
 from app.domain.processes import expire_due
@@ -490,3 +491,33 @@ def test_one_watcher_keeps_its_watched_set_across_polls(shop, chain, clock, app)
     assert shop.event_types(new_id) == ["payment.completed"]
     assert shop.event_types(old_id) == ["process.cancelled"]
     assert shop.transfers(old_id) == []
+
+
+def _watch_list(app, process_id):
+    return dbutil.query(app.config["DATABASE"], "SELECT network_id, token_contract, address"
+                        " FROM watch_list WHERE process_id = ?", process_id)
+
+
+def test_the_chores_stop_watching_what_has_been_final_longer_than_the_monitoring(shop, chain,
+                                                                                clock, app, worker):
+    """The delivery worker's chores delete the watch_list rows of a process final for longer than
+    PAYMENT_MONITORING_SECONDS (once past its expiry too), and only those: a payment to a process
+    cancelled inside that period is still reported late by a watcher reading the whole set, one to
+    the process cancelled before it is not recorded."""
+    monitoring, ttl = app.config["PAYMENT_MONITORING_SECONDS"], app.config["PROCESS_TTL_SECONDS"]
+    old_id, old_address = shop.order(5)
+    assert shop.api.cancel(old_id).status_code == 200
+    assert _watch_list(app, old_id) == [(NETWORK, chain.token.lower(), old_address.lower())]
+    clock.advance(ttl + 200)
+    recent_id, recent_address = shop.order(5)
+    assert shop.api.cancel(recent_id).status_code == 200
+    clock.advance(monitoring - 80)  # the old one final for monitoring + ttl + 120 s, past expiry
+    worker.run_once()
+    assert _watch_list(app, old_id) == []
+    assert _watch_list(app, recent_id) == [(NETWORK, chain.token.lower(), recent_address.lower())]
+    chain.transfer(old_address, 5 * UNIT)
+    chain.transfer(recent_address, 5 * UNIT)
+    chain.mine(CONFIRMATIONS)
+    shop.watch()
+    assert shop.event_types(recent_id) == ["process.cancelled", "payment.received_late"]
+    assert shop.event_types(old_id) == ["process.cancelled"] and shop.transfers(old_id) == []

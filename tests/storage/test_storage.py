@@ -438,5 +438,7 @@ def test_init_db_upgrade_prices_existing_processes_merchants_and_payments_in_usd
         fresh = Api(app.test_client(), secret).preorder({"amount": 5})
         assert fresh.get_json()["currency"] == "USD"  # the merchant's, upgraded
         assert dbutil.query(database, "SELECT currency FROM merchants") == [("USD",)]
+        assert dbutil.query(database, "SELECT process_id, network_id, token_contract, address"
+                            " FROM watch_list") == [(process_id, "local", token, "0x" + "22" * 20)]
     finally:
         app.extensions["db"].close_all()

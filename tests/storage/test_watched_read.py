@@ -1,14 +1,15 @@
-"""The chain watcher's full read of what it watches (app/data/transfers.py watched_addresses), on
-the backend under test: it returns exactly what the plain OR query over every process returns, and
-its plan reads processes through indexes only (no scan of processes, payments or payment_choices),
-so its cost follows what is watched, not the number of processes (bench/scale.py measures it at a
-million)."""
+"""The chain watcher's full read of what it watches (app/data/transfers.py watched_addresses: the
+rows of watch_list), on the backend under test: the upgrade's fill and the chores' prune leave in
+it every address of a process pending or final within the monitoring window, with each choice,
+exactly what one OR over every process returns, plus at most those of processes final before the
+window that expire after its start (pruned later); a read costs one narrow table's rows
+(bench/scale.py measures it at ten million)."""
+
 import random
 
 import pytest
 
 from app.data import transfers
-from app.data.schema import dialect
 
 OLD = 10_000  # final long ago: never watched
 NOW = 2_000_000_000
@@ -64,27 +65,42 @@ def loaded(app, make_merchant):
     return db
 
 
+def _reference(conn, since, livemode):
+    return sorted((pid, address.lower(), network, token.lower(), expires)
+                  for pid, address, network, token, expires in conn.execute(
+                      REFERENCE, (since, int(livemode), since, int(livemode))))
+
+
+def _read(conn, livemode):
+    return sorted(tuple(w[i] for i in (0, 1, 4, 2, 3))
+                  for w in transfers.watched_addresses(conn, livemode))
+
+
 @pytest.mark.parametrize("livemode", [False, True])
-def test_the_watched_read_returns_what_the_or_over_every_process_returns(loaded, livemode):
+def test_the_upgrade_s_fill_watches_what_the_or_over_every_process_returns(loaded, livemode):
+    with loaded.transaction() as conn:
+        transfers.fill_watch_list(conn, SINCE)
     conn = loaded.connection()
-    found = sorted(tuple(r) for r in conn.execute(*transfers.watched_query(conn, SINCE, livemode)))
-    expected = sorted(tuple(r) for r in conn.execute(
-        REFERENCE, (SINCE, int(livemode), SINCE, int(livemode))))
-    assert found == expected
-    assert 50 < len(found) < 200  # pending and recent ones of the mode, with their earlier choices
-    assert {w.process_id for w in transfers.watched_addresses(conn, SINCE, livemode)} == {
-        r[0] for r in found}
+    expected = _reference(conn, SINCE, livemode)
+    assert 50 < len(expected) < 200  # pending and recent ones of the mode, with earlier choices
+    assert _read(conn, livemode) == expected
 
 
-def test_the_watched_read_scans_no_table(loaded):
+def test_the_chores_prune_what_became_final_before_the_window(loaded):
+    """Filled with everything, then pruned in batches: what is left is the window's set, plus the
+    processes final before it whose expiry is after its start (candidates once it passes)."""
+    with loaded.transaction() as conn:
+        transfers.fill_watch_list(conn, 0)
     conn = loaded.connection()
-    sql, params = transfers.watched_query(conn, SINCE, True)
-    if dialect(conn) == "postgresql":
-        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql, params))
-        assert "Seq Scan" not in plan, plan
-        assert "processes_final_updated" in plan and "processes_status_expiry" in plan, plan
-    else:
-        steps = [r["detail"] for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
-        tables = [s for s in steps if s.startswith(("SCAN", "SEARCH")) and " w" not in s]
-        assert tables and all(s.startswith("SEARCH") for s in tables), steps
-        assert any("processes_final_updated" in s for s in steps), steps
+    assert len(_read(conn, True)) + len(_read(conn, False)) > OLD
+    deleted = []
+    while not deleted or deleted[-1]:
+        with loaded.transaction() as conn:
+            deleted.append(transfers.prune_watch_list(conn, SINCE, 4_000))
+    assert len(deleted) == 4 and sum(deleted) > OLD - 200  # 10,000 processes, 4,000 at a time
+    conn = loaded.connection()
+    for livemode in (False, True):
+        left, expected = _read(conn, livemode), _reference(conn, SINCE, livemode)
+        late = _reference(conn, 0, livemode)
+        assert set(expected) <= set(left) <= set(late)
+        assert all(row[4] >= SINCE for row in set(left) - set(expected))

@@ -295,7 +295,7 @@ class Watcher:
         """The network's watched addresses (its mode's), kept between its polls."""
         watched = self._watched.get(network_id)
         if watched is None:
-            watched = self._watched[network_id] = WatchedSets(self.monitoring_seconds)
+            watched = self._watched[network_id] = WatchedSets()
         return watched
 
     def poll_network(self, network_id):

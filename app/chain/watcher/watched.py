@@ -19,19 +19,17 @@ CLOCK_MARGIN = 60  # seconds a payment's transaction may take between its clock 
 class WatchedSets:
     """The watched addresses of each mode, kept between polls."""
 
-    def __init__(self, monitoring_seconds):
-        self.monitoring_seconds = monitoring_seconds
+    def __init__(self):
         self._sets = {}  # is_test -> Watched
 
     def view(self, conn, network, now) -> "NetworkView":
         """The network's view of its mode's set, read whole or brought up to date first. A kept
-        process that became final long ago is left out when one of its transfers is found
-        (transfers.final_before), not by reading the whole set."""
+        process that became final long ago (or one the chores have not pruned from watch_list
+        yet) is left out when one of its transfers is found (transfers.final_before)."""
         kept = self._sets.get(network.is_test)
         if (kept is None or now < kept.read_at
                 or time.monotonic() > kept.full_at + FULL_READ_SECONDS):
-            rows = transfer_rows.watched_addresses(conn, now - self.monitoring_seconds,
-                                                   livemode=not network.is_test)
+            rows = transfer_rows.watched_addresses(conn, livemode=not network.is_test)
             kept = self._sets[network.is_test] = Watched(rows, now)
         else:  # after this network's head was read: what was handed out since is paid above it
             kept.add(transfer_rows.watched_since(conn, kept.read_at - CLOCK_MARGIN,
