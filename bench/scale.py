@@ -66,9 +66,10 @@ LIST_PROCESSES = 1_000
 # Two values a process, as a shop's metadata: a unique order reference and a shared e-mail.
 METADATA = ("'{\"orderRef\":\"A-' || i || '\",\"email\":\"buyer' || mod(i, 5000) ||"
             " '@example.com\"}'")
-SEARCH_ROWS = (  # as app/migrations/postgresql/0006_console.sql makes them for existing processes
-    "INSERT INTO process_search (merchant_id, value, seq)"
-    " SELECT p.merchant_id, lower(btrim(j.value)), p.seq"
+SEARCH_ROWS = (  # as app/migrations/postgresql/0006_console.sql and 0026 make them
+    "INSERT INTO process_search (key, seq)"
+    " SELECT CAST(CAST('x' || left(encode(sha256(convert_to(p.merchant_id || '/'"
+    "  || lower(btrim(j.value)), 'UTF8')), 'hex'), 16) AS bit(64)) AS BIGINT), p.seq"
     " FROM processes p, jsonb_each_text(p.metadata::jsonb) j"
     " WHERE p.merchant_id = %s AND length(btrim(j.value)) BETWEEN 1 AND 200 ON CONFLICT DO NOTHING")
 

@@ -7,7 +7,7 @@ in the same transaction (overview.py's rebuild).
 import time
 
 from app.core.testnets import LIVE_CHAIN_IDS, TEST_CHAIN_IDS
-from app.data import overview, transfers
+from app.data import overview, processes, transfers
 from app.data.schema import dialect, has_table, migrations, version
 
 _VERSION_TABLE = (
@@ -41,11 +41,24 @@ def _derive(conn, applied, now):
     """What a new version derives from the rows already there, in Python (exact sums SQLite's SQL
     cannot make), in the upgrade's transaction: version 20's overview_days, version 25's
     watch_list (the processes pending or final within WATCHED_BEFORE_SECONDS: a
-    PAYMENT_MONITORING_SECONDS above it watches older ones no more after the upgrade)."""
+    PAYMENT_MONITORING_SECONDS above it watches older ones no more after the upgrade), version
+    26's search keys on SQLite."""
     if 20 in applied:
         overview.rebuild(conn)
     if 25 in applied:
         transfers.fill_watch_list(conn, now - WATCHED_BEFORE_SECONDS)
+    if 26 in applied and dialect(conn) == "sqlite":
+        _search_keys(conn)
+
+
+def _search_keys(conn):
+    """Version 26 on SQLite (PostgreSQL's file does it in SQL): the search rows by their key."""
+    rows = conn.execute("SELECT merchant_id, value, seq FROM process_search").fetchall()
+    conn.executemany("INSERT INTO process_search_keys (key, seq) VALUES (?, ?)"
+                     " ON CONFLICT DO NOTHING",
+                     [(processes.search_key(m, value), seq) for m, value, seq in rows])
+    conn.execute("DROP TABLE process_search")
+    conn.execute("ALTER TABLE process_search_keys RENAME TO process_search")
 
 
 def upgrade(conn, now=None) -> tuple[int, int]:

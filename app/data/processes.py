@@ -2,7 +2,9 @@
 still in the state the caller saw, so of two racing transitions exactly one touches the row.
 
 The console's search reads `process_search`: each top-level scalar value of a process's metadata,
-trimmed and lowercased (`search_values`), written with the process in the same transaction."""
+trimmed and lowercased (`search_values`), written with the process in the same transaction, as its
+`search_key`."""
+import hashlib
 import json
 from itertools import islice
 
@@ -81,6 +83,15 @@ def search_value(text) -> str:
     return text.strip().lower().replace("\x00", "\ufffd")
 
 
+def search_key(merchant_id, value) -> int:
+    """A search row's key: the first 8 bytes of SHA-256 of "merchant_id/value" (UTF-8) as a signed
+    big-endian integer (PostgreSQL's bigint). 8 bytes a row instead of both texts; two values of
+    one merchant share a key with odds about n² / 2**65 (n: its values), and the list checks the
+    merchant too."""
+    text = f"{merchant_id}/{value}".encode("utf-8", "surrogatepass")
+    return int.from_bytes(hashlib.sha256(text).digest()[:8], "big", signed=True)
+
+
 def search_values(metadata: str) -> list[str]:
     """The distinct searchable values of a metadata JSON text: its top-level strings and numbers
     (the number's literal text), trimmed, lowercased, at most SEARCH_MAX_LENGTH characters."""
@@ -98,6 +109,9 @@ def search_values(metadata: str) -> list[str]:
     return found
 
 
+_SEARCH_ROW = "INSERT INTO process_search (key, seq) VALUES (?, ?) ON CONFLICT DO NOTHING"
+
+
 def insert(conn, p: Process, search=None):
     """Insert the process and its search rows (`search`: its search_values, when the caller made
     them before taking the write lock)."""
@@ -106,8 +120,7 @@ def insert(conn, p: Process, search=None):
         conn.execute(_INSERT, _values(p))
         return
     seq = conn.execute(_INSERT + " RETURNING seq", _values(p)).fetchone()[0]
-    conn.executemany("INSERT INTO process_search (merchant_id, value, seq) VALUES (?, ?, ?)",
-                     [(p.merchant_id, value, seq) for value in values])
+    conn.executemany(_SEARCH_ROW, [(search_key(p.merchant_id, value), seq) for value in values])
 
 
 def get(conn, process_id) -> Process | None:
@@ -187,8 +200,8 @@ def list_page(conn, *, now, limit, merchant_id=None, status=None, before_seq=Non
     if value is not None:  # the index's rows in its own order, each joined to its process
         source = "process_search s JOIN processes ON processes.seq = s.seq"
         order = "s.seq"
-        where += " AND s.merchant_id = ? AND s.value = ?"
-        params += [merchant_id, value]
+        where += " AND s.key = ?"
+        params.append(search_key(merchant_id, value))
     if merchant_id is not None:
         where += " AND merchant_id = ?" if value is None else " AND processes.merchant_id = ?"
         params.append(merchant_id)
@@ -301,9 +314,6 @@ def insert_many(conn, processes) -> int:
         count += conn.executemany(_INSERT, map(_values, chunk)).rowcount
         seqs = {row[1]: row[0]
                 for row in conn.execute("SELECT seq, id FROM processes WHERE seq > ?", (last,))}
-        conn.executemany(
-            "INSERT INTO process_search (merchant_id, value, seq) VALUES (?, ?, ?)",
-            [(p.merchant_id, value, seqs[p.id])
-             for p in chunk for value in search_values(p.metadata)],
-        )
+        conn.executemany(_SEARCH_ROW, [(search_key(p.merchant_id, value), seqs[p.id])
+                                       for p in chunk for value in search_values(p.metadata)])
     return count

@@ -119,9 +119,9 @@ def fill_watch_list(conn, final_since):
 
 def prune_watch_list(conn, final_since, limit) -> int:
     """Delete the rows of processes that became final before `final_since` (or are gone), from at
-    most `limit` candidate rows. The candidates are those whose expiry is before it, oldest first: a process completed or
-    cancelled became final before its expiry; one past it is final, or still pending (a payment in
-    flight holds it) and kept. Returns the rows deleted."""
+    most `limit` candidate rows. The candidates are those whose expiry is before it, oldest first:
+    a process completed or cancelled became final before its expiry; one past it is final, or
+    still pending (a payment in flight holds it) and kept. Returns the rows deleted."""
     return conn.execute(
         "DELETE FROM watch_list WHERE process_id IN (SELECT w.process_id FROM watch_list w"
         " WHERE w.expires_at < ? AND NOT EXISTS (SELECT 1 FROM processes p"

@@ -437,8 +437,8 @@ def test_database_holds_only_what_accepted_requests_created(catalog):
     new = {table: after[table] - rows for table, rows in catalog.before.items()}
     created = new.pop("processes")
     assert {row[1] for row in created} == catalog.created_processes  # row[1]: id
-    # The console's search index holds values of the created processes only (row[2]: their seq).
-    assert {row[2] for row in new.pop("process_search")} <= {row[0] for row in created}
+    # The console's search index holds values of the created processes only (row[1]: their seq).
+    assert {row[1] for row in new.pop("process_search")} <= {row[0] for row in created}
     assert ({row[1] for row in new.pop("idempotency_keys")}  # row[1]: key
             == catalog.idempotency_keys)
     assert {table: rows for table, rows in new.items() if rows} == {}

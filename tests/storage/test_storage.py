@@ -14,6 +14,7 @@ from support.helpers import Api, FakeClock
 from app import create_app
 from app.core import keys
 from app.data import schema as schema_rows
+from app.data.processes import search_key
 from app.db import init_db
 from app.domain import merchants as merchant_service
 from app.domain import processes as process_service
@@ -148,8 +149,9 @@ def test_init_db_upgrades_an_earlier_releases_sqlite_database_in_place(tmp_path,
     assert dbutil.query(database, "SELECT version, name FROM schema_version ORDER BY version") == [
         (m[0], m[1]) for m in schema_rows.migrations("sqlite")]
     # The console's search index is built for the processes already there.
-    assert dbutil.query(database, "SELECT value FROM process_search JOIN processes USING (seq)"
-                        " WHERE id = ?", kept) == [("a-1",)]
+    assert dbutil.query(database, "SELECT key FROM process_search JOIN processes USING (seq)"
+                        " WHERE id = ?", kept) == [
+        (search_key(_merchant_of(database, kept), "a-1"),)]
     if networks:  # classed by chain id (docs/payments.md, "Test and live networks")
         listed = app.test_cli_runner().invoke(args=["networks", "list", "--json"])
         assert {n["id"]: n["testnet"] for n in json.loads(listed.output)} == {
@@ -249,13 +251,14 @@ def test_an_upgrade_indexes_metadata_holding_nul_on_postgresql(make_database, cl
                    " livemode, created_at, updated_at, expires_at)"
                    " VALUES (?, ?, 'pending', '5', ?, 0, 1, 1, 2)",
                    "p-nul", merchant, '{"ref":"A\\u0000B","n":7}')
-    dbutil.execute(database, "DELETE FROM schema_version WHERE version = 6")  # applied again
+    dbutil.execute(database, "DROP TABLE process_search")  # versions 6 and 26 applied again
+    dbutil.execute(database, "DELETE FROM schema_version WHERE version IN (6, 26)")
     with app.app_context():
         init_db()
     app.extensions["db"].close_all()
-    assert sorted(dbutil.query(database, "SELECT value FROM process_search"
-                               " JOIN processes USING (seq) WHERE id = 'p-nul'")) == [
-        ("7",), ("a\ufffdb",)]
+    assert sorted(dbutil.query(database, "SELECT key FROM process_search"
+                               " JOIN processes USING (seq) WHERE id = 'p-nul'")) == sorted(
+        [(search_key(merchant, "7"),), (search_key(merchant, "a\ufffdb"),)])
 
 
 def test_init_db_reports_the_version_and_a_second_run_changes_nothing(app, runner):
@@ -442,3 +445,7 @@ def test_init_db_upgrade_prices_existing_processes_merchants_and_payments_in_usd
                             " FROM watch_list") == [(process_id, "local", token, "0x" + "22" * 20)]
     finally:
         app.extensions["db"].close_all()
+
+
+def _merchant_of(database, process_id):
+    return dbutil.scalar(database, "SELECT merchant_id FROM processes WHERE id = ?", process_id)
