@@ -120,7 +120,7 @@ def collect(db, network_id, key_file, *, merchant_id=None, dry_run=False, max_ba
         report.read_block, balances = _balances(sender.client, deposits, tokens)
         full = [d for d in deposits if any(balances[d.address].values())]
         report.held = payout_rows.held(db.connection(), network_id, [d.address for d in full],
-                                       report.read_block)
+                                       report.read_block, now)
         full = [d for d in full if d.address not in report.held]
         if full:
             _send_batches(db, sender, network, (factory, version), full, balances, report,
@@ -288,7 +288,7 @@ def _send(db, sender, network, factory, batch, gas_limit, fees, report, now, tim
         # before it is broadcast
         payout_rows.lock_collections(conn, network.id)
         taken = payout_rows.held(conn, network.id, [d.address for d in batch.deposits],
-                                 report.read_block)
+                                 report.read_block, now)
         if taken:
             raise Held(taken)
         highest = payout_rows.highest_open_nonce(conn, network.id, sender.address)

@@ -53,7 +53,7 @@ class Waiting:
     batch: int = 0
 
 
-def offer(db, network, merchant_id, client, *, max_batch=100) -> tuple[Waiting, set[str]]:
+def offer(db, network, merchant_id, client, now, *, max_batch=100) -> tuple[Waiting, set[str]]:
     """What the merchant's deposit addresses hold on the network, and the factory call its browser
     wallet sends to collect them (at most `max_batch` addresses: a wallet estimates the gas without
     `collect`'s halving, so the batch stays well below a block); and the addresses left out, held
@@ -70,7 +70,8 @@ def offer(db, network, merchant_id, client, *, max_batch=100) -> tuple[Waiting, 
     deposits = payout_rows.collectable(conn, factory, version, merchant_id)
     read_block, balances = collect._balances(client, deposits, tokens) if deposits else (None, {})
     full = [d for d in deposits if any(balances[d.address].values())]
-    held = payout_rows.held(db.connection(), network.id, [d.address for d in full], read_block)
+    held = payout_rows.held(db.connection(), network.id, [d.address for d in full], read_block,
+                            now)
     full = [d for d in full if d.address not in held]
     if not full:
         return Waiting(factory=factory, deposits=[], totals={}, calldata=None), held

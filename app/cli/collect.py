@@ -262,7 +262,8 @@ def collections_list(network_id, merchant_id, limit, as_json):
     conn = db.connection()
     rows = payout_rows.list_collections(conn, network_id=network_id, merchant_id=merchant_id,
                                         limit=limit)
-    items = payout_rows.items_of(conn, [c.id for c in rows])
+    items = {c: [i for i in found if i.amount]  # 0: a browser wallet's claim, not yet mined
+             for c, found in payout_rows.items_of(conn, [c.id for c in rows]).items()}
     units = {}
     for c in rows:
         if c.network_id not in units:

@@ -41,7 +41,7 @@ def _network_payouts(network, assets, payout):
             current_app.logger.info("payouts page: collections on %s not settled now: %s",
                                     network.id, e)
         found["balance"] = wallet_payouts.balances(client, payout, assets)
-        waits, held = wallet_payouts.offer(get_db(), network, g.merchant.id, client)
+        waits, held = wallet_payouts.offer(get_db(), network, g.merchant.id, client, now())
     except rpc.RpcError:
         found["error"] = ("The network's node does not answer now, so what waits cannot be read:"
                           " try again later.")

@@ -34,19 +34,19 @@ def _after(number) -> str:
     return ""
 
 
-WATCHED_BEFORE_SECONDS = 30 * 86_400  # version 25 watches what became final this recently
+WATCHED_BEFORE_SECONDS = 30 * 86_400  # version 25 watches what became final this recently, or
+# within PAYMENT_MONITORING_SECONDS when that is longer
 
 
-def _derive(conn, applied, now):
+def _derive(conn, applied, now, monitoring_seconds):
     """What a new version derives from the rows already there, in Python (exact sums SQLite's SQL
     cannot make), in the upgrade's transaction: version 20's overview_days, version 25's
-    watch_list (the processes pending or final within WATCHED_BEFORE_SECONDS: a
-    PAYMENT_MONITORING_SECONDS above it watches older ones no more after the upgrade), version
-    26's search keys on SQLite."""
+    watch_list (the processes pending or final within WATCHED_BEFORE_SECONDS or
+    `monitoring_seconds`, the longer), version 26's search keys on SQLite."""
     if 20 in applied:
         overview.rebuild(conn)
     if 25 in applied:
-        transfers.fill_watch_list(conn, now - WATCHED_BEFORE_SECONDS)
+        transfers.fill_watch_list(conn, now - max(WATCHED_BEFORE_SECONDS, monitoring_seconds or 0))
     if 26 in applied and dialect(conn) == "sqlite":
         _search_keys(conn)
 
@@ -61,8 +61,9 @@ def _search_keys(conn):
     conn.execute("ALTER TABLE process_search_keys RENAME TO process_search")
 
 
-def upgrade(conn, now=None) -> tuple[int, int]:
-    """Apply every migration the database lacks, in one transaction. (version before, after).
+def upgrade(conn, now=None, monitoring_seconds=None) -> tuple[int, int]:
+    """Apply every migration the database lacks, in one transaction (`monitoring_seconds`: what
+    version 25 starts watching). (version before, after).
     "Lacks" is by number, not only above the highest applied: versions developed side by side may
     be merged out of order (a database at 5 that lacks 4 gets 4)."""
     now = int(time.time() if now is None else now)
@@ -81,7 +82,7 @@ def upgrade(conn, now=None) -> tuple[int, int]:
                     conn.execute(_after(number))
                 conn.execute("INSERT INTO schema_version (version, name, applied_at)"
                              " VALUES (?, ?, ?)", (number, filename, now))
-            _derive(conn, {m[0] for m in pending}, now)
+            _derive(conn, {m[0] for m in pending}, now, monitoring_seconds)
             conn.execute("COMMIT")
         except BaseException:
             conn.rollback()
@@ -100,7 +101,7 @@ def upgrade(conn, now=None) -> tuple[int, int]:
                       f" VALUES ({number}, '{filename}', {now});")
     try:
         conn.executescript("\n".join(script))  # its transaction stays open: committed below
-        _derive(conn, {m[0] for m in pending}, now)
+        _derive(conn, {m[0] for m in pending}, now, monitoring_seconds)
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:

@@ -5,7 +5,6 @@ app/data/transfers.py.)
 Amounts in base units are decimal-integer TEXT in the database and `int` in the models."""
 
 from app.core.records import Asset, Network, Payment, PaymentView, Transfer, Wallet
-from app.data import transfers as transfer_rows
 from app.data import unexpected as unexpected_rows
 
 _NETWORK_COLUMNS = (
@@ -289,7 +288,7 @@ def address_taken(conn, address) -> bool:
 
 
 def insert_payment(conn, p: Payment):
-    """The payment, and its address watched for its choice (transfers.watch)."""
+    """The payment (its address is then watched for its choice: watch_list's trigger)."""
     conn.execute(
         "INSERT INTO payments (process_id, merchant_id, address_index, address, asset_id,"
         " network_id, chain_id, token_contract, decimals, amount_due, created_at, updated_at, mode,"
@@ -299,7 +298,6 @@ def insert_payment(conn, p: Payment):
          p.chain_id, p.token_contract, p.decimals, str(p.amount_due), p.created_at, p.updated_at,
          p.mode, p.payout_address, p.factory, p.tolerance, p.quote),
     )
-    transfer_rows.watch(conn, p.process_id, p.network_id, p.token_contract)
 
 
 def change_choice(conn, p: Payment) -> bool:
@@ -307,8 +305,9 @@ def change_choice(conn, p: Payment) -> bool:
     other than orphaned or reversed ones (no longer on the chain) or of value 0 (no payment; an
     earlier release recorded them): the check and the change are one statement. The choice it
     replaces is kept in payment_choices (still watched) with what it was due, and the new one is
-    watched too; the caller rolls back when this returns False. An unexpected transfer accepted as
-    payment locks it too (its credited amount is in this token)."""
+    watched too (watch_list's trigger); the caller rolls back when this returns False. An
+    unexpected transfer accepted as payment locks it too (its credited amount is in this
+    token)."""
     conn.execute(
         "INSERT INTO payment_choices (process_id, network_id, token_contract, decimals, created_at,"
         " amount_due) SELECT process_id, network_id, token_contract, decimals, ?, amount_due"
@@ -326,10 +325,7 @@ def change_choice(conn, p: Payment) -> bool:
         (p.asset_id, p.network_id, p.chain_id, p.token_contract, p.decimals, str(p.amount_due),
          p.updated_at, p.quote, p.process_id),
     )
-    if cur.rowcount != 1:
-        return False
-    transfer_rows.watch(conn, p.process_id, p.network_id, p.token_contract)
-    return True
+    return cur.rowcount == 1
 
 
 def transfers_of(conn, process_ids) -> dict[str, list[Transfer]]:

@@ -231,10 +231,16 @@ def lock_collections(conn, network_id):
 CLAIM_CHUNK = 500  # addresses per query
 
 
-def held(conn, network_id, addresses, read_block) -> set[str]:
+WALLET_CLAIM_SECONDS = 3600  # a browser wallet's collection not mined holds its addresses so long
+
+
+def held(conn, network_id, addresses, read_block, now) -> set[str]:
     """Those of `addresses` (EIP-55, as stored) that a collection on the network holds: one still
     `pending` (not mined, or not yet deep enough), or one confirmed in a block after `read_block`
-    (the block a run read their balances at: what it read is gone). A reverted one holds nothing.
+    (the block a run read their balances at: what it read is gone). A reverted one holds nothing,
+    nor does a browser wallet's (no signed bytes kept) not mined WALLET_CLAIM_SECONDS after it was
+    recorded: a transaction its node dropped would hold them for ever (nothing here can send it
+    again); if it is mined after all, a `collect` sent meanwhile moves nothing there.
     Served by collection_items' address index, whatever the number of collections."""
     wanted = sorted(set(addresses))
     found = set()
@@ -244,8 +250,10 @@ def held(conn, network_id, addresses, read_block) -> set[str]:
             "SELECT DISTINCT i.address FROM collection_items i JOIN collections c"
             " ON c.id = i.collection_id"
             f" WHERE i.address IN ({','.join('?' * len(chunk))}) AND c.network_id = ?"
-            " AND (c.status = 'pending' OR (c.status = 'confirmed' AND c.block_number > ?))",
-            (*chunk, network_id, -1 if read_block is None else read_block),
+            " AND ((c.status = 'pending' AND (c.raw_tx <> '' OR c.block_number IS NOT NULL"
+            "  OR c.created_at > ?)) OR (c.status = 'confirmed' AND c.block_number > ?))",
+            (*chunk, network_id, int(now) - WALLET_CLAIM_SECONDS,
+             -1 if read_block is None else read_block),
         )
         found.update(r["address"] for r in rows)
     return found

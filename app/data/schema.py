@@ -8,12 +8,13 @@ versions (no `schema_version` table) is at version 0.
 """
 from importlib import resources
 
-# Every table, parents before children (the order copy-db inserts in); schema_version is not copied.
+# Every table, parents before children (the order copy-db inserts in; watch_list before payments,
+# whose trigger adds to it what it holds already); schema_version is not copied.
 TABLES = (
-    "merchants", "secret_keys", "webhook_endpoints", "processes", "events", "deliveries",
-    "delivery_attempts", "idempotency_keys",
+    "merchants", "secret_keys", "webhook_endpoints", "processes", "watch_list", "events",
+    "deliveries", "delivery_attempts", "idempotency_keys",
     "networks", "rates", "assets", "merchant_wallets", "merchant_payouts", "network_factories",
-    "payments", "payment_choices", "watch_list", "transfers", "unexpected_transfers",
+    "payments", "payment_choices", "transfers", "unexpected_transfers",
     "chain_blocks", "refunds", "collections", "collection_items",
     "delivery_totals", "relayed_authorizations", "relay_refusals",
     "users", "console_sessions", "login_failures", "login_locks", "process_search", "overview_days",

@@ -90,18 +90,10 @@ def watched_addresses(conn, livemode) -> list[WatchedAddress]:
         " WHERE livemode = ?", (int(livemode),))))
 
 
-_WATCH_ROW = (  # a watch_list row of payments p (choice c) of processes w
+_WATCH_ROW = (  # watch_list rows of payments p (choices c) of processes w
     "INSERT INTO watch_list (process_id, network_id, token_contract, address, livemode,"
     " expires_at) SELECT w.id, {network}, lower({token}), lower(p.address), w.livemode,"
     " w.expires_at FROM {tables} WHERE {where} ON CONFLICT DO NOTHING")
-
-
-def watch(conn, process_id, network_id, token_contract):
-    """Watch the process's payment address for `token_contract` on `network_id` (its payment's
-    choice, written with it and with each change of choice)."""
-    conn.execute(_WATCH_ROW.format(
-        network="?", token="?", tables="payments p JOIN processes w ON w.id = p.process_id",
-        where="p.process_id = ?"), (network_id, token_contract, process_id))
 
 
 def fill_watch_list(conn, final_since):

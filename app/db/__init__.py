@@ -76,7 +76,8 @@ def get_db() -> Database:
 
 def init_db(reset=False):
     """Create the schema, or upgrade it to the newest version; (version before, after)."""
-    return get_db().init_schema(reset=reset)
+    return get_db().init_schema(
+        reset=reset, monitoring_seconds=current_app.config["PAYMENT_MONITORING_SECONDS"])
 
 
 def init_app(app) -> Database:

@@ -43,8 +43,9 @@ class Database(Protocol):
         """For /healthz: DatabaseUnavailable unless the database answers with our schema and can
         take a write."""
 
-    def init_schema(self, *, reset: bool = False) -> tuple:
-        """Create or upgrade the schema (init-db); (version before, version after)."""
+    def init_schema(self, *, reset: bool = False, monitoring_seconds: int | None = None) -> tuple:
+        """Create or upgrade the schema (init-db); (version before, version after).
+        `monitoring_seconds`: PAYMENT_MONITORING_SECONDS, for what an upgrade watches."""
 
     def close_all(self) -> None:
         """Close every connection this process opened."""

@@ -379,7 +379,7 @@ class PostgresDatabase:
         if pool is not None and self._pool_pid == os.getpid():
             pool.close()
 
-    def init_schema(self, *, reset=False):
+    def init_schema(self, *, reset=False, monitoring_seconds=None):
         """Bring the schema to the newest version in one transaction (app/data/migrate.py); the
         database itself is the operator's (CREATE DATABASE). Returns (version before, after)."""
         with self.pool().connection() as raw:
@@ -389,7 +389,7 @@ class PostgresDatabase:
                 if reset:
                     with self.transaction_on(conn):
                         schema_rows.drop_all(conn)
-                return migrate.upgrade(conn)
+                return migrate.upgrade(conn, monitoring_seconds=monitoring_seconds)
             finally:
                 try:
                     _bounded(raw)  # back to the pool as every other connection is

@@ -19,6 +19,9 @@ PURGE_EVERY_SECONDS = 60
 PRUNE_EVERY_SECONDS = 3600  # looked at with the purge
 PRUNE_BATCHES = 25  # per purge that prunes: at most 5,000 events, then deliveries go on
 UNWATCH_BATCH = 10_000  # watch_list rows a purge looks at, at most (more at the next one)
+# Rows are deleted this much after the monitoring window would allow: a worker whose clock runs
+# ahead of a watcher's by less never stops a watching early; a row kept longer costs only its read.
+UNWATCH_MARGIN_SECONDS = 3600
 
 
 class Chores:
@@ -41,8 +44,8 @@ class Chores:
             return
         with self.db.transaction() as conn:
             purged = idempotency_rows.purge(conn, int(now) - self.idempotency_ttl)
-            unwatched = transfer_rows.prune_watch_list(conn, int(now) - self.monitoring_seconds,
-                                                       UNWATCH_BATCH)
+            unwatched = transfer_rows.prune_watch_list(
+                conn, int(now) - self.monitoring_seconds - UNWATCH_MARGIN_SECONDS, UNWATCH_BATCH)
         if purged:
             log.info("purged %d idempotency keys older than %d s", purged, self.idempotency_ttl)
         if unwatched:

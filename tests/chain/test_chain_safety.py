@@ -210,11 +210,8 @@ def test_test_tokens_never_pay_a_live_process(app, client, runner, chain, clock,
             " VALUES (?, ?, 0, ?, 'tusd', ?, 31337, ?, 6, '6000000', ?, ?)",
             process_id, live.merchant["merchantId"], address, NETWORK, chain.token, clock(),
             clock())
-        dbutil.execute(  # watched, as the upgrade that brought watch_list made it from that row
-            app.config["DATABASE"],
-            "INSERT INTO watch_list (process_id, network_id, token_contract, address, livemode,"
-            " expires_at) SELECT id, ?, ?, ?, livemode, expires_at FROM processes WHERE id = ?",
-            NETWORK, chain.token.lower(), address.lower(), process_id)
+        assert dbutil.scalar(app.config["DATABASE"], "SELECT count(*) FROM watch_list"
+                             " WHERE process_id = ?", process_id) == 1  # watched, in the live set
         chain.transfer(address, 6 * UNIT)
         chain.mine(CONFIRMATIONS)
         watcher.poll_network(NETWORK)  # reads the rows added since: this one is not watched

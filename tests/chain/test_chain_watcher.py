@@ -6,6 +6,7 @@ import pytest
 from support import dbutil
 from support.chain_shop import NETWORK, cli, open_shop
 
+from app.domain.chores import UNWATCH_MARGIN_SECONDS
 from app.domain.processes import expire_due
 from app.evm.addresses import to_checksum_address
 
@@ -501,17 +502,17 @@ def _watch_list(app, process_id):
 def test_the_chores_stop_watching_what_has_been_final_longer_than_the_monitoring(shop, chain,
                                                                                 clock, app, worker):
     """The delivery worker's chores delete the watch_list rows of a process final for longer than
-    PAYMENT_MONITORING_SECONDS (once past its expiry too), and only those: a payment to a process
-    cancelled inside that period is still reported late by a watcher reading the whole set, one to
-    the process cancelled before it is not recorded."""
+    PAYMENT_MONITORING_SECONDS and UNWATCH_MARGIN_SECONDS (once past its expiry too), and only
+    those: a payment to a process cancelled inside that period is still reported late by a watcher
+    reading the whole set, one to the process cancelled before it is not recorded."""
     monitoring, ttl = app.config["PAYMENT_MONITORING_SECONDS"], app.config["PROCESS_TTL_SECONDS"]
     old_id, old_address = shop.order(5)
     assert shop.api.cancel(old_id).status_code == 200
     assert _watch_list(app, old_id) == [(NETWORK, chain.token.lower(), old_address.lower())]
-    clock.advance(ttl + 200)
+    clock.advance(ttl + UNWATCH_MARGIN_SECONDS + 200)
     recent_id, recent_address = shop.order(5)
     assert shop.api.cancel(recent_id).status_code == 200
-    clock.advance(monitoring - 80)  # the old one final for monitoring + ttl + 120 s, past expiry
+    clock.advance(monitoring - 80)  # the old one final and expired for monitoring + margin + 120 s
     worker.run_once()
     assert _watch_list(app, old_id) == []
     assert _watch_list(app, recent_id) == [(NETWORK, chain.token.lower(), recent_address.lower())]

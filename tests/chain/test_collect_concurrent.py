@@ -29,6 +29,7 @@ from test_payout_collect import (  # noqa: F401  (fixtures)
 from app.chain import collect as collector
 from app.chain import wallet_collections
 from app.data import payments as payment_rows
+from app.data.payouts import WALLET_CLAIM_SECONDS
 from app.evm import forwarder, rpc
 from app.evm.signer import read_key_file
 
@@ -241,12 +242,13 @@ def test_the_wallet_s_call_leaves_out_an_address_a_run_claimed_after_the_balance
                                 " WHERE address = ?", address)
     runs = []
     client = ReadThen(network.rpc_url, lambda: runs.append(shop.collect_json()))
-    waits, held = wallet_collections.offer(db, network, merchant_id, client)
+    waits, held = wallet_collections.offer(db, network, merchant_id, client, shop.clock())
     [sent] = runs[0]["transactions"]  # the run collected it while the page was reading
     assert sent["status"] == "pending" and held == {address}
     assert (waits.deposits, waits.totals, waits.calldata) == ([], {}, None)
     shop.confirm()  # confirmed: what the run read is gone, nothing is left, nothing is held
-    waits, held = wallet_collections.offer(db, network, merchant_id, rpc.Client(network.rpc_url))
+    waits, held = wallet_collections.offer(db, network, merchant_id,
+                                           rpc.Client(network.rpc_url), shop.clock())
     assert (waits.deposits, held) == ([], set())
 
 
@@ -356,3 +358,34 @@ def test_a_hand_made_call_holds_only_the_recording_merchant_s_addresses(shop, ch
     shop.confirm()
     assert [state for _, state, _ in _collections(database)] == ["confirmed", "confirmed"]
     assert shop.records() == {(address, chain.token.lower()): 6_000_000 for address in addresses}
+
+
+def test_a_browser_wallet_s_collection_its_node_dropped_holds_its_address_an_hour_at_most(
+        shop, chain, app):
+    """The wallet's transaction is recorded, then dropped by the node (a fee too low, a wallet
+    that never sends it again): nothing can send it again, so its claim lapses after
+    WALLET_CLAIM_SECONDS and a `collect` run then moves the money; until then it is left out."""
+    merchant = shop.merchant(new_address("payout-wallet-dropped"))
+    _, address = shop.order(merchant, 6)
+    chain.transfer(address, 6_000_000)
+    shop.confirm()
+    console = _console(shop, merchant)
+    page = console.get("/dashboard/payouts").text
+    call = html.unescape(re.search(r'data-data="([^"]+)"', page).group(1))
+    factory = re.search(r'data-to="([^"]+)"', page).group(1)
+    chain.rpc("evm_setAutomine", False)
+    try:
+        tx_hash = chain.rpc("eth_sendTransaction", {"from": chain.accounts[2], "to": factory,
+                                                    "data": call})
+        assert _record(console, tx_hash).status_code == 303
+        assert chain.rpc("hardhat_dropTransaction", tx_hash) is True
+    finally:
+        chain.rpc("evm_setAutomine", True)
+    run = shop.collect_json()
+    assert (run["transactions"], run["leftOut"]) == ([], [address])
+    shop.clock.advance(WALLET_CLAIM_SECONDS + 1)
+    run = shop.collect_json()
+    assert [(t["status"], t["addresses"]) for t in run["transactions"]] == [("pending", 1)]
+    shop.confirm()
+    assert shop.records() == {(address, chain.token.lower()): 6_000_000}
+    assert shop.token_balance(address) == 0

@@ -571,7 +571,7 @@ def test_pg_dump_and_pg_restore_bring_the_service_back_on_an_empty_database(tmp_
     assert dbutil.dump(restored) == dbutil.dump(live)
     triggers = "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal ORDER BY tgname"
     assert dbutil.query(restored, triggers) == dbutil.query(live, triggers) == [
-        ("deliveries_notify",)]
+        ("deliveries_notify",), ("payments_watched",)]
 
     app = create_app({"DATABASE": restored})
     try:

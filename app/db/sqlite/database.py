@@ -166,7 +166,7 @@ class SqliteDatabase:
         if self._guard is not None:
             self._guard.close()
 
-    def init_schema(self, script=None, *, reset=False):
+    def init_schema(self, script=None, *, reset=False, monitoring_seconds=None):
         """Create the directory and the file when missing, bring the schema to the newest version in
         one transaction (app/data/migrate.py), and mark the file as made by init-db: the one way a
         database comes into being. Returns (version before, version after). `script`: a schema of
@@ -178,7 +178,7 @@ class SqliteDatabase:
             conn.executescript(script)
             versions = None
         else:
-            versions = migrate.upgrade(conn)
+            versions = migrate.upgrade(conn, monitoring_seconds=monitoring_seconds)
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         return versions
 
