@@ -276,6 +276,20 @@ def test_the_payouts_page_does_not_offer_an_address_a_collection_in_progress_hol
     assert "left out" not in text
 
 
+def _paid_with_wallet_call(shop, chain, label):
+    """A merchant's 6 TUSD paid and confirmed, its owner logged in: (merchant, deposit address,
+    console, (factory, data) of the call its payouts page offers the browser wallet)."""
+    merchant = shop.merchant(new_address(f"payout-wallet-{label}"))
+    _, address = shop.order(merchant, 6)
+    chain.transfer(address, 6_000_000)
+    shop.confirm()
+    console = _console(shop, merchant)
+    page = console.get("/dashboard/payouts").text
+    return merchant, address, console, (re.search(r'data-to="([^"]+)"', page).group(1),
+                                        html.unescape(re.search(r'data-data="([^"]+)"',
+                                                                page).group(1)))
+
+
 def _record(console, tx_hash):
     """The payouts page's form posting the hash the browser wallet answered."""
     page = console.get("/dashboard/payouts").text
@@ -291,16 +305,8 @@ def test_a_browser_wallet_s_collection_holds_its_addresses_before_it_is_mined(sh
     collection from its owner nor claims anything. Once mined and deep, the wallet's collection
     counts what it moved, once."""
     database = app.config["DATABASE"]
-    merchant = shop.merchant(new_address("payout-wallet-held"))
-    other = shop.merchant(new_address("payout-wallet-other"))
-    _, address = shop.order(merchant, 6)
-    chain.transfer(address, 6_000_000)
-    shop.confirm()
-    console = _console(shop, merchant)
-    page = console.get("/dashboard/payouts").text
-    call = html.unescape(re.search(r'data-data="([^"]+)"', page).group(1))
-    factory = re.search(r'data-to="([^"]+)"', page).group(1)
-    stranger = _console(shop, other, app.test_client())
+    merchant, address, console, (factory, call) = _paid_with_wallet_call(shop, chain, "held")
+    stranger = _console(shop, shop.merchant(new_address("payout-wallet-other")), app.test_client())
     chain.rpc("evm_setAutomine", False)
     try:
         tx_hash = chain.rpc("eth_sendTransaction", {"from": chain.accounts[2], "to": factory,
@@ -365,14 +371,7 @@ def test_a_browser_wallet_s_collection_its_node_dropped_holds_its_address_an_hou
     """The wallet's transaction is recorded, then dropped by the node (a fee too low, a wallet
     that never sends it again): nothing can send it again, so its claim lapses after
     WALLET_CLAIM_SECONDS and a `collect` run then moves the money; until then it is left out."""
-    merchant = shop.merchant(new_address("payout-wallet-dropped"))
-    _, address = shop.order(merchant, 6)
-    chain.transfer(address, 6_000_000)
-    shop.confirm()
-    console = _console(shop, merchant)
-    page = console.get("/dashboard/payouts").text
-    call = html.unescape(re.search(r'data-data="([^"]+)"', page).group(1))
-    factory = re.search(r'data-to="([^"]+)"', page).group(1)
+    _, address, console, (factory, call) = _paid_with_wallet_call(shop, chain, "dropped")
     chain.rpc("evm_setAutomine", False)
     try:
         tx_hash = chain.rpc("eth_sendTransaction", {"from": chain.accounts[2], "to": factory,
