@@ -26,6 +26,16 @@ def dialect(conn) -> str:
     return getattr(conn, "dialect", "sqlite")
 
 
+def fetch_as(conn, sql, params, make) -> list:
+    """Every row of `sql`, each built by `make` (a named tuple's _make) from its values as the
+    driver reads it: one object a row, for a read of many rows (the watcher's full read)."""
+    if dialect(conn) == "postgresql":
+        return conn.fetch_as(sql, params, make)
+    cursor = conn.cursor()
+    cursor.row_factory = lambda _, row: make(row)
+    return cursor.execute(sql, params).fetchall()
+
+
 def migrations(name) -> list[tuple[int, str, str]]:
     """(version, file name, SQL) of every migration file of dialect `name`, in order."""
     folder = resources.files("app") / "migrations" / name

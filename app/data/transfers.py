@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from app.core.records import ChainBlock, Transfer, WatchedAddress
 from app.data import rollups
-from app.data.schema import dialect
+from app.data.schema import dialect, fetch_as
 
 _TRANSFER = (
     "chain_id, tx_hash, log_index, network_id, process_id, token_contract, from_address, amount,"
@@ -85,9 +85,9 @@ def watched_addresses(conn, livemode) -> list[WatchedAddress]:
     The processes pending, or final at or after the monitoring window's start, are all there; so
     may be some final before it that prune_watch_list has not deleted yet: the watcher checks what
     it records against the process (final_before)."""
-    return list(map(WatchedAddress._make, conn.execute(  # its fields' order, lowercase already
-        "SELECT process_id, address, token_contract, expires_at, network_id FROM watch_list"
-        " WHERE livemode = ?", (int(livemode),))))
+    return fetch_as(  # in its fields' order, lowercase already
+        conn, "SELECT process_id, address, token_contract, expires_at, network_id FROM watch_list"
+        " WHERE livemode = ?", (int(livemode),), WatchedAddress._make)
 
 
 _WATCH_ROW = (  # watch_list rows of payments p (choices c) of processes w

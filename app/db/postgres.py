@@ -173,6 +173,11 @@ class Connection:
             return self.raw.execute(sql)
         return self.raw.execute(_translate(sql), params)
 
+    def fetch_as(self, sql, params, make):
+        """Every row of `sql`, each built by `make` from its values (no Row in between)."""
+        return self.raw.cursor(row_factory=lambda _: make).execute(_translate(sql),
+                                                                   params).fetchall()
+
     def executemany(self, sql, rows):
         cursor = self.raw.cursor()
         cursor.executemany(_translate(sql), rows)
