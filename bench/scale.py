@@ -29,8 +29,9 @@ Then, `--rounds` (4) alternated (the order flipping each round), through one gun
   3 untimed then 10 loads, median;
 - the watcher's full read of what it watches (app/data/transfers.py watched_addresses: watch_list,
   filled by the loader as the service's writes and the chores' prune leave it, the monitoring
-  window back from now), in this process on its own connection: 20 reads, median; then the
-  chores' prune of it (one batch, committed: at steady state it finds little);
+  window back from now), in this process on its own connection: 20 reads, median, and its floor,
+  20 fetches of the same rows as the driver's plain tuples; then the chores' prune of it (one
+  batch, committed: at steady state it finds little);
 - the list's first page (`/dashboard/`) of the list's shop, its owner logged in: 10 loads, median;
 - bytes per process: the database's size over its processes, and the largest tables.
 Targets (the large against the small): preorder req/s >= 0.9 x, p99 <= 1.25 x, CPU per preorder
@@ -50,6 +51,7 @@ import time
 from pathlib import Path
 
 import requests
+from psycopg.rows import tuple_row
 
 from app.config import DEFAULTS
 from app.data import overview as overview_rows
@@ -210,21 +212,28 @@ def postgres_cpu(url):
     return sum(cpu_seconds(p) for p in [pid, *children(pid)] if p)
 
 
+FLOOR_READ = ("SELECT process_id, address, token_contract, expires_at, network_id FROM watch_list"
+              " WHERE livemode = 1")
+
+
 def watched_read(app, now):
-    """(median ms of 20 full reads of the live mode's watched set, its rows, ms of the chores'
-    prune of it then, rows pruned)."""
+    """(median ms of 20 full reads of the live mode's watched set, of 20 fetches of the same rows
+    as the driver's plain tuples (its floor), its rows, ms of the chores' prune of it then, rows
+    pruned)."""
     db = app.extensions["db"]
     since = now - DEFAULTS["PAYMENT_MONITORING_SECONDS"]
     with app.app_context():
         conn = db.connection()
         rows = len(transfer_rows.watched_addresses(conn, True))
         ms = timed(lambda: (transfer_rows.watched_addresses(conn, True), 200)[1], 20)
+        floor_ms = timed(lambda: (conn.raw.cursor(row_factory=tuple_row).execute(
+            FLOOR_READ).fetchall(), 200)[1], 20)
         started = time.perf_counter()
         with db.transaction() as tx:
             pruned = transfer_rows.prune_watch_list(tx, since, 1_000)
         prune_ms = (time.perf_counter() - started) * 1000
     db.close_all()
-    return ms, rows, round(prune_ms, 1), pruned
+    return ms, floor_ms, rows, round(prune_ms, 1), pruned
 
 
 def measure(side, server, body_file, seconds, now):
@@ -235,7 +244,7 @@ def measure(side, server, body_file, seconds, now):
     assert w["non2xx"] == 0, w["statuses"]
     scraper, live, test, lister = (requests.Session(), side["sessions"]["live"],
                                    side["sessions"]["test"], side["sessions"]["list"])
-    ms, rows, prune_ms, pruned = watched_read(side["app"], now)
+    ms, floor_ms, rows, prune_ms, pruned = watched_read(side["app"], now)
     return {
         "preorder_rps": w["rps"], "preorder_p50_ms": w["p50_ms"], "preorder_p99_ms": w["p99_ms"],
         "preorder_cpu_ms": round(cpu * 1000 / w["requests"], 3),
@@ -244,7 +253,8 @@ def measure(side, server, body_file, seconds, now):
             lambda: live.get(base + "/dashboard/overview", timeout=60).status_code, 10),
         "overview_test_ms": timed(
             lambda: test.get(base + "/dashboard/overview", timeout=60).status_code, 10),
-        "watched_read_ms": ms, "watched_rows": rows, "watch_prune_ms": prune_ms,
+        "watched_read_ms": ms, "watched_floor_ms": floor_ms, "watched_rows": rows,
+        "watch_prune_ms": prune_ms,
         "watch_pruned": pruned,
         "list_first_page_ms": timed(
             lambda: lister.get(base + "/dashboard/", timeout=60).status_code, 10),
@@ -252,7 +262,8 @@ def measure(side, server, body_file, seconds, now):
 
 
 FIGURES = ("preorder_rps", "preorder_p50_ms", "preorder_p99_ms", "preorder_cpu_ms", "metrics_ms",
-           "overview_live_ms", "overview_test_ms", "watched_read_ms", "watch_prune_ms",
+           "overview_live_ms", "overview_test_ms", "watched_read_ms", "watched_floor_ms",
+           "watch_prune_ms",
            "list_first_page_ms")
 
 
