@@ -1,5 +1,5 @@
 """What a request, a scrape and a poll cost as the database grows, on PostgreSQL:
-`python -m bench.scale [--processes N] [--small N] [--rounds R] [--seconds S]`.
+`python -m bench.scale [--processes N] [--small N] [--rounds R] [--seconds S] [--binary-floor]`.
 
 Two databases on one durable PostgreSQL server (bench/postgres.py), the same settings, built the
 same way at two sizes: `--small` (10,000) and `--processes` (1,000,000; 10 million is the issue's
@@ -34,6 +34,8 @@ Then, `--rounds` (4) alternated (the order flipping each round), through one gun
   batch, committed: at steady state it finds little);
 - the list's first page (`/dashboard/`) of the list's shop, its owner logged in: 10 loads, median;
 - bytes per process: the database's size over its processes, and the largest tables.
+With `--binary-floor`, the large database's big tables are also copied with every hash, address
+and id as bytes, their indexes alike, to measure what such a schema would save (then dropped).
 Targets (the large against the small): preorder req/s >= 0.9 x, p99 <= 1.25 x, CPU per preorder
 <= 1.1 x; /metrics <= 50 ms; the watcher's read <= 20 ms; the overview <= 300 ms; the list's first
 page about the same at both sizes. Prints the medians, their ratio and the median ratio of the
@@ -181,6 +183,67 @@ def build(folder, n, now):
             "tables_bytes_per_process": {name: round(b / processes) for name, b in tables}}
 
 
+def _bytes(column):
+    return f"decode(substr({column}, 3), 'hex') AS {column}"
+
+
+# Each large table as it would be with every hash, address and id as bytes (16-byte uuids and
+# event ids, 4-byte merchant and endpoint ids, 2-byte network ids), its indexes alike.
+BINARY = {
+    "processes": "seq, id::uuid AS id, hashtext(merchant_id) AS merchant_id, status,"
+                 " amount::numeric AS amount, metadata, livemode::int::bool AS livemode,"
+                 " created_at, updated_at, expires_at, completed_by, currency, description,"
+                 " success_url, cancel_url, checkout_base, link_id",
+    "payments": f"process_id::uuid AS process_id, hashtext(merchant_id) AS merchant_id,"
+                f" address_index, {_bytes('address')}, asset_id,"
+                f" (hashtext(network_id) % 30000)::int2 AS network_id, chain_id,"
+                f" {_bytes('token_contract')}, decimals, amount_due::numeric AS amount_due,"
+                f" created_at, updated_at, mode, {_bytes('payout_address')}, {_bytes('factory')},"
+                f" tolerance, quote",
+    "transfers": f"chain_id, {_bytes('tx_hash')}, log_index,"
+                 f" (hashtext(network_id) % 30000)::int2 AS network_id,"
+                 f" process_id::uuid AS process_id, {_bytes('token_contract')},"
+                 f" {_bytes('from_address')}, amount::numeric AS amount, block_number,"
+                 f" {_bytes('block_hash')}, block_timestamp, status, seen_at, confirmed_at",
+    "collection_items": f"collection_id, {_bytes('address')}, {_bytes('token')},"
+                        f" process_id::uuid AS process_id, hashtext(merchant_id) AS merchant_id,"
+                        f" {_bytes('payout_address')}, amount::numeric AS amount",
+    "events": "seq, decode(md5(id), 'hex') AS id, hashtext(merchant_id) AS merchant_id,"
+              " process_id::uuid AS process_id, type, payload, created_at",
+    "deliveries": "seq, decode(md5(event_id), 'hex') AS event_id,"
+                  " hashtext(endpoint_id) AS endpoint_id, hashtext(merchant_id) AS merchant_id,"
+                  " status, attempts, next_attempt_at, lease_owner, lease_expires_at, last_error,"
+                  " delivered_at",
+    "delivery_attempts": "id, decode(md5(event_id), 'hex') AS event_id, attempted_at, url,"
+                         " status_code, error, duration_ms, hashtext(endpoint_id) AS endpoint_id",
+}
+
+
+def binary_floor(url, processes) -> dict:
+    """Bytes a process of each BINARY table as stored and as it would be in bytes, and of the
+    whole database with those tables so (copies made, measured and dropped)."""
+    import psycopg
+
+    found = {}
+    with psycopg.connect(url, autocommit=True) as raw:
+        for table, columns in BINARY.items():
+            raw.execute(f"CREATE TABLE {table}_bin AS SELECT {columns} FROM {table}")
+            for name, index in raw.execute(
+                    "SELECT indexrelid::regclass::text, pg_get_indexdef(indexrelid) FROM pg_index"
+                    " WHERE indrelid = %s::regclass", (table,)).fetchall():
+                raw.execute(index.replace(f" ON public.{table} ", f" ON public.{table}_bin ")
+                            .replace(f"INDEX {name} ", f"INDEX {name}_bin "))
+            raw.execute(f"VACUUM ANALYZE {table}_bin")
+            text, binary = (raw.execute(f"SELECT pg_total_relation_size('{t}')").fetchone()[0]
+                            for t in (table, f"{table}_bin"))
+            raw.execute(f"DROP TABLE {table}_bin")
+            found[table] = (round(text / processes), round(binary / processes))
+        size = raw.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+    found["database"] = (round(size / processes), round(
+        size / processes - sum(text - binary for text, binary in found.values())))
+    return found
+
+
 def login(base_url, email):
     session = requests.Session()
     page = session.get(base_url + "/dashboard/login", timeout=60)
@@ -275,6 +338,8 @@ def main(argv=None):
     parser.add_argument("--small", type=int, default=10_000, help="the small database's bulk")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--seconds", type=int, default=10, help="of preorders, a round and a side")
+    parser.add_argument("--binary-floor", action="store_true",
+                        help="also measure the large database's bytes with ids and hashes as bytes")
     args = parser.parse_args(argv)
     wrk.require_wrk()
     now = int(time.time())
@@ -283,6 +348,10 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as folder:
         sides = {name: build(folder, n, now) for name, n in (("small", args.small),
                                                              ("large", args.processes))}
+        if args.binary_floor:
+            result["binary_floor"] = binary_floor(sides["large"]["url"],
+                                                  sides["large"]["processes"])
+            print("bytes a process (as stored, in bytes):", result["binary_floor"], flush=True)
         body_file = Path(folder) / "preorder.json"
         body_file.write_text(bodies.compact(bodies.preorder_body()))
         servers = {}
