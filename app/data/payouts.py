@@ -238,7 +238,7 @@ def held(conn, network_id, addresses, read_block, now) -> set[str]:
     """Those of `addresses` (EIP-55, as stored) that a collection on the network holds: one still
     `pending` (not mined, or not yet deep enough), or one confirmed in a block after `read_block`
     (the block a run read their balances at: what it read is gone). A reverted one holds nothing,
-    nor does a browser wallet's (no signed bytes kept) not mined WALLET_CLAIM_SECONDS after it was
+    nor does a browser wallet's (`recorded_by`) not mined WALLET_CLAIM_SECONDS after it was
     recorded: a transaction its node dropped would hold them for ever (nothing here can send it
     again); if it is mined after all, a `collect` sent meanwhile moves nothing there.
     Served by collection_items' address index, whatever the number of collections."""
@@ -250,7 +250,7 @@ def held(conn, network_id, addresses, read_block, now) -> set[str]:
             "SELECT DISTINCT i.address FROM collection_items i JOIN collections c"
             " ON c.id = i.collection_id"
             f" WHERE i.address IN ({','.join('?' * len(chunk))}) AND c.network_id = ?"
-            " AND ((c.status = 'pending' AND (c.raw_tx <> '' OR c.block_number IS NOT NULL"
+            " AND ((c.status = 'pending' AND (c.recorded_by IS NULL OR c.block_number IS NOT NULL"
             "  OR c.created_at > ?)) OR (c.status = 'confirmed' AND c.block_number > ?))",
             (*chunk, network_id, int(now) - WALLET_CLAIM_SECONDS,
              -1 if read_block is None else read_block),

@@ -85,9 +85,9 @@ def search_value(text) -> str:
 
 def search_key(merchant_id, value) -> int:
     """A search row's key: the first 8 bytes of SHA-256 of "merchant_id/value" (UTF-8) as a signed
-    big-endian integer (PostgreSQL's bigint). 8 bytes a row instead of both texts; two values of
-    one merchant share a key with odds about n² / 2**65 (n: its values), and the list checks the
-    merchant too."""
+    big-endian integer (PostgreSQL's bigint): 8 bytes a row whatever the value's length. Two
+    values of one merchant share a key with odds about n² / 2**65 (n: its values), and the list
+    checks the merchant too."""
     text = f"{merchant_id}/{value}".encode("utf-8", "surrogatepass")
     return int.from_bytes(hashlib.sha256(text).digest()[:8], "big", signed=True)
 

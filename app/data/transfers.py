@@ -121,27 +121,20 @@ def prune_watch_list(conn, final_since, limit) -> int:
         " ORDER BY w.expires_at LIMIT ?)", (final_since, final_since, limit)).rowcount
 
 
-def _watched(rows) -> list[WatchedAddress]:
-    """Rows of (process id, address, network id, token, expiry), unpacked by position."""
-    return [WatchedAddress(process_id, address.lower(), token.lower(), expires_at, network_id)
-            for process_id, address, network_id, token, expires_at in rows]
-
-
 def watched_since(conn, since, livemode) -> list[WatchedAddress]:
     """What watched_addresses adds for the payments made, or changed to another choice, at or after
     `since` (a new payment's process is pending; one that became final is the caller's to check,
     with final_before)."""
-    rows = conn.execute(
-        "SELECT p.process_id, p.address, p.network_id, p.token_contract, pr.expires_at"
-        " FROM payments p JOIN processes pr ON pr.id = p.process_id"
+    return fetch_as(  # in WatchedAddress's fields' order
+        conn,
+        "SELECT p.process_id, lower(p.address), lower(p.token_contract), pr.expires_at,"
+        " p.network_id FROM payments p JOIN processes pr ON pr.id = p.process_id"
         " WHERE p.updated_at >= ? AND pr.livemode = ?"
-        " UNION ALL SELECT p.process_id, p.address, c.network_id, c.token_contract, pr.expires_at"
-        " FROM payment_choices c JOIN payments p ON p.process_id = c.process_id"
+        " UNION ALL SELECT p.process_id, lower(p.address), lower(c.token_contract), pr.expires_at,"
+        " c.network_id FROM payment_choices c JOIN payments p ON p.process_id = c.process_id"
         " JOIN processes pr ON pr.id = c.process_id"
         " WHERE c.created_at >= ? AND pr.livemode = ?",
-        (since, int(livemode), since, int(livemode)),
-    )
-    return _watched(rows)
+        (since, int(livemode), since, int(livemode)), WatchedAddress._make)
 
 
 def final_before(conn, process_ids, final_since) -> set[str]:

@@ -26,6 +26,7 @@ BUILD = _CONTRACTS / "ForwarderFactory.json"  # the current version's
 BUILDS = {1: _CONTRACTS / "ForwarderFactory-v1.json", 2: BUILD}
 VERSION = 2  # what deploy-factory deploys
 COLLECT_SIGNATURE = "collect(address[],(address,bytes32[])[])"
+COLLECT_SELECTOR = keccak256(COLLECT_SIGNATURE.encode("ascii"))[:4]
 
 
 @lru_cache(maxsize=2)
@@ -106,8 +107,7 @@ def collect_calldata(tokens: list[str], deposits: list[tuple[str, bytes]]) -> by
         encode,  # here, not at the top: its import is slow, and few commands need it
     )
 
-    selector = keccak256(COLLECT_SIGNATURE.encode("ascii"))[:4]
-    return selector + encode(["address[]", "(address,bytes32[])[]"], [token_list, payouts])
+    return COLLECT_SELECTOR + encode(["address[]", "(address,bytes32[])[]"], [token_list, payouts])
 
 
 def collect_arguments(data: bytes) -> tuple[list[str], list[tuple[str, bytes]]] | None:
@@ -116,7 +116,7 @@ def collect_arguments(data: bytes) -> tuple[list[str], list[tuple[str, bytes]]] 
     from eth_abi import decode
     from eth_abi.exceptions import DecodingError
 
-    if data[:4] != keccak256(COLLECT_SIGNATURE.encode("ascii"))[:4]:
+    if data[:4] != COLLECT_SELECTOR:
         return None
     try:
         tokens, payouts = decode(["address[]", "(address,bytes32[])[]"], data[4:])
